@@ -1,0 +1,43 @@
+// Element-wise activation kernels with Keras 3 semantics, forward and backward.
+// Softmax works over the last axis of rows of `features` values; every other kind is element-wise.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace nnfleet {
+
+enum class Act {
+  kLinear,
+  kRelu,  // with Activation::alpha (negative slope), max_value and threshold as Keras's ReLU layer
+  kSigmoid,
+  kTanh,
+  kSoftmax,
+  kElu,        // alpha (Keras default 1.0)
+  kSelu,
+  kSoftplus,
+  kSoftsign,
+  kSwish,      // x * sigmoid(x), also "silu"
+  kGelu,       // exact (erf) form, Keras 3 default approximate=False
+  kGeluTanh,   // approximate=True
+  kLeakyRelu,  // alpha = negative slope (activation function default 0.2; LeakyReLU layer 0.3)
+  kHardSigmoid,  // Keras 3: relu6(x + 3) / 6
+  kExponential,
+};
+
+struct Activation {
+  Act kind = Act::kLinear;
+  float alpha = 0.0f;
+  float max_value = std::numeric_limits<float>::infinity();
+  float threshold = 0.0f;
+};
+
+// y[rows,features] = act(x). x and y may alias (in place) for every kind.
+void activation_forward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                        float* y);
+// dx[rows,features] += act'(x) * dy, using x (the input) and y (the output) as convenient.
+// For softmax: dx += y * (dy - sum(dy * y)) per row.
+void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                         const float* y, const float* dy, float* dx);
+
+}  // namespace nnfleet

@@ -1,0 +1,29 @@
+// Single-threaded matrix kernels: GEMM and the Dense layer's forward and backward.
+// Dimension letters: M N K for GEMM; N batch rows, I input features, O output features.
+// All matrices are row-major float32. The fast versions go through a tuned library (chosen by
+// benchmark, see BENCHMARKS.md); each keeps a naive `_ref` twin used only by tests.
+#pragma once
+
+namespace nnfleet {
+
+// C[M,N] = beta * C + op(A) * op(B), op(A) is [M,K] (A stored [K,M] when trans_a), op(B) is [K,N]
+// (B stored [N,K] when trans_b). lda/ldb/ldc are row strides in floats. beta is 0 or 1; with
+// beta 0, C is overwritten (never read).
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda, const float* B,
+          int ldb, float beta, float* C, int ldc);
+void gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc);
+
+// y[N,O] = x[N,I] * w[I,O] + b[O] (b may be null). w uses Keras's Dense kernel layout.
+void dense_forward(int n, int in, int out, const float* x, const float* w, const float* b, float* y);
+void dense_forward_ref(int n, int in, int out, const float* x, const float* w, const float* b,
+                       float* y);
+
+// Accumulates (+=): dx[N,I] += dy[N,O] * w^T (skipped when dx is null), dw[I,O] += x^T * dy,
+// db[O] += column sums of dy (skipped when db is null).
+void dense_backward(int n, int in, int out, const float* x, const float* w, const float* dy,
+                    float* dx, float* dw, float* db);
+void dense_backward_ref(int n, int in, int out, const float* x, const float* w, const float* dy,
+                        float* dx, float* dw, float* db);
+
+}  // namespace nnfleet

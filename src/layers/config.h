@@ -1,0 +1,72 @@
+// LayerConfig: typed, checked access to a layer's Keras-style config (a JSON object), used by the
+// layer factories for plans and Keras files alike. A getter that finds the wrong type throws
+// ConfigError naming the key and what was expected; finish() refuses keys nobody read.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nnfleet/error.h"
+
+namespace nnfleet {
+
+using Json = nlohmann::json;
+
+// A bad value in a layer (or optimizer, loss) config. key() is the config key ("units"); the
+// message is "<rule>; expected <x>, got <y>" without location, which callers add (plan file and
+// line, or Keras file and layer).
+class ConfigError : public ModelError {
+ public:
+  ConfigError(std::string key, const std::string& what) : ModelError(what), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// How strictly unread keys are treated by finish().
+enum class ConfigMode {
+  kPlan,   // every key must be known: an unknown key is an error listing the valid ones
+  kKeras,  // keys Keras writes are tolerated when they hold their default (regularizers null, ...)
+};
+
+class LayerConfig {
+ public:
+  LayerConfig(const Json& j, ConfigMode mode, std::string class_name);
+
+  const std::string& class_name() const { return class_name_; }
+  ConfigMode mode() const { return mode_; }
+  bool has(const std::string& key) const;  // present and not null
+
+  int64_t get_int(const std::string& key, std::optional<int64_t> def = {}, int64_t min = 1);
+  double get_float(const std::string& key, std::optional<double> def = {});
+  bool get_bool(const std::string& key, std::optional<bool> def = {});
+  std::string get_string(const std::string& key, std::optional<std::string> def = {},
+                         const std::vector<std::string>& allowed = {});
+  // An int or a list of ints of length n (Keras kernel_size, strides, pool_size: 3 or [3, 3]).
+  std::vector<int64_t> get_ints(const std::string& key, size_t n,
+                                std::optional<std::vector<int64_t>> def = {}, int64_t min = 1);
+  // Any JSON value (for nested structures such as an initializer or ZeroPadding2D's padding).
+  const Json* get_raw(const std::string& key);
+  // Marks a key as read without interpreting it.
+  void ignore(const std::string& key);
+
+  // Throws ConfigError for every key not read, according to the mode.
+  void finish() const;
+
+  // Builds a ConfigError for `key` ("expected <expected>, got <json of value>").
+  [[noreturn]] void fail(const std::string& key, const std::string& expected) const;
+
+ private:
+  const Json* find(const std::string& key) const;
+  Json j_;
+  ConfigMode mode_;
+  std::string class_name_;
+  std::set<std::string> used_;
+};
+
+}  // namespace nnfleet

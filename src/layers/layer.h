@@ -1,0 +1,83 @@
+// The layer contract, written once. Every layer kind in src/layers/ implements it.
+//
+// A layer is an immutable description (its Keras config) plus its math; it owns no tensors.
+// Shapes are per sample (no batch axis), NHWC, and are planned once when a Model is built:
+//   output_shape()  checks the input shapes and says the output shape; throws ModelError with a
+//                   rule and a hint (the model adds "failed to build model 'x': layer 3 'dense_1'").
+//   param_specs()   the layer's weights in Keras order (trainable before non-trainable), each with
+//                   its Keras name ("kernel", "bias", "gamma", ...), shape and initializer.
+//   cache_floats()  floats kept from forward to backward for a batch of n (e.g. a pre-activation).
+//   scratch_floats() floats of temporary space one call may use (e.g. an im2col buffer).
+// forward() and backward() then run over views handed in through LayerArgs; they never allocate,
+// validate or throw. backward() ACCUMULATES (+=) into dx and dparams; the caller zeroes them.
+// One layer object may serve many copies of a model at once from different threads: every method
+// is const and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+#include "layers/initializer.h"
+#include "tensor/rng.h"
+#include "tensor/shape.h"
+
+namespace nnfleet {
+
+struct ParamSpec {
+  std::string name;  // Keras weight name: kernel, bias, gamma, beta, moving_mean, ...
+  Shape shape;
+  Initializer init;
+  bool trainable = true;
+};
+
+struct LayerArgs {
+  int n = 0;                              // batch rows in this call (<= the planned maximum)
+  bool training = false;                  // dropout active, batch norm uses batch statistics
+  const Shape* in_shapes = nullptr;       // per-sample shapes of the inputs
+  Shape out_shape;                        // per-sample shape of the output
+  const float* const* x = nullptr;        // inputs, each [n, in_shapes[i]]
+  float* y = nullptr;                     // output [n, out_shape]
+  float* const* params = nullptr;         // per param_specs() entry (forward may update
+                                          // non-trainable ones in training, e.g. moving_mean)
+  float* cache = nullptr;                 // cache_floats(n) floats, kept from forward to backward
+  float* scratch = nullptr;               // scratch_floats(n) floats
+  Rng* rng = nullptr;                     // the model's training randomness (dropout)
+  // Backward only.
+  const float* dy = nullptr;              // [n, out_shape]
+  float* const* dx = nullptr;             // per input, += ; an entry may be null (not needed)
+  float* const* dparams = nullptr;        // per trainable param, in param_specs() order, +=
+};
+
+class Layer {
+ public:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  // The Keras class name ("Dense").
+  virtual const char* class_name() const = 0;
+  // Number of inputs: 1 for most layers; 0 means two or more (Add, Concatenate).
+  virtual int arity() const { return 1; }
+
+  virtual Shape output_shape(const std::vector<Shape>& in) const = 0;
+  virtual std::vector<ParamSpec> param_specs(const std::vector<Shape>& /*in*/) const { return {}; }
+  virtual size_t cache_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }
+  virtual size_t scratch_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }
+  virtual void forward(const LayerArgs& a) const = 0;
+  virtual void backward(const LayerArgs& a) const = 0;
+
+  // The layer's Keras config (the "config" object Keras writes, including "name").
+  virtual Json keras_config() const = 0;
+  // FLOPs (multiply-add = 2) of one forward pass of one sample; for scheduling and benchmarks.
+  virtual double forward_flops(const std::vector<Shape>& /*in*/) const { return 0.0; }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace nnfleet

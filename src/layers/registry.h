@@ -1,0 +1,41 @@
+// The one list of every layer kind. It feeds the factory (plans and Keras files), the name table
+// used in error messages, and the gradient-check test (tests/layers/gradient_check_test.cpp), so a
+// kind cannot be added without a factory and a gradient check.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layers/layer.h"
+
+namespace nnfleet {
+
+// An example configuration for tests: a config and the per-sample input shapes it accepts.
+struct LayerExample {
+  Json config;
+  std::vector<Shape> inputs;
+  bool training = false;  // run the gradient check in training mode (BatchNormalization)
+};
+
+struct LayerKindInfo {
+  const char* class_name;  // Keras class name
+  std::unique_ptr<Layer> (*make)(LayerConfig& cfg, const std::string& name);
+  std::vector<LayerExample> (*examples)();
+};
+
+// Every kind, in a fixed order.
+const std::vector<LayerKindInfo>& layer_kinds();
+// nullptr when unknown.
+const LayerKindInfo* find_layer_kind(std::string_view class_name);
+// "Activation, Add, AveragePooling2D, ..." for error messages.
+std::string layer_kind_names();
+
+// Builds a layer from its class name and config (Keras or plan form); the config's "name" key,
+// when present, overrides `default_name`. Throws ModelError for an unknown class (listing the valid
+// ones) and ConfigError for a bad config value.
+std::unique_ptr<Layer> make_layer(std::string_view class_name, const Json& config, ConfigMode mode,
+                                  const std::string& default_name);
+
+}  // namespace nnfleet

@@ -1,0 +1,69 @@
+// Losses and metrics with Keras formulas (clipping epsilon 1e-7, reduction "sum over batch size").
+// A prediction is [N,K] (K = all features of the model's output per sample). A target is either
+// float values [N,K] (one-hot, regression targets) or integer class labels [N] (sparse losses).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+
+namespace nnfleet {
+
+enum class LossKind {
+  kMeanSquaredError,
+  kMeanAbsoluteError,
+  kHuber,
+  kBinaryCrossentropy,
+  kCategoricalCrossentropy,
+  kSparseCategoricalCrossentropy,
+};
+
+struct LossSpec {
+  LossKind kind = LossKind::kMeanSquaredError;
+  bool from_logits = false;
+  float delta = 1.0f;  // huber
+  bool sparse() const { return kind == LossKind::kSparseCategoricalCrossentropy; }
+};
+
+struct Targets {
+  const float* values = nullptr;    // [N,K] for dense targets
+  const int32_t* labels = nullptr;  // [N] for sparse targets
+};
+
+// Parses "sparse_categorical_crossentropy", "mse", {"CategoricalCrossentropy": {"from_logits":
+// true}} or Keras's {"class_name": ..., "config": ...}. Throws ConfigError listing valid names.
+LossSpec parse_loss(const Json& j);
+std::string loss_name(const LossSpec& l);  // Keras snake_case name
+const std::vector<std::string>& loss_names();
+// Every kind with its variants (from_logits), for the gradient-check test.
+std::vector<LossSpec> all_loss_specs();
+
+// per_sample[N] = the loss of each sample.
+void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                  float* per_sample);
+// dpred[N,K] = d(mean over the batch of the loss)/d pred (overwrites; includes the 1/N).
+void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                   float* dpred);
+
+enum class MetricKind {
+  kSparseCategoricalAccuracy,
+  kCategoricalAccuracy,
+  kBinaryAccuracy,
+  kMeanAbsoluteError,
+  kMeanSquaredError,
+};
+
+// Resolves a metric name from a plan ("accuracy", "acc", "mae", "mse", or an explicit Keras name)
+// the way Keras does for "accuracy": sparse loss -> sparse_categorical_accuracy; K == 1 or binary
+// cross-entropy -> binary_accuracy; otherwise categorical_accuracy. Throws ConfigError.
+MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k);
+// The key used in histories and results ("accuracy", "mae", "mse" as the user wrote it).
+std::string metric_key(const std::string& name);
+
+// Sum over the batch of the metric's per-sample value (callers divide by the sample count).
+double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
+                  bool from_logits);
+
+}  // namespace nnfleet

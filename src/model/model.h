@@ -1,0 +1,64 @@
+// Model: an immutable, validated DAG of layers with one input and one output (Sequential is the
+// chain case). Built once; shapes, parameter specs and FLOPs are planned at construction, and one
+// Model can be shared read-only by any number of Networks (instances with their own arena).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/layer.h"
+#include "tensor/shape.h"
+
+namespace nnfleet {
+
+// One layer application. inputs are node ids; node id 0 is the model input.
+struct ModelNode {
+  std::unique_ptr<Layer> layer;
+  std::vector<int> inputs;
+};
+
+struct PlannedNode {
+  std::vector<Shape> in_shapes;
+  Shape out_shape;
+  std::vector<ParamSpec> params;
+};
+
+class Model {
+ public:
+  // Builds and validates. nodes[i] has id i + 1 and may only use ids <= i (topological order).
+  // `output` is the id of the output node (0 would be the input itself). Throws ModelError:
+  // "failed to build model 'cnn': layer 3 'dense_1' expects rank 2 input, got [32,13,13,8]; ..."
+  Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
+        std::string input_name = "input_layer");
+  // The chain case.
+  static std::shared_ptr<const Model> sequential(std::string name, Shape input_shape,
+                                                 std::vector<std::unique_ptr<Layer>> layers);
+
+  const std::string& name() const { return name_; }
+  const std::string& input_name() const { return input_name_; }
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return planned_.back().out_shape; }
+  // Layers in topological order; node id = index + 1.
+  size_t num_layers() const { return nodes_.size(); }
+  const Layer& layer(size_t i) const { return *nodes_[i].layer; }
+  const std::vector<int>& layer_inputs(size_t i) const { return nodes_[i].inputs; }
+  const PlannedNode& planned(size_t i) const { return planned_[i]; }
+  int output_node() const { return output_; }
+  bool is_sequential() const;
+
+  size_t trainable_params() const { return trainable_params_; }
+  size_t non_trainable_params() const { return non_trainable_params_; }
+  double forward_flops() const { return flops_; }  // per sample
+
+ private:
+  std::string name_, input_name_;
+  Shape input_shape_;
+  std::vector<ModelNode> nodes_;
+  std::vector<PlannedNode> planned_;
+  int output_ = 0;
+  size_t trainable_params_ = 0, non_trainable_params_ = 0;
+  double flops_ = 0.0;
+};
+
+}  // namespace nnfleet

@@ -1,0 +1,22 @@
+// File helpers: whole-file reads and atomic writes (temporary name in the same folder, fsync,
+// rename), so nothing half-written is ever read back.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace nnfleet {
+
+// Reads a whole file; throws FileError naming the path and the OS reason.
+std::string read_file(const std::string& path);
+// Writes `content` to `path` atomically. Throws FileError.
+void write_file_atomic(const std::string& path, std::string_view content);
+// Lets `writer` fill a temporary file (its path is the argument), then renames it over `path`.
+// The temporary is removed if `writer` throws. Throws FileError.
+void write_atomic_with(const std::string& path, const std::function<void(const std::string&)>& writer);
+bool file_exists(const std::string& path);
+// Creates a directory and its parents; throws FileError.
+void make_dirs(const std::string& path);
+
+}  // namespace nnfleet

@@ -1,0 +1,38 @@
+// Arena: one 64-byte-aligned float allocation per model, carved into named regions at build time.
+// Parameters, gradients, optimizer state, activations and caches all live in one arena, so a
+// training step never touches the heap. Reserve everything first, then allocate() once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nnfleet {
+
+class Arena {
+ public:
+  // Offsets are in floats and rounded up to 16 floats (64 bytes) so every region is aligned.
+  static constexpr size_t kAlignFloats = 16;
+
+  // Reserves `floats` floats; returns the region's offset. Only before allocate().
+  size_t reserve(size_t floats);
+  // Makes the single allocation, zero-filled. Called once.
+  void allocate();
+  bool allocated() const { return data_ != nullptr; }
+
+  float* at(size_t offset) { return data_.get() + offset; }
+  const float* at(size_t offset) const { return data_.get() + offset; }
+  size_t size_floats() const { return size_; }
+  size_t size_bytes() const { return size_ * sizeof(float); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, Free> data_;
+  size_t size_ = 0;
+};
+
+}  // namespace nnfleet
