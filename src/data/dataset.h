@@ -54,13 +54,21 @@ void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float
 void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst);
 
 // Loaders. Each throws DataError naming the file and the problem
-// ("failed to read data file 'x.npy': unsupported dtype '<c8'; expected one of u1, i4, i8, f4, f8").
+// ("failed to read data file 'x.npy': unsupported dtype '<c8'; expected one of |u1, <i4, ...").
+// A loader either returns a complete Array or throws; nothing is left half-read.
 Array load_idx(const std::string& path);                     // plain or gzip, ubyte images/labels
-Array load_npy(const std::string& path);                     // v1/v2/v3, little-endian, C order
-Array load_npz(const std::string& path, const std::string& key);  // stored or deflated members
+// NPY v1/v2/v3, little-endian, C order. |u1 <i4 <i8 <f4 <f8 load as-is; narrower types are
+// widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32. Fortran order (rank
+// >= 2), big-endian ('>') and every other dtype are rejected.
+Array load_npy(const std::string& path);
+// Member "<key>.npy" of an NPZ archive (np.savez or np.savez_compressed), read as load_npy does.
+Array load_npz(const std::string& path, const std::string& key);
+// The keys of an NPZ archive's .npy members (suffix removed), in archive order.
 std::vector<std::string> npz_keys(const std::string& path);
-// CSV with a header row and numeric columns. Returns x [rows, cols-1] as float32 and y [rows]
-// from the column named `label` (int32 when every label is integral, else float32).
+// CSV with a header row and numeric columns (comma separated; cells trimmed of blanks; "\r\n"
+// accepted; blank lines skipped; at least one data row). Returns x [rows, cols-1] as float32 in
+// column order without the label, and y [rows] from the column named `label` (int32 when every
+// label is integral and fits, else float32).
 struct CsvData {
   Array x, y;
   std::vector<std::string> feature_names;
@@ -68,7 +76,15 @@ struct CsvData {
 CsvData load_csv(const std::string& path, const std::string& label);
 
 // Writers used by `nnfleet predict` and tests (atomic: temporary name, then rename).
+// Writes `a` as NPY v1.0 in its own dtype (|u1 <i4 <i8 <f4 <f8), C order. Throws DataError;
+// on failure `path` is left untouched and the temporary file is removed.
 void save_npy(const std::string& path, const Array& a);
+
+// Helpers shared by the loaders (and usable by other readers of data files).
+// Throws DataError("failed to read data file '<path>': <rule>").
+[[noreturn]] void throw_data_error(const std::string& path, const std::string& rule);
+// Reads a whole data file into memory; throws DataError naming the path and the OS reason.
+std::string read_data_file(const std::string& path);
 
 // Fashion-MNIST from the Debian package dataset-fashion-mnist (or $NNFLEET_FASHION_MNIST):
 // split "train" (60,000) or "test" (10,000). x is uint8 [n,28,28,1], y uint8 [n].

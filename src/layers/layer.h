@@ -36,6 +36,7 @@ struct ParamSpec {
 struct LayerArgs {
   int n = 0;                              // batch rows in this call (<= the planned maximum)
   bool training = false;                  // dropout active, batch norm uses batch statistics
+  int n_inputs = 1;                       // number of inputs (x, dx and in_shapes entries)
   const Shape* in_shapes = nullptr;       // per-sample shapes of the inputs
   Shape out_shape;                        // per-sample shape of the output
   const float* const* x = nullptr;        // inputs, each [n, in_shapes[i]]

@@ -37,6 +37,12 @@ struct Targets {
 LossSpec parse_loss(const Json& j);
 std::string loss_name(const LossSpec& l);  // Keras snake_case name
 const std::vector<std::string>& loss_names();
+// Keras 3 serialized form {"module": "keras.losses", "class_name": ..., "config": ...,
+// "registered_name": null}, for compile_config in .keras files.
+Json loss_to_keras(const LossSpec& l);
+// Throws DataError unless every label is in [0, k). loss_forward/backward do not check labels
+// (only NNFLEET_DCHECK does), so callers validate a dataset once with this.
+void validate_labels(int n, int k, const int32_t* labels);
 // Every kind with its variants (from_logits), for the gradient-check test.
 std::vector<LossSpec> all_loss_specs();
 
@@ -56,13 +62,19 @@ enum class MetricKind {
 };
 
 // Resolves a metric name from a plan ("accuracy", "acc", "mae", "mse", or an explicit Keras name)
-// the way Keras does for "accuracy": sparse loss -> sparse_categorical_accuracy; K == 1 or binary
-// cross-entropy -> binary_accuracy; otherwise categorical_accuracy. Throws ConfigError.
+// the way Keras 3 does for "accuracy" (compile_utils.get_metric): K == 1 -> binary_accuracy;
+// sparse loss (integer labels) -> sparse_categorical_accuracy; otherwise categorical_accuracy
+// (also for binary cross-entropy with K > 1, as Keras 3; tf.keras 2 chose binary_accuracy there).
+// Throws ConfigError for an unknown name or one that does not fit the targets (e.g.
+// categorical_accuracy or mae with integer labels).
 MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k);
 // The key used in histories and results ("accuracy", "mae", "mse" as the user wrote it).
 std::string metric_key(const std::string& name);
 
 // Sum over the batch of the metric's per-sample value (callers divide by the sample count).
+// binary_accuracy thresholds probabilities at 0.5, or logits at 0 when from_logits (Keras itself
+// thresholds at 0.5 whatever the loss); each of the K outputs counts 1/K. Argmax ties go to the
+// first maximum. mae/mse are means over K.
 double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
                   bool from_logits);
 

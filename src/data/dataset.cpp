@@ -1,0 +1,188 @@
+// Array storage, dtype helpers, batch gathering (rows into a float buffer, labels into int32) and
+// the file-reading helpers every loader shares.
+#include "data/dataset.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "nnfleet/error.h"
+
+namespace nnfleet {
+namespace {
+
+template <typename T>
+void gather_rows_as(const Array& src, const int64_t* idx, int n, float scale, float* dst) {
+  const int64_t row = src.row_size();
+  const int64_t rows = src.rows();
+  const T* base = static_cast<const T*>(src.data());
+  for (int i = 0; i < n; ++i) {
+    NNFLEET_CHECK(idx[i] >= 0 && idx[i] < rows);
+    const T* s = base + idx[i] * row;
+    float* d = dst + static_cast<int64_t>(i) * row;
+    for (int64_t j = 0; j < row; ++j) d[j] = static_cast<float>(s[j]) * scale;
+  }
+}
+
+template <typename T>
+void gather_labels_as(const Array& src, const int64_t* idx, int n, int32_t* dst) {
+  const int64_t rows = src.rows();
+  const T* base = static_cast<const T*>(src.data());
+  for (int i = 0; i < n; ++i) {
+    NNFLEET_CHECK(idx[i] >= 0 && idx[i] < rows);
+    dst[i] = static_cast<int32_t>(base[idx[i]]);
+  }
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kU8: return "uint8";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kF32: return "float32";
+    case DType::kF64: return "float64";
+  }
+  return "unknown";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kU8: return 1;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kF32: return 4;
+    case DType::kF64: return 8;
+  }
+  return 0;
+}
+
+Array::Array(DType t, Shape shape, std::shared_ptr<const void> storage, const void* data)
+    : dtype_(t), shape_(shape), storage_(std::move(storage)), data_(data) {
+  NNFLEET_CHECK(data_ != nullptr);
+}
+
+Array Array::zeros(DType t, Shape shape) {
+  NNFLEET_CHECK(shape.size() >= 0);
+  // calloc: large blocks come straight from the OS already zeroed, so a loader that overwrites
+  // every byte pays nothing for the zeroing. At least one byte so data() is never null.
+  const size_t bytes = dtype_size(t) * static_cast<size_t>(shape.size());
+  void* p = std::calloc(bytes ? bytes : 1, 1);
+  if (!p) throw std::bad_alloc();
+  std::shared_ptr<const void> storage(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  return Array(t, shape, storage, p);
+}
+
+int64_t Array::row_size() const {
+  int64_t n = 1;
+  for (int i = 1; i < shape_.rank(); ++i) n *= shape_[i];
+  return n;
+}
+
+Shape Array::sample_shape() const {
+  Shape s;
+  for (int i = 1; i < shape_.rank(); ++i) s.push_back(shape_[i]);
+  return s;
+}
+
+double Array::at(int64_t flat_index) const {
+  NNFLEET_CHECK(data_ != nullptr && flat_index >= 0 && flat_index < shape_.size());
+  switch (dtype_) {
+    case DType::kU8: return static_cast<const uint8_t*>(data_)[flat_index];
+    case DType::kI32: return static_cast<const int32_t*>(data_)[flat_index];
+    case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(data_)[flat_index]);
+    case DType::kF32: return static_cast<const float*>(data_)[flat_index];
+    case DType::kF64: return static_cast<const double*>(data_)[flat_index];
+  }
+  return 0.0;
+}
+
+Array Array::slice_rows(int64_t begin, int64_t end) const {
+  NNFLEET_CHECK(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= rows());
+  Shape s = shape_;
+  s[0] = end - begin;
+  const auto* p = static_cast<const char*>(data_) +
+                  static_cast<size_t>(begin * row_size()) * dtype_size(dtype_);
+  return Array(dtype_, s, storage_, p);
+}
+
+void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float* dst) {
+  NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && n >= 0);
+  const int64_t row = src.row_size();
+  switch (src.dtype()) {
+    case DType::kU8:
+      // Image data: a widening convert-and-scale per row that the compiler vectorizes.
+      return gather_rows_as<uint8_t>(src, idx, n, scale, dst);
+    case DType::kF32: {
+      const float* base = static_cast<const float*>(src.data());
+      for (int i = 0; i < n; ++i) {
+        NNFLEET_CHECK(idx[i] >= 0 && idx[i] < src.rows());
+        const float* s = base + idx[i] * row;
+        float* d = dst + static_cast<int64_t>(i) * row;
+        if (scale == 1.0f) {
+          std::memcpy(d, s, static_cast<size_t>(row) * sizeof(float));
+        } else {
+          for (int64_t j = 0; j < row; ++j) d[j] = s[j] * scale;
+        }
+      }
+      return;
+    }
+    case DType::kI32: return gather_rows_as<int32_t>(src, idx, n, scale, dst);
+    case DType::kI64: return gather_rows_as<int64_t>(src, idx, n, scale, dst);
+    case DType::kF64: return gather_rows_as<double>(src, idx, n, scale, dst);
+  }
+}
+
+void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {
+  NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && src.row_size() == 1 && n >= 0);
+  switch (src.dtype()) {
+    case DType::kU8: return gather_labels_as<uint8_t>(src, idx, n, dst);
+    case DType::kI32: return gather_labels_as<int32_t>(src, idx, n, dst);
+    case DType::kI64: return gather_labels_as<int64_t>(src, idx, n, dst);
+    case DType::kF32: return gather_labels_as<float>(src, idx, n, dst);
+    case DType::kF64: return gather_labels_as<double>(src, idx, n, dst);
+  }
+}
+
+void throw_data_error(const std::string& path, const std::string& rule) {
+  throw DataError("failed to read data file '" + path + "': " + rule);
+}
+
+std::string read_data_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_data_error(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw_data_error(path, std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_data_error(path, S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
+                                               : "is not a regular file");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      ::close(fd);
+      throw_data_error(path, std::string("read failed: ") + std::strerror(e));
+    }
+    if (r == 0) break;  // the file shrank while we read it
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  bytes.resize(got);
+  return bytes;
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,553 @@
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0) and .npz archives of them.
+//
+// An .npy file is the magic "\x93NUMPY", a version (major, minor), a little-endian header length
+// (2 bytes in v1, 4 bytes in v2/v3), a Python dict literal such as
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+// and then the raw elements. The header is parsed by a small strict parser (never eval-like), the
+// declared size is checked against the bytes present before anything is allocated, and the
+// elements are read straight into the Array's storage. An .npz is a zip archive whose members
+// are "<key>.npy" files, stored or deflated; libzip reads them.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string_view>
+
+#include "data/dataset.h"
+
+namespace nnfleet {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the NPY reader assumes little-endian");
+
+constexpr char kMagic[] = "\x93NUMPY";
+constexpr size_t kMagicLen = 6;
+constexpr uint32_t kMaxHeaderLen = 1 << 20;
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+constexpr const char* kSupported = "|u1, |b1, |i1, <u2, <i2, <i4, <i8, <f4, <f8";
+
+// How a stored element type becomes an Array dtype.
+enum class Convert { kNone, kBool, kI8, kU16, kI16 };
+
+struct NpyDtype {
+  const char* code;  // without the byte-order character
+  size_t file_size;
+  DType dtype;
+  Convert convert;
+};
+constexpr NpyDtype kDtypes[] = {
+    {"u1", 1, DType::kU8, Convert::kNone},   {"b1", 1, DType::kU8, Convert::kBool},
+    {"i1", 1, DType::kI32, Convert::kI8},    {"u2", 2, DType::kI32, Convert::kU16},
+    {"i2", 2, DType::kI32, Convert::kI16},   {"i4", 4, DType::kI32, Convert::kNone},
+    {"i8", 8, DType::kI64, Convert::kNone},  {"f4", 4, DType::kF32, Convert::kNone},
+    {"f8", 8, DType::kF64, Convert::kNone},
+};
+
+// Sequential reads from a file or a zip member; throws DataError on I/O faults, returns a short
+// count at the end of the data.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual size_t read(void* dst, size_t n) = 0;
+};
+
+class FdSource : public ByteSource {
+ public:
+  explicit FdSource(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw_data_error(path, std::strerror(errno));
+    struct stat st {};
+    const bool stat_ok = ::fstat(fd_, &st) == 0;
+    const int e = errno;
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw_data_error(path, !stat_ok                ? std::string(std::strerror(e))
+                             : S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
+                                                   : "is not a regular file");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~FdSource() override { ::close(fd_); }
+  FdSource(const FdSource&) = delete;
+  FdSource& operator=(const FdSource&) = delete;
+  uint64_t size() const { return size_; }
+  size_t read(void* dst, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::read(fd_, static_cast<char*>(dst) + got, n - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) throw_data_error(path_, std::string("read failed: ") + std::strerror(errno));
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  const std::string& path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+struct ZipCloser {
+  void operator()(zip_t* z) const { zip_discard(z); }
+};
+struct ZipFileCloser {
+  void operator()(zip_file_t* f) const { zip_fclose(f); }
+};
+using ZipPtr = std::unique_ptr<zip_t, ZipCloser>;
+using ZipFilePtr = std::unique_ptr<zip_file_t, ZipFileCloser>;
+
+class ZipMemberSource : public ByteSource {
+ public:
+  ZipMemberSource(const std::string& path, const std::string& member, zip_file_t* f)
+      : path_(path), member_(member), f_(f) {}
+  size_t read(void* dst, size_t n) override {
+    size_t got = 0;
+    while (got < n) {
+      zip_int64_t r = zip_fread(f_, static_cast<char*>(dst) + got, n - got);
+      if (r < 0)
+        throw_data_error(path_, "member '" + member_ + "' cannot be read (" +
+                                    zip_error_strerror(zip_file_get_error(f_)) + ")");
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    return got;
+  }
+
+ private:
+  const std::string& path_;
+  const std::string& member_;
+  zip_file_t* f_;
+};
+
+// Text of the header for error messages: printable, at most ~120 characters.
+std::string quote_header(std::string_view h) {
+  std::string s;
+  for (char c : h.substr(0, 120)) s += (c >= 32 && c < 127) ? c : '?';
+  if (h.size() > 120) s += "...";
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+// One value of the header dict: a string, a bool, a tuple of non-negative ints, or anything else
+// (a list or dict, as structured dtypes have), which is kept only as "other".
+struct HeaderValue {
+  enum class Kind { kString, kBool, kTuple, kOther } kind = Kind::kOther;
+  std::string str;
+  bool b = false;
+  std::vector<int64_t> ints;
+};
+
+// A strict parser for the dict literal numpy writes. Returns false on anything unexpected.
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view s) : s_(s) {}
+
+  bool parse(std::map<std::string, HeaderValue>* out) {
+    skip_ws();
+    if (!eat('{')) return false;
+    for (;;) {
+      skip_ws();
+      if (eat('}')) break;
+      std::string key;
+      if (!string(&key)) return false;
+      skip_ws();
+      if (!eat(':')) return false;
+      HeaderValue v;
+      if (!value(&v)) return false;
+      (*out)[key] = std::move(v);
+      skip_ws();
+      if (eat(',')) continue;
+      skip_ws();
+      if (eat('}')) break;
+      return false;
+    }
+    skip_ws();
+    return i_ == s_.size();
+  }
+
+ private:
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
+      ++i_;
+  }
+  bool eat(char c) {
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  bool word(std::string_view w) {
+    if (s_.substr(i_, w.size()) != w) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool string(std::string* out) {
+    if (i_ >= s_.size() || (s_[i_] != '\'' && s_[i_] != '"')) return false;
+    const char q = s_[i_++];
+    size_t end = s_.find(q, i_);
+    if (end == std::string_view::npos) return false;
+    *out = std::string(s_.substr(i_, end - i_));
+    i_ = end + 1;
+    return true;
+  }
+  bool integer(int64_t* out) {
+    size_t start = i_;
+    int64_t v = 0;
+    while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+      if (v > (kMaxElements * 1024) / 10) return false;  // far beyond any real dimension
+      v = v * 10 + (s_[i_++] - '0');
+    }
+    if (i_ == start) return false;
+    eat('L');  // Python 2 long suffix in old files
+    *out = v;
+    return true;
+  }
+  // Skips a bracketed value such as a list of fields, honouring quotes and nesting.
+  bool skip_bracketed() {
+    int depth = 0;
+    while (i_ < s_.size()) {
+      char c = s_[i_];
+      if (c == '\'' || c == '"') {
+        std::string ignored;
+        if (!string(&ignored)) return false;
+        continue;
+      }
+      ++i_;
+      if (c == '[' || c == '(' || c == '{') ++depth;
+      if (c == ']' || c == ')' || c == '}') {
+        if (--depth == 0) return true;
+        if (depth < 0) return false;
+      }
+    }
+    return false;
+  }
+  bool value(HeaderValue* v) {
+    skip_ws();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '\'' || c == '"') {
+      v->kind = HeaderValue::Kind::kString;
+      return string(&v->str);
+    }
+    if (word("True") || word("False")) {
+      v->kind = HeaderValue::Kind::kBool;
+      v->b = c == 'T';
+      return true;
+    }
+    if (c == '(') {
+      // A tuple of ints, e.g. (), (3,), (2, 3); anything else inside makes it "other".
+      size_t start = i_++;
+      v->kind = HeaderValue::Kind::kTuple;
+      for (;;) {
+        skip_ws();
+        if (eat(')')) return true;
+        int64_t d;
+        if (!integer(&d)) break;
+        v->ints.push_back(d);
+        skip_ws();
+        if (eat(',')) continue;
+        skip_ws();
+        if (eat(')')) return true;
+        break;
+      }
+      i_ = start;
+      v->kind = HeaderValue::Kind::kOther;
+      v->ints.clear();
+      return skip_bracketed();
+    }
+    if (c == '[' || c == '{') return skip_bracketed();
+    return false;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+struct NpyHeader {
+  const NpyDtype* dtype = nullptr;
+  Shape shape;
+  int64_t elements = 1;
+  uint64_t data_offset = 0;  // bytes before the first element
+};
+
+// Reads and validates the preamble and header; `fail` throws with the rule text.
+template <typename Fail>
+NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
+  auto truncated = [&](uint64_t expected, bool at_least) {
+    fail("file is truncated; expected " + std::string(at_least ? "at least " : "") +
+         std::to_string(expected) + " bytes, got " + std::to_string(total));
+  };
+  unsigned char pre[12];
+  if (total < 10) truncated(10, true);
+  if (src.read(pre, 8) < 8) truncated(10, true);
+  if (std::memcmp(pre, kMagic, kMagicLen) != 0) {
+    std::string got;
+    for (size_t i = 0; i < kMagicLen; ++i) got += (pre[i] >= 32 && pre[i] < 127) ? pre[i] : '?';
+    fail("bad magic, not an NPY file; expected '\\x93NUMPY', got '" + got + "'");
+  }
+  const int major = pre[6], minor = pre[7];
+  uint64_t prefix = 0;
+  uint32_t hlen = 0;
+  if (major == 1) {
+    if (src.read(pre + 8, 2) < 2) truncated(10, true);
+    hlen = pre[8] | (uint32_t{pre[9]} << 8);
+    prefix = 10;
+  } else if (major == 2 || major == 3) {
+    if (total < 12 || src.read(pre + 8, 4) < 4) truncated(12, true);
+    hlen = pre[8] | (uint32_t{pre[9]} << 8) | (uint32_t{pre[10]} << 16) | (uint32_t{pre[11]} << 24);
+    prefix = 12;
+  } else {
+    fail("unsupported NPY format version; expected 1.0, 2.0 or 3.0, got " +
+         std::to_string(major) + "." + std::to_string(minor));
+  }
+  if (hlen > kMaxHeaderLen)
+    fail("NPY header is too long; expected at most " + std::to_string(kMaxHeaderLen) +
+         " bytes, got " + std::to_string(hlen));
+  if (prefix + hlen > total) truncated(prefix + hlen, true);
+  std::string text(hlen, '\0');
+  if (src.read(text.data(), hlen) < hlen) truncated(prefix + hlen, true);
+
+  std::map<std::string, HeaderValue> dict;
+  using Kind = HeaderValue::Kind;
+  if (!HeaderParser(text).parse(&dict) || !dict.count("descr") || !dict.count("fortran_order") ||
+      !dict.count("shape") || dict["fortran_order"].kind != Kind::kBool ||
+      dict["shape"].kind != Kind::kTuple)
+    fail("malformed NPY header; expected a dict with 'descr', 'fortran_order' (bool) and 'shape' "
+         "(tuple of ints), got \"" + quote_header(text) + "\"");
+
+  NpyHeader h;
+  const HeaderValue& descr = dict["descr"];
+  if (descr.kind != Kind::kString)
+    fail(std::string("unsupported dtype (structured or record array); expected one of ") +
+         kSupported);
+  const std::string& d = descr.str;
+  const char order = d.empty() ? '?' : d[0];
+  const std::string code = (order == '<' || order == '>' || order == '|' || order == '=')
+                               ? d.substr(1)
+                               : d;
+  for (const NpyDtype& t : kDtypes)
+    if (code == t.code) h.dtype = &t;
+  if (!h.dtype || (order == '|' && h.dtype->file_size > 1))
+    fail("unsupported dtype '" + d + "'; expected one of " + kSupported);
+  if (order == '>' && h.dtype->file_size > 1)
+    fail("big-endian data is not supported; expected '<" + code + "', got '" + d +
+         "'\nhint: save a.astype(a.dtype.newbyteorder('<')) instead");
+
+  const std::vector<int64_t>& dims = dict["shape"].ints;
+  if (dims.size() > static_cast<size_t>(Shape::kMaxRank))
+    fail("unsupported rank; expected at most " + std::to_string(Shape::kMaxRank) +
+         " dimensions, got " + std::to_string(dims.size()));
+  if (dict["fortran_order"].b && dims.size() >= 2)
+    fail("Fortran-order arrays are not supported; expected fortran_order False (C order), got "
+         "True\nhint: save np.ascontiguousarray(a) instead");
+  for (int64_t n : dims) {
+    h.shape.push_back(n);
+    if (n != 0 && h.elements > kMaxElements / n)
+      fail("NPY header declares too many elements; expected at most " +
+           std::to_string(kMaxElements) + ", got shape " + h.shape.str() + "...");
+    h.elements *= n;
+  }
+  h.data_offset = prefix + hlen;
+  const uint64_t expected = h.data_offset + static_cast<uint64_t>(h.elements) * h.dtype->file_size;
+  if (total < expected) truncated(expected, false);
+  if (total > expected)
+    fail("file is longer than its NPY header declares; expected " + std::to_string(expected) +
+         " bytes, got " + std::to_string(total));
+  return h;
+}
+
+template <typename From>
+void widen_to_i32(const std::string& raw, int64_t n, int32_t* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    From v;
+    std::memcpy(&v, raw.data() + i * sizeof(From), sizeof(From));
+    dst[i] = v;
+  }
+}
+
+// Reads one array from `src`, which holds exactly `total` bytes of .npy data.
+template <typename Fail>
+Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
+  const NpyHeader h = read_header(src, total, fail);
+  Array a = Array::zeros(h.dtype->dtype, h.shape);
+  const size_t file_bytes = static_cast<size_t>(h.elements) * h.dtype->file_size;
+  auto read_all = [&](void* dst) {
+    size_t got = src.read(dst, file_bytes);
+    if (got < file_bytes)
+      fail("file is truncated; expected " + std::to_string(h.data_offset + file_bytes) +
+           " bytes, got " + std::to_string(h.data_offset + got));
+  };
+  switch (h.dtype->convert) {
+    case Convert::kNone:
+      read_all(a.mutable_data());
+      break;
+    case Convert::kBool: {
+      read_all(a.mutable_data());
+      auto* p = static_cast<uint8_t*>(a.mutable_data());
+      for (int64_t i = 0; i < h.elements; ++i) p[i] = p[i] != 0;
+      break;
+    }
+    case Convert::kI8:
+    case Convert::kU16:
+    case Convert::kI16: {
+      std::string raw(file_bytes, '\0');
+      read_all(raw.data());
+      auto* dst = static_cast<int32_t*>(a.mutable_data());
+      if (h.dtype->convert == Convert::kI8) widen_to_i32<int8_t>(raw, h.elements, dst);
+      if (h.dtype->convert == Convert::kU16) widen_to_i32<uint16_t>(raw, h.elements, dst);
+      if (h.dtype->convert == Convert::kI16) widen_to_i32<int16_t>(raw, h.elements, dst);
+      break;
+    }
+  }
+  return a;
+}
+
+ZipPtr open_zip(const std::string& path) {
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  if (!z) {
+    zip_error_t err;
+    zip_error_init_with_code(&err, code);
+    std::string msg = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    if (code == ZIP_ER_NOENT || code == ZIP_ER_OPEN || code == ZIP_ER_READ)
+      throw_data_error(path, msg);
+    throw_data_error(path, "not a valid NPZ archive; expected a zip file, got one libzip rejects (" +
+                               msg + ")");
+  }
+  return ZipPtr(z);
+}
+
+std::vector<std::string> keys_of(zip_t* z) {
+  std::vector<std::string> keys;
+  const zip_int64_t n = zip_get_num_entries(z, 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    const char* name = zip_get_name(z, static_cast<zip_uint64_t>(i), 0);
+    if (!name) continue;
+    std::string s = name;
+    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".npy") == 0) keys.push_back(s.substr(0, s.size() - 4));
+  }
+  return keys;
+}
+
+std::string npy_header_text(const Array& a) {
+  std::string descr;
+  switch (a.dtype()) {
+    case DType::kU8: descr = "|u1"; break;
+    case DType::kI32: descr = "<i4"; break;
+    case DType::kI64: descr = "<i8"; break;
+    case DType::kF32: descr = "<f4"; break;
+    case DType::kF64: descr = "<f8"; break;
+  }
+  std::string shape = "(";
+  for (int i = 0; i < a.shape().rank(); ++i) {
+    if (i) shape += ", ";
+    shape += std::to_string(a.shape()[i]);
+  }
+  if (a.shape().rank() == 1) shape += ",";
+  shape += ")";
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Pad with spaces and end with '\n' so the data starts 64-byte aligned, as numpy does.
+  const size_t unpadded = kMagicLen + 4 + h.size() + 1;
+  h.append((64 - unpadded % 64) % 64, ' ');
+  h += '\n';
+  return h;
+}
+
+}  // namespace
+
+Array load_npy(const std::string& path) {
+  FdSource src(path);
+  return read_npy(src, src.size(), [&](const std::string& rule) { throw_data_error(path, rule); });
+}
+
+std::vector<std::string> npz_keys(const std::string& path) {
+  ZipPtr z = open_zip(path);
+  return keys_of(z.get());
+}
+
+Array load_npz(const std::string& path, const std::string& key) {
+  ZipPtr z = open_zip(path);
+  std::string member = key + ".npy";
+  zip_int64_t index = zip_name_locate(z.get(), member.c_str(), 0);
+  if (index < 0 && key.size() > 4 && key.compare(key.size() - 4, 4, ".npy") == 0) {
+    member = key;
+    index = zip_name_locate(z.get(), member.c_str(), 0);
+  }
+  if (index < 0) {
+    std::string list;
+    for (const std::string& k : keys_of(z.get())) list += (list.empty() ? "'" : ", '") + k + "'";
+    throw_data_error(path, "no array named '" + key + "' in the archive; expected one of " +
+                               (list.empty() ? std::string("(no .npy members)") : list) +
+                               ", got '" + key + "'");
+  }
+  const auto i = static_cast<zip_uint64_t>(index);
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(z.get(), i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+    throw_data_error(path, "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
+  ZipFilePtr f(zip_fopen_index(z.get(), i, 0));
+  if (!f)
+    throw_data_error(path, "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
+  ZipMemberSource src(path, member, f.get());
+  Array a = read_npy(src, st.size, [&](const std::string& rule) {
+    throw_data_error(path, "member '" + member + "': " + rule);
+  });
+  // Reading to the end makes libzip verify the member's CRC.
+  char extra;
+  if (src.read(&extra, 1) != 0)
+    throw_data_error(path, "member '" + member + "' is longer than its zip entry declares");
+  return a;
+}
+
+void save_npy(const std::string& path, const Array& a) {
+  auto fail = [&](const std::string& why) {
+    throw DataError("failed to write data file '" + path + "': " + why);
+  };
+  NNFLEET_CHECK(!a.empty());
+  const std::string header = npy_header_text(a);
+  std::string preamble(kMagic, kMagicLen);
+  preamble += '\x01';
+  preamble += '\x00';
+  preamble += static_cast<char>(header.size() & 0xff);
+  preamble += static_cast<char>(header.size() >> 8);
+  preamble += header;
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) fail(std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  auto write_all = [&](const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      ssize_t w = ::write(fd, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return false;
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+    return true;
+  };
+  const bool ok = write_all(preamble.data(), preamble.size()) &&
+                  write_all(a.data(), a.size_bytes()) && ::fsync(fd) == 0;
+  const int e = errno;
+  if (::close(fd) != 0 || !ok) {
+    ::unlink(tmp.c_str());
+    fail(std::string("write failed: ") + std::strerror(ok ? errno : e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int re = errno;
+    ::unlink(tmp.c_str());
+    fail(std::string("rename failed: ") + std::strerror(re));
+  }
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,194 @@
+// LayerConfig: checked access to Keras-style config objects.
+#include "layers/config.h"
+
+#include <cmath>
+
+namespace nnfleet {
+namespace {
+
+// Keys Keras writes into layer configs that nnfleet reads nowhere but accepts when they hold
+// their harmless default (null, false, channels_last, float32, ...).
+bool keras_key_is_harmless(const std::string& key, const Json& v) {
+  if (v.is_null()) return true;
+  if (key == "name" || key == "trainable" || key == "dtype" || key == "batch_input_shape" ||
+      key == "batch_shape" || key == "input_shape" || key == "build_config" || key == "seed" ||
+      key == "autocast" || key == "sparse" || key == "ragged" || key == "input_dtype" ||
+      key == "noise_shape" || key == "synchronized")
+    return true;
+  if (key == "data_format") return v.is_string() && v.get<std::string>() == "channels_last";
+  if (key.find("regularizer") != std::string::npos || key.find("constraint") != std::string::npos)
+    return v.is_null();
+  if (key == "lora_rank" || key == "lora_alpha") return v.is_null();
+  if (key == "renorm" || key == "fused" || key == "virtual_batch_size" || key == "adjustment")
+    return v.is_null() || (v.is_boolean() && !v.get<bool>());
+  if (key == "renorm_clipping" || key == "renorm_momentum") return true;
+  if (key == "groups") return v.is_number_integer() && v.get<int64_t>() == 1;
+  return false;
+}
+
+std::string show(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+}  // namespace
+
+LayerConfig::LayerConfig(const Json& j, ConfigMode mode, std::string class_name)
+    : j_(j.is_null() ? Json::object() : j), mode_(mode), class_name_(std::move(class_name)) {
+  if (!j_.is_object())
+    throw ConfigError("", "a layer config must be a mapping of keys to values; expected a mapping, got " + show(j));
+}
+
+const Json* LayerConfig::find(const std::string& key) const {
+  auto it = j_.find(key);
+  if (it == j_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool LayerConfig::has(const std::string& key) const { return find(key) != nullptr; }
+
+void LayerConfig::fail(const std::string& key, const std::string& expected) const {
+  const Json* v = find(key);
+  throw ConfigError(key, "bad value for '" + key + "'; expected " + expected + ", got " +
+                             (v ? show(*v) : std::string("nothing")));
+}
+
+namespace {
+// Plans substitute grid values into strings ("{units}" -> "32"): accept numeric strings.
+bool as_number(const Json& v, double& out) {
+  if (v.is_number()) {
+    out = v.get<double>();
+    return true;
+  }
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s.empty()) return false;
+    char* end = nullptr;
+    out = std::strtod(s.c_str(), &end);
+    return end && *end == '\0';
+  }
+  return false;
+}
+}  // namespace
+
+int64_t LayerConfig::get_int(const std::string& key, std::optional<int64_t> def, int64_t min) {
+  used_.insert(key);
+  const Json* v = find(key);
+  const std::string what = min == 1 ? "a positive integer"
+                           : min == 0 ? "a non-negative integer"
+                                      : "an integer >= " + std::to_string(min);
+  if (!v) {
+    if (def) return *def;
+    throw ConfigError(key, "missing required key '" + key + "'; expected " + what);
+  }
+  double d = 0;
+  if (v->is_boolean() || !as_number(*v, d) || d != std::floor(d) || d < static_cast<double>(min) ||
+      d > 1e15)
+    fail(key, what);
+  return static_cast<int64_t>(d);
+}
+
+double LayerConfig::get_float(const std::string& key, std::optional<double> def) {
+  used_.insert(key);
+  const Json* v = find(key);
+  if (!v) {
+    if (def) return *def;
+    throw ConfigError(key, "missing required key '" + key + "'; expected a number");
+  }
+  double d = 0;
+  if (v->is_boolean() || !as_number(*v, d) || !std::isfinite(d)) fail(key, "a finite number");
+  return d;
+}
+
+bool LayerConfig::get_bool(const std::string& key, std::optional<bool> def) {
+  used_.insert(key);
+  const Json* v = find(key);
+  if (!v) {
+    if (def) return *def;
+    throw ConfigError(key, "missing required key '" + key + "'; expected true or false");
+  }
+  if (v->is_boolean()) return v->get<bool>();
+  if (v->is_string()) {
+    const auto& s = v->get_ref<const std::string&>();
+    if (s == "true" || s == "True") return true;
+    if (s == "false" || s == "False") return false;
+  }
+  fail(key, "true or false");
+}
+
+std::string LayerConfig::get_string(const std::string& key, std::optional<std::string> def,
+                                    const std::vector<std::string>& allowed) {
+  used_.insert(key);
+  const Json* v = find(key);
+  std::string list;
+  for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+  if (!v) {
+    if (def) return *def;
+    throw ConfigError(key, "missing required key '" + key + "'; expected " +
+                               (allowed.empty() ? std::string("a string") : "one of " + list));
+  }
+  if (!v->is_string()) fail(key, allowed.empty() ? std::string("a string") : "one of " + list);
+  std::string s = v->get<std::string>();
+  if (!allowed.empty()) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == s;
+    if (!ok) fail(key, "one of " + list);
+  }
+  return s;
+}
+
+std::vector<int64_t> LayerConfig::get_ints(const std::string& key, size_t n,
+                                           std::optional<std::vector<int64_t>> def, int64_t min) {
+  used_.insert(key);
+  const Json* v = find(key);
+  const std::string what = "a positive integer or a list of " + std::to_string(n) +
+                           " positive integers";
+  if (!v) {
+    if (def) return *def;
+    throw ConfigError(key, "missing required key '" + key + "'; expected " + what);
+  }
+  std::vector<int64_t> out;
+  auto one = [&](const Json& e) {
+    double d = 0;
+    if (e.is_boolean() || !as_number(e, d) || d != std::floor(d) || d < static_cast<double>(min))
+      fail(key, what);
+    out.push_back(static_cast<int64_t>(d));
+  };
+  if (v->is_array()) {
+    for (const auto& e : *v) one(e);
+    if (out.size() != n) fail(key, what);
+  } else {
+    one(*v);
+    out.assign(n, out[0]);
+  }
+  return out;
+}
+
+const Json* LayerConfig::get_raw(const std::string& key) {
+  used_.insert(key);
+  return find(key);
+}
+
+void LayerConfig::ignore(const std::string& key) { used_.insert(key); }
+
+void LayerConfig::finish() const {
+  std::string known;
+  for (const auto& k : used_)
+    if (k != "name") known += (known.empty() ? "" : ", ") + k;
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    const std::string& key = it.key();
+    if (used_.count(key) || key == "name") continue;
+    if (mode_ == ConfigMode::kKeras) {
+      if (keras_key_is_harmless(key, it.value())) continue;
+      throw ConfigError(key, "unsupported option '" + key + "' = " + show(it.value()) + " of " +
+                                 class_name_ + "; expected it absent or null (nnfleet supports: " +
+                                 known + ")");
+    }
+    if (key == "trainable" && it.value().is_boolean() && it.value().get<bool>()) continue;
+    throw ConfigError(key, "unknown key '" + key + "' for " + class_name_ + "; expected one of: " +
+                               (known.empty() ? std::string("(no keys)") : known));
+  }
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,111 @@
+// Conv2D: y = activation(conv(x, W) + b), Keras semantics: NHWC input [N,H,W,C], kernel
+// [KH,KW,C,F], padding valid/same (extra pixel after), strides, dilation, optional bias.
+#include "kernels/conv2d.h"
+#include "layers/kinds.h"
+#include "layers/layer_util.h"
+
+namespace nnfleet {
+namespace {
+
+class Conv2D final : public Layer {
+ public:
+  Conv2D(LayerConfig& c, const std::string& name) : Layer(name) {
+    filters_ = c.get_int("filters");
+    opt_ = parse_conv_options(c, "kernel_size", false);
+    act_ = parse_activation(c.get_raw("activation"), "activation");
+    use_bias_ = c.get_bool("use_bias", true);
+    kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
+    binit_ = parse_init_option(c, "bias_initializer", "zeros");
+  }
+  const char* class_name() const override { return "Conv2D"; }
+
+  ConvGeometry geometry(const Shape& in) const {
+    return make_geometry(opt_, in, static_cast<int>(filters_));
+  }
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    ConvGeometry g = geometry(in[0]);
+    return Shape{g.oh, g.ow, g.f};
+  }
+  std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
+    std::vector<ParamSpec> p{{"kernel", Shape{opt_.kh, opt_.kw, in[0][2], filters_}, kinit_, true}};
+    if (use_bias_) p.push_back({"bias", Shape{filters_}, binit_, true});
+    return p;
+  }
+  size_t cache_floats(const std::vector<Shape>& in, int n) const override {
+    return act_.kind == Act::kLinear ? 0 : rows_floats(n, output_shape(in));
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
+    size_t s = conv2d_scratch_floats(geometry(in[0]), n);
+    if (act_.kind != Act::kLinear) s += rows_floats(n, output_shape(in));
+    return s;
+  }
+  void forward(const LayerArgs& a) const override {
+    const ConvGeometry g = geometry(a.in_shapes[0]);
+    const float* b = use_bias_ ? a.params[1] : nullptr;
+    if (act_.kind == Act::kLinear) {
+      conv2d_forward(g, a.n, a.x[0], a.params[0], b, a.y, a.scratch);
+      return;
+    }
+    conv2d_forward(g, a.n, a.x[0], a.params[0], b, a.cache, a.scratch);
+    activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache, a.y);
+  }
+  void backward(const LayerArgs& a) const override {
+    const ConvGeometry g = geometry(a.in_shapes[0]);
+    const float* dz = a.dy;
+    float* scratch = a.scratch;
+    if (act_.kind != Act::kLinear) {
+      const size_t m = static_cast<size_t>(a.n) * g.oh * g.ow * g.f;
+      float* d = a.scratch + conv2d_scratch_floats(g, a.n);
+      std::fill(d, d + m, 0.0f);
+      activation_backward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache, a.y, a.dy, d);
+      dz = d;
+    }
+    conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
+                    use_bias_ ? a.dparams[1] : nullptr, scratch);
+  }
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    j["filters"] = filters_;
+    j.update(conv_options_to_keras(opt_, "kernel_size", false));
+    j["groups"] = 1;
+    j["activation"] = activation_name(act_);
+    j["use_bias"] = use_bias_;
+    j["kernel_initializer"] = initializer_to_keras(kinit_);
+    j["bias_initializer"] = initializer_to_keras(binit_);
+    j["kernel_regularizer"] = nullptr;
+    j["bias_regularizer"] = nullptr;
+    j["activity_regularizer"] = nullptr;
+    j["kernel_constraint"] = nullptr;
+    j["bias_constraint"] = nullptr;
+    return j;
+  }
+  double forward_flops(const std::vector<Shape>& in) const override {
+    const ConvGeometry g = geometry(in[0]);
+    return 2.0 * g.oh * g.ow * g.f * static_cast<double>(g.kh) * g.kw * g.c;
+  }
+
+ private:
+  int64_t filters_ = 0;
+  Conv2dOptions opt_;
+  Activation act_;
+  bool use_bias_ = true;
+  Initializer kinit_, binit_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv2d(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Conv2D>(c, name);
+}
+
+std::vector<LayerExample> conv2d_examples() {
+  return {{{{"filters", 3}, {"kernel_size", 3}}, {Shape{5, 6, 2}}},
+          {{{"filters", 2}, {"kernel_size", Json{2, 3}}, {"strides", 2}, {"padding", "same"},
+            {"activation", "relu"}},
+           {Shape{5, 7, 3}}},
+          {{{"filters", 2}, {"kernel_size", 2}, {"dilation_rate", 2}, {"use_bias", false},
+            {"activation", "tanh"}},
+           {Shape{6, 6, 1}}}};
+}
+
+}  // namespace nnfleet

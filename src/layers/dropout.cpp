@@ -1,0 +1,69 @@
+// Dropout: in training, each value is kept with probability 1 - rate and scaled by 1/(1 - rate)
+// (inverted dropout, as Keras); at inference the layer is the identity. The mask (0 or the scale)
+// is kept in the cache for backward; it is drawn from the model's own dropout stream.
+#include <cstring>
+
+#include "layers/kinds.h"
+#include "layers/layer_util.h"
+
+namespace nnfleet {
+namespace {
+
+class Dropout final : public Layer {
+ public:
+  Dropout(LayerConfig& c, const std::string& name) : Layer(name) {
+    rate_ = c.get_float("rate");
+    if (rate_ < 0.0 || rate_ >= 1.0) c.fail("rate", "a number in [0, 1)");
+  }
+  const char* class_name() const override { return "Dropout"; }
+  Shape output_shape(const std::vector<Shape>& in) const override { return in[0]; }
+  size_t cache_floats(const std::vector<Shape>& in, int n) const override {
+    return rows_floats(n, in[0]);
+  }
+  void forward(const LayerArgs& a) const override {
+    const size_t m = rows_floats(a.n, a.out_shape);
+    if (!a.training || rate_ == 0.0) {
+      std::memcpy(a.y, a.x[0], m * sizeof(float));
+      return;
+    }
+    const float rate = static_cast<float>(rate_);
+    const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+    for (size_t i = 0; i < m; ++i) {
+      const float keep = a.rng->uniform() >= rate ? scale : 0.0f;
+      a.cache[i] = keep;
+      a.y[i] = a.x[0][i] * keep;
+    }
+  }
+  void backward(const LayerArgs& a) const override {
+    if (!a.dx[0]) return;
+    const size_t m = rows_floats(a.n, a.out_shape);
+    float* dx = a.dx[0];
+    if (!a.training || rate_ == 0.0) {
+      for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i];
+      return;
+    }
+    for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i] * a.cache[i];
+  }
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    j["rate"] = rate_;
+    j["seed"] = nullptr;
+    j["noise_shape"] = nullptr;
+    return j;
+  }
+
+ private:
+  double rate_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dropout(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Dropout>(c, name);
+}
+// The gradient check runs with a fixed mask: forward draws from a freshly seeded stream each time.
+std::vector<LayerExample> dropout_examples() {
+  return {{{{"rate", 0.5}}, {Shape{3, 4}}, true}, {{{"rate", 0.25}}, {Shape{5}}, false}};
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,46 @@
+// The one list of layer kinds: Keras class name and the identifier of its factory and examples.
+// Adding a kind here is the only way to register it, and it forces a factory (make_<id>) and
+// gradient-check examples (<id>_examples), which tests/layers/gradient_check_test.cpp runs.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/registry.h"
+
+#define NNFLEET_LAYER_KINDS(X)                           \
+  X(Dense, dense)                                        \
+  X(Conv2D, conv2d)                                      \
+  X(DepthwiseConv2D, depthwise_conv2d)                   \
+  X(MaxPooling2D, max_pooling2d)                         \
+  X(AveragePooling2D, average_pooling2d)                 \
+  X(GlobalAveragePooling2D, global_average_pooling2d)    \
+  X(GlobalMaxPooling2D, global_max_pooling2d)            \
+  X(Flatten, flatten)                                    \
+  X(Reshape, reshape)                                    \
+  X(Dropout, dropout)                                    \
+  X(BatchNormalization, batch_normalization)             \
+  X(Activation, activation)                              \
+  X(ReLU, relu)                                          \
+  X(LeakyReLU, leaky_relu)                               \
+  X(ELU, elu)                                            \
+  X(Softmax, softmax)                                    \
+  X(Rescaling, rescaling)                                \
+  X(ZeroPadding2D, zero_padding2d)                       \
+  X(Add, add)                                            \
+  X(Concatenate, concatenate)
+
+namespace nnfleet {
+
+#define NNFLEET_DECLARE_KIND(cls, id)                                              \
+  std::unique_ptr<Layer> make_##id(LayerConfig& cfg, const std::string& name); \
+  std::vector<LayerExample> id##_examples();
+NNFLEET_LAYER_KINDS(NNFLEET_DECLARE_KIND)
+#undef NNFLEET_DECLARE_KIND
+
+#define NNFLEET_COUNT_KIND(cls, id) +1
+inline constexpr int kNumLayerKinds = 0 NNFLEET_LAYER_KINDS(NNFLEET_COUNT_KIND);
+#undef NNFLEET_COUNT_KIND
+
+}  // namespace nnfleet

@@ -1,0 +1,48 @@
+// Small helpers shared by layer implementations: shape rules with uniform messages, the common
+// Keras config keys, and conv geometry from a config.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/conv2d.h"
+#include "layers/activation_names.h"
+#include "layers/layer.h"
+
+namespace nnfleet {
+
+// Shape with a leading None batch axis, as Keras prints it: "[None,13,13,8]".
+inline std::string keras_shape(const Shape& s) {
+  Shape b = s.with_batch(-1);
+  return b.str();
+}
+
+// Throws ModelError "expects rank <rank+1> input, got [None,...]; <hint>" unless
+// in.rank() == rank (per-sample rank; the message counts the batch axis like Keras).
+void require_rank(const Shape& in, int rank, const std::string& hint = "");
+
+// {"name": ..., "trainable": true, "dtype": "float32"}: the keys every Keras layer config has.
+Json base_keras_config(const Layer& l);
+
+// Spatial options of Conv2D, DepthwiseConv2D and the pools.
+struct Conv2dOptions {
+  int kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  bool same = false;
+};
+// Fills the geometry for a per-sample input [H,W,C]; throws ModelError when the output would be
+// empty ("kernel 5x5 does not fit input [None,3,3,8] with padding 'valid'").
+ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int out_channels);
+
+// n * s floats, the common cache/scratch size.
+inline size_t rows_floats(int n, const Shape& s) { return static_cast<size_t>(n) * s.size(); }
+
+}  // namespace nnfleet
+
+namespace nnfleet {
+// Reads kernel_size (or pool_size), strides, padding and dilation_rate. For pools, pass
+// `window_key` "pool_size" with default 2: strides default to the pool size (Keras).
+Conv2dOptions parse_conv_options(LayerConfig& c, const char* window_key, bool is_pool);
+Json conv_options_to_keras(const Conv2dOptions& o, const char* window_key, bool is_pool);
+// Reads an initializer option with its Keras default.
+Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def);
+}  // namespace nnfleet

@@ -1,0 +1,396 @@
+// Losses: the name table and config parsing, and the forward and backward formulas of Keras 3.
+// Every per-sample value is computed in double from the float inputs; the clipping bounds are the
+// float32 values Keras uses (epsilon 1e-7f and float(1 - 1e-7)), so a prediction is clipped
+// exactly when Keras would clip it.
+#include "loss/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nnfleet {
+namespace {
+
+constexpr double kEpsLo = static_cast<double>(1e-7f);
+constexpr double kEpsHi = static_cast<double>(static_cast<float>(1.0 - 1e-7));
+
+struct NamedLoss {
+  const char* name;
+  LossKind kind;
+};
+
+// Keras's identifiers (case-sensitive, as keras.losses.get): snake_case function names, class
+// names and the short aliases.
+const std::vector<NamedLoss>& table() {
+  static const std::vector<NamedLoss> t = {
+      {"mean_squared_error", LossKind::kMeanSquaredError},
+      {"mse", LossKind::kMeanSquaredError},
+      {"MSE", LossKind::kMeanSquaredError},
+      {"MeanSquaredError", LossKind::kMeanSquaredError},
+      {"mean_absolute_error", LossKind::kMeanAbsoluteError},
+      {"mae", LossKind::kMeanAbsoluteError},
+      {"MAE", LossKind::kMeanAbsoluteError},
+      {"MeanAbsoluteError", LossKind::kMeanAbsoluteError},
+      {"huber", LossKind::kHuber},
+      {"Huber", LossKind::kHuber},
+      {"binary_crossentropy", LossKind::kBinaryCrossentropy},
+      {"bce", LossKind::kBinaryCrossentropy},
+      {"BCE", LossKind::kBinaryCrossentropy},
+      {"BinaryCrossentropy", LossKind::kBinaryCrossentropy},
+      {"categorical_crossentropy", LossKind::kCategoricalCrossentropy},
+      {"CategoricalCrossentropy", LossKind::kCategoricalCrossentropy},
+      {"sparse_categorical_crossentropy", LossKind::kSparseCategoricalCrossentropy},
+      {"SparseCategoricalCrossentropy", LossKind::kSparseCategoricalCrossentropy},
+  };
+  return t;
+}
+
+const char* keras_class(LossKind k) {
+  switch (k) {
+    case LossKind::kMeanSquaredError: return "MeanSquaredError";
+    case LossKind::kMeanAbsoluteError: return "MeanAbsoluteError";
+    case LossKind::kHuber: return "Huber";
+    case LossKind::kBinaryCrossentropy: return "BinaryCrossentropy";
+    case LossKind::kCategoricalCrossentropy: return "CategoricalCrossentropy";
+    case LossKind::kSparseCategoricalCrossentropy: return "SparseCategoricalCrossentropy";
+  }
+  return "MeanSquaredError";
+}
+
+std::string name_list() {
+  std::string s;
+  for (const auto& n : loss_names()) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+[[noreturn]] void unknown_loss(const Json& j) {
+  throw ConfigError("loss", "unknown loss " + j.dump() + "; expected one of " + name_list());
+}
+
+// Splits the three accepted forms into a name, a config object and a strictness mode.
+void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode) {
+  const std::string form = "a loss name, {\"Name\": {config}} or {\"class_name\": ..., \"config\": ...}";
+  if (j.is_string()) {
+    name = j.get<std::string>();
+    config = Json::object();
+    mode = ConfigMode::kPlan;
+    return;
+  }
+  if (j.is_object() && j.contains("class_name")) {
+    if (!j["class_name"].is_string())
+      throw ConfigError("loss", "bad class_name in a Keras loss; expected a string, got " +
+                                    j["class_name"].dump());
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
+          it.key() != "registered_name")
+        throw ConfigError(it.key(), "unknown key '" + it.key() +
+                                        "' in a Keras loss; expected one of: class_name, "
+                                        "config, module, registered_name");
+    name = j["class_name"].get<std::string>();
+    config = j.contains("config") && !j["config"].is_null() ? j["config"] : Json::object();
+    mode = ConfigMode::kKeras;
+  } else if (j.is_object() && j.size() == 1) {
+    name = j.begin().key();
+    config = j.begin().value().is_null() ? Json::object() : j.begin().value();
+    mode = ConfigMode::kPlan;
+  } else {
+    throw ConfigError("loss", "bad loss; expected " + form + ", got " + j.dump());
+  }
+  if (!config.is_object())
+    throw ConfigError("loss", "bad config of loss " + name + "; expected a mapping, got " +
+                                  config.dump());
+}
+
+// Keys Keras writes that nnfleet accepts only at their default values.
+void keras_defaults(LayerConfig& c, bool has_logit_options) {
+  if (c.mode() != ConfigMode::kKeras) return;
+  c.ignore("fn");
+  if (has_logit_options) {
+    if (c.has("label_smoothing") && c.get_float("label_smoothing") != 0.0)
+      c.fail("label_smoothing", "0 (label smoothing is not supported)");
+    c.ignore("label_smoothing");
+    if (c.has("axis") && c.get_int("axis", {}, -1000) != -1)
+      c.fail("axis", "-1 (only the last axis is supported)");
+    c.ignore("axis");
+    if (c.has("ignore_class")) c.fail("ignore_class", "null (ignore_class is not supported)");
+    c.ignore("ignore_class");
+  }
+}
+
+// ---- per-row formulas (one sample: k predictions p, targets y or a label) ----
+
+double clip(double q) { return std::min(std::max(q, kEpsLo), kEpsHi); }
+bool inside(double q) { return q >= kEpsLo && q <= kEpsHi; }
+
+// The label's one-hot value for column j, or the dense target.
+inline double target_at(const float* y, int32_t label, int j) {
+  return y ? static_cast<double>(y[j]) : (j == label ? 1.0 : 0.0);
+}
+
+double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_t label) {
+  double acc = 0;
+  switch (l.kind) {
+    case LossKind::kMeanSquaredError:
+      for (int j = 0; j < k; ++j) {
+        const double e = static_cast<double>(p[j]) - y[j];
+        acc += e * e;
+      }
+      return acc / k;
+    case LossKind::kMeanAbsoluteError:
+      for (int j = 0; j < k; ++j) acc += std::fabs(static_cast<double>(p[j]) - y[j]);
+      return acc / k;
+    case LossKind::kHuber: {
+      const double d = l.delta;
+      for (int j = 0; j < k; ++j) {
+        const double e = static_cast<double>(p[j]) - y[j], a = std::fabs(e);
+        acc += a <= d ? 0.5 * e * e : d * a - 0.5 * d * d;
+      }
+      return acc / k;
+    }
+    case LossKind::kBinaryCrossentropy:
+      for (int j = 0; j < k; ++j) {
+        const double t = y[j];
+        if (l.from_logits) {
+          // max(x,0) - x t + log(1 + exp(-|x|)), stable for any x (TF's form).
+          const double x = p[j];
+          acc += std::max(x, 0.0) - x * t + std::log1p(std::exp(-std::fabs(x)));
+        } else {
+          const double q = clip(p[j]);
+          acc -= t * std::log(q) + (1 - t) * std::log(1 - q);
+        }
+      }
+      return acc / k;
+    case LossKind::kCategoricalCrossentropy:
+    case LossKind::kSparseCategoricalCrossentropy: {
+      if (l.from_logits) {
+        double mx = p[0];
+        for (int j = 1; j < k; ++j) mx = std::max(mx, static_cast<double>(p[j]));
+        double s = 0;
+        for (int j = 0; j < k; ++j) s += std::exp(static_cast<double>(p[j]) - mx);
+        const double lse = mx + std::log(s);
+        for (int j = 0; j < k; ++j) {
+          const double t = target_at(y, label, j);
+          if (t != 0) acc -= t * (static_cast<double>(p[j]) - lse);
+        }
+        return acc;
+      }
+      // Keras normalizes the probabilities to sum to one, then clips, then takes the log.
+      double s = 0;
+      for (int j = 0; j < k; ++j) s += p[j];
+      for (int j = 0; j < k; ++j) {
+        const double t = target_at(y, label, j);
+        if (t != 0) acc -= t * std::log(clip(p[j] / s));
+      }
+      return acc;
+    }
+  }
+  return 0;
+}
+
+// g[k] = scale * d(row loss)/d p.
+void row_grad(const LossSpec& l, int k, const float* p, const float* y, int32_t label,
+              double scale, float* g) {
+  switch (l.kind) {
+    case LossKind::kMeanSquaredError:
+      for (int j = 0; j < k; ++j)
+        g[j] = static_cast<float>(scale * 2.0 * (static_cast<double>(p[j]) - y[j]) / k);
+      return;
+    case LossKind::kMeanAbsoluteError:
+      for (int j = 0; j < k; ++j) {
+        const double e = static_cast<double>(p[j]) - y[j];
+        g[j] = static_cast<float>(scale * (e > 0 ? 1.0 : e < 0 ? -1.0 : 0.0) / k);
+      }
+      return;
+    case LossKind::kHuber: {
+      const double d = l.delta;
+      for (int j = 0; j < k; ++j) {
+        const double e = static_cast<double>(p[j]) - y[j];
+        const double de = std::fabs(e) <= d ? e : (e > 0 ? d : -d);
+        g[j] = static_cast<float>(scale * de / k);
+      }
+      return;
+    }
+    case LossKind::kBinaryCrossentropy:
+      for (int j = 0; j < k; ++j) {
+        const double t = y[j];
+        double de;
+        if (l.from_logits) {
+          const double x = p[j];
+          const double sig = x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+          de = sig - t;
+        } else {
+          const double q = p[j];
+          de = inside(q) ? -t / q + (1 - t) / (1 - q) : 0.0;
+        }
+        g[j] = static_cast<float>(scale * de / k);
+      }
+      return;
+    case LossKind::kCategoricalCrossentropy:
+    case LossKind::kSparseCategoricalCrossentropy: {
+      if (l.from_logits) {
+        // d/dx of -sum_j t_j log_softmax(x)_j = softmax(x) * sum(t) - t.
+        double mx = p[0];
+        for (int j = 1; j < k; ++j) mx = std::max(mx, static_cast<double>(p[j]));
+        double s = 0, tsum = 0;
+        for (int j = 0; j < k; ++j) {
+          s += std::exp(static_cast<double>(p[j]) - mx);
+          tsum += target_at(y, label, j);
+        }
+        for (int j = 0; j < k; ++j) {
+          const double sm = std::exp(static_cast<double>(p[j]) - mx) / s;
+          g[j] = static_cast<float>(scale * (sm * tsum - target_at(y, label, j)));
+        }
+        return;
+      }
+      // q = p / S with S = sum p; loss = -sum_j t_j log clip(q_j).
+      // dL/dq_j = -t_j / q_j where q_j is not clipped (else 0), and
+      // dL/dp_i = (dL/dq_i - sum_j dL/dq_j q_j) / S.
+      double s = 0;
+      for (int j = 0; j < k; ++j) s += p[j];
+      double dot = 0;
+      for (int j = 0; j < k; ++j) {
+        const double t = target_at(y, label, j), q = p[j] / s;
+        if (t != 0 && inside(q)) dot += -t;  // (-t/q) * q
+      }
+      for (int j = 0; j < k; ++j) {
+        const double t = target_at(y, label, j), q = p[j] / s;
+        const double dq = (t != 0 && inside(q)) ? -t / q : 0.0;
+        g[j] = static_cast<float>(scale * (dq - dot) / s);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& loss_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& e : table()) v.push_back(e.name);
+    return v;
+  }();
+  return names;
+}
+
+LossSpec parse_loss(const Json& j) {
+  std::string name;
+  Json config;
+  ConfigMode mode;
+  split_form(j, name, config, mode);
+  const NamedLoss* found = nullptr;
+  for (const auto& e : table())
+    if (name == e.name) found = &e;
+  if (!found) unknown_loss(j);
+
+  LossSpec l;
+  l.kind = found->kind;
+  LayerConfig c(config, mode, keras_class(l.kind));
+  const std::string red = c.get_string("reduction", std::string("sum_over_batch_size"));
+  if (red != "sum_over_batch_size" && red != "auto")
+    c.fail("reduction", "\"sum_over_batch_size\" (the mean over the batch)");
+  const bool xent = l.kind == LossKind::kBinaryCrossentropy ||
+                    l.kind == LossKind::kCategoricalCrossentropy || l.sparse();
+  if (xent) l.from_logits = c.get_bool("from_logits", false);
+  if (l.kind == LossKind::kHuber) {
+    const double d = c.get_float("delta", 1.0);
+    if (!(d > 0)) c.fail("delta", "a number > 0");
+    l.delta = static_cast<float>(d);
+  }
+  keras_defaults(c, xent);
+  c.finish();
+  return l;
+}
+
+std::string loss_name(const LossSpec& l) {
+  switch (l.kind) {
+    case LossKind::kMeanSquaredError: return "mean_squared_error";
+    case LossKind::kMeanAbsoluteError: return "mean_absolute_error";
+    case LossKind::kHuber: return "huber";
+    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
+    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
+    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
+  }
+  return "mean_squared_error";
+}
+
+Json loss_to_keras(const LossSpec& l) {
+  Json c = {{"name", loss_name(l)}, {"reduction", "sum_over_batch_size"}};
+  switch (l.kind) {
+    case LossKind::kHuber:
+      c["name"] = "huber_loss";
+      c["delta"] = static_cast<double>(l.delta);
+      break;
+    case LossKind::kBinaryCrossentropy:
+    case LossKind::kCategoricalCrossentropy:
+      c["from_logits"] = l.from_logits;
+      c["label_smoothing"] = 0.0;
+      c["axis"] = -1;
+      break;
+    case LossKind::kSparseCategoricalCrossentropy:
+      c["from_logits"] = l.from_logits;
+      c["ignore_class"] = nullptr;
+      break;
+    default:
+      break;
+  }
+  return {{"module", "keras.losses"},
+          {"class_name", keras_class(l.kind)},
+          {"config", c},
+          {"registered_name", nullptr}};
+}
+
+std::vector<LossSpec> all_loss_specs() {
+  std::vector<LossSpec> v;
+  for (LossKind k : {LossKind::kMeanSquaredError, LossKind::kMeanAbsoluteError, LossKind::kHuber,
+                     LossKind::kBinaryCrossentropy, LossKind::kCategoricalCrossentropy,
+                     LossKind::kSparseCategoricalCrossentropy}) {
+    LossSpec l;
+    l.kind = k;
+    v.push_back(l);
+    if (k == LossKind::kHuber) {
+      l.delta = 0.5f;
+      v.push_back(l);
+    }
+    if (k == LossKind::kBinaryCrossentropy || k == LossKind::kCategoricalCrossentropy ||
+        k == LossKind::kSparseCategoricalCrossentropy) {
+      l.from_logits = true;
+      v.push_back(l);
+    }
+  }
+  return v;
+}
+
+void validate_labels(int n, int k, const int32_t* labels) {
+  for (int i = 0; i < n; ++i)
+    if (labels[i] < 0 || labels[i] >= k)
+      throw DataError("class label out of range at sample " + std::to_string(i) +
+                      "; expected 0.." + std::to_string(k - 1) + ", got " +
+                      std::to_string(labels[i]));
+}
+
+void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                  float* per_sample) {
+  NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
+  for (int i = 0; i < n; ++i) {
+    const float* p = pred + static_cast<size_t>(i) * k;
+    const float* y = l.sparse() ? nullptr : t.values + static_cast<size_t>(i) * k;
+    const int32_t label = l.sparse() ? t.labels[i] : -1;
+    NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
+    per_sample[i] = static_cast<float>(row_loss(l, k, p, y, label));
+  }
+}
+
+void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                   float* dpred) {
+  NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
+  const double scale = 1.0 / n;
+  for (int i = 0; i < n; ++i) {
+    const size_t off = static_cast<size_t>(i) * k;
+    const float* y = l.sparse() ? nullptr : t.values + off;
+    const int32_t label = l.sparse() ? t.labels[i] : -1;
+    NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
+    row_grad(l, k, pred + off, y, label, scale, dpred + off);
+  }
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,79 @@
+// Model: graph validation and shape planning.
+#include "model/model.h"
+
+#include <set>
+
+#include "layers/layer_util.h"
+
+namespace nnfleet {
+
+Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
+             std::string input_name)
+    : name_(std::move(name)),
+      input_name_(std::move(input_name)),
+      input_shape_(input_shape),
+      nodes_(std::move(nodes)),
+      output_(output) {
+  const std::string where = "failed to build model '" + name_ + "': ";
+  if (nodes_.empty()) throw ModelError(where + "the model has no layers; expected at least one");
+  if (output_ < 1 || output_ > static_cast<int>(nodes_.size()))
+    throw ModelError(where + "output node " + std::to_string(output_) + " does not exist");
+  for (int64_t d : input_shape_)
+    if (d < 1)
+      throw ModelError(where + "input shape " + keras_shape(input_shape_) +
+                       " has an unknown or empty dimension; expected positive sizes");
+  std::vector<Shape> shapes{input_shape_};
+  std::set<std::string> names;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Layer& l = *nodes_[i].layer;
+    const std::string at = where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" +
+                           l.class_name() + ") ";
+    if (!names.insert(l.name()).second)
+      throw ModelError(at + "repeats a layer name; expected unique layer names");
+    const auto& ins = nodes_[i].inputs;
+    const size_t want = l.arity() == 0 ? 2 : static_cast<size_t>(l.arity());
+    if (l.arity() == 0 ? ins.size() < want : ins.size() != want)
+      throw ModelError(at + "takes " + (l.arity() == 0 ? "at least 2 inputs" :
+                       std::to_string(want) + " input" + (want > 1 ? "s" : "")) + ", got " +
+                       std::to_string(ins.size()));
+    PlannedNode p;
+    for (int id : ins) {
+      if (id < 0 || id > static_cast<int>(i))
+        throw ModelError(at + "uses node " + std::to_string(id) +
+                         " which is not defined before it; expected layers in topological order");
+      p.in_shapes.push_back(shapes[static_cast<size_t>(id)]);
+    }
+    try {
+      p.out_shape = l.output_shape(p.in_shapes);
+      p.params = l.param_specs(p.in_shapes);
+    } catch (const ModelError& e) {
+      throw ModelError(at + e.what());
+    }
+    for (const auto& ps : p.params)
+      (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
+    flops_ += l.forward_flops(p.in_shapes);
+    shapes.push_back(p.out_shape);
+    planned_.push_back(std::move(p));
+  }
+  // planned_.back() is reported as the output shape: keep the output node last in the plan.
+  if (output_ != static_cast<int>(nodes_.size()))
+    throw ModelError(where + "the output must be the last layer; expected node " +
+                     std::to_string(nodes_.size()) + ", got " + std::to_string(output_));
+}
+
+std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_shape,
+                                               std::vector<std::unique_ptr<Layer>> layers) {
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < layers.size(); ++i)
+    nodes.push_back({std::move(layers[i]), {static_cast<int>(i)}});
+  const int out = static_cast<int>(nodes.size());
+  return std::make_shared<const Model>(std::move(name), input_shape, std::move(nodes), out);
+}
+
+bool Model::is_sequential() const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i)) return false;
+  return true;
+}
+
+}  // namespace nnfleet
