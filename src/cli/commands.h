@@ -12,7 +12,6 @@ namespace nnfleet::cli {
 
 using Run = std::function<int()>;
 
-void add_fit_command(CLI::App& app, Run& run);
 void add_train_command(CLI::App& app, Run& run);
 void add_predict_command(CLI::App& app, Run& run);
 void add_inspect_command(CLI::App& app, Run& run);

@@ -42,22 +42,32 @@ void gather_labels_as(const Array& src, const int64_t* idx, int n, int32_t* dst)
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kU8: return "uint8";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
+    case DType::kU8:
+      return "uint8";
+    case DType::kI32:
+      return "int32";
+    case DType::kI64:
+      return "int64";
+    case DType::kF32:
+      return "float32";
+    case DType::kF64:
+      return "float64";
   }
   return "unknown";
 }
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kU8: return 1;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
+    case DType::kU8:
+      return 1;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
   }
   return 0;
 }
@@ -93,11 +103,16 @@ Shape Array::sample_shape() const {
 double Array::at(int64_t flat_index) const {
   NNFLEET_CHECK(data_ != nullptr && flat_index >= 0 && flat_index < shape_.size());
   switch (dtype_) {
-    case DType::kU8: return static_cast<const uint8_t*>(data_)[flat_index];
-    case DType::kI32: return static_cast<const int32_t*>(data_)[flat_index];
-    case DType::kI64: return static_cast<double>(static_cast<const int64_t*>(data_)[flat_index]);
-    case DType::kF32: return static_cast<const float*>(data_)[flat_index];
-    case DType::kF64: return static_cast<const double*>(data_)[flat_index];
+    case DType::kU8:
+      return static_cast<const uint8_t*>(data_)[flat_index];
+    case DType::kI32:
+      return static_cast<const int32_t*>(data_)[flat_index];
+    case DType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(data_)[flat_index]);
+    case DType::kF32:
+      return static_cast<const float*>(data_)[flat_index];
+    case DType::kF64:
+      return static_cast<const double*>(data_)[flat_index];
   }
   return 0.0;
 }
@@ -132,20 +147,28 @@ void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float
       }
       return;
     }
-    case DType::kI32: return gather_rows_as<int32_t>(src, idx, n, scale, dst);
-    case DType::kI64: return gather_rows_as<int64_t>(src, idx, n, scale, dst);
-    case DType::kF64: return gather_rows_as<double>(src, idx, n, scale, dst);
+    case DType::kI32:
+      return gather_rows_as<int32_t>(src, idx, n, scale, dst);
+    case DType::kI64:
+      return gather_rows_as<int64_t>(src, idx, n, scale, dst);
+    case DType::kF64:
+      return gather_rows_as<double>(src, idx, n, scale, dst);
   }
 }
 
 void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {
   NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && src.row_size() == 1 && n >= 0);
   switch (src.dtype()) {
-    case DType::kU8: return gather_labels_as<uint8_t>(src, idx, n, dst);
-    case DType::kI32: return gather_labels_as<int32_t>(src, idx, n, dst);
-    case DType::kI64: return gather_labels_as<int64_t>(src, idx, n, dst);
-    case DType::kF32: return gather_labels_as<float>(src, idx, n, dst);
-    case DType::kF64: return gather_labels_as<double>(src, idx, n, dst);
+    case DType::kU8:
+      return gather_labels_as<uint8_t>(src, idx, n, dst);
+    case DType::kI32:
+      return gather_labels_as<int32_t>(src, idx, n, dst);
+    case DType::kI64:
+      return gather_labels_as<int64_t>(src, idx, n, dst);
+    case DType::kF32:
+      return gather_labels_as<float>(src, idx, n, dst);
+    case DType::kF64:
+      return gather_labels_as<double>(src, idx, n, dst);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
 
 #include "data/dataset.h"
@@ -61,9 +62,10 @@ class GzipReader {
         refill();
         if (z_.avail_in == 0) break;
         if (z_.avail_in < 2 || z_.next_in[0] != 0x1f || z_.next_in[1] != 0x8b)
-          throw_data_error(path_, "unexpected bytes after the end of the gzip stream; expected "
-                                  "end of file, got " + std::to_string(remaining_in()) +
-                                  " more bytes");
+          throw_data_error(path_,
+                           "unexpected bytes after the end of the gzip stream; expected "
+                           "end of file, got " +
+                               std::to_string(remaining_in()) + " more bytes");
         inflateReset(&z_);
         member_done_ = false;
       }
@@ -113,9 +115,10 @@ class GzipReader {
 class IdxSource {
  public:
   IdxSource(const std::string& path, const std::string& file)
-      : path_(path), file_(file), gzip_(file.size() >= 2 &&
-                                        static_cast<unsigned char>(file[0]) == 0x1f &&
-                                        static_cast<unsigned char>(file[1]) == 0x8b) {
+      : path_(path),
+        file_(file),
+        gzip_(file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
+              static_cast<unsigned char>(file[1]) == 0x8b) {
     if (gzip_) gz_.emplace(path, file);
   }
   bool gzip() const { return gzip_; }
@@ -152,9 +155,9 @@ Array load_idx(const std::string& path) {
   IdxSource src(path, file);
   const std::string where = src.gzip() ? " after gzip decompression" : "";
   auto truncated = [&](uint64_t expected, uint64_t got, bool at_least) {
-    throw_data_error(path, "file is truncated; expected " + std::string(at_least ? "at least " : "") +
-                               std::to_string(expected) + " bytes" + where + ", got " +
-                               std::to_string(got));
+    throw_data_error(path, "file is truncated; expected " +
+                               std::string(at_least ? "at least " : "") + std::to_string(expected) +
+                               " bytes" + where + ", got " + std::to_string(got));
   };
 
   unsigned char magic[4];
@@ -191,7 +194,13 @@ Array load_idx(const std::string& path) {
   const uint64_t expected = header_bytes + static_cast<uint64_t>(elements);
 
   if (expected > src.max_size()) truncated(expected, header_bytes + src.count_rest(), false);
-  Array a = Array::zeros(DType::kU8, shape);
+  Array a;
+  try {
+    a = Array::zeros(DType::kU8, shape);
+  } catch (const std::bad_alloc&) {
+    throw_data_error(path, "out of memory; expected to hold " + std::to_string(elements) +
+                               " bytes for shape " + shape.str() + ", got an allocation failure");
+  }
   got = src.read(a.mutable_data(), static_cast<size_t>(elements));
   if (got < static_cast<size_t>(elements)) truncated(expected, header_bytes + got, false);
   unsigned char extra;
@@ -200,8 +209,9 @@ Array load_idx(const std::string& path) {
                                std::to_string(expected) + " bytes" + where + ", got " +
                                std::to_string(expected + 1 + src.count_rest()));
   if (src.truncated_stream())
-    throw_data_error(path, "file is truncated; expected a complete gzip stream, got one that ends "
-                           "before its checksum trailer");
+    throw_data_error(path,
+                     "file is truncated; expected a complete gzip stream, got one that ends "
+                     "before its checksum trailer");
   return a;
 }
 

@@ -12,11 +12,13 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <string_view>
 
 #include "data/dataset.h"
@@ -42,10 +44,10 @@ struct NpyDtype {
   Convert convert;
 };
 constexpr NpyDtype kDtypes[] = {
-    {"u1", 1, DType::kU8, Convert::kNone},   {"b1", 1, DType::kU8, Convert::kBool},
-    {"i1", 1, DType::kI32, Convert::kI8},    {"u2", 2, DType::kI32, Convert::kU16},
-    {"i2", 2, DType::kI32, Convert::kI16},   {"i4", 4, DType::kI32, Convert::kNone},
-    {"i8", 8, DType::kI64, Convert::kNone},  {"f4", 4, DType::kF32, Convert::kNone},
+    {"u1", 1, DType::kU8, Convert::kNone},  {"b1", 1, DType::kU8, Convert::kBool},
+    {"i1", 1, DType::kI32, Convert::kI8},   {"u2", 2, DType::kI32, Convert::kU16},
+    {"i2", 2, DType::kI32, Convert::kI16},  {"i4", 4, DType::kI32, Convert::kNone},
+    {"i8", 8, DType::kI64, Convert::kNone}, {"f4", 4, DType::kF32, Convert::kNone},
     {"f8", 8, DType::kF64, Convert::kNone},
 };
 
@@ -67,7 +69,7 @@ class FdSource : public ByteSource {
     const int e = errno;
     if (!stat_ok || !S_ISREG(st.st_mode)) {
       ::close(fd_);
-      throw_data_error(path, !stat_ok                ? std::string(std::strerror(e))
+      throw_data_error(path, !stat_ok              ? std::string(std::strerror(e))
                              : S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
                                                    : "is not a regular file");
     }
@@ -287,13 +289,14 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
          std::to_string(expected) + " bytes, got " + std::to_string(total));
   };
   unsigned char pre[12];
-  if (total < 10) truncated(10, true);
-  if (src.read(pre, 8) < 8) truncated(10, true);
-  if (std::memcmp(pre, kMagic, kMagicLen) != 0) {
+  const size_t head = src.read(pre, 8);
+  const size_t magic_seen = std::min(head, kMagicLen);
+  if (std::memcmp(pre, kMagic, magic_seen) != 0) {
     std::string got;
-    for (size_t i = 0; i < kMagicLen; ++i) got += (pre[i] >= 32 && pre[i] < 127) ? pre[i] : '?';
+    for (size_t i = 0; i < magic_seen; ++i) got += (pre[i] >= 32 && pre[i] < 127) ? pre[i] : '?';
     fail("bad magic, not an NPY file; expected '\\x93NUMPY', got '" + got + "'");
   }
+  if (total < 10 || head < 8) truncated(10, true);
   const int major = pre[6], minor = pre[7];
   uint64_t prefix = 0;
   uint32_t hlen = 0;
@@ -306,8 +309,8 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
     hlen = pre[8] | (uint32_t{pre[9]} << 8) | (uint32_t{pre[10]} << 16) | (uint32_t{pre[11]} << 24);
     prefix = 12;
   } else {
-    fail("unsupported NPY format version; expected 1.0, 2.0 or 3.0, got " +
-         std::to_string(major) + "." + std::to_string(minor));
+    fail("unsupported NPY format version; expected 1.0, 2.0 or 3.0, got " + std::to_string(major) +
+         "." + std::to_string(minor));
   }
   if (hlen > kMaxHeaderLen)
     fail("NPY header is too long; expected at most " + std::to_string(kMaxHeaderLen) +
@@ -321,8 +324,10 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
   if (!HeaderParser(text).parse(&dict) || !dict.count("descr") || !dict.count("fortran_order") ||
       !dict.count("shape") || dict["fortran_order"].kind != Kind::kBool ||
       dict["shape"].kind != Kind::kTuple)
-    fail("malformed NPY header; expected a dict with 'descr', 'fortran_order' (bool) and 'shape' "
-         "(tuple of ints), got \"" + quote_header(text) + "\"");
+    fail(
+        "malformed NPY header; expected a dict with 'descr', 'fortran_order' (bool) and 'shape' "
+        "(tuple of ints), got \"" +
+        quote_header(text) + "\"");
 
   NpyHeader h;
   const HeaderValue& descr = dict["descr"];
@@ -331,9 +336,8 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
          kSupported);
   const std::string& d = descr.str;
   const char order = d.empty() ? '?' : d[0];
-  const std::string code = (order == '<' || order == '>' || order == '|' || order == '=')
-                               ? d.substr(1)
-                               : d;
+  const std::string code =
+      (order == '<' || order == '>' || order == '|' || order == '=') ? d.substr(1) : d;
   for (const NpyDtype& t : kDtypes)
     if (code == t.code) h.dtype = &t;
   if (!h.dtype || (order == '|' && h.dtype->file_size > 1))
@@ -347,8 +351,9 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
     fail("unsupported rank; expected at most " + std::to_string(Shape::kMaxRank) +
          " dimensions, got " + std::to_string(dims.size()));
   if (dict["fortran_order"].b && dims.size() >= 2)
-    fail("Fortran-order arrays are not supported; expected fortran_order False (C order), got "
-         "True\nhint: save np.ascontiguousarray(a) instead");
+    fail(
+        "Fortran-order arrays are not supported; expected fortran_order False (C order), got "
+        "True\nhint: save np.ascontiguousarray(a) instead");
   for (int64_t n : dims) {
     h.shape.push_back(n);
     if (n != 0 && h.elements > kMaxElements / n)
@@ -378,7 +383,14 @@ void widen_to_i32(const std::string& raw, int64_t n, int32_t* dst) {
 template <typename Fail>
 Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
   const NpyHeader h = read_header(src, total, fail);
-  Array a = Array::zeros(h.dtype->dtype, h.shape);
+  Array a;
+  try {
+    a = Array::zeros(h.dtype->dtype, h.shape);
+  } catch (const std::bad_alloc&) {
+    fail("out of memory; expected to hold " +
+         std::to_string(dtype_size(h.dtype->dtype) * static_cast<size_t>(h.elements)) +
+         " bytes for shape " + h.shape.str() + ", got an allocation failure");
+  }
   const size_t file_bytes = static_cast<size_t>(h.elements) * h.dtype->file_size;
   auto read_all = [&](void* dst) {
     size_t got = src.read(dst, file_bytes);
@@ -412,17 +424,25 @@ Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
 }
 
 ZipPtr open_zip(const std::string& path) {
+  // Open the file ourselves so a missing or unreadable file reads like every other loader's.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_data_error(path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_data_error(path, S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
+                                               : "is not a regular file");
+  }
   int code = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  zip_t* z = zip_fdopen(fd, 0, &code);  // takes the descriptor only on success
   if (!z) {
+    ::close(fd);
     zip_error_t err;
     zip_error_init_with_code(&err, code);
     std::string msg = zip_error_strerror(&err);
     zip_error_fini(&err);
-    if (code == ZIP_ER_NOENT || code == ZIP_ER_OPEN || code == ZIP_ER_READ)
-      throw_data_error(path, msg);
-    throw_data_error(path, "not a valid NPZ archive; expected a zip file, got one libzip rejects (" +
-                               msg + ")");
+    throw_data_error(
+        path, "not a valid NPZ archive; expected a zip file, got one libzip rejects (" + msg + ")");
   }
   return ZipPtr(z);
 }
@@ -434,7 +454,8 @@ std::vector<std::string> keys_of(zip_t* z) {
     const char* name = zip_get_name(z, static_cast<zip_uint64_t>(i), 0);
     if (!name) continue;
     std::string s = name;
-    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".npy") == 0) keys.push_back(s.substr(0, s.size() - 4));
+    if (s.size() > 4 && s.compare(s.size() - 4, 4, ".npy") == 0)
+      keys.push_back(s.substr(0, s.size() - 4));
   }
   return keys;
 }
@@ -442,11 +463,21 @@ std::vector<std::string> keys_of(zip_t* z) {
 std::string npy_header_text(const Array& a) {
   std::string descr;
   switch (a.dtype()) {
-    case DType::kU8: descr = "|u1"; break;
-    case DType::kI32: descr = "<i4"; break;
-    case DType::kI64: descr = "<i8"; break;
-    case DType::kF32: descr = "<f4"; break;
-    case DType::kF64: descr = "<f8"; break;
+    case DType::kU8:
+      descr = "|u1";
+      break;
+    case DType::kI32:
+      descr = "<i4";
+      break;
+    case DType::kI64:
+      descr = "<i8";
+      break;
+    case DType::kF32:
+      descr = "<f4";
+      break;
+    case DType::kF64:
+      descr = "<f8";
+      break;
   }
   std::string shape = "(";
   for (int i = 0; i < a.shape().rank(); ++i) {
@@ -494,10 +525,12 @@ Array load_npz(const std::string& path, const std::string& key) {
   zip_stat_t st;
   zip_stat_init(&st);
   if (zip_stat_index(z.get(), i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-    throw_data_error(path, "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
+    throw_data_error(path,
+                     "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
   ZipFilePtr f(zip_fopen_index(z.get(), i, 0));
   if (!f)
-    throw_data_error(path, "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
+    throw_data_error(path,
+                     "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
   ZipMemberSource src(path, member, f.get());
   Array a = read_npy(src, st.size, [&](const std::string& rule) {
     throw_data_error(path, "member '" + member + "': " + rule);

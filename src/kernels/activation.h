@@ -37,6 +37,10 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
                         float* y);
 // dx[rows,features] += act'(x) * dy, using x (the input) and y (the output) as convenient.
 // For softmax: dx += y * (dy - sum(dy * y)) per row.
+// kSigmoid, kTanh, kSoftmax and kExponential read only y (their forward may run in place and
+// still be differentiated); every other kind reads only x. Derivatives at kinks follow
+// TensorFlow: relu is 1 only on (threshold, max_value) and alpha at or below threshold;
+// leaky_relu is alpha at 0; hard_sigmoid is 1/6 on (-3, 3) only.
 void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
                          const float* y, const float* dy, float* dx);
 

@@ -44,4 +44,12 @@ const std::vector<std::string>& initializer_names();
 // receptive field multiplied in; rank 1 fan_in = fan_out = shape[0].
 void initialize(const Initializer& init, const Shape& shape, Rng& rng, float* out);
 
+struct Fans {
+  double in = 1, out = 1;
+};
+// Keras's compute_fans of a weight shape: rank 0 -> 1, 1; rank 1 -> shape[0] for both; rank 2
+// [in,out]; rank >= 3 [...,in,out] with the product of the leading dims (the receptive field)
+// multiplied into both.
+Fans initializer_fans(const Shape& shape);
+
 }  // namespace nnfleet

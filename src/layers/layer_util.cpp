@@ -3,10 +3,10 @@
 
 namespace nnfleet {
 
-void require_rank(const Shape& in, int rank, const std::string& hint) {
-  if (in.rank() == rank) return;
+void require_rank(const Shape& in, int rank, const char* hint) {
+  if (in.rank() == rank) return;  // no string is built on this path: it runs inside steps
   throw ModelError("expects rank " + std::to_string(rank + 1) + " input, got " + keras_shape(in) +
-                   (hint.empty() ? "" : "; " + hint));
+                   (*hint ? "; " + std::string(hint) : std::string()));
 }
 
 Json base_keras_config(const Layer& l) {

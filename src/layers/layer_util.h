@@ -19,7 +19,7 @@ inline std::string keras_shape(const Shape& s) {
 
 // Throws ModelError "expects rank <rank+1> input, got [None,...]; <hint>" unless
 // in.rank() == rank (per-sample rank; the message counts the batch axis like Keras).
-void require_rank(const Shape& in, int rank, const std::string& hint = "");
+void require_rank(const Shape& in, int rank, const char* hint = "");
 
 // {"name": ..., "trainable": true, "dtype": "float32"}: the keys every Keras layer config has.
 Json base_keras_config(const Layer& l);

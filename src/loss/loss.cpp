@@ -46,12 +46,18 @@ const std::vector<NamedLoss>& table() {
 
 const char* keras_class(LossKind k) {
   switch (k) {
-    case LossKind::kMeanSquaredError: return "MeanSquaredError";
-    case LossKind::kMeanAbsoluteError: return "MeanAbsoluteError";
-    case LossKind::kHuber: return "Huber";
-    case LossKind::kBinaryCrossentropy: return "BinaryCrossentropy";
-    case LossKind::kCategoricalCrossentropy: return "CategoricalCrossentropy";
-    case LossKind::kSparseCategoricalCrossentropy: return "SparseCategoricalCrossentropy";
+    case LossKind::kMeanSquaredError:
+      return "MeanSquaredError";
+    case LossKind::kMeanAbsoluteError:
+      return "MeanAbsoluteError";
+    case LossKind::kHuber:
+      return "Huber";
+    case LossKind::kBinaryCrossentropy:
+      return "BinaryCrossentropy";
+    case LossKind::kCategoricalCrossentropy:
+      return "CategoricalCrossentropy";
+    case LossKind::kSparseCategoricalCrossentropy:
+      return "SparseCategoricalCrossentropy";
   }
   return "MeanSquaredError";
 }
@@ -68,7 +74,8 @@ std::string name_list() {
 
 // Splits the three accepted forms into a name, a config object and a strictness mode.
 void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode) {
-  const std::string form = "a loss name, {\"Name\": {config}} or {\"class_name\": ..., \"config\": ...}";
+  const std::string form =
+      "a loss name, {\"Name\": {config}} or {\"class_name\": ..., \"config\": ...}";
   if (j.is_string()) {
     name = j.get<std::string>();
     config = Json::object();
@@ -96,8 +103,8 @@ void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode
     throw ConfigError("loss", "bad loss; expected " + form + ", got " + j.dump());
   }
   if (!config.is_object())
-    throw ConfigError("loss", "bad config of loss " + name + "; expected a mapping, got " +
-                                  config.dump());
+    throw ConfigError("loss",
+                      "bad config of loss " + name + "; expected a mapping, got " + config.dump());
 }
 
 // Keys Keras writes that nnfleet accepts only at their default values.
@@ -173,7 +180,10 @@ double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_
         }
         return acc;
       }
-      // Keras normalizes the probabilities to sum to one, then clips, then takes the log.
+      // Keras normalizes the probabilities to sum to one, then clips, then takes the log. For
+      // sparse labels this is the JAX, torch and numpy backends' formula; Keras's TensorFlow
+      // backend clips first and normalizes after (log_softmax of log(clip(p))), which differs
+      // only when some probability is clipped.
       double s = 0;
       for (int j = 0; j < k; ++j) s += p[j];
       for (int j = 0; j < k; ++j) {
@@ -187,8 +197,8 @@ double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_
 }
 
 // g[k] = scale * d(row loss)/d p.
-void row_grad(const LossSpec& l, int k, const float* p, const float* y, int32_t label,
-              double scale, float* g) {
+void row_grad(const LossSpec& l, int k, const float* p, const float* y, int32_t label, double scale,
+              float* g) {
   switch (l.kind) {
     case LossKind::kMeanSquaredError:
       for (int j = 0; j < k; ++j)
@@ -303,12 +313,18 @@ LossSpec parse_loss(const Json& j) {
 
 std::string loss_name(const LossSpec& l) {
   switch (l.kind) {
-    case LossKind::kMeanSquaredError: return "mean_squared_error";
-    case LossKind::kMeanAbsoluteError: return "mean_absolute_error";
-    case LossKind::kHuber: return "huber";
-    case LossKind::kBinaryCrossentropy: return "binary_crossentropy";
-    case LossKind::kCategoricalCrossentropy: return "categorical_crossentropy";
-    case LossKind::kSparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
+    case LossKind::kMeanSquaredError:
+      return "mean_squared_error";
+    case LossKind::kMeanAbsoluteError:
+      return "mean_absolute_error";
+    case LossKind::kHuber:
+      return "huber";
+    case LossKind::kBinaryCrossentropy:
+      return "binary_crossentropy";
+    case LossKind::kCategoricalCrossentropy:
+      return "categorical_crossentropy";
+    case LossKind::kSparseCategoricalCrossentropy:
+      return "sparse_categorical_crossentropy";
   }
   return "mean_squared_error";
 }
@@ -363,9 +379,8 @@ std::vector<LossSpec> all_loss_specs() {
 void validate_labels(int n, int k, const int32_t* labels) {
   for (int i = 0; i < n; ++i)
     if (labels[i] < 0 || labels[i] >= k)
-      throw DataError("class label out of range at sample " + std::to_string(i) +
-                      "; expected 0.." + std::to_string(k - 1) + ", got " +
-                      std::to_string(labels[i]));
+      throw DataError("class label out of range at sample " + std::to_string(i) + "; expected 0.." +
+                      std::to_string(k - 1) + ", got " + std::to_string(labels[i]));
 }
 
 void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,

@@ -16,7 +16,17 @@ Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainS
   plan(max_batch, nullptr);
 }
 
-void Network::plan(int max_batch, const float* shared_params) {
+Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, DryRun)
+    : model_(std::move(model)), max_batch_(max_batch), train_(true), spec_(train) {
+  plan(max_batch, nullptr, false);
+}
+
+size_t Network::estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
+                               const TrainSpec& train) {
+  return Network(std::move(model), max_batch, train, DryRun{}).arena_.planned_bytes();
+}
+
+void Network::plan(int max_batch, const float* shared_params, bool allocate) {
   NNFLEET_CHECK(max_batch > 0);
   const Model& m = *model_;
   const size_t L = m.num_layers();
@@ -34,7 +44,7 @@ void Network::plan(int max_batch, const float* shared_params) {
     for (size_t i = 0; i < L; ++i)
       nodes_[i].dy_off = arena_.reserve(static_cast<size_t>(max_batch) * m.planned(i).out_shape.size());
     zero_end_ = arena_.size_floats();
-    state_floats_ = optimizer_state_floats(spec_.optimizer, n_trainable_);
+    state_floats_ = nnfleet::optimizer_state_floats(spec_.optimizer, n_trainable_);
     state_off_ = arena_.reserve(state_floats_);
   }
   input_off_ = arena_.reserve(static_cast<size_t>(max_batch) * m.input_shape().size());
@@ -47,6 +57,7 @@ void Network::plan(int max_batch, const float* shared_params) {
   }
   scratch_off_ = arena_.reserve(scratch);
   loss_off_ = arena_.reserve(static_cast<size_t>(max_batch));
+  if (!allocate) return;
   arena_.allocate();
 
   params_ = shared_params ? const_cast<float*>(shared_params) : arena_.at(params_off_);

@@ -28,6 +28,10 @@ class Network {
   // Training: adds gradients, optimizer state and loss buffers.
   Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train);
 
+  // Arena bytes a training Network of this model would take, without allocating it.
+  static size_t estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
+                               const TrainSpec& train);
+
   const Model& model() const { return *model_; }
   std::shared_ptr<const Model> model_ptr() const { return model_; }
   int max_batch() const { return max_batch_; }
@@ -69,7 +73,10 @@ class Network {
   size_t optimizer_state_floats() const { return state_floats_; }
 
  private:
-  void plan(int max_batch, const float* shared_params);
+  struct DryRun {};
+  Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, DryRun);
+  // Lays out the arena; allocates it and sets up the views unless `allocate` is false.
+  void plan(int max_batch, const float* shared_params, bool allocate = true);
   void backward(int n);
 
   std::shared_ptr<const Model> model_;

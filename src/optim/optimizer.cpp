@@ -6,6 +6,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 namespace nnfleet {
@@ -18,9 +19,8 @@ struct NamedOpt {
 
 const std::vector<NamedOpt>& table() {
   static const std::vector<NamedOpt> t = {
-      {"SGD", OptKind::kSGD},         {"Adam", OptKind::kAdam},
-      {"AdamW", OptKind::kAdamW},     {"RMSprop", OptKind::kRMSprop},
-      {"Adagrad", OptKind::kAdagrad},
+      {"SGD", OptKind::kSGD},         {"Adam", OptKind::kAdam},       {"AdamW", OptKind::kAdamW},
+      {"RMSprop", OptKind::kRMSprop}, {"Adagrad", OptKind::kAdagrad},
   };
   return t;
 }
@@ -46,8 +46,9 @@ void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode
   }
   if (j.is_object() && j.contains("class_name")) {
     if (!j["class_name"].is_string())
-      throw ConfigError("optimizer", "bad class_name in a Keras optimizer; expected a string, got " +
-                                         j["class_name"].dump());
+      throw ConfigError(
+          "optimizer",
+          "bad class_name in a Keras optimizer; expected a string, got " + j["class_name"].dump());
     for (auto it = j.begin(); it != j.end(); ++it)
       if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
           it.key() != "registered_name")
@@ -201,7 +202,8 @@ OptimizerSpec parse_optimizer(const Json& j) {
   if (nclip > 1)
     throw ConfigError(s.clipnorm > 0 ? "clipnorm" : "global_clipnorm",
                       "only one of clipnorm, global_clipnorm and clipvalue can be set; expected "
-                      "one, got " + std::to_string(nclip));
+                      "one, got " +
+                          std::to_string(nclip));
   switch (s.kind) {
     case OptKind::kSGD:
       s.momentum = get_range(c, "momentum", 0.0, 0, 1, false, false, "a number in [0, 1]");
@@ -236,11 +238,21 @@ Json optimizer_keras_config(const OptimizerSpec& s) {
   // Keras's auto_name: to_snake_case of the class name.
   const char* name = "adam";
   switch (s.kind) {
-    case OptKind::kSGD: name = "sgd"; break;
-    case OptKind::kAdam: name = "adam"; break;
-    case OptKind::kAdamW: name = "adam_w"; break;
-    case OptKind::kRMSprop: name = "rm_sprop"; break;
-    case OptKind::kAdagrad: name = "adagrad"; break;
+    case OptKind::kSGD:
+      name = "sgd";
+      break;
+    case OptKind::kAdam:
+      name = "adam";
+      break;
+    case OptKind::kAdamW:
+      name = "adam_w";
+      break;
+    case OptKind::kRMSprop:
+      name = "rm_sprop";
+      break;
+    case OptKind::kAdagrad:
+      name = "adagrad";
+      break;
   }
   Json c = {{"name", name},
             {"learning_rate", s.learning_rate},
@@ -304,8 +316,8 @@ std::vector<std::string> optimizer_state_slots(const OptimizerSpec& s) {
 size_t optimizer_state_floats(const OptimizerSpec& s, size_t n) { return slot_count(s) * n; }
 
 void optimizer_init_state(const OptimizerSpec& s, size_t n, float* state) {
-  const float v = s.kind == OptKind::kAdagrad ? static_cast<float>(s.initial_accumulator_value)
-                                              : 0.0f;
+  const float v =
+      s.kind == OptKind::kAdagrad ? static_cast<float>(s.initial_accumulator_value) : 0.0f;
   std::fill(state, state + optimizer_state_floats(s, n), v);
 }
 

@@ -25,7 +25,9 @@ class Arena {
   float* at(size_t offset) { return data_.get() + offset; }
   const float* at(size_t offset) const { return data_.get() + offset; }
   size_t size_floats() const { return size_; }
-  size_t size_bytes() const { return size_ * sizeof(float); }
+  size_t size_bytes() const { return allocated() ? size_ * sizeof(float) : 0; }
+  // Bytes reserved so far (what allocate() will take).
+  size_t planned_bytes() const { return size_ * sizeof(float); }
 
  private:
   struct Free {

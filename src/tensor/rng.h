@@ -3,6 +3,7 @@
 // seed, the model's name and a stream tag only, so results never depend on thread scheduling.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string_view>
@@ -33,6 +34,12 @@ class Rng {
   // The stream `tag` ("init", "shuffle", "dropout", ...) of model `name` under plan seed `seed`.
   Rng(uint64_t seed, std::string_view name, std::string_view tag)
       : Rng(seed ^ (hash_name(name) * 31 + hash_name(tag))) {}
+
+  // The full generator state, for checkpoints.
+  std::array<uint64_t, 4> state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
+  void set_state(const std::array<uint64_t, 4>& st) {
+    for (int i = 0; i < 4; ++i) s_[i] = st[i];
+  }
 
   uint64_t next() {
     const uint64_t result = rotl(s_[1] * 5, 7) * 9;

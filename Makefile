@@ -1,0 +1,39 @@
+# nnfleet's entry points. `make demo` and `make test` first install what is missing
+# (scripts/setup), then configure and build in Release, leaving the tool at build/nnfleet.
+#   make demo        train the example fleet (examples/fashion-mnist.yaml) with the live display
+#   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check)
+#   make test-quick  the tests without the long W1 accuracy check
+#   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
+#   make build       configure and build only
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+ifeq ($(CI),true)
+  CMAKE_FLAGS += -DNNFLEET_WERROR=ON
+endif
+
+.PHONY: setup build demo test test-quick asan clean
+
+setup:
+	scripts/setup
+
+build: setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+test-quick: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+
+asan: setup
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE long
+
+clean:
+	rm -rf $(BUILD) build-asan

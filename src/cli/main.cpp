@@ -1,0 +1,38 @@
+// nnfleet: the command-line tool. main() is the only place errors become exit codes:
+//   0 success, 1 bad input (plan, data or model file), 2 bad command line,
+//   3 some models failed, 130 interrupted (Ctrl-C / SIGTERM; resume with --resume).
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "nnfleet/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "nnfleet: train and evaluate many small neural networks at once, one pinned worker per "
+      "core.\nSee README.md for the plan format and the output folder."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "nnfleet 0.1.0");
+  nnfleet::cli::Run run;
+  nnfleet::cli::add_train_command(app, run);
+#ifdef NNFLEET_HAVE_IO
+  nnfleet::cli::add_predict_command(app, run);
+  nnfleet::cli::add_inspect_command(app, run);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    return run();
+  } catch (const nnfleet::UsageError& e) {
+    std::fprintf(stderr, "nnfleet: %s\n", e.what());
+    return 2;
+  } catch (const nnfleet::Error& e) {
+    std::fprintf(stderr, "nnfleet: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "nnfleet: out of memory\n");
+    return 1;
+  }
+}

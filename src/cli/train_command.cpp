@@ -1,0 +1,90 @@
+// `nnfleet train PLAN`: runs a plan's fleet with the live display and prints the leaderboard.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_io.h"
+#include "fleet/fleet.h"
+#include "fleet/results.h"
+
+namespace nnfleet::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_stop_signal(int sig) {
+  // First signal: finish the current batch, checkpoint, write results. Second: die at once.
+  if (g_stop.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+
+struct TrainArgs {
+  std::string plan, out;
+  int workers = 0;
+  bool resume = false, quiet = false, json = false;
+};
+
+int run_train(const TrainArgs& a) {
+  if (a.workers < 0) throw UsageError("failed to parse --workers: expected a positive number, got " + std::to_string(a.workers));
+  Plan plan = load_plan(a.plan);
+  FleetOptions o;
+  o.out_dir = a.out;
+  o.workers = a.workers;
+  o.resume = a.resume;
+  o.mode = a.json    ? Display::Mode::kJson
+           : a.quiet ? Display::Mode::kQuiet
+           : isatty(STDOUT_FILENO) ? Display::Mode::kLive
+                                   : Display::Mode::kLines;
+  o.stop = &g_stop;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  FleetSummary s = run_fleet(plan, o, model_io());
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+
+  int failed = 0;
+  for (const auto& r : s.results) failed += r.status == JobStatus::kFailed;
+  if (a.json) {
+    Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
+               {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
+               {"interrupted", s.interrupted}, {"failed", failed}};
+    std::printf("%s\n", ev.dump().c_str());
+  } else if (!a.quiet) {
+    std::printf("\n%s", leaderboard_text(s.results, {s.rank_by, s.rank_higher_is_better}, 20).c_str());
+    std::printf("\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
+                "memory %.1f MB\nresults: %s/results.json\n",
+                s.results.size(), s.makespan, s.workers, 100.0 * s.busy_fraction,
+                static_cast<double>(s.peak_rss) / 1e6, s.out_dir.c_str());
+  }
+  if (s.interrupted) {
+    std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
+                 a.plan.c_str(), s.out_dir.c_str());
+    return 130;
+  }
+  return failed ? 3 : 0;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, Run& run) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* c = app.add_subcommand("train", "Train every model of a plan (YAML or JSON) at once");
+  c->add_option("plan", args->plan, "The plan file (see examples/fashion-mnist.yaml)")->required();
+  c->add_option("--out", args->out, "Output folder (default: runs/<plan>-<timestamp>)");
+  c->add_option("--workers", args->workers,
+                "Worker threads, each pinned to one core (default: the cores this process may use)")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--resume", args->resume,
+              "Continue the run in --out: finished models are kept, others restart from their "
+              "last checkpoint");
+  c->add_flag("--quiet", args->quiet, "Print nothing but errors");
+  c->add_flag("--json", args->json, "Print one JSON event per line instead of the display");
+  c->callback([&run, args] { run = [args] { return run_train(*args); }; });
+}
+
+}  // namespace nnfleet::cli

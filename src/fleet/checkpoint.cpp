@@ -1,0 +1,145 @@
+// Checkpoint files: "NNFCKPT1", a JSON header, three float arrays, an FNV-1a checksum.
+#include "fleet/checkpoint.h"
+
+#include <cstring>
+
+#include "platform/files.h"
+#include "tensor/rng.h"
+
+namespace nnfleet {
+namespace {
+
+constexpr char kMagic[8] = {'N', 'N', 'F', 'C', 'K', 'P', 'T', '1'};
+
+void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
+void put_floats(std::string& s, const std::vector<float>& v) {
+  put_u64(s, v.size());
+  s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+struct Reader {
+  const std::string& s;
+  size_t pos;
+  const std::string& path;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FileError("failed to read checkpoint '" + path + "': " + what +
+                    "; delete it to restart this model from scratch");
+  }
+  uint64_t u64() {
+    if (pos + 8 > s.size()) fail("file is truncated");
+    uint64_t v;
+    std::memcpy(&v, s.data() + pos, 8);
+    pos += 8;
+    return v;
+  }
+  std::vector<float> floats() {
+    const uint64_t n = u64();
+    if (n > (s.size() - pos) / sizeof(float)) fail("file is truncated");
+    std::vector<float> v(n);
+    std::memcpy(v.data(), s.data() + pos, n * sizeof(float));
+    pos += n * sizeof(float);
+    return v;
+  }
+};
+
+}  // namespace
+
+Json metrics_to_json(const Metrics& m) {
+  Json j = Json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+Metrics metrics_from_json(const Json& j) {
+  Metrics m;
+  for (auto it = j.begin(); it != j.end(); ++it) m.emplace_back(it.key(), it.value().get<double>());
+  return m;
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  Json h;
+  h["model"] = c.model;
+  h["epoch"] = c.epoch;
+  h["batch"] = c.batch;
+  h["iterations"] = c.iterations;
+  h["rng"] = c.rng;
+  h["loss_sum"] = c.loss_sum;
+  h["metric_sums"] = c.metric_sums;
+  h["seen"] = c.seen;
+  h["epoch_seconds"] = c.epoch_seconds;
+  h["seconds"] = c.seconds;
+  h["samples"] = c.samples;
+  h["best"] = {{"epoch", c.best.epoch}, {"monitor", c.best.monitor}, {"value", c.best.value}};
+  h["wait"] = c.wait;
+  h["has_best_params"] = c.has_best_params;
+  Json hist = Json::array();
+  for (const auto& r : c.history)
+    hist.push_back({{"epoch", r.epoch}, {"seconds", r.seconds}, {"values", Json::array()}});
+  for (size_t i = 0; i < c.history.size(); ++i)
+    for (const auto& [k, v] : c.history[i].values) hist[i]["values"].push_back({k, v});
+  h["history"] = hist;
+  // JSON keeps doubles exactly (shortest round-trip form), so resumed histories are bit-identical.
+  const std::string header = h.dump();
+  std::string s(kMagic, 8);
+  put_u64(s, header.size());
+  s += header;
+  put_floats(s, c.params);
+  put_floats(s, c.opt_state);
+  put_floats(s, c.best_params);
+  put_u64(s, hash_name(s));
+  write_file_atomic(path, s);
+}
+
+bool load_checkpoint(const std::string& path, Checkpoint& c) {
+  if (!file_exists(path)) return false;
+  const std::string s = read_file(path);
+  Reader r{s, 0, path};
+  if (s.size() < 16 || std::memcmp(s.data(), kMagic, 8) != 0)
+    r.fail("not an nnfleet checkpoint (bad magic)");
+  {
+    uint64_t stored;
+    std::memcpy(&stored, s.data() + s.size() - 8, 8);
+    if (hash_name(std::string_view(s.data(), s.size() - 8)) != stored)
+      r.fail("checksum mismatch (the file is truncated or corrupt)");
+  }
+  r.pos = 8;
+  const uint64_t hlen = r.u64();
+  if (hlen > s.size() - r.pos) r.fail("file is truncated");
+  try {
+    const Json h = Json::parse(s.substr(r.pos, hlen));
+    r.pos += hlen;
+    c.model = h.at("model").get<std::string>();
+    c.epoch = h.at("epoch").get<int>();
+    c.batch = h.at("batch").get<int>();
+    c.iterations = h.at("iterations").get<int64_t>();
+    c.rng = h.at("rng").get<std::array<uint64_t, 4>>();
+    c.loss_sum = h.at("loss_sum").get<double>();
+    c.metric_sums = h.at("metric_sums").get<std::vector<double>>();
+    c.seen = h.at("seen").get<int64_t>();
+    c.epoch_seconds = h.at("epoch_seconds").get<double>();
+    c.seconds = h.at("seconds").get<double>();
+    c.samples = h.at("samples").get<int64_t>();
+    c.best.epoch = h.at("best").at("epoch").get<int>();
+    c.best.monitor = h.at("best").at("monitor").get<std::string>();
+    c.best.value = h.at("best").at("value").get<double>();
+    c.wait = h.at("wait").get<int>();
+    c.has_best_params = h.at("has_best_params").get<bool>();
+    c.history.clear();
+    for (const auto& e : h.at("history")) {
+      EpochRecord rec;
+      rec.epoch = e.at("epoch").get<int>();
+      rec.seconds = e.at("seconds").get<double>();
+      for (const auto& kv : e.at("values"))
+        rec.values.emplace_back(kv.at(0).get<std::string>(), kv.at(1).get<double>());
+      c.history.push_back(std::move(rec));
+    }
+  } catch (const Json::exception& e) {
+    r.fail(std::string("bad header: ") + e.what());
+  }
+  c.params = r.floats();
+  c.opt_state = r.floats();
+  c.best_params = r.floats();
+  return true;
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,64 @@
+// Display: what a fleet run shows while it works. On a terminal, a live block with one row per
+// worker (core, model, epoch i/n, a progress bar, loss, metric, samples/s) and an overall bar
+// (done/total, ETA), redrawn a few times a second with finished epochs scrolling above it.
+// Not on a terminal: one line per finished epoch. --json: one JSON event per line. --quiet:
+// nothing. Every line also goes to run.log. Thread-safe: workers report through their observer.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fleet/job.h"
+
+namespace nnfleet {
+
+class Display {
+ public:
+  enum class Mode { kLive, kLines, kJson, kQuiet };
+
+  Display(Mode mode, std::vector<int> cores, size_t total_jobs, size_t done_jobs, double total_cost,
+          double done_cost, const std::string& log_path);
+  ~Display();
+
+  void start();
+  void stop();
+  JobObserver* observer(int worker);
+  void job_started(int worker, const ModelSpec& spec, double cost);
+  void job_finished(int worker, const JobResult& r, double cost);
+  // A line for the user (and run.log); in JSON mode, `event` is emitted instead.
+  void note(const std::string& line, const Json& event);
+
+ private:
+  struct Slot {
+    std::string model;
+    int epoch = 0, epochs = 0, batch = 0, batches = 0;
+    double loss = 0, metric = 0, sps = 0, cost = 0;
+    bool busy = false;
+  };
+  class WorkerObserver;
+  void emit(const std::string& line, const Json& event);  // needs mu_
+  void redraw_locked(bool final);
+  void loop();
+
+  Mode mode_;
+  std::vector<int> cores_;
+  size_t total_, done_;
+  double total_cost_, done_cost_;
+  std::FILE* log_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<WorkerObserver>> observers_;
+  std::thread thread_;
+  bool stopping_ = false;
+  int drawn_lines_ = 0;
+  double t0_ = 0;
+};
+
+}  // namespace nnfleet

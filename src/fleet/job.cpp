@@ -1,0 +1,335 @@
+// Job: the training loop of one model.
+#include "fleet/job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cctype>
+#include <map>
+#include <numeric>
+
+#include "fleet/checkpoint.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct MetricSlot {
+  MetricKind kind;
+  std::string key;
+};
+
+// Reusable per-job batch buffers (allocated once per job, never inside a step).
+struct Batcher {
+  const FleetData& data;
+  const ModelSpec& spec;
+  int k;
+  std::vector<int64_t> idx;
+  std::vector<int32_t> labels;
+  std::vector<float> values;
+
+  Batcher(const FleetData& d, const ModelSpec& s, int k_) : data(d), spec(s), k(k_) {
+    if (spec.loss.sparse())
+      labels.resize(static_cast<size_t>(spec.batch_size));
+    else
+      values.resize(static_cast<size_t>(spec.batch_size) * k);
+    idx.resize(static_cast<size_t>(spec.batch_size));
+  }
+  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
+  Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
+    gather_rows(xy.x, rows, n, data.scale, net.input());
+    Targets t;
+    if (spec.loss.sparse()) {
+      gather_labels(xy.y, rows, n, labels.data());
+      t.labels = labels.data();
+    } else {
+      gather_rows(xy.y, rows, n, 1.0f, values.data());
+      t.values = values.data();
+    }
+    return t;
+  }
+};
+
+// Loss and metric sums over rows [begin, end) of xy, in inference mode.
+void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
+              const std::vector<MetricSlot>& metrics, const ModelSpec& spec, double& loss_sum,
+              std::vector<double>& msums) {
+  loss_sum = 0.0;
+  msums.assign(metrics.size(), 0.0);
+  const int bs = spec.batch_size;
+  for (int64_t r = begin; r < end; r += bs) {
+    const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
+    std::iota(b.idx.begin(), b.idx.begin() + n, r);
+    Targets t = b.load(xy, b.idx.data(), n, net);
+    loss_sum += net.evaluate_batch(n, spec.loss, t, nullptr);
+    for (size_t m = 0; m < metrics.size(); ++m)
+      msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
+  }
+}
+
+bool monitor_is_max(const EarlyStopping& es) {
+  if (es.mode == "max") return true;
+  if (es.mode == "min") return false;
+  return es.monitor.find("acc") != std::string::npos;
+}
+
+}  // namespace
+
+const char* job_status_name(JobStatus s) {
+  switch (s) {
+    case JobStatus::kPending: return "pending";
+    case JobStatus::kDone: return "done";
+    case JobStatus::kDiverged: return "diverged";
+    case JobStatus::kFailed: return "failed";
+    case JobStatus::kCancelled: return "cancelled";
+  }
+  return "pending";
+}
+
+JobStatus job_status_from_name(const std::string& s) {
+  for (JobStatus st : {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed,
+                       JobStatus::kCancelled})
+    if (s == job_status_name(st)) return st;
+  return JobStatus::kPending;
+}
+
+const double* find_metric(const Metrics& m, const std::string& key) {
+  for (const auto& [k, v] : m)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::map<std::string, int> counters;
+  for (const auto& e : spec.layers) {
+    // Keras's default names: snake_case class name with a per-class counter.
+    std::string base;
+    for (size_t i = 0; i < e.class_name.size(); ++i) {
+      const char ch = e.class_name[i];
+      if (std::isupper(static_cast<unsigned char>(ch)) && i > 0 &&
+          !std::isupper(static_cast<unsigned char>(e.class_name[i - 1])))
+        base += '_';
+      base += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    }
+    const int c = counters[base]++;
+    layers.push_back(make_layer(e.class_name, e.config, ConfigMode::kPlan,
+                                c == 0 ? base : base + "_" + std::to_string(c)));
+  }
+  return Model::sequential(spec.name, input_shape, std::move(layers));
+}
+
+double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train) {
+  // 3x forward FLOPs per training sample (workloads.md), plus a per-sample overhead so that
+  // FLOP-free models still order sensibly.
+  return (3.0 * model.forward_flops() + 1e3) * static_cast<double>(n_train) * spec.epochs;
+}
+
+JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
+                  const JobContext& ctx, const std::vector<float>* initial_params) {
+  JobResult res;
+  res.name = spec.name;
+  res.core = ctx.core;
+  res.params = model->trainable_params() + model->non_trainable_params();
+  try {
+    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer});
+    const int k = static_cast<int>(net.output_features());
+    std::vector<MetricSlot> metrics;
+    for (const auto& m : spec.metrics) metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
+
+    Checkpoint ck;
+    ck.model = spec.name;
+    const bool resumed = !ctx.checkpoint_path.empty() && load_checkpoint(ctx.checkpoint_path, ck);
+    if (resumed) {
+      if (ck.model != spec.name || ck.params.size() != net.num_params() ||
+          ck.opt_state.size() != net.optimizer_state_floats())
+        throw FileError("failed to resume model '" + spec.name + "' from '" + ctx.checkpoint_path +
+                        "': the checkpoint does not match the plan's model; expected " +
+                        std::to_string(net.num_params()) + " parameters, got " +
+                        std::to_string(ck.params.size()));
+      std::copy(ck.params.begin(), ck.params.end(), net.params());
+      std::copy(ck.opt_state.begin(), ck.opt_state.end(), net.optimizer_state());
+      net.set_iterations(ck.iterations);
+    } else {
+      Rng init(ctx.seed, spec.name, "init");
+      net.initialize(init);
+      if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net.params());
+    }
+    res.history = ck.history;
+
+    const EarlyStopping* es = spec.early_stopping ? &*spec.early_stopping : nullptr;
+    const bool es_max = es && monitor_is_max(*es);
+    if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
+    if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
+
+    Batcher batcher(data, spec, k);
+    std::vector<int64_t> order(static_cast<size_t>(data.n_train));
+    const int bs = spec.batch_size;
+    const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
+    bool stop_training = false;
+
+    auto write_checkpoint = [&](int epoch, int batch) {
+      if (ctx.checkpoint_path.empty()) return;
+      ck.epoch = epoch;
+      ck.batch = batch;
+      ck.iterations = net.iterations();
+      ck.rng = net.rng().state();
+      ck.params.assign(net.params(), net.params() + net.num_params());
+      ck.opt_state.assign(net.optimizer_state(), net.optimizer_state() + net.optimizer_state_floats());
+      ck.history = res.history;
+      save_checkpoint(ctx.checkpoint_path, ck);
+    };
+
+    for (int epoch = ck.epoch; epoch < spec.epochs && !stop_training; ++epoch) {
+      // The epoch's order and dropout stream derive from (seed, name, epoch) only.
+      std::iota(order.begin(), order.end(), 0);
+      if (spec.shuffle) {
+        Rng sh(ctx.seed, spec.name, "shuffle/" + std::to_string(epoch));
+        for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[sh.below(i)]);
+      }
+      const int first_batch = ck.batch;
+      if (first_batch == 0) {
+        net.set_rng(Rng(ctx.seed, spec.name, "dropout/" + std::to_string(epoch)));
+        ck.loss_sum = 0.0;
+        ck.metric_sums.assign(metrics.size(), 0.0);
+        ck.seen = 0;
+        ck.epoch_seconds = 0.0;
+      } else {
+        net.rng().set_state(ck.rng);
+      }
+      ck.batch = 0;
+      const auto t0 = Clock::now();
+      for (int b = first_batch; b < batches; ++b) {
+        const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
+        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        const double loss = net.train_step(n, t);
+        if (!std::isfinite(loss)) {
+          res.status = JobStatus::kDiverged;
+          res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
+                        " at epoch " + std::to_string(epoch + 1) + ", batch " + std::to_string(b + 1);
+          res.epochs = epoch;
+          res.seconds = ck.seconds + since(t0);
+          return res;
+        }
+        ck.loss_sum += loss * n;
+        ck.seen += n;
+        for (size_t m = 0; m < metrics.size(); ++m)
+          ck.metric_sums[m] += metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
+        ck.samples += n;
+        if (ctx.observer) {
+          const double el = ck.epoch_seconds + since(t0);
+          ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
+                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.seen,
+                                 el > 0 ? ck.seen / el : 0.0);
+        }
+        if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
+          ck.epoch_seconds += since(t0);
+          ck.seconds += since(t0);
+          write_checkpoint(epoch, b + 1);
+          res.status = JobStatus::kCancelled;
+          res.message = "stopped at epoch " + std::to_string(epoch + 1) + ", batch " +
+                        std::to_string(b + 1) + "; resume with --resume";
+          res.epochs = epoch;
+          res.seconds = ck.seconds;
+          return res;
+        }
+      }
+      const double train_seconds = since(t0);
+      ck.epoch_seconds += train_seconds;
+      ck.seconds += train_seconds;
+
+      EpochRecord rec;
+      rec.epoch = epoch + 1;
+      rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
+      for (size_t m = 0; m < metrics.size(); ++m)
+        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.seen);
+      if (data.n_val > 0) {
+        double vl = 0;
+        std::vector<double> vm;
+        evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec, vl, vm);
+        const double nv = static_cast<double>(data.n_val);
+        rec.values.emplace_back("val_loss", vl / nv);
+        for (size_t m = 0; m < metrics.size(); ++m)
+          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / nv);
+      }
+      rec.seconds = ck.epoch_seconds;
+      res.history.push_back(rec);
+      if (ctx.observer) ctx.observer->on_epoch(spec, rec);
+
+      if (es) {
+        // Keras's EarlyStopping.on_epoch_end.
+        if (const double* cur = find_metric(rec.values, es->monitor); cur && epoch + 1 > es->start_from_epoch) {
+          if (es->restore_best_weights && !ck.has_best_params) {
+            std::copy(net.params(), net.params() + net.num_params(), ck.best_params.begin());
+            ck.has_best_params = true;
+          }
+          ++ck.wait;
+          const bool better = ck.best.epoch == 0 ||
+                              (es_max ? *cur - es->min_delta > ck.best.value
+                                      : *cur + es->min_delta < ck.best.value);
+          if (better) {
+            ck.best.epoch = epoch + 1;
+            ck.best.value = *cur;
+            ck.wait = 0;
+            if (es->restore_best_weights)
+              std::copy(net.params(), net.params() + net.num_params(), ck.best_params.begin());
+          } else if (ck.wait >= es->patience && epoch > 0) {
+            stop_training = true;
+            if (es->restore_best_weights && ck.has_best_params)
+              std::copy(ck.best_params.begin(), ck.best_params.end(), net.params());
+          }
+        }
+      }
+      write_checkpoint(epoch + 1, 0);
+      if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && epoch + 1 < spec.epochs &&
+          !stop_training) {
+        res.status = JobStatus::kCancelled;
+        res.message = "stopped after epoch " + std::to_string(epoch + 1) + "; resume with --resume";
+        res.epochs = epoch + 1;
+        res.seconds = ck.seconds;
+        return res;
+      }
+    }
+
+    res.epochs = static_cast<int>(res.history.size());
+    res.seconds = ck.seconds;
+    res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
+    if (!res.history.empty()) res.metrics = res.history.back().values;
+    if (data.test) {
+      double tl = 0;
+      std::vector<double> tm;
+      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, tl, tm);
+      const double nt = static_cast<double>(data.test->x.rows());
+      res.metrics.emplace_back("test_loss", tl / nt);
+      for (size_t m = 0; m < metrics.size(); ++m)
+        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / nt);
+    }
+    if (es && ck.best.epoch > 0) {
+      res.best = ck.best;
+    } else if (!res.history.empty()) {
+      // Without early stopping, "best" reports the epoch with the lowest monitored loss.
+      const std::string mon = data.n_val > 0 ? "val_loss" : "loss";
+      res.best.monitor = mon;
+      for (const auto& r : res.history) {
+        const double* v = find_metric(r.values, mon);
+        if (v && (res.best.epoch == 0 || *v < res.best.value)) {
+          res.best.epoch = r.epoch;
+          res.best.value = *v;
+        }
+      }
+    }
+    if (ctx.save_model) ctx.save_model(net, spec);
+    res.status = JobStatus::kDone;
+  } catch (const std::exception& e) {
+    res.status = JobStatus::kFailed;
+    res.message = e.what();
+  }
+  return res;
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,86 @@
+// Job: trains one model of a plan on the calling thread, Keras-style (epochs, shuffled batches,
+// validation, early stopping with restore_best_weights, test evaluation), checkpointing after
+// every epoch and when asked to stop, and resuming from a checkpoint bit for bit.
+// A job never throws: every outcome (done, diverged, failed, cancelled) is a JobResult.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet/fleet_data.h"
+#include "fleet/plan.h"
+#include "model/model.h"
+#include "model/network.h"
+
+namespace nnfleet {
+
+enum class JobStatus { kPending, kDone, kDiverged, kFailed, kCancelled };
+const char* job_status_name(JobStatus s);
+JobStatus job_status_from_name(const std::string& s);
+
+// Named values in a fixed order ("loss", "accuracy", "val_loss", "val_accuracy", ...).
+using Metrics = std::vector<std::pair<std::string, double>>;
+const double* find_metric(const Metrics& m, const std::string& key);
+
+struct EpochRecord {
+  int epoch = 0;  // 1-based
+  Metrics values;
+  double seconds = 0.0;
+};
+
+struct BestRecord {
+  int epoch = 0;  // 1-based; 0 = none yet
+  std::string monitor;
+  double value = 0.0;
+};
+
+struct JobResult {
+  std::string name;
+  JobStatus status = JobStatus::kPending;
+  std::string message;
+  int epochs = 0;  // epochs completed
+  size_t params = 0;
+  double seconds = 0.0;  // training time, summed over resumed runs
+  double samples_per_second = 0.0;
+  int core = -1;
+  Metrics metrics;  // final values, including test_* when there is test data
+  BestRecord best;
+  std::vector<EpochRecord> history;
+};
+
+// What a running job reports; called on the worker's thread.
+class JobObserver {
+ public:
+  virtual ~JobObserver() = default;
+  virtual void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
+                        double metric, double samples_per_second) = 0;
+  virtual void on_epoch(const ModelSpec& spec, const EpochRecord& rec) = 0;
+};
+
+struct JobContext {
+  uint64_t seed = 0;
+  int core = -1;
+  const std::atomic<bool>* stop = nullptr;  // finish the current batch, checkpoint, return
+  JobObserver* observer = nullptr;
+  std::string checkpoint_path;              // empty: no checkpoints
+  // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job.
+  std::function<void(const Network&, const ModelSpec&)> save_model;
+};
+
+// The model of a spec on the plan's data (the Keras loader arrives with the Keras issue; for a
+// `keras:` spec the caller provides the model). Throws ModelError.
+std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape);
+
+// Estimated training cost (FLOPs x samples x epochs), for longest-first scheduling.
+double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train);
+
+// Runs (or resumes, when ctx.checkpoint_path holds a checkpoint) one job. `initial_params`, when
+// not null, replaces the initializer (weights from a Keras file).
+JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
+                  const JobContext& ctx, const std::vector<float>* initial_params = nullptr);
+
+}  // namespace nnfleet

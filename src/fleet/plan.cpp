@@ -1,0 +1,741 @@
+// Plan loading: the file is read as YAML (JSON is YAML too), converted to JSON with the line of
+// every field, checked field by field with every problem collected, and each model entry is
+// merged over `defaults` and expanded over its grid into ModelSpecs.
+#include "fleet/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "fleet/plan_problems.h"
+#include "fleet/plan_yaml.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+namespace fs = std::filesystem;
+using plan_detail::check_bool;
+using plan_detail::check_int;
+using plan_detail::check_keys;
+using plan_detail::check_number;
+using plan_detail::check_string;
+using plan_detail::child_path;
+using plan_detail::index_path;
+using plan_detail::join;
+using plan_detail::LocatedJson;
+using plan_detail::Problems;
+using plan_detail::show;
+
+const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
+const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
+const std::vector<std::string> kModelKeys = {
+    "batch_size", "early_stopping", "epochs",  "grid",     "keras",  "layers",
+    "loss",       "metrics",        "name",    "optimizer", "shuffle"};
+const std::vector<std::string> kDefaultsKeys = {"batch_size", "early_stopping", "epochs",
+                                                "keras",      "layers",         "loss",
+                                                "metrics",    "optimizer",      "shuffle"};
+const std::vector<std::string> kEarlyStoppingKeys = {
+    "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
+// Key order in plan.yaml; other keys follow sorted.
+const std::vector<std::string> kYamlOrder = {
+    "name",     "seed",      "data",           "train",   "test",     "scale",
+    "validation_split",      "models",         "keras",   "epochs",   "batch_size",
+    "shuffle",  "loss",      "metrics",        "optimizer",           "early_stopping",
+    "monitor",  "patience",  "min_delta",      "restore_best_weights", "mode",
+    "start_from_epoch",      "layers"};
+constexpr size_t kMaxModelsPerEntry = 100000;
+constexpr size_t kMaxNameLength = 100;
+const char* const kDefaultLoss = "sparse_categorical_crossentropy";
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// Keras's auto-naming (keras/src/utils/naming.py to_snake_case): "MaxPooling2D" ->
+// "max_pooling2d", "BatchNormalization" -> "batch_normalization", "ReLU" -> "re_lu".
+std::string snake_case(const std::string& cls) {
+  static const std::regex word("(.)([A-Z][a-z]+)");
+  static const std::regex hump("([a-z])([A-Z])");
+  std::string s = std::regex_replace(std::regex_replace(cls, word, "$1_$2"), hump, "$1_$2");
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A ConfigError's message without the "bad value for 'units'; " the field path already says.
+std::string config_message(const ConfigError& e) {
+  const std::string prefix = "bad value for '" + e.key() + "'; ";
+  const std::string what = e.what();
+  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+}
+
+// The field path of a ConfigError from parse_loss/parse_optimizer on `j` found at `base`.
+std::string spec_error_path(const std::string& base, const Json& j, const ConfigError& e,
+                            const std::string& self) {
+  const std::string& key = e.key();
+  if (key.empty() || key == self) return base;
+  if (j.is_object() && j.contains("class_name"))
+    return j.contains(key) ? child_path(base, key) : child_path(child_path(base, "config"), key);
+  if (j.is_object() && j.size() == 1) return child_path(child_path(base, j.begin().key()), key);
+  return child_path(base, key);
+}
+
+// Text of a grid value inside a longer string; numbers compact (0.001, 32).
+std::string value_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return plan_detail::number_text(v.get<double>());
+  return v.dump();  // integers, bools, null
+}
+
+// Replaces "{var}" placeholders with grid values. A string that is exactly "{var}" takes the
+// value itself (a number stays a number) unless `exact` is off; elsewhere the value's text is
+// spliced in. Mapping keys are substituted as text.
+struct Substituter {
+  Problems& pr;
+  const std::map<std::string, Json>& values;
+  std::string vars;  // "units, lr" for messages
+
+  void apply(Json& v, const std::string& path, bool exact) {
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (exact && s.size() > 2 && s.front() == '{' && s.back() == '}' &&
+          is_identifier(s.substr(1, s.size() - 2))) {
+        auto it = values.find(s.substr(1, s.size() - 2));
+        if (it != values.end()) {
+          v = it->second;
+          return;
+        }
+      }
+      v = text(s, path);
+    } else if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) apply(v[i], index_path(path, i), exact);
+    } else if (v.is_object()) {
+      Json out = Json::object();
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        Json item = it.value();
+        apply(item, child_path(path, it.key()), exact);
+        out[text(it.key(), path)] = std::move(item);
+      }
+      v = std::move(out);
+    }
+  }
+
+  std::string text(const std::string& s, const std::string& path) {
+    std::string out;
+    size_t i = 0;
+    while (i < s.size()) {
+      const size_t open = s.find('{', i);
+      const size_t close = open == std::string::npos ? open : s.find('}', open);
+      if (close == std::string::npos) break;
+      const std::string var = s.substr(open + 1, close - open - 1);
+      out += s.substr(i, open - i);
+      i = close + 1;
+      if (!is_identifier(var)) {  // not a placeholder: keep "{" and rescan after it
+        out += '{';
+        i = open + 1;
+        continue;
+      }
+      auto it = values.find(var);
+      if (it == values.end()) {
+        pr.add(path, "unknown placeholder '{" + var + "}'; expected " +
+                         (vars.empty() ? std::string("none, as this model has no grid")
+                                       : "one of the grid's vars: " + vars));
+        out += "{" + var + "}";
+      } else if (it->second.is_structured()) {
+        pr.add(path, "placeholder '{" + var + "}' inside a longer string; expected a string, "
+                     "number or bool grid value, got " + show(it->second));
+        out += "{" + var + "}";
+      } else {
+        out += value_text(it->second);
+      }
+    }
+    return out + s.substr(std::min(i, s.size()));
+  }
+};
+
+class Loader {
+ public:
+  Loader(const LocatedJson& doc, Problems& pr, fs::path dir)
+      : doc_(doc), pr_(pr), dir_(std::move(dir)) {}
+
+  DataSpec data(const Json& v);
+  // Appends the models of every entry of `list`, merged over `defaults` and grid-expanded.
+  void models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out);
+
+ private:
+  struct Expanded {
+    std::string name_path;              // "models[0].name"
+    std::string entry;                  // "models[0]"
+    std::string name_template;          // the name as written
+    std::vector<std::string> grid_vars;
+  };
+
+  std::string resolve(const std::string& p) const {
+    fs::path q(p);
+    if (q.is_relative()) q = dir_ / q;
+    return q.lexically_normal().string();
+  }
+  std::optional<DataSource> source(const std::string& path, const Json& v);
+  ModelSpec model(const Json& m, const std::map<std::string, std::string>& base,
+                  const std::string& entry);
+  void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
+  void check_name(const std::string& path, const std::string& name);
+  void check_unique_names(const std::vector<ModelSpec>& models);
+
+  const LocatedJson& doc_;
+  Problems& pr_;
+  fs::path dir_;
+  std::vector<Expanded> expanded_;  // parallel to the models appended
+};
+
+std::optional<DataSource> Loader::source(const std::string& path, const Json& v) {
+  static const std::string forms =
+      "fashion-mnist:train, fashion-mnist:test, {x: x.npy, y: y.npy}, "
+      "{npz: d.npz, x: key, y: key}, {csv: f.csv, label: column} or "
+      "{idx_images: file, idx_labels: file}";
+  DataSource s;
+  if (v.is_string()) {
+    const std::string t = v.get<std::string>();
+    if (t == "fashion-mnist:train" || t == "fashion-mnist:test") {
+      s.kind = DataSource::Kind::kFashionMnist;
+      s.split = t.substr(t.find(':') + 1);
+      return s;
+    }
+    pr_.add(path, "unknown data source; expected " + forms + ", got " + show(v));
+    return std::nullopt;
+  }
+  std::vector<std::string> keys;
+  if (v.is_object() && v.contains("npz")) {
+    s.kind = DataSource::Kind::kNpz;
+    keys = {"npz", "x", "y"};
+  } else if (v.is_object() && v.contains("csv")) {
+    s.kind = DataSource::Kind::kCsv;
+    keys = {"csv", "label"};
+  } else if (v.is_object() && (v.contains("idx_images") || v.contains("idx_labels"))) {
+    s.kind = DataSource::Kind::kIdx;
+    keys = {"idx_images", "idx_labels"};
+  } else if (v.is_object() && (v.contains("x") || v.contains("y"))) {
+    s.kind = DataSource::Kind::kNpy;
+    keys = {"x", "y"};
+  } else {
+    pr_.add(path, "unknown form of data source; expected " + forms + ", got " + show(v));
+    return std::nullopt;
+  }
+  check_keys(pr_, path, v, keys);
+  bool ok = true;
+  auto field = [&](const std::string& key, bool is_file, const char* what) -> std::string {
+    const std::string p = child_path(path, key);
+    if (!v.contains(key) || v[key].is_null()) {
+      pr_.add(p, "required key missing; expected " + std::string(what));
+    } else if (!v[key].is_string() || v[key].get<std::string>().empty()) {
+      pr_.add(p, "expected " + std::string(what) + ", got " + show(v[key]));
+    } else {
+      return is_file ? resolve(v[key].get<std::string>()) : v[key].get<std::string>();
+    }
+    ok = false;
+    return "";
+  };
+  switch (s.kind) {
+    case DataSource::Kind::kNpz:
+      s.file = field("npz", true, "an .npz file path");
+      s.x = field("x", false, "the name of an array in the .npz");
+      s.y = field("y", false, "the name of an array in the .npz");
+      break;
+    case DataSource::Kind::kCsv:
+      s.file = field("csv", true, "a .csv file path");
+      s.label = field("label", false, "the name of the label column");
+      break;
+    case DataSource::Kind::kIdx:
+      s.x = field("idx_images", true, "an IDX images file path");
+      s.y = field("idx_labels", true, "an IDX labels file path");
+      break;
+    default:
+      s.x = field("x", true, "an .npy file path");
+      s.y = field("y", true, "an .npy file path");
+      break;
+  }
+  if (!ok) return std::nullopt;
+  return s;
+}
+
+DataSpec Loader::data(const Json& v) {
+  DataSpec d;
+  if (!v.is_object()) {
+    pr_.add("data", "expected a mapping with keys " + join(kDataKeys) + ", got " + show(v));
+    return d;
+  }
+  check_keys(pr_, "data", v, kDataKeys);
+  if (!v.contains("train") || v["train"].is_null()) {
+    pr_.add("data.train", "required key missing; expected a data source such as "
+                          "fashion-mnist:train or {x: x.npy, y: y.npy}");
+  } else if (auto s = source("data.train", v["train"])) {
+    d.train = *s;
+  }
+  if (v.contains("test") && !v["test"].is_null()) d.test = source("data.test", v["test"]);
+  if (v.contains("scale") && !v["scale"].is_null())
+    d.scale = check_number(pr_, "data.scale", v["scale"], 0, true, INFINITY, false,
+                           "a positive number")
+                  .value_or(1.0);
+  if (v.contains("validation_split") && !v["validation_split"].is_null())
+    d.validation_split = check_number(pr_, "data.validation_split", v["validation_split"], 0,
+                                      false, 1, true, "a number in [0, 1)")
+                             .value_or(0.0);
+  return d;
+}
+
+void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string ep = index_path("models", i);
+    const Json& e = list[i];
+    if (!e.is_object()) {
+      pr_.add(ep, "expected a mapping with a name and layers (or keras), got " + show(e));
+      continue;
+    }
+    check_keys(pr_, ep, e, kModelKeys);
+
+    // The grid, in the order its vars are written (the last one varies fastest).
+    std::vector<std::pair<std::string, const Json*>> vars;
+    bool grid_ok = true;
+    size_t count = 1;
+    if (e.contains("grid") && !e["grid"].is_null()) {
+      const std::string gp = child_path(ep, "grid");
+      const Json& g = e["grid"];
+      if (!g.is_object()) {
+        pr_.add(gp, "expected a mapping of var names to lists of values, got " + show(g));
+        grid_ok = false;
+      } else {
+        auto order = doc_.keys.find(gp);
+        for (const auto& var : order != doc_.keys.end() ? order->second : std::vector<std::string>{}) {
+          const std::string vp = child_path(gp, var);
+          const Json& values = g[var];
+          if (!is_identifier(var)) {
+            pr_.add(vp, "bad grid var name; expected letters, digits and '_' (not starting with "
+                        "a digit), got \"" + var + "\"");
+            grid_ok = false;
+          } else if (!values.is_array() || values.empty()) {
+            pr_.add(vp, "expected a non-empty list of values, got " + show(values));
+            grid_ok = false;
+          } else {
+            vars.emplace_back(var, &values);
+            count *= values.size();
+            if (count > kMaxModelsPerEntry) {
+              pr_.add(gp, "grid too large; expected at most " + std::to_string(kMaxModelsPerEntry) +
+                              " models from one entry, got more");
+              grid_ok = false;
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (!grid_ok) continue;  // expanding a broken grid would only repeat its problem
+
+    // Merge over the defaults; `base` says where each key came from, for field paths.
+    Json merged = Json::object();
+    std::map<std::string, std::string> base;
+    if (defaults.is_object())
+      for (auto it = defaults.begin(); it != defaults.end(); ++it)
+        if (!it.value().is_null() && std::find(kDefaultsKeys.begin(), kDefaultsKeys.end(),
+                                               it.key()) != kDefaultsKeys.end()) {
+          merged[it.key()] = it.value();
+          base[it.key()] = "defaults";
+        }
+    for (auto it = e.begin(); it != e.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "grid" || std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
+        continue;
+      if (k == "layers" || k == "keras") {  // the entry's architecture replaces the default's
+        for (const char* a : {"layers", "keras"})
+          if (base.count(a) && base[a] == "defaults") merged.erase(a), base.erase(a);
+      }
+      if (it.value().is_null()) {
+        merged.erase(k);
+        base.erase(k);
+      } else {
+        merged[k] = it.value();
+        base[k] = ep;
+      }
+    }
+
+    std::vector<std::string> var_names;
+    for (const auto& v : vars) var_names.push_back(v.first);
+    const std::string name_template =
+        e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+    std::vector<size_t> idx(vars.size(), 0);
+    for (size_t c = 0; c < count; ++c) {
+      std::map<std::string, Json> values;
+      for (size_t v = 0; v < vars.size(); ++v) values[vars[v].first] = (*vars[v].second)[idx[v]];
+      Substituter sub{pr_, values, join(var_names)};
+      Json m = merged;
+      for (auto it = m.begin(); it != m.end(); ++it)
+        sub.apply(it.value(), child_path(base[it.key()], it.key()), it.key() != "name");
+      out.push_back(model(m, base, ep));
+      expanded_.push_back({child_path(base.count("name") ? base["name"] : ep, "name"), ep,
+                           name_template, var_names});
+      for (size_t v = vars.size(); v-- > 0;) {
+        if (++idx[v] < vars[v].second->size()) break;
+        idx[v] = 0;
+      }
+    }
+  }
+  check_unique_names(out);
+}
+
+void Loader::check_name(const std::string& path, const std::string& name) {
+  if (name.empty()) {
+    pr_.add(path, "empty model name; expected a name safe as a file name, got \"\"");
+    return;
+  }
+  std::string bad;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+        bad.find(c) == std::string::npos)
+      bad += c;
+  if (!bad.empty())
+    pr_.add(path, "model name " + show(name) + " is not safe as a file name; expected only "
+                  "letters, digits, '.', '_' and '-', got " + show(bad));
+  if (name[0] == '.')
+    pr_.add(path, "model name " + show(name) + " starts with '.'; expected a name that is not a "
+                  "hidden file, got " + show(name));
+  if (name.size() > kMaxNameLength)
+    pr_.add(path, "model name " + show(name) + " is too long; expected at most " +
+                      std::to_string(kMaxNameLength) + " characters, got " +
+                      std::to_string(name.size()));
+}
+
+void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
+  std::map<std::string, size_t> first;
+  for (size_t k = 0; k < models.size(); ++k) {
+    const std::string& name = models[k].name;
+    if (name.empty()) continue;  // already reported
+    auto [it, fresh] = first.emplace(name, k);
+    if (fresh) continue;
+    const Expanded& a = expanded_[it->second];
+    const Expanded& b = expanded_[k];
+    std::string msg = "duplicate model name '" + name +
+                      "'; expected names unique across the expanded plan, got it again (first "
+                      "from " + a.entry + " at line " + std::to_string(pr_.line(a.entry)) + ")";
+    if (a.entry == b.entry) {
+      std::vector<std::string> unused;
+      for (const auto& v : b.grid_vars)
+        if (b.name_template.find("{" + v + "}") == std::string::npos) unused.push_back(v);
+      if (!unused.empty())
+        msg += "; hint: put every grid var in the name, e.g. {" + join(unused, "}, {") + "}";
+    }
+    pr_.add(b.name_path, msg);
+  }
+}
+
+ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>& base,
+                        const std::string& entry) {
+  auto at = [&](const std::string& k) {
+    auto it = base.find(k);
+    return child_path(it == base.end() ? entry : it->second, k);
+  };
+  ModelSpec s;
+  s.where = pr_.where(entry);
+  Json ex = Json::object();
+
+  if (!m.contains("name")) {
+    pr_.add(child_path(entry, "name"), "required key missing; expected a model name");
+  } else if (!m["name"].is_string()) {
+    pr_.add(at("name"), "expected a string (quote a name that reads as a number), got " +
+                            show(m["name"]));
+  } else {
+    s.name = m["name"].get<std::string>();
+    check_name(at("name"), s.name);
+  }
+  ex["name"] = s.name;
+
+  const bool has_layers = m.contains("layers"), has_keras = m.contains("keras");
+  if (has_layers && has_keras)
+    pr_.add(at("keras"), "layers and keras are mutually exclusive; expected one of them, got both");
+  if (!has_layers && !has_keras)
+    pr_.add(entry, "no architecture; expected layers (a list of {Class: config}) or keras (a "
+                   "Keras model file), got neither");
+  if (has_keras) {
+    const Json& k = m["keras"];
+    if (k.is_string() && !k.get<std::string>().empty())
+      s.keras = resolve(k.get<std::string>());
+    else
+      pr_.add(at("keras"), "expected the path of a Keras model file, got " + show(k));
+    ex["keras"] = s.keras;
+  }
+  if (has_layers) layers(m["layers"], at("layers"), s, ex);
+
+  if (m.contains("epochs")) s.epochs = static_cast<int>(check_int(pr_, at("epochs"), m["epochs"], 1).value_or(1));
+  if (m.contains("batch_size"))
+    s.batch_size =
+        static_cast<int>(check_int(pr_, at("batch_size"), m["batch_size"], 1).value_or(32));
+  if (m.contains("shuffle")) s.shuffle = check_bool(pr_, at("shuffle"), m["shuffle"]).value_or(true);
+  ex["epochs"] = s.epochs;
+  ex["batch_size"] = s.batch_size;
+  ex["shuffle"] = s.shuffle;
+
+  const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);
+  try {
+    s.loss = parse_loss(loss);
+  } catch (const ConfigError& e) {
+    pr_.add(spec_error_path(at("loss"), loss, e, "loss"), config_message(e));
+  }
+  ex["loss"] = loss;
+
+  // Metrics are resolved against the data's shape later (resolve_metric); here only names.
+  std::vector<std::string> monitors = {"loss", "val_loss"};
+  const Json metrics = m.contains("metrics") ? m["metrics"] : Json::array({"accuracy"});
+  if (!metrics.is_array()) {
+    pr_.add(at("metrics"), "expected a list of metric names, got " + show(metrics));
+  } else {
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const std::string p = index_path(at("metrics"), i);
+      if (!metrics[i].is_string()) {
+        pr_.add(p, "expected a metric name, got " + show(metrics[i]));
+        continue;
+      }
+      const std::string name = metrics[i].get<std::string>();
+      try {
+        const std::string key = metric_key(name);
+        s.metrics.push_back(name);
+        for (const auto& n : {name, key}) {
+          monitors.push_back(n);
+          monitors.push_back("val_" + n);
+        }
+      } catch (const ConfigError& e) {
+        pr_.add(p, config_message(e));
+      }
+    }
+  }
+  ex["metrics"] = metrics;
+
+  const Json opt =
+      m.contains("optimizer") ? m["optimizer"] : Json::object({{"Adam", Json::object()}});
+  try {
+    s.optimizer = parse_optimizer(opt);
+  } catch (const ConfigError& e) {
+    pr_.add(spec_error_path(at("optimizer"), opt, e, "optimizer"), config_message(e));
+  }
+  ex["optimizer"] = opt;
+
+  ex["early_stopping"] = nullptr;
+  if (m.contains("early_stopping")) {
+    const std::string p = at("early_stopping");
+    const Json& j = m["early_stopping"];
+    if (!j.is_object()) {
+      pr_.add(p, "expected a mapping with keys " + join(kEarlyStoppingKeys) + ", or null, got " +
+                     show(j));
+    } else {
+      check_keys(pr_, p, j, kEarlyStoppingKeys);
+      EarlyStopping es;
+      auto has = [&](const char* k) { return j.contains(k) && !j[k].is_null(); };
+      if (has("monitor")) {
+        std::sort(monitors.begin(), monitors.end());
+        monitors.erase(std::unique(monitors.begin(), monitors.end()), monitors.end());
+        es.monitor = check_string(pr_, child_path(p, "monitor"), j["monitor"], monitors)
+                         .value_or(es.monitor);
+      }
+      if (has("patience"))
+        es.patience = static_cast<int>(
+            check_int(pr_, child_path(p, "patience"), j["patience"], 0).value_or(0));
+      if (has("min_delta"))
+        es.min_delta = check_number(pr_, child_path(p, "min_delta"), j["min_delta"], 0, false,
+                                    INFINITY, false, "a number >= 0")
+                           .value_or(0.0);
+      if (has("restore_best_weights"))
+        es.restore_best_weights =
+            check_bool(pr_, child_path(p, "restore_best_weights"), j["restore_best_weights"])
+                .value_or(false);
+      if (has("mode"))
+        es.mode = check_string(pr_, child_path(p, "mode"), j["mode"], {"auto", "min", "max"})
+                      .value_or("auto");
+      if (has("start_from_epoch"))
+        es.start_from_epoch = static_cast<int>(
+            check_int(pr_, child_path(p, "start_from_epoch"), j["start_from_epoch"], 0)
+                .value_or(0));
+      s.early_stopping = es;
+      ex["early_stopping"] = {{"monitor", es.monitor},
+                              {"patience", es.patience},
+                              {"min_delta", es.min_delta},
+                              {"restore_best_weights", es.restore_best_weights},
+                              {"mode", es.mode},
+                              {"start_from_epoch", es.start_from_epoch}};
+    }
+  }
+  s.expanded = std::move(ex);
+  return s;
+}
+
+void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex) {
+  if (!list.is_array() || list.empty()) {
+    pr_.add(path, "expected a non-empty list of layers such as [{Flatten: {}}, {Dense: {units: "
+                  "10}}], got " + show(list));
+    return;
+  }
+  std::map<std::string, int> counters;              // per class, for default names
+  std::map<std::string, std::string> used;          // layer name -> its field path
+  Json out = Json::array();
+  for (size_t j = 0; j < list.size(); ++j) {
+    const std::string ip = index_path(path, j);
+    const Json& item = list[j];
+    std::string cls;
+    Json cfg;
+    if (item.is_string()) {  // "- Flatten" is short for "- Flatten: {}"
+      cls = item.get<std::string>();
+    } else if (item.is_object() && item.size() == 1) {
+      cls = item.begin().key();
+      cfg = item.begin().value();
+    } else {
+      pr_.add(ip, "a layer is a mapping with one key, its class; expected {Class: {config}} such "
+                  "as {Dense: {units: 10}} (indent the config under the class), got " + show(item));
+      continue;
+    }
+    if (cfg.is_null()) cfg = Json::object();
+    const std::string cp = child_path(ip, cls);
+    const LayerKindInfo* kind = find_layer_kind(cls);
+    if (!kind) {
+      pr_.add(ip, "unknown layer class '" + cls + "'; expected one of " + layer_kind_names());
+      continue;
+    }
+    if (!cfg.is_object()) {
+      pr_.add(cp, "expected a mapping of " + cls + " options, got " + show(cfg));
+      continue;
+    }
+    if (!cfg.contains("name") || cfg["name"].is_null()) {
+      const std::string stem = snake_case(kind->class_name);
+      int& n = counters[stem];
+      std::string name;
+      do {
+        name = n == 0 ? stem : stem + "_" + std::to_string(n);
+        ++n;
+      } while (used.count(name));
+      cfg["name"] = name;
+    }
+    try {
+      make_layer(cls, cfg, ConfigMode::kPlan, "");
+    } catch (const ConfigError& e) {
+      pr_.add(e.key().empty() ? cp : child_path(cp, e.key()), config_message(e));
+    } catch (const Error& e) {
+      pr_.add(cp, e.what());
+    }
+    if (cfg["name"].is_string()) {
+      const std::string name = cfg["name"].get<std::string>();
+      auto [it, fresh] = used.emplace(name, ip);
+      if (!fresh)
+        pr_.add(child_path(cp, "name"), "duplicate layer name '" + name +
+                                            "'; expected names unique within a model, got it "
+                                            "again (first at " + it->second + ")");
+    }
+    s.layers.push_back({cls, cfg, pr_.where(cp)});
+    out.push_back(Json::object({{cls, cfg}}));
+  }
+  ex["layers"] = std::move(out);
+}
+
+std::string read_plan_file(const std::string& path) {
+  const std::string head = "failed to load plan '" + path + "': ";
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw PlanError(head + "no such file; expected a YAML or JSON plan file");
+  if (fs::is_directory(path, ec))
+    throw PlanError(head + "not a file; expected a YAML or JSON plan file, got a directory");
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (!f) throw PlanError(head + "cannot read the file; expected a readable file");
+  return ss.str();
+}
+
+}  // namespace
+
+Json DataSource::to_json() const {
+  switch (kind) {
+    case Kind::kFashionMnist:
+      return "fashion-mnist:" + split;
+    case Kind::kNpy:
+      return Json::object({{"x", x}, {"y", y}});
+    case Kind::kNpz:
+      return Json::object({{"npz", file}, {"x", x}, {"y", y}});
+    case Kind::kCsv:
+      return Json::object({{"csv", file}, {"label", label}});
+    case Kind::kIdx:
+      return Json::object({{"idx_images", x}, {"idx_labels", y}});
+  }
+  return nullptr;
+}
+
+Plan load_plan(const std::string& path) {
+  const std::string text = read_plan_file(path);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                    std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw PlanError("failed to load plan '" + path + "': invalid YAML: " + e.msg);
+  }
+  const LocatedJson doc = plan_detail::yaml_to_json(root);
+  Problems pr(path, doc.lines);
+  for (const auto& [p, msg] : doc.problems) pr.add(p, msg);
+
+  Plan plan;
+  plan.path = path;
+  plan.name = fs::path(path).stem().string();
+  const Json& r = doc.value;
+  if (!r.is_object()) {
+    pr.add("", "a plan is a mapping; expected a mapping with keys " + join(kTopKeys) + ", got " +
+                   show(r));
+    pr.throw_if_any();
+  }
+  check_keys(pr, "", r, kTopKeys);
+  if (r.contains("seed") && !r["seed"].is_null()) {
+    const Json& v = r["seed"];
+    if (v.is_number_unsigned())
+      plan.seed = v.get<uint64_t>();
+    else if (v.is_number_integer() && v.get<int64_t>() >= 0)
+      plan.seed = static_cast<uint64_t>(v.get<int64_t>());
+    else
+      pr.add("seed", "expected a non-negative integer, got " + show(v));
+  }
+
+  Loader loader(doc, pr, fs::absolute(fs::path(path)).parent_path());
+  if (!r.contains("data") || r["data"].is_null())
+    pr.add("data", "required key missing; expected a mapping with at least train");
+  else
+    plan.data = loader.data(r["data"]);
+
+  const Json defaults = r.contains("defaults") ? r["defaults"] : Json();
+  if (!defaults.is_null() && !defaults.is_object())
+    pr.add("defaults", "expected a mapping of model settings, got " + show(defaults));
+  else if (defaults.is_object())
+    check_keys(pr, "defaults", defaults, kDefaultsKeys);
+
+  if (!r.contains("models") || r["models"].is_null())
+    pr.add("models", "required key missing; expected a non-empty list of models");
+  else if (!r["models"].is_array() || r["models"].empty())
+    pr.add("models", "expected a non-empty list of models, got " + show(r["models"]));
+  else
+    loader.models(defaults, r["models"], plan.models);
+  pr.throw_if_any();
+
+  Json data = Json::object({{"train", plan.data.train.to_json()},
+                            {"scale", plan.data.scale},
+                            {"validation_split", plan.data.validation_split}});
+  if (plan.data.test) data["test"] = plan.data.test->to_json();
+  Json models = Json::array();
+  for (const auto& m : plan.models) models.push_back(m.expanded);
+  plan.expanded = Json::object({{"seed", plan.seed}, {"data", data}, {"models", models}});
+  return plan;
+}
+
+std::string plan_to_yaml(const Plan& plan) {
+  return plan_detail::json_to_yaml(plan.expanded, kYamlOrder);
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,84 @@
+// Plan: the YAML (or JSON) file `nnfleet train` runs: data sources, defaults, and model entries
+// (Keras class names and config keys), expanded over grids into one ModelSpec per model.
+// load_plan() reports every problem of the file at once, each with file, line and field path:
+//   fleet.yaml:14: models[1].layers[2].Dense.units: expected a positive integer, got "abc"
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+#include "loss/loss.h"
+#include "optim/optimizer.h"
+
+namespace nnfleet {
+
+// Where a dataset comes from. Exactly one form is set.
+struct DataSource {
+  enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx };
+  Kind kind = Kind::kNpy;
+  std::string split;         // fashion-mnist: "train" or "test"
+  std::string x, y;          // npy: paths; idx: images, labels; npz: member keys
+  std::string file;          // npz or csv path
+  std::string label;         // csv label column
+  Json to_json() const;      // the plan form, for plan.yaml
+};
+
+struct DataSpec {
+  DataSource train;
+  std::optional<DataSource> test;
+  double scale = 1.0;             // applied to x
+  double validation_split = 0.0;  // the last fraction of train, taken before shuffling
+};
+
+struct EarlyStopping {
+  std::string monitor = "val_loss";
+  int patience = 0;
+  double min_delta = 0.0;
+  bool restore_best_weights = false;
+  std::string mode = "auto";  // auto, min, max
+  int start_from_epoch = 0;
+};
+
+struct LayerEntry {
+  std::string class_name;
+  Json config;
+  std::string where;  // "fleet.yaml:14: models[1].layers[2].Dense" for messages
+};
+
+struct ModelSpec {
+  std::string name;
+  std::string where;  // "fleet.yaml:21: models[1]" (the entry the model came from)
+  std::vector<LayerEntry> layers;
+  std::string keras;  // path of a Keras model file to start from (instead of layers)
+  int epochs = 1;
+  int batch_size = 32;
+  bool shuffle = true;
+  LossSpec loss;
+  std::vector<std::string> metrics;
+  OptimizerSpec optimizer;
+  std::optional<EarlyStopping> early_stopping;
+  Json expanded;  // the fully expanded entry (defaults applied, grid values substituted)
+};
+
+struct Plan {
+  std::string path;  // as given
+  std::string name;  // file stem, for the default output folder
+  uint64_t seed = 0;
+  DataSpec data;
+  std::vector<ModelSpec> models;
+  Json expanded;  // the whole expanded plan, written to plan.yaml
+};
+
+// Reads, expands and checks a plan: types and ranges of every field, unique file-safe model
+// names, known layer classes and valid layer configs (every layer is constructed once through the
+// registry), known losses/optimizers/metrics/activations with the valid names listed. Does not
+// touch the data. Throws PlanError whose message lists every problem found, one per line.
+Plan load_plan(const std::string& path);
+
+// Serializes the expanded plan as YAML.
+std::string plan_to_yaml(const Plan& plan);
+
+}  // namespace nnfleet

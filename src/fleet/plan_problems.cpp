@@ -1,0 +1,144 @@
+// Problem collection and typed field checks for plans.
+#include "fleet/plan_problems.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fleet/plan_yaml.h"
+
+namespace nnfleet::plan_detail {
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+void Problems::add(const std::string& path, const std::string& message) {
+  std::string text = file_ + ":" + std::to_string(line(path)) + ": ";
+  if (!path.empty()) text += path + ": ";
+  text += message;
+  if (!seen_.insert(text).second) return;
+  list_.push_back({line(path), std::move(text)});
+}
+
+int Problems::line(const std::string& path) const {
+  std::string p = path;
+  for (;;) {
+    auto it = lines_.find(p);
+    if (it != lines_.end()) return it->second;
+    if (p.empty()) return 1;
+    p = parent_path(p);
+  }
+}
+
+std::string Problems::where(const std::string& path) const {
+  return file_ + ":" + std::to_string(line(path)) + ": " + path;
+}
+
+void Problems::throw_if_any() const {
+  if (list_.empty()) return;
+  std::vector<Entry> sorted = list_;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Entry& a, const Entry& b) { return a.line < b.line; });
+  std::string msg = "failed to load plan '" + file_ + "': " + std::to_string(sorted.size()) +
+                    " problem(s)";
+  for (const auto& e : sorted) msg += "\n" + e.text;
+  throw PlanError(msg);
+}
+
+std::string show(const Json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : sep) + i;
+  return s;
+}
+
+void check_keys(Problems& pr, const std::string& path, const Json& obj,
+                const std::vector<std::string>& valid) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
+    std::string msg = "unknown key '" + key + "'; expected one of: " + join(valid);
+    std::string best;
+    size_t best_d = 3;
+    for (const auto& v : valid) {
+      const size_t d = edit_distance(key, v);
+      if (d < best_d && d < v.size()) best = v, best_d = d;
+    }
+    if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+    pr.add(path.empty() ? key : path + "." + key, msg);
+  }
+}
+
+std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v,
+                                 int64_t min, int64_t max) {
+  const std::string what = min == 1   ? "a positive integer"
+                           : min == 0 ? "a non-negative integer"
+                                      : "an integer >= " + std::to_string(min);
+  double d = 0;
+  bool ok = false;
+  if (v.is_number_unsigned()) {
+    ok = v.get<uint64_t>() <= static_cast<uint64_t>(max);
+    d = static_cast<double>(v.get<uint64_t>());
+  } else if (v.is_number()) {
+    d = v.get<double>();
+    ok = std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(min) &&
+         d <= static_cast<double>(max);
+  }
+  if (!ok) {
+    pr.add(path, "expected " + what +
+                     (max < INT64_MAX ? " (at most " + std::to_string(max) + ")" : "") +
+                     ", got " + show(v));
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(d);
+}
+
+std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v,
+                                   double lo, bool lo_open, double hi, bool hi_open,
+                                   const std::string& what) {
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && (lo_open ? d > lo : d >= lo) && (hi_open ? d < hi : d <= hi)) return d;
+  }
+  pr.add(path, "expected " + what + ", got " + show(v));
+  return std::nullopt;
+}
+
+std::optional<bool> check_bool(Problems& pr, const std::string& path, const Json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  pr.add(path, "expected true or false, got " + show(v));
+  return std::nullopt;
+}
+
+std::optional<std::string> check_string(Problems& pr, const std::string& path, const Json& v,
+                                        const std::vector<std::string>& allowed) {
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (allowed.empty() || std::find(allowed.begin(), allowed.end(), s) != allowed.end())
+      return s;
+  }
+  pr.add(path, "expected " + (allowed.empty() ? std::string("a string") : "one of " + join(allowed)) +
+                   ", got " + show(v));
+  return std::nullopt;
+}
+
+}  // namespace nnfleet::plan_detail

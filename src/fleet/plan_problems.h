@@ -1,0 +1,67 @@
+// Collecting the problems of a plan file, each with its file:line and field path, and the typed
+// field checks that report into it. Internal to src/fleet.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "layers/config.h"
+
+namespace nnfleet::plan_detail {
+
+// Every problem found in one plan file, reported together by throw_all().
+class Problems {
+ public:
+  // `lines` maps field paths to 1-based lines (LocatedJson::lines); it must outlive this object.
+  Problems(std::string file, const std::map<std::string, int>& lines)
+      : file_(std::move(file)), lines_(lines) {}
+
+  // Records "<file>:<line>: <path>: <message>"; an identical line is recorded once (a mistake in
+  // a grid entry or in `defaults` shows up once, not once per expanded model).
+  void add(const std::string& path, const std::string& message);
+  // The line of `path`, or of its nearest ancestor that has one.
+  int line(const std::string& path) const;
+  // "<file>:<line>: <path>" for ModelSpec::where and LayerEntry::where.
+  std::string where(const std::string& path) const;
+  bool empty() const { return list_.empty(); }
+  size_t size() const { return list_.size(); }
+  // Throws PlanError "failed to load plan '<file>': N problem(s)" and one line per problem, in
+  // line order. Does nothing when there are none.
+  void throw_if_any() const;
+
+ private:
+  struct Entry {
+    int line;
+    std::string text;
+  };
+  std::string file_;
+  const std::map<std::string, int>& lines_;
+  std::vector<Entry> list_;
+  std::set<std::string> seen_;
+};
+
+// A JSON value for messages: strings quoted, long values cut at 60 characters.
+std::string show(const Json& v);
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+
+// Reports every key of mapping `obj` not in `valid` ("unknown key 'epoch'; expected one of: ...",
+// with a "did you mean" for a near miss).
+void check_keys(Problems& pr, const std::string& path, const Json& obj,
+                const std::vector<std::string>& valid);
+
+// Typed checks: report and return nullopt on a bad value. Integers accept integral floats (1.0);
+// nothing accepts strings for numbers or bools.
+std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v,
+                                 int64_t min, int64_t max = INT32_MAX);
+std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v,
+                                   double lo, bool lo_open, double hi, bool hi_open,
+                                   const std::string& what);
+std::optional<bool> check_bool(Problems& pr, const std::string& path, const Json& v);
+std::optional<std::string> check_string(Problems& pr, const std::string& path, const Json& v,
+                                        const std::vector<std::string>& allowed = {});
+
+}  // namespace nnfleet::plan_detail

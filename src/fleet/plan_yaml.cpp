@@ -1,0 +1,237 @@
+// YAML <-> JSON for plans, with line numbers by field path.
+#include "fleet/plan_yaml.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace nnfleet::plan_detail {
+namespace {
+
+bool all_digits(const std::string& s, size_t from) {
+  if (from >= s.size()) return false;
+  for (size_t i = from; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+// YAML 1.2 core schema float: [-+]? ( \.[0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+bool looks_like_float(const std::string& s) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+  size_t int_digits = 0, frac_digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++int_digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++frac_digits;
+  }
+  if (int_digits + frac_digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (!all_digits(s.substr(i), 0)) return false;
+    return true;
+  }
+  return i == s.size();
+}
+
+struct Converter {
+  LocatedJson& out;
+
+  Json convert(const YAML::Node& n, const std::string& path, int line) {
+    out.lines.emplace(path, line);
+    switch (n.Type()) {
+      case YAML::NodeType::Undefined:
+      case YAML::NodeType::Null:
+        return nullptr;
+      case YAML::NodeType::Scalar:
+        // yaml-cpp tags quoted and block scalars "!"; an explicit !!str keeps the text too.
+        if (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str") return n.Scalar();
+        return plain_scalar(n.Scalar());
+      case YAML::NodeType::Sequence: {
+        Json a = Json::array();
+        size_t i = 0;
+        for (const auto& item : n) {
+          a.push_back(convert(item, index_path(path, i), line_of(item, line)));
+          ++i;
+        }
+        return a;
+      }
+      case YAML::NodeType::Map: {
+        Json o = Json::object();
+        auto& order = out.keys[path];
+        for (const auto& kv : n) {
+          const int key_line = line_of(kv.first, line);
+          if (!kv.first.IsScalar()) {
+            out.problems.emplace_back(
+                path, "a mapping key must be a name; expected a plain string, got a " +
+                          std::string(kv.first.IsMap() ? "mapping" : "sequence"));
+            continue;
+          }
+          const std::string key = kv.first.Scalar();
+          const std::string p = child_path(path, key);
+          if (o.contains(key)) {
+            out.problems.emplace_back(
+                p, "duplicate key '" + key + "'; expected each key once, got it again on line " +
+                       std::to_string(key_line) + " (first on line " +
+                       std::to_string(out.lines[p]) + ")");
+            continue;
+          }
+          order.push_back(key);
+          o[key] = convert(kv.second, p, key_line);
+        }
+        return o;
+      }
+    }
+    return nullptr;
+  }
+
+  static int line_of(const YAML::Node& n, int fallback) {
+    const YAML::Mark m = n.Mark();
+    return m.line >= 0 ? m.line + 1 : fallback;
+  }
+};
+
+size_t depth(const Json& v) {
+  if (!v.is_structured()) return 0;
+  size_t d = 0;
+  for (const auto& e : v) d = std::max(d, depth(e));
+  return d + 1;
+}
+
+bool needs_quotes(const std::string& s) { return s.empty() || !plain_scalar(s).is_string(); }
+
+struct Writer {
+  YAML::Emitter& out;
+  const std::vector<std::string>& first;
+
+  void emit(const Json& v) {
+    switch (v.type()) {
+      case Json::value_t::null:
+        out << YAML::Null;
+        break;
+      case Json::value_t::boolean:
+        out << v.get<bool>();
+        break;
+      case Json::value_t::number_integer:
+        out << v.get<int64_t>();
+        break;
+      case Json::value_t::number_unsigned:
+        out << v.get<uint64_t>();
+        break;
+      case Json::value_t::number_float: {
+        std::string t = number_text(v.get<double>());
+        if (t.find_first_of(".en") == std::string::npos) t += ".0";
+        out << t;
+        break;
+      }
+      case Json::value_t::string: {
+        const auto& s = v.get_ref<const std::string&>();
+        if (needs_quotes(s)) out << YAML::DoubleQuoted;
+        out << s;
+        break;
+      }
+      case Json::value_t::array:
+        if (v.empty() || (depth(v) <= 2 && v.dump().size() <= 72)) out << YAML::Flow;
+        out << YAML::BeginSeq;
+        for (const auto& e : v) emit(e);
+        out << YAML::EndSeq;
+        break;
+      case Json::value_t::object: {
+        if (v.empty() || (depth(v) <= 2 && v.dump().size() <= 72)) out << YAML::Flow;
+        out << YAML::BeginMap;
+        for (const auto& k : ordered_keys(v)) {
+          out << YAML::Key;
+          if (needs_quotes(k)) out << YAML::DoubleQuoted;
+          out << k << YAML::Value;
+          emit(v[k]);
+        }
+        out << YAML::EndMap;
+        break;
+      }
+      default:  // binary and discarded values never occur in plans
+        out << YAML::Null;
+        break;
+    }
+  }
+
+  std::vector<std::string> ordered_keys(const Json& o) const {
+    std::vector<std::string> keys;
+    for (const auto& k : first)
+      if (o.contains(k)) keys.push_back(k);
+    for (auto it = o.begin(); it != o.end(); ++it)
+      if (std::find(first.begin(), first.end(), it.key()) == first.end()) keys.push_back(it.key());
+    return keys;
+  }
+};
+
+}  // namespace
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string index_path(const std::string& parent, size_t i) {
+  return parent + "[" + std::to_string(i) + "]";
+}
+
+std::string parent_path(const std::string& path) {
+  if (path.empty()) return path;
+  if (path.back() == ']') {
+    const size_t open = path.rfind('[');
+    if (open != std::string::npos) return path.substr(0, open);
+  }
+  const size_t dot = path.rfind('.');
+  return dot == std::string::npos ? std::string() : path.substr(0, dot);
+}
+
+Json plain_scalar(const std::string& s) {
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  const size_t sign = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (all_digits(s, sign)) {
+    const char* b = s.data() + (s[0] == '+' ? 1 : 0);
+    const char* e = s.data() + s.size();
+    int64_t i = 0;
+    if (auto r = std::from_chars(b, e, i); r.ec == std::errc() && r.ptr == e) return i;
+    uint64_t u = 0;
+    if (auto r = std::from_chars(b, e, u); r.ec == std::errc() && r.ptr == e) return u;
+    return std::strtod(s.c_str(), nullptr);
+  }
+  if (looks_like_float(s)) {
+    const double d = std::strtod(s.c_str(), nullptr);
+    if (std::isfinite(d)) return d;
+  }
+  return s;
+}
+
+LocatedJson yaml_to_json(const YAML::Node& root) {
+  LocatedJson out;
+  Converter c{out};
+  out.value = c.convert(root, "", Converter::line_of(root, 1));
+  return out;
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  const double a = std::fabs(v);
+  if (v == std::floor(v) && a < 1e15) return std::to_string(static_cast<int64_t>(v));
+  std::to_chars_result r = (a >= 1e-5 && a < 1e15)
+                               ? std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed)
+                               : std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  Writer w{out, first};
+  w.emit(doc);
+  NNFLEET_CHECK(out.good());
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace nnfleet::plan_detail

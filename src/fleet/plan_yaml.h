@@ -1,0 +1,44 @@
+// The YAML side of plans: turning a yaml-cpp document into JSON while remembering the line of
+// every field (so problems can say "fleet.yaml:14: models[1].layers[2].Dense.units"), and writing
+// JSON back as YAML that reads back to the same values. Internal to src/fleet.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "layers/config.h"
+
+namespace nnfleet::plan_detail {
+
+// A field path: "" for the root, "models", "models[1]", "models[1].layers[2].Dense.units".
+std::string child_path(const std::string& parent, const std::string& key);
+std::string index_path(const std::string& parent, size_t i);
+// The path one level up ("models[1].layers" -> "models[1]" -> "models" -> ""); "" stays "".
+std::string parent_path(const std::string& path);
+
+// A document converted to JSON, with the 1-based line of each field and the written order of each
+// mapping's keys (JSON objects sort their keys; grids expand in the written order).
+struct LocatedJson {
+  Json value;
+  std::map<std::string, int> lines;                     // path -> line of the key or item
+  std::map<std::string, std::vector<std::string>> keys;  // path of a mapping -> keys as written
+  std::vector<std::pair<std::string, std::string>> problems;  // path, message (duplicate keys...)
+};
+
+// Plain scalars become null (~, null, empty), bools (true/false), integers or numbers when they
+// read as one; quoted scalars and everything else stay strings (YAML 1.2 core schema).
+LocatedJson yaml_to_json(const YAML::Node& root);
+Json plain_scalar(const std::string& text);
+
+// Compact text of a number: 32, 0.001, 1e-08; the shortest text that reads back exactly.
+std::string number_text(double v);
+
+// Emits `doc` as block YAML (small leaf collections in flow style), quoting strings that would
+// read back as another type, so yaml_to_json(YAML::Load(json_to_yaml(doc))).value == doc.
+// Mapping keys in `first` come first, in that order; the others follow sorted.
+std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first);
+
+}  // namespace nnfleet::plan_detail

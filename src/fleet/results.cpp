@@ -1,0 +1,188 @@
+// Results files and the leaderboard.
+#include "fleet/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "fleet/checkpoint.h"
+#include "platform/files.h"
+
+namespace nnfleet {
+namespace {
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+// JSON has no NaN: non-finite values are written as null.
+Json finite_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+}  // namespace
+
+Json job_result_to_json(const JobResult& r) {
+  Json m = Json::object();
+  for (const auto& [k, v] : r.metrics) m[k] = finite_or_null(v);
+  Json j = {{"name", r.name},
+            {"status", job_status_name(r.status)},
+            {"message", r.message},
+            {"epochs", r.epochs},
+            {"params", r.params},
+            {"seconds", r.seconds},
+            {"samples_per_second", r.samples_per_second},
+            {"core", r.core},
+            {"metrics", m}};
+  if (r.best.epoch > 0)
+    j["best"] = {{"epoch", r.best.epoch}, {"monitor", r.best.monitor}, {"value", finite_or_null(r.best.value)}};
+  else
+    j["best"] = nullptr;
+  Json h = Json::array();
+  for (const auto& e : r.history) {
+    Json row = {{"epoch", e.epoch}, {"seconds", e.seconds}};
+    for (const auto& [k, v] : e.values) row[k] = finite_or_null(v);
+    h.push_back(row);
+  }
+  j["history"] = h;
+  return j;
+}
+
+JobResult job_result_from_json(const Json& j) {
+  JobResult r;
+  r.name = j.at("name").get<std::string>();
+  r.status = job_status_from_name(j.at("status").get<std::string>());
+  r.message = j.at("message").get<std::string>();
+  r.epochs = j.at("epochs").get<int>();
+  r.params = j.at("params").get<size_t>();
+  r.seconds = j.at("seconds").get<double>();
+  r.samples_per_second = j.at("samples_per_second").get<double>();
+  r.core = j.at("core").get<int>();
+  for (auto it = j.at("metrics").begin(); it != j.at("metrics").end(); ++it)
+    r.metrics.emplace_back(it.key(), it.value().is_null() ? NAN : it.value().get<double>());
+  if (!j.at("best").is_null()) {
+    r.best.epoch = j["best"].at("epoch").get<int>();
+    r.best.monitor = j["best"].at("monitor").get<std::string>();
+    r.best.value = j["best"].at("value").is_null() ? NAN : j["best"]["value"].get<double>();
+  }
+  for (const auto& row : j.at("history")) {
+    EpochRecord e;
+    for (auto it = row.begin(); it != row.end(); ++it) {
+      if (it.key() == "epoch") e.epoch = it.value().get<int>();
+      else if (it.key() == "seconds") e.seconds = it.value().get<double>();
+      else e.values.emplace_back(it.key(), it.value().is_null() ? NAN : it.value().get<double>());
+    }
+    r.history.push_back(e);
+  }
+  return r;
+}
+
+RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool has_test) {
+  const std::string base = metric_keys.empty() ? "loss" : metric_keys[0];
+  const bool higher = base.find("acc") != std::string::npos;
+  const std::string prefix = has_test ? "test_" : has_val ? "val_" : "";
+  return {prefix + base, higher};
+}
+
+std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key) {
+  std::vector<const JobResult*> v;
+  for (const auto& r : results) v.push_back(&r);
+  std::stable_sort(v.begin(), v.end(), [&](const JobResult* a, const JobResult* b) {
+    const double* x = find_metric(a->metrics, key.key);
+    const double* y = find_metric(b->metrics, key.key);
+    const bool xa = x && std::isfinite(*x) && a->status == JobStatus::kDone;
+    const bool ya = y && std::isfinite(*y) && b->status == JobStatus::kDone;
+    if (xa != ya) return xa;
+    if (!xa) return false;
+    return key.higher_is_better ? *x > *y : *x < *y;
+  });
+  return v;
+}
+
+std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top) {
+  std::ostringstream o;
+  size_t w = 5;
+  for (const auto& r : results) w = std::max(w, r.name.size());
+  char line[512];
+  std::snprintf(line, sizeof line, "%4s  %-*s  %-9s %6s %12s %9s %10s\n", "rank", static_cast<int>(w),
+                "model", "status", "epochs", key.key.c_str(), "seconds", "samples/s");
+  o << line;
+  int i = 0;
+  for (const JobResult* r : ranked(results, key)) {
+    if (++i > top) break;
+    const double* v = find_metric(r->metrics, key.key);
+    std::snprintf(line, sizeof line, "%4d  %-*s  %-9s %6d %12s %9.1f %10.0f\n", i,
+                  static_cast<int>(w), r->name.c_str(), job_status_name(r->status), r->epochs,
+                  v ? num(*v).c_str() : "-", r->seconds, r->samples_per_second);
+    o << line;
+  }
+  return o.str();
+}
+
+void write_history_csv(const std::string& path, const JobResult& r) {
+  std::vector<std::string> cols;
+  for (const auto& e : r.history)
+    for (const auto& [k, v] : e.values)
+      if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
+  std::ostringstream o;
+  o << "epoch";
+  for (const auto& c : cols) o << "," << c;
+  o << ",seconds\n";
+  for (const auto& e : r.history) {
+    o << e.epoch;
+    for (const auto& c : cols) {
+      const double* v = find_metric(e.values, c);
+      o << "," << (v ? num(*v) : "");
+    }
+    o << "," << num(e.seconds) << "\n";
+  }
+  write_file_atomic(path, o.str());
+}
+
+void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,
+                   int workers, const std::vector<JobResult>& results, const RankKey& key) {
+  Json models = Json::array();
+  for (const auto& r : results) {
+    Json j = job_result_to_json(r);
+    j.erase("history");  // per-epoch rows live in history/<name>.csv
+    models.push_back(j);
+  }
+  Json root = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key},
+               {"models", models}};
+  write_file_atomic(dir + "/results.json", root.dump(2) + "\n");
+
+  std::vector<std::string> mcols;
+  for (const auto& r : results)
+    for (const auto& [k, v] : r.metrics)
+      if (std::find(mcols.begin(), mcols.end(), k) == mcols.end()) mcols.push_back(k);
+  std::ostringstream o;
+  o << "name,status,epochs";
+  for (const auto& c : mcols) o << "," << c;
+  o << ",best_epoch,best_monitor,best_value,params,seconds,samples_per_second,core,message\n";
+  for (const auto& r : results) {
+    o << csv_field(r.name) << "," << job_status_name(r.status) << "," << r.epochs;
+    for (const auto& c : mcols) {
+      const double* v = find_metric(r.metrics, c);
+      o << "," << (v ? num(*v) : "");
+    }
+    if (r.best.epoch > 0)
+      o << "," << r.best.epoch << "," << r.best.monitor << "," << num(r.best.value);
+    else
+      o << ",,,";
+    o << "," << r.params << "," << num(r.seconds) << "," << num(r.samples_per_second) << ","
+      << r.core << "," << csv_field(r.message) << "\n";
+  }
+  write_file_atomic(dir + "/results.csv", o.str());
+}
+
+}  // namespace nnfleet

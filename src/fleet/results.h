@@ -1,0 +1,31 @@
+// Results of a fleet run: results.json / results.csv (one row per model), history/<name>.csv
+// (one row per epoch), per-job records jobs/<name>.json (what --resume keeps), and the
+// leaderboard. Every file is written atomically.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fleet/job.h"
+
+namespace nnfleet {
+
+Json job_result_to_json(const JobResult& r);
+JobResult job_result_from_json(const Json& j);
+
+// The leaderboard's metric: test_<first metric> when there is test data, else val_<first
+// metric> with validation data, else the first metric; "loss" variants when no metric is set.
+struct RankKey {
+  std::string key;
+  bool higher_is_better = true;
+};
+RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool has_test);
+// Results sorted best first by `key` (models without the value last, in plan order).
+std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
+std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top);
+
+void write_history_csv(const std::string& path, const JobResult& r);
+void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,
+                   int workers, const std::vector<JobResult>& results, const RankKey& key);
+
+}  // namespace nnfleet

@@ -1,0 +1,434 @@
+// RAII wrappers over the HDF5 C API with every failure turned into FileError.
+#include "io/hdf5.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace nnfleet::h5 {
+namespace {
+
+std::string join(const std::string& base, const std::string& name) {
+  if (name.empty()) return base;
+  if (base.empty() || base == "/") return name;
+  return base + "/" + name;
+}
+
+// Splits "a/b\c/d" into {"a", "b\c", "d"} (HDF5 separates on '/' only).
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    const size_t end = slash == std::string::npos ? path.size() : slash;
+    if (end > start) out.push_back(path.substr(start, end - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  return out;
+}
+
+// H5I type of the object at `name` below `loc`, or H5I_BADID when any component is missing.
+H5I_type_t object_type(hid_t loc, const std::string& name) {
+  std::string prefix;
+  const auto parts = components(name);
+  if (parts.empty()) return H5I_BADID;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    prefix = prefix.empty() ? parts[i] : prefix + "/" + parts[i];
+    if (H5Lexists(loc, prefix.c_str(), H5P_DEFAULT) <= 0) return H5I_BADID;
+  }
+  Handle o(H5Oopen(loc, prefix.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!o.valid()) return H5I_BADID;
+  return H5Iget_type(o.get());
+}
+
+[[noreturn]] void throw_at(const std::string& verb, const std::string& file, const std::string& what,
+                           const std::string& path) {
+  std::string msg = "failed to " + verb + " HDF5 file '" + file + "': " + what;
+  if (!path.empty()) msg += " '" + path + "'";
+  throw FileError(msg);
+}
+
+// The strings of an attribute of string type, as stored (vlen or fixed, any character set).
+std::vector<std::string> read_strings(hid_t attr, const std::string& file, const std::string& at) {
+  Handle ftype(H5Aget_type(attr), H5Tclose);
+  Handle space(H5Aget_space(attr), H5Sclose);
+  if (!ftype.valid() || !space.valid()) throw_at("read", file, "unreadable attribute", at);
+  const hssize_t npoints = H5Sget_simple_extent_npoints(space.get());
+  if (npoints < 0) throw_at("read", file, "unreadable attribute", at);
+  const size_t count = static_cast<size_t>(npoints);
+  std::vector<std::string> out;
+  if (count == 0) return out;
+  const htri_t vlen = H5Tis_variable_str(ftype.get());
+  if (vlen < 0) throw_at("read", file, "unreadable string type of attribute", at);
+  if (vlen > 0) {
+    if (count > kMaxAttrBytes / sizeof(char*))
+      throw_at("read", file, "implausibly large attribute", at);
+    Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
+    if (!mtype.valid() || H5Tset_size(mtype.get(), H5T_VARIABLE) < 0 ||
+        H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())) < 0)
+      throw_at("read", file, "unreadable string type of attribute", at);
+    std::vector<char*> ptrs(count, nullptr);
+    if (H5Aread(attr, mtype.get(), ptrs.data()) < 0)
+      throw_at("read", file, "unreadable attribute (corrupt or truncated file?)", at);
+    size_t total = 0;
+    bool too_big = false;
+    for (char* p : ptrs) {
+      std::string s = p ? std::string(p) : std::string();
+      total += s.size();
+      if (total > kMaxAttrBytes) too_big = true;
+      if (!too_big) out.push_back(std::move(s));
+    }
+    H5Dvlen_reclaim(mtype.get(), space.get(), H5P_DEFAULT, ptrs.data());
+    if (too_big) throw_at("read", file, "implausibly large attribute", at);
+    return out;
+  }
+  const size_t width = H5Tget_size(ftype.get());
+  if (width == 0 || width > kMaxAttrBytes || count > kMaxAttrBytes / width)
+    throw_at("read", file, "implausibly large attribute", at);
+  const H5T_str_t pad = H5Tget_strpad(ftype.get());
+  std::string buf(width * count, '\0');
+  if (H5Aread(attr, ftype.get(), buf.data()) < 0)
+    throw_at("read", file, "unreadable attribute (corrupt or truncated file?)", at);
+  for (size_t i = 0; i < count; ++i) {
+    std::string s = buf.substr(i * width, width);
+    const size_t nul = s.find('\0');
+    if (nul != std::string::npos) s.resize(nul);
+    if (pad == H5T_STR_SPACEPAD)
+      while (!s.empty() && s.back() == ' ') s.pop_back();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Handle string_type(StrType type, size_t width) {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  if (type == StrType::kFixedAscii) {
+    H5Tset_size(t.get(), std::max<size_t>(width, 1));
+    H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
+    H5Tset_cset(t.get(), H5T_CSET_ASCII);
+  } else {
+    H5Tset_size(t.get(), H5T_VARIABLE);
+    H5Tset_cset(t.get(), type == StrType::kVlenUtf8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
+  }
+  return t;
+}
+
+}  // namespace
+
+std::unique_lock<std::recursive_mutex> hdf5_lock() {
+  static std::recursive_mutex m;
+  std::unique_lock<std::recursive_mutex> lock(m);
+  // Silences HDF5's printing of its error stack (per thread in thread-safe builds).
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  return lock;
+}
+
+void Handle::reset() {
+  if (id_ >= 0 && close_) close_(id_);
+  id_ = -1;
+}
+
+// --- Group -----------------------------------------------------------------------------------
+
+std::string Group::child_path(const std::string& name) const { return join(path_, name); }
+
+void Group::fail(const std::string& what, const std::string& name) const {
+  throw_at("read", file_, what, child_path(name));
+}
+
+bool Group::has(const std::string& name) const { return object_type(id(), name) != H5I_BADID; }
+bool Group::has_group(const std::string& name) const {
+  return object_type(id(), name) == H5I_GROUP;
+}
+bool Group::has_dataset(const std::string& name) const {
+  return object_type(id(), name) == H5I_DATASET;
+}
+
+Group Group::group(const std::string& name) const {
+  if (!has_group(name)) fail("no group", name);
+  Handle g(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) fail("cannot open group (corrupt file?)", name);
+  return Group(std::move(g), file_, child_path(name));
+}
+
+Dataset Group::dataset(const std::string& name) const {
+  if (!has_dataset(name)) fail("no dataset", name);
+  Handle d(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) fail("cannot open dataset (corrupt file?)", name);
+  return Dataset(std::move(d), file_, child_path(name));
+}
+
+std::vector<std::string> Group::children() const {
+  struct Ctx {
+    std::vector<std::string> names;
+  } ctx;
+  auto cb = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    auto* c = static_cast<Ctx*>(data);
+    if (c->names.size() >= 1000000) return -1;
+    c->names.emplace_back(name);
+    return 0;
+  };
+  hsize_t idx = 0;
+  if (H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &ctx) < 0)
+    fail("cannot list the members of group (corrupt file?)");
+  return ctx.names;
+}
+
+bool Group::has_attr(const std::string& name) const {
+  return H5Aexists(id(), name.c_str()) > 0;
+}
+
+std::string Group::string_attr(const std::string& name) const {
+  const std::string at = child_path("@" + name);
+  if (!has_attr(name)) throw_at("read", file_, "missing attribute", at);
+  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) throw_at("read", file_, "cannot open attribute (corrupt file?)", at);
+  Handle t(H5Aget_type(a.get()), H5Tclose);
+  if (!t.valid() || H5Tget_class(t.get()) != H5T_STRING)
+    throw_at("read", file_, "attribute is not a string", at);
+  auto v = read_strings(a.get(), file_, at);
+  if (v.size() != 1)
+    throw_at("read", file_, "expected one string, got " + std::to_string(v.size()) + " in", at);
+  return v[0];
+}
+
+std::vector<std::string> Group::string_list_attr(const std::string& name) const {
+  auto read_one = [&](const std::string& n) {
+    const std::string at = child_path("@" + n);
+    Handle a(H5Aopen(id(), n.c_str(), H5P_DEFAULT), H5Aclose);
+    if (!a.valid()) throw_at("read", file_, "cannot open attribute (corrupt file?)", at);
+    Handle t(H5Aget_type(a.get()), H5Tclose);
+    Handle s(H5Aget_space(a.get()), H5Sclose);
+    if (!t.valid() || !s.valid()) throw_at("read", file_, "unreadable attribute", at);
+    if (H5Tget_class(t.get()) != H5T_STRING) {
+      // h5py stores an empty Python list as an empty float64 array.
+      if (H5Sget_simple_extent_npoints(s.get()) == 0) return std::vector<std::string>{};
+      throw_at("read", file_, "attribute is not a list of strings", at);
+    }
+    return read_strings(a.get(), file_, at);
+  };
+  if (has_attr(name)) return read_one(name);
+  // Keras splits lists longer than 64 KB into name0, name1, ...
+  std::vector<std::string> out;
+  for (int i = 0; has_attr(name + std::to_string(i)); ++i) {
+    auto part = read_one(name + std::to_string(i));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  if (!has_attr(name + "0")) throw_at("read", file_, "missing attribute", child_path("@" + name));
+  return out;
+}
+
+Group Group::create_group(const std::string& name) {
+  Handle g(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) throw_at("write", file_, "cannot create group", child_path(name));
+  return Group(std::move(g), file_, child_path(name));
+}
+
+void Group::write_string_attr(const std::string& name, const std::string& value, StrType type) {
+  Handle t = string_type(type, value.size());
+  Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a(H5Acreate2(id(), name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  herr_t rc = -1;
+  if (a.valid()) {
+    if (type == StrType::kFixedAscii) {
+      std::string buf = value.empty() ? std::string(1, '\0') : value;
+      rc = H5Awrite(a.get(), t.get(), buf.data());
+    } else {
+      const char* p = value.c_str();
+      rc = H5Awrite(a.get(), t.get(), &p);
+    }
+  }
+  if (rc < 0) throw_at("write", file_, "cannot write attribute", child_path("@" + name));
+}
+
+void Group::write_string_list_attr(const std::string& name, const std::vector<std::string>& values,
+                                   StrType type) {
+  const std::string at = child_path("@" + name);
+  const hsize_t n = values.size();
+  Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  herr_t rc = -1;
+  if (values.empty()) {
+    Handle a(H5Acreate2(id(), name.c_str(), H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT),
+             H5Aclose);
+    double dummy = 0;
+    if (a.valid()) rc = H5Awrite(a.get(), H5T_NATIVE_DOUBLE, &dummy);
+  } else if (type == StrType::kFixedAscii) {
+    size_t width = 1;
+    for (const auto& v : values) width = std::max(width, v.size());
+    Handle t = string_type(type, width);
+    std::string buf(width * values.size(), '\0');
+    for (size_t i = 0; i < values.size(); ++i)
+      std::memcpy(buf.data() + i * width, values[i].data(), values[i].size());
+    Handle a(H5Acreate2(id(), name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (a.valid()) rc = H5Awrite(a.get(), t.get(), buf.data());
+  } else {
+    Handle t = string_type(type, 0);
+    std::vector<const char*> ptrs;
+    for (const auto& v : values) ptrs.push_back(v.c_str());
+    Handle a(H5Acreate2(id(), name.c_str(), t.get(), s.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (a.valid()) rc = H5Awrite(a.get(), t.get(), ptrs.data());
+  }
+  if (rc < 0) throw_at("write", file_, "cannot write attribute", at);
+}
+
+void Group::write_floats(const std::string& name, const std::vector<int64_t>& dims,
+                         const float* data) {
+  std::vector<hsize_t> d(dims.begin(), dims.end());
+  Handle s(d.empty() ? H5Screate(H5S_SCALAR)
+                     : H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr),
+           H5Sclose);
+  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_IEEE_F32LE, s.get(), H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose);
+  size_t n = 1;
+  for (int64_t v : dims) n *= static_cast<size_t>(v);
+  herr_t rc = -1;
+  if (ds.valid()) {
+    // HDF5 wants a non-null buffer even for zero elements.
+    const float dummy = 0.0f;
+    rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                  n == 0 ? &dummy : data);
+  }
+  if (rc < 0) throw_at("write", file_, "cannot write dataset", child_path(name));
+}
+
+void Group::write_int64_scalar(const std::string& name, int64_t v) {
+  Handle s(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.valid() || H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
+    throw_at("write", file_, "cannot write dataset", child_path(name));
+}
+
+// --- Dataset ---------------------------------------------------------------------------------
+
+void Dataset::fail(const std::string& what) const { throw_at("read", file_, what, path_); }
+
+std::vector<int64_t> Dataset::dims() const {
+  Handle s(H5Dget_space(h_.get()), H5Sclose);
+  if (!s.valid()) fail("cannot read the shape of dataset (corrupt file?)");
+  const int rank = H5Sget_simple_extent_ndims(s.get());
+  if (rank < 0 || rank > 32) fail("cannot read the shape of dataset (corrupt file?)");
+  std::vector<hsize_t> d(static_cast<size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(s.get(), d.data(), nullptr) < 0)
+    fail("cannot read the shape of dataset (corrupt file?)");
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+void Dataset::read_floats(float* out, size_t n) const {
+  Handle t(H5Dget_type(h_.get()), H5Tclose);
+  if (!t.valid()) fail("cannot read the type of dataset (corrupt file?)");
+  const H5T_class_t cls = H5Tget_class(t.get());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    fail("expected a numeric dataset (float or integer), got another type in");
+  size_t count = 1;
+  for (int64_t d : dims()) count *= static_cast<size_t>(d);
+  if (count != n)
+    fail("expected " + std::to_string(n) + " elements, got " + std::to_string(count) + " in");
+  if (n == 0) return;
+  if (H5Dread(h_.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+    fail("cannot read dataset (corrupt or truncated file?)");
+}
+
+int64_t Dataset::read_int64() const {
+  Handle t(H5Dget_type(h_.get()), H5Tclose);
+  if (!t.valid()) fail("cannot read the type of dataset (corrupt file?)");
+  const H5T_class_t cls = H5Tget_class(t.get());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail("expected a numeric scalar in");
+  size_t count = 1;
+  for (int64_t d : dims()) count *= static_cast<size_t>(d);
+  if (count != 1) fail("expected a scalar in");
+  int64_t v = 0;
+  if (H5Dread(h_.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
+    fail("cannot read dataset (corrupt or truncated file?)");
+  return v;
+}
+
+bool Dataset::has_attr(const std::string& name) const {
+  return H5Aexists(h_.get(), name.c_str()) > 0;
+}
+
+std::string Dataset::string_attr(const std::string& name) const {
+  Handle a(H5Aopen(h_.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) throw_at("read", file_, "missing attribute", path_ + "/@" + name);
+  auto v = read_strings(a.get(), file_, path_ + "/@" + name);
+  if (v.size() != 1) throw_at("read", file_, "expected one string in", path_ + "/@" + name);
+  return v[0];
+}
+
+// --- File ------------------------------------------------------------------------------------
+
+File::File(Handle f, std::string name) : file_(std::move(f)), name_(std::move(name)) {
+  Handle g(H5Gopen2(file_.get(), "/", H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) throw_at("read", name_, "cannot open the root group (corrupt file?)", "");
+  root_ = Group(std::move(g), name_, "/");
+}
+
+File File::open(const std::string& path) {
+  auto lock = hdf5_lock();
+  const htri_t is = H5Fis_hdf5(path.c_str());
+  if (is <= 0)
+    throw FileError("failed to read HDF5 file '" + path + "': " +
+                    (is == 0 ? std::string("not an HDF5 file (no HDF5 signature)")
+                             : std::string("cannot open it (missing or unreadable?)")));
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  if (!f.valid())
+    throw FileError("failed to read HDF5 file '" + path +
+                    "': cannot open it (corrupt or truncated file?)");
+  return File(std::move(f), path);
+}
+
+File File::open_image(const std::string& name, const std::string& bytes) {
+  auto lock = hdf5_lock();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<char*>(bytes.data()), bytes.size()) < 0)
+    throw FileError("failed to read HDF5 file '" + name + "': cannot set up an in-memory image");
+  Handle f(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  if (!f.valid())
+    throw FileError("failed to read HDF5 file '" + name +
+                    "': cannot open it (not HDF5, corrupt or truncated?)");
+  return File(std::move(f), name);
+}
+
+File File::create(const std::string& path) {
+  auto lock = hdf5_lock();
+  Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.valid()) throw FileError("failed to write HDF5 file '" + path + "': cannot create it");
+  return File(std::move(f), path);
+}
+
+File File::create_in_memory(const std::string& name) {
+  auto lock = hdf5_lock();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0)
+    throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
+  Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
+  return File(std::move(f), name);
+}
+
+std::string File::image() {
+  auto lock = hdf5_lock();
+  if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
+    throw FileError("failed to write HDF5 file '" + name_ + "': flush failed");
+  const ssize_t n = H5Fget_file_image(file_.get(), nullptr, 0);
+  if (n < 0) throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
+  std::string bytes(static_cast<size_t>(n), '\0');
+  if (H5Fget_file_image(file_.get(), bytes.data(), bytes.size()) != n)
+    throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
+  return bytes;
+}
+
+void File::close() {
+  auto lock = hdf5_lock();
+  root_ = Group();
+  if (!file_.valid()) return;
+  const hid_t id = file_.get();
+  const herr_t flush = H5Fflush(id, H5F_SCOPE_GLOBAL);
+  file_.reset();
+  if (flush < 0) throw FileError("failed to write HDF5 file '" + name_ + "': flush failed");
+}
+
+}  // namespace nnfleet::h5

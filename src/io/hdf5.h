@@ -1,0 +1,157 @@
+// A small RAII layer over the HDF5 C API, for reading and writing Keras weight files.
+//
+// Every failure (a missing object, a corrupt or truncated file, a wrong type) throws FileError
+// naming the file and the object path: "failed to read HDF5 file 'm.h5': no group
+// 'model_weights/dense_1'". HDF5's own error-stack printing is switched off once, process-wide.
+// Reads are bounded: a dataset is only read after its shape matched what the caller expects, and
+// attributes larger than kMaxAttrBytes are refused, so a corrupt header cannot make us allocate
+// without limit.
+//
+// Thread-safety: the Debian serial libhdf5 is not thread-safe. Every entry point of this module
+// takes hdf5_lock() (a process-wide recursive mutex) while it holds handles; callers that keep
+// objects across calls must hold it too (the Keras reader and writer hold it for a whole file).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nnfleet/error.h"
+
+namespace nnfleet::h5 {
+
+// Attributes and string lists beyond this size are treated as corrupt.
+inline constexpr size_t kMaxAttrBytes = size_t{64} << 20;
+
+std::unique_lock<std::recursive_mutex> hdf5_lock();
+
+// A hid_t with its close function; move-only.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+// How a string attribute is stored; h5py writes all of these (str -> vlen UTF-8, bytes -> vlen
+// ASCII, numpy |S arrays -> fixed-length ASCII).
+enum class StrType { kVlenUtf8, kVlenAscii, kFixedAscii };
+
+class Dataset;
+
+// A group (or a file's root group). Carries the file name and its own path for messages.
+class Group {
+ public:
+  Group() = default;
+  Group(Handle h, std::string file, std::string path)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+
+  const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }  // "/" for the root
+  hid_t id() const { return h_.get(); }
+
+  // Whether `name` (a path relative to this group; '/' separates components, so a single
+  // component may contain '\') exists, and what it is.
+  bool has(const std::string& name) const;
+  bool has_group(const std::string& name) const;
+  bool has_dataset(const std::string& name) const;
+  Group group(const std::string& name) const;
+  Dataset dataset(const std::string& name) const;
+  // Names of the direct children, in name order.
+  std::vector<std::string> children() const;
+
+  bool has_attr(const std::string& name) const;
+  // A string attribute in any form h5py writes (scalar or a one-element array).
+  std::string string_attr(const std::string& name) const;
+  // A list of strings: a string array attribute, an empty array of any type (h5py's `[]`), or
+  // Keras's split form name0, name1, ... when `name` itself is absent. Throws when none exists.
+  std::vector<std::string> string_list_attr(const std::string& name) const;
+
+  Group create_group(const std::string& name);
+  void write_string_attr(const std::string& name, const std::string& value, StrType type);
+  // Strings as one array attribute, or h5py's float64 empty array when `values` is empty.
+  void write_string_list_attr(const std::string& name, const std::vector<std::string>& values,
+                              StrType type);
+  // float32 dataset of the given shape (empty dims = scalar).
+  void write_floats(const std::string& name, const std::vector<int64_t>& dims, const float* data);
+  void write_int64_scalar(const std::string& name, int64_t v);
+
+  // Throws FileError("failed to <verb> HDF5 file '<file>': <what> '<path>/<name>'").
+  [[noreturn]] void fail(const std::string& what, const std::string& name = "") const;
+  std::string child_path(const std::string& name) const;
+
+ private:
+  Handle h_;
+  std::string file_, path_;
+};
+
+class Dataset {
+ public:
+  Dataset(Handle h, std::string file, std::string path)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+  // The dataset's dimensions (empty for a scalar).
+  std::vector<int64_t> dims() const;
+  // Reads every element converted to float32. The dataset must be numeric (integer or float)
+  // and hold exactly n elements.
+  void read_floats(float* out, size_t n) const;
+  // A numeric scalar (or one-element) dataset as int64.
+  int64_t read_int64() const;
+  bool has_attr(const std::string& name) const;
+  std::string string_attr(const std::string& name) const;
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  Handle h_;
+  std::string file_, path_;
+};
+
+class File {
+ public:
+  // Opens an existing file read-only. Throws FileError when it is missing or not HDF5.
+  static File open(const std::string& path);
+  // Opens an in-memory image (e.g. model.weights.h5 read out of a .keras zip) read-only;
+  // `name` is used in messages. The bytes must outlive the File.
+  static File open_image(const std::string& name, const std::string& bytes);
+  // Creates (truncates) a file on disk.
+  static File create(const std::string& path);
+  // Creates a file that lives only in memory; take its bytes with image().
+  static File create_in_memory(const std::string& name);
+
+  Group& root() { return root_; }
+  const Group& root() const { return root_; }
+  // Flushes and returns the whole file's bytes (in-memory files).
+  std::string image();
+  // Flushes and closes; throws FileError when the final write fails.
+  void close();
+
+ private:
+  File(Handle f, std::string name);
+  Handle file_;
+  Group root_;
+  std::string name_;
+};
+
+}  // namespace nnfleet::h5

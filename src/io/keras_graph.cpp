@@ -1,0 +1,536 @@
+// Keras model configs -> Model: Sequential (list and dict forms), Functional/Model (Keras 2
+// inbound_nodes [[["name", node, tensor, {}]]] and Keras 3 {"args": [keras tensors]}), nested
+// models flattened into the outer graph.
+#include "io/keras_graph.h"
+
+#include <map>
+#include <regex>
+#include <set>
+
+#include "layers/layer_util.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+// Deeper nesting than this is treated as a malformed (or hostile) file.
+constexpr int kMaxDepth = 16;
+
+bool is_model_class(const std::string& c) {
+  return c == "Sequential" || c == "Functional" || c == "Model";
+}
+
+std::string supported_classes() {
+  return layer_kind_names() + ", InputLayer, Sequential, Functional (or Model)";
+}
+
+std::string unique_key(std::map<std::string, int>& used, const std::string& base) {
+  auto it = used.find(base);
+  if (it == used.end()) {
+    used[base] = 0;
+    return base;
+  }
+  return base + "_" + std::to_string(++it->second);
+}
+
+struct PendingNode {
+  std::unique_ptr<Layer> layer;
+  std::vector<int> inputs;  // tensor ids: 0 = model input, k + 1 = output of node k
+  int entry = -1;           // the top-level Keras layer it belongs to
+  std::string path, path_by_name;
+};
+
+// One layer entry of a config: {"class_name", "config", ["name"], ["inbound_nodes"], ...}.
+struct LayerJson {
+  std::string cls, name;
+  Json config;
+};
+
+class Builder {
+ public:
+  explicit Builder(std::string where) : where_(std::move(where)) {}
+
+  KerasGraph build(const Json& top) {
+    if (!top.is_object() || !top.contains("class_name") || !top["class_name"].is_string())
+      fail("the model config has no class_name; expected {\"class_name\": \"Sequential\" or "
+           "\"Functional\", \"config\": {...}}");
+    const std::string cls = top["class_name"].get<std::string>();
+    if (!is_model_class(cls))
+      fail("the model has class '" + cls + "'; expected Sequential, Functional or Model "
+           "(subclassed models cannot be loaded: their code is not in the file)");
+    check_builtin(top, "the model", cls);
+    // Keras 3 records the built input shape next to the config.
+    if (top.contains("build_config") && top["build_config"].is_object())
+      hint_ = top["build_config"].value("input_shape", Json());
+    const Json cfg = top.value("config", Json());
+    model_name_ = cfg.is_object() && cfg.contains("name") && cfg["name"].is_string()
+                      ? cfg["name"].get<std::string>()
+                      : std::string("model");
+    const int out = add_model(cls, cfg, -1, "", "", -1, 0);
+
+    KerasGraph g;
+    g.class_name = cls == "Sequential" ? "Sequential" : "Functional";
+    std::vector<ModelNode> nodes;
+    for (auto& n : nodes_) {
+      g.weight_paths.push_back(n.path);
+      g.weight_paths_by_name.push_back(n.path_by_name);
+      nodes.push_back({std::move(n.layer), n.inputs});
+    }
+    if (out != static_cast<int>(nodes.size()))
+      fail("layer '" + nodes.back().layer->name() + "' does not lead to the output; expected "
+           "every layer to feed the single output");
+    try {
+      g.model = std::make_shared<const Model>(model_name_, input_shape_, std::move(nodes), out,
+                                              input_name_);
+    } catch (const ModelError& e) {
+      fail(e.what());
+    }
+    // Legacy weight order per top-level entry: trainable weights of all its layers, then the
+    // non-trainable ones.
+    std::vector<KerasGraph::Entry> entries(entry_names_.size());
+    for (size_t e = 0; e < entries.size(); ++e) {
+      entries[e].name = entry_names_[e];
+      entries[e].class_name = entry_classes_[e];
+    }
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        const auto& specs = g.model->planned(i).params;
+        for (size_t j = 0; j < specs.size(); ++j)
+          if (specs[j].trainable == (pass == 0))
+            entries[static_cast<size_t>(nodes_[i].entry)].weights.push_back({i, j});
+      }
+    for (auto& e : entries)
+      if (!e.weights.empty()) g.entries.push_back(std::move(e));
+    return g;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FileError("failed to read Keras model '" + where_ + "': " + what);
+  }
+
+  // Refuses classes that are not Keras's own (custom objects registered by user code).
+  void check_builtin(const Json& j, const std::string& what, const std::string& cls) const {
+    if (j.contains("module") && j["module"].is_string()) {
+      const std::string m = j["module"].get<std::string>();
+      if (m.rfind("keras", 0) != 0 && m.rfind("tf_keras", 0) != 0 && m != "builtins")
+        fail(what + " has class '" + cls + "' from module '" + m +
+             "', which is not part of Keras; expected one of " + supported_classes());
+    }
+    if (j.contains("registered_name") && j["registered_name"].is_string()) {
+      const std::string r = j["registered_name"].get<std::string>();
+      if (r != cls && r != "Functional")
+        fail(what + " has class '" + cls + "' registered as custom object '" + r +
+             "'; expected one of " + supported_classes());
+    }
+  }
+
+  LayerJson describe(const Json& l) {
+    if (!l.is_object() || !l.contains("class_name") || !l["class_name"].is_string())
+      fail("a layer entry has no class_name; expected {\"class_name\": ..., \"config\": ...}");
+    LayerJson d;
+    d.cls = l["class_name"].get<std::string>();
+    d.config = l.contains("config") ? l["config"] : Json::object();
+    if (d.config.is_object() && d.config.contains("name") && d.config["name"].is_string())
+      d.name = d.config["name"].get<std::string>();
+    else if (l.contains("name") && l["name"].is_string())
+      d.name = l["name"].get<std::string>();
+    else
+      d.name = unique_key(default_names_, keras_snake_case(d.cls));
+    check_builtin(l, "layer '" + d.name + "'", d.cls);
+    return d;
+  }
+
+  // Reads an input shape (without the batch axis) from a layer config; false when it has none.
+  bool shape_from(const Json& c, const std::string& lname, Shape& out) const {
+    if (!c.is_object()) return false;
+    const Json* dims = nullptr;
+    bool batch = true;
+    for (const char* k : {"batch_input_shape", "batch_shape"})
+      if (!dims && c.contains(k) && c[k].is_array()) dims = &c[k];
+    for (const char* k : {"input_shape", "shape"})
+      if (!dims && c.contains(k) && c[k].is_array()) {
+        dims = &c[k];
+        batch = false;
+      }
+    if (!dims) return false;
+    return parse_dims(*dims, batch, lname, out);
+  }
+
+  bool parse_dims(const Json& dims, bool batch, const std::string& lname, Shape& out) const {
+    if (!dims.is_array()) return false;
+    const size_t first = batch ? 1 : 0;
+    if (dims.size() < first + 1 || dims.size() - first > static_cast<size_t>(Shape::kMaxRank))
+      fail("input of '" + lname + "' has shape " + dims.dump() + "; expected 1 to " +
+           std::to_string(Shape::kMaxRank) + " dimensions after the batch axis");
+    Shape s;
+    for (size_t i = first; i < dims.size(); ++i) {
+      if (!dims[i].is_number_integer() || dims[i].get<int64_t>() < 1 ||
+          dims[i].get<int64_t>() > (int64_t{1} << 31))
+        fail("input of '" + lname + "' has shape " + dims.dump() +
+             "; expected known positive sizes after the batch axis (nnfleet needs a fixed "
+             "input shape)");
+      s.push_back(dims[i].get<int64_t>());
+    }
+    out = s;
+    return true;
+  }
+
+  void set_input(const Shape& s, const std::string& name) {
+    input_shape_ = s;
+    input_name_ = name;
+  }
+
+  int new_entry(const std::string& name, const std::string& cls) {
+    entry_names_.push_back(name);
+    entry_classes_.push_back(cls);
+    return static_cast<int>(entry_names_.size()) - 1;
+  }
+
+  int add_layer(const LayerJson& d, std::vector<int> inputs, int entry, const std::string& path,
+                const std::string& path_by_name) {
+    if (!find_layer_kind(d.cls))
+      fail("layer '" + d.name + "' has class '" + d.cls +
+           "', which nnfleet does not support; expected one of " + supported_classes());
+    std::string name = d.name;
+    Json cfg = d.config;
+    if (names_.count(name)) {
+      // A layer of a nested model may reuse an outer name; keep names unique in the flat graph.
+      std::string base = name;
+      for (int i = 1; names_.count(name); ++i) name = base + "_" + std::to_string(i);
+      if (cfg.is_object()) cfg["name"] = name;
+    }
+    names_.insert(name);
+    std::unique_ptr<Layer> layer;
+    try {
+      layer = make_layer(d.cls, cfg, ConfigMode::kKeras, name);
+    } catch (const ModelError& e) {
+      fail("layer '" + d.name + "' (" + d.cls + "): " + e.what());
+    }
+    nodes_.push_back({std::move(layer), std::move(inputs), entry, path, path_by_name});
+    return static_cast<int>(nodes_.size());
+  }
+
+  int add_model(const std::string& cls, const Json& cfg, int input, const std::string& prefix,
+                const std::string& prefix_by_name, int entry, int depth) {
+    if (depth > kMaxDepth)
+      fail("models are nested more than " + std::to_string(kMaxDepth) + " deep");
+    if (cls == "Sequential")
+      return add_sequential(cfg, input, prefix, prefix_by_name, entry, depth);
+    return add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
+  }
+
+  int add_sequential(const Json& cfg, int input, const std::string& prefix,
+                     const std::string& prefix_by_name, int entry, int depth) {
+    const Json* layers = cfg.is_array() ? &cfg
+                         : cfg.is_object() && cfg.contains("layers") ? &cfg["layers"]
+                                                                      : nullptr;
+    if (!layers || !layers->is_array())
+      fail("a Sequential model has no list of layers; expected \"layers\": [...]");
+    std::map<std::string, int> used;
+    int cur = input;
+    bool first = true;
+    for (const Json& l : *layers) {
+      const LayerJson d = describe(l);
+      if (d.cls == "InputLayer") {
+        if (!first)
+          fail("InputLayer '" + d.name + "' is not the first layer of its Sequential model");
+        first = false;
+        if (cur < 0) {
+          Shape s;
+          if (!shape_from(d.config, d.name, s))
+            fail("InputLayer '" + d.name + "' has no batch_shape or batch_input_shape");
+          set_input(s, d.name);
+          cur = 0;
+        }
+        continue;
+      }
+      first = false;
+      if (cur < 0) {
+        // No InputLayer: the first layer carries the shape, or the model its build shape.
+        Shape s;
+        const bool found = shape_from(d.config, d.name, s) ||
+                           (cfg.is_object() && cfg.contains("build_input_shape") &&
+                            parse_dims(cfg["build_input_shape"], true, d.name, s)) ||
+                           (!hint_.is_null() && parse_dims(hint_, true, d.name, s));
+        if (!found)
+          fail("the model does not give its input shape; expected an InputLayer, or "
+               "batch_input_shape in the config of its first layer '" + d.name + "'");
+        set_input(s, "input_layer");
+        cur = 0;
+      }
+      const std::string key = unique_key(used, keras_snake_case(d.cls));
+      const std::string path = prefix + "layers/" + key;
+      const std::string pbn = prefix_by_name + "layers/" + d.name;
+      const int e = entry >= 0 ? entry : new_entry(d.name, d.cls);
+      if (is_model_class(d.cls))
+        cur = add_model(d.cls, d.config, cur, path + "/", pbn + "/", e, depth + 1);
+      else
+        cur = add_layer(d, {cur}, e, path, pbn);
+    }
+    if (cur < 0) fail("a Sequential model has no layers");
+    return cur;
+  }
+
+  // [["name", 0, 0], ...], ["name", 0, 0] (one tensor) or {"key": ["name", 0, 0]}.
+  std::vector<std::string> tensor_refs(const Json& cfg, const char* key) const {
+    std::vector<std::string> out;
+    if (!cfg.contains(key)) fail("a Functional model has no " + std::string(key));
+    const Json& v = cfg[key];
+    auto one = [&](const Json& r) {
+      if (!r.is_array() || r.empty() || !r[0].is_string())
+        fail("bad entry in " + std::string(key) + ": " + r.dump() + "; expected [\"name\", 0, 0]");
+      out.push_back(r[0].get<std::string>());
+    };
+    if (v.is_array() && !v.empty() && v[0].is_string()) {
+      one(v);
+    } else if (v.is_array()) {
+      for (const Json& r : v) one(r);
+    } else if (v.is_object()) {
+      for (const auto& [k, r] : v.items()) one(r);
+    } else {
+      fail("bad " + std::string(key) + ": " + v.dump());
+    }
+    return out;
+  }
+
+  void collect_tensors(const Json& v, std::vector<std::string>& names, int depth) const {
+    if (depth > 8) return;
+    if (v.is_object()) {
+      if (v.value("class_name", Json()) == "__keras_tensor__") {
+        const Json c = v.value("config", Json());
+        const Json h = c.is_object() ? c.value("keras_history", Json()) : Json();
+        if (!h.is_array() || h.size() < 3 || !h[0].is_string())
+          fail("a Keras tensor has no keras_history [\"name\", node, tensor]: " + v.dump());
+        if (h[2] != 0)
+          fail("a layer uses output " + h[2].dump() + " of layer '" + h[0].get<std::string>() +
+               "'; expected single-output layers");
+        names.push_back(h[0].get<std::string>());
+        return;
+      }
+      for (const auto& [k, x] : v.items()) collect_tensors(x, names, depth + 1);
+    } else if (v.is_array()) {
+      for (const Json& x : v) collect_tensors(x, names, depth + 1);
+    }
+  }
+
+  // Names of the layers whose outputs feed this layer, in argument order.
+  std::vector<std::string> inbound(const Json& l, const LayerJson& d) const {
+    const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
+    const Json nodes = l.value("inbound_nodes", Json());
+    if (!nodes.is_array() || nodes.empty())
+      fail(who + " has no inbound node; expected it to be called on a tensor");
+    if (nodes.size() > 1)
+      fail(who + " is called " + std::to_string(nodes.size()) +
+           " times (a shared layer); expected each layer to be called once");
+    const Json& node = nodes[0];
+    std::vector<std::string> names;
+    if (node.is_array()) {
+      for (const Json& ref : node) {
+        if (!ref.is_array() || ref.size() < 3 || !ref[0].is_string())
+          fail(who + " has a malformed inbound node " + ref.dump() +
+               "; expected [\"name\", node, tensor, {}]");
+        if (ref[2] != 0)
+          fail(who + " uses output " + ref[2].dump() + " of layer '" +
+               ref[0].get<std::string>() + "'; expected single-output layers");
+        names.push_back(ref[0].get<std::string>());
+      }
+    } else if (node.is_object()) {
+      collect_tensors(node.value("args", Json()), names, 0);
+      std::vector<std::string> kw;
+      collect_tensors(node.value("kwargs", Json()), kw, 0);
+      if (!kw.empty()) fail(who + " takes a tensor as a keyword argument, which is not supported");
+    } else {
+      fail(who + " has a malformed inbound node " + node.dump());
+    }
+    if (names.empty()) fail(who + " is called without input tensors");
+    return names;
+  }
+
+  int add_functional(const Json& cfg, int input, const std::string& prefix,
+                     const std::string& prefix_by_name, int entry, int depth) {
+    if (!cfg.is_object() || !cfg.contains("layers") || !cfg["layers"].is_array())
+      fail("a Functional model has no list of layers; expected \"layers\": [...]");
+    const Json& layers = cfg["layers"];
+    const std::string mname = cfg.value("name", Json("model")).is_string()
+                                  ? cfg.value("name", std::string("model"))
+                                  : std::string("model");
+    const auto ins = tensor_refs(cfg, "input_layers");
+    const auto outs = tensor_refs(cfg, "output_layers");
+    if (ins.size() != 1 || outs.size() != 1) {
+      auto list = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return s;
+      };
+      fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) (" +
+           list(ins) + ") and " + std::to_string(outs.size()) + " output(s) (" + list(outs) +
+           "); expected exactly one input and one output");
+    }
+    const size_t n = layers.size();
+    std::vector<LayerJson> ds;
+    std::vector<std::string> keys;
+    std::vector<int> entries;
+    std::map<std::string, int> used;
+    for (const Json& l : layers) {
+      ds.push_back(describe(l));
+      keys.push_back(unique_key(used, keras_snake_case(ds.back().cls)));
+      entries.push_back(entry >= 0 ? entry : new_entry(ds.back().name, ds.back().cls));
+    }
+    std::map<std::string, int> tensor_of;
+    std::vector<bool> done(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      if (ds[i].cls != "InputLayer") continue;
+      done[i] = true;
+      if (ds[i].name != ins[0])
+        fail("InputLayer '" + ds[i].name + "' of model '" + mname +
+             "' is not its input '" + ins[0] + "'; expected one input");
+      if (input < 0) {
+        Shape s;
+        if (!shape_from(ds[i].config, ds[i].name, s))
+          fail("InputLayer '" + ds[i].name + "' has no batch_shape or batch_input_shape");
+        set_input(s, ds[i].name);
+        tensor_of[ds[i].name] = 0;
+      } else {
+        tensor_of[ds[i].name] = input;
+      }
+    }
+    if (!tensor_of.count(ins[0]))
+      fail("the input '" + ins[0] + "' of model '" + mname + "' is not one of its InputLayers");
+    // Resolve layers once their inputs exist (configs are normally in topological order).
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < n; ++i) {
+        if (done[i]) continue;
+        const auto names = inbound(layers[i], ds[i]);
+        std::vector<int> in;
+        for (const auto& nm : names) {
+          auto it = tensor_of.find(nm);
+          if (it == tensor_of.end()) break;
+          in.push_back(it->second);
+        }
+        if (in.size() != names.size()) continue;
+        if (tensor_of.count(ds[i].name))
+          fail("model '" + mname + "' has two layers named '" + ds[i].name + "'");
+        const std::string path = prefix + "layers/" + keys[i];
+        const std::string pbn = prefix_by_name + "layers/" + ds[i].name;
+        int out;
+        if (is_model_class(ds[i].cls)) {
+          if (in.size() != 1)
+            fail("nested model '" + ds[i].name + "' is called on " + std::to_string(in.size()) +
+                 " tensors; expected one");
+          out = add_model(ds[i].cls, ds[i].config, in[0], path + "/", pbn + "/", entries[i],
+                          depth + 1);
+        } else {
+          out = add_layer(ds[i], std::move(in), entries[i], path, pbn);
+        }
+        tensor_of[ds[i].name] = out;
+        done[i] = true;
+        progress = true;
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (!done[i]) {
+        std::string missing;
+        for (const auto& nm : inbound(layers[i], ds[i]))
+          if (!tensor_of.count(nm)) missing = nm;
+        fail("layer '" + ds[i].name + "' of model '" + mname + "' takes its input from '" +
+             missing + "', which is not defined before it (or the graph has a cycle)");
+      }
+    auto it = tensor_of.find(outs[0]);
+    if (it == tensor_of.end())
+      fail("the output '" + outs[0] + "' of model '" + mname + "' is not one of its layers");
+    return it->second;
+  }
+
+  std::string where_;
+  std::string model_name_, input_name_ = "input_layer";
+  Shape input_shape_;
+  Json hint_;
+  std::vector<PendingNode> nodes_;
+  std::vector<std::string> entry_names_, entry_classes_;
+  std::set<std::string> names_;
+  std::map<std::string, int> default_names_;
+};
+
+}  // namespace
+
+std::string keras_snake_case(const std::string& class_name) {
+  static const std::regex non_word("[^A-Za-z0-9_]+");
+  static const std::regex camel1("(.)([A-Z][a-z]+)");
+  static const std::regex camel2("([a-z])([A-Z])");
+  std::string s = std::regex_replace(class_name, non_word, "");
+  s = std::regex_replace(s, camel1, "$1_$2");
+  s = std::regex_replace(s, camel2, "$1_$2");
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where) {
+  try {
+    return Builder(where).build(model_config);
+  } catch (const Json::exception& e) {
+    throw FileError("failed to read Keras model '" + where + "': malformed model config (" +
+                    e.what() + ")");
+  }
+}
+
+KerasGraph keras_graph_of(std::shared_ptr<const Model> model) {
+  KerasGraph g;
+  const Model& m = *model;
+  g.class_name = m.is_sequential() ? "Sequential" : "Functional";
+  std::map<std::string, int> used;
+  if (!m.is_sequential()) used["input_layer"] = 0;  // Functional.layers starts with the input
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    g.weight_paths.push_back("layers/" + unique_key(used, keras_snake_case(l.class_name())));
+    g.weight_paths_by_name.push_back("layers/" + l.name());
+    KerasGraph::Entry e{l.name(), l.class_name(), {}};
+    const auto& specs = m.planned(i).params;
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t j = 0; j < specs.size(); ++j)
+        if (specs[j].trainable == (pass == 0)) e.weights.push_back({i, j});
+    if (!e.weights.empty()) g.entries.push_back(std::move(e));
+  }
+  g.model = std::move(model);
+  return g;
+}
+
+std::vector<std::vector<size_t>> param_offsets(const Model& m, size_t* total) {
+  size_t trainable = 0, all = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params) {
+      const size_t sz = static_cast<size_t>(p.shape.size());
+      all += sz;
+      if (p.trainable) trainable += sz;
+    }
+  std::vector<std::vector<size_t>> off(m.num_layers());
+  size_t t = 0, f = trainable;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params) {
+      const size_t sz = static_cast<size_t>(p.shape.size());
+      off[i].push_back(p.trainable ? t : f);
+      (p.trainable ? t : f) += sz;
+    }
+  if (total) *total = all;
+  return off;
+}
+
+std::vector<OptimizerVarRef> keras_optimizer_var_order(const std::vector<std::string>& slots,
+                                                       size_t num_vars) {
+  // Groups of slots created by one add_optimizer_variables call.
+  std::vector<std::vector<size_t>> groups;
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (slots[s] == "velocity" && s > 0 && slots[s - 1] == "momentum")
+      groups.back().push_back(s);
+    else
+      groups.push_back({s});
+  }
+  std::vector<OptimizerVarRef> order;
+  for (const auto& g : groups)
+    for (size_t v = 0; v < num_vars; ++v)
+      for (size_t s : g) order.push_back({s, v});
+  return order;
+}
+
+}  // namespace nnfleet

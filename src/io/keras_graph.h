@@ -1,0 +1,62 @@
+// Translation of a Keras model config (Sequential or Functional, Keras 2 or 3 form, with nested
+// models flattened into the outer graph) into a Model of registry layers, plus the bookkeeping
+// needed to find each layer's weights in a Keras file:
+//  - legacy .h5 files store weights per top-level Keras layer (a nested model is one entry whose
+//    weights are all its trainable weights, then all its non-trainable ones), matched in order;
+//  - Keras 3 weight files store them per layer at layers/<key>/vars/<i>, where <key> is the
+//    snake_case class name made unique within its container (dense, dense_1, ...).
+// Nothing in a config is executed: classes outside the registry are refused by name.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/config.h"
+#include "model/model.h"
+
+namespace nnfleet {
+
+struct KerasGraph {
+  std::shared_ptr<const Model> model;
+  std::string class_name;  // "Sequential" or "Functional" (the outer model)
+  // A top-level Keras layer that has weights, in Keras's model.layers order.
+  struct Entry {
+    std::string name, class_name;
+    // (model layer index, param_specs index) in legacy order: trainable, then non-trainable.
+    std::vector<std::pair<size_t, size_t>> weights;
+  };
+  std::vector<Entry> entries;
+  // Per model layer: its group in a Keras 3 weights file ("layers/dense_1",
+  // "layers/sequential/layers/dense"), and the same path built from layer names instead of class
+  // keys (how some tf.keras 2.13/2.14 files name them).
+  std::vector<std::string> weight_paths, weight_paths_by_name;
+};
+
+// Builds the graph from a model config object ({"class_name": ..., "config": ...}). `where` names
+// the file for messages. Throws FileError naming the layer, its class and what is supported.
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where);
+
+// The same bookkeeping for a Model that did not come from a Keras file (each layer is its own
+// entry; paths as Keras 3 would write them for a Sequential or Functional model).
+KerasGraph keras_graph_of(std::shared_ptr<const Model> model);
+
+// Keras's naming.to_snake_case ("MaxPooling2D" -> "max_pooling2d", "ReLU" -> "re_lu").
+std::string keras_snake_case(const std::string& class_name);
+
+// Per layer and param_specs entry, the offset of that parameter in Network::params() order (all
+// trainable parameters in layer order, then all non-trainable ones); sets *total to the count.
+std::vector<std::vector<size_t>> param_offsets(const Model& m, size_t* total);
+
+// Keras 3's order of an optimizer's variables after `iterations` and `learning_rate`: for each,
+// the state slot (index into optimizer_state_slots()) and the trainable variable it shadows.
+// Adam and AdamW interleave momentum and velocity per variable (one add_optimizer_variables call
+// with two names), then velocity_hat; other optimizers add one slot for all variables at a time.
+struct OptimizerVarRef {
+  size_t slot, var;
+};
+std::vector<OptimizerVarRef> keras_optimizer_var_order(const std::vector<std::string>& slots,
+                                                       size_t num_vars);
+
+}  // namespace nnfleet

@@ -1,0 +1,466 @@
+// Keras files -> LoadedModel. The layouts follow Keras's own saving code:
+//  legacy h5: keras/src/legacy/saving/legacy_h5_format.py (tf.keras: hdf5_format.py), where
+//    weights are matched to the model's layers in order (load_weights_from_hdf5_group);
+//  .keras: keras/src/saving/saving_lib.py, where each layer's variables live at
+//    <path>/vars/<i> with <path> built from snake_case class names (H5IOStore.get, including
+//    its fallback to tf.keras 2.13's "_layer_checkpoint_dependencies" groups).
+#include "io/keras_reader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "io/hdf5.h"
+#include "io/zip_archive.h"
+
+namespace nnfleet {
+namespace {
+
+constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxWeightsBytes = uint64_t{8} << 30;
+
+enum class Kind { kHdf5, kZip, kJson, kUnknown };
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw FileError("failed to read Keras model '" + where + "': " + what);
+}
+
+Kind sniff(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, std::string("cannot open it: ") + std::strerror(errno));
+  char head[64] = {};
+  f.read(head, sizeof head);
+  const size_t n = static_cast<size_t>(f.gcount());
+  if (n >= 8 && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0) return Kind::kHdf5;
+  if (n >= 4 && head[0] == 'P' && head[1] == 'K' && (head[2] == 3 || head[2] == 5))
+    return Kind::kZip;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = head[i];
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '{') return Kind::kJson;
+    break;
+  }
+  // HDF5 allows a user block before the signature (512, 1024, ... bytes).
+  auto lock = h5::hdf5_lock();
+  if (H5Fis_hdf5(path.c_str()) > 0) return Kind::kHdf5;
+  return Kind::kUnknown;
+}
+
+Json parse_json(const std::string& text, const std::string& where, const std::string& what) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    fail(where, what + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+bool same_shape(const std::vector<int64_t>& d, const Shape& s) {
+  if (static_cast<int>(d.size()) != s.rank()) return false;
+  for (int i = 0; i < s.rank(); ++i)
+    if (d[static_cast<size_t>(i)] != s[i]) return false;
+  return true;
+}
+
+std::string spec_names(const std::vector<std::pair<size_t, size_t>>& refs, const Model& m) {
+  std::string s;
+  for (const auto& [li, j] : refs) s += (s.empty() ? "" : ", ") + m.planned(li).params[j].name;
+  return s;
+}
+
+void read_into(const h5::Dataset& ds, const Model& m, size_t li, size_t j, float* dst,
+               const std::string& where) {
+  const ParamSpec& spec = m.planned(li).params[j];
+  const auto dims = ds.dims();
+  if (!same_shape(dims, spec.shape))
+    fail(where, "weight '" + spec.name + "' of layer '" + m.layer(li).name() + "' has shape " +
+                    dims_str(dims) + " in the file ('" + ds.path() + "'); expected " +
+                    spec.shape.str());
+  ds.read_floats(dst, static_cast<size_t>(spec.shape.size()));
+}
+
+std::vector<std::string> list_attr_or_empty(const h5::Group& g, const std::string& name) {
+  if (!g.has_attr(name) && !g.has_attr(name + "0")) return {};
+  return g.string_list_attr(name);
+}
+
+// Legacy layout: `g` has layer_names; each named group has weight_names, datasets at those paths.
+void read_legacy(const h5::Group& g, const KerasGraph& graph, float* params,
+                 const std::string& where) {
+  const Model& m = *graph.model;
+  const auto offsets = param_offsets(m, nullptr);
+  const auto names = g.string_list_attr("layer_names");
+  struct FileLayer {
+    std::string name;
+    std::vector<std::string> weights;
+  };
+  std::vector<FileLayer> file_layers;
+  for (const auto& name : names) {
+    if (!g.has_group(name)) g.fail("layer_names lists a missing group", name);
+    auto w = list_attr_or_empty(g.group(name), "weight_names");
+    if (!w.empty()) file_layers.push_back({name, std::move(w)});
+  }
+  if (g.has_group("top_level_model_weights") &&
+      !list_attr_or_empty(g.group("top_level_model_weights"), "weight_names").empty())
+    fail(where, "the file has model-level weights (top_level_model_weights); expected weights "
+                "on layers only");
+  if (file_layers.size() != graph.entries.size()) {
+    std::string f, e;
+    for (const auto& l : file_layers) f += (f.empty() ? "" : ", ") + l.name;
+    for (const auto& l : graph.entries) e += (e.empty() ? "" : ", ") + l.name;
+    fail(where, "the file has weights for " + std::to_string(file_layers.size()) + " layers (" +
+                    f + "); the model has " + std::to_string(graph.entries.size()) +
+                    " layers with weights (" + e + "); expected the same layers in the same order");
+  }
+  for (size_t k = 0; k < file_layers.size(); ++k) {
+    const auto& entry = graph.entries[k];
+    const auto& fl = file_layers[k];
+    if (fl.weights.size() != entry.weights.size()) {
+      std::string fw;
+      for (const auto& w : fl.weights) fw += (fw.empty() ? "" : ", ") + w;
+      fail(where, "layer #" + std::to_string(k) + " ('" + entry.name + "' (" + entry.class_name +
+                      ") in the model, '" + fl.name + "' in the file) has " +
+                      std::to_string(fl.weights.size()) + " weights in the file (" + fw +
+                      "); expected " + std::to_string(entry.weights.size()) + " (" +
+                      spec_names(entry.weights, m) + ")");
+    }
+    const h5::Group lg = g.group(fl.name);
+    for (size_t w = 0; w < fl.weights.size(); ++w) {
+      const auto [li, j] = entry.weights[w];
+      read_into(lg.dataset(fl.weights[w]), m, li, j, params + offsets[li][j], where);
+    }
+  }
+}
+
+// Every group of a Keras 3 weights file by its path, with '\' read as '/' (files written on
+// Windows) and, in `compat`, tf.keras 2.13's "_layer_checkpoint_dependencies" read as "layers".
+class Keras3Index {
+ public:
+  explicit Keras3Index(const h5::Group& root) { visit(root, "", 0); }
+
+  // The real path of the group at `path`, or "" when there is none.
+  std::string find(const std::string& path) const {
+    auto it = exact_.find(path);
+    if (it != exact_.end()) return it->second;
+    it = compat_.find(path);
+    return it != compat_.end() ? it->second : std::string();
+  }
+
+ private:
+  void visit(const h5::Group& g, const std::string& real, int depth) {
+    if (depth > 32) return;
+    for (const auto& child : g.children()) {
+      if (++count_ > 200000) g.fail("implausibly many groups below");
+      if (!g.has_group(child)) continue;
+      const std::string r = real.empty() ? child : real + "/" + child;
+      std::string norm = r;
+      for (char& c : norm)
+        if (c == '\\') c = '/';
+      exact_.emplace(norm, r);
+      std::string compat, part;
+      for (size_t i = 0; i <= norm.size(); ++i) {
+        if (i == norm.size() || norm[i] == '/') {
+          if (part == "_layer_checkpoint_dependencies") part = "layers";
+          compat += (compat.empty() ? "" : "/") + part;
+          part.clear();
+        } else {
+          part += norm[i];
+        }
+      }
+      compat_.emplace(compat, r);
+      visit(g.group(child), r, depth + 1);
+    }
+  }
+  std::map<std::string, std::string> exact_, compat_;
+  size_t count_ = 0;
+};
+
+size_t count_datasets(const h5::Group& g) {
+  size_t n = 0;
+  for (const auto& c : g.children())
+    if (g.has_dataset(c)) ++n;
+  return n;
+}
+
+void read_keras3(const h5::Group& root, const Keras3Index& index, const KerasGraph& graph,
+                 float* params, const std::string& where) {
+  const Model& m = *graph.model;
+  const auto offsets = param_offsets(m, nullptr);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const auto& specs = m.planned(i).params;
+    if (specs.empty()) continue;
+    std::string real;
+    for (const auto& cand : {graph.weight_paths[i], graph.weight_paths_by_name[i]}) {
+      real = index.find(cand + "/vars");
+      if (!real.empty()) break;
+    }
+    const std::string who = "layer '" + m.layer(i).name() + "' (" + m.layer(i).class_name() + ")";
+    if (real.empty())
+      fail(where, "no weights for " + who + "; expected the group '" + graph.weight_paths[i] +
+                      "/vars'");
+    const h5::Group vars = root.group(real);
+    const size_t n = count_datasets(vars);
+    if (n != specs.size()) {
+      std::string names;
+      for (const auto& s : specs) names += (names.empty() ? "" : ", ") + s.name;
+      fail(where, who + " has " + std::to_string(n) + " weights in the file ('" + real +
+                      "'); expected " + std::to_string(specs.size()) + " (" + names + ")");
+    }
+    for (size_t j = 0; j < specs.size(); ++j)
+      read_into(vars.dataset(std::to_string(j)), m, i, j, params + offsets[i][j], where);
+  }
+}
+
+int major_version(const std::string& v) {
+  int major = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') break;
+    major = major * 10 + (c - '0');
+  }
+  return major;
+}
+
+// The optimizer variables of a Keras 3 file: described in optimizer_state_info and, when they
+// match an optimizer nnfleet runs, restored in Network::optimizer_state() layout.
+void read_keras3_optimizer(const h5::Group& root, const Keras3Index& index, LoadedModel& lm) {
+  const std::string real = index.find("optimizer/vars");
+  if (real.empty()) return;
+  const h5::Group vars = root.group(real);
+  const size_t n = count_datasets(vars);
+  Json info = {{"variables", n}};
+  if (vars.has_attr("name")) info["name"] = vars.string_attr("name");
+  if (n > 0 && vars.has_dataset("0")) info["iterations"] = vars.dataset("0").read_int64();
+  const Json opt = lm.training_config.is_object() ? lm.training_config.value("optimizer", Json())
+                                                  : Json();
+  if (opt.is_object() && opt.contains("class_name")) info["class_name"] = opt["class_name"];
+  lm.optimizer_state_info = info;
+  if (major_version(lm.keras_version) < 3 || opt.is_null()) return;
+  OptimizerSpec spec;
+  try {
+    spec = parse_optimizer(opt);
+  } catch (const Error&) {
+    return;  // an optimizer nnfleet does not run: the weights still load
+  }
+  const Model& m = *lm.model;
+  const auto offsets = param_offsets(m, nullptr);
+  std::vector<std::pair<size_t, size_t>> vars_list;  // trainable (layer, spec) in Keras order
+  size_t n_trainable = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (size_t j = 0; j < m.planned(i).params.size(); ++j)
+      if (m.planned(i).params[j].trainable) {
+        vars_list.push_back({i, j});
+        n_trainable += static_cast<size_t>(m.planned(i).params[j].shape.size());
+      }
+  const auto slots = optimizer_state_slots(spec);
+  const auto order = keras_optimizer_var_order(slots, vars_list.size());
+  if (n != 2 + order.size()) return;
+  std::vector<float> state(optimizer_state_floats(spec, n_trainable), 0.0f);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto [li, j] = vars_list[order[k].var];
+    const h5::Dataset ds = vars.dataset(std::to_string(k + 2));
+    if (!same_shape(ds.dims(), m.planned(li).params[j].shape)) return;
+    ds.read_floats(state.data() + order[k].slot * n_trainable + offsets[li][j],
+                   static_cast<size_t>(m.planned(li).params[j].shape.size()));
+  }
+  lm.optimizer = spec;
+  lm.optimizer_state = std::move(state);
+  lm.iterations = info.value("iterations", int64_t{0});
+}
+
+// Legacy optimizer_weights: only described (tf.keras 2 slot layouts differ by version).
+Json legacy_optimizer_info(const h5::Group& root) {
+  if (!root.has_group("optimizer_weights")) return Json();
+  const h5::Group g = root.group("optimizer_weights");
+  const auto names = list_attr_or_empty(g, "weight_names");
+  Json info = {{"variables", names.size()}};
+  for (const auto& n : names)
+    if (n.find("iter") != std::string::npos && g.has_dataset(n)) {
+      info["iterations"] = g.dataset(n).read_int64();
+      info["name"] = n.substr(0, n.find('/'));
+      break;
+    }
+  return info;
+}
+
+// Dispatches on what the weights file holds (the caller holds the HDF5 lock).
+void load_weights_from_root(const h5::Group& root, const KerasGraph& graph, float* params,
+                            const std::string& where) {
+  if (root.has_attr("layer_names") || root.has_attr("layer_names0")) {
+    read_legacy(root, graph, params, where);
+    return;
+  }
+  if (root.has_group("model_weights")) {
+    read_legacy(root.group("model_weights"), graph, params, where);
+    return;
+  }
+  Keras3Index index(root);
+  bool keras3 = root.has_group("vars");
+  for (const auto& c : root.children())
+    if (c == "layers" || c.rfind("_layer_checkpoint_dependencies", 0) == 0) keras3 = true;
+  if (!keras3)
+    fail(where, "no weights found; expected layer_names (a legacy .h5) or a 'layers' group "
+                "(a Keras 3 .weights.h5)");
+  read_keras3(root, index, graph, params, where);
+}
+
+Json optional_json_attr(const h5::Group& root, const std::string& name) {
+  if (!root.has_attr(name)) return Json();
+  const std::string s = root.string_attr(name);
+  try {
+    return Json::parse(s);
+  } catch (const Json::exception&) {
+    return Json(s);  // kept as text for inspection
+  }
+}
+
+LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::open(path);
+  const h5::Group& root = f.root();
+  if (!root.has_attr("model_config")) {
+    if (root.has_attr("layer_names") || root.has_attr("layer_names0") || root.has_group("layers"))
+      fail(path, "this is a weights-only file (model.save_weights) with no model_config; expected "
+                 "a full model file, or give this file with --weights next to the architecture "
+                 "(a to_json() .json or another model file)");
+    fail(path, "no model_config attribute; expected a Keras model saved with model.save()");
+  }
+  LoadedModel lm;
+  lm.format = "h5";
+  const Json cfg = parse_json(root.string_attr("model_config"), path, "model_config");
+  if (root.has_attr("keras_version")) lm.keras_version = root.string_attr("keras_version");
+  if (root.has_attr("backend")) lm.backend = root.string_attr("backend");
+  lm.training_config = optional_json_attr(root, "training_config");
+  const KerasGraph graph = build_keras_graph(cfg, path);
+  lm.model = graph.model;
+  lm.class_name = graph.class_name;
+  size_t total = 0;
+  param_offsets(*lm.model, &total);
+  lm.params.assign(total, 0.0f);
+  if (weights_path.empty()) {
+    if (!root.has_group("model_weights"))
+      fail(path, "no model_weights group; expected the weights saved with the model");
+    read_legacy(root.group("model_weights"), graph, lm.params.data(), path);
+    lm.optimizer_state_info = legacy_optimizer_info(root);
+  } else {
+    load_weights_file(weights_path, graph, lm.params.data());
+  }
+  lm.has_weights = true;
+  return lm;
+}
+
+LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
+  ZipReader z(path);
+  if (!z.has("config.json"))
+    fail(path, "no config.json in the archive; expected a .keras file (config.json, "
+               "metadata.json, model.weights.h5)");
+  LoadedModel lm;
+  lm.format = "keras";
+  const Json cfg = parse_json(z.read("config.json", kMaxJsonBytes), path, "config.json");
+  if (z.has("metadata.json")) {
+    const Json meta = parse_json(z.read("metadata.json", kMaxJsonBytes), path, "metadata.json");
+    if (meta.is_object() && meta.contains("keras_version") && meta["keras_version"].is_string())
+      lm.keras_version = meta["keras_version"].get<std::string>();
+  }
+  if (cfg.is_object() && cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
+  const KerasGraph graph = build_keras_graph(cfg, path);
+  lm.model = graph.model;
+  lm.class_name = graph.class_name;
+  size_t total = 0;
+  param_offsets(*lm.model, &total);
+  lm.params.assign(total, 0.0f);
+  if (!weights_path.empty()) {
+    load_weights_file(weights_path, graph, lm.params.data());
+    lm.has_weights = true;
+    return lm;
+  }
+  if (!z.has("model.weights.h5")) {
+    if (z.has("model.weights.npz"))
+      fail(path, "the weights are stored as model.weights.npz; expected model.weights.h5 (save "
+                 "with Keras's default weights format)");
+    fail(path, "no model.weights.h5 in the archive");
+  }
+  const std::string bytes = z.read("model.weights.h5", kMaxWeightsBytes);
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::open_image(path + ":model.weights.h5", bytes);
+  Keras3Index index(f.root());
+  read_keras3(f.root(), index, graph, lm.params.data(), path);
+  read_keras3_optimizer(f.root(), index, lm);
+  lm.has_weights = true;
+  return lm;
+}
+
+LoadedModel load_json(const std::string& path, const std::string& weights_path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) fail(path, "cannot read it");
+  if (text.size() > kMaxJsonBytes) fail(path, "the file is too large for a model architecture");
+  const Json cfg = parse_json(text, path, "the file");
+  LoadedModel lm;
+  lm.format = "json";
+  if (cfg.is_object()) {
+    if (cfg.contains("keras_version") && cfg["keras_version"].is_string())
+      lm.keras_version = cfg["keras_version"].get<std::string>();
+    if (cfg.contains("backend") && cfg["backend"].is_string())
+      lm.backend = cfg["backend"].get<std::string>();
+    if (cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
+  }
+  const KerasGraph graph = build_keras_graph(cfg, path);
+  lm.model = graph.model;
+  lm.class_name = graph.class_name;
+  size_t total = 0;
+  param_offsets(*lm.model, &total);
+  lm.params.assign(total, 0.0f);
+  if (!weights_path.empty()) {
+    load_weights_file(weights_path, graph, lm.params.data());
+    lm.has_weights = true;
+  }
+  return lm;
+}
+
+}  // namespace
+
+LoadedModel load_keras_model(const std::string& path, const std::string& weights_path) {
+  switch (sniff(path)) {
+    case Kind::kHdf5:
+      return load_h5(path, weights_path);
+    case Kind::kZip:
+      return load_zip(path, weights_path);
+    case Kind::kJson:
+      return load_json(path, weights_path);
+    case Kind::kUnknown:
+      break;
+  }
+  fail(path, "not a Keras model file; expected an HDF5 .h5, a .keras zip archive or a "
+             "to_json() .json architecture");
+}
+
+void load_weights_file(const std::string& path, const KerasGraph& graph, float* params) {
+  const Kind kind = sniff(path);
+  if (kind == Kind::kZip) {
+    ZipReader z(path);
+    if (!z.has("model.weights.h5")) fail(path, "no model.weights.h5 in the archive");
+    const std::string bytes = z.read("model.weights.h5", kMaxWeightsBytes);
+    auto lock = h5::hdf5_lock();
+    h5::File f = h5::File::open_image(path + ":model.weights.h5", bytes);
+    load_weights_from_root(f.root(), graph, params, path);
+    return;
+  }
+  if (kind != Kind::kHdf5)
+    fail(path, "not a weights file; expected an HDF5 .h5 (model.save_weights) or a .keras archive");
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::open(path);
+  load_weights_from_root(f.root(), graph, params, path);
+}
+
+void load_weights_h5(const std::string& path, std::shared_ptr<const Model> m, float* params) {
+  const KerasGraph graph = keras_graph_of(std::move(m));
+  load_weights_file(path, graph, params);
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,121 @@
+// libzip-backed reading and writing of whole in-memory members.
+#include "io/zip_archive.h"
+
+#include <zip.h>
+
+#include "nnfleet/error.h"
+
+namespace nnfleet {
+namespace {
+
+std::string error_text(int code) {
+  zip_error_t err;
+  zip_error_init_with_code(&err, code);
+  std::string msg = zip_error_strerror(&err);
+  zip_error_fini(&err);
+  return msg;
+}
+
+[[noreturn]] void fail(const std::string& verb, const std::string& path, const std::string& what) {
+  throw FileError("failed to " + verb + " zip archive '" + path + "': " + what);
+}
+
+}  // namespace
+
+ZipReader::ZipReader(const std::string& path) : path_(path) {
+  int code = 0;
+  z_ = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
+  if (!z_) fail("read", path, error_text(code) + " (not a zip archive, truncated or corrupt?)");
+  const zip_int64_t n = zip_get_num_entries(z_, 0);
+  if (n < 0 || n > 100000) {
+    zip_discard(z_);
+    z_ = nullptr;
+    fail("read", path, "implausible number of members");
+  }
+  for (zip_int64_t i = 0; i < n; ++i) {
+    const char* name = zip_get_name(z_, static_cast<zip_uint64_t>(i), 0);
+    names_.push_back(name ? name : "");
+  }
+}
+
+ZipReader::~ZipReader() {
+  if (z_) zip_discard(z_);
+}
+
+bool ZipReader::has(const std::string& member) const {
+  return zip_name_locate(z_, member.c_str(), 0) >= 0;
+}
+
+std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const {
+  const zip_int64_t index = zip_name_locate(z_, member.c_str(), 0);
+  if (index < 0) fail("read", path_, "no member '" + member + "'");
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(z_, static_cast<zip_uint64_t>(index), 0, &st) != 0 ||
+      !(st.valid & ZIP_STAT_SIZE))
+    fail("read", path_, "cannot read the header of member '" + member + "'");
+  if (st.size > max_bytes)
+    fail("read", path_, "member '" + member + "' is " + std::to_string(st.size) +
+                            " bytes; expected at most " + std::to_string(max_bytes));
+  zip_file_t* f = zip_fopen_index(z_, static_cast<zip_uint64_t>(index), 0);
+  if (!f) fail("read", path_, "cannot open member '" + member + "': " + zip_strerror(z_));
+  std::string out(static_cast<size_t>(st.size), '\0');
+  uint64_t got = 0;
+  bool ok = true;
+  std::string why;
+  while (got < st.size) {
+    const zip_int64_t r = zip_fread(f, out.data() + got, st.size - got);
+    if (r < 0) {
+      ok = false;
+      why = zip_error_strerror(zip_file_get_error(f));
+      break;
+    }
+    if (r == 0) break;
+    got += static_cast<uint64_t>(r);
+  }
+  // Reading past the end makes libzip verify the CRC.
+  char extra = 0;
+  if (ok && got == st.size && zip_fread(f, &extra, 1) < 0) {
+    ok = false;
+    why = zip_error_strerror(zip_file_get_error(f));
+  }
+  zip_fclose(f);
+  if (!ok) fail("read", path_, "member '" + member + "' is corrupt: " + why);
+  if (got != st.size)
+    fail("read", path_, "member '" + member + "' is truncated; expected " +
+                            std::to_string(st.size) + " bytes, got " + std::to_string(got));
+  return out;
+}
+
+void write_zip(const std::string& path,
+               const std::vector<std::pair<std::string, std::string>>& members) {
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!z) fail("write", path, error_text(code));
+  for (const auto& [name, bytes] : members) {
+    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+    if (!src) {
+      zip_discard(z);
+      fail("write", path, "cannot add member '" + name + "'");
+    }
+    const zip_int64_t idx = zip_file_add(z, name.c_str(), src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE);
+    if (idx < 0) {
+      zip_source_free(src);
+      std::string why = zip_strerror(z);
+      zip_discard(z);
+      fail("write", path, "cannot add member '" + name + "': " + why);
+    }
+    if (zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0) {
+      std::string why = zip_strerror(z);
+      zip_discard(z);
+      fail("write", path, "cannot store member '" + name + "': " + why);
+    }
+  }
+  if (zip_close(z) != 0) {
+    std::string why = zip_strerror(z);
+    zip_discard(z);
+    fail("write", path, why);
+  }
+}
+
+}  // namespace nnfleet

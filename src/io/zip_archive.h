@@ -1,0 +1,41 @@
+// Zip archives for .keras files, through libzip: bounded reads of whole members into memory, and
+// writing an archive of in-memory members (stored uncompressed, as Keras's zipfile does).
+// Failures throw FileError naming the archive and the member.
+// Not thread-safe per object; separate objects may be used from separate threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+struct zip;
+
+namespace nnfleet {
+
+class ZipReader {
+ public:
+  // Opens an archive read-only with libzip's consistency checks. Throws FileError.
+  explicit ZipReader(const std::string& path);
+  ~ZipReader();
+  ZipReader(const ZipReader&) = delete;
+  ZipReader& operator=(const ZipReader&) = delete;
+
+  const std::vector<std::string>& names() const { return names_; }
+  bool has(const std::string& member) const;
+  // The whole member; throws FileError when missing, larger than max_bytes, or corrupt (CRC).
+  std::string read(const std::string& member, uint64_t max_bytes) const;
+
+ private:
+  std::string path_;
+  zip* z_ = nullptr;
+  std::vector<std::string> names_;
+};
+
+// Writes `members` (name, bytes) in order to a new archive at `path` (replacing it), stored
+// without compression. Throws FileError.
+void write_zip(const std::string& path,
+               const std::vector<std::pair<std::string, std::string>>& members);
+
+}  // namespace nnfleet

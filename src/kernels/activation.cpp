@@ -1,0 +1,226 @@
+// Activation kernels, forward and backward, with Keras 3 semantics. Buffers are treated as flat
+// arrays of rows*features floats and go through Eigen array expressions, whose vectorized exp,
+// tanh, log1p and erf keep the transcendental kinds from dominating a small layer's time; only
+// softmax works row by row. Derivatives at kinks follow TensorFlow (relu'(0) = 0).
+#ifndef EIGEN_DONT_PARALLELIZE
+#define EIGEN_DONT_PARALLELIZE
+#endif
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "kernels/activation.h"
+
+namespace nnfleet {
+namespace {
+
+using Array = Eigen::Array<float, Eigen::Dynamic, 1>;
+using ConstArrayMap = Eigen::Map<const Array>;
+using ArrayMap = Eigen::Map<Array>;
+
+constexpr float kSeluAlpha = 1.67326324f;
+constexpr float kSeluScale = 1.05070098f;
+constexpr float kInvSqrt2 = 0.70710678118654752f;      // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1/sqrt(2 pi)
+constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2/pi)
+constexpr float kGeluCubic = 0.044715f;
+
+// Calls body(at, len, tmp) over consecutive blocks of a flat array of `size` floats, with tmp a
+// stack buffer of len floats: a derivative that uses one intermediate twice (sigmoid in swish,
+// tanh in gelu) computes it once per element without allocating.
+template <typename Body>
+void for_each_block(int64_t size, Body body) {
+  constexpr int64_t kBlock = 256;
+  alignas(64) float tmp[kBlock];
+  for (int64_t at = 0; at < size; at += kBlock) {
+    const int64_t len = size - at < kBlock ? size - at : kBlock;
+    body(at, len, ArrayMap(tmp, len));
+  }
+}
+
+}  // namespace
+
+// Element-wise y[i] = f(x[i]) over the flat x[rows*features]; Eigen evaluates coefficient by
+// coefficient (packet by packet), so x and y may be the same buffer. Softmax: per row of F
+// values, y = exp(x - max) / sum(exp(x - max)), the max subtraction keeping exp from overflowing.
+void activation_forward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                        float* y) {
+  const int64_t size = rows * features;
+  const ConstArrayMap xv(x, size);
+  ArrayMap yv(y, size);
+  switch (a.kind) {
+    case Act::kLinear:
+      if (x != y) yv = xv;
+      break;
+    case Act::kRelu:
+      if (a.alpha == 0.0f && a.threshold == 0.0f && std::isinf(a.max_value)) {
+        yv = xv.max(0.0f);
+      } else {
+        // max_value above, x itself on [threshold, max_value), slope alpha below threshold.
+        const float alpha = a.alpha, threshold = a.threshold, max_value = a.max_value;
+        for (int64_t i = 0; i < size; ++i) {
+          const float v = x[i];
+          y[i] = v >= max_value ? max_value : (v >= threshold ? v : alpha * (v - threshold));
+        }
+      }
+      break;
+    case Act::kSigmoid:
+      // 1/(1+exp(-x)) is stable in IEEE floats: exp overflows to inf for x << 0 and 1/inf = 0.
+      yv = ((-xv).exp() + 1.0f).inverse();
+      break;
+    case Act::kTanh:
+      yv = xv.tanh();
+      break;
+    case Act::kSoftmax:
+      for (int64_t r = 0; r < rows; ++r) {
+        const ConstArrayMap xr(x + r * features, features);
+        ArrayMap yr(y + r * features, features);
+        const float max = xr.maxCoeff();
+        yr = (xr - max).exp();
+        yr *= 1.0f / yr.sum();
+      }
+      break;
+    case Act::kElu:
+      yv = (xv > 0.0f).select(xv, a.alpha * xv.expm1());
+      break;
+    case Act::kSelu:
+      yv = kSeluScale * (xv > 0.0f).select(xv, kSeluAlpha * xv.expm1());
+      break;
+    case Act::kSoftplus:
+      // log(1+exp(x)) = max(x,0) + log1p(exp(-|x|)): the exp argument is never positive.
+      yv = xv.max(0.0f) + (-xv.abs()).exp().log1p();
+      break;
+    case Act::kSoftsign:
+      yv = xv / (xv.abs() + 1.0f);
+      break;
+    case Act::kSwish:
+      yv = xv / ((-xv).exp() + 1.0f);
+      break;
+    case Act::kGelu:
+      yv = 0.5f * xv * ((xv * kInvSqrt2).erf() + 1.0f);
+      break;
+    case Act::kGeluTanh:
+      yv = 0.5f * xv * ((kSqrt2OverPi * (xv + kGeluCubic * xv.cube())).tanh() + 1.0f);
+      break;
+    case Act::kLeakyRelu:
+      yv = (xv >= 0.0f).select(xv, a.alpha * xv);
+      break;
+    case Act::kHardSigmoid:
+      yv = (xv * (1.0f / 6.0f) + 0.5f).max(0.0f).min(1.0f);
+      break;
+    case Act::kExponential:
+      yv = xv.exp();
+      break;
+  }
+}
+
+// dx[i] += f'(x[i]) dy[i], each derivative written in whichever of x or y makes it cheapest
+// (see activation.h for which kinds read which). Softmax's Jacobian-vector product per row:
+// dx += y * (dy - sum(dy * y)).
+void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                         const float* y, const float* dy, float* dx) {
+  const int64_t size = rows * features;
+  const ConstArrayMap gv(dy, size);
+  ArrayMap dxv(dx, size);
+  switch (a.kind) {
+    case Act::kLinear:
+      dxv += gv;
+      break;
+    case Act::kRelu: {
+      // 1 on (threshold, max_value), alpha at or below threshold, 0 at or above max_value.
+      const float alpha = a.alpha, threshold = a.threshold, max_value = a.max_value;
+      for (int64_t i = 0; i < size; ++i) {
+        const float v = x[i];
+        const float slope = v >= max_value ? 0.0f : (v > threshold ? 1.0f : alpha);
+        dx[i] += slope * dy[i];
+      }
+      break;
+    }
+    case Act::kSigmoid: {
+      const ConstArrayMap yv(y, size);
+      dxv += yv * (1.0f - yv) * gv;
+      break;
+    }
+    case Act::kTanh: {
+      const ConstArrayMap yv(y, size);
+      dxv += (1.0f - yv.square()) * gv;
+      break;
+    }
+    case Act::kSoftmax:
+      for (int64_t r = 0; r < rows; ++r) {
+        const ConstArrayMap yr(y + r * features, features);
+        const ConstArrayMap gr(dy + r * features, features);
+        ArrayMap dxr(dx + r * features, features);
+        const float dot = (gr * yr).sum();
+        dxr += yr * (gr - dot);
+      }
+      break;
+    case Act::kElu: {
+      const ConstArrayMap xv(x, size);
+      dxv += (xv > 0.0f).select(Array::Ones(size), a.alpha * xv.exp()) * gv;
+      break;
+    }
+    case Act::kSelu: {
+      const ConstArrayMap xv(x, size);
+      dxv += kSeluScale * (xv > 0.0f).select(Array::Ones(size), kSeluAlpha * xv.exp()) * gv;
+      break;
+    }
+    case Act::kSoftplus: {
+      // d/dx log(1+exp(x)) = sigmoid(x).
+      const ConstArrayMap xv(x, size);
+      dxv += gv / ((-xv).exp() + 1.0f);
+      break;
+    }
+    case Act::kSoftsign: {
+      const ConstArrayMap xv(x, size);
+      dxv += gv / (xv.abs() + 1.0f).square();
+      break;
+    }
+    case Act::kSwish:
+      // d/dx x s(x) = s + x s (1 - s) = s (1 + x (1 - s)), s = sigmoid(x).
+      for_each_block(size, [&](int64_t at, int64_t len, ArrayMap s) {
+        const ConstArrayMap xb(x + at, len);
+        s = ((-xb).exp() + 1.0f).inverse();
+        ArrayMap(dx + at, len) += s * (1.0f + xb * (1.0f - s)) * ConstArrayMap(dy + at, len);
+      });
+      break;
+    case Act::kGelu: {
+      // d/dx 0.5 x (1 + erf(x/sqrt2)) = 0.5 (1 + erf(x/sqrt2)) + x exp(-x^2/2) / sqrt(2 pi).
+      const ConstArrayMap xv(x, size);
+      dxv += (0.5f * ((xv * kInvSqrt2).erf() + 1.0f) +
+              kInvSqrt2Pi * xv * (-0.5f * xv.square()).exp()) *
+             gv;
+      break;
+    }
+    case Act::kGeluTanh:
+      // t = tanh(u), u = sqrt(2/pi) (x + c x^3):
+      // f' = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 c x^2).
+      for_each_block(size, [&](int64_t at, int64_t len, ArrayMap t) {
+        const ConstArrayMap xb(x + at, len);
+        t = (kSqrt2OverPi * (xb + kGeluCubic * xb.cube())).tanh();
+        ArrayMap(dx + at, len) +=
+            (0.5f * (1.0f + t) +
+             (0.5f * kSqrt2OverPi) * xb * (1.0f - t.square()) * (1.0f + 3.0f * kGeluCubic * xb.square())) *
+            ConstArrayMap(dy + at, len);
+      });
+      break;
+    case Act::kLeakyRelu: {
+      const ConstArrayMap xv(x, size);
+      dxv += (xv > 0.0f).select(gv, a.alpha * gv);
+      break;
+    }
+    case Act::kHardSigmoid: {
+      const ConstArrayMap xv(x, size);
+      dxv += ((xv > -3.0f) && (xv < 3.0f)).select(gv * (1.0f / 6.0f), 0.0f);
+      break;
+    }
+    case Act::kExponential: {
+      const ConstArrayMap yv(y, size);
+      dxv += yv * gv;
+      break;
+    }
+  }
+}
+
+}  // namespace nnfleet

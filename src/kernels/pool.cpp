@@ -1,0 +1,236 @@
+// Pooling and zero-padding kernels, NHWC, single-threaded. Every loop keeps the channel axis
+// innermost, where NHWC is contiguous, so window reductions vectorize across channels.
+// Windows follow ConvGeometry (pool size kh/kw, strides, dilation, "same" pads); padded positions
+// never win a max and are not counted in an average, as in Keras/TensorFlow.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/pool.h"
+
+namespace nnfleet {
+namespace {
+
+// The in-image part of one window: taps ky in [ky0, ky1), kx in [kx0, kx1).
+struct Window {
+  int ky0, ky1, kx0, kx1;
+  int count() const { return std::max(ky1 - ky0, 0) * std::max(kx1 - kx0, 0); }
+};
+
+// First and one-past-last tap k with 0 <= start + k*step < size.
+void tap_range(int start, int step, int taps, int size, int& k0, int& k1) {
+  k0 = start >= 0 ? 0 : (-start + step - 1) / step;
+  k1 = start >= size ? 0 : std::min(taps, (size - 1 - start) / step + 1);
+  k0 = std::min(k0, k1);
+}
+
+Window window_at(const ConvGeometry& g, int oy, int ox) {
+  Window win{};
+  tap_range(oy * g.sh - g.pad_top, g.dh, g.kh, g.h, win.ky0, win.ky1);
+  tap_range(ox * g.sw - g.pad_left, g.dw, g.kw, g.w, win.kx0, win.kx1);
+  return win;
+}
+
+}  // namespace
+
+// y[n,oy,ox,c] = max over the window's in-image taps of x[n,iy,ix,c]; the running max lives in
+// the output row, updated tap by tap with a contiguous channel loop.
+void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) {
+  for (int img = 0; img < n; ++img) {
+    const float* image = x + int64_t{img} * g.h * g.w * g.c;
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        float* __restrict out = y + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
+        const Window win = window_at(g, oy, ox);
+        if (win.count() == 0) {
+          std::fill_n(out, g.c, 0.0f);
+          continue;
+        }
+        std::fill_n(out, g.c, -std::numeric_limits<float>::infinity());
+        for (int ky = win.ky0; ky < win.ky1; ++ky) {
+          const int iy = oy * g.sh - g.pad_top + ky * g.dh;
+          for (int kx = win.kx0; kx < win.kx1; ++kx) {
+            const int ix = ox * g.sw - g.pad_left + kx * g.dw;
+            const float* __restrict in = image + (int64_t{iy} * g.w + ix) * g.c;
+            for (int c = 0; c < g.c; ++c) out[c] = std::max(out[c], in[c]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// For each output value, dy goes to the first tap (row-major window order) whose x equals the
+// max y, as TensorFlow's MaxPoolGrad does. Scanning per channel stops at the first hit.
+void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
+                         const float* dy, float* dx) {
+  for (int img = 0; img < n; ++img) {
+    const int64_t image_offset = int64_t{img} * g.h * g.w * g.c;
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int64_t out = ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
+        const Window win = window_at(g, oy, ox);
+        for (int c = 0; c < g.c; ++c) {
+          const float target = y[out + c];
+          bool routed = false;
+          for (int ky = win.ky0; ky < win.ky1 && !routed; ++ky) {
+            const int iy = oy * g.sh - g.pad_top + ky * g.dh;
+            for (int kx = win.kx0; kx < win.kx1; ++kx) {
+              const int ix = ox * g.sw - g.pad_left + kx * g.dw;
+              const int64_t at = image_offset + (int64_t{iy} * g.w + ix) * g.c + c;
+              if (x[at] == target) {
+                dx[at] += dy[out + c];
+                routed = true;
+                break;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// y[n,oy,ox,c] = (sum of the window's in-image x[n,iy,ix,c]) / (number of in-image taps).
+void avg_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) {
+  for (int img = 0; img < n; ++img) {
+    const float* image = x + int64_t{img} * g.h * g.w * g.c;
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        float* __restrict out = y + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
+        const Window win = window_at(g, oy, ox);
+        std::fill_n(out, g.c, 0.0f);
+        for (int ky = win.ky0; ky < win.ky1; ++ky) {
+          const int iy = oy * g.sh - g.pad_top + ky * g.dh;
+          for (int kx = win.kx0; kx < win.kx1; ++kx) {
+            const int ix = ox * g.sw - g.pad_left + kx * g.dw;
+            const float* __restrict in = image + (int64_t{iy} * g.w + ix) * g.c;
+            for (int c = 0; c < g.c; ++c) out[c] += in[c];
+          }
+        }
+        const int count = win.count();
+        const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
+        for (int c = 0; c < g.c; ++c) out[c] *= scale;
+      }
+    }
+  }
+}
+
+// dx[n,iy,ix,c] += dy[n,oy,ox,c] / count for every in-image tap of every window.
+void avg_pool2d_backward(const ConvGeometry& g, int n, const float* dy, float* dx) {
+  for (int img = 0; img < n; ++img) {
+    float* image = dx + int64_t{img} * g.h * g.w * g.c;
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const float* __restrict grad = dy + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
+        const Window win = window_at(g, oy, ox);
+        const int count = win.count();
+        if (count == 0) continue;
+        const float scale = 1.0f / static_cast<float>(count);
+        for (int ky = win.ky0; ky < win.ky1; ++ky) {
+          const int iy = oy * g.sh - g.pad_top + ky * g.dh;
+          for (int kx = win.kx0; kx < win.kx1; ++kx) {
+            const int ix = ox * g.sw - g.pad_left + kx * g.dw;
+            float* __restrict in = image + (int64_t{iy} * g.w + ix) * g.c;
+            for (int c = 0; c < g.c; ++c) in[c] += grad[c] * scale;
+          }
+        }
+      }
+    }
+  }
+}
+
+// y[n,c] = mean over s of x[n,s,c]: rows of C added in order, then scaled.
+void global_avg_pool_forward(int n, int s, int c, const float* x, float* y) {
+  const float scale = s > 0 ? 1.0f / static_cast<float>(s) : 0.0f;
+  for (int img = 0; img < n; ++img) {
+    float* __restrict out = y + int64_t{img} * c;
+    std::fill_n(out, c, 0.0f);
+    for (int p = 0; p < s; ++p) {
+      const float* __restrict in = x + (int64_t{img} * s + p) * c;
+      for (int k = 0; k < c; ++k) out[k] += in[k];
+    }
+    for (int k = 0; k < c; ++k) out[k] *= scale;
+  }
+}
+
+// dx[n,s,c] += dy[n,c] / S.
+void global_avg_pool_backward(int n, int s, int c, const float* dy, float* dx) {
+  const float scale = s > 0 ? 1.0f / static_cast<float>(s) : 0.0f;
+  for (int img = 0; img < n; ++img) {
+    const float* __restrict grad = dy + int64_t{img} * c;
+    for (int p = 0; p < s; ++p) {
+      float* __restrict in = dx + (int64_t{img} * s + p) * c;
+      for (int k = 0; k < c; ++k) in[k] += grad[k] * scale;
+    }
+  }
+}
+
+// y[n,c] = max over s of x[n,s,c].
+void global_max_pool_forward(int n, int s, int c, const float* x, float* y) {
+  for (int img = 0; img < n; ++img) {
+    float* __restrict out = y + int64_t{img} * c;
+    if (s == 0) {
+      std::fill_n(out, c, 0.0f);
+      continue;
+    }
+    std::copy_n(x + int64_t{img} * s * c, c, out);
+    for (int p = 1; p < s; ++p) {
+      const float* __restrict in = x + (int64_t{img} * s + p) * c;
+      for (int k = 0; k < c; ++k) out[k] = std::max(out[k], in[k]);
+    }
+  }
+}
+
+// dy[n,c] goes to the first position p (lowest s) with x[n,p,c] == y[n,c].
+void global_max_pool_backward(int n, int s, int c, const float* x, const float* y, const float* dy,
+                              float* dx) {
+  for (int img = 0; img < n; ++img) {
+    for (int k = 0; k < c; ++k) {
+      const float target = y[int64_t{img} * c + k];
+      for (int p = 0; p < s; ++p) {
+        const int64_t at = (int64_t{img} * s + p) * c + k;
+        if (x[at] == target) {
+          dx[at] += dy[int64_t{img} * c + k];
+          break;
+        }
+      }
+    }
+  }
+}
+
+// y = x framed by zeros; each input row of W*C floats is contiguous in both tensors.
+void zero_pad2d_forward(int n, int h, int w, int c, int top, int bottom, int left, int right,
+                        const float* x, float* y) {
+  const int ph = h + top + bottom, pw = w + left + right;
+  const int64_t out_row = int64_t{pw} * c;
+  for (int img = 0; img < n; ++img) {
+    float* out = y + int64_t{img} * ph * out_row;
+    std::fill_n(out, int64_t{top} * out_row, 0.0f);
+    for (int iy = 0; iy < h; ++iy) {
+      float* row = out + int64_t{top + iy} * out_row;
+      std::fill_n(row, int64_t{left} * c, 0.0f);
+      std::copy_n(x + (int64_t{img} * h + iy) * w * c, int64_t{w} * c, row + int64_t{left} * c);
+      std::fill_n(row + int64_t{left + w} * c, int64_t{right} * c, 0.0f);
+    }
+    std::fill_n(out + int64_t{top + h} * out_row, int64_t{bottom} * out_row, 0.0f);
+  }
+}
+
+// dx[n,h,w,c] += dy[n, top+h, left+w, c]; the border of dy belongs to no input.
+void zero_pad2d_backward(int n, int h, int w, int c, int top, int bottom, int left, int right,
+                         const float* dy, float* dx) {
+  const int ph = h + top + bottom, pw = w + left + right;
+  const int64_t row_len = int64_t{w} * c;
+  for (int img = 0; img < n; ++img) {
+    for (int iy = 0; iy < h; ++iy) {
+      const float* __restrict src =
+          dy + ((int64_t{img} * ph + top + iy) * pw + left) * c;
+      float* __restrict dst = dx + (int64_t{img} * h + iy) * row_len;
+      for (int64_t i = 0; i < row_len; ++i) dst[i] += src[i];
+    }
+  }
+}
+
+}  // namespace nnfleet

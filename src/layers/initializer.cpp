@@ -1,0 +1,254 @@
+// Weight initializers: the Keras 3 name table, config parsing and serialization, and the fills.
+// Fans follow keras/src/initializers/random_initializers.py compute_fans; the variance-scaling
+// kinds (glorot, he, lecun) divide their scale by max(1, fan) and draw a truncated normal with
+// stddev sqrt(scale) / 0.87962566103423978 (the stddev of a unit normal truncated at +-2) or a
+// uniform in +-sqrt(3 scale).
+#include "layers/initializer.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace nnfleet {
+namespace {
+
+struct NamedInit {
+  const char* name;  // snake_case
+  const char* cls;   // Keras class
+  InitKind kind;
+  double a, b;  // defaults
+};
+
+const std::vector<NamedInit>& table() {
+  static const std::vector<NamedInit> t = {
+      {"zeros", "Zeros", InitKind::kZeros, 0, 0},
+      {"ones", "Ones", InitKind::kOnes, 0, 0},
+      {"constant", "Constant", InitKind::kConstant, 0, 0},
+      {"glorot_uniform", "GlorotUniform", InitKind::kGlorotUniform, 0, 0},
+      {"glorot_normal", "GlorotNormal", InitKind::kGlorotNormal, 0, 0},
+      {"he_uniform", "HeUniform", InitKind::kHeUniform, 0, 0},
+      {"he_normal", "HeNormal", InitKind::kHeNormal, 0, 0},
+      {"lecun_uniform", "LecunUniform", InitKind::kLecunUniform, 0, 0},
+      {"lecun_normal", "LecunNormal", InitKind::kLecunNormal, 0, 0},
+      {"random_normal", "RandomNormal", InitKind::kRandomNormal, 0.0, 0.05},
+      {"random_uniform", "RandomUniform", InitKind::kRandomUniform, -0.05, 0.05},
+      {"truncated_normal", "TruncatedNormal", InitKind::kTruncatedNormal, 0.0, 0.05},
+  };
+  return t;
+}
+
+// Keras's aliases (keras/src/initializers/__init__.py).
+const NamedInit* lookup(const std::string& name) {
+  std::string n = name;
+  if (n == "zero") n = "zeros";
+  if (n == "one") n = "ones";
+  if (n == "normal") n = "random_normal";
+  if (n == "uniform") n = "random_uniform";
+  for (const auto& e : table())
+    if (n == e.name || n == e.cls) return &e;
+  return nullptr;
+}
+
+const NamedInit& entry(InitKind k) {
+  for (const auto& e : table())
+    if (e.kind == k) return e;
+  return table()[0];
+}
+
+[[noreturn]] void unknown(const Json& j, const std::string& key) {
+  std::string list;
+  for (const auto& n : initializer_names()) list += (list.empty() ? "" : ", ") + n;
+  throw ConfigError(
+      key, "unknown initializer " + j.dump() + " for '" + key + "'; expected one of " + list);
+}
+
+double truncated(Rng& rng) {
+  for (;;) {
+    const double z = rng.normal();
+    if (std::fabs(z) <= 2.0) return z;
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& initializer_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& e : table()) v.push_back(e.name);
+    return v;
+  }();
+  return names;
+}
+
+Fans initializer_fans(const Shape& s) {
+  Fans f;
+  const int r = s.rank();
+  if (r == 1) {
+    f.in = f.out = static_cast<double>(s[0]);
+  } else if (r >= 2) {
+    double rf = 1;
+    for (int i = 0; i < r - 2; ++i) rf *= static_cast<double>(s[i]);
+    f.in = static_cast<double>(s[r - 2]) * rf;
+    f.out = static_cast<double>(s[r - 1]) * rf;
+  }
+  return f;
+}
+
+std::string initializer_name(InitKind k) { return entry(k).name; }
+std::string initializer_class(InitKind k) { return entry(k).cls; }
+
+Initializer parse_initializer(const Json& j, const std::string& key) {
+  std::string name;
+  Json config = Json::object();
+  ConfigMode mode = ConfigMode::kPlan;
+  if (j.is_string()) {
+    name = j.get<std::string>();
+  } else if (j.is_object() && j.contains("class_name")) {
+    if (!j["class_name"].is_string()) unknown(j, key);
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
+          it.key() != "registered_name")
+        throw ConfigError(key, "unknown key '" + it.key() + "' in the Keras initializer of '" +
+                                   key +
+                                   "'; expected one of: class_name, config, module, "
+                                   "registered_name");
+    name = j["class_name"].get<std::string>();
+    if (j.contains("config") && !j["config"].is_null()) config = j["config"];
+    mode = ConfigMode::kKeras;
+  } else if (j.is_object() && j.size() == 1) {
+    name = j.begin().key();
+    if (!j.begin().value().is_null()) config = j.begin().value();
+  } else {
+    throw ConfigError(key, "bad initializer for '" + key +
+                               "'; expected a name, {\"Name\": {config}} or {\"class_name\": "
+                               "..., \"config\": ...}, got " +
+                               j.dump());
+  }
+  const NamedInit* e = lookup(name);
+  if (!e) unknown(j, key);
+  if (!config.is_object())
+    throw ConfigError(key, "bad config of initializer " + name + " for '" + key +
+                               "'; expected a mapping, got " + config.dump());
+
+  Initializer init{e->kind, e->a, e->b};
+  // Errors inside the initializer's config are reported under the layer's key, with the
+  // initializer's own key in the message.
+  try {
+    LayerConfig c(config, mode, e->cls);
+    switch (e->kind) {
+      case InitKind::kConstant:
+        init.a = c.get_float("value", 0.0);
+        break;
+      case InitKind::kRandomNormal:
+      case InitKind::kTruncatedNormal:
+        init.a = c.get_float("mean", e->a);
+        init.b = c.get_float("stddev", e->b);
+        if (init.b < 0) c.fail("stddev", "a number >= 0");
+        break;
+      case InitKind::kRandomUniform:
+        init.a = c.get_float("minval", e->a);
+        init.b = c.get_float("maxval", e->b);
+        if (init.b < init.a) c.fail("maxval", "a number >= minval " + std::to_string(init.a));
+        break;
+      default:
+        break;
+    }
+    // input_axes/output_axes (newer Keras) and seed are harmless when null; an integer seed is
+    // accepted too: nnfleet derives every seed from the plan seed.
+    if (mode == ConfigMode::kKeras) c.ignore("seed");
+    c.finish();
+  } catch (const ConfigError& err) {
+    throw ConfigError(key, std::string(err.what()) + " (in '" + key + "')");
+  }
+  return init;
+}
+
+Json initializer_to_keras(const Initializer& init) {
+  Json c = Json::object();
+  switch (init.kind) {
+    case InitKind::kZeros:
+    case InitKind::kOnes:
+      break;
+    case InitKind::kConstant:
+      c["value"] = init.a;
+      break;
+    case InitKind::kRandomNormal:
+    case InitKind::kTruncatedNormal:
+      c = {{"seed", nullptr}, {"mean", init.a}, {"stddev", init.b}};
+      break;
+    case InitKind::kRandomUniform:
+      c = {{"seed", nullptr}, {"minval", init.a}, {"maxval", init.b}};
+      break;
+    default:
+      // Only "seed": older Keras 3 releases reject the newer input_axes/output_axes keys.
+      c = {{"seed", nullptr}};
+      break;
+  }
+  return {{"module", "keras.initializers"},
+          {"class_name", initializer_class(init.kind)},
+          {"config", c},
+          {"registered_name", nullptr}};
+}
+
+void initialize(const Initializer& init, const Shape& shape, Rng& rng, float* out) {
+  const int64_t n = shape.size();
+  const Fans f = initializer_fans(shape);
+  const double fan_in = f.in, fan_out = f.out;
+  // Variance-scaling kinds: scale / max(1, fan), then normal or uniform.
+  double scale = 0;
+  bool uniform = false;
+  switch (init.kind) {
+    case InitKind::kGlorotUniform:
+      uniform = true;
+      [[fallthrough]];
+    case InitKind::kGlorotNormal:
+      scale = 1.0 / std::max(1.0, (fan_in + fan_out) / 2.0);
+      break;
+    case InitKind::kHeUniform:
+      uniform = true;
+      [[fallthrough]];
+    case InitKind::kHeNormal:
+      scale = 2.0 / std::max(1.0, fan_in);
+      break;
+    case InitKind::kLecunUniform:
+      uniform = true;
+      [[fallthrough]];
+    case InitKind::kLecunNormal:
+      scale = 1.0 / std::max(1.0, fan_in);
+      break;
+    default:
+      break;
+  }
+  switch (init.kind) {
+    case InitKind::kZeros:
+    case InitKind::kOnes:
+    case InitKind::kConstant: {
+      const float v = init.kind == InitKind::kZeros  ? 0.0f
+                      : init.kind == InitKind::kOnes ? 1.0f
+                                                     : static_cast<float>(init.a);
+      for (int64_t i = 0; i < n; ++i) out[i] = v;
+      return;
+    }
+    case InitKind::kRandomNormal:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(init.a + init.b * rng.normal());
+      return;
+    case InitKind::kTruncatedNormal:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(init.a + init.b * truncated(rng));
+      return;
+    case InitKind::kRandomUniform:
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = static_cast<float>(init.a + (init.b - init.a) * rng.uniform_double());
+      return;
+    default:
+      break;
+  }
+  if (uniform) {
+    const double limit = std::sqrt(3.0 * scale);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<float>(limit * (2.0 * rng.uniform_double() - 1.0));
+  } else {
+    const double stddev = std::sqrt(scale) / 0.87962566103423978;
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(stddev * truncated(rng));
+  }
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,681 @@
+// Plan loading: expansion of the issue-3 example, defaults and null overrides, placeholders, data
+// sources, every kind of problem with its file:line and field path, and the plan.yaml round trip.
+#include "fleet/plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace nnfleet {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+std::string fixture(const std::string& name) {
+  return std::string(NNFLEET_SOURCE_DIR) + "/tests/fleet/fixtures/plans/" + name;
+}
+
+// A fresh directory for plan files, removed at the end of the test.
+class PlanTest : public ::testing::Test {
+ protected:
+  PlanTest() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("nnfleet_plan_test_" + std::to_string(::getpid()) + "_" + info->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  ~PlanTest() override { std::filesystem::remove_all(dir_); }
+
+  // Writes `text` as dir/name and returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string dir() const { return dir_.string(); }
+
+  // The message of the PlanError load_plan(path) throws, or "" with a test failure.
+  static std::string error_of(const std::string& path) {
+    try {
+      load_plan(path);
+    } catch (const PlanError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "load_plan('" << path << "') did not throw";
+    return "";
+  }
+  // The problem lines of error_of(path), without the header line.
+  static std::vector<std::string> problems_of(const std::string& path) {
+    std::istringstream ss(error_of(path));
+    std::vector<std::string> lines;
+    std::string line;
+    std::getline(ss, line);
+    while (std::getline(ss, line)) lines.push_back(line);
+    return lines;
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+std::vector<std::string> names(const Plan& p) {
+  std::vector<std::string> v;
+  for (const auto& m : p.models) v.push_back(m.name);
+  return v;
+}
+
+const char* const kData = "data:\n  train: fashion-mnist:train\n";
+
+// ---- The issue-3 example ----
+
+TEST_F(PlanTest, IssueExampleExpandsToFiveModelsInGridOrder) {
+  const Plan p = load_plan(fixture("example.yaml"));
+  EXPECT_THAT(names(p),
+              ElementsAre("mlp-32-0.001", "mlp-32-0.01", "mlp-128-0.001", "mlp-128-0.01", "cnn"));
+  EXPECT_EQ(p.name, "example");
+  EXPECT_EQ(p.seed, 1u);
+  EXPECT_EQ(p.data.train.kind, DataSource::Kind::kFashionMnist);
+  EXPECT_EQ(p.data.train.split, "train");
+  ASSERT_TRUE(p.data.test.has_value());
+  EXPECT_EQ(p.data.test->split, "test");
+  EXPECT_DOUBLE_EQ(p.data.scale, 0.00392156862745098);
+  EXPECT_DOUBLE_EQ(p.data.validation_split, 0.1);
+}
+
+TEST_F(PlanTest, GridValuesAreSubstitutedWithTheirType) {
+  const Plan p = load_plan(fixture("example.yaml"));
+  const ModelSpec& m = p.models[2];  // mlp-128-0.001
+  ASSERT_EQ(m.layers.size(), 3u);
+  EXPECT_EQ(m.layers[1].class_name, "Dense");
+  EXPECT_TRUE(m.layers[1].config["units"].is_number_integer());
+  EXPECT_EQ(m.layers[1].config["units"], 128);
+  EXPECT_DOUBLE_EQ(m.optimizer.learning_rate, 0.001);
+  EXPECT_DOUBLE_EQ(p.models[3].optimizer.learning_rate, 0.01);
+  EXPECT_TRUE(m.expanded["optimizer"]["Adam"]["learning_rate"].is_number_float());
+  EXPECT_FALSE(m.expanded.contains("grid"));
+}
+
+TEST_F(PlanTest, ModelEntryOverridesDefaultsAndInheritsTheRest) {
+  const Plan p = load_plan(fixture("example.yaml"));
+  const ModelSpec& mlp = p.models[0];
+  const ModelSpec& cnn = p.models[4];
+  EXPECT_EQ(mlp.epochs, 5);
+  EXPECT_EQ(cnn.epochs, 3);
+  EXPECT_EQ(cnn.batch_size, 32);
+  EXPECT_TRUE(cnn.shuffle);
+  EXPECT_EQ(cnn.loss.kind, LossKind::kSparseCategoricalCrossentropy);
+  EXPECT_THAT(cnn.metrics, ElementsAre("accuracy"));
+  EXPECT_EQ(cnn.optimizer.kind, OptKind::kAdam);
+  ASSERT_TRUE(cnn.early_stopping.has_value());
+  EXPECT_EQ(cnn.early_stopping->monitor, "val_loss");
+  EXPECT_EQ(cnn.early_stopping->patience, 2);
+  EXPECT_TRUE(cnn.early_stopping->restore_best_weights);
+  EXPECT_EQ(cnn.early_stopping->mode, "auto");
+  EXPECT_THAT(cnn.where, HasSubstr("example.yaml:23: models[1]"));
+  EXPECT_THAT(mlp.where, HasSubstr("example.yaml:16: models[0]"));
+}
+
+TEST_F(PlanTest, NullTurnsADefaultOffForOneModel) {
+  const std::string path = write("p.yaml", std::string(kData) + R"(defaults:
+  epochs: 4
+  early_stopping: {patience: 1}
+models:
+  - name: keeps
+    layers: [Dense: {units: 2}]
+  - name: drops
+    early_stopping: null
+    epochs: null
+    layers: [Dense: {units: 2}]
+)");
+  const Plan p = load_plan(path);
+  ASSERT_EQ(p.models.size(), 2u);
+  EXPECT_TRUE(p.models[0].early_stopping.has_value());
+  EXPECT_EQ(p.models[0].epochs, 4);
+  EXPECT_FALSE(p.models[1].early_stopping.has_value());
+  EXPECT_EQ(p.models[1].epochs, 1);  // the built-in default
+  EXPECT_TRUE(p.models[1].expanded["early_stopping"].is_null());
+}
+
+TEST_F(PlanTest, BuiltInDefaultsApplyWithoutADefaultsSection) {
+  const Plan p = load_plan(write("p.yaml", std::string(kData) + "models:\n  - name: m\n"
+                                                                "    layers: [Flatten]\n"));
+  const ModelSpec& m = p.models[0];
+  EXPECT_EQ(p.seed, 0u);
+  EXPECT_EQ(m.epochs, 1);
+  EXPECT_EQ(m.batch_size, 32);
+  EXPECT_TRUE(m.shuffle);
+  EXPECT_EQ(m.loss.kind, LossKind::kSparseCategoricalCrossentropy);
+  EXPECT_THAT(m.metrics, ElementsAre("accuracy"));
+  EXPECT_EQ(m.optimizer.kind, OptKind::kAdam);
+  EXPECT_DOUBLE_EQ(m.optimizer.learning_rate, 0.001);
+  EXPECT_FALSE(m.early_stopping.has_value());
+  EXPECT_EQ(m.layers[0].class_name, "Flatten");
+}
+
+TEST_F(PlanTest, DefaultLayerNamesFollowKerasPerModel) {
+  const std::string path = write("p.yaml", std::string(kData) + R"(models:
+  - name: a
+    layers:
+      - Conv2D: {filters: 4, kernel_size: 3}
+      - BatchNormalization: {}
+      - MaxPooling2D: {pool_size: 2}
+      - Conv2D: {filters: 4, kernel_size: 3, name: mine}
+      - Conv2D: {filters: 4, kernel_size: 3}
+      - ReLU: {}
+      - Flatten: {}
+      - Dense: {units: 8}
+      - Dense: {units: 2}
+  - name: b
+    layers: [Dense: {units: 2}]
+)");
+  const Plan p = load_plan(path);
+  std::vector<std::string> got;
+  for (const auto& l : p.models[0].layers) got.push_back(l.config["name"]);
+  EXPECT_THAT(got, ElementsAre("conv2d", "batch_normalization", "max_pooling2d", "mine",
+                               "conv2d_1", "re_lu", "flatten", "dense", "dense_1"));
+  EXPECT_EQ(p.models[1].layers[0].config["name"], "dense");  // counters restart per model
+  EXPECT_THAT(p.models[0].layers[3].where, HasSubstr("p.yaml:7: models[0].layers[3].Conv2D"));
+}
+
+TEST_F(PlanTest, PlaceholdersWorkInsideLongerStringsAndAnyValue) {
+  const std::string path = write("p.yaml", std::string(kData) + R"(models:
+  - name: "{act}_{rate}_{flag}"
+    grid: {act: [relu, tanh], rate: [0.5], flag: [true]}
+    layers:
+      - Dense: {units: 4, activation: "{act}", name: "hidden-{act}"}
+      - Dropout: {rate: "{rate}"}
+      - Dense: {units: 2}
+)");
+  const Plan p = load_plan(path);
+  EXPECT_THAT(names(p), ElementsAre("relu_0.5_true", "tanh_0.5_true"));
+  EXPECT_EQ(p.models[1].layers[0].config["name"], "hidden-tanh");
+  EXPECT_EQ(p.models[1].layers[0].config["activation"], "tanh");
+  EXPECT_EQ(p.models[1].layers[1].config["rate"], 0.5);
+}
+
+TEST_F(PlanTest, NumbersInNamesAreCompact) {
+  const std::string path = write("p.yaml", std::string(kData) + R"(models:
+  - name: m-{lr}
+    grid: {lr: [0.001, 1.0e-4, 3, 2.5, 1e-9]}
+    optimizer: {SGD: {learning_rate: "{lr}"}}
+    layers: [Flatten]
+)");
+  EXPECT_THAT(names(load_plan(path)),
+              ElementsAre("m-0.001", "m-0.0001", "m-3", "m-2.5", "m-1e-09"));
+}
+
+TEST_F(PlanTest, DataPathsResolveAgainstThePlanFolder) {
+  std::filesystem::create_directories(dir() + "/sub");
+  const std::string path = write("sub/p.yaml", R"(data:
+  train: {npz: ../d.npz, x: x_train, y: y_train}
+  test: {idx_images: t-images, idx_labels: /abs/t-labels}
+models:
+  - name: m
+    keras: models/base.keras
+)");
+  const Plan p = load_plan(path);
+  EXPECT_EQ(p.data.train.kind, DataSource::Kind::kNpz);
+  EXPECT_EQ(p.data.train.file, dir() + "/d.npz");
+  EXPECT_EQ(p.data.train.x, "x_train");
+  EXPECT_EQ(p.data.train.y, "y_train");
+  ASSERT_TRUE(p.data.test.has_value());
+  EXPECT_EQ(p.data.test->kind, DataSource::Kind::kIdx);
+  EXPECT_EQ(p.data.test->x, dir() + "/sub/t-images");
+  EXPECT_EQ(p.data.test->y, "/abs/t-labels");
+  EXPECT_EQ(p.models[0].keras, dir() + "/sub/models/base.keras");
+  EXPECT_TRUE(p.models[0].layers.empty());
+}
+
+TEST_F(PlanTest, CsvAndNpySourcesAreRecognized) {
+  const Plan p = load_plan(write("p.yaml", R"(data:
+  train: {csv: train.csv, label: species}
+  test: {x: x.npy, y: y.npy}
+models: [{name: m, layers: [Flatten]}]
+)"));
+  EXPECT_EQ(p.data.train.kind, DataSource::Kind::kCsv);
+  EXPECT_EQ(p.data.train.file, dir() + "/train.csv");
+  EXPECT_EQ(p.data.train.label, "species");
+  EXPECT_EQ(p.data.test->kind, DataSource::Kind::kNpy);
+  EXPECT_EQ(p.data.test->y, dir() + "/y.npy");
+}
+
+TEST_F(PlanTest, JsonPlansAreAccepted) {
+  const Plan p = load_plan(fixture("example.json"));
+  EXPECT_THAT(names(p), ElementsAre("tiny-4", "tiny-8"));
+  EXPECT_EQ(p.seed, 7u);
+  EXPECT_EQ(p.models[1].layers[0].config["units"], 8);
+  EXPECT_EQ(p.models[0].loss.kind, LossKind::kBinaryCrossentropy);
+  EXPECT_EQ(p.data.train.x, std::string(NNFLEET_SOURCE_DIR) + "/tests/fleet/fixtures/plans/x.npy");
+}
+
+TEST_F(PlanTest, YamlScalarsKeepTheirTypes) {
+  const Plan p = load_plan(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    layers:
+      - Reshape: {target_shape: [-1]}
+      - Dense: {units: 3, use_bias: false, activation: ~}
+      - Rescaling: {scale: 2.5e-1, offset: "1"}
+)"));
+  const auto& l = p.models[0].layers;
+  EXPECT_TRUE(l[0].config["target_shape"][0].is_number_integer());
+  EXPECT_TRUE(l[1].config["use_bias"].is_boolean());
+  EXPECT_TRUE(l[1].config["activation"].is_null());
+  EXPECT_TRUE(l[2].config["scale"].is_number_float());
+  EXPECT_TRUE(l[2].config["offset"].is_string());  // quoted stays a string
+}
+
+// ---- Problems, each with file:line and field path ----
+
+TEST_F(PlanTest, BadLayerValueNamesFileLineAndFieldPath) {
+  const std::string path = write("fleet.yaml", std::string(kData) + R"(models:
+  - name: a
+    layers:
+      - Dense: {units: 2}
+  - name: b
+    layers:
+      - Flatten: {}
+      - Dense: {units: 8}
+      - Dense:
+          units: abc
+)");
+  const std::string msg = error_of(path);
+  EXPECT_THAT(msg, StartsWith("failed to load plan '" + path + "': 1 problem(s)\n"));
+  EXPECT_THAT(problems_of(path),
+              ElementsAre(path + ":12: models[1].layers[2].Dense.units: expected a positive "
+                                 "integer, got \"abc\""));
+}
+
+TEST_F(PlanTest, AllProblemsAreReportedTogether) {
+  const std::string path = fixture("three_mistakes.yaml");
+  EXPECT_THAT(error_of(path), StartsWith("failed to load plan '" + path + "': 3 problem(s)\n"));
+  const auto lines = problems_of(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[0], StartsWith(path + ":5: models[0].epochs: expected a positive integer, got 0"));
+  EXPECT_THAT(lines[1], StartsWith(path + ":8: models[0].layers[1].Dense.activation: unknown "
+                                          "activation \"sofmax\"; expected one of linear, relu"));
+  EXPECT_THAT(lines[2], StartsWith(path + ":10: models[1].optimizer: unknown optimizer"));
+  EXPECT_THAT(lines[2], HasSubstr("expected one of SGD, Adam, AdamW, RMSprop, Adagrad"));
+}
+
+TEST_F(PlanTest, UnknownLayerClassListsValidClasses) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    layers:
+      - Dense: {units: 2}
+      - Dence: {units: 2}
+)"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:7: models[0].layers[1]: unknown layer class 'Dence'; "
+                                  "expected one of Dense, Conv2D"));
+}
+
+TEST_F(PlanTest, UnknownLossMetricAndOptimizerKeyListValidNames) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    loss: sparse_crossentropy
+    metrics: [accuracy, f1]
+    optimizer: {Adam: {learning_rate: 0.01, momentum: 0.9}}
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].loss: unknown loss \"sparse_crossentropy\";"
+                                  " expected one of "));
+  EXPECT_THAT(lines[0], HasSubstr("sparse_categorical_crossentropy"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:6: models[0].metrics[1]: unknown metric \"f1\"; "
+                                  "expected one of accuracy, acc, binary_accuracy"));
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:7: models[0].optimizer.Adam.momentum: unknown key "
+                                  "'momentum' for Adam; expected one of: "));
+}
+
+TEST_F(PlanTest, OptimizerValueErrorPointsAtTheKey) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(defaults:
+  optimizer:
+    SGD:
+      learning_rate: -1
+models:
+  - name: m
+    layers: [Flatten]
+)"));
+  EXPECT_THAT(lines, ElementsAre(HasSubstr(
+                         "p.yaml:6: defaults.optimizer.SGD.learning_rate: expected a number > 0, "
+                         "got -1")));
+}
+
+TEST_F(PlanTest, UnknownKeysAnywhereListTheValidKeys) {
+  const auto lines = problems_of(write("p.yaml", R"(sead: 3
+data:
+  train: fashion-mnist:train
+  shuffle: true
+defaults:
+  name: x
+models:
+  - name: m
+    epoch: 3
+    layers: [Flatten]
+    early_stopping: {patience: 1, baseline: 0.5}
+)"));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: sead: unknown key 'sead'; expected one of: data, "
+                                  "defaults, models, seed (did you mean 'seed'?)"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
+                                  "of: scale, test, train, validation_split"));
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:6: defaults.name: unknown key 'name'"));
+  EXPECT_THAT(lines[3], HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "
+                                  "of: batch_size, early_stopping, epochs"));
+  EXPECT_THAT(lines[3], HasSubstr("(did you mean 'epochs'?)"));
+  EXPECT_THAT(lines[4], HasSubstr("p.yaml:11: models[0].early_stopping.baseline: unknown key"));
+}
+
+TEST_F(PlanTest, UnknownLayerConfigKeyListsTheLayersKeys) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    layers:
+      - Dense: {units: 2, unit: 3}
+)"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].layers[0].Dense.unit: unknown key 'unit' "
+                                  "for Dense; expected one of: "));
+}
+
+TEST_F(PlanTest, UnknownPlaceholderIsNamedWithTheGridVars) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m-{units}
+    grid: {units: [2, 4], lr: [0.1]}
+    optimizer: {SGD: {learning_rate: "{rate}"}}
+    layers: [Dense: {units: "{units}"}]
+  - name: n-{x}
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].optimizer.SGD.learning_rate: unknown "
+                                  "placeholder '{rate}'; expected one of the grid's vars: units, lr"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:8: models[1].name: unknown placeholder '{x}'; expected "
+                                  "none, as this model has no grid"));
+}
+
+TEST_F(PlanTest, GridErrorsAreReported) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: a-{u}
+    grid: {u: []}
+    layers: [Flatten]
+  - name: b
+    grid: [1, 2]
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].grid.u: expected a non-empty list of "
+                                  "values, got []"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:8: models[1].grid: expected a mapping"));
+}
+
+TEST_F(PlanTest, BadModelNamesAreRefusedWithTheRule) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: a/b
+    layers: [Flatten]
+  - name: .hidden
+    layers: [Flatten]
+  - name: )" + std::string(101, 'x') + R"(
+    layers: [Flatten]
+  - name: 12
+    layers: [Flatten]
+  - layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:4: models[0].name: model name \"a/b\" is not safe as a "
+                                  "file name; expected only letters, digits"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:6: models[1].name: model name \".hidden\" starts with '.'"));
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:8: models[2].name: model name \"xxx"));
+  EXPECT_THAT(lines[2], HasSubstr("is too long; expected at most 100 characters, got 101"));
+  EXPECT_THAT(lines[3], HasSubstr("p.yaml:10: models[3].name: expected a string"));
+  EXPECT_THAT(lines[4], HasSubstr("p.yaml:12: models[4].name: required key missing"));
+}
+
+TEST_F(PlanTest, DuplicateNamesAfterGridExpansionAreRefused) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: mlp-{units}
+    grid: {units: [8, 16], lr: [0.1, 0.01]}
+    optimizer: {SGD: {learning_rate: "{lr}"}}
+    layers: [Dense: {units: "{units}"}]
+  - name: mlp-16
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:4: models[0].name: duplicate model name 'mlp-8'; "
+                                  "expected names unique across the expanded plan, got it again "
+                                  "(first from models[0] at line 4); hint: put every grid var in "
+                                  "the name, e.g. {lr}"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: models[0].name: duplicate model name 'mlp-16'"));
+  // The second mlp-16 (models[1]) is reported too, but deduplicated against... no: see below.
+}
+
+TEST_F(PlanTest, DuplicateNameAcrossEntriesNamesBothEntries) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    layers: [Flatten]
+  - name: m
+    layers: [Flatten]
+)"));
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("p.yaml:6: models[1].name: duplicate model name 'm'; "
+                                           "expected names unique across the expanded plan, got "
+                                           "it again (first from models[0] at line 4)")));
+}
+
+TEST_F(PlanTest, LayersAndKerasAreExclusiveAndOneIsRequired) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: both
+    keras: m.keras
+    layers: [Flatten]
+  - name: neither
+    epochs: 2
+)"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].keras: layers and keras are mutually "
+                                  "exclusive"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:7: models[1]: no architecture; expected layers"));
+}
+
+TEST_F(PlanTest, EntryArchitectureReplacesTheDefaultOne) {
+  const Plan p = load_plan(write("p.yaml", std::string(kData) + R"(defaults:
+  layers: [Flatten, Dense: {units: 10}]
+models:
+  - name: inherits
+  - name: own
+    keras: base.keras
+)"));
+  EXPECT_EQ(p.models[0].layers.size(), 2u);
+  EXPECT_TRUE(p.models[1].layers.empty());
+  EXPECT_EQ(p.models[1].keras, dir() + "/base.keras");
+}
+
+TEST_F(PlanTest, BadDataSectionIsReported) {
+  const auto lines = problems_of(write("p.yaml", R"(seed: -1
+data:
+  train: mnist:train
+  test: {x: x.npy}
+  scale: 0
+  validation_split: 1.0
+models: []
+)"));
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: seed: expected a non-negative integer, got -1"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:3: data.train: unknown data source; expected "
+                                  "fashion-mnist:train, fashion-mnist:test"));
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:4: data.test.y: required key missing; expected an .npy "
+                                  "file path"));
+  EXPECT_THAT(lines[3], HasSubstr("p.yaml:5: data.scale: expected a positive number, got 0"));
+  EXPECT_THAT(lines[4], HasSubstr("p.yaml:6: data.validation_split: expected a number in [0, 1), "
+                                  "got 1.0"));
+  EXPECT_THAT(lines[5], HasSubstr("p.yaml:7: models: expected a non-empty list of models"));
+}
+
+TEST_F(PlanTest, MissingSectionsAreReported) {
+  const auto lines = problems_of(write("p.yaml", "seed: 2\n"));
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("p.yaml:1: data: required key missing"),
+                                 HasSubstr("p.yaml:1: models: required key missing")));
+}
+
+TEST_F(PlanTest, BadEarlyStoppingValuesAreReported) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    metrics: [mae]
+    loss: mse
+    layers: [Flatten]
+    early_stopping:
+      monitor: val_accuracy
+      patience: -1
+      min_delta: -0.5
+      restore_best_weights: "yes"
+      mode: up
+      start_from_epoch: 1.5
+)"));
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:9: models[0].early_stopping.monitor: expected one of "
+                                  "loss, mae, val_loss, val_mae, got \"val_accuracy\""));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:10: models[0].early_stopping.patience: expected a "
+                                  "non-negative integer"));
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:11: models[0].early_stopping.min_delta: expected a "
+                                  "number >= 0, got -0.5"));
+  EXPECT_THAT(lines[3], HasSubstr("p.yaml:12: models[0].early_stopping.restore_best_weights: "
+                                  "expected true or false, got \"yes\""));
+  EXPECT_THAT(lines[4], HasSubstr("p.yaml:13: models[0].early_stopping.mode: expected one of "
+                                  "auto, min, max, got \"up\""));
+  EXPECT_THAT(lines[5], HasSubstr("p.yaml:14: models[0].early_stopping.start_from_epoch"));
+}
+
+TEST_F(PlanTest, AMistakeInDefaultsIsReportedOnceAtTheDefaults) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(defaults:
+  batch_size: 0
+models:
+  - name: a-{u}
+    grid: {u: [1, 2, 3]}
+    layers: [Dense: {units: "{u}"}]
+  - name: b
+    layers: [Flatten]
+)"));
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("p.yaml:4: defaults.batch_size: expected a positive "
+                                           "integer, got 0")));
+}
+
+TEST_F(PlanTest, GridValueErrorShowsTheOffendingValue) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m-{u}
+    grid: {u: [8, -2]}
+    layers:
+      - Dense: {units: "{u}"}
+)"));
+  EXPECT_THAT(lines, ElementsAre(HasSubstr("p.yaml:7: models[0].layers[0].Dense.units: expected a "
+                                           "positive integer, got -2")));
+}
+
+TEST_F(PlanTest, LayerMappingWithSeveralKeysGetsAHint) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    layers:
+      - Dense:
+        units: 3
+)"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].layers[0]: a layer is a mapping with one "
+                                  "key, its class"));
+  EXPECT_THAT(lines[0], HasSubstr("indent the config under the class"));
+}
+
+TEST_F(PlanTest, DuplicateYamlKeysAndLayerNamesAreReported) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    epochs: 2
+    epochs: 3
+    layers:
+      - Dense: {units: 2, name: d}
+      - Dense: {units: 2, name: d}
+)"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].epochs: duplicate key 'epochs'"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:9: models[0].layers[1].Dense.name: duplicate layer "
+                                  "name 'd'"));
+}
+
+TEST_F(PlanTest, MissingFileIsNamed) {
+  const std::string path = dir() + "/nope.yaml";
+  EXPECT_EQ(error_of(path),
+            "failed to load plan '" + path + "': no such file; expected a YAML or JSON plan file");
+}
+
+TEST_F(PlanTest, YamlSyntaxErrorNamesFileAndLine) {
+  const std::string path = write("p.yaml", "data:\n  train: fashion-mnist:train\nmodels: [\n"
+                                           "  {name: m,\n  layers: [Flatten]\n");
+  const std::string msg = error_of(path);
+  EXPECT_THAT(msg, StartsWith("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":"));
+  EXPECT_THAT(msg, HasSubstr("invalid YAML"));
+}
+
+TEST_F(PlanTest, NonMappingPlanIsRefused) {
+  EXPECT_THAT(problems_of(write("p.yaml", "- a\n- b\n")),
+              ElementsAre(HasSubstr("p.yaml:1: a plan is a mapping; expected a mapping with keys "
+                                    "data, defaults, models, seed")));
+}
+
+// ---- plan.yaml ----
+
+TEST_F(PlanTest, PlanToYamlLoadsBackToTheSameModels) {
+  const Plan a = load_plan(fixture("example.yaml"));
+  const std::string yaml = plan_to_yaml(a);
+  const Plan b = load_plan(write("plan.yaml", yaml));
+  EXPECT_EQ(b.seed, a.seed);
+  EXPECT_EQ(b.expanded, a.expanded);
+  ASSERT_EQ(b.models.size(), a.models.size());
+  for (size_t i = 0; i < a.models.size(); ++i) {
+    const ModelSpec& x = a.models[i];
+    const ModelSpec& y = b.models[i];
+    EXPECT_EQ(y.name, x.name);
+    EXPECT_EQ(y.expanded, x.expanded);
+    EXPECT_EQ(y.epochs, x.epochs);
+    EXPECT_EQ(y.batch_size, x.batch_size);
+    EXPECT_EQ(y.metrics, x.metrics);
+    EXPECT_EQ(y.optimizer.learning_rate, x.optimizer.learning_rate);
+    EXPECT_EQ(y.early_stopping.has_value(), x.early_stopping.has_value());
+    ASSERT_EQ(y.layers.size(), x.layers.size());
+    for (size_t j = 0; j < x.layers.size(); ++j) {
+      EXPECT_EQ(y.layers[j].class_name, x.layers[j].class_name);
+      EXPECT_EQ(y.layers[j].config, x.layers[j].config);
+    }
+  }
+  EXPECT_EQ(plan_to_yaml(b), yaml);  // stable: resuming a run compares plan.yaml texts
+}
+
+TEST_F(PlanTest, PlanToYamlKeepsAmbiguousStringsAndAwkwardNumbers) {
+  const Plan a = load_plan(write("p.yaml", R"(data:
+  train: {csv: "data dir/t.csv", label: "1"}
+models:
+  - name: "true"
+    optimizer: {SGD: {learning_rate: 1.0, momentum: 0.1}}
+    layers:
+      - Rescaling: {scale: 1.0e-300, offset: 0.30000000000000004}
+      - Reshape: {target_shape: [-1], name: "null"}
+)"));
+  const Plan b = load_plan(write("plan.yaml", plan_to_yaml(a)));
+  EXPECT_EQ(b.expanded, a.expanded);
+  EXPECT_EQ(b.models[0].name, "true");
+  EXPECT_EQ(b.data.train.label, "1");
+  EXPECT_TRUE(b.models[0].layers[0].config["scale"].is_number_float());
+  EXPECT_TRUE(b.models[0].expanded["optimizer"]["SGD"]["learning_rate"].is_number_float());
+}
+
+TEST_F(PlanTest, PlanToYamlReadsWell) {
+  const std::string yaml = plan_to_yaml(load_plan(fixture("example.yaml")));
+  EXPECT_THAT(yaml, StartsWith("seed: 1\ndata:\n  train: fashion-mnist:train\n"));
+  EXPECT_THAT(yaml, HasSubstr("  - name: mlp-32-0.001\n"));
+  EXPECT_THAT(yaml, HasSubstr("- Dense: {name: dense, activation: relu, units: 32}"));
+}
+
+}  // namespace
+}  // namespace nnfleet

@@ -1,0 +1,218 @@
+// Tests for the activation kernels: every kind's forward against its Keras 3 formula evaluated in
+// double, backward against central differences of that formula, accumulation into dx, in-place
+// forward, numerically extreme inputs, and the TensorFlow convention at kinks.
+#include "kernels/activation.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+
+namespace nnfleet {
+namespace {
+
+using testing::random_floats;
+
+// The Keras 3 definition of each element-wise kind, in double.
+double act_ref(const Activation& a, double x) {
+  const double alpha = a.alpha;
+  switch (a.kind) {
+    case Act::kLinear: return x;
+    case Act::kRelu:
+      if (x >= a.max_value) return a.max_value;
+      if (x >= a.threshold) return x;
+      return alpha * (x - a.threshold);
+    case Act::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Act::kTanh: return std::tanh(x);
+    case Act::kElu: return x > 0 ? x : alpha * (std::exp(x) - 1.0);
+    case Act::kSelu: return 1.05070098 * (x > 0 ? x : 1.67326324 * (std::exp(x) - 1.0));
+    case Act::kSoftplus: return std::log1p(std::exp(x));
+    case Act::kSoftsign: return x / (1.0 + std::abs(x));
+    case Act::kSwish: return x / (1.0 + std::exp(-x));
+    case Act::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Act::kGeluTanh:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case Act::kLeakyRelu: return x >= 0 ? x : alpha * x;
+    case Act::kHardSigmoid: return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case Act::kExponential: return std::exp(x);
+    case Act::kSoftmax: break;
+  }
+  return NAN;
+}
+
+struct Named {
+  std::string name;
+  Activation act;
+  std::vector<double> kinks;  // points where the derivative jumps; samples stay away from them
+};
+
+std::vector<Named> elementwise_kinds() {
+  const float inf = std::numeric_limits<float>::infinity();
+  return {
+      {"linear", {Act::kLinear}, {}},
+      {"relu", {Act::kRelu}, {0.0}},
+      {"relu_alpha_max_threshold", {Act::kRelu, 0.1f, 2.5f, 0.5f}, {0.5, 2.5}},
+      {"relu6", {Act::kRelu, 0.0f, 6.0f, 0.0f}, {0.0, 6.0}},
+      {"relu_negative_threshold", {Act::kRelu, 0.3f, inf, -1.0f}, {-1.0}},
+      {"sigmoid", {Act::kSigmoid}, {}},
+      {"tanh", {Act::kTanh}, {}},
+      {"elu", {Act::kElu, 1.0f}, {0.0}},
+      {"elu_alpha", {Act::kElu, 0.5f}, {0.0}},
+      {"selu", {Act::kSelu}, {0.0}},
+      {"softplus", {Act::kSoftplus}, {}},
+      {"softsign", {Act::kSoftsign}, {0.0}},
+      {"swish", {Act::kSwish}, {}},
+      {"gelu", {Act::kGelu}, {}},
+      {"gelu_tanh", {Act::kGeluTanh}, {}},
+      {"leaky_relu", {Act::kLeakyRelu, 0.2f}, {0.0}},
+      {"hard_sigmoid", {Act::kHardSigmoid}, {-3.0, 3.0}},
+      {"exponential", {Act::kExponential}, {}},
+  };
+}
+
+// Samples in [-7, 7] (to reach the saturated parts) at least 1e-2 away from every kink.
+std::vector<float> samples(const Named& k, size_t n, uint32_t seed) {
+  auto x = random_floats(n, seed, -7.0f, 7.0f);
+  for (float& v : x) {
+    for (double kink : k.kinks) {
+      if (std::abs(v - kink) < 1e-2) v = static_cast<float>(kink + 0.05);
+    }
+  }
+  return x;
+}
+
+TEST(Activation, ForwardMatchesKerasFormulaForEveryKind) {
+  for (const Named& k : elementwise_kinds()) {
+    const int rows = 7, features = 33;  // odd sizes: vector remainders get exercised
+    const auto x = samples(k, rows * features, 1);
+    std::vector<float> y(x.size());
+    activation_forward(k.act, rows, features, x.data(), y.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = act_ref(k.act, x[i]);
+      ASSERT_NEAR(y[i], want, 2e-6 + 2e-6 * std::abs(want)) << k.name << " at x=" << x[i];
+    }
+  }
+}
+
+TEST(Activation, BackwardMatchesNumericalGradientAndAccumulates) {
+  for (const Named& k : elementwise_kinds()) {
+    const int rows = 3, features = 37;
+    const auto x = samples(k, rows * features, 2);
+    const auto dy = random_floats(x.size(), 3);
+    std::vector<float> y(x.size());
+    activation_forward(k.act, rows, features, x.data(), y.data());
+    const auto prefill = random_floats(x.size(), 4);
+    std::vector<float> dx = prefill;
+    activation_backward(k.act, rows, features, x.data(), y.data(), dy.data(), dx.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double h = 1e-5;
+      const double slope = (act_ref(k.act, x[i] + h) - act_ref(k.act, x[i] - h)) / (2 * h);
+      const double want = prefill[i] + slope * dy[i];
+      ASSERT_NEAR(dx[i], want, 1e-5 + 1e-5 * std::abs(slope * dy[i]))
+          << k.name << " at x=" << x[i];
+    }
+  }
+}
+
+TEST(Activation, ForwardInPlaceMatchesOutOfPlace) {
+  for (const Named& k : elementwise_kinds()) {
+    const auto x = samples(k, 300, 5);
+    std::vector<float> y(x.size()), inplace = x;
+    activation_forward(k.act, 10, 30, x.data(), y.data());
+    activation_forward(k.act, 10, 30, inplace.data(), inplace.data());
+    EXPECT_EQ(inplace, y) << k.name;
+  }
+  const auto x = random_floats(40, 6);
+  std::vector<float> y(x.size()), inplace = x;
+  activation_forward({Act::kSoftmax}, 4, 10, x.data(), y.data());
+  activation_forward({Act::kSoftmax}, 4, 10, inplace.data(), inplace.data());
+  EXPECT_EQ(inplace, y) << "softmax";
+}
+
+TEST(Activation, StaysFiniteAndSaturatesOnExtremeInputs) {
+  const std::vector<float> x = {-1000.0f, -100.0f, -30.0f, 30.0f, 100.0f, 1000.0f};
+  std::vector<float> y(x.size());
+  activation_forward({Act::kSigmoid}, 1, 6, x.data(), y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[5], 1.0f);
+  activation_forward({Act::kSoftplus}, 1, 6, x.data(), y.data());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_FLOAT_EQ(y[4], 100.0f);
+  EXPECT_FLOAT_EQ(y[5], 1000.0f);
+  for (Act kind : {Act::kTanh, Act::kSwish, Act::kGelu, Act::kGeluTanh, Act::kElu, Act::kSelu,
+                   Act::kSoftsign, Act::kHardSigmoid}) {
+    activation_forward({kind, 1.0f}, 1, 6, x.data(), y.data());
+    for (float v : y) EXPECT_TRUE(std::isfinite(v)) << static_cast<int>(kind);
+  }
+}
+
+TEST(Activation, KinkDerivativesFollowTensorFlow) {
+  const std::vector<float> x = {0.0f}, dy = {1.0f};
+  std::vector<float> y(1), dx(1);
+  auto slope = [&](const Activation& a) {
+    dx[0] = 0.0f;
+    activation_forward(a, 1, 1, x.data(), y.data());
+    activation_backward(a, 1, 1, x.data(), y.data(), dy.data(), dx.data());
+    return dx[0];
+  };
+  EXPECT_EQ(slope({Act::kRelu}), 0.0f);                          // relu'(0) = 0
+  EXPECT_FLOAT_EQ(slope({Act::kLeakyRelu, 0.2f}), 0.2f);         // alpha at 0
+  EXPECT_EQ(slope({Act::kRelu, 0.0f, 0.0f, -1.0f}), 0.0f);       // at max_value: 0
+}
+
+TEST(Softmax, ForwardIsStableAndRowsSumToOne) {
+  const std::vector<float> x = {1000.0f, 1001.0f, 1002.0f, -5.0f, 0.0f, 5.0f};
+  std::vector<float> y(6);
+  activation_forward({Act::kSoftmax}, 2, 3, x.data(), y.data());
+  for (int r = 0; r < 2; ++r) {
+    double sum = 0;
+    for (int j = 0; j < 3; ++j) {
+      ASSERT_TRUE(std::isfinite(y[r * 3 + j]));
+      sum += y[r * 3 + j];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+  }
+  const double e1 = std::exp(-1.0), e2 = std::exp(-2.0);
+  EXPECT_NEAR(y[2], 1.0 / (1.0 + e1 + e2), 1e-6);
+  EXPECT_NEAR(y[0], e2 / (1.0 + e1 + e2), 1e-6);
+}
+
+TEST(Softmax, BackwardMatchesNumericalGradientAndAccumulates) {
+  const int rows = 3, features = 11;
+  const auto x = random_floats(rows * features, 7, -3.0f, 3.0f);
+  const auto dy = random_floats(x.size(), 8);
+  std::vector<float> y(x.size());
+  activation_forward({Act::kSoftmax}, rows, features, x.data(), y.data());
+  const auto prefill = random_floats(x.size(), 9);
+  std::vector<float> dx = prefill;
+  activation_backward({Act::kSoftmax}, rows, features, x.data(), y.data(), dy.data(), dx.data());
+  // L(x) = sum_j dy_j softmax(x)_j per row, differentiated numerically in double.
+  auto row_loss = [&](int r, const std::vector<double>& xr) {
+    double mx = -INFINITY, sum = 0, l = 0;
+    for (double v : xr) mx = std::max(mx, v);
+    for (double v : xr) sum += std::exp(v - mx);
+    for (int j = 0; j < features; ++j) l += dy[r * features + j] * std::exp(xr[j] - mx) / sum;
+    return l;
+  };
+  for (int r = 0; r < rows; ++r) {
+    std::vector<double> xr(x.begin() + r * features, x.begin() + (r + 1) * features);
+    for (int j = 0; j < features; ++j) {
+      const double h = 1e-6, saved = xr[j];
+      xr[j] = saved + h;
+      const double up = row_loss(r, xr);
+      xr[j] = saved - h;
+      const double down = row_loss(r, xr);
+      xr[j] = saved;
+      EXPECT_NEAR(dx[r * features + j] - prefill[r * features + j], (up - down) / (2 * h), 1e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet

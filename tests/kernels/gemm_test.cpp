@@ -1,0 +1,219 @@
+// Tests for gemm() and the Dense kernels against their naive _ref twins: shape sweeps with odd
+// sizes, every transpose combination, padded leading dimensions, beta 0/1 and accumulation, and
+// concurrent calls from several threads (libxsmm's JIT dispatch must be thread-safe).
+#include "kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernel_test_util.h"
+
+namespace nnfleet {
+namespace {
+
+using testing::expect_near_all;
+using testing::random_floats;
+
+// Float error bound for sums of K products of values in [-1, 1].
+double gemm_tol(int K) { return 1e-5 + 2e-6 * K; }
+
+struct GemmCase {
+  bool trans_a, trans_b;
+  int M, N, K;
+  int pad;  // extra floats per row beyond the logical width, for lda/ldb/ldc
+  float beta;
+};
+
+std::string describe(const GemmCase& c) {
+  return "ta=" + std::to_string(c.trans_a) + " tb=" + std::to_string(c.trans_b) +
+         " M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " pad=" + std::to_string(c.pad) + " beta=" + std::to_string(c.beta);
+}
+
+// Runs gemm and gemm_ref on the same inputs and compares all of C including the padding columns,
+// which neither may touch. With beta 0, C starts as NaN: it must be overwritten, never read.
+void check_gemm(const GemmCase& c, uint32_t seed) {
+  const int a_rows = c.trans_a ? c.K : c.M, a_cols = c.trans_a ? c.M : c.K;
+  const int b_rows = c.trans_b ? c.N : c.K, b_cols = c.trans_b ? c.K : c.N;
+  const int lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+  const auto A = random_floats(static_cast<size_t>(a_rows) * lda, seed);
+  const auto B = random_floats(static_cast<size_t>(b_rows) * ldb, seed + 1);
+  std::vector<float> C = random_floats(static_cast<size_t>(c.M) * ldc, seed + 2);
+  if (c.beta == 0.0f) {
+    for (int i = 0; i < c.M; ++i) {
+      for (int j = 0; j < c.N; ++j) C[static_cast<size_t>(i) * ldc + j] = std::nanf("");
+    }
+  }
+  std::vector<float> C_ref = C;
+  gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc);
+  gemm_ref(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, c.beta,
+           C_ref.data(), ldc);
+  expect_near_all(C, C_ref, gemm_tol(c.K), 1e-5, describe(c));
+}
+
+TEST(Gemm, MatchesRefOverShapeSweep) {
+  const int sizes[] = {1, 3, 7, 16, 33};
+  uint32_t seed = 1;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (int M : sizes) {
+        for (int N : sizes) {
+          for (int K : sizes) {
+            for (float beta : {0.0f, 1.0f}) {
+              check_gemm({ta, tb, M, N, K, 0, beta}, seed++);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, MatchesRefWithPaddedLeadingDimensions) {
+  uint32_t seed = 100;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        check_gemm({ta, tb, 7, 33, 3, 5, beta}, seed++);
+        check_gemm({ta, tb, 32, 10, 128, 3, beta}, seed++);
+      }
+    }
+  }
+}
+
+TEST(Gemm, MatchesRefOnWorkloadShapes) {
+  // Dense layers of W1 at batch 32 (forward, dx and dw products) and a conv im2col chunk.
+  const GemmCase cases[] = {
+      {false, false, 32, 128, 784, 0, 0.0f}, {false, false, 32, 10, 128, 0, 1.0f},
+      {false, false, 32, 512, 784, 0, 1.0f}, {false, true, 32, 512, 512, 0, 1.0f},
+      {true, false, 784, 128, 32, 0, 1.0f},  {true, false, 288, 64, 85, 0, 1.0f},
+      {false, false, 85, 64, 288, 0, 0.0f},  {true, true, 17, 9, 40, 2, 1.0f},
+  };
+  uint32_t seed = 200;
+  for (const GemmCase& c : cases) check_gemm(c, seed++);
+}
+
+TEST(Gemm, EmptyReductionZeroesWithBetaZeroAndKeepsWithBetaOne) {
+  std::vector<float> C(6, std::nanf(""));
+  gemm(false, false, 2, 3, 0, nullptr, 1, nullptr, 3, 0.0f, C.data(), 3);
+  for (float v : C) EXPECT_EQ(v, 0.0f);
+  std::vector<float> D(6, 2.5f);
+  gemm(false, false, 2, 3, 0, nullptr, 1, nullptr, 3, 1.0f, D.data(), 3);
+  for (float v : D) EXPECT_EQ(v, 2.5f);
+}
+
+TEST(Gemm, GivesSameResultsWhenCalledFromManyThreadsAtOnce) {
+  // Each thread runs a different set of shapes, so several JIT dispatches race for new kernels.
+  constexpr int kThreads = 4;
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t, &failures] {
+      for (int rep = 0; rep < 3; ++rep) {
+        for (int s = 1; s < 40; s += 3) {
+          const int M = s + t, N = 2 * s + 1, K = 3 * s + t;
+          const auto A = random_floats(static_cast<size_t>(M) * K, 7 * s + t);
+          const auto B = random_floats(static_cast<size_t>(K) * N, 11 * s + t);
+          std::vector<float> C(static_cast<size_t>(M) * N), C_ref(C.size());
+          gemm(false, false, M, N, K, A.data(), K, B.data(), N, 0.0f, C.data(), N);
+          gemm_ref(false, false, M, N, K, A.data(), K, B.data(), N, 0.0f, C_ref.data(), N);
+          for (size_t i = 0; i < C.size(); ++i) {
+            if (std::abs(C[i] - C_ref[i]) > gemm_tol(K)) ++failures[t];
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+}
+
+TEST(Dense, ForwardMatchesRefOverShapeSweep) {
+  uint32_t seed = 300;
+  for (int n : {1, 3, 32, 33}) {
+    for (int in : {1, 7, 33, 784}) {
+      for (int out : {1, 3, 10, 128}) {
+        for (bool bias : {false, true}) {
+          const auto x = random_floats(static_cast<size_t>(n) * in, seed++);
+          const auto w = random_floats(static_cast<size_t>(in) * out, seed++);
+          const auto b = random_floats(out, seed++);
+          std::vector<float> y(static_cast<size_t>(n) * out, std::nanf("")), y_ref(y.size());
+          dense_forward(n, in, out, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+          dense_forward_ref(n, in, out, x.data(), w.data(), bias ? b.data() : nullptr,
+                            y_ref.data());
+          expect_near_all(y, y_ref, gemm_tol(in), 1e-5,
+                          "n=" + std::to_string(n) + " in=" + std::to_string(in) +
+                              " out=" + std::to_string(out) + " bias=" + std::to_string(bias));
+        }
+      }
+    }
+  }
+}
+
+TEST(Dense, BackwardAccumulatesLikeRefOverShapeSweep) {
+  uint32_t seed = 400;
+  for (int n : {1, 3, 32}) {
+    for (int in : {1, 7, 33, 256}) {
+      for (int out : {1, 3, 10, 128}) {
+        for (bool with_dx : {false, true}) {
+          for (bool with_db : {false, true}) {
+            const auto x = random_floats(static_cast<size_t>(n) * in, seed++);
+            const auto w = random_floats(static_cast<size_t>(in) * out, seed++);
+            const auto dy = random_floats(static_cast<size_t>(n) * out, seed++);
+            // Pre-filled gradients: the kernels must add onto them.
+            auto dx = random_floats(static_cast<size_t>(n) * in, seed++);
+            auto dw = random_floats(static_cast<size_t>(in) * out, seed++);
+            auto db = random_floats(out, seed++);
+            auto dx_ref = dx, dw_ref = dw, db_ref = db;
+            dense_backward(n, in, out, x.data(), w.data(), dy.data(),
+                           with_dx ? dx.data() : nullptr, dw.data(),
+                           with_db ? db.data() : nullptr);
+            dense_backward_ref(n, in, out, x.data(), w.data(), dy.data(),
+                               with_dx ? dx_ref.data() : nullptr, dw_ref.data(),
+                               with_db ? db_ref.data() : nullptr);
+            const std::string what = "n=" + std::to_string(n) + " in=" + std::to_string(in) +
+                                     " out=" + std::to_string(out);
+            expect_near_all(dx, dx_ref, gemm_tol(out), 1e-5, "dx " + what);
+            expect_near_all(dw, dw_ref, gemm_tol(n), 1e-5, "dw " + what);
+            expect_near_all(db, db_ref, gemm_tol(n), 1e-5, "db " + what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DenseRef, BackwardMatchesNumericalGradient) {
+  // Anchors the oracle itself: d/dparam of L = sum(y * r) by central differences in double.
+  const int n = 3, in = 4, out = 5;
+  auto x = random_floats(n * in, 1), w = random_floats(in * out, 2), b = random_floats(out, 3);
+  const auto r = random_floats(n * out, 4);
+  auto loss = [&] {
+    std::vector<float> y(n * out);
+    dense_forward_ref(n, in, out, x.data(), w.data(), b.data(), y.data());
+    double l = 0;
+    for (int i = 0; i < n * out; ++i) l += static_cast<double>(y[i]) * r[i];
+    return l;
+  };
+  std::vector<float> dx(n * in, 0.0f), dw(in * out, 0.0f), db(out, 0.0f);
+  dense_backward_ref(n, in, out, x.data(), w.data(), r.data(), dx.data(), dw.data(), db.data());
+  auto numeric = [&](std::vector<float>& p, int i) {
+    const float saved = p[i], h = 1e-2f;
+    p[i] = saved + h;
+    const double up = loss();
+    p[i] = saved - h;
+    const double down = loss();
+    p[i] = saved;
+    return (up - down) / (2.0 * h);
+  };
+  for (int i = 0; i < n * in; ++i) EXPECT_NEAR(dx[i], numeric(x, i), 1e-4);
+  for (int i = 0; i < in * out; ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-4);
+  for (int i = 0; i < out; ++i) EXPECT_NEAR(db[i], numeric(b, i), 1e-4);
+}
+
+}  // namespace
+}  // namespace nnfleet

@@ -1,0 +1,203 @@
+// Gradient check for every layer kind, generated from the registry: for each kind's examples,
+// backward() must match central differences of the scalar L = sum(y * r) (r random), for the
+// inputs and every trainable parameter. Double accumulation; points that sit on a kink (where
+// the left and right differences disagree) are left out, and at most a tenth may be.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "layers/activation_names.h"
+#include "layers/kinds.h"
+#include "layers/registry.h"
+#include "tensor/rng.h"
+
+namespace nnfleet {
+namespace {
+
+struct Case {
+  std::string kind;
+  size_t index;
+  LayerExample ex;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> v;
+  for (const auto& k : layer_kinds()) {
+    auto exs = k.examples();
+    for (size_t i = 0; i < exs.size(); ++i) v.push_back({k.class_name, i, exs[i]});
+  }
+  return v;
+}
+
+// Values away from zero (magnitudes 0.1..2), where most activations have their kink.
+float draw(Rng& r) {
+  const float m = 0.1f + 1.9f * r.uniform();
+  return r.uniform() < 0.5f ? -m : m;
+}
+
+class LayerGradient : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
+  const Case& c = GetParam();
+  const int n = 2;
+  auto layer = make_layer(c.kind, c.ex.config, ConfigMode::kPlan, "layer");
+  const std::vector<Shape>& ins = c.ex.inputs;
+  const Shape out = layer->output_shape(ins);
+  const auto specs = layer->param_specs(ins);
+  Rng rng(1234 + c.index);
+
+  std::vector<std::vector<float>> x(ins.size()), dx(ins.size()), p(specs.size()), dp;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    x[i].resize(static_cast<size_t>(n * ins[i].size()));
+    for (auto& v : x[i]) v = draw(rng);
+    dx[i].assign(x[i].size(), 0.0f);
+  }
+  for (size_t j = 0; j < specs.size(); ++j) {
+    p[j].resize(static_cast<size_t>(specs[j].shape.size()));
+    for (auto& v : p[j]) v = specs[j].name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
+    if (specs[j].trainable) dp.emplace_back(p[j].size(), 0.0f);
+  }
+  std::vector<float> y(static_cast<size_t>(n * out.size())), r(y.size());
+  for (auto& v : r) v = draw(rng);
+  std::vector<float> cache(layer->cache_floats(ins, n) + 1), scratch(layer->scratch_floats(ins, n) + 1);
+
+  std::vector<const float*> xp;
+  std::vector<float*> dxp, pp, dpp;
+  for (auto& v : x) xp.push_back(v.data());
+  for (auto& v : dx) dxp.push_back(v.data());
+  for (auto& v : p) pp.push_back(v.data());
+  for (auto& v : dp) dpp.push_back(v.data());
+  // Moving statistics change in training forward passes; keep a pristine copy to restore.
+  const auto p0 = p;
+
+  Rng layer_rng;
+  LayerArgs a;
+  a.n = n;
+  a.training = c.ex.training;
+  a.n_inputs = static_cast<int>(ins.size());
+  a.in_shapes = ins.data();
+  a.out_shape = out;
+  a.x = xp.data();
+  a.y = y.data();
+  a.params = pp.data();
+  a.cache = cache.data();
+  a.scratch = scratch.data();
+  a.rng = &layer_rng;
+  auto objective = [&]() {
+    for (size_t j = 0; j < p.size(); ++j)
+      if (!specs[j].trainable) p[j] = p0[j];
+    layer_rng = Rng(99);  // the same dropout mask on every pass
+    layer->forward(a);
+    double s = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * r[i];
+    return s;
+  };
+  objective();
+  a.dy = r.data();
+  a.dx = dxp.data();
+  a.dparams = dpp.data();
+  layer->backward(a);
+
+  int checked = 0, kinks = 0;
+  auto check = [&](float& v, float analytic, const std::string& what) {
+    const float h = 1e-3f;
+    const float orig = v;
+    v = orig + h;
+    const double up = objective();
+    v = orig - h;
+    const double down = objective();
+    v = orig;
+    const double mid = objective();
+    const double central = (up - down) / (2.0 * h);
+    const double right = (up - mid) / h, left = (mid - down) / h;
+    const double scale = std::max({1.0, std::fabs(central), std::fabs(static_cast<double>(analytic))});
+    if (std::fabs(right - left) > 0.05 * scale) {
+      ++kinks;
+      return;
+    }
+    ++checked;
+    EXPECT_NEAR(analytic, central, 2e-2 * scale) << c.kind << " example " << c.index << " " << what;
+  };
+  for (size_t i = 0; i < x.size(); ++i)
+    for (size_t e = 0; e < x[i].size(); ++e) check(x[i][e], dx[i][e], "input " + std::to_string(i) + "[" + std::to_string(e) + "]");
+  size_t t = 0;
+  for (size_t j = 0; j < specs.size(); ++j) {
+    if (!specs[j].trainable) continue;
+    for (size_t e = 0; e < p[j].size(); ++e) check(p[j][e], dp[t][e], specs[j].name + "[" + std::to_string(e) + "]");
+    ++t;
+  }
+  EXPECT_GT(checked, 0);
+  EXPECT_LE(kinks * 10, checked + kinks) << "too many points on kinks for " << c.kind;
+}
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.kind + "_" + std::to_string(info.param.index);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, LayerGradient, ::testing::ValuesIn(all_cases()), case_name);
+
+TEST(LayerRegistry, EveryKindHasGradientCheckExamples) {
+  EXPECT_EQ(static_cast<int>(layer_kinds().size()), kNumLayerKinds);
+  for (const auto& k : layer_kinds()) EXPECT_FALSE(k.examples().empty()) << k.class_name;
+}
+
+TEST(LayerRegistry, EveryActivationHasAGradientCheck) {
+  const auto* k = find_layer_kind("Activation");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->examples().size(), activation_names().size());
+}
+
+TEST(LayerRegistry, UnknownClassListsValidOnes) {
+  try {
+    make_layer("Dense2", Json::object(), ConfigMode::kPlan, "x");
+    FAIL() << "expected an error";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown layer class 'Dense2'; expected one of Dense, Conv2D"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LayerConfig, PlanModeRefusesUnknownKeyAndListsValidOnes) {
+  try {
+    make_layer("Dense", Json{{"units", 3}, {"unit", 4}}, ConfigMode::kPlan, "x");
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "unit");
+    EXPECT_NE(std::string(e.what()).find("unknown key 'unit' for Dense; expected one of:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("units"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LayerConfig, BadValueNamesKeyAndExpectation) {
+  try {
+    make_layer("Dense", Json{{"units", "abc"}}, ConfigMode::kPlan, "x");
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "units");
+    EXPECT_NE(std::string(e.what()).find("expected a positive integer, got \"abc\""), std::string::npos) << e.what();
+  }
+}
+
+TEST(LayerConfig, KerasModeToleratesDefaultsButRefusesRealOptions) {
+  EXPECT_NO_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", nullptr}, {"dtype", "float32"}}, ConfigMode::kKeras, "x"));
+  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", Json{{"class_name", "L2"}}}}, ConfigMode::kKeras, "x"), ConfigError);
+}
+
+TEST(LayerConfig, NumericStringsFromGridsAreAccepted) {
+  auto l = make_layer("Dense", Json{{"units", "32"}}, ConfigMode::kPlan, "x");
+  EXPECT_EQ(l->output_shape({Shape{5}}), (Shape{32}));
+}
+
+TEST(Activation, UnknownNameListsValidOnes) {
+  try {
+    make_layer("Dense", Json{{"units", 3}, {"activation", "relux"}}, ConfigMode::kPlan, "x");
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "activation");
+    EXPECT_NE(std::string(e.what()).find("expected one of linear, relu, sigmoid"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet

@@ -1,0 +1,158 @@
+// Keras semantics of individual layers: shapes, padding, dropout scaling, batch normalization
+// statistics, merge layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+struct LayerRun {
+  std::unique_ptr<Layer> layer;
+  std::vector<Shape> ins;
+  Shape out;
+  std::vector<std::vector<float>> params;
+  std::vector<float> y, cache, scratch;
+  Rng rng{7};
+
+  LayerRun(const char* cls, Json cfg, std::vector<Shape> in) : ins(std::move(in)) {
+    layer = make_layer(cls, cfg, ConfigMode::kPlan, "l");
+    out = layer->output_shape(ins);
+    for (const auto& s : layer->param_specs(ins)) params.emplace_back(static_cast<size_t>(s.shape.size()), 0.0f);
+  }
+  std::vector<float>& forward(int n, std::vector<std::vector<float>> xs, bool training) {
+    std::vector<const float*> xp;
+    for (auto& v : xs) xp.push_back(v.data());
+    std::vector<float*> pp;
+    for (auto& v : params) pp.push_back(v.data());
+    y.assign(static_cast<size_t>(n * out.size()), 0.0f);
+    cache.assign(layer->cache_floats(ins, n) + 1, 0.0f);
+    scratch.assign(layer->scratch_floats(ins, n) + 1, 0.0f);
+    LayerArgs a;
+    a.n = n;
+    a.training = training;
+    a.n_inputs = static_cast<int>(xs.size());
+    a.in_shapes = ins.data();
+    a.out_shape = out;
+    a.x = xp.data();
+    a.y = y.data();
+    a.params = pp.data();
+    a.cache = cache.data();
+    a.scratch = scratch.data();
+    a.rng = &rng;
+    layer->forward(a);
+    return y;
+  }
+};
+
+TEST(Conv2D, SamePaddingPutsTheExtraPixelAfter) {
+  // 4x4 input, 2x2 kernel of ones, stride 2... use stride 1 "same": total pad 1, all of it after.
+  LayerRun r("Conv2D", {{"filters", 1}, {"kernel_size", 2}, {"padding", "same"}, {"use_bias", false}}, {Shape{3, 3, 1}});
+  EXPECT_EQ(r.out, (Shape{3, 3, 1}));
+  std::fill(r.params[0].begin(), r.params[0].end(), 1.0f);
+  std::vector<float> x(9);
+  std::iota(x.begin(), x.end(), 1.0f);  // 1..9
+  auto& y = r.forward(1, {x}, false);
+  // Top-left output covers x[0,0], x[0,1], x[1,0], x[1,1] = 1+2+4+5; the bottom-right sees only 9.
+  EXPECT_FLOAT_EQ(y[0], 12.0f);
+  EXPECT_FLOAT_EQ(y[8], 9.0f);
+  EXPECT_FLOAT_EQ(y[2], 3.0f + 6.0f);
+}
+
+TEST(Conv2D, ValidAndStridedOutputShapesFollowKeras) {
+  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, {Shape{28, 28, 1}}).out, (Shape{26, 26, 8}));
+  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}, {"padding", "same"}}, {Shape{7, 7, 2}}).out, (Shape{4, 4, 4}));
+  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}}, {Shape{7, 7, 2}}).out, (Shape{3, 3, 4}));
+}
+
+TEST(Conv2D, KernelLargerThanInputIsAClearError) {
+  auto l = make_layer("Conv2D", {{"filters", 1}, {"kernel_size", 5}}, ConfigMode::kPlan, "c");
+  try {
+    l->output_shape({Shape{3, 3, 1}});
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("window 5x5 does not fit input [None,3,3,1]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MaxPooling2D, StridesDefaultToPoolSizeAndSamePadsAfter) {
+  EXPECT_EQ(LayerRun("MaxPooling2D", {{"pool_size", 2}}, {Shape{13, 13, 3}}).out, (Shape{6, 6, 3}));
+  LayerRun r("MaxPooling2D", {{"pool_size", 2}, {"padding", "same"}}, {Shape{3, 3, 1}});
+  EXPECT_EQ(r.out, (Shape{2, 2, 1}));
+  std::vector<float> x = {-1, -2, -3, -4, -5, -6, -7, -8, -9};
+  auto& y = r.forward(1, {x}, false);
+  EXPECT_FLOAT_EQ(y[3], -9.0f);  // the padded window holds only x[2,2]; padding never wins
+}
+
+TEST(AveragePooling2D, SamePaddingExcludesPadsFromTheCount) {
+  LayerRun r("AveragePooling2D", {{"pool_size", 2}, {"padding", "same"}}, {Shape{3, 3, 1}});
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto& y = r.forward(1, {x}, false);
+  EXPECT_FLOAT_EQ(y[0], 3.0f);
+  EXPECT_FLOAT_EQ(y[1], 4.5f);  // (3 + 6) / 2
+  EXPECT_FLOAT_EQ(y[3], 9.0f);
+}
+
+TEST(Dropout, ScalesKeptValuesAndIsIdentityAtInference) {
+  LayerRun r("Dropout", {{"rate", 0.25}}, {Shape{1000}});
+  std::vector<float> x(1000, 1.0f);
+  auto y = r.forward(1, {x}, true);
+  int kept = 0;
+  for (float v : y) {
+    EXPECT_TRUE(v == 0.0f || std::fabs(v - 1.0f / 0.75f) < 1e-6f) << v;
+    kept += v != 0.0f;
+  }
+  EXPECT_NEAR(kept, 750, 60);
+  auto& yi = r.forward(1, {x}, false);
+  for (float v : yi) EXPECT_EQ(v, 1.0f);
+}
+
+TEST(BatchNormalization, TrainingUsesBatchStatisticsAndUpdatesMovingOnes) {
+  LayerRun r("BatchNormalization", Json::object(), {Shape{1}});
+  r.params = {{2.0f}, {0.5f}, {0.0f}, {1.0f}};  // gamma, beta, moving_mean, moving_variance
+  std::vector<float> x = {1, 2, 3, 4};
+  auto& y = r.forward(4, {x}, true);
+  const double mean = 2.5, var = 1.25;
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 2.0 * (x[i] - mean) / std::sqrt(var + 1e-3) + 0.5, 1e-5);
+  EXPECT_NEAR(r.params[2][0], 0.01 * mean, 1e-6);
+  EXPECT_NEAR(r.params[3][0], 0.99 + 0.01 * var, 1e-6);
+  auto& yi = r.forward(1, {std::vector<float>{3.0f}}, false);
+  EXPECT_NEAR(yi[0], 2.0 * (3.0 - r.params[2][0]) / std::sqrt(r.params[3][0] + 1e-3) + 0.5, 1e-5);
+}
+
+TEST(BatchNormalization, RefusesANonLastAxis) {
+  auto l = make_layer("BatchNormalization", {{"axis", 1}}, ConfigMode::kPlan, "bn");
+  EXPECT_THROW(l->output_shape({Shape{4, 4, 3}}), ModelError);
+  auto ok = make_layer("BatchNormalization", {{"axis", Json{3}}}, ConfigMode::kKeras, "bn");
+  EXPECT_EQ(ok->output_shape({Shape{4, 4, 3}}), (Shape{4, 4, 3}));
+}
+
+TEST(Concatenate, InterleavesInputsAlongTheAxis) {
+  LayerRun r("Concatenate", {{"axis", -1}}, {Shape{2, 1}, Shape{2, 2}});
+  EXPECT_EQ(r.out, (Shape{2, 3}));
+  auto& y = r.forward(1, {{1, 2}, {3, 4, 5, 6}}, false);
+  EXPECT_EQ(y, (std::vector<float>{1, 3, 4, 2, 5, 6}));
+}
+
+TEST(Add, RefusesDifferentShapes) {
+  auto l = make_layer("Add", Json::object(), ConfigMode::kPlan, "add");
+  EXPECT_THROW(l->output_shape({Shape{3}, Shape{4}}), ModelError);
+}
+
+TEST(Reshape, InfersTheMinusOneDimension) {
+  EXPECT_EQ(LayerRun("Reshape", {{"target_shape", {-1, 4}}}, {Shape{2, 6}}).out, (Shape{3, 4}));
+  auto l = make_layer("Reshape", {{"target_shape", {5, -1}}}, ConfigMode::kPlan, "r");
+  EXPECT_THROW(l->output_shape({Shape{12}}), ModelError);
+}
+
+TEST(ReLU, MaxValueMakesReLU6) {
+  LayerRun r("ReLU", {{"max_value", 6.0}}, {Shape{3}});
+  auto& y = r.forward(1, {{-1.0f, 3.0f, 9.0f}}, false);
+  EXPECT_EQ(y, (std::vector<float>{0.0f, 3.0f, 6.0f}));
+}
+
+}  // namespace
+}  // namespace nnfleet

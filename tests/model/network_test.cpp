@@ -1,0 +1,157 @@
+// Model building (shape inference and its errors) and the Network's training step: no heap
+// allocation once built, gradients that train, and graph (non-sequential) models.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "layers/registry.h"
+#include "model/network.h"
+
+// Counting allocator hook (alloc_counter.cpp replaces the global operator new).
+long allocation_count();
+
+namespace nnfleet {
+namespace {
+
+std::unique_ptr<Layer> L(const char* cls, Json cfg, const char* name) {
+  return make_layer(cls, cfg, ConfigMode::kPlan, name);
+}
+
+std::shared_ptr<const Model> cnn() {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}}, "conv2d"));
+  ls.push_back(L("BatchNormalization", Json::object(), "batch_normalization"));
+  ls.push_back(L("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d"));
+  ls.push_back(L("Dropout", {{"rate", 0.25}}, "dropout"));
+  ls.push_back(L("Flatten", Json::object(), "flatten"));
+  ls.push_back(L("Dense", {{"units", 8}, {"activation", "tanh"}}, "dense"));
+  ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1"));
+  return Model::sequential("cnn", Shape{8, 8, 1}, std::move(ls));
+}
+
+TEST(Model, ShapeErrorNamesModelLayerAndFix) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, "conv2d"));
+  ls.push_back(L("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d"));
+  ls.push_back(L("Dense", {{"units", 10}}, "dense_1"));
+  try {
+    Model::sequential("cnn", Shape{28, 28, 1}, std::move(ls));
+    FAIL() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_STREQ(e.what(),
+                 "failed to build model 'cnn': layer 3 'dense_1' (Dense) expects rank 2 input, got "
+                 "[None,13,13,8]; add a Flatten before it");
+  }
+}
+
+TEST(Model, CountsParametersAndFlops) {
+  auto m = cnn();
+  // conv 3*3*1*4+4, bn 4+4 trainable (+8 fixed), dense 36*8+8, dense 8*3+3.
+  EXPECT_EQ(m->trainable_params(), 40u + 8u + 296u + 27u);
+  EXPECT_EQ(m->non_trainable_params(), 8u);
+  EXPECT_EQ(m->output_shape(), (Shape{3}));
+  EXPECT_DOUBLE_EQ(m->forward_flops(), 2.0 * 6 * 6 * 4 * 9 + 2.0 * 36 * 8 + 2.0 * 8 * 3);
+}
+
+TEST(Model, RepeatedLayerNamesAreRefused) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Dense", {{"units", 2}}, "d"));
+  ls.push_back(L("Dense", {{"units", 2}}, "d"));
+  EXPECT_THROW(Model::sequential("m", Shape{3}, std::move(ls)), ModelError);
+}
+
+TEST(Network, TrainingStepDoesNotAllocate) {
+  Network net(cnn(), 16, TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer("adam")});
+  Rng rng(1);
+  net.initialize(rng);
+  for (int i = 0; i < 16 * 64; ++i) net.input()[i] = rng.uniform();
+  std::vector<int32_t> labels(16);
+  for (int i = 0; i < 16; ++i) labels[static_cast<size_t>(i)] = i % 3;
+  Targets t;
+  t.labels = labels.data();
+  // Warm-up: libxsmm generates (and caches) a kernel the first time it meets a GEMM shape.
+  net.train_step(16, t);
+  net.train_step(7, t);
+  const long before = allocation_count();
+  for (int s = 0; s < 5; ++s) net.train_step(s % 2 ? 16 : 7, t);
+  net.evaluate_batch(16, net.train_spec().loss, t, nullptr);
+  EXPECT_EQ(allocation_count() - before, 0);
+}
+
+TEST(Network, LearnsASeparableProblem) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Dense", {{"units", 16}, {"activation", "relu"}}, "dense"));
+  ls.push_back(L("Dense", {{"units", 2}, {"activation", "softmax"}}, "dense_1"));
+  auto m = Model::sequential("mlp", Shape{2}, std::move(ls));
+  Network net(m, 32, TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}}}})});
+  Rng rng(3);
+  net.initialize(rng);
+  std::vector<int32_t> labels(32);
+  double first = 0, last = 0;
+  for (int step = 0; step < 300; ++step) {
+    for (int i = 0; i < 32; ++i) {
+      const float a = rng.uniform() * 2 - 1, b = rng.uniform() * 2 - 1;
+      net.input()[2 * i] = a;
+      net.input()[2 * i + 1] = b;
+      labels[static_cast<size_t>(i)] = a + b > 0 ? 1 : 0;
+    }
+    Targets t;
+    t.labels = labels.data();
+    const double l = net.train_step(32, t);
+    if (step == 0) first = l;
+    last = l;
+  }
+  EXPECT_LT(last, 0.2 * first);
+}
+
+TEST(Network, GraphModelWithAddAndConcatenateTrains) {
+  // input -> dense_a -> add(dense_a, dense_b(input)) -> concat(add, input) -> dense_out
+  std::vector<ModelNode> nodes;
+  nodes.push_back({L("Dense", {{"units", 4}, {"activation", "tanh"}}, "a"), {0}});
+  nodes.push_back({L("Dense", {{"units", 4}}, "b"), {0}});
+  nodes.push_back({L("Add", Json::object(), "add"), {1, 2}});
+  nodes.push_back({L("Concatenate", Json::object(), "cat"), {3, 0}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "out"), {4}});
+  auto m = std::make_shared<const Model>("graph", Shape{3}, std::move(nodes), 5);
+  EXPECT_FALSE(m->is_sequential());
+  EXPECT_EQ(m->planned(3).out_shape, (Shape{7}));
+  Network net(m, 8, TrainSpec{parse_loss("mse"), parse_optimizer(Json{{"SGD", {{"learning_rate", 0.05}}}})});
+  Rng rng(5);
+  net.initialize(rng);
+  std::vector<float> y(8);
+  double first = 0, last = 0;
+  for (int step = 0; step < 200; ++step) {
+    for (int i = 0; i < 8; ++i) {
+      float s = 0;
+      for (int j = 0; j < 3; ++j) s += (net.input()[3 * i + j] = rng.uniform() - 0.5f) * (j + 1);
+      y[static_cast<size_t>(i)] = s;
+    }
+    Targets t;
+    t.values = y.data();
+    const double l = net.train_step(8, t);
+    if (step == 0) first = l;
+    last = l;
+  }
+  EXPECT_LT(last, 0.1 * first);
+}
+
+TEST(Network, SharedParametersServeSeveralInferenceNetworks) {
+  auto m = cnn();
+  Network owner(m, 4);
+  Rng rng(9);
+  owner.initialize(rng);
+  Network a(m, 4, owner.params()), b(m, 2, owner.params());
+  for (int i = 0; i < 64; ++i) a.input()[i] = b.input()[i] = owner.input()[i] = rng.uniform();
+  owner.forward(1, false);
+  a.forward(1, false);
+  b.forward(1, false);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(a.output()[k], owner.output()[k]);
+    EXPECT_EQ(b.output()[k], owner.output()[k]);
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
