@@ -33,21 +33,22 @@ using plan_detail::show;
 
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
-const std::vector<std::string> kModelKeys = {
-    "batch_size", "early_stopping", "epochs",  "grid",     "keras",  "layers",
-    "loss",       "metrics",        "name",    "optimizer", "shuffle"};
+const std::vector<std::string> kModelKeys = {"batch_size", "early_stopping", "epochs", "grid",
+                                             "keras",      "layers",         "loss",   "metrics",
+                                             "name",       "optimizer",      "shuffle"};
 const std::vector<std::string> kDefaultsKeys = {"batch_size", "early_stopping", "epochs",
                                                 "keras",      "layers",         "loss",
                                                 "metrics",    "optimizer",      "shuffle"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
+// clang-format off
 const std::vector<std::string> kYamlOrder = {
-    "name",     "seed",      "data",           "train",   "test",     "scale",
-    "validation_split",      "models",         "keras",   "epochs",   "batch_size",
-    "shuffle",  "loss",      "metrics",        "optimizer",           "early_stopping",
-    "monitor",  "patience",  "min_delta",      "restore_best_weights", "mode",
-    "start_from_epoch",      "layers"};
+    "name", "seed", "data", "train", "test", "scale", "validation_split", "models", "keras",
+    "epochs", "batch_size", "shuffle", "loss", "metrics", "optimizer", "early_stopping",
+    "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
+    "layers"};
+// clang-format on
 constexpr size_t kMaxModelsPerEntry = 100000;
 constexpr size_t kMaxNameLength = 100;
 const char* const kDefaultLoss = "sparse_categorical_crossentropy";
@@ -148,10 +149,14 @@ struct Substituter {
                          (vars.empty() ? std::string("none, as this model has no grid")
                                        : "one of the grid's vars: " + vars));
         out += "{" + var + "}";
+        pr.mute(path);
       } else if (it->second.is_structured()) {
-        pr.add(path, "placeholder '{" + var + "}' inside a longer string; expected a string, "
-                     "number or bool grid value, got " + show(it->second));
+        pr.add(path, "placeholder '{" + var +
+                         "}' inside a longer string; expected a string, "
+                         "number or bool grid value, got " +
+                         show(it->second));
         out += "{" + var + "}";
+        pr.mute(path);
       } else {
         out += value_text(it->second);
       }
@@ -171,9 +176,9 @@ class Loader {
 
  private:
   struct Expanded {
-    std::string name_path;              // "models[0].name"
-    std::string entry;                  // "models[0]"
-    std::string name_template;          // the name as written
+    std::string name_path;      // "models[0].name"
+    std::string entry;          // "models[0]"
+    std::string name_template;  // the name as written
     std::vector<std::string> grid_vars;
   };
 
@@ -273,19 +278,20 @@ DataSpec Loader::data(const Json& v) {
   }
   check_keys(pr_, "data", v, kDataKeys);
   if (!v.contains("train") || v["train"].is_null()) {
-    pr_.add("data.train", "required key missing; expected a data source such as "
-                          "fashion-mnist:train or {x: x.npy, y: y.npy}");
+    pr_.add("data.train",
+            "required key missing; expected a data source such as "
+            "fashion-mnist:train or {x: x.npy, y: y.npy}");
   } else if (auto s = source("data.train", v["train"])) {
     d.train = *s;
   }
   if (v.contains("test") && !v["test"].is_null()) d.test = source("data.test", v["test"]);
   if (v.contains("scale") && !v["scale"].is_null())
-    d.scale = check_number(pr_, "data.scale", v["scale"], 0, true, INFINITY, false,
-                           "a positive number")
-                  .value_or(1.0);
+    d.scale =
+        check_number(pr_, "data.scale", v["scale"], 0, true, INFINITY, false, "a positive number")
+            .value_or(1.0);
   if (v.contains("validation_split") && !v["validation_split"].is_null())
-    d.validation_split = check_number(pr_, "data.validation_split", v["validation_split"], 0,
-                                      false, 1, true, "a number in [0, 1)")
+    d.validation_split = check_number(pr_, "data.validation_split", v["validation_split"], 0, false,
+                                      1, true, "a number in [0, 1)")
                              .value_or(0.0);
   return d;
 }
@@ -312,12 +318,15 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
         grid_ok = false;
       } else {
         auto order = doc_.keys.find(gp);
-        for (const auto& var : order != doc_.keys.end() ? order->second : std::vector<std::string>{}) {
+        for (const auto& var :
+             order != doc_.keys.end() ? order->second : std::vector<std::string>{}) {
           const std::string vp = child_path(gp, var);
           const Json& values = g[var];
           if (!is_identifier(var)) {
-            pr_.add(vp, "bad grid var name; expected letters, digits and '_' (not starting with "
-                        "a digit), got \"" + var + "\"");
+            pr_.add(vp,
+                    "bad grid var name; expected letters, digits and '_' (not starting with "
+                    "a digit), got \"" +
+                        var + "\"");
             grid_ok = false;
           } else if (!values.is_array() || values.empty()) {
             pr_.add(vp, "expected a non-empty list of values, got " + show(values));
@@ -399,11 +408,15 @@ void Loader::check_name(const std::string& path, const std::string& name) {
         bad.find(c) == std::string::npos)
       bad += c;
   if (!bad.empty())
-    pr_.add(path, "model name " + show(name) + " is not safe as a file name; expected only "
-                  "letters, digits, '.', '_' and '-', got " + show(bad));
+    pr_.add(path, "model name " + show(name) +
+                      " is not safe as a file name; expected only "
+                      "letters, digits, '.', '_' and '-', got " +
+                      show(bad));
   if (name[0] == '.')
-    pr_.add(path, "model name " + show(name) + " starts with '.'; expected a name that is not a "
-                  "hidden file, got " + show(name));
+    pr_.add(path, "model name " + show(name) +
+                      " starts with '.'; expected a name that is not a "
+                      "hidden file, got " +
+                      show(name));
   if (name.size() > kMaxNameLength)
     pr_.add(path, "model name " + show(name) + " is too long; expected at most " +
                       std::to_string(kMaxNameLength) + " characters, got " +
@@ -421,7 +434,8 @@ void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
     const Expanded& b = expanded_[k];
     std::string msg = "duplicate model name '" + name +
                       "'; expected names unique across the expanded plan, got it again (first "
-                      "from " + a.entry + " at line " + std::to_string(pr_.line(a.entry)) + ")";
+                      "from " +
+                      a.entry + " at line " + std::to_string(pr_.line(a.entry)) + ")";
     if (a.entry == b.entry) {
       std::vector<std::string> unused;
       for (const auto& v : b.grid_vars)
@@ -446,8 +460,8 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   if (!m.contains("name")) {
     pr_.add(child_path(entry, "name"), "required key missing; expected a model name");
   } else if (!m["name"].is_string()) {
-    pr_.add(at("name"), "expected a string (quote a name that reads as a number), got " +
-                            show(m["name"]));
+    pr_.add(at("name"),
+            "expected a string (quote a name that reads as a number), got " + show(m["name"]));
   } else {
     s.name = m["name"].get<std::string>();
     check_name(at("name"), s.name);
@@ -458,8 +472,9 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   if (has_layers && has_keras)
     pr_.add(at("keras"), "layers and keras are mutually exclusive; expected one of them, got both");
   if (!has_layers && !has_keras)
-    pr_.add(entry, "no architecture; expected layers (a list of {Class: config}) or keras (a "
-                   "Keras model file), got neither");
+    pr_.add(entry,
+            "no architecture; expected layers (a list of {Class: config}) or keras (a "
+            "Keras model file), got neither");
   if (has_keras) {
     const Json& k = m["keras"];
     if (k.is_string() && !k.get<std::string>().empty())
@@ -470,24 +485,29 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   }
   if (has_layers) layers(m["layers"], at("layers"), s, ex);
 
-  if (m.contains("epochs")) s.epochs = static_cast<int>(check_int(pr_, at("epochs"), m["epochs"], 1).value_or(1));
+  if (m.contains("epochs"))
+    s.epochs = static_cast<int>(check_int(pr_, at("epochs"), m["epochs"], 1).value_or(1));
   if (m.contains("batch_size"))
     s.batch_size =
         static_cast<int>(check_int(pr_, at("batch_size"), m["batch_size"], 1).value_or(32));
-  if (m.contains("shuffle")) s.shuffle = check_bool(pr_, at("shuffle"), m["shuffle"]).value_or(true);
+  if (m.contains("shuffle"))
+    s.shuffle = check_bool(pr_, at("shuffle"), m["shuffle"]).value_or(true);
   ex["epochs"] = s.epochs;
   ex["batch_size"] = s.batch_size;
   ex["shuffle"] = s.shuffle;
 
   const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);
+  bool loss_ok = true;
   try {
     s.loss = parse_loss(loss);
   } catch (const ConfigError& e) {
     pr_.add(spec_error_path(at("loss"), loss, e, "loss"), config_message(e));
+    loss_ok = false;
   }
   ex["loss"] = loss;
 
-  // Metrics are resolved against the data's shape later (resolve_metric); here only names.
+  // Metrics are resolved against the data's shape when the fleet starts; here the names and
+  // whether they fit the loss.
   std::vector<std::string> monitors = {"loss", "val_loss"};
   const Json metrics = m.contains("metrics") ? m["metrics"] : Json::array({"accuracy"});
   if (!metrics.is_array()) {
@@ -502,6 +522,9 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
       const std::string name = metrics[i].get<std::string>();
       try {
         const std::string key = metric_key(name);
+        // Whether a metric fits the loss's targets does not depend on the number of outputs K,
+        // except for binary_accuracy with integer labels (valid only when K == 1).
+        if (loss_ok && key != "binary_accuracy") resolve_metric(name, s.loss, 2);
         s.metrics.push_back(name);
         for (const auto& n : {name, key}) {
           monitors.push_back(n);
@@ -559,12 +582,10 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
             check_int(pr_, child_path(p, "start_from_epoch"), j["start_from_epoch"], 0)
                 .value_or(0));
       s.early_stopping = es;
-      ex["early_stopping"] = {{"monitor", es.monitor},
-                              {"patience", es.patience},
-                              {"min_delta", es.min_delta},
-                              {"restore_best_weights", es.restore_best_weights},
-                              {"mode", es.mode},
-                              {"start_from_epoch", es.start_from_epoch}};
+      ex["early_stopping"] = {
+          {"monitor", es.monitor},     {"patience", es.patience},
+          {"min_delta", es.min_delta}, {"restore_best_weights", es.restore_best_weights},
+          {"mode", es.mode},           {"start_from_epoch", es.start_from_epoch}};
     }
   }
   s.expanded = std::move(ex);
@@ -573,12 +594,14 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
 
 void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex) {
   if (!list.is_array() || list.empty()) {
-    pr_.add(path, "expected a non-empty list of layers such as [{Flatten: {}}, {Dense: {units: "
-                  "10}}], got " + show(list));
+    pr_.add(path,
+            "expected a non-empty list of layers such as [{Flatten: {}}, {Dense: {units: "
+            "10}}], got " +
+                show(list));
     return;
   }
-  std::map<std::string, int> counters;              // per class, for default names
-  std::map<std::string, std::string> used;          // layer name -> its field path
+  std::map<std::string, int> counters;      // per class, for default names
+  std::map<std::string, std::string> used;  // layer name -> its field path
   Json out = Json::array();
   for (size_t j = 0; j < list.size(); ++j) {
     const std::string ip = index_path(path, j);
@@ -591,8 +614,10 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       cls = item.begin().key();
       cfg = item.begin().value();
     } else {
-      pr_.add(ip, "a layer is a mapping with one key, its class; expected {Class: {config}} such "
-                  "as {Dense: {units: 10}} (indent the config under the class), got " + show(item));
+      pr_.add(ip,
+              "a layer is a mapping with one key, its class; expected {Class: {config}} such "
+              "as {Dense: {units: 10}} (indent the config under the class), got " +
+                  show(item));
       continue;
     }
     if (cfg.is_null()) cfg = Json::object();
@@ -629,7 +654,8 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       if (!fresh)
         pr_.add(child_path(cp, "name"), "duplicate layer name '" + name +
                                             "'; expected names unique within a model, got it "
-                                            "again (first at " + it->second + ")");
+                                            "again (first at " +
+                                            it->second + ")");
     }
     s.layers.push_back({cls, cfg, pr_.where(cp)});
     out.push_back(Json::object({{cls, cfg}}));

@@ -27,6 +27,13 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 void Problems::add(const std::string& path, const std::string& message) {
+  for (const auto& m : muted_) {
+    auto under = [](const std::string& a, const std::string& b, const char* seps) {
+      return a.size() > b.size() && a.compare(0, b.size(), b) == 0 &&
+             std::string(seps).find(a[b.size()]) != std::string::npos;
+    };
+    if (path == m || under(path, m, ".[") || under(m, path, "[")) return;
+  }
   std::string text = file_ + ":" + std::to_string(line(path)) + ": ";
   if (!path.empty()) text += path + ": ";
   text += message;
@@ -53,8 +60,8 @@ void Problems::throw_if_any() const {
   std::vector<Entry> sorted = list_;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const Entry& a, const Entry& b) { return a.line < b.line; });
-  std::string msg = "failed to load plan '" + file_ + "': " + std::to_string(sorted.size()) +
-                    " problem(s)";
+  std::string msg =
+      "failed to load plan '" + file_ + "': " + std::to_string(sorted.size()) + " problem(s)";
   for (const auto& e : sorted) msg += "\n" + e.text;
   throw PlanError(msg);
 }
@@ -88,11 +95,11 @@ void check_keys(Problems& pr, const std::string& path, const Json& obj,
   }
 }
 
-std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v,
-                                 int64_t min, int64_t max) {
-  const std::string what = min == 1   ? "a positive integer"
-                           : min == 0 ? "a non-negative integer"
-                                      : "an integer >= " + std::to_string(min);
+std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v, int64_t min,
+                                 int64_t max) {
+  std::string what = min == 1   ? "a positive integer"
+                     : min == 0 ? "a non-negative integer"
+                                : "an integer >= " + std::to_string(min);
   double d = 0;
   bool ok = false;
   if (v.is_number_unsigned()) {
@@ -104,17 +111,15 @@ std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Js
          d <= static_cast<double>(max);
   }
   if (!ok) {
-    pr.add(path, "expected " + what +
-                     (max < INT64_MAX ? " (at most " + std::to_string(max) + ")" : "") +
-                     ", got " + show(v));
+    if (v.is_number() && d > static_cast<double>(max)) what += " at most " + std::to_string(max);
+    pr.add(path, "expected " + what + ", got " + show(v));
     return std::nullopt;
   }
   return static_cast<int64_t>(d);
 }
 
-std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v,
-                                   double lo, bool lo_open, double hi, bool hi_open,
-                                   const std::string& what) {
+std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v, double lo,
+                                   bool lo_open, double hi, bool hi_open, const std::string& what) {
   if (v.is_number()) {
     const double d = v.get<double>();
     if (std::isfinite(d) && (lo_open ? d > lo : d >= lo) && (hi_open ? d < hi : d <= hi)) return d;
@@ -133,10 +138,10 @@ std::optional<std::string> check_string(Problems& pr, const std::string& path, c
                                         const std::vector<std::string>& allowed) {
   if (v.is_string()) {
     const std::string s = v.get<std::string>();
-    if (allowed.empty() || std::find(allowed.begin(), allowed.end(), s) != allowed.end())
-      return s;
+    if (allowed.empty() || std::find(allowed.begin(), allowed.end(), s) != allowed.end()) return s;
   }
-  pr.add(path, "expected " + (allowed.empty() ? std::string("a string") : "one of " + join(allowed)) +
+  pr.add(path, "expected " +
+                   (allowed.empty() ? std::string("a string") : "one of " + join(allowed)) +
                    ", got " + show(v));
   return std::nullopt;
 }

@@ -27,6 +27,9 @@ class Problems {
   int line(const std::string& path) const;
   // "<file>:<line>: <path>" for ModelSpec::where and LayerEntry::where.
   std::string where(const std::string& path) const;
+  // Drops later problems at `path`, below it, or at the list holding it: they would only repeat
+  // the one already reported there (an unknown placeholder makes its value invalid too).
+  void mute(const std::string& path) { muted_.insert(path); }
   bool empty() const { return list_.empty(); }
   size_t size() const { return list_.size(); }
   // Throws PlanError "failed to load plan '<file>': N problem(s)" and one line per problem, in
@@ -42,6 +45,7 @@ class Problems {
   const std::map<std::string, int>& lines_;
   std::vector<Entry> list_;
   std::set<std::string> seen_;
+  std::set<std::string> muted_;
 };
 
 // A JSON value for messages: strings quoted, long values cut at 60 characters.
@@ -55,11 +59,10 @@ void check_keys(Problems& pr, const std::string& path, const Json& obj,
 
 // Typed checks: report and return nullopt on a bad value. Integers accept integral floats (1.0);
 // nothing accepts strings for numbers or bools.
-std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v,
-                                 int64_t min, int64_t max = INT32_MAX);
-std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v,
-                                   double lo, bool lo_open, double hi, bool hi_open,
-                                   const std::string& what);
+std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v, int64_t min,
+                                 int64_t max = INT32_MAX);
+std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v, double lo,
+                                   bool lo_open, double hi, bool hi_open, const std::string& what);
 std::optional<bool> check_bool(Problems& pr, const std::string& path, const Json& v);
 std::optional<std::string> check_string(Problems& pr, const std::string& path, const Json& v,
                                         const std::vector<std::string>& allowed = {});

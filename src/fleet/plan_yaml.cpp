@@ -73,10 +73,10 @@ struct Converter {
           const std::string key = kv.first.Scalar();
           const std::string p = child_path(path, key);
           if (o.contains(key)) {
-            out.problems.emplace_back(
-                p, "duplicate key '" + key + "'; expected each key once, got it again on line " +
-                       std::to_string(key_line) + " (first on line " +
-                       std::to_string(out.lines[p]) + ")");
+            out.problems.emplace_back(p, "duplicate key '" + key +
+                                             "'; expected each key once, got it again on line " +
+                                             std::to_string(key_line) + " (first on line " +
+                                             std::to_string(out.lines[p]) + ")");
             continue;
           }
           order.push_back(key);
@@ -99,6 +99,18 @@ size_t depth(const Json& v) {
   size_t d = 0;
   for (const auto& e : v) d = std::max(d, depth(e));
   return d + 1;
+}
+
+// Small collections read best on one line, except a mapping of collections only: a layer item
+// {Dense: {...}} reads as "- Dense: {units: 10}" and an optimizer as "Adam: {...}".
+bool use_flow(const Json& v) {
+  if (v.empty()) return true;
+  const size_t d = depth(v);
+  if (d > 2 || v.dump().size() > 72) return false;
+  if (d == 1 || v.is_array()) return true;
+  for (const auto& e : v)
+    if (!e.is_structured()) return true;
+  return false;
 }
 
 bool needs_quotes(const std::string& s) { return s.empty() || !plain_scalar(s).is_string(); }
@@ -134,13 +146,13 @@ struct Writer {
         break;
       }
       case Json::value_t::array:
-        if (v.empty() || (depth(v) <= 2 && v.dump().size() <= 72)) out << YAML::Flow;
+        if (use_flow(v)) out << YAML::Flow;
         out << YAML::BeginSeq;
         for (const auto& e : v) emit(e);
         out << YAML::EndSeq;
         break;
       case Json::value_t::object: {
-        if (v.empty() || (depth(v) <= 2 && v.dump().size() <= 72)) out << YAML::Flow;
+        if (use_flow(v)) out << YAML::Flow;
         out << YAML::BeginMap;
         for (const auto& k : ordered_keys(v)) {
           out << YAML::Key;

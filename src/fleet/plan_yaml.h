@@ -3,11 +3,11 @@
 // JSON back as YAML that reads back to the same values. Internal to src/fleet.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <map>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "layers/config.h"
 
@@ -23,7 +23,7 @@ std::string parent_path(const std::string& path);
 // mapping's keys (JSON objects sort their keys; grids expand in the written order).
 struct LocatedJson {
   Json value;
-  std::map<std::string, int> lines;                     // path -> line of the key or item
+  std::map<std::string, int> lines;                      // path -> line of the key or item
   std::map<std::string, std::vector<std::string>> keys;  // path of a mapping -> keys as written
   std::vector<std::pair<std::string, std::string>> problems;  // path, message (duplicate keys...)
 };

@@ -33,6 +33,43 @@ std::string unique_key(std::map<std::string, int>& used, const std::string& base
   return base + "_" + std::to_string(++it->second);
 }
 
+// Keras 2 writes glorot_uniform and its relatives as VarianceScaling with explicit arguments;
+// rewrites the exact equivalents of the named initializers to their names. Other
+// VarianceScaling settings are left for the registry to refuse by name.
+Json named_initializer(const Json& init) {
+  if (!init.is_object() || init.value("class_name", Json()) != "VarianceScaling") return init;
+  const Json c = init.value("config", Json::object());
+  if (!c.is_object()) return init;
+  const Json scale = c.value("scale", Json(1.0));
+  const std::string mode = c.value("mode", Json("fan_in")).is_string()
+                               ? c.value("mode", std::string("fan_in"))
+                               : std::string();
+  const std::string dist = c.value("distribution", Json("truncated_normal")).is_string()
+                               ? c.value("distribution", std::string("truncated_normal"))
+                               : std::string();
+  if (!scale.is_number()) return init;
+  const double s = scale.get<double>();
+  // Keras 2's "normal" is the truncated normal that later versions call "truncated_normal".
+  const bool uniform = dist == "uniform";
+  const bool normal = dist == "normal" || dist == "truncated_normal";
+  std::string name;
+  if (s == 1.0 && mode == "fan_avg") name = uniform ? "GlorotUniform" : normal ? "GlorotNormal" : "";
+  if (s == 2.0 && mode == "fan_in") name = uniform ? "HeUniform" : normal ? "HeNormal" : "";
+  if (s == 1.0 && mode == "fan_in") name = uniform ? "LecunUniform" : normal ? "LecunNormal" : "";
+  if (name.empty()) return init;
+  return Json{{"class_name", name}, {"config", {{"seed", c.value("seed", Json())}}}};
+}
+
+Json normalize_layer_config(Json cfg) {
+  if (!cfg.is_object()) return cfg;
+  for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+    const std::string& k = it.key();
+    if (k.size() > 12 && k.compare(k.size() - 12, 12, "_initializer") == 0)
+      it.value() = named_initializer(it.value());
+  }
+  return cfg;
+}
+
 struct PendingNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;  // tensor ids: 0 = model input, k + 1 = output of node k
@@ -193,7 +230,7 @@ class Builder {
       fail("layer '" + d.name + "' has class '" + d.cls +
            "', which nnfleet does not support; expected one of " + supported_classes());
     std::string name = d.name;
-    Json cfg = d.config;
+    Json cfg = normalize_layer_config(d.config);
     if (names_.count(name)) {
       // A layer of a nested model may reuse an outer name; keep names unique in the flat graph.
       std::string base = name;

@@ -69,7 +69,10 @@ class Network {
   void set_rng(const Rng& r) { rng_ = r; }
   int64_t iterations() const { return iterations_; }
   void set_iterations(int64_t it) { iterations_ = it; }
+  // Gradients of the trainable parameters from the last train_step (laid out like params()).
+  const float* gradients() const { return train_ ? arena_.at(grads_off_) : nullptr; }
   float* optimizer_state() { return train_ ? arena_.at(state_off_) : nullptr; }
+  const float* optimizer_state() const { return train_ ? arena_.at(state_off_) : nullptr; }
   size_t optimizer_state_floats() const { return state_floats_; }
 
  private:

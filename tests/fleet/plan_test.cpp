@@ -180,10 +180,10 @@ TEST_F(PlanTest, DefaultLayerNamesFollowKerasPerModel) {
   const Plan p = load_plan(path);
   std::vector<std::string> got;
   for (const auto& l : p.models[0].layers) got.push_back(l.config["name"]);
-  EXPECT_THAT(got, ElementsAre("conv2d", "batch_normalization", "max_pooling2d", "mine",
-                               "conv2d_1", "re_lu", "flatten", "dense", "dense_1"));
+  EXPECT_THAT(got, ElementsAre("conv2d", "batch_normalization", "max_pooling2d", "mine", "conv2d_1",
+                               "re_lu", "flatten", "dense", "dense_1"));
   EXPECT_EQ(p.models[1].layers[0].config["name"], "dense");  // counters restart per model
-  EXPECT_THAT(p.models[0].layers[3].where, HasSubstr("p.yaml:7: models[0].layers[3].Conv2D"));
+  EXPECT_THAT(p.models[0].layers[3].where, HasSubstr("p.yaml:9: models[0].layers[3].Conv2D"));
 }
 
 TEST_F(PlanTest, PlaceholdersWorkInsideLongerStringsAndAnyValue) {
@@ -298,8 +298,9 @@ TEST_F(PlanTest, AllProblemsAreReportedTogether) {
   const std::string path = fixture("three_mistakes.yaml");
   EXPECT_THAT(error_of(path), StartsWith("failed to load plan '" + path + "': 3 problem(s)\n"));
   const auto lines = problems_of(path);
-  ASSERT_EQ(lines.size(), 3u);
-  EXPECT_THAT(lines[0], StartsWith(path + ":5: models[0].epochs: expected a positive integer, got 0"));
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0],
+              StartsWith(path + ":5: models[0].epochs: expected a positive integer, got 0"));
   EXPECT_THAT(lines[1], StartsWith(path + ":8: models[0].layers[1].Dense.activation: unknown "
                                           "activation \"sofmax\"; expected one of linear, relu"));
   EXPECT_THAT(lines[2], StartsWith(path + ":10: models[1].optimizer: unknown optimizer"));
@@ -313,7 +314,7 @@ TEST_F(PlanTest, UnknownLayerClassListsValidClasses) {
       - Dense: {units: 2}
       - Dence: {units: 2}
 )"));
-  ASSERT_EQ(lines.size(), 1u);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:7: models[0].layers[1]: unknown layer class 'Dence'; "
                                   "expected one of Dense, Conv2D"));
 }
@@ -326,7 +327,7 @@ TEST_F(PlanTest, UnknownLossMetricAndOptimizerKeyListValidNames) {
     optimizer: {Adam: {learning_rate: 0.01, momentum: 0.9}}
     layers: [Flatten]
 )"));
-  ASSERT_EQ(lines.size(), 3u);
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].loss: unknown loss \"sparse_crossentropy\";"
                                   " expected one of "));
   EXPECT_THAT(lines[0], HasSubstr("sparse_categorical_crossentropy"));
@@ -334,6 +335,18 @@ TEST_F(PlanTest, UnknownLossMetricAndOptimizerKeyListValidNames) {
                                   "expected one of accuracy, acc, binary_accuracy"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:7: models[0].optimizer.Adam.momentum: unknown key "
                                   "'momentum' for Adam; expected one of: "));
+}
+
+TEST_F(PlanTest, MetricThatDoesNotFitTheLossIsRefused) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    metrics: [accuracy, mae, binary_accuracy]
+    layers: [Flatten]
+)"));
+  EXPECT_THAT(lines,
+              ElementsAre(HasSubstr("p.yaml:5: models[0].metrics[1]: metric \"mae\" needs "
+                                    "targets shaped like the predictions; expected a "
+                                    "non-sparse loss, got sparse_categorical_crossentropy")));
 }
 
 TEST_F(PlanTest, OptimizerValueErrorPointsAtTheKey) {
@@ -363,7 +376,7 @@ models:
     layers: [Flatten]
     early_stopping: {patience: 1, baseline: 0.5}
 )"));
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 5u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: sead: unknown key 'sead'; expected one of: data, "
                                   "defaults, models, seed (did you mean 'seed'?)"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
@@ -381,7 +394,7 @@ TEST_F(PlanTest, UnknownLayerConfigKeyListsTheLayersKeys) {
     layers:
       - Dense: {units: 2, unit: 3}
 )"));
-  ASSERT_EQ(lines.size(), 1u);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].layers[0].Dense.unit: unknown key 'unit' "
                                   "for Dense; expected one of: "));
 }
@@ -395,9 +408,10 @@ TEST_F(PlanTest, UnknownPlaceholderIsNamedWithTheGridVars) {
   - name: n-{x}
     layers: [Flatten]
 )"));
-  ASSERT_EQ(lines.size(), 2u);
-  EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].optimizer.SGD.learning_rate: unknown "
-                                  "placeholder '{rate}'; expected one of the grid's vars: units, lr"));
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0],
+              HasSubstr("p.yaml:6: models[0].optimizer.SGD.learning_rate: unknown "
+                        "placeholder '{rate}'; expected one of the grid's vars: units, lr"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:8: models[1].name: unknown placeholder '{x}'; expected "
                                   "none, as this model has no grid"));
 }
@@ -411,7 +425,7 @@ TEST_F(PlanTest, GridErrorsAreReported) {
     grid: [1, 2]
     layers: [Flatten]
 )"));
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].grid.u: expected a non-empty list of "
                                   "values, got []"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:8: models[1].grid: expected a mapping"));
@@ -429,10 +443,11 @@ TEST_F(PlanTest, BadModelNamesAreRefusedWithTheRule) {
     layers: [Flatten]
   - layers: [Flatten]
 )"));
-  ASSERT_EQ(lines.size(), 5u);
+  ASSERT_EQ(lines.size(), 5u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:4: models[0].name: model name \"a/b\" is not safe as a "
                                   "file name; expected only letters, digits"));
-  EXPECT_THAT(lines[1], HasSubstr("p.yaml:6: models[1].name: model name \".hidden\" starts with '.'"));
+  EXPECT_THAT(lines[1],
+              HasSubstr("p.yaml:6: models[1].name: model name \".hidden\" starts with '.'"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:8: models[2].name: model name \"xxx"));
   EXPECT_THAT(lines[2], HasSubstr("is too long; expected at most 100 characters, got 101"));
   EXPECT_THAT(lines[3], HasSubstr("p.yaml:10: models[3].name: expected a string"));
@@ -448,13 +463,15 @@ TEST_F(PlanTest, DuplicateNamesAfterGridExpansionAreRefused) {
   - name: mlp-16
     layers: [Flatten]
 )"));
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:4: models[0].name: duplicate model name 'mlp-8'; "
                                   "expected names unique across the expanded plan, got it again "
                                   "(first from models[0] at line 4); hint: put every grid var in "
                                   "the name, e.g. {lr}"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: models[0].name: duplicate model name 'mlp-16'"));
-  // The second mlp-16 (models[1]) is reported too, but deduplicated against... no: see below.
+  EXPECT_THAT(lines[2], HasSubstr("p.yaml:8: models[1].name: duplicate model name 'mlp-16'; "
+                                  "expected names unique across the expanded plan, got it again "
+                                  "(first from models[0] at line 4)"));
 }
 
 TEST_F(PlanTest, DuplicateNameAcrossEntriesNamesBothEntries) {
@@ -477,7 +494,7 @@ TEST_F(PlanTest, LayersAndKerasAreExclusiveAndOneIsRequired) {
   - name: neither
     epochs: 2
 )"));
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].keras: layers and keras are mutually "
                                   "exclusive"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:7: models[1]: no architecture; expected layers"));
@@ -505,7 +522,7 @@ data:
   validation_split: 1.0
 models: []
 )"));
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 6u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: seed: expected a non-negative integer, got -1"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:3: data.train: unknown data source; expected "
                                   "fashion-mnist:train, fashion-mnist:test"));
@@ -537,7 +554,7 @@ TEST_F(PlanTest, BadEarlyStoppingValuesAreReported) {
       mode: up
       start_from_epoch: 1.5
 )"));
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 6u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:9: models[0].early_stopping.monitor: expected one of "
                                   "loss, mae, val_loss, val_mae, got \"val_accuracy\""));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:10: models[0].early_stopping.patience: expected a "
@@ -583,7 +600,7 @@ TEST_F(PlanTest, LayerMappingWithSeveralKeysGetsAHint) {
       - Dense:
         units: 3
 )"));
-  ASSERT_EQ(lines.size(), 1u);
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].layers[0]: a layer is a mapping with one "
                                   "key, its class"));
   EXPECT_THAT(lines[0], HasSubstr("indent the config under the class"));
@@ -598,7 +615,7 @@ TEST_F(PlanTest, DuplicateYamlKeysAndLayerNamesAreReported) {
       - Dense: {units: 2, name: d}
       - Dense: {units: 2, name: d}
 )"));
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].epochs: duplicate key 'epochs'"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:9: models[0].layers[1].Dense.name: duplicate layer "
                                   "name 'd'"));
@@ -611,8 +628,9 @@ TEST_F(PlanTest, MissingFileIsNamed) {
 }
 
 TEST_F(PlanTest, YamlSyntaxErrorNamesFileAndLine) {
-  const std::string path = write("p.yaml", "data:\n  train: fashion-mnist:train\nmodels: [\n"
-                                           "  {name: m,\n  layers: [Flatten]\n");
+  const std::string path = write("p.yaml",
+                                 "data:\n  train: fashion-mnist:train\nmodels: [\n"
+                                 "  {name: m,\n  layers: [Flatten]\n");
   const std::string msg = error_of(path);
   EXPECT_THAT(msg, StartsWith("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":"));
   EXPECT_THAT(msg, HasSubstr("invalid YAML"));

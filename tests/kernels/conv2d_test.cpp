@@ -84,7 +84,7 @@ template <typename Fn>
 void for_each_conv(bool depthwise, Fn fn) {
   for (int n : {1, 2}) {
     for (int hw : {1, 3, 7}) {
-      for (int c : {1, 3, 4}) {
+      for (int c : {1, 3, 8}) {  // 8: KW*C >= 16 takes the row-layout im2col
         for (int k : {1, 2, 3}) {
           for (int stride : {1, 2}) {
             for (int dilation : {1, 2}) {

@@ -92,6 +92,11 @@ TEST(Gemm, MatchesRefOnWorkloadShapes) {
       {false, false, 32, 512, 784, 0, 1.0f}, {false, true, 32, 512, 512, 0, 1.0f},
       {true, false, 784, 128, 32, 0, 1.0f},  {true, false, 288, 64, 85, 0, 1.0f},
       {false, false, 85, 64, 288, 0, 0.0f},  {true, true, 17, 9, 40, 2, 1.0f},
+      // A B^T spanning several transposed blocks of B, with tails in both directions.
+      {false, true, 9, 100, 300, 3, 0.0f},   {false, true, 9, 100, 300, 3, 1.0f},
+      {false, true, 8, 129, 257, 0, 1.0f},
+      // B larger than L2, split into column panels (the last one narrower).
+      {false, false, 5, 700, 400, 3, 0.0f},  {false, false, 5, 700, 400, 3, 1.0f},
   };
   uint32_t seed = 200;
   for (const GemmCase& c : cases) check_gemm(c, seed++);

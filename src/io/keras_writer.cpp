@@ -1,0 +1,378 @@
+// Model -> .keras (Keras 3.10 layout) and legacy .h5 (tf.keras 2.x layout). Each structure was
+// checked group by group against files Keras wrote (tests/io/fixtures): fmnist_cnn_k310.keras
+// for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
+#include "io/keras_writer.h"
+
+#include <ctime>
+#include <map>
+
+#include "io/hdf5.h"
+#include "io/keras_graph.h"
+#include "io/zip_archive.h"
+#include "platform/files.h"
+
+namespace nnfleet {
+namespace {
+
+using OJson = nlohmann::ordered_json;
+
+// Keras splits attributes larger than this (HDF5's object header limit) into name0, name1, ...
+constexpr size_t kHdf5ObjectHeaderLimit = 64512;
+
+OJson ordered(const Json& j) { return OJson::parse(j.dump()); }
+
+OJson batch_shape(const Shape& s) {
+  OJson a = OJson::array({nullptr});
+  for (int64_t d : s) a.push_back(d);
+  return a;
+}
+
+// Keras 3 records build_config only for layers with their own build() (they create weights or
+// check shapes there); Flatten gets one as well in files Keras 3.9/3.10 wrote.
+bool has_build_config(const std::string& cls) {
+  for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
+                        "Flatten", "Add", "Concatenate"})
+    if (cls == c) return true;
+  return false;
+}
+
+// The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
+OJson layer_config(const Layer& l, bool keras3) {
+  const Json src = l.keras_config();
+  OJson c;
+  c["name"] = l.name();
+  c["trainable"] = src.value("trainable", true);
+  if (keras3)
+    c["dtype"] = OJson{{"module", "keras"},
+                       {"class_name", "DTypePolicy"},
+                       {"config", {{"name", "float32"}}},
+                       {"registered_name", nullptr}};
+  else
+    c["dtype"] = "float32";
+  for (auto it = src.begin(); it != src.end(); ++it)
+    if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
+      c[it.key()] = ordered(it.value());
+  return c;
+}
+
+OJson input_layer_config(const Model& m, bool keras3) {
+  OJson c;
+  c[keras3 ? "batch_shape" : "batch_input_shape"] = batch_shape(m.input_shape());
+  c["dtype"] = "float32";
+  c["sparse"] = false;
+  c["ragged"] = false;
+  c["name"] = m.input_name();
+  return c;
+}
+
+// Name of the tensor with id `id` (0 = the model input).
+std::string tensor_name(const Model& m, int id) {
+  return id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name();
+}
+const Shape& tensor_shape(const Model& m, int id) {
+  return id == 0 ? m.input_shape() : m.planned(static_cast<size_t>(id - 1)).out_shape;
+}
+
+OJson keras3_layers(const Model& m, bool functional) {
+  OJson layers = OJson::array();
+  OJson in{{"module", "keras.layers"},
+           {"class_name", "InputLayer"},
+           {"config", input_layer_config(m, true)},
+           {"registered_name", nullptr}};
+  if (functional) {
+    in["name"] = m.input_name();
+    in["inbound_nodes"] = OJson::array();
+  }
+  layers.push_back(in);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    OJson e{{"module", "keras.layers"},
+            {"class_name", l.class_name()},
+            {"config", layer_config(l, true)},
+            {"registered_name", nullptr}};
+    const auto& ins = m.layer_inputs(i);
+    if (has_build_config(l.class_name())) {
+      if (ins.size() == 1) {
+        e["build_config"] = {{"input_shape", batch_shape(tensor_shape(m, ins[0]))}};
+      } else {
+        OJson shapes = OJson::array();
+        for (int id : ins) shapes.push_back(batch_shape(tensor_shape(m, id)));
+        e["build_config"] = {{"input_shape", shapes}};
+      }
+    }
+    if (functional) {
+      OJson tensors = OJson::array();
+      for (int id : ins)
+        tensors.push_back({{"class_name", "__keras_tensor__"},
+                           {"config",
+                            {{"shape", batch_shape(tensor_shape(m, id))},
+                             {"dtype", "float32"},
+                             {"keras_history", {tensor_name(m, id), 0, 0}}}}});
+      OJson args = l.arity() == 0 ? OJson::array({tensors}) : tensors;
+      e["name"] = l.name();
+      e["inbound_nodes"] = OJson::array({{{"args", args}, {"kwargs", OJson::object()}}});
+    }
+    layers.push_back(e);
+  }
+  return layers;
+}
+
+bool compiled(const KerasSaveInfo& info) { return info.loss && info.optimizer; }
+
+OJson metrics_json(const KerasSaveInfo& info) {
+  if (info.metrics.empty()) return nullptr;
+  OJson a = OJson::array();
+  for (const auto& m : info.metrics) a.push_back(m);
+  return a;
+}
+
+OJson config_json(const Model& m, const KerasSaveInfo& info) {
+  const bool functional = !m.is_sequential();
+  OJson top;
+  OJson cfg;
+  cfg["name"] = m.name();
+  cfg["trainable"] = true;
+  if (functional) {
+    top["module"] = "keras.src.models.functional";
+    top["class_name"] = "Functional";
+    cfg["layers"] = keras3_layers(m, true);
+    cfg["input_layers"] = OJson::array({{m.input_name(), 0, 0}});
+    cfg["output_layers"] = OJson::array({{tensor_name(m, m.output_node()), 0, 0}});
+    top["config"] = cfg;
+    top["registered_name"] = "Functional";
+  } else {
+    top["module"] = "keras";
+    top["class_name"] = "Sequential";
+    cfg["dtype"] = OJson{{"module", "keras"},
+                         {"class_name", "DTypePolicy"},
+                         {"config", {{"name", "float32"}}},
+                         {"registered_name", nullptr}};
+    cfg["layers"] = keras3_layers(m, false);
+    cfg["build_input_shape"] = batch_shape(m.input_shape());
+    top["config"] = cfg;
+    top["registered_name"] = nullptr;
+    top["build_config"] = {{"input_shape", batch_shape(m.input_shape())}};
+  }
+  if (compiled(info)) {
+    top["compile_config"] = {
+        {"optimizer",
+         {{"module", "keras.optimizers"},
+          {"class_name", optimizer_class(info.optimizer->kind)},
+          {"config", ordered(optimizer_keras_config(*info.optimizer))},
+          {"registered_name", nullptr}}},
+        {"loss", ordered(loss_to_keras(*info.loss))},
+        {"loss_weights", nullptr},
+        {"metrics", metrics_json(info)},
+        {"weighted_metrics", nullptr},
+        {"run_eagerly", false},
+        {"steps_per_execution", 1},
+        {"jit_compile", false}};
+  }
+  return top;
+}
+
+std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+std::string now_string() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d@%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
+                           const std::string& where) {
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::create_in_memory(where + ":model.weights.h5");
+  h5::Group& root = f.root();
+  size_t total = 0;
+  const auto offsets = param_offsets(m, &total);
+  // The model's own (empty) variable group, named after the model.
+  root.create_group("vars").write_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
+  h5::Group layers = root.create_group("layers");
+  const KerasGraph g = keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}));
+  if (!m.is_sequential()) {
+    // Functional.layers starts with the InputLayer, which gets a (variable-less) group.
+    h5::Group v = layers.create_group("input_layer").create_group("vars");
+    v.write_string_attr("name", m.input_name(), h5::StrType::kVlenUtf8);
+  }
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const std::string key = g.weight_paths[i].substr(std::string("layers/").size());
+    h5::Group v = layers.create_group(key).create_group("vars");
+    v.write_string_attr("name", m.layer(i).name(), h5::StrType::kVlenUtf8);
+    const auto& specs = m.planned(i).params;
+    for (size_t j = 0; j < specs.size(); ++j)
+      v.write_floats(std::to_string(j), dims_of(specs[j].shape), params + offsets[i][j]);
+  }
+  if (compiled(info) && info.optimizer_state) {
+    const OptimizerSpec& spec = *info.optimizer;
+    const Json ocfg = optimizer_keras_config(spec);
+    h5::Group v = root.create_group("optimizer").create_group("vars");
+    v.write_string_attr("name", ocfg.value("name", std::string("optimizer")),
+                        h5::StrType::kVlenUtf8);
+    v.write_int64_scalar("0", info.iterations);
+    const float lr = static_cast<float>(spec.learning_rate);
+    v.write_floats("1", {}, &lr);
+    std::vector<std::pair<size_t, size_t>> vars;
+    size_t n_trainable = 0;
+    for (size_t i = 0; i < m.num_layers(); ++i)
+      for (size_t j = 0; j < m.planned(i).params.size(); ++j)
+        if (m.planned(i).params[j].trainable) {
+          vars.push_back({i, j});
+          n_trainable += static_cast<size_t>(m.planned(i).params[j].shape.size());
+        }
+    const auto order = keras_optimizer_var_order(optimizer_state_slots(spec), vars.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      const auto [li, j] = vars[order[k].var];
+      v.write_floats(std::to_string(k + 2), dims_of(m.planned(li).params[j].shape),
+                     info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
+    }
+  }
+  return f.image();
+}
+
+// Keras's save_attributes_to_hdf5_group: one attribute, or name0, name1, ... when the fixed-width
+// array would exceed the object header limit (chunks as numpy.array_split makes them).
+void write_split_names(h5::Group& g, const std::string& name, const std::vector<std::string>& v) {
+  size_t width = 1;
+  for (const auto& s : v) width = std::max(width, s.size());
+  size_t chunks = 1;
+  auto fits = [&](size_t k) {
+    const size_t biggest = (v.size() + k - 1) / k;
+    return biggest * width <= kHdf5ObjectHeaderLimit;
+  };
+  while (!fits(chunks) && chunks < v.size()) ++chunks;
+  if (chunks == 1) {
+    g.write_string_list_attr(name, v, h5::StrType::kFixedAscii);
+    return;
+  }
+  const size_t base = v.size() / chunks, extra = v.size() % chunks;
+  size_t pos = 0;
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t len = base + (c < extra ? 1 : 0);
+    std::vector<std::string> part(v.begin() + static_cast<std::ptrdiff_t>(pos),
+                                  v.begin() + static_cast<std::ptrdiff_t>(pos + len));
+    g.write_string_list_attr(name + std::to_string(c), part, h5::StrType::kFixedAscii);
+    pos += len;
+  }
+}
+
+OJson legacy_model_config(const Model& m) {
+  const bool functional = !m.is_sequential();
+  OJson layers = OJson::array();
+  OJson in{{"class_name", "InputLayer"}, {"config", input_layer_config(m, false)}};
+  if (functional) {
+    in["name"] = m.input_name();
+    in["inbound_nodes"] = OJson::array();
+  }
+  layers.push_back(in);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    OJson e{{"class_name", l.class_name()}, {"config", layer_config(l, false)}};
+    if (functional) {
+      OJson refs = OJson::array();
+      for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});
+      e["name"] = l.name();
+      e["inbound_nodes"] = OJson::array({refs});
+    }
+    layers.push_back(e);
+  }
+  OJson cfg{{"name", m.name()}, {"layers", layers}};
+  if (functional) {
+    cfg["input_layers"] = OJson::array({{m.input_name(), 0, 0}});
+    cfg["output_layers"] = OJson::array({{tensor_name(m, m.output_node()), 0, 0}});
+  }
+  return OJson{{"class_name", functional ? "Functional" : "Sequential"}, {"config", cfg}};
+}
+
+OJson legacy_training_config(const KerasSaveInfo& info) {
+  const LossSpec& l = *info.loss;
+  OJson loss = l.from_logits || l.kind == LossKind::kHuber ? ordered(loss_to_keras(l))
+                                                           : OJson(loss_name(l));
+  return OJson{{"loss", loss},
+               {"metrics", metrics_json(info)},
+               {"weighted_metrics", nullptr},
+               {"loss_weights", nullptr},
+               {"optimizer_config",
+                {{"class_name", optimizer_class(info.optimizer->kind)},
+                 {"config", ordered(optimizer_keras_config(*info.optimizer))}}}};
+}
+
+std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& info,
+                      const std::string& where) {
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::create_in_memory(where);
+  h5::Group& root = f.root();
+  const auto ascii = h5::StrType::kVlenAscii;
+  root.write_string_attr("backend", "tensorflow", ascii);
+  root.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
+  root.write_string_attr("model_config", legacy_model_config(m).dump(), ascii);
+  if (compiled(info)) root.write_string_attr("training_config", legacy_training_config(info).dump(), ascii);
+  h5::Group mw = root.create_group("model_weights");
+  size_t total = 0;
+  const auto offsets = param_offsets(m, &total);
+  std::vector<std::string> names;
+  // tf.keras's model.layers: a Functional model lists its InputLayer, a Sequential one does not.
+  if (!m.is_sequential()) {
+    names.push_back(m.input_name());
+    mw.create_group(m.input_name()).write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
+  }
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    names.push_back(l.name());
+    h5::Group lg = mw.create_group(l.name());
+    const auto& specs = m.planned(i).params;
+    std::vector<std::string> wnames;
+    std::vector<size_t> order;
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t j = 0; j < specs.size(); ++j)
+        if (specs[j].trainable == (pass == 0)) order.push_back(j);
+    for (size_t j : order) wnames.push_back(l.name() + "/" + specs[j].name + ":0");
+    write_split_names(lg, "weight_names", wnames);
+    if (order.empty()) continue;
+    h5::Group inner = lg.create_group(l.name());
+    for (size_t j : order)
+      inner.write_floats(specs[j].name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
+  }
+  write_split_names(mw, "layer_names", names);
+  mw.write_string_attr("backend", "tensorflow", ascii);
+  mw.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
+  return f.image();
+}
+
+}  // namespace
+
+KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics) {
+  KerasSaveInfo info;
+  info.metrics = std::move(metrics);
+  if (net.trainable()) {
+    info.loss = net.train_spec().loss;
+    info.optimizer = net.train_spec().optimizer;
+    info.optimizer_state = net.optimizer_state();
+    info.iterations = net.iterations();
+  }
+  return info;
+}
+
+Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
+  return Json::parse(config_json(m, info).dump());
+}
+
+void save_keras(const std::string& path, const Model& m, const float* params,
+                const KerasSaveInfo& info) {
+  const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
+  std::vector<std::pair<std::string, std::string>> members;
+  members.emplace_back("metadata.json", meta.dump());
+  members.emplace_back("config.json", config_json(m, info).dump());
+  members.emplace_back("model.weights.h5", keras3_weights(m, params, info, path));
+  write_atomic_with(path, [&](const std::string& tmp) { write_zip(tmp, members); });
+}
+
+void save_keras_h5(const std::string& path, const Model& m, const float* params,
+                   const KerasSaveInfo& info) {
+  write_file_atomic(path, legacy_h5(m, params, info, path));
+}
+
+}  // namespace nnfleet

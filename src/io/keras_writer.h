@@ -1,0 +1,55 @@
+// Writing models as Keras files:
+//  - .keras (Keras 3 layout, as keras/src/saving/saving_lib.py writes it in Keras 3.10):
+//    config.json ({module, class_name, config, registered_name, build_config, compile_config}),
+//    metadata.json ({"keras_version", "date_saved"}) and model.weights.h5 with
+//    layers/<key>/vars/<i> per layer (key = snake_case class name made unique), the model's own
+//    vars group, and optimizer/vars/<i> (iterations, learning_rate, then the slot variables in
+//    Keras 3's order) for a model trained here;
+//  - legacy .h5 (the layout of tf.keras 2.x, legacy_h5_format.py): root attributes model_config,
+//    keras_version, backend (and training_config), model_weights/<layer>/<layer>/kernel:0 with
+//    layer_names / weight_names attributes. Optimizer variables are not written to .h5.
+// Files are written atomically (temporary file, then rename). Throws FileError.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loss/loss.h"
+#include "model/model.h"
+#include "model/network.h"
+#include "optim/optimizer.h"
+
+namespace nnfleet {
+
+// The Keras version written into metadata.json (the .keras layout matches this version).
+inline constexpr const char* kKerasWriteVersion = "3.10.0";
+// The keras_version attribute of legacy .h5 files (the tf.keras 2.x layout).
+inline constexpr const char* kKerasLegacyWriteVersion = "2.15.0";
+
+struct KerasSaveInfo {
+  // With both set, the model is saved as compiled (compile_config / training_config).
+  std::optional<LossSpec> loss;
+  std::optional<OptimizerSpec> optimizer;
+  std::vector<std::string> metrics;  // as the user named them ("accuracy")
+  // Optimizer state in Network::optimizer_state() layout (optimizer_state_floats() floats) and
+  // the step count; written as optimizer/vars in .keras files when set.
+  const float* optimizer_state = nullptr;
+  int64_t iterations = 0;
+};
+
+// Loss, optimizer, optimizer state and iterations of a training network (only `metrics` for an
+// inference network). The pointer stays valid while `net` lives.
+KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics = {});
+
+// `params` is laid out as Network::params().
+void save_keras(const std::string& path, const Model& m, const float* params,
+                const KerasSaveInfo& info = {});
+void save_keras_h5(const std::string& path, const Model& m, const float* params,
+                   const KerasSaveInfo& info = {});
+
+// The config.json object save_keras writes (compile_config included when compiled).
+Json keras_config_json(const Model& m, const KerasSaveInfo& info = {});
+
+}  // namespace nnfleet

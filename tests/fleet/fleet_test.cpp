@@ -1,0 +1,235 @@
+// The fleet end to end on small synthetic data: bit-identical results for any worker count,
+// stop-and-resume equal to an uninterrupted run, divergence confined to its model, and input
+// errors reported before anything is written.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fleet/fleet.h"
+#include "fleet_test_util.h"
+#include "platform/files.h"
+
+namespace nnfleet {
+namespace {
+
+using testing_util::TempDir;
+using ::testing::HasSubstr;
+
+struct Outcome {
+  FleetSummary summary;
+  std::map<std::string, std::string> weights;  // raw parameter bytes of each finished model
+};
+
+// Saves raw parameters so tests can compare weights bit for bit.
+ModelIo raw_io() {
+  ModelIo io;
+  io.save = [](const Network& net, const ModelSpec&, const std::string& path) {
+    write_file_atomic(path + ".bin", std::string(reinterpret_cast<const char*>(net.params()),
+                                                 net.num_params() * sizeof(float)));
+    return path + ".bin";
+  };
+  return io;
+}
+
+Outcome run(const std::string& plan_path, const std::string& out, int workers,
+            const std::atomic<bool>* stop = nullptr, bool resume = false) {
+  FleetOptions o;
+  o.out_dir = out;
+  o.workers = workers;
+  o.resume = resume;
+  o.mode = Display::Mode::kQuiet;
+  o.stop = stop;
+  Outcome r;
+  r.summary = run_fleet(load_plan(plan_path), o, raw_io());
+  for (const auto& m : r.summary.results)
+    if (file_exists(out + "/models/" + m.name + ".bin"))
+      r.weights[m.name] = read_file(out + "/models/" + m.name + ".bin");
+  return r;
+}
+
+void expect_same_results(const Outcome& a, const Outcome& b) {
+  ASSERT_EQ(a.summary.results.size(), b.summary.results.size());
+  for (size_t i = 0; i < a.summary.results.size(); ++i) {
+    const JobResult& x = a.summary.results[i];
+    const JobResult& y = b.summary.results[i];
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.status, y.status) << x.name;
+    EXPECT_EQ(x.epochs, y.epochs) << x.name;
+    EXPECT_EQ(x.metrics, y.metrics) << x.name;  // bit for bit: operator== on doubles
+    EXPECT_EQ(x.best.epoch, y.best.epoch) << x.name;
+    ASSERT_EQ(x.history.size(), y.history.size()) << x.name;
+    for (size_t e = 0; e < x.history.size(); ++e) EXPECT_EQ(x.history[e].values, y.history[e].values) << x.name;
+  }
+  ASSERT_EQ(a.weights.size(), b.weights.size());
+  for (const auto& [name, w] : a.weights) {
+    auto it = b.weights.find(name);
+    ASSERT_NE(it, b.weights.end()) << name;
+    EXPECT_TRUE(w == it->second) << "weights of " << name << " differ";
+  }
+}
+
+class Fleet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing_util::write_blobs(dir.path, "train", 1200, 1);
+    testing_util::write_blobs(dir.path, "test", 300, 2);
+    plan = dir.path + "/plan.yaml";
+    testing_util::write_text(plan, testing_util::small_plan());
+  }
+  TempDir dir;
+  std::string plan;
+};
+
+TEST_F(Fleet, ResultsAreBitIdenticalForOneAndTwoWorkers) {
+  Outcome one = run(plan, dir.path + "/w1", 1);
+  Outcome two = run(plan, dir.path + "/w2", 2);
+  ASSERT_EQ(one.summary.results.size(), 4u);
+  for (const auto& r : one.summary.results) {
+    EXPECT_EQ(r.status, JobStatus::kDone) << r.name << ": " << r.message;
+    EXPECT_GT(*find_metric(r.metrics, "test_accuracy"), 0.8) << r.name;
+  }
+  expect_same_results(one, two);
+  EXPECT_EQ(one.weights.size(), 4u);
+  EXPECT_EQ(two.summary.workers, 2);
+}
+
+TEST_F(Fleet, WritesTheOutputFolder) {
+  Outcome o = run(plan, dir.path + "/out", 2);
+  for (const char* f : {"results.json", "results.csv", "plan.yaml", "run.log", "history/cnn.csv",
+                        "history/mlp-8.csv", "models/cnn.bin"})
+    EXPECT_TRUE(file_exists(dir.path + "/out/" + f)) << f;
+  const Json r = Json::parse(read_file(dir.path + "/out/results.json"));
+  EXPECT_EQ(r["seed"], 7);
+  EXPECT_EQ(r["workers"], 2);
+  ASSERT_EQ(r["models"].size(), 4u);
+  const Json& m = r["models"][0];
+  for (const char* k : {"name", "status", "message", "epochs", "params", "seconds",
+                        "samples_per_second", "core", "metrics", "best"})
+    EXPECT_TRUE(m.contains(k)) << k;
+  for (const char* k : {"loss", "accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"})
+    EXPECT_TRUE(m["metrics"].contains(k)) << k;
+  const std::string hist = read_file(dir.path + "/out/history/mlp-8.csv");
+  EXPECT_THAT(hist, HasSubstr("epoch,loss,accuracy,val_loss,val_accuracy,seconds\n1,"));
+  EXPECT_EQ(std::count(hist.begin(), hist.end(), '\n'), 4);  // header + 3 epochs
+  // Nothing temporary is left behind.
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path + "/out"))
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+TEST_F(Fleet, EarlyStoppingRestoresBestWeights) {
+  Outcome o = run(plan, dir.path + "/out", 1);
+  const JobResult& cnn = o.summary.results[2];
+  ASSERT_EQ(cnn.name, "cnn");
+  EXPECT_EQ(cnn.best.monitor, "val_loss");
+  EXPECT_GE(cnn.best.epoch, 1);
+  EXPECT_LE(cnn.epochs, 4);
+  double best = 1e300;
+  for (const auto& e : cnn.history) best = std::min(best, *find_metric(e.values, "val_loss"));
+  EXPECT_EQ(cnn.best.value, best);
+}
+
+TEST_F(Fleet, StopThenResumeEqualsAnUninterruptedRun) {
+  Outcome full = run(plan, dir.path + "/full", 2);
+  for (int delay_ms : {3, 15, 40}) {
+    const std::string out = dir.path + "/stopped" + std::to_string(delay_ms);
+    std::atomic<bool> stop{false};
+    std::thread t([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      stop = true;
+    });
+    Outcome first = run(plan, out, 2, &stop);
+    t.join();
+    Outcome resumed = run(plan, out, 2, nullptr, true);
+    for (const auto& r : resumed.summary.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+    expect_same_results(full, resumed);
+  }
+}
+
+TEST_F(Fleet, DivergingModelStopsAloneAndOthersAreUnchanged) {
+  const std::string with_boom = dir.path + "/boom.yaml";
+  testing_util::write_text(with_boom, testing_util::small_plan(R"(  - name: boom
+    optimizer: {SGD: {learning_rate: 1.0e+38}}
+    loss: {SparseCategoricalCrossentropy: {from_logits: true}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 3}
+)"));
+  Outcome a = run(plan, dir.path + "/a", 2);
+  Outcome b = run(with_boom, dir.path + "/b", 2);
+  ASSERT_EQ(b.summary.results.size(), 5u);
+  const JobResult& boom = b.summary.results[4];
+  EXPECT_EQ(boom.status, JobStatus::kDiverged);
+  EXPECT_THAT(boom.message, ::testing::MatchesRegex("loss became (nan|infinite) at epoch 1, batch [0-9]+"));
+  b.summary.results.pop_back();
+  expect_same_results(a, b);
+}
+
+TEST_F(Fleet, MissingDataFileIsNamedAndNothingIsWritten) {
+  std::filesystem::remove(dir.path + "/test_y.npy");
+  try {
+    run(plan, dir.path + "/out", 1);
+    FAIL() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("test_y.npy"));
+  }
+  EXPECT_FALSE(file_exists(dir.path + "/out"));
+}
+
+TEST_F(Fleet, AllModelProblemsAreReportedTogetherBeforeAnythingRuns) {
+  const std::string bad = dir.path + "/bad.yaml";
+  testing_util::write_text(bad, testing_util::small_plan(R"(  - name: two-classes
+    layers:
+      - Flatten: {}
+      - Dense: {units: 2, activation: softmax}
+  - name: no-flatten
+    layers:
+      - Conv2D: {filters: 2, kernel_size: 3}
+      - Dense: {units: 3, activation: softmax}
+)"));
+  try {
+    run(bad, dir.path + "/out", 1);
+    FAIL() << "expected a PlanError";
+  } catch (const PlanError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("2 problems"));
+    EXPECT_THAT(e.what(), HasSubstr("model 'two-classes': labels out of range for sparse_categorical_crossentropy; expected integers in 0..1"));
+    EXPECT_THAT(e.what(), HasSubstr("model 'no-flatten': failed to build model 'no-flatten': layer 2 'dense' (Dense) expects rank 2 input, got [None,6,6,2]; add a Flatten before it"));
+  }
+  EXPECT_FALSE(file_exists(dir.path + "/out"));
+}
+
+TEST_F(Fleet, ExistingOutputFolderNeedsResume) {
+  run(plan, dir.path + "/out", 2);
+  EXPECT_THROW(run(plan, dir.path + "/out", 2), UsageError);
+  // Resuming a finished run keeps every model and trains nothing again.
+  Outcome again = run(plan, dir.path + "/out", 2, nullptr, true);
+  for (const auto& r : again.summary.results) EXPECT_EQ(r.status, JobStatus::kDone);
+}
+
+TEST_F(Fleet, ResumeRefusesAChangedPlan) {
+  run(plan, dir.path + "/out", 2);
+  testing_util::write_text(plan, testing_util::small_plan("  - name: extra\n    layers:\n      - Flatten: {}\n      - Dense: {units: 3, activation: softmax}\n"));
+  try {
+    run(plan, dir.path + "/out", 2, nullptr, true);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the plan differs"));
+  }
+}
+
+TEST_F(Fleet, EarlyStoppingMonitorMustBeComputed) {
+  const std::string p = dir.path + "/es.yaml";
+  std::string text = testing_util::small_plan();
+  text.replace(text.find("  validation_split: 0.2\n"), 24, "");
+  testing_util::write_text(p, text);
+  try {
+    run(p, dir.path + "/out", 1);
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("early_stopping.monitor 'val_loss' is not computed; expected one of loss, accuracy (validation metrics need data.validation_split > 0)"));
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet

@@ -1,0 +1,94 @@
+// Helpers for fleet tests: small synthetic datasets written as .npy, plan files, temp folders.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "data/dataset.h"
+#include "tensor/rng.h"
+
+namespace nnfleet::testing_util {
+
+// A fresh folder under the system temp dir, removed by the destructor.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    path = std::filesystem::temp_directory_path() / ("nnfleet-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+// Images [n,8,8,1] (float32) whose class (0..2) decides where a bright blob sits, plus noise.
+inline void write_blobs(const std::string& dir, const std::string& stem, int n, uint64_t seed) {
+  Array x = Array::zeros(DType::kF32, Shape{n, 8, 8, 1});
+  Array y = Array::zeros(DType::kI32, Shape{n});
+  Rng r(seed);
+  auto* xs = static_cast<float*>(x.mutable_data());
+  auto* ys = static_cast<int32_t*>(y.mutable_data());
+  for (int i = 0; i < n; ++i) {
+    const int c = static_cast<int>(r.below(3));
+    ys[i] = c;
+    for (int p = 0; p < 64; ++p) xs[i * 64 + p] = 0.3f * r.uniform();
+    for (int dy = 0; dy < 3; ++dy)
+      for (int dx = 0; dx < 3; ++dx) xs[i * 64 + (1 + dy) * 8 + 1 + c * 2 + dx] += 1.0f;
+  }
+  save_npy(dir + "/" + stem + "_x.npy", x);
+  save_npy(dir + "/" + stem + "_y.npy", y);
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A plan with five small, different models on the blobs data (train_x/y, test_x/y in `dir`).
+inline std::string small_plan(const std::string& extra_models = "") {
+  return R"(seed: 7
+data:
+  train: {x: train_x.npy, y: train_y.npy}
+  test: {x: test_x.npy, y: test_y.npy}
+  validation_split: 0.2
+defaults:
+  epochs: 3
+  batch_size: 16
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+  optimizer: {Adam: {learning_rate: 0.01}}
+models:
+  - name: mlp-{units}
+    grid: {units: [8, 32]}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{units}", activation: relu}
+      - Dropout: {rate: 0.3}
+      - Dense: {units: 3, activation: softmax}
+  - name: cnn
+    epochs: 4
+    early_stopping: {monitor: val_loss, patience: 1, restore_best_weights: true}
+    layers:
+      - Conv2D: {filters: 4, kernel_size: 3, activation: relu}
+      - BatchNormalization: {}
+      - MaxPooling2D: {pool_size: 2}
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+  - name: tanh-sgd
+    optimizer: {SGD: {learning_rate: 0.1, momentum: 0.9, nesterov: true}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 16, activation: tanh}
+      - Dense: {units: 3, activation: softmax}
+)" + extra_models;
+}
+
+}  // namespace nnfleet::testing_util
