@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "fleet/checkpoint.h"
 #include "fleet/fleet_data.h"
 #include "fleet/results.h"
@@ -181,8 +183,22 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     throw UsageError("failed to create output folder '" + dir + "': it already exists; expected "
                      "a new folder, or --resume to continue the run in it");
   }
-  for (const char* sub : {"", "/history", "/models", "/checkpoints", "/jobs"}) make_dirs(dir + sub);
-  if (!opts.resume) write_file_atomic(dir + "/plan.yaml", plan_yaml);
+  if (opts.resume) {
+    // Temporaries of a killed run are never read back; remove them.
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      if (e.is_regular_file() && e.path().filename().string().find(".tmp.") != std::string::npos)
+        std::filesystem::remove(e.path());
+  } else {
+    // The folder appears whole (with its plan) or not at all: built under a temporary name.
+    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
+    std::filesystem::remove_all(tmp);
+    for (const char* sub : {"", "/history", "/models", "/checkpoints", "/jobs"}) make_dirs(tmp + sub);
+    write_file_atomic(tmp + "/plan.yaml", plan_yaml);
+    std::error_code ec;
+    std::filesystem::rename(tmp, dir, ec);
+    if (ec)
+      throw FileError("failed to create output folder '" + dir + "': " + ec.message());
+  }
 
   // 4. Finished models are kept on --resume.
   std::vector<JobResult> results(jobs.size());

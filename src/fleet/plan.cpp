@@ -4,6 +4,7 @@
 #include "fleet/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -151,10 +152,8 @@ struct Substituter {
         out += "{" + var + "}";
         pr.mute(path);
       } else if (it->second.is_structured()) {
-        pr.add(path, "placeholder '{" + var +
-                         "}' inside a longer string; expected a string, "
-                         "number or bool grid value, got " +
-                         show(it->second));
+        pr.add(path, "placeholder '{" + var + "}' inside a longer string; expected a string, " +
+                         "number or bool grid value, got " + show(it->second));
         out += "{" + var + "}";
         pr.mute(path);
       } else {
@@ -323,10 +322,8 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
           const std::string vp = child_path(gp, var);
           const Json& values = g[var];
           if (!is_identifier(var)) {
-            pr_.add(vp,
-                    "bad grid var name; expected letters, digits and '_' (not starting with "
-                    "a digit), got \"" +
-                        var + "\"");
+            pr_.add(vp, "bad grid var name; expected letters, digits and '_', not starting " +
+                            std::string("with a digit, got ") + show(var));
             grid_ok = false;
           } else if (!values.is_array() || values.empty()) {
             pr_.add(vp, "expected a non-empty list of values, got " + show(values));
@@ -408,15 +405,11 @@ void Loader::check_name(const std::string& path, const std::string& name) {
         bad.find(c) == std::string::npos)
       bad += c;
   if (!bad.empty())
-    pr_.add(path, "model name " + show(name) +
-                      " is not safe as a file name; expected only "
-                      "letters, digits, '.', '_' and '-', got " +
-                      show(bad));
+    pr_.add(path, "model name " + show(name) + " is not safe as a file name; expected only " +
+                      "letters, digits, '.', '_' and '-', got " + show(bad));
   if (name[0] == '.')
-    pr_.add(path, "model name " + show(name) +
-                      " starts with '.'; expected a name that is not a "
-                      "hidden file, got " +
-                      show(name));
+    pr_.add(path, "model name " + show(name) + " starts with '.'; expected a name that is " +
+                      "not a hidden file, got " + show(name));
   if (name.size() > kMaxNameLength)
     pr_.add(path, "model name " + show(name) + " is too long; expected at most " +
                       std::to_string(kMaxNameLength) + " characters, got " +
@@ -432,10 +425,9 @@ void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
     if (fresh) continue;
     const Expanded& a = expanded_[it->second];
     const Expanded& b = expanded_[k];
-    std::string msg = "duplicate model name '" + name +
-                      "'; expected names unique across the expanded plan, got it again (first "
-                      "from " +
-                      a.entry + " at line " + std::to_string(pr_.line(a.entry)) + ")";
+    std::string msg = "duplicate model name '" + name + "'; expected names unique across the " +
+                      "expanded plan, got it again (first from " + a.entry + " at line " +
+                      std::to_string(pr_.line(a.entry)) + ")";
     if (a.entry == b.entry) {
       std::vector<std::string> unused;
       for (const auto& v : b.grid_vars)
@@ -594,10 +586,8 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
 
 void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex) {
   if (!list.is_array() || list.empty()) {
-    pr_.add(path,
-            "expected a non-empty list of layers such as [{Flatten: {}}, {Dense: {units: "
-            "10}}], got " +
-                show(list));
+    pr_.add(path, "expected a non-empty list of layers such as [Flatten: {}, Dense: {units: " +
+                      std::string("10}], got ") + show(list));
     return;
   }
   std::map<std::string, int> counters;      // per class, for default names
@@ -614,10 +604,9 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       cls = item.begin().key();
       cfg = item.begin().value();
     } else {
-      pr_.add(ip,
-              "a layer is a mapping with one key, its class; expected {Class: {config}} such "
-              "as {Dense: {units: 10}} (indent the config under the class), got " +
-                  show(item));
+      pr_.add(ip, "a layer is a mapping with one key, its class; expected {Class: {config}} " +
+                      std::string("such as {Dense: {units: 10}} (indent the config under the ") +
+                      "class), got " + show(item));
       continue;
     }
     if (cfg.is_null()) cfg = Json::object();
@@ -652,9 +641,8 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       const std::string name = cfg["name"].get<std::string>();
       auto [it, fresh] = used.emplace(name, ip);
       if (!fresh)
-        pr_.add(child_path(cp, "name"), "duplicate layer name '" + name +
-                                            "'; expected names unique within a model, got it "
-                                            "again (first at " +
+        pr_.add(child_path(cp, "name"), "duplicate layer name '" + name + "'; expected names " +
+                                            "unique within a model, got it again (first at " +
                                             it->second + ")");
     }
     s.layers.push_back({cls, cfg, pr_.where(cp)});

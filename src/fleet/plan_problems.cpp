@@ -27,13 +27,13 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 void Problems::add(const std::string& path, const std::string& message) {
-  for (const auto& m : muted_) {
-    auto under = [](const std::string& a, const std::string& b, const char* seps) {
-      return a.size() > b.size() && a.compare(0, b.size(), b) == 0 &&
-             std::string(seps).find(a[b.size()]) != std::string::npos;
-    };
+  // Whether field `a` lies below `b`, entered through one of `seps`.
+  auto under = [](const std::string& a, const std::string& b, const char* seps) {
+    return a.size() > b.size() && a.compare(0, b.size(), b) == 0 &&
+           std::string(seps).find(a[b.size()]) != std::string::npos;
+  };
+  for (const auto& m : muted_)
     if (path == m || under(path, m, ".[") || under(m, path, "[")) return;
-  }
   std::string text = file_ + ":" + std::to_string(line(path)) + ": ";
   if (!path.empty()) text += path + ": ";
   text += message;

@@ -13,7 +13,7 @@
 
 namespace nnfleet::plan_detail {
 
-// Every problem found in one plan file, reported together by throw_all().
+// Every problem found in one plan file, reported together by throw_if_any().
 class Problems {
  public:
   // `lines` maps field paths to 1-based lines (LocatedJson::lines); it must outlive this object.

@@ -66,8 +66,10 @@ struct Converter {
           const int key_line = line_of(kv.first, line);
           if (!kv.first.IsScalar()) {
             out.problems.emplace_back(
-                path, "a mapping key must be a name; expected a plain string, got a " +
-                          std::string(kv.first.IsMap() ? "mapping" : "sequence"));
+                path, "a mapping key must be a name; expected a plain string, got " +
+                          std::string(kv.first.IsMap()        ? "a mapping"
+                                      : kv.first.IsSequence() ? "a sequence"
+                                                              : "null"));
             continue;
           }
           const std::string key = kv.first.Scalar();
@@ -240,6 +242,7 @@ std::string number_text(double v) {
 std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first) {
   YAML::Emitter out;
   out.SetIndent(2);
+  out.SetNullFormat(YAML::LowerNull);
   Writer w{out, first};
   w.emit(doc);
   NNFLEET_CHECK(out.good());

@@ -178,6 +178,20 @@ bool Group::has_attr(const std::string& name) const {
   return H5Aexists(id(), name.c_str()) > 0;
 }
 
+std::vector<std::string> Group::attr_names() const {
+  std::vector<std::string> names;
+  auto cb = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+    auto* v = static_cast<std::vector<std::string>*>(data);
+    if (v->size() >= 100000) return -1;
+    v->emplace_back(name);
+    return 0;
+  };
+  hsize_t idx = 0;
+  if (H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &names) < 0)
+    fail("cannot list the attributes of group (corrupt file?)");
+  return names;
+}
+
 std::string Group::string_attr(const std::string& name) const {
   const std::string at = child_path("@" + name);
   if (!has_attr(name)) throw_at("read", file_, "missing attribute", at);
@@ -345,6 +359,16 @@ int64_t Dataset::read_int64() const {
   return v;
 }
 
+H5T_class_t Dataset::type_class() const {
+  Handle t(H5Dget_type(h_.get()), H5Tclose);
+  return t.valid() ? H5Tget_class(t.get()) : H5T_NO_CLASS;
+}
+
+size_t Dataset::type_size() const {
+  Handle t(H5Dget_type(h_.get()), H5Tclose);
+  return t.valid() ? H5Tget_size(t.get()) : 0;
+}
+
 bool Dataset::has_attr(const std::string& name) const {
   return H5Aexists(h_.get(), name.c_str()) > 0;
 }
@@ -379,13 +403,19 @@ File File::open(const std::string& path) {
   return File(std::move(f), path);
 }
 
+namespace {
+// The name HDF5 gets for in-memory files. The core driver must not find a real file under it
+// (it would look at that file), and nothing can exist below /dev/null.
+constexpr const char* kImageName = "/dev/null/nnfleet-in-memory.h5";
+}  // namespace
+
 File File::open_image(const std::string& name, const std::string& bytes) {
   auto lock = hdf5_lock();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
       H5Pset_file_image(fapl.get(), const_cast<char*>(bytes.data()), bytes.size()) < 0)
     throw FileError("failed to read HDF5 file '" + name + "': cannot set up an in-memory image");
-  Handle f(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+  Handle f(H5Fopen(kImageName, H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   if (!f.valid())
     throw FileError("failed to read HDF5 file '" + name +
                     "': cannot open it (not HDF5, corrupt or truncated?)");
@@ -404,7 +434,7 @@ File File::create_in_memory(const std::string& name) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0)
     throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
-  Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
   return File(std::move(f), name);
 }

@@ -83,6 +83,8 @@ class Group {
   std::vector<std::string> children() const;
 
   bool has_attr(const std::string& name) const;
+  // Names of this group's attributes, in name order.
+  std::vector<std::string> attr_names() const;
   // A string attribute in any form h5py writes (scalar or a one-element array).
   std::string string_attr(const std::string& name) const;
   // A list of strings: a string array attribute, an empty array of any type (h5py's `[]`), or
@@ -121,6 +123,9 @@ class Dataset {
   int64_t read_int64() const;
   bool has_attr(const std::string& name) const;
   std::string string_attr(const std::string& name) const;
+  // HDF5 type class of the elements (H5T_FLOAT, H5T_INTEGER, ...) and their size in bytes.
+  H5T_class_t type_class() const;
+  size_t type_size() const;
   [[noreturn]] void fail(const std::string& what) const;
 
  private:

@@ -512,12 +512,12 @@ KerasGraph build_keras_graph(const Json& model_config, const std::string& where)
   }
 }
 
-KerasGraph keras_graph_of(std::shared_ptr<const Model> model) {
+KerasGraph keras_graph_of(std::shared_ptr<const Model> model, bool functional) {
   KerasGraph g;
   const Model& m = *model;
-  g.class_name = m.is_sequential() ? "Sequential" : "Functional";
+  g.class_name = functional ? "Functional" : "Sequential";
   std::map<std::string, int> used;
-  if (!m.is_sequential()) used["input_layer"] = 0;  // Functional.layers starts with the input
+  if (functional) used["input_layer"] = 0;  // Functional.layers starts with the input
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     g.weight_paths.push_back("layers/" + unique_key(used, keras_snake_case(l.class_name())));

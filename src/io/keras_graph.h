@@ -39,8 +39,9 @@ struct KerasGraph {
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where);
 
 // The same bookkeeping for a Model that did not come from a Keras file (each layer is its own
-// entry; paths as Keras 3 would write them for a Sequential or Functional model).
-KerasGraph keras_graph_of(std::shared_ptr<const Model> model);
+// entry; paths as Keras 3 would write them). `functional` says whether it is saved as a
+// Functional model (whose layer list starts with its InputLayer) or a Sequential one.
+KerasGraph keras_graph_of(std::shared_ptr<const Model> model, bool functional);
 
 // Keras's naming.to_snake_case ("MaxPooling2D" -> "max_pooling2d", "ReLU" -> "re_lu").
 std::string keras_snake_case(const std::string& class_name);

@@ -459,7 +459,8 @@ void load_weights_file(const std::string& path, const KerasGraph& graph, float* 
 }
 
 void load_weights_h5(const std::string& path, std::shared_ptr<const Model> m, float* params) {
-  const KerasGraph graph = keras_graph_of(std::move(m));
+  const bool functional = !m->is_sequential();
+  const KerasGraph graph = keras_graph_of(std::move(m), functional);
   load_weights_file(path, graph, params);
 }
 

@@ -119,6 +119,11 @@ OJson keras3_layers(const Model& m, bool functional) {
 
 bool compiled(const KerasSaveInfo& info) { return info.loss && info.optimizer; }
 
+bool functional(const Model& m, const KerasSaveInfo& info) {
+  if (!m.is_sequential()) return true;  // a DAG can only be written as Functional
+  return info.keras_class == "Functional" || info.keras_class == "Model";
+}
+
 OJson metrics_json(const KerasSaveInfo& info) {
   if (info.metrics.empty()) return nullptr;
   OJson a = OJson::array();
@@ -127,12 +132,12 @@ OJson metrics_json(const KerasSaveInfo& info) {
 }
 
 OJson config_json(const Model& m, const KerasSaveInfo& info) {
-  const bool functional = !m.is_sequential();
+  const bool fn = functional(m, info);
   OJson top;
   OJson cfg;
   cfg["name"] = m.name();
   cfg["trainable"] = true;
-  if (functional) {
+  if (fn) {
     top["module"] = "keras.src.models.functional";
     top["class_name"] = "Functional";
     cfg["layers"] = keras3_layers(m, true);
@@ -192,8 +197,10 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   // The model's own (empty) variable group, named after the model.
   root.create_group("vars").write_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
   h5::Group layers = root.create_group("layers");
-  const KerasGraph g = keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}));
-  if (!m.is_sequential()) {
+  const bool fn = functional(m, info);
+  const KerasGraph g =
+      keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), fn);
+  if (fn) {
     // Functional.layers starts with the InputLayer, which gets a (variable-less) group.
     h5::Group v = layers.create_group("input_layer").create_group("vars");
     v.write_string_attr("name", m.input_name(), h5::StrType::kVlenUtf8);
@@ -259,8 +266,7 @@ void write_split_names(h5::Group& g, const std::string& name, const std::vector<
   }
 }
 
-OJson legacy_model_config(const Model& m) {
-  const bool functional = !m.is_sequential();
+OJson legacy_model_config(const Model& m, bool functional) {
   OJson layers = OJson::array();
   OJson in{{"class_name", "InputLayer"}, {"config", input_layer_config(m, false)}};
   if (functional) {
@@ -308,14 +314,15 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   const auto ascii = h5::StrType::kVlenAscii;
   root.write_string_attr("backend", "tensorflow", ascii);
   root.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
-  root.write_string_attr("model_config", legacy_model_config(m).dump(), ascii);
+  const bool fn = functional(m, info);
+  root.write_string_attr("model_config", legacy_model_config(m, fn).dump(), ascii);
   if (compiled(info)) root.write_string_attr("training_config", legacy_training_config(info).dump(), ascii);
   h5::Group mw = root.create_group("model_weights");
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
   std::vector<std::string> names;
   // tf.keras's model.layers: a Functional model lists its InputLayer, a Sequential one does not.
-  if (!m.is_sequential()) {
+  if (fn) {
     names.push_back(m.input_name());
     mw.create_group(m.input_name()).write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
   }
@@ -336,6 +343,9 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
     for (size_t j : order)
       inner.write_floats(specs[j].name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
   }
+  // tf.keras >= 2.5 (and Keras 3) add the model's own weights, none here.
+  mw.create_group("top_level_model_weights")
+      .write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
   write_split_names(mw, "layer_names", names);
   mw.write_string_attr("backend", "tensorflow", ascii);
   mw.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);

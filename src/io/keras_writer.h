@@ -29,6 +29,9 @@ inline constexpr const char* kKerasWriteVersion = "3.10.0";
 inline constexpr const char* kKerasLegacyWriteVersion = "2.15.0";
 
 struct KerasSaveInfo {
+  // "Sequential" or "Functional"; empty: Sequential for a chain of layers, else Functional.
+  // (A Functional chain read from a Keras file keeps its class when written back.)
+  std::string keras_class;
   // With both set, the model is saved as compiled (compile_config / training_config).
   std::optional<LossSpec> loss;
   std::optional<OptimizerSpec> optimizer;

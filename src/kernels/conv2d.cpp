@@ -14,9 +14,9 @@
 namespace nnfleet {
 namespace {
 
-// Target size of one im2col chunk in floats (96 KiB): big enough that each GEMM call has a few
+// Target size of one im2col chunk in floats (192 KiB): big enough that each GEMM call has a few
 // hundred rows of work, small enough that the chunk, its gradient and the kernel stay in L2.
-constexpr int64_t kChunkFloats = 24 * 1024;
+constexpr int64_t kChunkFloats = 48 * 1024;
 constexpr int64_t kMinChunkRows = 32;
 
 int64_t patch_size(const ConvGeometry& g) { return int64_t{g.kh} * g.kw * g.c; }

@@ -202,6 +202,19 @@ TEST_F(PlanTest, PlaceholdersWorkInsideLongerStringsAndAnyValue) {
   EXPECT_EQ(p.models[1].layers[1].config["rate"], 0.5);
 }
 
+TEST_F(PlanTest, PlaceholdersWorkInLayerClassNames) {
+  const Plan p = load_plan(write("p.yaml", std::string(kData) + R"(models:
+  - name: "{pool}"
+    grid: {pool: [MaxPooling2D, AveragePooling2D]}
+    layers:
+      - "{pool}": {pool_size: 2}
+      - Flatten: {}
+)"));
+  EXPECT_EQ(p.models[1].layers[0].class_name, "AveragePooling2D");
+  EXPECT_EQ(p.models[1].layers[0].config["name"], "average_pooling2d");
+  EXPECT_EQ(p.models[0].layers[0].config["name"], "max_pooling2d");
+}
+
 TEST_F(PlanTest, NumbersInNamesAreCompact) {
   const std::string path = write("p.yaml", std::string(kData) + R"(models:
   - name: m-{lr}

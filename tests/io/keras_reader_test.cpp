@@ -16,18 +16,19 @@ using test::fixture;
 struct ParityCase {
   const char* model;
   const char* weights;  // "" when the model file has them
-  const char* stem;     // expected/<stem>.input.npy and .output.npy
+  const char* stem;     // <stem>.input.npy and <stem>.output.npy
 };
 
 class KerasParity : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(KerasParity, PredictionsMatchReferenceWithin1e4) {
   const ParityCase& c = GetParam();
+  SCOPED_TRACE(c.model);
   const LoadedModel lm =
       load_keras_model(fixture(c.model), *c.weights ? fixture(c.weights) : std::string());
   ASSERT_TRUE(lm.has_weights);
-  const Array x = load_npy(fixture(std::string("expected/") + c.stem + ".input.npy"));
-  const Array y = load_npy(fixture(std::string("expected/") + c.stem + ".output.npy"));
+  const Array x = load_npy(fixture(std::string(c.stem) + ".input.npy"));
+  const Array y = load_npy(fixture(std::string(c.stem) + ".output.npy"));
   ASSERT_EQ(y.dtype(), DType::kF32);
   const std::vector<float> out = test::run_model(lm, x);
   ASSERT_EQ(out.size(), static_cast<size_t>(y.shape().size()));
@@ -40,17 +41,39 @@ TEST_P(KerasParity, PredictionsMatchReferenceWithin1e4) {
 
 INSTANTIATE_TEST_SUITE_P(
     RealFiles, KerasParity,
-    ::testing::Values(ParityCase{"fmnist_cnn_bn_k216.h5", "", "fmnist_cnn_bn_k216"},
-                      ParityCase{"mnist_cnn_raw_k224.h5", "", "mnist_cnn_raw_k224"},
-                      ParityCase{"mnist_mlp_functional_tf224.h5", "", "mnist_mlp_functional_tf224"},
-                      ParityCase{"asl_cnn_functional_tf290.h5", "", "asl_cnn_functional_tf290"},
-                      ParityCase{"fmnist_mlp_k390.h5", "", "fmnist_mlp_k390"},
-                      ParityCase{"lenet5_k224.json", "lenet5_weights_k224.h5", "lenet5_weights_k224"},
-                      ParityCase{"fmnist_cnn_k310.keras", "", "fmnist_cnn_k310"},
-                      ParityCase{"fmnist_mlp_nested_tf214.keras", "", "fmnist_mlp_nested_tf214"},
-                      ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "fmnist_mlp_k390"}),
+    ::testing::Values(ParityCase{"fmnist_cnn_bn_k216.h5", "", "expected/fmnist_cnn_bn_k216"},
+                      ParityCase{"mnist_cnn_raw_k224.h5", "", "expected/mnist_cnn_raw_k224"},
+                      ParityCase{"mnist_mlp_functional_tf224.h5", "", "expected/mnist_mlp_functional_tf224"},
+                      ParityCase{"asl_cnn_functional_tf290.h5", "", "expected/asl_cnn_functional_tf290"},
+                      ParityCase{"fmnist_mlp_k390.h5", "", "expected/fmnist_mlp_k390"},
+                      ParityCase{"lenet5_k224.json", "lenet5_weights_k224.h5", "expected/lenet5_weights_k224"},
+                      ParityCase{"fmnist_cnn_k310.keras", "", "expected/fmnist_cnn_k310"},
+                      ParityCase{"fmnist_mlp_nested_tf214.keras", "", "expected/fmnist_mlp_nested_tf214"},
+                      ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       std::string s = info.param.model;
+      for (char& ch : s)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
+
+// Synthetic files from tools/make_keras_fixtures.py: every h5py string form, split name lists,
+// a nested model in a legacy file, and a Keras 3 Functional with the Keras-only layer classes.
+INSTANTIATE_TEST_SUITE_P(
+    SyntheticFiles, KerasParity,
+    ::testing::Values(ParityCase{"synthetic/mlp_vlen_utf8.h5", "", "synthetic/mlp"},
+                      ParityCase{"synthetic/mlp_vlen_ascii.h5", "", "synthetic/mlp"},
+                      ParityCase{"synthetic/mlp_fixed_ascii.h5", "", "synthetic/mlp"},
+                      ParityCase{"synthetic/mlp_fixed_utf8.h5", "", "synthetic/mlp"},
+                      ParityCase{"synthetic/mlp_split.h5", "", "synthetic/mlp"},
+                      ParityCase{"synthetic/nested_legacy.h5", "", "synthetic/nested_legacy"},
+                      ParityCase{"synthetic/functional_k3.keras", "", "synthetic/functional_k3"},
+                      ParityCase{"synthetic/functional_k3.json", "synthetic/functional_k3.weights.h5",
+                                 "synthetic/functional_k3"},
+                      ParityCase{"synthetic/functional_k3.json", "synthetic/functional_k3.keras",
+                                 "synthetic/functional_k3"}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) {
+      std::string s = std::string(info.param.model) + "_" + std::to_string(info.index);
       for (char& ch : s)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return s;

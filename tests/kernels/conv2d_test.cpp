@@ -158,8 +158,8 @@ TEST(Conv2d, MatchesRefOnWorkloadShapesSpanningManyChunks) {
     int h, c, f, n;
     bool same;
   };
-  const Case cases[] = {{28, 1, 32, 5, false}, {26, 32, 64, 2, false}, {13, 16, 32, 3, false},
-                        {12, 8, 16, 5, true}};
+  const Case cases[] = {{28, 1, 32, 10, false}, {26, 32, 64, 2, false}, {13, 16, 32, 4, false},
+                        {12, 8, 16, 7, true}};
   uint32_t seed = 9000;
   for (const Case& cs : cases) {
     ConvGeometry g = make_geometry(cs.h, cs.h, cs.c, 3, 1, 1, cs.f);

@@ -120,12 +120,15 @@ TEST(Gemm, GivesSameResultsWhenCalledFromManyThreadsAtOnce) {
     threads.emplace_back([t, &failures] {
       for (int rep = 0; rep < 3; ++rep) {
         for (int s = 1; s < 40; s += 3) {
-          const int M = s + t, N = 2 * s + 1, K = 3 * s + t;
+          // Cycle through NN, TN and NT (NT also JIT-compiles libxsmm transpose kernels).
+          const bool ta = (s + rep) % 3 == 1, tb = (s + rep) % 3 == 2;
+          const int M = s + t + 8, N = 2 * s + 1, K = 3 * s + t;
           const auto A = random_floats(static_cast<size_t>(M) * K, 7 * s + t);
           const auto B = random_floats(static_cast<size_t>(K) * N, 11 * s + t);
+          const int lda = ta ? M : K, ldb = tb ? K : N;
           std::vector<float> C(static_cast<size_t>(M) * N), C_ref(C.size());
-          gemm(false, false, M, N, K, A.data(), K, B.data(), N, 0.0f, C.data(), N);
-          gemm_ref(false, false, M, N, K, A.data(), K, B.data(), N, 0.0f, C_ref.data(), N);
+          gemm(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.0f, C.data(), N);
+          gemm_ref(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, 0.0f, C_ref.data(), N);
           for (size_t i = 0; i < C.size(); ++i) {
             if (std::abs(C[i] - C_ref[i]) > gemm_tol(K)) ++failures[t];
           }

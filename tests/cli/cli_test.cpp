@@ -1,0 +1,191 @@
+// The nnfleet tool as a user meets it: help, exit codes, plan errors with file:line, and runs
+// interrupted by SIGINT or killed with SIGKILL at random moments that --resume completes with the
+// same results as an uninterrupted run.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
+
+#include "../fleet/fleet_test_util.h"
+#include "layers/config.h"
+#include "platform/files.h"
+
+extern char** environ;
+
+namespace nnfleet {
+namespace {
+
+using testing_util::TempDir;
+using ::testing::HasSubstr;
+
+const std::string kTool = std::string(NNFLEET_BINARY_DIR) + "/nnfleet";
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out, err;
+};
+
+// Starts the tool with stdout/stderr redirected to files in `dir`.
+Proc start(const std::vector<std::string>& args, const std::string& dir) {
+  Proc p;
+  p.out = dir + "/stdout.txt";
+  p.err = dir + "/stderr.txt";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  EXPECT_EQ(posix_spawn(&p.pid, kTool.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  return p;
+}
+
+// Exit code, or 128 + signal number.
+int wait_for(const Proc& p) {
+  int st = 0;
+  waitpid(p.pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int run(const std::vector<std::string>& args, const std::string& dir, std::string* out = nullptr,
+        std::string* err = nullptr) {
+  Proc p = start(args, dir);
+  const int code = wait_for(p);
+  if (out) *out = testing_util::read_text(p.out);
+  if (err) *err = testing_util::read_text(p.err);
+  return code;
+}
+
+// What must match between runs: every model's status, epochs, metrics and per-epoch history
+// (the seconds columns excepted).
+std::string comparable(const std::string& out_dir) {
+  Json r = Json::parse(read_file(out_dir + "/results.json"));
+  std::string s;
+  for (auto& m : r["models"]) {
+    s += m["name"].get<std::string>() + " " + m["status"].get<std::string>() + " " +
+         m["epochs"].dump() + " " + m["metrics"].dump() + " " + m["best"].dump() + "\n";
+    std::string hist = read_file(out_dir + "/history/" + m["name"].get<std::string>() + ".csv");
+    std::string rows;
+    for (size_t a = 0, b; a < hist.size(); a = b + 1) {
+      b = hist.find('\n', a);
+      std::string line = hist.substr(a, b - a);
+      rows += line.substr(0, line.rfind(',')) + "\n";  // drop "seconds"
+    }
+    s += rows;
+  }
+  return s;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing_util::write_blobs(dir.path, "train", 6000, 1);
+    testing_util::write_blobs(dir.path, "test", 300, 2);
+    plan = dir.path + "/plan.yaml";
+    std::string text = testing_util::small_plan();
+    text.replace(text.find("epochs: 3"), 9, "epochs: 6");
+    testing_util::write_text(plan, text);
+  }
+  TempDir dir;
+  std::string plan;
+};
+
+TEST_F(Cli, HelpListsTheSubcommands) {
+  std::string out;
+  EXPECT_EQ(run({"--help"}, dir.path, &out), 0);
+  EXPECT_THAT(out, HasSubstr("train"));
+  EXPECT_EQ(run({"train", "--help"}, dir.path, &out), 0);
+  EXPECT_THAT(out, HasSubstr("--workers"));
+  EXPECT_THAT(out, HasSubstr("--resume"));
+}
+
+TEST_F(Cli, BadFlagsExitWithUsageCode) {
+  std::string err;
+  EXPECT_EQ(run({"train", plan, "--workers", "0"}, dir.path, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--workers"));
+  EXPECT_EQ(run({"train"}, dir.path, nullptr, &err), 2);
+  EXPECT_EQ(run({"frobnicate"}, dir.path), 2);
+}
+
+TEST_F(Cli, PlanErrorNamesFileLineAndFieldAndWritesNothing) {
+  const std::string bad = dir.path + "/fleet.yaml";
+  std::string text = testing_util::small_plan();
+  text.replace(text.find("units: \"{units}\""), 16, "units: \"abc\"");
+  testing_util::write_text(bad, text);
+  std::string err;
+  EXPECT_EQ(run({"train", bad, "--out", dir.path + "/out"}, dir.path, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("fleet.yaml:17: models[0].layers[1].Dense.units: expected a positive integer, got \"abc\""));
+  EXPECT_FALSE(file_exists(dir.path + "/out"));
+}
+
+TEST_F(Cli, JsonModePrintsOneEventPerLine) {
+  std::string out;
+  ASSERT_EQ(run({"train", plan, "--out", dir.path + "/out", "--json"}, dir.path, &out), 0);
+  int events = 0, ends = 0;
+  for (size_t a = 0, b; a < out.size(); a = b + 1) {
+    b = out.find('\n', a);
+    Json e = Json::parse(out.substr(a, b - a));
+    ++events;
+    ends += e["event"] == "end";
+  }
+  EXPECT_EQ(ends, 4);
+  EXPECT_GT(events, 4 + 4 * 6);
+}
+
+TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
+  ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
+  const std::string expected = comparable(dir.path + "/full");
+  int interrupted = 0;
+  for (int delay_ms : {150, 400}) {
+    const std::string out = dir.path + "/int" + std::to_string(delay_ms);
+    Proc p = start({"train", plan, "--out", out}, dir.path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(p.pid, SIGINT);
+    const int code = wait_for(p);
+    if (code == 130) {
+      ++interrupted;
+      EXPECT_THAT(testing_util::read_text(p.err), HasSubstr("--resume"));
+      EXPECT_TRUE(file_exists(out + "/results.json"));  // results so far are written
+    } else {
+      EXPECT_EQ(code, 0) << "the run had finished before the signal";
+    }
+    if (code == 130) ASSERT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path), 0);
+    EXPECT_EQ(comparable(out), expected) << "after SIGINT at " << delay_ms << " ms";
+  }
+  EXPECT_GT(interrupted, 0) << "no SIGINT landed while training";
+}
+
+TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
+  ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
+  const std::string expected = comparable(dir.path + "/full");
+  const std::string out = dir.path + "/killed";
+  Rng rng(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  // Kill it several times at random moments, resuming each time, then let it finish.
+  bool first = true;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<std::string> args{"train", plan, "--out", out, "--quiet"};
+    if (!first) args.push_back("--resume");
+    Proc p = start(args, dir.path);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng.below(400)));
+    kill(p.pid, SIGKILL);
+    const int code = wait_for(p);
+    // Killed before the folder had its plan: start afresh next time.
+    first = first && !file_exists(out + "/plan.yaml");
+    if (code == 0) break;
+  }
+  EXPECT_FALSE(first) << "no kill landed after the output folder existed";
+  std::vector<std::string> args{"train", plan, "--out", out, "--quiet"};
+  if (!first) args.push_back("--resume");
+  ASSERT_EQ(run(args, dir.path), 0);
+  EXPECT_EQ(comparable(out), expected);
+}
+
+}  // namespace
+}  // namespace nnfleet

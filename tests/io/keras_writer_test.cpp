@@ -1,0 +1,301 @@
+// Writing .keras and legacy .h5 files: what is written reads back to identical predictions, and
+// its structure (groups, datasets, shapes, attributes, config keys) is the one Keras writes,
+// checked against real files (fmnist_cnn_k310.keras, mnist_cnn_raw_k224.h5,
+// asl_cnn_functional_tf290.h5).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "io/hdf5.h"
+#include "io/keras_reader.h"
+#include "io/keras_writer.h"
+#include "io/zip_archive.h"
+#include "io_test_util.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+using test::fixture;
+
+// One line per object below `g`: "G path @attr ..." or "D path [dims] class/size", plus the
+// values of the string attributes Keras uses to name things.
+void list_tree(const h5::Group& g, const std::string& prefix, std::set<std::string>& out,
+               const std::set<std::string>& skip = {}) {
+  std::string line = "G " + (prefix.empty() ? std::string("/") : prefix);
+  for (const auto& a : g.attr_names()) {
+    line += " @" + a;
+    if (a == "name" || a.rfind("layer_names", 0) == 0 || a.rfind("weight_names", 0) == 0) {
+      line += "=";
+      for (const auto& v : g.string_list_attr(a)) line += v + ";";
+    }
+  }
+  out.insert(line);
+  for (const auto& c : g.children()) {
+    const std::string p = prefix.empty() ? c : prefix + "/" + c;
+    if (skip.count(p)) continue;
+    if (g.has_group(c)) {
+      list_tree(g.group(c), p, out, skip);
+    } else {
+      const h5::Dataset d = g.dataset(c);
+      std::string dims = "[";
+      for (int64_t v : d.dims()) dims += std::to_string(v) + ",";
+      out.insert("D " + p + " " + dims + "] class " + std::to_string(d.type_class()) + " size " +
+                 std::to_string(d.type_size()));
+    }
+  }
+}
+
+std::set<std::string> keras_weights_tree(const std::string& keras_path) {
+  ZipReader z(keras_path);
+  const std::string bytes = z.read("model.weights.h5", uint64_t{1} << 32);
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::open_image(keras_path, bytes);
+  std::set<std::string> out;
+  list_tree(f.root(), "", out);
+  return out;
+}
+
+std::set<std::string> h5_tree(const std::string& path, const std::set<std::string>& skip) {
+  auto lock = h5::hdf5_lock();
+  h5::File f = h5::File::open(path);
+  std::set<std::string> out;
+  list_tree(f.root(), "", out, skip);
+  return out;
+}
+
+// "path.key" for every key of every object in `j` (array elements by index).
+void key_paths(const Json& j, const std::string& at, std::set<std::string>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "shared_object_id") continue;
+      out.insert(at + "." + it.key());
+      key_paths(it.value(), at + "." + it.key(), out);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) key_paths(j[i], at + "[" + std::to_string(i) + "]", out);
+  }
+}
+
+std::string diff(const std::set<std::string>& want, const std::set<std::string>& got) {
+  std::string s;
+  for (const auto& w : want)
+    if (!got.count(w)) s += "  missing: " + w + "\n";
+  for (const auto& g : got)
+    if (!want.count(g)) s += "  extra:   " + g + "\n";
+  return s;
+}
+
+Json zip_json(const std::string& path, const std::string& member) {
+  return Json::parse(ZipReader(path).read(member, 1 << 26));
+}
+
+// Save info of a file's own compile config and optimizer state.
+KerasSaveInfo info_of(const LoadedModel& lm) {
+  KerasSaveInfo info;
+  info.keras_class = lm.class_name;
+  if (lm.training_config.is_object() && lm.training_config.contains("loss")) {
+    info.loss = parse_loss(lm.training_config["loss"]);
+    info.optimizer = lm.optimizer;
+    info.metrics = {"accuracy"};
+    if (!lm.optimizer_state.empty()) {
+      info.optimizer_state = lm.optimizer_state.data();
+      info.iterations = lm.iterations;
+    }
+  }
+  return info;
+}
+
+TEST(KerasExport, KerasWeightsFileHasTheGroupsDatasetsAndShapesKeras310Writes) {
+  const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
+  ASSERT_FALSE(lm.optimizer_state.empty());
+  const std::string out = test::scratch_dir("structure_k310") + "/m.keras";
+  save_keras(out, *lm.model, lm.params.data(), info_of(lm));
+  const auto want = keras_weights_tree(fixture("fmnist_cnn_k310.keras"));
+  const auto got = keras_weights_tree(out);
+  EXPECT_EQ(want, got) << diff(want, got);
+}
+
+TEST(KerasExport, KerasConfigHasTheKeysKeras310Writes) {
+  const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
+  const std::string out = test::scratch_dir("config_k310") + "/m.keras";
+  save_keras(out, *lm.model, lm.params.data(), info_of(lm));
+  std::set<std::string> want, got;
+  Json real = zip_json(fixture("fmnist_cnn_k310.keras"), "config.json");
+  Json mine = zip_json(out, "config.json");
+  // The real file names its loss as a plain string; ours is the serialized loss object.
+  real["compile_config"].erase("loss");
+  mine["compile_config"].erase("loss");
+  key_paths(real, "", want);
+  key_paths(mine, "", got);
+  EXPECT_EQ(want, got) << diff(want, got);
+  EXPECT_EQ(mine["module"], real["module"]);
+  EXPECT_EQ(mine["registered_name"], real["registered_name"]);
+  EXPECT_EQ(mine["build_config"], real["build_config"]);
+  for (size_t i = 0; i < real["config"]["layers"].size(); ++i) {
+    EXPECT_EQ(mine["config"]["layers"][i]["class_name"], real["config"]["layers"][i]["class_name"]);
+    EXPECT_EQ(mine["config"]["layers"][i].value("build_config", Json()),
+              real["config"]["layers"][i].value("build_config", Json()))
+        << i;
+  }
+  std::set<std::string> mw, mg;
+  key_paths(zip_json(fixture("fmnist_cnn_k310.keras"), "metadata.json"), "", mw);
+  key_paths(zip_json(out, "metadata.json"), "", mg);
+  EXPECT_EQ(mw, mg);
+  EXPECT_EQ(zip_json(out, "metadata.json")["keras_version"], "3.10.0");
+}
+
+TEST(KerasExport, LegacyH5HasTheLayoutOfTfKerasForSequential) {
+  const LoadedModel lm = load_keras_model(fixture("mnist_cnn_raw_k224.h5"));
+  const std::string out = test::scratch_dir("structure_h5_seq") + "/m.h5";
+  KerasSaveInfo info;
+  info.loss = parse_loss(lm.training_config["loss"]);
+  info.optimizer = parse_optimizer(Json("adam"));
+  save_keras_h5(out, *lm.model, lm.params.data(), info);
+  // The optimizer weights of tf.keras 2.2 are not written by nnfleet; top_level_model_weights
+  // came with tf.keras 2.5.
+  const auto want = h5_tree(fixture("mnist_cnn_raw_k224.h5"), {"optimizer_weights"});
+  const auto got = h5_tree(out, {"model_weights/top_level_model_weights"});
+  EXPECT_EQ(want, got) << diff(want, got);
+}
+
+TEST(KerasExport, LegacyH5HasTheLayoutOfTfKerasForFunctional) {
+  const LoadedModel lm = load_keras_model(fixture("asl_cnn_functional_tf290.h5"));
+  const std::string out = test::scratch_dir("structure_h5_fn") + "/m.h5";
+  KerasSaveInfo info;
+  info.keras_class = lm.class_name;
+  info.loss = parse_loss(lm.training_config["loss"]);
+  info.optimizer = parse_optimizer(Json("adam"));
+  info.metrics = {"accuracy"};
+  save_keras_h5(out, *lm.model, lm.params.data(), info);
+  const auto want = h5_tree(fixture("asl_cnn_functional_tf290.h5"), {"optimizer_weights"});
+  const auto got = h5_tree(out, {});
+  EXPECT_EQ(want, got) << diff(want, got);
+  // model_config: the same layer entries (class_name, config, name, inbound_nodes).
+  auto config_of = [](const std::string& path) {
+    auto lock = h5::hdf5_lock();
+    h5::File f = h5::File::open(path);
+    return Json::parse(f.root().string_attr("model_config"));
+  };
+  const Json real = config_of(fixture("asl_cnn_functional_tf290.h5"));
+  const Json mine = config_of(out);
+  EXPECT_EQ(mine["class_name"], real["class_name"]);
+  EXPECT_EQ(mine["config"]["input_layers"], real["config"]["input_layers"]);
+  EXPECT_EQ(mine["config"]["output_layers"], real["config"]["output_layers"]);
+  ASSERT_EQ(mine["config"]["layers"].size(), real["config"]["layers"].size());
+  for (size_t i = 0; i < real["config"]["layers"].size(); ++i) {
+    const Json& r = real["config"]["layers"][i];
+    const Json& m = mine["config"]["layers"][i];
+    std::set<std::string> rk, mk;
+    for (auto it = r.begin(); it != r.end(); ++it) rk.insert(it.key());
+    for (auto it = m.begin(); it != m.end(); ++it) mk.insert(it.key());
+    EXPECT_EQ(rk, mk) << i;
+    EXPECT_EQ(m["inbound_nodes"], r["inbound_nodes"]) << i;
+    EXPECT_EQ(m["name"], r["name"]) << i;
+  }
+}
+
+// Every loadable file, written back both ways, gives bit-identical predictions.
+class KerasRoundTrip : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+
+TEST_P(KerasRoundTrip, WrittenFilesPredictIdentically) {
+  const auto [model, stem] = GetParam();
+  const LoadedModel lm = load_keras_model(fixture(model));
+  const Array x = load_npy(fixture(std::string(stem) + ".input.npy"));
+  const std::vector<float> want = test::run_model(lm, x);
+  const std::string dir = test::scratch_dir(std::string("roundtrip_") + stem[0] +
+                                            std::to_string(std::hash<std::string>()(model)));
+  save_keras(dir + "/m.keras", *lm.model, lm.params.data(), info_of(lm));
+  save_keras_h5(dir + "/m.h5", *lm.model, lm.params.data(), info_of(lm));
+  for (const char* f : {"/m.keras", "/m.h5"}) {
+    SCOPED_TRACE(f);
+    const LoadedModel back = load_keras_model(dir + f);
+    EXPECT_EQ(back.model->num_layers(), lm.model->num_layers());
+    EXPECT_EQ(back.params, lm.params);
+    EXPECT_EQ(test::run_model(back, x), want);
+    EXPECT_EQ(back.class_name, lm.class_name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RealAndSynthetic, KerasRoundTrip,
+    ::testing::Values(std::make_pair("fmnist_cnn_bn_k216.h5", "expected/fmnist_cnn_bn_k216"),
+                      std::make_pair("mnist_mlp_functional_tf224.h5",
+                                     "expected/mnist_mlp_functional_tf224"),
+                      std::make_pair("asl_cnn_functional_tf290.h5",
+                                     "expected/asl_cnn_functional_tf290"),
+                      std::make_pair("fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"),
+                      std::make_pair("fmnist_cnn_k310.keras", "expected/fmnist_cnn_k310"),
+                      std::make_pair("fmnist_mlp_nested_tf214.keras",
+                                     "expected/fmnist_mlp_nested_tf214"),
+                      std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
+                      std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
+
+TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
+  const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
+  TrainSpec spec;
+  spec.loss = parse_loss(Json("categorical_crossentropy"));
+  spec.optimizer = parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}, {"amsgrad", true}}}});
+  Network net(lm.model, 3, spec);
+  std::copy(lm.params.begin(), lm.params.end(), net.params());
+  const Array x = load_npy(fixture("synthetic/functional_k3.input.npy"));
+  std::vector<float> t = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const int64_t idx[3] = {0, 1, 2};
+  for (int step = 0; step < 3; ++step) {
+    gather_rows(x, idx, 3, 1.0f, net.input());
+    net.train_step(3, Targets{t.data(), nullptr});
+  }
+  const std::string dir = test::scratch_dir("trained");
+  save_keras(dir + "/t.keras", net.model(), net.params(), keras_save_info(net, {"accuracy"}));
+  const LoadedModel back = load_keras_model(dir + "/t.keras");
+  EXPECT_EQ(back.params, std::vector<float>(net.params(), net.params() + net.num_params()));
+  EXPECT_EQ(back.iterations, 3);
+  EXPECT_TRUE(back.optimizer.amsgrad);
+  ASSERT_EQ(back.optimizer_state.size(), net.optimizer_state_floats());
+  EXPECT_EQ(back.optimizer_state, std::vector<float>(net.optimizer_state(),
+                                                     net.optimizer_state() +
+                                                         net.optimizer_state_floats()));
+  EXPECT_EQ(back.training_config["metrics"], Json({"accuracy"}));
+  EXPECT_EQ(back.optimizer_state_info["variables"], 2 + 3 * 8);  // 8 trainable variables
+  save_keras_h5(dir + "/t.h5", net.model(), net.params(), keras_save_info(net));
+  const LoadedModel h5 = load_keras_model(dir + "/t.h5");
+  EXPECT_EQ(h5.params, back.params);
+  EXPECT_EQ(h5.training_config["loss"], "categorical_crossentropy");
+  EXPECT_EQ(h5.training_config["optimizer_config"]["class_name"], "Adam");
+}
+
+TEST(KerasExport, SplitsLongLayerNameListsLikeKeras) {
+  // 400 layers with 200-character names: layer_names exceeds HDF5's 64 KB header limit.
+  std::vector<std::unique_ptr<Layer>> layers;
+  for (int i = 0; i < 400; ++i) {
+    std::string name = "relu_" + std::to_string(i) + "_" + std::string(190, 'x');
+    layers.push_back(make_layer("ReLU", Json::object(), ConfigMode::kPlan, name));
+  }
+  layers.push_back(make_layer("Dense", Json{{"units", 2}}, ConfigMode::kPlan, "out"));
+  auto m = Model::sequential("long", Shape{3}, std::move(layers));
+  std::vector<float> params(m->trainable_params(), 0.5f);
+  const std::string path = test::scratch_dir("split") + "/long.h5";
+  save_keras_h5(path, *m, params.data());
+  {
+    auto lock = h5::hdf5_lock();
+    h5::File f = h5::File::open(path);
+    const h5::Group mw = f.root().group("model_weights");
+    EXPECT_FALSE(mw.has_attr("layer_names"));
+    EXPECT_TRUE(mw.has_attr("layer_names0"));
+    EXPECT_TRUE(mw.has_attr("layer_names1"));
+    EXPECT_EQ(mw.string_list_attr("layer_names").size(), 401u);
+  }
+  const LoadedModel back = load_keras_model(path);
+  EXPECT_EQ(back.model->num_layers(), 401u);
+  EXPECT_EQ(back.params, params);
+}
+
+TEST(KerasExport, WritesAtomicallyAndReportsUnwritablePaths) {
+  const LoadedModel lm = load_keras_model(fixture("fmnist_mlp_k390.h5"));
+  const std::string msg = test::file_error_of(
+      [&] { save_keras("/nonexistent-dir/x.keras", *lm.model, lm.params.data()); });
+  EXPECT_NE(msg.find("/nonexistent-dir/x.keras"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace nnfleet
