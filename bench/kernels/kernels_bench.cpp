@@ -27,7 +27,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 
 void set_counters(benchmark::State& state, double samples, double flops) {
   const double iterations = static_cast<double>(state.iterations());
-  state.counters["samples/s"] = benchmark::Counter(samples * iterations, benchmark::Counter::kIsRate);
+  state.counters["samples/s"] =
+      benchmark::Counter(samples * iterations, benchmark::Counter::kIsRate);
   state.counters["FLOP/s"] = benchmark::Counter(flops * iterations, benchmark::Counter::kIsRate,
                                                 benchmark::Counter::OneK::kIs1000);
 }
@@ -35,7 +36,8 @@ void set_counters(benchmark::State& state, double samples, double flops) {
 // Args: in, out.
 void BM_DenseForward(benchmark::State& state) {
   const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
-  const auto x = random_floats(static_cast<size_t>(kBatch) * in, 1), w = random_floats(static_cast<size_t>(in) * out, 2);
+  const auto x = random_floats(static_cast<size_t>(kBatch) * in, 1),
+             w = random_floats(static_cast<size_t>(in) * out, 2);
   const auto b = random_floats(out, 3);
   std::vector<float> y(static_cast<size_t>(kBatch) * out);
   for (auto _ : state) {
@@ -50,9 +52,11 @@ void BM_DenseForward(benchmark::State& state) {
 void BM_DenseBackward(benchmark::State& state) {
   const int in = static_cast<int>(state.range(0)), out = static_cast<int>(state.range(1));
   const bool with_dx = state.range(2) != 0;
-  const auto x = random_floats(static_cast<size_t>(kBatch) * in, 1), w = random_floats(static_cast<size_t>(in) * out, 2);
+  const auto x = random_floats(static_cast<size_t>(kBatch) * in, 1),
+             w = random_floats(static_cast<size_t>(in) * out, 2);
   const auto dy = random_floats(static_cast<size_t>(kBatch) * out, 3);
-  std::vector<float> dx(static_cast<size_t>(kBatch) * in), dw(static_cast<size_t>(in) * out), db(out);
+  std::vector<float> dx(static_cast<size_t>(kBatch) * in), dw(static_cast<size_t>(in) * out),
+      db(out);
   for (auto _ : state) {
     dense_backward(kBatch, in, out, x.data(), w.data(), dy.data(), with_dx ? dx.data() : nullptr,
                    dw.data(), db.data());
@@ -63,7 +67,7 @@ void BM_DenseBackward(benchmark::State& state) {
 }
 
 void dense_args(benchmark::internal::Benchmark* b, bool backward) {
-  const int64_t shapes[][2] = {{784, 32}, {784, 128}, {784, 256}, {256, 128},
+  const int64_t shapes[][2] = {{784, 32},  {784, 128}, {784, 256}, {256, 128},
                                {784, 512}, {512, 512}, {128, 10}};
   for (const auto& s : shapes) {
     if (backward) {
@@ -74,16 +78,17 @@ void dense_args(benchmark::internal::Benchmark* b, bool backward) {
   }
 }
 BENCHMARK(BM_DenseForward)->ArgNames({"in", "out"})->Apply([](auto* b) { dense_args(b, false); });
-BENCHMARK(BM_DenseBackward)
-    ->ArgNames({"in", "out", "dx"})
-    ->Apply([](auto* b) { dense_args(b, true); });
+BENCHMARK(BM_DenseBackward)->ArgNames({"in", "out", "dx"})->Apply([](auto* b) {
+  dense_args(b, true);
+});
 
 // Args: M, N, K, trans_a, trans_b: the raw products behind the Dense kernels.
 void BM_Gemm(benchmark::State& state) {
   const int M = static_cast<int>(state.range(0)), N = static_cast<int>(state.range(1));
   const int K = static_cast<int>(state.range(2));
   const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
-  const auto A = random_floats(static_cast<size_t>(M) * K, 1), B = random_floats(static_cast<size_t>(K) * N, 2);
+  const auto A = random_floats(static_cast<size_t>(M) * K, 1),
+             B = random_floats(static_cast<size_t>(K) * N, 2);
   std::vector<float> C(static_cast<size_t>(M) * N);
   for (auto _ : state) {
     gemm(ta, tb, M, N, K, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0f, C.data(), N);
@@ -121,7 +126,8 @@ void BM_Conv2dForward(benchmark::State& state) {
   const ConvGeometry g = conv_shape(state);
   const auto x = random_floats(static_cast<size_t>(kBatch) * g.h * g.w * g.c, 1);
   const auto w = random_floats(size_t{9} * g.c * g.f, 2), b = random_floats(g.f, 3);
-  std::vector<float> y(static_cast<size_t>(kBatch) * g.oh * g.ow * g.f), scratch(conv2d_scratch_floats(g, kBatch));
+  std::vector<float> y(static_cast<size_t>(kBatch) * g.oh * g.ow * g.f),
+      scratch(conv2d_scratch_floats(g, kBatch));
   for (auto _ : state) {
     conv2d_forward(g, kBatch, x.data(), w.data(), b.data(), y.data(), scratch.data());
     benchmark::DoNotOptimize(y.data());

@@ -134,10 +134,10 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     check_targets(s, *j.model, data, problems);
     check_early_stopping(s, *j.model, data, problems);
     try {
-      resolve_metric(s.metrics.empty() ? "loss" : s.metrics[0], s.loss, 1);
-      for (const auto& m : s.metrics) resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
+      for (const auto& m : s.metrics)
+        resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
     } catch (const Error& e) {
-      if (!s.metrics.empty()) problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+      problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     }
     const size_t est = Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer});
     estimates.push_back(est);

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 
 namespace nnfleet::h5 {
 namespace {
@@ -48,8 +51,131 @@ H5I_type_t object_type(hid_t loc, const std::string& name) {
   throw FileError(msg);
 }
 
+uint64_t little_endian(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = n; i-- > 0;) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+// The bytes of a file on disk or in memory, and the global heap collections read from it.
+class RawSource {
+ public:
+  RawSource(std::string display, std::string path, const std::string* image)
+      : display_(std::move(display)), path_(std::move(path)), image_(image) {
+    if (image_) {
+      size_ = image_->size();
+    } else {
+      std::error_code ec;
+      size_ = std::filesystem::file_size(path_, ec);
+      if (ec) size_ = 0;
+    }
+  }
+  void set_layout(uint64_t base, size_t sizeof_addr, size_t sizeof_size) {
+    base_ = base;
+    sizeof_addr_ = sizeof_addr;
+    sizeof_size_ = sizeof_size;
+  }
+  size_t sizeof_addr() const { return sizeof_addr_; }
+
+  // Object `idx` of the global heap collection at `addr`, cut to `len` bytes.
+  std::string heap_object(uint64_t addr, uint32_t idx, uint32_t len, const std::string& at) {
+    const Collection& c = collection(addr, at);
+    auto it = c.objects.find(idx);
+    if (it == c.objects.end() || it->second.second < len)
+      throw_at("read", display_, "corrupt string (bad global heap reference) in attribute", at);
+    return c.bytes.substr(it->second.first, len);
+  }
+
+ private:
+  struct Collection {
+    std::string bytes;
+    std::map<uint32_t, std::pair<size_t, size_t>> objects;  // index -> (offset, size)
+  };
+
+  std::string read(uint64_t pos, size_t n, const std::string& at) {
+    if (pos > size_ || n > size_ - pos)
+      throw_at("read", display_, "corrupt string (global heap beyond the end of the file) in", at);
+    if (image_) return image_->substr(static_cast<size_t>(pos), n);
+    std::ifstream f(path_, std::ios::binary);
+    std::string out(n, '\0');
+    f.seekg(static_cast<std::streamoff>(pos));
+    f.read(out.data(), static_cast<std::streamsize>(n));
+    if (static_cast<size_t>(f.gcount()) != n)
+      throw_at("read", display_, "cannot read the global heap for", at);
+    return out;
+  }
+
+  // Reads and validates a collection as HDF5's H5HG__cache_heap_deserialize walks it, refusing
+  // every size that would make that walk leave the collection.
+  const Collection& collection(uint64_t addr, const std::string& at) {
+    auto found = cache_.find(addr);
+    if (found != cache_.end()) return found->second;
+    auto bad = [&]() {
+      throw_at("read", display_, "corrupt global heap (variable-length strings) read for", at);
+    };
+    const size_t hdr = 8 + sizeof_size_;      // "GCOL", version, reserved, collection size
+    const size_t obj_hdr = 8 + sizeof_size_;  // index, refcount, reserved, object size
+    if (sizeof_size_ < 2 || sizeof_size_ > 8 || addr > UINT64_MAX - base_) bad();
+    const std::string head = read(base_ + addr, hdr, at);
+    const auto* h = reinterpret_cast<const unsigned char*>(head.data());
+    if (std::memcmp(h, "GCOL", 4) != 0 || h[4] != 1) bad();
+    const uint64_t size = little_endian(h + 8, sizeof_size_);
+    if (size < hdr || size > (uint64_t{1} << 30)) bad();
+    Collection c;
+    c.bytes = read(base_ + addr, static_cast<size_t>(size), at);
+    const auto* b = reinterpret_cast<const unsigned char*>(c.bytes.data());
+    size_t p = hdr;
+    while (p < size) {
+      if (p + obj_hdr > size) break;  // a tail too small for an object is free space
+      const uint32_t idx = static_cast<uint32_t>(little_endian(b + p, 2));
+      const uint64_t osize = little_endian(b + p + 8, sizeof_size_);
+      if (osize > size) bad();
+      const uint64_t need = idx > 0 ? obj_hdr + ((osize + 7) & ~uint64_t{7}) : osize;
+      if (need < obj_hdr || need > size - p) bad();
+      if (idx > 0 && !c.objects.emplace(idx, std::make_pair(p + obj_hdr, osize)).second) bad();
+      p += static_cast<size_t>(need);
+    }
+    return cache_.emplace(addr, std::move(c)).first->second;
+  }
+
+  std::string display_, path_;
+  const std::string* image_ = nullptr;
+  uint64_t size_ = 0, base_ = 0;
+  size_t sizeof_addr_ = 8, sizeof_size_ = 8;
+  std::map<uint64_t, Collection> cache_;
+};
+
+namespace {
+
+// Reading a variable-length string attribute as its raw heap IDs: a conversion from the
+// vlen-string type to an opaque type of the same size that leaves the bytes in place.
+constexpr const char* kRawVlenTag = "nnfleet-raw-vlen-heap-id";
+
+herr_t raw_vlen_conv(hid_t src, hid_t dst, H5T_cdata_t* cdata, size_t, size_t, size_t, void*,
+                     void*, hid_t) {
+  if (cdata->command != H5T_CONV_INIT) return 0;
+  if (H5Tis_variable_str(src) <= 0 || H5Tget_class(dst) != H5T_OPAQUE) return -1;
+  char* tag = H5Tget_tag(dst);
+  const bool ours = tag && std::strcmp(tag, kRawVlenTag) == 0;
+  if (tag) H5free_memory(tag);
+  if (!ours || H5Tget_size(src) != H5Tget_size(dst)) return -1;
+  cdata->need_bkg = H5T_BKG_NO;
+  return 0;
+}
+
+bool register_raw_vlen() {
+  Handle src(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(src.get(), H5T_VARIABLE);
+  Handle dst(H5Tcreate(H5T_OPAQUE, 16), H5Tclose);
+  H5Tset_tag(dst.get(), kRawVlenTag);
+  return H5Tregister(H5T_PERS_SOFT, "nnfleet_raw_vlen", src.get(), dst.get(), raw_vlen_conv) >= 0;
+}
+
 // The strings of an attribute of string type, as stored (vlen or fixed, any character set).
-std::vector<std::string> read_strings(hid_t attr, const std::string& file, const std::string& at) {
+std::vector<std::string> read_strings(hid_t attr, const std::string& file, const std::string& at,
+                                      RawSource* raw) {
   Handle ftype(H5Aget_type(attr), H5Tclose);
   Handle space(H5Aget_space(attr), H5Sclose);
   if (!ftype.valid() || !space.valid()) throw_at("read", file, "unreadable attribute", at);
@@ -61,25 +187,30 @@ std::vector<std::string> read_strings(hid_t attr, const std::string& file, const
   const htri_t vlen = H5Tis_variable_str(ftype.get());
   if (vlen < 0) throw_at("read", file, "unreadable string type of attribute", at);
   if (vlen > 0) {
-    if (count > kMaxAttrBytes / sizeof(char*))
-      throw_at("read", file, "implausibly large attribute", at);
-    Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
-    if (!mtype.valid() || H5Tset_size(mtype.get(), H5T_VARIABLE) < 0 ||
-        H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())) < 0)
+    // Each element is stored as (length u32, collection address, object index u32).
+    static const bool registered = register_raw_vlen();
+    if (!registered || !raw) throw_at("read", file, "cannot read variable-length strings of", at);
+    const size_t id_size = 4 + raw->sizeof_addr() + 4;
+    if (count > kMaxAttrBytes / id_size) throw_at("read", file, "implausibly large attribute", at);
+    Handle mtype(H5Tcreate(H5T_OPAQUE, id_size), H5Tclose);
+    if (!mtype.valid() || H5Tset_tag(mtype.get(), kRawVlenTag) < 0)
       throw_at("read", file, "unreadable string type of attribute", at);
-    std::vector<char*> ptrs(count, nullptr);
-    if (H5Aread(attr, mtype.get(), ptrs.data()) < 0)
+    std::string ids(count * id_size, '\0');
+    if (H5Aread(attr, mtype.get(), ids.data()) < 0)
       throw_at("read", file, "unreadable attribute (corrupt or truncated file?)", at);
     size_t total = 0;
-    bool too_big = false;
-    for (char* p : ptrs) {
-      std::string s = p ? std::string(p) : std::string();
-      total += s.size();
-      if (total > kMaxAttrBytes) too_big = true;
-      if (!too_big) out.push_back(std::move(s));
+    for (size_t i = 0; i < count; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(ids.data()) + i * id_size;
+      const auto len = static_cast<uint32_t>(little_endian(p, 4));
+      const uint64_t addr = little_endian(p + 4, raw->sizeof_addr());
+      const auto idx = static_cast<uint32_t>(little_endian(p + 4 + raw->sizeof_addr(), 4));
+      total += len;
+      if (total > kMaxAttrBytes) throw_at("read", file, "implausibly large attribute", at);
+      std::string s = len == 0 ? std::string() : raw->heap_object(addr, idx, len, at);
+      const size_t nul = s.find('\0');
+      if (nul != std::string::npos) s.resize(nul);
+      out.push_back(std::move(s));
     }
-    H5Dvlen_reclaim(mtype.get(), space.get(), H5P_DEFAULT, ptrs.data());
-    if (too_big) throw_at("read", file, "implausibly large attribute", at);
     return out;
   }
   const size_t width = H5Tget_size(ftype.get());
@@ -148,14 +279,14 @@ Group Group::group(const std::string& name) const {
   if (!has_group(name)) fail("no group", name);
   Handle g(H5Gopen2(id(), name.c_str(), H5P_DEFAULT), H5Gclose);
   if (!g.valid()) fail("cannot open group (corrupt file?)", name);
-  return Group(std::move(g), file_, child_path(name));
+  return Group(std::move(g), file_, child_path(name), raw_);
 }
 
 Dataset Group::dataset(const std::string& name) const {
   if (!has_dataset(name)) fail("no dataset", name);
   Handle d(H5Dopen2(id(), name.c_str(), H5P_DEFAULT), H5Dclose);
   if (!d.valid()) fail("cannot open dataset (corrupt file?)", name);
-  return Dataset(std::move(d), file_, child_path(name));
+  return Dataset(std::move(d), file_, child_path(name), raw_);
 }
 
 std::vector<std::string> Group::children() const {
@@ -200,7 +331,7 @@ std::string Group::string_attr(const std::string& name) const {
   Handle t(H5Aget_type(a.get()), H5Tclose);
   if (!t.valid() || H5Tget_class(t.get()) != H5T_STRING)
     throw_at("read", file_, "attribute is not a string", at);
-  auto v = read_strings(a.get(), file_, at);
+  auto v = read_strings(a.get(), file_, at, raw_.get());
   if (v.size() != 1)
     throw_at("read", file_, "expected one string, got " + std::to_string(v.size()) + " in", at);
   return v[0];
@@ -219,7 +350,7 @@ std::vector<std::string> Group::string_list_attr(const std::string& name) const 
       if (H5Sget_simple_extent_npoints(s.get()) == 0) return std::vector<std::string>{};
       throw_at("read", file_, "attribute is not a list of strings", at);
     }
-    return read_strings(a.get(), file_, at);
+    return read_strings(a.get(), file_, at, raw_.get());
   };
   if (has_attr(name)) return read_one(name);
   // Keras splits lists longer than 64 KB into name0, name1, ...
@@ -235,7 +366,7 @@ std::vector<std::string> Group::string_list_attr(const std::string& name) const 
 Group Group::create_group(const std::string& name) {
   Handle g(H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!g.valid()) throw_at("write", file_, "cannot create group", child_path(name));
-  return Group(std::move(g), file_, child_path(name));
+  return Group(std::move(g), file_, child_path(name), raw_);
 }
 
 void Group::write_string_attr(const std::string& name, const std::string& value, StrType type) {
@@ -376,17 +507,27 @@ bool Dataset::has_attr(const std::string& name) const {
 std::string Dataset::string_attr(const std::string& name) const {
   Handle a(H5Aopen(h_.get(), name.c_str(), H5P_DEFAULT), H5Aclose);
   if (!a.valid()) throw_at("read", file_, "missing attribute", path_ + "/@" + name);
-  auto v = read_strings(a.get(), file_, path_ + "/@" + name);
+  auto v = read_strings(a.get(), file_, path_ + "/@" + name, raw_.get());
   if (v.size() != 1) throw_at("read", file_, "expected one string in", path_ + "/@" + name);
   return v[0];
 }
 
 // --- File ------------------------------------------------------------------------------------
 
-File::File(Handle f, std::string name) : file_(std::move(f)), name_(std::move(name)) {
+File::File(Handle f, std::string name, std::shared_ptr<RawSource> raw)
+    : file_(std::move(f)), name_(std::move(name)) {
   Handle g(H5Gopen2(file_.get(), "/", H5P_DEFAULT), H5Gclose);
   if (!g.valid()) throw_at("read", name_, "cannot open the root group (corrupt file?)", "");
-  root_ = Group(std::move(g), name_, "/");
+  if (raw) {
+    Handle fcpl(H5Fget_create_plist(file_.get()), H5Pclose);
+    size_t sizeof_addr = 0, sizeof_size = 0;
+    hsize_t userblock = 0;
+    if (!fcpl.valid() || H5Pget_sizes(fcpl.get(), &sizeof_addr, &sizeof_size) < 0 ||
+        H5Pget_userblock(fcpl.get(), &userblock) < 0 || sizeof_addr < 2 || sizeof_addr > 8)
+      throw_at("read", name_, "cannot read the file's layout (corrupt file?)", "");
+    raw->set_layout(userblock, sizeof_addr, sizeof_size);
+  }
+  root_ = Group(std::move(g), name_, "/", std::move(raw));
 }
 
 File File::open(const std::string& path) {
@@ -400,7 +541,7 @@ File File::open(const std::string& path) {
   if (!f.valid())
     throw FileError("failed to read HDF5 file '" + path +
                     "': cannot open it (corrupt or truncated file?)");
-  return File(std::move(f), path);
+  return File(std::move(f), path, std::make_shared<RawSource>(path, path, nullptr));
 }
 
 namespace {
@@ -419,14 +560,14 @@ File File::open_image(const std::string& name, const std::string& bytes) {
   if (!f.valid())
     throw FileError("failed to read HDF5 file '" + name +
                     "': cannot open it (not HDF5, corrupt or truncated?)");
-  return File(std::move(f), name);
+  return File(std::move(f), name, std::make_shared<RawSource>(name, "", &bytes));
 }
 
 File File::create(const std::string& path) {
   auto lock = hdf5_lock();
   Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (!f.valid()) throw FileError("failed to write HDF5 file '" + path + "': cannot create it");
-  return File(std::move(f), path);
+  return File(std::move(f), path, nullptr);
 }
 
 File File::create_in_memory(const std::string& name) {
@@ -436,7 +577,7 @@ File File::create_in_memory(const std::string& name) {
     throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
   Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
-  return File(std::move(f), name);
+  return File(std::move(f), name, nullptr);
 }
 
 std::string File::image() {

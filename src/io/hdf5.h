@@ -15,6 +15,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -61,12 +62,17 @@ enum class StrType { kVlenUtf8, kVlenAscii, kFixedAscii };
 
 class Dataset;
 
+// Raw access to the file's bytes, for reading variable-length strings without HDF5's global-heap
+// code (which trusts sizes read from the file and can crash on a corrupt one): the heap IDs are
+// read through HDF5, the heap collection is validated and the string copied here.
+class RawSource;
+
 // A group (or a file's root group). Carries the file name and its own path for messages.
 class Group {
  public:
   Group() = default;
-  Group(Handle h, std::string file, std::string path)
-      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  Group(Handle h, std::string file, std::string path, std::shared_ptr<RawSource> raw)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)), raw_(std::move(raw)) {}
 
   const std::string& file() const { return file_; }
   const std::string& path() const { return path_; }  // "/" for the root
@@ -107,12 +113,13 @@ class Group {
  private:
   Handle h_;
   std::string file_, path_;
+  std::shared_ptr<RawSource> raw_;
 };
 
 class Dataset {
  public:
-  Dataset(Handle h, std::string file, std::string path)
-      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)) {}
+  Dataset(Handle h, std::string file, std::string path, std::shared_ptr<RawSource> raw)
+      : h_(std::move(h)), file_(std::move(file)), path_(std::move(path)), raw_(std::move(raw)) {}
   const std::string& path() const { return path_; }
   // The dataset's dimensions (empty for a scalar).
   std::vector<int64_t> dims() const;
@@ -131,6 +138,7 @@ class Dataset {
  private:
   Handle h_;
   std::string file_, path_;
+  std::shared_ptr<RawSource> raw_;
 };
 
 class File {
@@ -153,7 +161,7 @@ class File {
   void close();
 
  private:
-  File(Handle f, std::string name);
+  File(Handle f, std::string name, std::shared_ptr<RawSource> raw);
   Handle file_;
   Group root_;
   std::string name_;

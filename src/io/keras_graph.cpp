@@ -201,6 +201,7 @@ class Builder {
       fail("input of '" + lname + "' has shape " + dims.dump() + "; expected 1 to " +
            std::to_string(Shape::kMaxRank) + " dimensions after the batch axis");
     Shape s;
+    int64_t total = 1;
     for (size_t i = first; i < dims.size(); ++i) {
       if (!dims[i].is_number_integer() || dims[i].get<int64_t>() < 1 ||
           dims[i].get<int64_t>() > (int64_t{1} << 31))
@@ -208,6 +209,9 @@ class Builder {
              "; expected known positive sizes after the batch axis (nnfleet needs a fixed "
              "input shape)");
       s.push_back(dims[i].get<int64_t>());
+      total *= dims[i].get<int64_t>();
+      if (total > (int64_t{1} << 40))
+        fail("input of '" + lname + "' has shape " + dims.dump() + ", which is implausibly large");
     }
     out = s;
     return true;

@@ -20,6 +20,11 @@ namespace {
 constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
 constexpr uint64_t kMaxWeightsBytes = uint64_t{8} << 30;
 
+// nnfleet runs small models: a config beyond these sizes is refused (it is most likely corrupt)
+// before anything is allocated for it.
+constexpr size_t kMaxParams = size_t{1} << 28;
+constexpr int64_t kMaxSampleFloats = int64_t{1} << 26;
+
 enum class Kind { kHdf5, kZip, kJson, kUnknown };
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
@@ -88,6 +93,21 @@ void read_into(const h5::Dataset& ds, const Model& m, size_t li, size_t j, float
 std::vector<std::string> list_attr_or_empty(const h5::Group& g, const std::string& name) {
   if (!g.has_attr(name) && !g.has_attr(name + "0")) return {};
   return g.string_list_attr(name);
+}
+
+// Zeroed parameters for `m`, after checking its sizes are plausible.
+std::vector<float> zero_params(const Model& m, const std::string& where) {
+  if (m.input_shape().size() > kMaxSampleFloats)
+    fail(where, "the model input " + m.input_shape().str() + " is implausibly large");
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    if (m.planned(i).out_shape.size() > kMaxSampleFloats)
+      fail(where, "layer '" + m.layer(i).name() + "' has an implausibly large output " +
+                      m.planned(i).out_shape.str() + " (corrupt config?)");
+  const size_t total = m.trainable_params() + m.non_trainable_params();
+  if (total > kMaxParams)
+    fail(where, "the model has " + std::to_string(total) + " parameters; expected at most " +
+                    std::to_string(kMaxParams) + " (corrupt config?)");
+  return std::vector<float>(total, 0.0f);
 }
 
 // Legacy layout: `g` has layer_names; each named group has weight_names, datasets at those paths.
@@ -339,9 +359,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
   const KerasGraph graph = build_keras_graph(cfg, path);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
-  size_t total = 0;
-  param_offsets(*lm.model, &total);
-  lm.params.assign(total, 0.0f);
+  lm.params = zero_params(*lm.model, path);
   if (weights_path.empty()) {
     if (!root.has_group("model_weights"))
       fail(path, "no model_weights group; expected the weights saved with the model");
@@ -371,9 +389,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
   const KerasGraph graph = build_keras_graph(cfg, path);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
-  size_t total = 0;
-  param_offsets(*lm.model, &total);
-  lm.params.assign(total, 0.0f);
+  lm.params = zero_params(*lm.model, path);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -413,9 +429,7 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path) 
   const KerasGraph graph = build_keras_graph(cfg, path);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
-  size_t total = 0;
-  param_offsets(*lm.model, &total);
-  lm.params.assign(total, 0.0f);
+  lm.params = zero_params(*lm.model, path);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;

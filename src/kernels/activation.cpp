@@ -5,12 +5,12 @@
 #ifndef EIGEN_DONT_PARALLELIZE
 #define EIGEN_DONT_PARALLELIZE
 #endif
+#include "kernels/activation.h"
+
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
 #include <unsupported/Eigen/SpecialFunctions>
-
-#include "kernels/activation.h"
 
 namespace nnfleet {
 namespace {
@@ -21,8 +21,8 @@ using ArrayMap = Eigen::Map<Array>;
 
 constexpr float kSeluAlpha = 1.67326324f;
 constexpr float kSeluScale = 1.05070098f;
-constexpr float kInvSqrt2 = 0.70710678118654752f;      // 1/sqrt(2)
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1/sqrt(2 pi)
+constexpr float kInvSqrt2 = 0.70710678118654752f;     // 1/sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/sqrt(2 pi)
 constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
 
@@ -200,8 +200,8 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
         const ConstArrayMap xb(x + at, len);
         t = (kSqrt2OverPi * (xb + kGeluCubic * xb.cube())).tanh();
         ArrayMap(dx + at, len) +=
-            (0.5f * (1.0f + t) +
-             (0.5f * kSqrt2OverPi) * xb * (1.0f - t.square()) * (1.0f + 3.0f * kGeluCubic * xb.square())) *
+            (0.5f * (1.0f + t) + (0.5f * kSqrt2OverPi) * xb * (1.0f - t.square()) *
+                                     (1.0f + 3.0f * kGeluCubic * xb.square())) *
             ConstArrayMap(dy + at, len);
       });
       break;

@@ -4,11 +4,12 @@
 // [KH*KW*C, F] (already the right row-major matrix in Keras's layout). 1x1 stride-1 convolutions
 // skip the unrolling. Depthwise convolution has no reduction over channels, so it runs as direct
 // loops vectorized over the contiguous channel axis.
+#include "kernels/conv2d.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/conv2d.h"
 #include "kernels/gemm.h"
 
 namespace nnfleet {
@@ -178,8 +179,7 @@ void im2col_transposed(const ConvGeometry& g, const float* x, int64_t row0, int6
             const int lo = std::clamp(lo_full, ox_begin, ox_end);
             const int hi = std::clamp(hi_full, lo, ox_end);
             // src[ox * pixel_step] is x[img, iy, ox*sw - shift, ch].
-            const float* __restrict src =
-                x + ((int64_t{img} * g.h + iy) * g.w - shift) * g.c + ch;
+            const float* __restrict src = x + ((int64_t{img} * g.h + iy) * g.w - shift) * g.c + ch;
             for (int ox = ox_begin; ox < lo; ++ox) dst[ox] = 0.0f;
             if (pixel_step == 1) {
               for (int ox = lo; ox < hi; ++ox) dst[ox] = src[ox];
@@ -224,8 +224,8 @@ void transpose(int64_t rows, int64_t cols, const float* in, float* out) {
 }  // namespace
 
 bool conv_geometry(ConvGeometry& g, bool same_padding) {
-  if (g.h < 1 || g.w < 1 || g.c < 1 || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 ||
-      g.dh < 1 || g.dw < 1) {
+  if (g.h < 1 || g.w < 1 || g.c < 1 || g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 ||
+      g.dw < 1) {
     return false;
   }
   const int ekh = (g.kh - 1) * g.dh + 1, ekw = (g.kw - 1) * g.dw + 1;  // dilated extents
@@ -336,7 +336,10 @@ void depthwise_conv2d_forward(const ConvGeometry& g, int n, const float* x, cons
     for (int oy = 0; oy < g.oh; ++oy) {
       for (int ox = 0; ox < g.ow; ++ox) {
         float* __restrict out = y + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.f;
-        if (b != nullptr) std::copy_n(b, g.f, out); else std::fill_n(out, g.f, 0.0f);
+        if (b != nullptr)
+          std::copy_n(b, g.f, out);
+        else
+          std::fill_n(out, g.f, 0.0f);
         for (int ky = 0; ky < g.kh; ++ky) {
           const int iy = oy * g.sh - g.pad_top + ky * g.dh;
           if (iy < 0 || iy >= g.h) continue;

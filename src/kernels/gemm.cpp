@@ -28,16 +28,27 @@ void gemm_eigen(bool trans_a, bool trans_b, int M, int N, int K, const float* A,
   const ConstMatrixMap a(A, trans_a ? K : M, trans_a ? M : K, Eigen::OuterStride<>(lda));
   const ConstMatrixMap b(B, trans_b ? N : K, trans_b ? K : N, Eigen::OuterStride<>(ldb));
   MatrixMap c(C, M, N, Eigen::OuterStride<>(ldc));
-  const bool overwrite = beta == 0.0f;
-  if (!trans_a && !trans_b) {
-    if (overwrite) c.noalias() = a * b; else c.noalias() += a * b;
-  } else if (trans_a && !trans_b) {
-    if (overwrite) c.noalias() = a.transpose() * b; else c.noalias() += a.transpose() * b;
-  } else if (!trans_a && trans_b) {
-    if (overwrite) c.noalias() = a * b.transpose(); else c.noalias() += a * b.transpose();
+  // beta is 0 (overwrite, C never read) or 1 (accumulate).
+  if (beta == 0.0f) {
+    if (!trans_a && !trans_b) {
+      c.noalias() = a * b;
+    } else if (trans_a && !trans_b) {
+      c.noalias() = a.transpose() * b;
+    } else if (!trans_a && trans_b) {
+      c.noalias() = a * b.transpose();
+    } else {
+      c.noalias() = a.transpose() * b.transpose();
+    }
   } else {
-    if (overwrite) c.noalias() = a.transpose() * b.transpose();
-    else c.noalias() += a.transpose() * b.transpose();
+    if (!trans_a && !trans_b) {
+      c.noalias() += a * b;
+    } else if (trans_a && !trans_b) {
+      c.noalias() += a.transpose() * b;
+    } else if (!trans_a && trans_b) {
+      c.noalias() += a * b.transpose();
+    } else {
+      c.noalias() += a.transpose() * b.transpose();
+    }
   }
 }
 
@@ -87,16 +98,16 @@ libxsmm_smmfunction xsmm_kernel(const XsmmKey& key) {
   const int flags = key.flags & ~LIBXSMM_GEMM_FLAG_BETA_0;  // beta travels as a value
   const int prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
   slot.key = key;
-  slot.fn = libxsmm_smmdispatch(key.m, key.n, key.k, &lda, &ldb, &ldc, &alpha, &beta, &flags,
-                                &prefetch);
+  slot.fn =
+      libxsmm_smmdispatch(key.m, key.n, key.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
   slot.filled = true;
   return slot.fn;
 }
 
 // Runs C[M,N] (=|+=) A[M,K] B[K,N] (all row-major, no transposes) through libxsmm when it has a
 // kernel for the shape, returning false otherwise.
-bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb,
-                  float beta, float* C, int ldc) {
+bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
+                  float* C, int ldc) {
   const XsmmKey key{N, M, K, ldb, lda, ldc, beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0};
   libxsmm_smmfunction fn = xsmm_kernel(key);
   if (fn == nullptr) return false;
@@ -126,8 +137,7 @@ void gemm_nt_blocked(int M, int N, int K, const float* A, int lda, const float* 
       const int kb = std::min(kNtBlockK, K - k0);
       // Column-major view: B's block is [kb rows, nb cols] with leading dimension ldb; its
       // transpose, stored with leading dimension nb, is the row-major bt[kb, nb].
-      libxsmm_otrans(bt, B + static_cast<ptrdiff_t>(n0) * ldb + k0, sizeof(float), kb, nb, ldb,
-                     nb);
+      libxsmm_otrans(bt, B + static_cast<ptrdiff_t>(n0) * ldb + k0, sizeof(float), kb, nb, ldb, nb);
       const float block_beta = k0 == 0 ? beta : 1.0f;
       if (!gemm_nn_xsmm(M, nb, kb, A + k0, lda, bt, nb, block_beta, C + n0, ldc)) {
         gemm_eigen(false, false, M, nb, kb, A + k0, lda, bt, nb, block_beta, C + n0, ldc);
@@ -166,10 +176,9 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
     return;
   }
   if (!trans_b) {
-    const XsmmKey key{N,   M,   K,
-                      ldb, lda, ldc,
-                      (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) |
-                          (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0)};
+    const int flags =
+        (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+    const XsmmKey key{N, M, K, ldb, lda, ldc, flags};
     if (libxsmm_smmfunction fn = xsmm_kernel(key)) {
       fn(B, A, C);
       return;

@@ -2,12 +2,12 @@
 // innermost, where NHWC is contiguous, so window reductions vectorize across channels.
 // Windows follow ConvGeometry (pool size kh/kw, strides, dilation, "same" pads); padded positions
 // never win a max and are not counted in an average, as in Keras/TensorFlow.
+#include "kernels/pool.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-
-#include "kernels/pool.h"
 
 namespace nnfleet {
 namespace {
@@ -225,8 +225,7 @@ void zero_pad2d_backward(int n, int h, int w, int c, int top, int bottom, int le
   const int64_t row_len = int64_t{w} * c;
   for (int img = 0; img < n; ++img) {
     for (int iy = 0; iy < h; ++iy) {
-      const float* __restrict src =
-          dy + ((int64_t{img} * ph + top + iy) * pw + left) * c;
+      const float* __restrict src = dy + ((int64_t{img} * ph + top + iy) * pw + left) * c;
       float* __restrict dst = dx + (int64_t{img} * h + iy) * row_len;
       for (int64_t i = 0; i < row_len; ++i) dst[i] += src[i];
     }

@@ -23,25 +23,39 @@ using testing::random_floats;
 double act_ref(const Activation& a, double x) {
   const double alpha = a.alpha;
   switch (a.kind) {
-    case Act::kLinear: return x;
+    case Act::kLinear:
+      return x;
     case Act::kRelu:
       if (x >= a.max_value) return a.max_value;
       if (x >= a.threshold) return x;
       return alpha * (x - a.threshold);
-    case Act::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case Act::kTanh: return std::tanh(x);
-    case Act::kElu: return x > 0 ? x : alpha * (std::exp(x) - 1.0);
-    case Act::kSelu: return 1.05070098 * (x > 0 ? x : 1.67326324 * (std::exp(x) - 1.0));
-    case Act::kSoftplus: return std::log1p(std::exp(x));
-    case Act::kSoftsign: return x / (1.0 + std::abs(x));
-    case Act::kSwish: return x / (1.0 + std::exp(-x));
-    case Act::kGelu: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case Act::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case Act::kTanh:
+      return std::tanh(x);
+    case Act::kElu:
+      return x > 0 ? x : alpha * (std::exp(x) - 1.0);
+    case Act::kSelu:
+      return 1.05070098 * (x > 0 ? x : 1.67326324 * (std::exp(x) - 1.0));
+    case Act::kSoftplus:
+      return std::log1p(std::exp(x));
+    case Act::kSoftsign:
+      return x / (1.0 + std::abs(x));
+    case Act::kSwish:
+      return x / (1.0 + std::exp(-x));
+    case Act::kGelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
     case Act::kGeluTanh:
-      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
-    case Act::kLeakyRelu: return x >= 0 ? x : alpha * x;
-    case Act::kHardSigmoid: return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
-    case Act::kExponential: return std::exp(x);
-    case Act::kSoftmax: break;
+      return 0.5 * x *
+             (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case Act::kLeakyRelu:
+      return x >= 0 ? x : alpha * x;
+    case Act::kHardSigmoid:
+      return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case Act::kExponential:
+      return std::exp(x);
+    case Act::kSoftmax:
+      break;
   }
   return NAN;
 }
@@ -114,8 +128,7 @@ TEST(Activation, BackwardMatchesNumericalGradientAndAccumulates) {
       const double h = 1e-5;
       const double slope = (act_ref(k.act, x[i] + h) - act_ref(k.act, x[i] - h)) / (2 * h);
       const double want = prefill[i] + slope * dy[i];
-      ASSERT_NEAR(dx[i], want, 1e-5 + 1e-5 * std::abs(slope * dy[i]))
-          << k.name << " at x=" << x[i];
+      ASSERT_NEAR(dx[i], want, 1e-5 + 1e-5 * std::abs(slope * dy[i])) << k.name << " at x=" << x[i];
     }
   }
 }
@@ -161,9 +174,9 @@ TEST(Activation, KinkDerivativesFollowTensorFlow) {
     activation_backward(a, 1, 1, x.data(), y.data(), dy.data(), dx.data());
     return dx[0];
   };
-  EXPECT_EQ(slope({Act::kRelu}), 0.0f);                          // relu'(0) = 0
-  EXPECT_FLOAT_EQ(slope({Act::kLeakyRelu, 0.2f}), 0.2f);         // alpha at 0
-  EXPECT_EQ(slope({Act::kRelu, 0.0f, 0.0f, -1.0f}), 0.0f);       // at max_value: 0
+  EXPECT_EQ(slope({Act::kRelu}), 0.0f);                     // relu'(0) = 0
+  EXPECT_FLOAT_EQ(slope({Act::kLeakyRelu, 0.2f}), 0.2f);    // alpha at 0
+  EXPECT_EQ(slope({Act::kRelu, 0.0f, 0.0f, -1.0f}), 0.0f);  // at max_value: 0
 }
 
 TEST(Softmax, ForwardIsStableAndRowsSumToOne) {

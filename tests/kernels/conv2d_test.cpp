@@ -31,9 +31,8 @@ ConvGeometry make_geometry(int h, int w, int c, int k, int stride, int dilation,
 std::string describe(const ConvGeometry& g, int n, bool same) {
   return "n=" + std::to_string(n) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + "x" +
          std::to_string(g.c) + " k=" + std::to_string(g.kh) + "x" + std::to_string(g.kw) +
-         " s=" + std::to_string(g.sh) + "," + std::to_string(g.sw) +
-         " d=" + std::to_string(g.dh) + " f=" + std::to_string(g.f) +
-         (same ? " same" : " valid");
+         " s=" + std::to_string(g.sh) + "," + std::to_string(g.sw) + " d=" + std::to_string(g.dh) +
+         " f=" + std::to_string(g.f) + (same ? " same" : " valid");
 }
 
 TEST(ConvGeometry, SamePaddingPutsTheExtraPixelAfter) {
@@ -90,8 +89,8 @@ void for_each_conv(bool depthwise, Fn fn) {
             for (int dilation : {1, 2}) {
               for (bool same : {false, true}) {
                 for (int f : depthwise ? std::vector<int>{1, 2, 3} : std::vector<int>{1, 7, 33}) {
-                  ConvGeometry g = make_geometry(hw, hw + 1, c, k, stride, dilation,
-                                                 depthwise ? c * f : f);
+                  ConvGeometry g =
+                      make_geometry(hw, hw + 1, c, k, stride, dilation, depthwise ? c * f : f);
                   if (!conv_geometry(g, same)) continue;
                   fn(g, n, same);
                 }
@@ -158,8 +157,8 @@ TEST(Conv2d, MatchesRefOnWorkloadShapesSpanningManyChunks) {
     int h, c, f, n;
     bool same;
   };
-  const Case cases[] = {{28, 1, 32, 10, false}, {26, 32, 64, 2, false}, {13, 16, 32, 4, false},
-                        {12, 8, 16, 7, true}};
+  const Case cases[] = {
+      {28, 1, 32, 10, false}, {26, 32, 64, 2, false}, {13, 16, 32, 4, false}, {12, 8, 16, 7, true}};
   uint32_t seed = 9000;
   for (const Case& cs : cases) {
     ConvGeometry g = make_geometry(cs.h, cs.h, cs.c, 3, 1, 1, cs.f);
@@ -242,8 +241,7 @@ TEST(DepthwiseConv2d, ForwardMatchesRefOverShapeSweep) {
     std::vector<float> y(static_cast<size_t>(n) * g.oh * g.ow * g.f, std::nanf(""));
     std::vector<float> y_ref(y.size());
     depthwise_conv2d_forward(g, n, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
-    depthwise_conv2d_forward_ref(g, n, x.data(), w.data(), bias ? b.data() : nullptr,
-                                 y_ref.data());
+    depthwise_conv2d_forward_ref(g, n, x.data(), w.data(), bias ? b.data() : nullptr, y_ref.data());
     expect_near_all(y, y_ref, 1e-5, 1e-5, describe(g, n, same));
     seed += 3;
   });

@@ -50,8 +50,8 @@ void check_gemm(const GemmCase& c, uint32_t seed) {
   }
   std::vector<float> C_ref = C;
   gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc);
-  gemm_ref(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, c.beta,
-           C_ref.data(), ldc);
+  gemm_ref(c.trans_a, c.trans_b, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, c.beta, C_ref.data(),
+           ldc);
   expect_near_all(C, C_ref, gemm_tol(c.K), 1e-5, describe(c));
 }
 
@@ -88,15 +88,21 @@ TEST(Gemm, MatchesRefWithPaddedLeadingDimensions) {
 TEST(Gemm, MatchesRefOnWorkloadShapes) {
   // Dense layers of W1 at batch 32 (forward, dx and dw products) and a conv im2col chunk.
   const GemmCase cases[] = {
-      {false, false, 32, 128, 784, 0, 0.0f}, {false, false, 32, 10, 128, 0, 1.0f},
-      {false, false, 32, 512, 784, 0, 1.0f}, {false, true, 32, 512, 512, 0, 1.0f},
-      {true, false, 784, 128, 32, 0, 1.0f},  {true, false, 288, 64, 85, 0, 1.0f},
-      {false, false, 85, 64, 288, 0, 0.0f},  {true, true, 17, 9, 40, 2, 1.0f},
+      {false, false, 32, 128, 784, 0, 0.0f},
+      {false, false, 32, 10, 128, 0, 1.0f},
+      {false, false, 32, 512, 784, 0, 1.0f},
+      {false, true, 32, 512, 512, 0, 1.0f},
+      {true, false, 784, 128, 32, 0, 1.0f},
+      {true, false, 288, 64, 85, 0, 1.0f},
+      {false, false, 85, 64, 288, 0, 0.0f},
+      {true, true, 17, 9, 40, 2, 1.0f},
       // A B^T spanning several transposed blocks of B, with tails in both directions.
-      {false, true, 9, 100, 300, 3, 0.0f},   {false, true, 9, 100, 300, 3, 1.0f},
+      {false, true, 9, 100, 300, 3, 0.0f},
+      {false, true, 9, 100, 300, 3, 1.0f},
       {false, true, 8, 129, 257, 0, 1.0f},
       // B larger than L2, split into column panels (the last one narrower).
-      {false, false, 5, 700, 400, 3, 0.0f},  {false, false, 5, 700, 400, 3, 1.0f},
+      {false, false, 5, 700, 400, 3, 0.0f},
+      {false, false, 5, 700, 400, 3, 1.0f},
   };
   uint32_t seed = 200;
   for (const GemmCase& c : cases) check_gemm(c, seed++);
@@ -177,9 +183,8 @@ TEST(Dense, BackwardAccumulatesLikeRefOverShapeSweep) {
             auto dw = random_floats(static_cast<size_t>(in) * out, seed++);
             auto db = random_floats(out, seed++);
             auto dx_ref = dx, dw_ref = dw, db_ref = db;
-            dense_backward(n, in, out, x.data(), w.data(), dy.data(),
-                           with_dx ? dx.data() : nullptr, dw.data(),
-                           with_db ? db.data() : nullptr);
+            dense_backward(n, in, out, x.data(), w.data(), dy.data(), with_dx ? dx.data() : nullptr,
+                           dw.data(), with_db ? db.data() : nullptr);
             dense_backward_ref(n, in, out, x.data(), w.data(), dy.data(),
                                with_dx ? dx_ref.data() : nullptr, dw_ref.data(),
                                with_db ? db_ref.data() : nullptr);
