@@ -55,6 +55,13 @@ Json job_result_to_json(const JobResult& r) {
     h.push_back(row);
   }
   j["history"] = h;
+  // JSON objects forget key order; keep it so a resumed run reports metrics in the same order.
+  Json order = Json::array(), horder = Json::array();
+  for (const auto& kv : r.metrics) order.push_back(kv.first);
+  if (!r.history.empty())
+    for (const auto& kv : r.history[0].values) horder.push_back(kv.first);
+  j["metric_order"] = order;
+  j["history_order"] = horder;
   return j;
 }
 
@@ -68,8 +75,9 @@ JobResult job_result_from_json(const Json& j) {
   r.seconds = j.at("seconds").get<double>();
   r.samples_per_second = j.at("samples_per_second").get<double>();
   r.core = j.at("core").get<int>();
-  for (auto it = j.at("metrics").begin(); it != j.at("metrics").end(); ++it)
-    r.metrics.emplace_back(it.key(), it.value().is_null() ? NAN : it.value().get<double>());
+  auto value = [](const Json& v) { return v.is_null() ? NAN : v.get<double>(); };
+  for (const auto& k : j.at("metric_order"))
+    r.metrics.emplace_back(k.get<std::string>(), value(j.at("metrics").at(k.get<std::string>())));
   if (!j.at("best").is_null()) {
     r.best.epoch = j["best"].at("epoch").get<int>();
     r.best.monitor = j["best"].at("monitor").get<std::string>();
@@ -77,11 +85,10 @@ JobResult job_result_from_json(const Json& j) {
   }
   for (const auto& row : j.at("history")) {
     EpochRecord e;
-    for (auto it = row.begin(); it != row.end(); ++it) {
-      if (it.key() == "epoch") e.epoch = it.value().get<int>();
-      else if (it.key() == "seconds") e.seconds = it.value().get<double>();
-      else e.values.emplace_back(it.key(), it.value().is_null() ? NAN : it.value().get<double>());
-    }
+    e.epoch = row.at("epoch").get<int>();
+    e.seconds = row.at("seconds").get<double>();
+    for (const auto& k : j.at("history_order"))
+      e.values.emplace_back(k.get<std::string>(), value(row.at(k.get<std::string>())));
     r.history.push_back(e);
   }
   return r;
@@ -154,7 +161,7 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
   Json models = Json::array();
   for (const auto& r : results) {
     Json j = job_result_to_json(r);
-    j.erase("history");  // per-epoch rows live in history/<name>.csv
+    for (const char* k : {"history", "metric_order", "history_order"}) j.erase(k);  // in history/
     models.push_back(j);
   }
   Json root = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key},
