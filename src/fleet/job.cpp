@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cctype>
-#include <map>
 #include <numeric>
 
 #include "fleet/checkpoint.h"
@@ -105,22 +103,11 @@ const double* find_metric(const Metrics& m, const std::string& key) {
 }
 
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
+  // load_plan gives every layer its Keras default name ("dense_1") in its config.
   std::vector<std::unique_ptr<Layer>> layers;
-  std::map<std::string, int> counters;
-  for (const auto& e : spec.layers) {
-    // Keras's default names: snake_case class name with a per-class counter.
-    std::string base;
-    for (size_t i = 0; i < e.class_name.size(); ++i) {
-      const char ch = e.class_name[i];
-      if (std::isupper(static_cast<unsigned char>(ch)) && i > 0 &&
-          !std::isupper(static_cast<unsigned char>(e.class_name[i - 1])))
-        base += '_';
-      base += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    }
-    const int c = counters[base]++;
-    layers.push_back(make_layer(e.class_name, e.config, ConfigMode::kPlan,
-                                c == 0 ? base : base + "_" + std::to_string(c)));
-  }
+  for (size_t i = 0; i < spec.layers.size(); ++i)
+    layers.push_back(make_layer(spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
+                                "layer_" + std::to_string(i)));
   return Model::sequential(spec.name, input_shape, std::move(layers));
 }
 

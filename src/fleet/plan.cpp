@@ -14,6 +14,7 @@
 
 #include "fleet/plan_problems.h"
 #include "fleet/plan_yaml.h"
+#include "layers/activation_names.h"
 #include "layers/registry.h"
 
 namespace nnfleet {
@@ -29,6 +30,7 @@ using plan_detail::child_path;
 using plan_detail::index_path;
 using plan_detail::join;
 using plan_detail::LocatedJson;
+using plan_detail::near_miss;
 using plan_detail::Problems;
 using plan_detail::show;
 
@@ -87,6 +89,15 @@ std::string spec_error_path(const std::string& base, const Json& j, const Config
     return j.contains(key) ? child_path(base, key) : child_path(child_path(base, "config"), key);
   if (j.is_object() && j.size() == 1) return child_path(child_path(base, j.begin().key()), key);
   return child_path(base, key);
+}
+
+// The name a loss or optimizer is written with: "adam", {Adam: {...}} or {class_name: Adam, ...}.
+std::string spec_name(const Json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_object() && j.contains("class_name") && j["class_name"].is_string())
+    return j["class_name"].get<std::string>();
+  if (j.is_object() && j.size() == 1) return j.begin().key();
+  return "";
 }
 
 // Text of a grid value inside a longer string; numbers compact (0.001, 32).
@@ -493,7 +504,9 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   try {
     s.loss = parse_loss(loss);
   } catch (const ConfigError& e) {
-    pr_.add(spec_error_path(at("loss"), loss, e, "loss"), config_message(e));
+    pr_.add(
+        spec_error_path(at("loss"), loss, e, "loss"),
+        config_message(e) + (e.key() == "loss" ? near_miss(spec_name(loss), loss_names()) : ""));
     loss_ok = false;
   }
   ex["loss"] = loss;
@@ -534,7 +547,9 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   try {
     s.optimizer = parse_optimizer(opt);
   } catch (const ConfigError& e) {
-    pr_.add(spec_error_path(at("optimizer"), opt, e, "optimizer"), config_message(e));
+    pr_.add(spec_error_path(at("optimizer"), opt, e, "optimizer"),
+            config_message(e) +
+                (e.key() == "optimizer" ? near_miss(spec_name(opt), optimizer_names()) : ""));
   }
   ex["optimizer"] = opt;
 
@@ -613,7 +628,10 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
     const std::string cp = child_path(ip, cls);
     const LayerKindInfo* kind = find_layer_kind(cls);
     if (!kind) {
-      pr_.add(ip, "unknown layer class '" + cls + "'; expected one of " + layer_kind_names());
+      std::vector<std::string> classes;
+      for (const auto& k : layer_kinds()) classes.push_back(k.class_name);
+      pr_.add(ip, "unknown layer class '" + cls + "'; expected one of " + layer_kind_names() +
+                      near_miss(cls, classes));
       continue;
     }
     if (!cfg.is_object()) {
@@ -633,7 +651,10 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
     try {
       make_layer(cls, cfg, ConfigMode::kPlan, "");
     } catch (const ConfigError& e) {
-      pr_.add(e.key().empty() ? cp : child_path(cp, e.key()), config_message(e));
+      std::string hint;
+      if (e.key() == "activation" && cfg["activation"].is_string())
+        hint = near_miss(cfg["activation"].get<std::string>(), activation_names());
+      pr_.add(e.key().empty() ? cp : child_path(cp, e.key()), config_message(e) + hint);
     } catch (const Error& e) {
       pr_.add(cp, e.what());
     }
@@ -696,7 +717,7 @@ Plan load_plan(const std::string& path) {
   }
   const LocatedJson doc = plan_detail::yaml_to_json(root);
   Problems pr(path, doc.lines);
-  for (const auto& [p, msg] : doc.problems) pr.add(p, msg);
+  for (const auto& p : doc.problems) pr.add_at(p.line, p.path, p.message);
 
   Plan plan;
   plan.path = path;

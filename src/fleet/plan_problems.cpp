@@ -27,6 +27,10 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 void Problems::add(const std::string& path, const std::string& message) {
+  add_at(line(path), path, message);
+}
+
+void Problems::add_at(int line, const std::string& path, const std::string& message) {
   // Whether field `a` lies below `b`, entered through one of `seps`.
   auto under = [](const std::string& a, const std::string& b, const char* seps) {
     return a.size() > b.size() && a.compare(0, b.size(), b) == 0 &&
@@ -34,11 +38,11 @@ void Problems::add(const std::string& path, const std::string& message) {
   };
   for (const auto& m : muted_)
     if (path == m || under(path, m, ".[") || under(m, path, "[")) return;
-  std::string text = file_ + ":" + std::to_string(line(path)) + ": ";
+  std::string text = file_ + ":" + std::to_string(line) + ": ";
   if (!path.empty()) text += path + ": ";
   text += message;
   if (!seen_.insert(text).second) return;
-  list_.push_back({line(path), std::move(text)});
+  list_.push_back({line, std::move(text)});
 }
 
 int Problems::line(const std::string& path) const {
@@ -78,20 +82,23 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   return s;
 }
 
+std::string near_miss(const std::string& word, const std::vector<std::string>& valid) {
+  std::string best;
+  size_t best_d = 3;  // at most two edits
+  for (const auto& v : valid) {
+    const size_t d = edit_distance(word, v);
+    if (d > 0 && d < best_d && d < v.size()) best = v, best_d = d;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
 void check_keys(Problems& pr, const std::string& path, const Json& obj,
                 const std::vector<std::string>& valid) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string& key = it.key();
     if (std::find(valid.begin(), valid.end(), key) != valid.end()) continue;
-    std::string msg = "unknown key '" + key + "'; expected one of: " + join(valid);
-    std::string best;
-    size_t best_d = 3;
-    for (const auto& v : valid) {
-      const size_t d = edit_distance(key, v);
-      if (d < best_d && d < v.size()) best = v, best_d = d;
-    }
-    if (!best.empty()) msg += " (did you mean '" + best + "'?)";
-    pr.add(path.empty() ? key : path + "." + key, msg);
+    pr.add(path.empty() ? key : path + "." + key,
+           "unknown key '" + key + "'; expected one of: " + join(valid) + near_miss(key, valid));
   }
 }
 

@@ -23,6 +23,8 @@ class Problems {
   // Records "<file>:<line>: <path>: <message>"; an identical line is recorded once (a mistake in
   // a grid entry or in `defaults` shows up once, not once per expanded model).
   void add(const std::string& path, const std::string& message);
+  // The same at an explicit line (a problem of a key rather than of a field's value).
+  void add_at(int line, const std::string& path, const std::string& message);
   // The line of `path`, or of its nearest ancestor that has one.
   int line(const std::string& path) const;
   // "<file>:<line>: <path>" for ModelSpec::where and LayerEntry::where.
@@ -51,6 +53,9 @@ class Problems {
 // A JSON value for messages: strings quoted, long values cut at 60 characters.
 std::string show(const Json& v);
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
+
+// " (did you mean 'epochs'?)" when `word` is a near miss of one of `valid`, else "".
+std::string near_miss(const std::string& word, const std::vector<std::string>& valid);
 
 // Reports every key of mapping `obj` not in `valid` ("unknown key 'epoch'; expected one of: ...",
 // with a "did you mean" for a near miss).

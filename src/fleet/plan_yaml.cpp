@@ -65,20 +65,21 @@ struct Converter {
         for (const auto& kv : n) {
           const int key_line = line_of(kv.first, line);
           if (!kv.first.IsScalar()) {
-            out.problems.emplace_back(
-                path, "a mapping key must be a name; expected a plain string, got " +
-                          std::string(kv.first.IsMap()        ? "a mapping"
-                                      : kv.first.IsSequence() ? "a sequence"
-                                                              : "null"));
+            out.problems.push_back({path, key_line,
+                                    "a mapping key must be a name; expected a plain string, got " +
+                                        std::string(kv.first.IsMap()        ? "a mapping"
+                                                    : kv.first.IsSequence() ? "a sequence"
+                                                                            : "null")});
             continue;
           }
           const std::string key = kv.first.Scalar();
           const std::string p = child_path(path, key);
           if (o.contains(key)) {
-            out.problems.emplace_back(p, "duplicate key '" + key +
-                                             "'; expected each key once, got it again on line " +
-                                             std::to_string(key_line) + " (first on line " +
-                                             std::to_string(out.lines[p]) + ")");
+            out.problems.push_back({p, key_line,
+                                    "duplicate key '" + key +
+                                        "'; expected each key once, got it again on line " +
+                                        std::to_string(key_line) + " (first on line " +
+                                        std::to_string(out.lines[p]) + ")"});
             continue;
           }
           order.push_back(key);

@@ -25,7 +25,12 @@ struct LocatedJson {
   Json value;
   std::map<std::string, int> lines;                      // path -> line of the key or item
   std::map<std::string, std::vector<std::string>> keys;  // path of a mapping -> keys as written
-  std::vector<std::pair<std::string, std::string>> problems;  // path, message (duplicate keys...)
+  struct Problem {
+    std::string path;
+    int line;
+    std::string message;
+  };
+  std::vector<Problem> problems;  // duplicate keys, keys that are not names
 };
 
 // Plain scalars become null (~, null, empty), bools (true/false), integers or numbers when they

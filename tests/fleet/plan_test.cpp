@@ -317,7 +317,9 @@ TEST_F(PlanTest, AllProblemsAreReportedTogether) {
   EXPECT_THAT(lines[1], StartsWith(path + ":8: models[0].layers[1].Dense.activation: unknown "
                                           "activation \"sofmax\"; expected one of linear, relu"));
   EXPECT_THAT(lines[2], StartsWith(path + ":10: models[1].optimizer: unknown optimizer"));
-  EXPECT_THAT(lines[2], HasSubstr("expected one of SGD, Adam, AdamW, RMSprop, Adagrad"));
+  EXPECT_THAT(lines[1], HasSubstr("(did you mean 'softmax'?)"));
+  EXPECT_THAT(lines[2], HasSubstr("expected one of SGD, Adam, AdamW, RMSprop, Adagrad "
+                                  "(did you mean 'Adam'?)"));
 }
 
 TEST_F(PlanTest, UnknownLayerClassListsValidClasses) {
@@ -330,6 +332,7 @@ TEST_F(PlanTest, UnknownLayerClassListsValidClasses) {
   ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:7: models[0].layers[1]: unknown layer class 'Dence'; "
                                   "expected one of Dense, Conv2D"));
+  EXPECT_THAT(lines[0], HasSubstr("(did you mean 'Dense'?)"));
 }
 
 TEST_F(PlanTest, UnknownLossMetricAndOptimizerKeyListValidNames) {
@@ -629,7 +632,8 @@ TEST_F(PlanTest, DuplicateYamlKeysAndLayerNamesAreReported) {
       - Dense: {units: 2, name: d}
 )"));
   ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
-  EXPECT_THAT(lines[0], HasSubstr("p.yaml:5: models[0].epochs: duplicate key 'epochs'"));
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:6: models[0].epochs: duplicate key 'epochs'; expected "
+                                  "each key once, got it again on line 6 (first on line 5)"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:9: models[0].layers[1].Dense.name: duplicate layer "
                                   "name 'd'"));
 }

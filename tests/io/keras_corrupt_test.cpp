@@ -3,6 +3,8 @@
 // exception type. Fixed seeds make every run check the same copies.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "io/keras_reader.h"
 #include "io_test_util.h"
 #include "tensor/rng.h"
@@ -69,9 +71,12 @@ TEST_P(KerasCorrupt, BitFlippedCopiesLoadOrEndInFileError) {
   const Array x = load_npy(fixture(c.input));
   const std::string name = std::string(c.file).substr(std::string(c.file).find_last_of('/') + 1);
   const std::string dir = test::scratch_dir("flipped_" + name);
-  Rng rng(12345, c.file, "bitflip");
+  // NNFLEET_BITFLIP_COPIES / NNFLEET_BITFLIP_SEED run a longer or different search by hand.
+  const char* env_copies = std::getenv("NNFLEET_BITFLIP_COPIES");
+  const char* env_seed = std::getenv("NNFLEET_BITFLIP_SEED");
+  Rng rng(env_seed ? std::strtoull(env_seed, nullptr, 10) : 12345, c.file, "bitflip");
   Outcome out;
-  const int copies = 150;
+  const int copies = env_copies ? std::atoi(env_copies) : 150;
   for (int k = 0; k < copies; ++k) {
     std::string damaged = bytes;
     // Half the copies hit the first 8 KB (superblock, headers, zip local header), the rest land

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs what the benchmark's peers need beyond `scripts/setup --bench`, when missing; idempotent.
+#   bench/setup_peers.sh [BUILD]        (default BUILD: build)
+#
+# 1. OpenBLAS for the PyTorch peer. Debian's libtorch1.13 recommends libopenblas0 as its BLAS; an
+#    install without recommends (as scripts/setup does) leaves torch on the netlib reference BLAS,
+#    ~20x slower on the Dense layers, which no PyTorch user runs. So that the peer is PyTorch as
+#    Debian installs it by default, without changing the machine's BLAS for anything else, the
+#    bench runs only the peer's processes with LD_LIBRARY_PATH at Debian's libopenblas0-pthread:
+#    the installed one when present, else the package unpacked (apt-get download, dpkg -x) into
+#    BUILD/bench-deps/. It needs libgfortran5, installed here when missing.
+# 2. Node.js and npm (Debian nodejs, npm) when the commands are missing, then the npm package onnxruntime-node (its
+#    CPU runtime ships inside the package; ONNXRUNTIME_NODE_INSTALL=skip stops its install script
+#    from fetching GPU binaries, which fails offline) into BUILD/bench-node/node_modules.
+# Each part that fails is named and skipped; bench/run_bench.py then reports what it lacks.
+set -uo pipefail
+
+BUILD="${1:-build}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ORT_VERSION="$(sed -n 's/.*"onnxruntime-node": *"\([^"]*\)".*/\1/p' "$HERE/peers/package.json")"
+status=0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+apt_updated=0
+apt_install() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "setup_peers: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ $apt_updated -eq 0 ]; then $SUDO apt-get update -q && apt_updated=1; fi
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# 1. OpenBLAS
+SYS_OB=/usr/lib/x86_64-linux-gnu/openblas-pthread
+OB_DIR="$BUILD/bench-deps/openblas"
+if [ -e "$SYS_OB/libblas.so.3" ]; then
+  echo "setup_peers: OpenBLAS installed in $SYS_OB"
+elif [ -e "$OB_DIR/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3" ]; then
+  echo "setup_peers: OpenBLAS present in $OB_DIR"
+else
+  if apt_install libgfortran5 && tmp="$(mktemp -d)" &&
+     (cd "$tmp" && apt-get download -q libopenblas0-pthread 2>&1 | grep -v '^W: Download is performed unsandboxed') &&
+     mkdir -p "$OB_DIR" && dpkg -x "$tmp"/libopenblas0-pthread_*.deb "$OB_DIR"; then
+    rm -rf "$tmp"
+    echo "setup_peers: OpenBLAS unpacked into $OB_DIR"
+  else
+    echo "setup_peers: failed to get Debian's libopenblas0-pthread; the PyTorch peer will run on" \
+         "whatever libblas.so.3 the machine has (BENCHMARKS.md names it)" >&2
+    status=1
+  fi
+fi
+
+# 2. Node.js and onnxruntime-node
+mkdir -p "$BUILD/bench-node"
+NODE_DIR="$(cd "$BUILD/bench-node" && pwd)"
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  :  # any Node.js with npm will do (some images ship one that bundles npm, not Debian's)
+elif ! apt_install nodejs npm; then
+  echo "setup_peers: failed to install nodejs and npm; ONNX Runtime figures will be missing" >&2
+  exit 1
+fi
+have="$(node -p "try { require('$NODE_DIR/node_modules/onnxruntime-node/package.json').version } catch (e) { '' }" 2>/dev/null)"
+if [ "$have" = "$ORT_VERSION" ]; then
+  echo "setup_peers: onnxruntime-node $have present in $NODE_DIR"
+else
+  cp "$HERE/peers/package.json" "$NODE_DIR/package.json"
+  if (cd "$NODE_DIR" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error); then
+    echo "setup_peers: onnxruntime-node $ORT_VERSION installed in $NODE_DIR"
+  else
+    echo "setup_peers: failed to install onnxruntime-node $ORT_VERSION with npm into $NODE_DIR;" \
+         "ONNX Runtime figures will be missing" >&2
+    status=1
+  fi
+fi
+exit $status

@@ -1,0 +1,32 @@
+// `nnfleet inspect MODEL`: a model.summary()-like table of a Keras file, its parameter totals,
+// Keras version and training config.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "io/keras_reader.h"
+#include "io/model_summary.h"
+
+namespace nnfleet::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model, weights;
+};
+
+int run_inspect(const InspectArgs& a) {
+  const LoadedModel lm = load_keras_model(a.model, a.weights);
+  std::fputs(model_summary(lm, a.model).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, Run& run) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* c = app.add_subcommand("inspect", "Describe a Keras model file (.keras, .h5, .json)");
+  c->add_option("model", args->model, "The model file")->required();
+  c->add_option("--weights", args->weights, "Weights file (model.save_weights .h5) for MODEL");
+  c->callback([&run, args] { run = [args] { return run_inspect(*args); }; });
+}
+
+}  // namespace nnfleet::cli

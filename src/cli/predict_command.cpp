@@ -1,0 +1,273 @@
+// `nnfleet predict MODEL --x X --out PRED.npy`: predictions (and per-sample losses) of one Keras
+// model over a data set, on pinned workers that share the model's weights read-only. The data is
+// cut into fixed-size contiguous chunks handed out from an atomic counter; each chunk's outputs
+// land in its rows of one preallocated result, so results do not depend on --workers.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "cli/commands.h"
+#include "data/dataset.h"
+#include "io/keras_reader.h"
+#include "model/network.h"
+#include "platform/cpu.h"
+
+namespace nnfleet::cli {
+namespace {
+
+struct PredictArgs {
+  std::string model, weights, x, y, label, loss, out, loss_out;
+  double scale = 1.0;
+  int batch = 256;
+  int workers = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i])
+      return false;
+  return true;
+}
+
+// A data argument: "file.npy", "file.npz:key", "file.npz" (one member), IDX (by its magic),
+// or "file.csv" (with --label; `csv_y` receives the label column).
+Array load_data(const std::string& spec, const std::string& label, Array* csv_y) {
+  const size_t colon = spec.rfind(':');
+  if (colon != std::string::npos && ends_with(spec.substr(0, colon), ".npz"))
+    return load_npz(spec.substr(0, colon), spec.substr(colon + 1));
+  std::ifstream f(spec, std::ios::binary);
+  if (!f) throw_data_error(spec, std::string("cannot open it: ") + std::strerror(errno));
+  unsigned char head[6] = {};
+  f.read(reinterpret_cast<char*>(head), sizeof head);
+  const size_t n = static_cast<size_t>(f.gcount());
+  if (n >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) return load_npy(spec);
+  if (n >= 4 && head[0] == 'P' && head[1] == 'K') {
+    const auto keys = npz_keys(spec);
+    if (keys.size() != 1) {
+      std::string list;
+      for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+      throw UsageError("failed to choose an array of '" + spec + "': it holds " +
+                       std::to_string(keys.size()) + " (" + list + "); expected '" + spec +
+                       ":KEY'");
+    }
+    return load_npz(spec, keys[0]);
+  }
+  if ((n >= 2 && head[0] == 0x1f && head[1] == 0x8b) || (n >= 4 && head[0] == 0 && head[1] == 0))
+    return load_idx(spec);
+  if (ends_with(spec, ".csv")) {
+    if (label.empty())
+      throw UsageError("failed to read '" + spec + "': a CSV file needs --label COLUMN (the "
+                       "column that is not an input)");
+    CsvData d = load_csv(spec, label);
+    if (csv_y) *csv_y = d.y;
+    return d.x;
+  }
+  throw_data_error(spec, "unknown format; expected .npy, .npz[:key], an IDX file or .csv");
+}
+
+// Whether data samples of shape `d` can feed a model input `m`: the same dimensions once the
+// 1s are dropped (so [28,28] feeds [28,28,1]), which keeps the row-major layout.
+bool compatible(const Shape& d, const Shape& m) {
+  if (d == m) return true;
+  if (d.size() != m.size()) return false;
+  std::vector<int64_t> a, b;
+  for (int64_t v : d)
+    if (v != 1) a.push_back(v);
+  for (int64_t v : m)
+    if (v != 1) b.push_back(v);
+  return a == b;
+}
+
+LossSpec loss_of(const PredictArgs& a, const LoadedModel& lm) {
+  if (!a.loss.empty()) return parse_loss(Json(a.loss));
+  const Json& tc = lm.training_config;
+  if (tc.is_object() && tc.contains("loss") && !tc["loss"].is_null()) {
+    try {
+      return parse_loss(tc["loss"]);
+    } catch (const Error& e) {
+      throw UsageError("failed to use the loss of '" + a.model + "' (" + e.what() +
+                       "); expected --loss NAME");
+    }
+  }
+  throw UsageError("failed to compute losses: '" + a.model +
+                   "' names no loss; expected --loss NAME (e.g. categorical_crossentropy)");
+}
+
+int run_predict(const PredictArgs& a) {
+  if (a.batch < 1)
+    throw UsageError("failed to parse --batch: expected a positive number, got " +
+                     std::to_string(a.batch));
+  if (a.workers < 0)
+    throw UsageError("failed to parse --workers: expected a positive number, got " +
+                     std::to_string(a.workers));
+  if (!std::isfinite(a.scale)) throw UsageError("failed to parse --scale: expected a number");
+  if ((!a.loss.empty() || !a.loss_out.empty()) && a.y.empty() && a.label.empty())
+    throw UsageError("failed to compute losses: --loss and --loss-out need targets; expected "
+                     "--y Y.npy (or a CSV with --label)");
+
+  const auto t_load = std::chrono::steady_clock::now();
+  const LoadedModel lm = load_keras_model(a.model, a.weights);
+  const double load_seconds = seconds_since(t_load);
+  if (!lm.has_weights)
+    throw UsageError("failed to predict with '" + a.model + "': it holds no weights; expected "
+                     "--weights WEIGHTS.h5 (model.save_weights) with an architecture file");
+  const Model& model = *lm.model;
+
+  Array y;
+  const Array x = load_data(a.x, a.label, &y);
+  if (!a.y.empty()) y = load_data(a.y, "", nullptr);
+  const int64_t n = x.rows();
+  if (x.shape().rank() < 1 || n < 1) throw_data_error(a.x, "it holds no samples");
+  if (!compatible(x.sample_shape(), model.input_shape()))
+    throw DataError("failed to predict with '" + a.model + "': the samples of '" + a.x +
+                    "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
+                    "); expected the model input " + model.input_shape().str() +
+                    "\nhint: reshape the data, or check that the file is the right one");
+  const int k = static_cast<int>(model.output_shape().size());
+
+  // Targets, converted once for all chunks.
+  const bool with_loss = !y.empty() && (!a.y.empty() || !a.loss.empty() || !a.loss_out.empty());
+  LossSpec loss;
+  std::vector<int32_t> labels;
+  std::vector<float> values;
+  if (with_loss) {
+    loss = loss_of(a, lm);
+    if (y.rows() != n)
+      throw DataError("failed to compute losses: '" + (a.y.empty() ? a.x : a.y) + "' has " +
+                      std::to_string(y.rows()) + " targets for " + std::to_string(n) +
+                      " samples; expected one per sample");
+    std::vector<int64_t> all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    const bool one_per_row = y.row_size() == 1;
+    bool integral = true;
+    if (y.dtype() == DType::kF32 || y.dtype() == DType::kF64)
+      for (int64_t i = 0; i < y.shape().size() && integral; ++i)
+        integral = std::floor(y.at(i)) == y.at(i) && std::fabs(y.at(i)) < 2e9;
+    if (loss.sparse() || (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
+      if (!one_per_row || !integral)
+        throw DataError("failed to compute " + loss_name(loss) + ": the targets have shape " +
+                        y.shape().str() + " (" + dtype_name(y.dtype()) +
+                        "); expected integer class labels [" + std::to_string(n) + "]");
+      labels.resize(static_cast<size_t>(n));
+      gather_labels(y, all.data(), static_cast<int>(n), labels.data());
+      validate_labels(static_cast<int>(n), k, labels.data());
+      if (!loss.sparse()) {
+        // Integer labels with categorical_crossentropy: one-hot rows of k.
+        values.assign(static_cast<size_t>(n) * k, 0.0f);
+        for (int64_t i = 0; i < n; ++i)
+          values[static_cast<size_t>(i) * k + labels[static_cast<size_t>(i)]] = 1.0f;
+        labels.clear();
+      }
+    } else {
+      if (y.row_size() != k)
+        throw DataError("failed to compute " + loss_name(loss) + ": the targets have shape " +
+                        y.shape().str() + "; expected [" + std::to_string(n) + "," +
+                        std::to_string(k) + "] to match the model output " +
+                        model.output_shape().str());
+      values.resize(static_cast<size_t>(n) * k);
+      gather_rows(y, all.data(), static_cast<int>(n), 1.0f, values.data());
+    }
+  }
+
+  Shape out_shape = model.output_shape().with_batch(n);
+  Array pred = Array::zeros(DType::kF32, out_shape);
+  Array losses = Array::zeros(DType::kF32, Shape{n});
+  auto* pred_data = static_cast<float*>(pred.mutable_data());
+  auto* loss_data = static_cast<float*>(losses.mutable_data());
+
+  const std::vector<int> cpus = allowed_cpus();
+  const int64_t chunks = (n + a.batch - 1) / a.batch;
+  int workers = a.workers > 0 ? a.workers : std::max<int>(1, static_cast<int>(cpus.size()));
+  workers = static_cast<int>(std::min<int64_t>(workers, chunks));
+  std::atomic<int64_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const float scale = static_cast<float>(a.scale);
+
+  auto work = [&](int w) {
+    try {
+      if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
+      Network net(lm.model, a.batch, lm.params.data());
+      std::vector<int64_t> idx(static_cast<size_t>(a.batch));
+      for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+        const int64_t begin = c * a.batch;
+        const int rows = static_cast<int>(std::min<int64_t>(a.batch, n - begin));
+        for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
+        gather_rows(x, idx.data(), rows, scale, net.input());
+        net.forward(rows, false);
+        std::copy(net.output(), net.output() + static_cast<size_t>(rows) * k,
+                  pred_data + static_cast<size_t>(begin) * k);
+        if (with_loss) {
+          Targets t;
+          if (!labels.empty()) t.labels = labels.data() + begin;
+          else t.values = values.data() + static_cast<size_t>(begin) * k;
+          loss_forward(loss, rows, k, net.output(), t, loss_data + begin);
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> g(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next.store(chunks);  // the others stop after their current chunk
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (auto& t : threads) t.join();
+  const double secs = seconds_since(t0);
+  if (failure) std::rethrow_exception(failure);
+
+  save_npy(a.out, pred);
+  if (!a.loss_out.empty()) save_npy(a.loss_out, losses);
+  if (with_loss) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += loss_data[i];
+    std::fprintf(stderr, "nnfleet predict: mean %s %.6g over %lld samples\n",
+                 loss_name(loss).c_str(), sum / static_cast<double>(n),
+                 static_cast<long long>(n));
+  }
+  std::fprintf(stderr,
+               "nnfleet predict: %lld samples in %.3f s = %.0f samples/s (%d worker%s, batch %d; "
+               "model loaded in %.3f s)\n",
+               static_cast<long long>(n), secs, static_cast<double>(n) / std::max(secs, 1e-9),
+               workers, workers == 1 ? "" : "s", a.batch, load_seconds);
+  return 0;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, Run& run) {
+  auto args = std::make_shared<PredictArgs>();
+  CLI::App* c = app.add_subcommand(
+      "predict", "Predict with a Keras model (.keras, .h5, or to_json() .json with --weights)");
+  c->add_option("model", args->model, "The model file")->required();
+  c->add_option("--x", args->x, "Inputs: X.npy, X.npz:KEY, an IDX file, or X.csv with --label")
+      ->required();
+  c->add_option("--y", args->y, "Targets for per-sample losses (npy, npz:KEY or IDX)");
+  c->add_option("--label", args->label, "The label column of a CSV --x");
+  c->add_option("--loss", args->loss,
+                "Loss for --y (default: the model file's), e.g. categorical_crossentropy");
+  c->add_option("--weights", args->weights, "Weights file (model.save_weights .h5) for MODEL");
+  c->add_option("--scale", args->scale, "Multiply the inputs by this (e.g. 0.00392156862745098)");
+  c->add_option("--batch", args->batch, "Rows per chunk and forward pass (default 256)");
+  c->add_option("--workers", args->workers,
+                "Worker threads, each pinned to one core (default: the cores this process may use)");
+  c->add_option("--out", args->out, "Predictions file (.npy, float32 [N, outputs])")->required();
+  c->add_option("--loss-out", args->loss_out, "Per-sample losses file (.npy, float32 [N])");
+  c->callback([&run, args] { run = [args] { return run_predict(*args); }; });
+}
+
+}  // namespace nnfleet::cli

@@ -1,0 +1,144 @@
+// Text summary of a loaded model, laid out like Keras 2's model.summary().
+#include "io/model_summary.h"
+
+#include <cstdio>
+
+#include "loss/loss.h"
+
+namespace nnfleet {
+namespace {
+
+std::string keras_shape_str(const Shape& s) {
+  std::string out = "(None";
+  for (int64_t d : s) out += ", " + std::to_string(d);
+  return out + ")";
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+std::string compact(const Json& j) {
+  std::string s = j.is_string() ? j.get<std::string>() : j.dump();
+  if (s.size() > 120) s = s.substr(0, 117) + "...";
+  return s;
+}
+
+std::string describe_loss(const Json& l) {
+  try {
+    return loss_name(parse_loss(l)) + (parse_loss(l).from_logits ? " (from logits)" : "");
+  } catch (const Error&) {
+    return compact(l);
+  }
+}
+
+std::string describe_optimizer(const Json& o) {
+  if (o.is_string()) return o.get<std::string>();
+  if (!o.is_object() || !o.contains("class_name")) return compact(o);
+  std::string s = compact(o["class_name"]);
+  const Json c = o.value("config", Json());
+  if (c.is_object()) {
+    for (const char* key : {"learning_rate", "lr"})
+      if (c.contains(key) && c[key].is_number()) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " (learning_rate %.6g)", c[key].get<double>());
+        s += buf;
+        break;
+      }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string thousands(uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
+  return buf;
+}
+
+std::string model_summary(const LoadedModel& lm, const std::string& path) {
+  const Model& m = *lm.model;
+  const bool functional = lm.class_name == "Functional" || !m.is_sequential();
+  const size_t w1 = 34, w2 = 26, w3 = 12;
+  const size_t width = w1 + w2 + w3 + (functional ? 24 : 0);
+  const std::string rule(width, '_'), double_rule(width, '=');
+  std::string s;
+  s += "Model: \"" + m.name() + "\" (" + lm.class_name + ")\n";
+  s += "File: " + path + " (" + (lm.format == "keras" ? std::string(".keras archive")
+                                 : lm.format == "h5" ? std::string("HDF5")
+                                                     : std::string("architecture JSON")) +
+       (lm.has_weights ? ", with weights" : ", no weights") + ")\n";
+  s += rule + "\n";
+  s += pad("Layer (type)", w1) + pad("Output Shape", w2) + pad("Param #", w3) +
+       (functional ? "Connected to" : "") + "\n";
+  s += double_rule + "\n";
+  auto row = [&](const std::string& name, const std::string& cls, const Shape& out,
+                 uint64_t params, const std::string& inputs) {
+    s += pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out), w2) +
+         pad(thousands(params), w3) + (functional ? inputs : "") + "\n";
+  };
+  row(m.input_name(), "InputLayer", m.input_shape(), 0, "");
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    uint64_t params = 0;
+    for (const auto& p : m.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
+    std::string inputs;
+    for (int id : m.layer_inputs(i))
+      inputs += (inputs.empty() ? "" : ", ") +
+                (id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name());
+    row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape, params, inputs);
+  }
+  s += double_rule + "\n";
+  const uint64_t t = m.trainable_params(), f = m.non_trainable_params();
+  s += "Total params: " + thousands(t + f) + " (" + human_bytes(4.0 * static_cast<double>(t + f)) +
+       ")\n";
+  s += "Trainable params: " + thousands(t) + " (" + human_bytes(4.0 * static_cast<double>(t)) +
+       ")\n";
+  s += "Non-trainable params: " + thousands(f) + " (" +
+       human_bytes(4.0 * static_cast<double>(f)) + ")\n";
+  s += rule + "\n";
+  s += "Keras version: " + (lm.keras_version.empty() ? std::string("(not recorded)") : lm.keras_version);
+  if (!lm.backend.empty()) s += " (backend " + lm.backend + ")";
+  s += "\n";
+  const Json& tc = lm.training_config;
+  if (tc.is_object()) {
+    s += "Training config:";
+    if (tc.contains("loss") && !tc["loss"].is_null()) s += " loss " + describe_loss(tc["loss"]) + ";";
+    const Json opt = tc.contains("optimizer_config") ? tc["optimizer_config"]
+                                                      : tc.value("optimizer", Json());
+    if (!opt.is_null()) s += " optimizer " + describe_optimizer(opt) + ";";
+    const Json metrics = tc.value("metrics", Json());
+    if (!metrics.is_null() && !metrics.empty()) s += " metrics " + compact(metrics) + ";";
+    if (s.back() == ';') s.pop_back();
+    s += "\n";
+  } else if (!tc.is_null()) {
+    s += "Training config: " + compact(tc) + "\n";
+  } else {
+    s += "Training config: none (the model was not compiled)\n";
+  }
+  const Json& oi = lm.optimizer_state_info;
+  if (oi.is_object()) {
+    s += "Optimizer state: " + std::to_string(oi.value("variables", 0)) + " variables";
+    if (oi.contains("name")) s += " of '" + compact(oi["name"]) + "'";
+    if (oi.contains("iterations")) s += ", " + compact(oi["iterations"]) + " iterations";
+    s += lm.optimizer_state.empty() ? " (not restored)\n" : " (restorable)\n";
+  }
+  return s;
+}
+
+}  // namespace nnfleet
