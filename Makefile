@@ -5,6 +5,7 @@
 #   make test-quick  the tests without the long W1 accuracy check
 #   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
 #   make build       configure and build only
+#   make bench       the benchmark against the peers into BENCHMARKS.md (ARGS=--quick: < 5 min)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -12,7 +13,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build demo test test-quick asan clean
+.PHONY: setup build demo test test-quick asan clean bench
 
 setup:
 	scripts/setup
@@ -37,3 +38,13 @@ asan: setup
 
 clean:
 	rm -rf $(BUILD) build-asan
+
+# The benchmark (bench/run_bench.py): nnfleet against its peers (PyTorch, ONNX Runtime) on W1, W2
+# and W3, interleaved rounds, medians into BENCHMARKS.md. ARGS=--quick runs the same structure on
+# less work and writes $(BUILD)/bench/BENCHMARKS-quick.md instead.
+ARGS ?=
+bench:
+	scripts/setup --bench
+	$(MAKE) --no-print-directory build
+	bench/setup_peers.sh $(BUILD) || echo "make bench: bench/setup_peers.sh failed; the bench reports what is missing"
+	/usr/bin/python3 bench/run_bench.py --build $(BUILD) $(ARGS)

@@ -68,7 +68,8 @@ Array load_data(const std::string& spec, const std::string& label, Array* csv_y)
     return load_idx(spec);
   if (ends_with(spec, ".csv")) {
     if (label.empty())
-      throw UsageError("failed to read '" + spec + "': a CSV file needs --label COLUMN (the "
+      throw UsageError("failed to read '" + spec +
+                       "': a CSV file needs --label COLUMN (the "
                        "column that is not an input)");
     CsvData d = load_csv(spec, label);
     if (csv_y) *csv_y = d.y;
@@ -114,14 +115,16 @@ int run_predict(const PredictArgs& a) {
                      std::to_string(a.workers));
   if (!std::isfinite(a.scale)) throw UsageError("failed to parse --scale: expected a number");
   if ((!a.loss.empty() || !a.loss_out.empty()) && a.y.empty() && a.label.empty())
-    throw UsageError("failed to compute losses: --loss and --loss-out need targets; expected "
-                     "--y Y.npy (or a CSV with --label)");
+    throw UsageError(
+        "failed to compute losses: --loss and --loss-out need targets; expected "
+        "--y Y.npy (or a CSV with --label)");
 
   const auto t_load = std::chrono::steady_clock::now();
   const LoadedModel lm = load_keras_model(a.model, a.weights);
   const double load_seconds = seconds_since(t_load);
   if (!lm.has_weights)
-    throw UsageError("failed to predict with '" + a.model + "': it holds no weights; expected "
+    throw UsageError("failed to predict with '" + a.model +
+                     "': it holds no weights; expected "
                      "--weights WEIGHTS.h5 (model.save_weights) with an architecture file");
   const Model& model = *lm.model;
 
@@ -155,7 +158,8 @@ int run_predict(const PredictArgs& a) {
     if (y.dtype() == DType::kF32 || y.dtype() == DType::kF64)
       for (int64_t i = 0; i < y.shape().size() && integral; ++i)
         integral = std::floor(y.at(i)) == y.at(i) && std::fabs(y.at(i)) < 2e9;
-    if (loss.sparse() || (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
+    if (loss.sparse() ||
+        (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
       if (!one_per_row || !integral)
         throw DataError("failed to compute " + loss_name(loss) + ": the targets have shape " +
                         y.shape().str() + " (" + dtype_name(y.dtype()) +
@@ -211,8 +215,10 @@ int run_predict(const PredictArgs& a) {
                   pred_data + static_cast<size_t>(begin) * k);
         if (with_loss) {
           Targets t;
-          if (!labels.empty()) t.labels = labels.data() + begin;
-          else t.values = values.data() + static_cast<size_t>(begin) * k;
+          if (!labels.empty())
+            t.labels = labels.data() + begin;
+          else
+            t.values = values.data() + static_cast<size_t>(begin) * k;
           loss_forward(loss, rows, k, net.output(), t, loss_data + begin);
         }
       }
@@ -236,8 +242,7 @@ int run_predict(const PredictArgs& a) {
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += loss_data[i];
     std::fprintf(stderr, "nnfleet predict: mean %s %.6g over %lld samples\n",
-                 loss_name(loss).c_str(), sum / static_cast<double>(n),
-                 static_cast<long long>(n));
+                 loss_name(loss).c_str(), sum / static_cast<double>(n), static_cast<long long>(n));
   }
   std::fprintf(stderr,
                "nnfleet predict: %lld samples in %.3f s = %.0f samples/s (%d worker%s, batch %d; "
@@ -263,8 +268,9 @@ void add_predict_command(CLI::App& app, Run& run) {
   c->add_option("--weights", args->weights, "Weights file (model.save_weights .h5) for MODEL");
   c->add_option("--scale", args->scale, "Multiply the inputs by this (e.g. 0.00392156862745098)");
   c->add_option("--batch", args->batch, "Rows per chunk and forward pass (default 256)");
-  c->add_option("--workers", args->workers,
-                "Worker threads, each pinned to one core (default: the cores this process may use)");
+  c->add_option(
+      "--workers", args->workers,
+      "Worker threads, each pinned to one core (default: the cores this process may use)");
   c->add_option("--out", args->out, "Predictions file (.npy, float32 [N, outputs])")->required();
   c->add_option("--loss-out", args->loss_out, "Per-sample losses file (.npy, float32 [N])");
   c->callback([&run, args] { run = [args] { return run_predict(*args); }; });

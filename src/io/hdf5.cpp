@@ -44,8 +44,8 @@ H5I_type_t object_type(hid_t loc, const std::string& name) {
   return H5Iget_type(o.get());
 }
 
-[[noreturn]] void throw_at(const std::string& verb, const std::string& file, const std::string& what,
-                           const std::string& path) {
+[[noreturn]] void throw_at(const std::string& verb, const std::string& file,
+                           const std::string& what, const std::string& path) {
   std::string msg = "failed to " + verb + " HDF5 file '" + file + "': " + what;
   if (!path.empty()) msg += " '" + path + "'";
   throw FileError(msg);
@@ -153,8 +153,8 @@ namespace {
 // vlen-string type to an opaque type of the same size that leaves the bytes in place.
 constexpr const char* kRawVlenTag = "nnfleet-raw-vlen-heap-id";
 
-herr_t raw_vlen_conv(hid_t src, hid_t dst, H5T_cdata_t* cdata, size_t, size_t, size_t, void*,
-                     void*, hid_t) {
+herr_t raw_vlen_conv(hid_t src, hid_t dst, H5T_cdata_t* cdata, size_t, size_t, size_t, void*, void*,
+                     hid_t) {
   if (cdata->command != H5T_CONV_INIT) return 0;
   if (H5Tis_variable_str(src) <= 0 || H5Tget_class(dst) != H5T_OPAQUE) return -1;
   char* tag = H5Tget_tag(dst);
@@ -305,9 +305,7 @@ std::vector<std::string> Group::children() const {
   return ctx.names;
 }
 
-bool Group::has_attr(const std::string& name) const {
-  return H5Aexists(id(), name.c_str()) > 0;
-}
+bool Group::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
 
 std::vector<std::string> Group::attr_names() const {
   std::vector<std::string> names;
@@ -431,17 +429,17 @@ void Group::write_floats(const std::string& name, const std::vector<int64_t>& di
   if (ds.valid()) {
     // HDF5 wants a non-null buffer even for zero elements.
     const float dummy = 0.0f;
-    rc = H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
-                  n == 0 ? &dummy : data);
+    rc =
+        H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, n == 0 ? &dummy : data);
   }
   if (rc < 0) throw_at("write", file_, "cannot write dataset", child_path(name));
 }
 
 void Group::write_int64_scalar(const std::string& name, int64_t v) {
   Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT,
-                       H5P_DEFAULT),
-            H5Dclose);
+  Handle ds(
+      H5Dcreate2(id(), name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+      H5Dclose);
   if (!ds.valid() || H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
     throw_at("write", file_, "cannot write dataset", child_path(name));
 }

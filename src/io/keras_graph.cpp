@@ -53,7 +53,8 @@ Json named_initializer(const Json& init) {
   const bool uniform = dist == "uniform";
   const bool normal = dist == "normal" || dist == "truncated_normal";
   std::string name;
-  if (s == 1.0 && mode == "fan_avg") name = uniform ? "GlorotUniform" : normal ? "GlorotNormal" : "";
+  if (s == 1.0 && mode == "fan_avg")
+    name = uniform ? "GlorotUniform" : normal ? "GlorotNormal" : "";
   if (s == 2.0 && mode == "fan_in") name = uniform ? "HeUniform" : normal ? "HeNormal" : "";
   if (s == 1.0 && mode == "fan_in") name = uniform ? "LecunUniform" : normal ? "LecunNormal" : "";
   if (name.empty()) return init;
@@ -89,11 +90,13 @@ class Builder {
 
   KerasGraph build(const Json& top) {
     if (!top.is_object() || !top.contains("class_name") || !top["class_name"].is_string())
-      fail("the model config has no class_name; expected {\"class_name\": \"Sequential\" or "
-           "\"Functional\", \"config\": {...}}");
+      fail(
+          "the model config has no class_name; expected {\"class_name\": \"Sequential\" or "
+          "\"Functional\", \"config\": {...}}");
     const std::string cls = top["class_name"].get<std::string>();
     if (!is_model_class(cls))
-      fail("the model has class '" + cls + "'; expected Sequential, Functional or Model "
+      fail("the model has class '" + cls +
+           "'; expected Sequential, Functional or Model "
            "(subclassed models cannot be loaded: their code is not in the file)");
     check_builtin(top, "the model", cls);
     // Keras 3 records the built input shape next to the config.
@@ -114,7 +117,8 @@ class Builder {
       nodes.push_back({std::move(n.layer), n.inputs});
     }
     if (out != static_cast<int>(nodes.size()))
-      fail("layer '" + nodes.back().layer->name() + "' does not lead to the output; expected "
+      fail("layer '" + nodes.back().layer->name() +
+           "' does not lead to the output; expected "
            "every layer to feed the single output");
     try {
       g.model = std::make_shared<const Model>(model_name_, input_shape_, std::move(nodes), out,
@@ -263,9 +267,9 @@ class Builder {
 
   int add_sequential(const Json& cfg, int input, const std::string& prefix,
                      const std::string& prefix_by_name, int entry, int depth) {
-    const Json* layers = cfg.is_array() ? &cfg
+    const Json* layers = cfg.is_array()                              ? &cfg
                          : cfg.is_object() && cfg.contains("layers") ? &cfg["layers"]
-                                                                      : nullptr;
+                                                                     : nullptr;
     if (!layers || !layers->is_array())
       fail("a Sequential model has no list of layers; expected \"layers\": [...]");
     std::map<std::string, int> used;
@@ -295,8 +299,10 @@ class Builder {
                             parse_dims(cfg["build_input_shape"], true, d.name, s)) ||
                            (!hint_.is_null() && parse_dims(hint_, true, d.name, s));
         if (!found)
-          fail("the model does not give its input shape; expected an InputLayer, or "
-               "batch_input_shape in the config of its first layer '" + d.name + "'");
+          fail(
+              "the model does not give its input shape; expected an InputLayer, or "
+              "batch_input_shape in the config of its first layer '" +
+              d.name + "'");
         set_input(s, "input_layer");
         cur = 0;
       }
@@ -372,8 +378,8 @@ class Builder {
           fail(who + " has a malformed inbound node " + ref.dump() +
                "; expected [\"name\", node, tensor, {}]");
         if (ref[2] != 0)
-          fail(who + " uses output " + ref[2].dump() + " of layer '" +
-               ref[0].get<std::string>() + "'; expected single-output layers");
+          fail(who + " uses output " + ref[2].dump() + " of layer '" + ref[0].get<std::string>() +
+               "'; expected single-output layers");
         names.push_back(ref[0].get<std::string>());
       }
     } else if (node.is_object()) {
@@ -404,8 +410,8 @@ class Builder {
         for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
         return s;
       };
-      fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) (" +
-           list(ins) + ") and " + std::to_string(outs.size()) + " output(s) (" + list(outs) +
+      fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) (" + list(ins) +
+           ") and " + std::to_string(outs.size()) + " output(s) (" + list(outs) +
            "); expected exactly one input and one output");
     }
     const size_t n = layers.size();
@@ -424,8 +430,8 @@ class Builder {
       if (ds[i].cls != "InputLayer") continue;
       done[i] = true;
       if (ds[i].name != ins[0])
-        fail("InputLayer '" + ds[i].name + "' of model '" + mname +
-             "' is not its input '" + ins[0] + "'; expected one input");
+        fail("InputLayer '" + ds[i].name + "' of model '" + mname + "' is not its input '" +
+             ins[0] + "'; expected one input");
       if (input < 0) {
         Shape s;
         if (!shape_from(ds[i].config, ds[i].name, s))

@@ -128,14 +128,15 @@ void read_legacy(const h5::Group& g, const KerasGraph& graph, float* params,
   }
   if (g.has_group("top_level_model_weights") &&
       !list_attr_or_empty(g.group("top_level_model_weights"), "weight_names").empty())
-    fail(where, "the file has model-level weights (top_level_model_weights); expected weights "
-                "on layers only");
+    fail(where,
+         "the file has model-level weights (top_level_model_weights); expected weights "
+         "on layers only");
   if (file_layers.size() != graph.entries.size()) {
     std::string f, e;
     for (const auto& l : file_layers) f += (f.empty() ? "" : ", ") + l.name;
     for (const auto& l : graph.entries) e += (e.empty() ? "" : ", ") + l.name;
-    fail(where, "the file has weights for " + std::to_string(file_layers.size()) + " layers (" +
-                    f + "); the model has " + std::to_string(graph.entries.size()) +
+    fail(where, "the file has weights for " + std::to_string(file_layers.size()) + " layers (" + f +
+                    "); the model has " + std::to_string(graph.entries.size()) +
                     " layers with weights (" + e + "); expected the same layers in the same order");
   }
   for (size_t k = 0; k < file_layers.size(); ++k) {
@@ -222,8 +223,8 @@ void read_keras3(const h5::Group& root, const Keras3Index& index, const KerasGra
     }
     const std::string who = "layer '" + m.layer(i).name() + "' (" + m.layer(i).class_name() + ")";
     if (real.empty())
-      fail(where, "no weights for " + who + "; expected the group '" + graph.weight_paths[i] +
-                      "/vars'");
+      fail(where,
+           "no weights for " + who + "; expected the group '" + graph.weight_paths[i] + "/vars'");
     const h5::Group vars = root.group(real);
     const size_t n = count_datasets(vars);
     if (n != specs.size()) {
@@ -256,8 +257,8 @@ void read_keras3_optimizer(const h5::Group& root, const Keras3Index& index, Load
   Json info = {{"variables", n}};
   if (vars.has_attr("name")) info["name"] = vars.string_attr("name");
   if (n > 0 && vars.has_dataset("0")) info["iterations"] = vars.dataset("0").read_int64();
-  const Json opt = lm.training_config.is_object() ? lm.training_config.value("optimizer", Json())
-                                                  : Json();
+  const Json opt =
+      lm.training_config.is_object() ? lm.training_config.value("optimizer", Json()) : Json();
   if (opt.is_object() && opt.contains("class_name")) info["class_name"] = opt["class_name"];
   lm.optimizer_state_info = info;
   if (major_version(lm.keras_version) < 3 || opt.is_null()) return;
@@ -324,8 +325,9 @@ void load_weights_from_root(const h5::Group& root, const KerasGraph& graph, floa
   for (const auto& c : root.children())
     if (c == "layers" || c.rfind("_layer_checkpoint_dependencies", 0) == 0) keras3 = true;
   if (!keras3)
-    fail(where, "no weights found; expected layer_names (a legacy .h5) or a 'layers' group "
-                "(a Keras 3 .weights.h5)");
+    fail(where,
+         "no weights found; expected layer_names (a legacy .h5) or a 'layers' group "
+         "(a Keras 3 .weights.h5)");
   read_keras3(root, index, graph, params, where);
 }
 
@@ -345,9 +347,10 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
   const h5::Group& root = f.root();
   if (!root.has_attr("model_config")) {
     if (root.has_attr("layer_names") || root.has_attr("layer_names0") || root.has_group("layers"))
-      fail(path, "this is a weights-only file (model.save_weights) with no model_config; expected "
-                 "a full model file, or give this file with --weights next to the architecture "
-                 "(a to_json() .json or another model file)");
+      fail(path,
+           "this is a weights-only file (model.save_weights) with no model_config; expected "
+           "a full model file, or give this file with --weights next to the architecture "
+           "(a to_json() .json or another model file)");
     fail(path, "no model_config attribute; expected a Keras model saved with model.save()");
   }
   LoadedModel lm;
@@ -375,8 +378,9 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
 LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
   ZipReader z(path);
   if (!z.has("config.json"))
-    fail(path, "no config.json in the archive; expected a .keras file (config.json, "
-               "metadata.json, model.weights.h5)");
+    fail(path,
+         "no config.json in the archive; expected a .keras file (config.json, "
+         "metadata.json, model.weights.h5)");
   LoadedModel lm;
   lm.format = "keras";
   const Json cfg = parse_json(z.read("config.json", kMaxJsonBytes), path, "config.json");
@@ -397,8 +401,9 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
   }
   if (!z.has("model.weights.h5")) {
     if (z.has("model.weights.npz"))
-      fail(path, "the weights are stored as model.weights.npz; expected model.weights.h5 (save "
-                 "with Keras's default weights format)");
+      fail(path,
+           "the weights are stored as model.weights.npz; expected model.weights.h5 (save "
+           "with Keras's default weights format)");
     fail(path, "no model.weights.h5 in the archive");
   }
   const std::string bytes = z.read("model.weights.h5", kMaxWeightsBytes);
@@ -450,8 +455,9 @@ LoadedModel load_keras_model(const std::string& path, const std::string& weights
     case Kind::kUnknown:
       break;
   }
-  fail(path, "not a Keras model file; expected an HDF5 .h5, a .keras zip archive or a "
-             "to_json() .json architecture");
+  fail(path,
+       "not a Keras model file; expected an HDF5 .h5, a .keras zip archive or a "
+       "to_json() .json architecture");
 }
 
 void load_weights_file(const std::string& path, const KerasGraph& graph, float* params) {

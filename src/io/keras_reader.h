@@ -30,8 +30,8 @@ struct LoadedModel {
   // non-trainable ones. Zeros when has_weights is false.
   std::vector<float> params;
   bool has_weights = false;
-  std::string format;  // "h5", "keras" or "json"
-  std::string class_name;  // the outer Keras class: "Sequential" or "Functional"
+  std::string format;                  // "h5", "keras" or "json"
+  std::string class_name;              // the outer Keras class: "Sequential" or "Functional"
   std::string keras_version, backend;  // empty when the file does not say
   // The h5 training_config, or the .keras / to_json compile_config; null when absent.
   Json training_config;

@@ -159,19 +159,18 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
     top["build_config"] = {{"input_shape", batch_shape(m.input_shape())}};
   }
   if (compiled(info)) {
-    top["compile_config"] = {
-        {"optimizer",
-         {{"module", "keras.optimizers"},
-          {"class_name", optimizer_class(info.optimizer->kind)},
-          {"config", ordered(optimizer_keras_config(*info.optimizer))},
-          {"registered_name", nullptr}}},
-        {"loss", ordered(loss_to_keras(*info.loss))},
-        {"loss_weights", nullptr},
-        {"metrics", metrics_json(info)},
-        {"weighted_metrics", nullptr},
-        {"run_eagerly", false},
-        {"steps_per_execution", 1},
-        {"jit_compile", false}};
+    top["compile_config"] = {{"optimizer",
+                              {{"module", "keras.optimizers"},
+                               {"class_name", optimizer_class(info.optimizer->kind)},
+                               {"config", ordered(optimizer_keras_config(*info.optimizer))},
+                               {"registered_name", nullptr}}},
+                             {"loss", ordered(loss_to_keras(*info.loss))},
+                             {"loss_weights", nullptr},
+                             {"metrics", metrics_json(info)},
+                             {"weighted_metrics", nullptr},
+                             {"run_eagerly", false},
+                             {"steps_per_execution", 1},
+                             {"jit_compile", false}};
   }
   return top;
 }
@@ -198,8 +197,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   root.create_group("vars").write_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
   h5::Group layers = root.create_group("layers");
   const bool fn = functional(m, info);
-  const KerasGraph g =
-      keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), fn);
+  const KerasGraph g = keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), fn);
   if (fn) {
     // Functional.layers starts with the InputLayer, which gets a (variable-less) group.
     h5::Group v = layers.create_group("input_layer").create_group("vars");
@@ -295,8 +293,8 @@ OJson legacy_model_config(const Model& m, bool functional) {
 
 OJson legacy_training_config(const KerasSaveInfo& info) {
   const LossSpec& l = *info.loss;
-  OJson loss = l.from_logits || l.kind == LossKind::kHuber ? ordered(loss_to_keras(l))
-                                                           : OJson(loss_name(l));
+  OJson loss =
+      l.from_logits || l.kind == LossKind::kHuber ? ordered(loss_to_keras(l)) : OJson(loss_name(l));
   return OJson{{"loss", loss},
                {"metrics", metrics_json(info)},
                {"weighted_metrics", nullptr},
@@ -316,7 +314,8 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   root.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
   const bool fn = functional(m, info);
   root.write_string_attr("model_config", legacy_model_config(m, fn).dump(), ascii);
-  if (compiled(info)) root.write_string_attr("training_config", legacy_training_config(info).dump(), ascii);
+  if (compiled(info))
+    root.write_string_attr("training_config", legacy_training_config(info).dump(), ascii);
   h5::Group mw = root.create_group("model_weights");
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
@@ -324,7 +323,8 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   // tf.keras's model.layers: a Functional model lists its InputLayer, a Sequential one does not.
   if (fn) {
     names.push_back(m.input_name());
-    mw.create_group(m.input_name()).write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
+    mw.create_group(m.input_name())
+        .write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);

@@ -80,18 +80,23 @@ std::string model_summary(const LoadedModel& lm, const std::string& path) {
   const std::string rule(width, '_'), double_rule(width, '=');
   std::string s;
   s += "Model: \"" + m.name() + "\" (" + lm.class_name + ")\n";
-  s += "File: " + path + " (" + (lm.format == "keras" ? std::string(".keras archive")
-                                 : lm.format == "h5" ? std::string("HDF5")
-                                                     : std::string("architecture JSON")) +
+  s += "File: " + path + " (" +
+       (lm.format == "keras" ? std::string(".keras archive")
+        : lm.format == "h5"  ? std::string("HDF5")
+                             : std::string("architecture JSON")) +
        (lm.has_weights ? ", with weights" : ", no weights") + ")\n";
   s += rule + "\n";
-  s += pad("Layer (type)", w1) + pad("Output Shape", w2) + pad("Param #", w3) +
-       (functional ? "Connected to" : "") + "\n";
+  std::string head = pad("Layer (type)", w1) + pad("Output Shape", w2) + pad("Param #", w3) +
+                     (functional ? "Connected to" : "");
+  while (!head.empty() && head.back() == ' ') head.pop_back();
+  s += head + "\n";
   s += double_rule + "\n";
-  auto row = [&](const std::string& name, const std::string& cls, const Shape& out,
-                 uint64_t params, const std::string& inputs) {
-    s += pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out), w2) +
-         pad(thousands(params), w3) + (functional ? inputs : "") + "\n";
+  auto row = [&](const std::string& name, const std::string& cls, const Shape& out, uint64_t params,
+                 const std::string& inputs) {
+    std::string line = pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out), w2) +
+                       pad(thousands(params), w3) + (functional ? inputs : "");
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    s += line + "\n";
   };
   row(m.input_name(), "InputLayer", m.input_shape(), 0, "");
   for (size_t i = 0; i < m.num_layers(); ++i) {
@@ -109,18 +114,20 @@ std::string model_summary(const LoadedModel& lm, const std::string& path) {
        ")\n";
   s += "Trainable params: " + thousands(t) + " (" + human_bytes(4.0 * static_cast<double>(t)) +
        ")\n";
-  s += "Non-trainable params: " + thousands(f) + " (" +
-       human_bytes(4.0 * static_cast<double>(f)) + ")\n";
+  s += "Non-trainable params: " + thousands(f) + " (" + human_bytes(4.0 * static_cast<double>(f)) +
+       ")\n";
   s += rule + "\n";
-  s += "Keras version: " + (lm.keras_version.empty() ? std::string("(not recorded)") : lm.keras_version);
+  s += "Keras version: " +
+       (lm.keras_version.empty() ? std::string("(not recorded)") : lm.keras_version);
   if (!lm.backend.empty()) s += " (backend " + lm.backend + ")";
   s += "\n";
   const Json& tc = lm.training_config;
   if (tc.is_object()) {
     s += "Training config:";
-    if (tc.contains("loss") && !tc["loss"].is_null()) s += " loss " + describe_loss(tc["loss"]) + ";";
-    const Json opt = tc.contains("optimizer_config") ? tc["optimizer_config"]
-                                                      : tc.value("optimizer", Json());
+    if (tc.contains("loss") && !tc["loss"].is_null())
+      s += " loss " + describe_loss(tc["loss"]) + ";";
+    const Json opt =
+        tc.contains("optimizer_config") ? tc["optimizer_config"] : tc.value("optimizer", Json());
     if (!opt.is_null()) s += " optimizer " + describe_optimizer(opt) + ";";
     const Json metrics = tc.value("metrics", Json());
     if (!metrics.is_null() && !metrics.empty()) s += " metrics " + compact(metrics) + ";";

@@ -55,8 +55,9 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
       !(st.valid & ZIP_STAT_SIZE))
     fail("read", path_, "cannot read the header of member '" + member + "'");
   if (st.size > max_bytes)
-    fail("read", path_, "member '" + member + "' is " + std::to_string(st.size) +
-                            " bytes; expected at most " + std::to_string(max_bytes));
+    fail("read", path_,
+         "member '" + member + "' is " + std::to_string(st.size) + " bytes; expected at most " +
+             std::to_string(max_bytes));
   zip_file_t* f = zip_fopen_index(z_, static_cast<zip_uint64_t>(index), 0);
   if (!f) fail("read", path_, "cannot open member '" + member + "': " + zip_strerror(z_));
   std::string out(static_cast<size_t>(st.size), '\0');
@@ -82,8 +83,9 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
   zip_fclose(f);
   if (!ok) fail("read", path_, "member '" + member + "' is corrupt: " + why);
   if (got != st.size)
-    fail("read", path_, "member '" + member + "' is truncated; expected " +
-                            std::to_string(st.size) + " bytes, got " + std::to_string(got));
+    fail("read", path_,
+         "member '" + member + "' is truncated; expected " + std::to_string(st.size) +
+             " bytes, got " + std::to_string(got));
   return out;
 }
 

@@ -354,15 +354,26 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
           s.learning_rate * std::sqrt(1 - std::pow(s.beta_2, t)) / (1 - std::pow(s.beta_1, t)));
       const float c1 = static_cast<float>(1 - s.beta_1), c2 = static_cast<float>(1 - s.beta_2);
       const float eps = static_cast<float>(s.epsilon);
-      float* m = state;
-      float* v = state + n;
-      float* vhat = s.amsgrad ? state + 2 * n : nullptr;
+      // Separate loops without aliasing so the compiler vectorizes them (this loop streams four
+      // arrays the size of the model every step).
+      float* __restrict m = state;
+      float* __restrict v = state + n;
+      float* __restrict pp = p;
+      const float* __restrict gg = g;
+      if (!s.amsgrad) {
+        for (size_t i = 0; i < n; ++i) {
+          m[i] += (gg[i] - m[i]) * c1;
+          v[i] += (gg[i] * gg[i] - v[i]) * c2;
+          pp[i] -= m[i] * alpha / (std::sqrt(v[i]) + eps);
+        }
+        return;
+      }
+      float* __restrict vhat = state + 2 * n;
       for (size_t i = 0; i < n; ++i) {
-        m[i] += (g[i] - m[i]) * c1;
-        v[i] += (g[i] * g[i] - v[i]) * c2;
-        float vv = v[i];
-        if (vhat) vv = vhat[i] = std::max(vhat[i], v[i]);
-        p[i] -= m[i] * alpha / (std::sqrt(vv) + eps);
+        m[i] += (gg[i] - m[i]) * c1;
+        v[i] += (gg[i] * gg[i] - v[i]) * c2;
+        vhat[i] = std::max(vhat[i], v[i]);
+        pp[i] -= m[i] * alpha / (std::sqrt(vhat[i]) + eps);
       }
       return;
     }

@@ -156,7 +156,9 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
     } else {
       EXPECT_EQ(code, 0) << "the run had finished before the signal";
     }
-    if (code == 130) ASSERT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path), 0);
+    if (code == 130) {
+      ASSERT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path), 0);
+    }
     EXPECT_EQ(comparable(out), expected) << "after SIGINT at " << delay_ms << " ms";
   }
   EXPECT_GT(interrupted, 0) << "no SIGINT landed while training";

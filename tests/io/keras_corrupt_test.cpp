@@ -19,8 +19,7 @@ struct Outcome {
 };
 
 // Loads `path` (with `weights`, if any) and runs it once when it loads.
-void try_load(const std::string& path, const std::string& weights, const Array& x,
-              Outcome& out) {
+void try_load(const std::string& path, const std::string& weights, const Array& x, Outcome& out) {
   try {
     const LoadedModel lm = load_keras_model(path, weights);
     if (lm.has_weights) (void)test::run_model(lm, x);
@@ -35,9 +34,9 @@ void try_load(const std::string& path, const std::string& weights, const Array& 
 }
 
 struct CorruptCase {
-  const char* file;     // the file that gets damaged
-  const char* model;    // "" = the damaged file is the model; else the architecture
-  const char* input;    // an input batch for a forward pass
+  const char* file;   // the file that gets damaged
+  const char* model;  // "" = the damaged file is the model; else the architecture
+  const char* input;  // an input batch for a forward pass
 };
 
 class KerasCorrupt : public ::testing::TestWithParam<CorruptCase> {};
@@ -46,15 +45,15 @@ TEST_P(KerasCorrupt, TruncatedCopiesEndInFileError) {
   const CorruptCase& c = GetParam();
   const std::string bytes = test::read_text(fixture(c.file));
   const Array x = load_npy(fixture(c.input));
-  const std::string dir = test::scratch_dir(std::string("truncated_") + std::to_string(
-                                                std::hash<std::string>()(c.file)));
+  const std::string dir = test::scratch_dir(std::string("truncated_") +
+                                            std::to_string(std::hash<std::string>()(c.file)));
   const size_t n = bytes.size();
   Outcome out;
   for (size_t len : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{100}, size_t{512},
                      size_t{2048}, n / 8, n / 4, n / 2, 3 * n / 4, n - 4096, n - 100, n - 1}) {
     if (len >= n) continue;
-    const std::string path = dir + "/t" + std::to_string(len) + "_" + std::string(c.file).substr(
-                                 std::string(c.file).find_last_of('/') + 1);
+    const std::string path = dir + "/t" + std::to_string(len) + "_" +
+                             std::string(c.file).substr(std::string(c.file).find_last_of('/') + 1);
     test::write_text(path, bytes.substr(0, len));
     if (*c.model)
       try_load(fixture(c.model), path, x, out);
@@ -102,7 +101,8 @@ TEST_P(KerasCorrupt, BitFlippedCopiesLoadOrEndInFileError) {
 INSTANTIATE_TEST_SUITE_P(
     Files, KerasCorrupt,
     ::testing::Values(
-        CorruptCase{"mnist_mlp_functional_tf224.h5", "", "expected/mnist_mlp_functional_tf224.input.npy"},
+        CorruptCase{"mnist_mlp_functional_tf224.h5", "",
+                    "expected/mnist_mlp_functional_tf224.input.npy"},
         CorruptCase{"fmnist_mlp_k390.h5", "", "expected/fmnist_mlp_k390.input.npy"},
         CorruptCase{"fmnist_cnn_k310.keras", "", "expected/fmnist_cnn_k310.input.npy"},
         CorruptCase{"fmnist_mlp_nested_tf214.keras", "",

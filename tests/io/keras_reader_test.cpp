@@ -1,10 +1,11 @@
 // Loading real Keras files (tests/io/fixtures, see MANIFEST.md there) and checking their
 // predictions against the reference outputs; refusing what nnfleet cannot run, by name.
+#include "io/keras_reader.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
-#include "io/keras_reader.h"
 #include "io_test_util.h"
 
 namespace nnfleet {
@@ -32,8 +33,7 @@ TEST_P(KerasParity, PredictionsMatchReferenceWithin1e4) {
   ASSERT_EQ(y.dtype(), DType::kF32);
   const std::vector<float> out = test::run_model(lm, x);
   ASSERT_EQ(out.size(), static_cast<size_t>(y.shape().size()));
-  const double err =
-      test::max_abs_diff(out, static_cast<const float*>(y.data()), out.size());
+  const double err = test::max_abs_diff(out, static_cast<const float*>(y.data()), out.size());
   std::printf("[ parity   ] %-32s max abs error %.3g\n", c.model, err);
   RecordProperty("max_abs_error", std::to_string(err));
   EXPECT_LT(err, 1e-4) << c.model;
@@ -41,15 +41,16 @@ TEST_P(KerasParity, PredictionsMatchReferenceWithin1e4) {
 
 INSTANTIATE_TEST_SUITE_P(
     RealFiles, KerasParity,
-    ::testing::Values(ParityCase{"fmnist_cnn_bn_k216.h5", "", "expected/fmnist_cnn_bn_k216"},
-                      ParityCase{"mnist_cnn_raw_k224.h5", "", "expected/mnist_cnn_raw_k224"},
-                      ParityCase{"mnist_mlp_functional_tf224.h5", "", "expected/mnist_mlp_functional_tf224"},
-                      ParityCase{"asl_cnn_functional_tf290.h5", "", "expected/asl_cnn_functional_tf290"},
-                      ParityCase{"fmnist_mlp_k390.h5", "", "expected/fmnist_mlp_k390"},
-                      ParityCase{"lenet5_k224.json", "lenet5_weights_k224.h5", "expected/lenet5_weights_k224"},
-                      ParityCase{"fmnist_cnn_k310.keras", "", "expected/fmnist_cnn_k310"},
-                      ParityCase{"fmnist_mlp_nested_tf214.keras", "", "expected/fmnist_mlp_nested_tf214"},
-                      ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"}),
+    ::testing::Values(
+        ParityCase{"fmnist_cnn_bn_k216.h5", "", "expected/fmnist_cnn_bn_k216"},
+        ParityCase{"mnist_cnn_raw_k224.h5", "", "expected/mnist_cnn_raw_k224"},
+        ParityCase{"mnist_mlp_functional_tf224.h5", "", "expected/mnist_mlp_functional_tf224"},
+        ParityCase{"asl_cnn_functional_tf290.h5", "", "expected/asl_cnn_functional_tf290"},
+        ParityCase{"fmnist_mlp_k390.h5", "", "expected/fmnist_mlp_k390"},
+        ParityCase{"lenet5_k224.json", "lenet5_weights_k224.h5", "expected/lenet5_weights_k224"},
+        ParityCase{"fmnist_cnn_k310.keras", "", "expected/fmnist_cnn_k310"},
+        ParityCase{"fmnist_mlp_nested_tf214.keras", "", "expected/fmnist_mlp_nested_tf214"},
+        ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       std::string s = info.param.model;
       for (char& ch : s)
@@ -68,8 +69,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"synthetic/mlp_split.h5", "", "synthetic/mlp"},
                       ParityCase{"synthetic/nested_legacy.h5", "", "synthetic/nested_legacy"},
                       ParityCase{"synthetic/functional_k3.keras", "", "synthetic/functional_k3"},
-                      ParityCase{"synthetic/functional_k3.json", "synthetic/functional_k3.weights.h5",
-                                 "synthetic/functional_k3"},
+                      ParityCase{"synthetic/functional_k3.json",
+                                 "synthetic/functional_k3.weights.h5", "synthetic/functional_k3"},
                       ParityCase{"synthetic/functional_k3.json", "synthetic/functional_k3.keras",
                                  "synthetic/functional_k3"}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
@@ -141,7 +142,8 @@ TEST(KerasImport, RefusesTwoInputTwoOutputModelNamingThem) {
 }
 
 TEST(KerasImport, RefusesWeightsOnlyFileAsModelWithHint) {
-  const std::string msg = file_error_of([] { load_keras_model(fixture("lenet5_weights_k224.h5")); });
+  const std::string msg =
+      file_error_of([] { load_keras_model(fixture("lenet5_weights_k224.h5")); });
   EXPECT_NE(msg.find("weights-only"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--weights"), std::string::npos) << msg;
 }
@@ -206,23 +208,25 @@ TEST(KerasImport, RejectsCustomRegisteredClassEvenWithABuiltinName) {
 
 TEST(KerasImport, RejectsUnsupportedOptionNamingLayerAndKey) {
   const Json reg = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
-  const Json m = {{"class_name", "Sequential"},
-                  {"config",
-                   {{"name", "s"},
-                    {"layers",
-                     {input_layer({nullptr, 4}),
-                      {{"class_name", "Dense"},
-                       {"config", {{"name", "dense_7"}, {"units", 2}, {"kernel_regularizer", reg}}}}}}}}};
+  const Json m = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"name", "s"},
+        {"layers",
+         {input_layer({nullptr, 4}),
+          {{"class_name", "Dense"},
+           {"config", {{"name", "dense_7"}, {"units", 2}, {"kernel_regularizer", reg}}}}}}}}};
   const std::string msg = file_error_of([&] { load_keras_model(write_json("option", m)); });
   EXPECT_NE(msg.find("layer 'dense_7' (Dense)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kernel_regularizer"), std::string::npos) << msg;
 }
 
 TEST(KerasImport, RejectsSharedLayer) {
-  const Json dense = {{"class_name", "Dense"},
-                      {"name", "shared"},
-                      {"config", {{"name", "shared"}, {"units", 4}}},
-                      {"inbound_nodes", {{{"in", 0, 0, Json::object()}}, {{"shared", 0, 0, Json::object()}}}}};
+  const Json dense = {
+      {"class_name", "Dense"},
+      {"name", "shared"},
+      {"config", {{"name", "shared"}, {"units", 4}}},
+      {"inbound_nodes", {{{"in", 0, 0, Json::object()}}, {{"shared", 0, 0, Json::object()}}}}};
   const Json in = {{"class_name", "InputLayer"},
                    {"name", "in"},
                    {"config", {{"batch_input_shape", {nullptr, 4}}, {"name", "in"}}},

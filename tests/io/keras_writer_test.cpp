@@ -2,13 +2,14 @@
 // its structure (groups, datasets, shapes, attributes, config keys) is the one Keras writes,
 // checked against real files (fmnist_cnn_k310.keras, mnist_cnn_raw_k224.h5,
 // asl_cnn_functional_tf290.h5).
+#include "io/keras_writer.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "io/hdf5.h"
 #include "io/keras_reader.h"
-#include "io/keras_writer.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
@@ -219,17 +220,15 @@ TEST_P(KerasRoundTrip, WrittenFilesPredictIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(
     RealAndSynthetic, KerasRoundTrip,
-    ::testing::Values(std::make_pair("fmnist_cnn_bn_k216.h5", "expected/fmnist_cnn_bn_k216"),
-                      std::make_pair("mnist_mlp_functional_tf224.h5",
-                                     "expected/mnist_mlp_functional_tf224"),
-                      std::make_pair("asl_cnn_functional_tf290.h5",
-                                     "expected/asl_cnn_functional_tf290"),
-                      std::make_pair("fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"),
-                      std::make_pair("fmnist_cnn_k310.keras", "expected/fmnist_cnn_k310"),
-                      std::make_pair("fmnist_mlp_nested_tf214.keras",
-                                     "expected/fmnist_mlp_nested_tf214"),
-                      std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
-                      std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
+    ::testing::Values(
+        std::make_pair("fmnist_cnn_bn_k216.h5", "expected/fmnist_cnn_bn_k216"),
+        std::make_pair("mnist_mlp_functional_tf224.h5", "expected/mnist_mlp_functional_tf224"),
+        std::make_pair("asl_cnn_functional_tf290.h5", "expected/asl_cnn_functional_tf290"),
+        std::make_pair("fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"),
+        std::make_pair("fmnist_cnn_k310.keras", "expected/fmnist_cnn_k310"),
+        std::make_pair("fmnist_mlp_nested_tf214.keras", "expected/fmnist_mlp_nested_tf214"),
+        std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
+        std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
 
 TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
   const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
@@ -252,9 +251,9 @@ TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
   EXPECT_EQ(back.iterations, 3);
   EXPECT_TRUE(back.optimizer.amsgrad);
   ASSERT_EQ(back.optimizer_state.size(), net.optimizer_state_floats());
-  EXPECT_EQ(back.optimizer_state, std::vector<float>(net.optimizer_state(),
-                                                     net.optimizer_state() +
-                                                         net.optimizer_state_floats()));
+  EXPECT_EQ(back.optimizer_state,
+            std::vector<float>(net.optimizer_state(),
+                               net.optimizer_state() + net.optimizer_state_floats()));
   EXPECT_EQ(back.training_config["metrics"], Json({"accuracy"}));
   EXPECT_EQ(back.optimizer_state_info["variables"], 2 + 3 * 8);  // 8 trainable variables
   save_keras_h5(dir + "/t.h5", net.model(), net.params(), keras_save_info(net));

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "io/model_summary.h"
+#include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "platform/files.h"
 
@@ -98,14 +99,23 @@ TEST(Predict, ReadsIdxWithScaleNpzKeyAndCsvWithLabel) {
   for (int64_t i = 0; i < x.shape().size(); ++i)
     idx += static_cast<char>(static_cast<uint8_t>(std::lround(x.at(i) * 255.0)));
   test::write_text(dir + "/images-idx3-ubyte", idx);
-  ASSERT_EQ(run_cli({"predict", fixture("fmnist_mlp_k390.h5"), "--x", dir + "/images-idx3-ubyte",
-                     "--scale", "0.00392156862745098", "--workers", "2", "--out",
-                     dir + "/idx.npy"}),
-            0);
+  ASSERT_EQ(
+      run_cli({"predict", fixture("fmnist_mlp_k390.h5"), "--x", dir + "/images-idx3-ubyte",
+               "--scale", "0.00392156862745098", "--workers", "2", "--out", dir + "/idx.npy"}),
+      0);
   const auto want = floats(load_npy(fixture("expected/fmnist_mlp_k390.output.npy")));
   const auto got = floats(load_npy(dir + "/idx.npy"));
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LT(test::max_abs_diff(got, want.data(), want.size()), 1e-4);
+
+  // The same images as member "images" of an .npz archive, chosen with file.npz:images.
+  write_zip(dir + "/data.npz",
+            {{"labels.npy", test::read_text(fixture("synthetic/mlp.input.npy"))},
+             {"images.npy", test::read_text(fixture("expected/fmnist_mlp_k390.input.npy"))}});
+  ASSERT_EQ(run_cli({"predict", fixture("fmnist_mlp_k390.h5"), "--x", dir + "/data.npz:images",
+                     "--out", dir + "/npz.npy"}),
+            0);
+  EXPECT_LT(test::max_abs_diff(floats(load_npy(dir + "/npz.npy")), want.data(), want.size()), 1e-4);
 
   // CSV with a label column, for the synthetic MLP (5 features).
   const Array mx = load_npy(fixture("synthetic/mlp.input.npy"));

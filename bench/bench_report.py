@@ -1,0 +1,410 @@
+"""Renders what bench/run_bench.py measured as BENCHMARKS.md: the machine, the ceiling (sgemm,
+clock, peak), the targets of issue 5 with nnfleet, peer, ratio and whether each is met, the
+per-workload details with GFLOP/s and fractions of the sgemm rate and of the fp32 peak, every
+figure per round, the commands, and the method. Only measured figures appear; a figure that
+could not be measured is written as missing, with the reason.
+"""
+import os
+import platform
+import subprocess
+
+import workloads
+
+MB = 1e6
+
+
+def med(b, key):
+    xs = sorted(x for x in b.values.get(key, []) if x is not None)
+    if not xs:
+        return None
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
+
+
+def div(a, b):
+    return a / b if a is not None and b else None
+
+
+def f_int(v):
+    return "missing" if v is None else f"{v:,.0f}"
+
+
+def f_sec(v):
+    return "missing" if v is None else (f"{v:.3f} s" if v < 10 else f"{v:.1f} s")
+
+
+def f_mb(v):
+    return "missing" if v is None else f"{v / MB:,.0f} MB"
+
+
+def f_x(v):
+    return "—" if v is None else f"{v:.2f}x"
+
+
+def f_pct(v):
+    return "—" if v is None else f"{100 * v:.0f}%"
+
+
+def f_acc(v):
+    return "missing" if v is None else f"{v:.4f}"
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine(b):
+    lscpu = {}
+    for line in sh(["lscpu"]).splitlines():
+        k, _, v = line.partition(":")
+        lscpu[k.strip()] = v.strip()
+    mhz = [float(l.split(":")[1]) for l in open("/proc/cpuinfo") if l.startswith("cpu MHz")]
+    mem = next((int(l.split()[1]) * 1024 for l in open("/proc/meminfo")
+                if l.startswith("MemTotal")), None)
+    osname = next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release")
+                   if l.startswith("PRETTY_NAME")), "?")
+    commit = sh(["git", "-C", os.path.dirname(os.path.dirname(__file__)), "rev-parse", "--short",
+                 "HEAD"])
+    dirty = sh(["git", "-C", os.path.dirname(os.path.dirname(__file__)), "status", "--porcelain",
+                "--untracked-files=no"])
+    return {"cpu": lscpu.get("Model name", "?"),
+            "cores": f"{b.n} used ({', '.join(map(str, b.cores))}); lscpu: "
+                     f"{lscpu.get('Core(s) per socket', '?')} core(s) per socket x "
+                     f"{lscpu.get('Socket(s)', '?')} socket(s), "
+                     f"{lscpu.get('Thread(s) per core', '?')} thread(s) per core",
+            "nominal_mhz": max(mhz) if mhz else None,
+            "caches": f"L1d {lscpu.get('L1d cache', '?')}, L2 {lscpu.get('L2 cache', '?')}, "
+                      f"L3 {lscpu.get('L3 cache', '?')}",
+            "mem": mem, "os": f"{osname}, Linux {platform.release()}",
+            "hypervisor": lscpu.get("Hypervisor vendor", "none"),
+            "flags": "avx512f" in lscpu.get("Flags", "") and "AVX2, FMA, AVX-512" or "AVX2, FMA",
+            "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+            "node": sh(["node", "--version"])}
+
+
+class Ctx:
+    """Figures derived once: the ceiling and FLOP counts."""
+
+    def __init__(self, b):
+        self.b = b
+        self.sgemm = med(b, "sgemm.openblas") or max(
+            (v for v in (med(b, "sgemm.torch"), med(b, "sgemm.numpy")) if v), default=None)
+        self.sgemm_src = ("OpenBLAS cblas_sgemm" if med(b, "sgemm.openblas")
+                          else "the best of torch.mm and numpy (no OpenBLAS)")
+        self.clock = med(b, "clock.probe_mhz")
+        self.peak = 32 * self.clock / 1000 if self.clock else None
+        self.w1_flops = {m: workloads.train_flops_per_sample(workloads.w1_spec(m))
+                         for m in b.w1_models}
+        self.w1_total = sum(self.w1_flops.values()) * b.n_train
+        self.w3_total = sum(workloads.train_flops_per_sample(j) * workloads.W3_TRAIN * j["epochs"]
+                            for j in b.w3_jobs)
+        self.m7_fwd = workloads.spec_stats(workloads.w1_spec("m7"))[1]
+
+    def gf(self, gflops, cores=1):
+        """'G GFLOP/s (x% sgemm, y% peak)' for a rate on `cores` cores."""
+        if gflops is None:
+            return "—"
+        parts = [f"{f_pct(div(gflops, self.sgemm * cores if self.sgemm else None))} sgemm"]
+        if self.peak:
+            parts.append(f"{f_pct(gflops / (self.peak * cores))} peak")
+        return f"{gflops:.1f} ({', '.join(parts)})"
+
+
+def target_rows(b, c):
+    """(figure, nnfleet, peer, ratio, target, met?, nnfleet GFLOP/s, peer GFLOP/s)."""
+    rows = []
+
+    def row(label, n, p, fmt, ratio, target, ok, ngf="—", pgf="—"):
+        met = "missing" if ok is None else ("yes" if ok else "**no**")
+        rows.append((label, fmt(n), fmt(p), f_x(ratio), target, met, ngf, pgf))
+
+    for m in b.w1_models:
+        t = W1_TARGETS[m]
+        n, p = med(b, f"w1.sps.{m}.nnfleet"), med(b, f"w1.sps.{m}.peer")
+        r = div(n, p)
+        fl = c.w1_flops[m] / 1e9
+        row(f"W1 {m} training samples/s, 1 core", n, p, f_int, r, f"≥ {t}x",
+            None if r is None else r >= t, c.gf(n and n * fl), c.gf(p and p * fl))
+    n, p = med(b, "w1.wall.nnfleet"), med(b, "w1.wall.peer")
+    r = div(p, n)
+    row(f"W1 makespan, {b.n} cores (launch to last model done)", n, p, f_sec, r, "≥ 1.7x faster",
+        None if r is None else r >= 1.7, c.gf(div(c.w1_total / 1e9, n), b.n),
+        c.gf(div(c.w1_total / 1e9, p), b.n))
+    ns = div(med(b, "w1.wall1.nnfleet"), n)
+    ps = div(med(b, "w1.wall1.peer"), p)
+    row(f"W1 scaling, {b.n} workers vs 1 (makespan ratio)", ns, ps, f_x, None, "nnfleet ≥ 1.85x",
+        None if ns is None else ns >= 1.85)
+    n, p = med(b, "w1.launch.nnfleet"), med(b, "w1.launch.peer")
+    row("W1 launch to first training step (Fashion-MNIST .gz)", n, p, f_sec, div(p, n),
+        "nnfleet < 0.5 s", None if n is None else n < 0.5)
+    n, p = med(b, "w1.rss.nnfleet"), med(b, "w1.rss.peer")
+    r = div(p, n)
+    row(f"W1 peak resident memory, whole run on {b.n} cores", n, p, f_mb, r, "≥ 8x less",
+        None if r is None else r >= 8)
+    fl = c.m7_fwd / 1e9
+    n, p = med(b, "w2.b256.nnfleet"), med(b, "w2.best.peer")
+    r = div(n, p)
+    bb = med(b, "w2.best_batch.peer")
+    row("W2 m7 predict, batch 256, 1 core vs PyTorch at its best batch"
+        + (f" ({bb:.0f})" if bb else ""), n, p, f_int, r, "≥ 2x",
+        None if r is None else r >= 2, c.gf(n and n * fl), c.gf(p and p * fl))
+    p = med(b, "w2.b256.ort")
+    r = div(n, p)
+    row("W2 m7 predict, batch 256, 1 core vs ONNX Runtime (1 thread)", n, p, f_int, r, "≥ 1x",
+        None if r is None else r >= 1, c.gf(n and n * fl), c.gf(p and p * fl))
+    n, p = med(b, "w2.b1.nnfleet"), med(b, "w2.b1.peer")
+    r = div(n, p)
+    row("W2 m7 predict, batch 1, 1 core vs PyTorch", n, p, f_int, r, "≥ 3x",
+        None if r is None else r >= 3, c.gf(n and n * fl), c.gf(p and p * fl))
+    n = med(b, "w3.wall.nnfleet")
+    for mode, label, t in (("fresh", "the recipe (fresh process per model)", 50),
+                           ("pool", "the pooled peer (long-lived workers)", 20)):
+        p = med(b, f"w3.wall.{mode}")
+        r = div(p, n)
+        row(f"W3 makespan, {b.n} cores vs {label}", n, p, f_sec, r, f"≥ {t}x faster",
+            None if r is None else r >= t, c.gf(div(c.w3_total / 1e9, n), b.n),
+            c.gf(div(c.w3_total / 1e9, p), b.n))
+    ns = div(med(b, "w3.wall1.nnfleet"), n)
+    row(f"W3 scaling, {b.n} workers vs 1 (makespan ratio)", ns, None, f_x, None,
+        "nnfleet ≥ 1.85x", None if ns is None else ns >= 1.85)
+    return rows
+
+
+W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def render(b):
+    c = Ctx(b)
+    mi = machine(b)
+    L = []
+    w = L.append
+    w("# Benchmarks\n")
+    if b.mode == "quick":
+        w("> **Quick run** (`bench/run_bench.py --quick`): the benchmark's structure on reduced "
+          f"work (W1 with {', '.join(b.w1_models)} on the first {b.n_train:,} training and "
+          f"{b.n_test:,} test images, W3 on "
+          f"{len(b.w3_jobs)} models for {b.w3_jobs[0]['epochs']} epochs, W2 on "
+          f"{b.n_train:,} images). It proves the harness; its figures are not the benchmark's.\n")
+    w(f"Measured by `bench/run_bench.py` ({b.mode} mode) on {b.started}, {b.a.rounds} interleaved "
+      "round(s): in each round every scenario runs nnfleet first, then its peers. Every figure "
+      "is the median over the rounds; every ratio is the ratio of the two medians, both "
+      "measured in this run. The workloads are those of `/work/shared/workloads.md` (W1: "
+      "`examples/w1.yaml`; W3: `examples/w3.yaml`). Only measured figures appear; anything "
+      f"that could not be measured is written as missing, with the reason. Run time: "
+      f"{b.elapsed / 60:.1f} min.\n")
+
+    w("## Machine\n")
+    loads = ", ".join(f"round {r}: {a:.1f} → {z:.1f}" for r, a, z in b.loads)
+    w(table(["", ""], [
+        ("CPU", f"{mi['cpu']} ({mi['flags']}; hypervisor: {mi['hypervisor']})"),
+        ("cores", mi["cores"]),
+        ("clock", f"{mi['nominal_mhz']:.0f} MHz nominal (/proc/cpuinfo); "
+                  + (f"{c.clock:.0f} MHz measured on a busy core (bench/clock_probe.c, median "
+                     "of the rounds' best core)" if c.clock else "measured clock missing")),
+        ("caches", mi["caches"]),
+        ("memory", f"{mi['mem'] / 2**30:.1f} GiB" if mi["mem"] else "?"),
+        ("system", mi["os"]),
+        ("load average (1 min) before → after each round", loads or "—"),
+        ("nnfleet", f"{b.version}, commit {mi['commit']}, `{os.path.relpath(b.nnfleet)}`"),
+        ("PyTorch peer", f"torch {b.info.get('torch', '?')} (Debian python3-torch), numpy "
+                         f"{b.info.get('numpy', '?')}; BLAS loaded by the peer: "
+                         f"{b.info.get('peer_blas', '?')}"),
+        ("ONNX Runtime peer", f"onnxruntime-node {b.info.get('ort', 'missing')} on Node.js "
+                              f"{mi['node'] or 'missing'}"),
+    ]))
+    w("")
+
+    w("## The ceiling\n")
+    w(table(["figure", "value"], [
+        ("sgemm 512x512x512, one thread, OpenBLAS `cblas_sgemm`",
+         f"{med(b, 'sgemm.openblas'):.1f} GFLOP/s" if med(b, "sgemm.openblas") else "missing"),
+        ("the same through `torch.mm` (the peer's BLAS)",
+         f"{med(b, 'sgemm.torch'):.1f} GFLOP/s" if med(b, "sgemm.torch") else "missing"),
+        ("the same through numpy `matmul`",
+         f"{med(b, 'sgemm.numpy'):.1f} GFLOP/s" if med(b, "sgemm.numpy") else "missing"),
+        ("single-core fp32 peak: 32 FLOP/cycle x measured clock",
+         f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
+        ("the same at the nominal clock",
+         f"{32 * mi['nominal_mhz'] / 1000:.1f} GFLOP/s" if mi["nominal_mhz"] else "missing"),
+    ]))
+    w(f"\nGFLOP/s columns: training FLOPs = 3 x forward FLOPs of Dense and Conv2D (a "
+      f"multiply-add counts 2), prediction = 1 x forward. \"% sgemm\" divides by {c.sgemm_src} "
+      f"x the cores used, \"% peak\" by 32 FLOP/cycle x the measured clock x the cores used. "
+      "The 3x convention also counts the input gradient of the first layer, which no trainer "
+      "computes, so for the MLPs (whose first Dense layer dominates) the FLOPs actually done are "
+      "up to a third fewer than counted, and their implied GFLOP/s can exceed the sgemm rate.\n")
+
+    w("## Targets\n")
+    w(table(["figure", "nnfleet", "peer", "ratio", "target", "met?", "nnfleet GFLOP/s",
+             "peer GFLOP/s"], target_rows(b, c)))
+    w("\nRatios: for rates nnfleet ÷ peer; for times and memory peer ÷ nnfleet (how many times "
+      "faster or smaller nnfleet is).\n")
+
+    w("## W1: the heterogeneous fleet\n")
+    rows = []
+    for m in b.w1_models:
+        fl = c.w1_flops[m]
+        n, p = med(b, f"w1.sps.{m}.nnfleet"), med(b, f"w1.sps.{m}.peer")
+        rows.append((m, f"{fl / 1e6:.2f}", b.info.get(f"params.{m}.nnfleet", "?"), f_int(n),
+                     c.gf(n and n * fl / 1e9), f_int(p), c.gf(p and p * fl / 1e9),
+                     f_x(div(n, p)), f_acc(med(b, f"w1.acc.{m}.nnfleet")),
+                     f_acc(med(b, f"w1.acc.{m}.peer"))))
+    w(table(["model", "train MFLOP/sample", "params", "nnfleet samples/s",
+             "nnfleet GFLOP/s", "peer samples/s", "peer GFLOP/s", "ratio",
+             "nnfleet test acc.", "peer test acc."], rows))
+    launches = [v for v in b.values.get("w1.launch.peer.all", []) if v is not None]
+    share_n, share_p = med(b, "w1.m7share.nnfleet"), med(b, "w1.m7share.peer")
+    work_share = c.w1_flops["m7"] / sum(c.w1_flops.values())
+    w(f"\nOne core: `nnfleet train --workers 1` (samples/s from results.json: training samples "
+      "÷ the epoch's seconds) against one fresh pinned PyTorch process per model, run one "
+      "after the other on the same core (samples/s over its training loop).\n")
+    w(table(["figure", "nnfleet", "peer"], [
+        (f"makespan on {b.n} cores", f_sec(med(b, "w1.wall.nnfleet")), f_sec(med(b, "w1.wall.peer"))),
+        ("makespan on 1 core", f_sec(med(b, "w1.wall1.nnfleet")), f_sec(med(b, "w1.wall1.peer"))),
+        (f"m7's time in the {b.n}-core run", f_sec(med(b, "w1.m7.nnfleet")),
+         f_sec(med(b, "w1.m7.peer"))),
+        (f"m7's share of the {b.n}-core makespan", f_pct(share_n), f_pct(share_p)),
+        ("nnfleet's internal makespan (after the data is loaded)",
+         f_sec(med(b, "w1.makespan_internal.nnfleet")), "—"),
+        (f"peak resident memory, {b.n} cores", f_mb(med(b, "w1.rss.nnfleet")),
+         f"{f_mb(med(b, 'w1.rss.peer'))} (sampled sum; ≤ {f_mb(med(b, 'w1.rss_bound.peer'))})"),
+        ("peak resident memory, 1 core", f_mb(med(b, "w1.rss1.nnfleet")), "—"),
+        ("launch to first training step", f_sec(med(b, "w1.launch.nnfleet")),
+         f"{f_sec(med(b, 'w1.launch.peer'))} (range {f_sec(min(launches, default=None))} to "
+         f"{f_sec(max(launches, default=None))})"),
+    ]))
+    w(f"\nm7 is {100 * work_share:.0f}% of W1's training FLOPs, so no schedule can make W1's "
+      f"makespan shorter than m7 alone: with {b.n} cores the makespan is at least max(m7, "
+      f"total/{b.n}), which caps the {b.n}-vs-1 scaling of W1 at about "
+      f"{1 / max(work_share, 1 / b.n):.2f}x.\n")
+
+    w("## W2: m7 prediction with per-sample loss\n")
+    rows = []
+    fl = c.m7_fwd / 1e9
+    for label, nk, tk, ok, cores in [
+            ("batch 1, 1 core", "w2.b1.nnfleet", "w2.b1.peer", "w2.b1.ort", 1),
+            ("batch 32, 1 core", None, "w2.torch_b32.peer", None, 1),
+            ("batch 256, 1 core", "w2.b256.nnfleet", "w2.torch_b256.peer", "w2.b256.ort", 1),
+            (f"batch 256, {b.n} cores", "w2.b256-all.nnfleet", "w2.b256-all.peer", None, b.n)]:
+        n = med(b, nk) if nk else None
+        t = med(b, tk)
+        o = med(b, ok) if ok else None
+        rows.append((label, f_int(n) if nk else "—", c.gf(n and n * fl, cores), f_int(t),
+                     c.gf(t and t * fl, cores), f_int(o) if ok else "—",
+                     c.gf(o and o * fl, cores) if ok else "—"))
+    rows.append(("model load", f_sec(med(b, "w2.load.nnfleet")), "", f_sec(med(b, "w2.load.peer")),
+                 "", f_sec(med(b, "w2.load.ort")), ""))
+    w(table(["samples/s", "nnfleet", "GFLOP/s", "PyTorch", "GFLOP/s", "ONNX Runtime", "GFLOP/s"],
+            rows))
+    w(f"\nm7 after 1 epoch of W1 (each side's own: nnfleet's models/m7 file, the peer's "
+      f"state_dict exported to ONNX), predicting Fashion-MNIST's {b.n_train:,} training images "
+      f"with their per-sample cross-entropy; batch 1 on the first {b.cfg['w2_b1']:,} images "
+      f"only (a rate). Forward pass: {c.m7_fwd / 1e6:.1f} MFLOP/sample. Mean loss at batch 256: "
+      f"PyTorch {b.info.get('w2.torch_loss', 'missing')}, ONNX Runtime "
+      f"{b.info.get('w2.ort_loss', 'missing')} (the same model, so they must agree).\n")
+
+    w("## W3: many tiny models\n")
+    bests = lambda k: ", ".join(sorted(set(b.info.get(k, [])))) or "missing"  # noqa: E731
+    w(table(["figure", "nnfleet", "peer recipe (fresh process per model)",
+             "pooled peer (long-lived workers)"], [
+        (f"makespan, {b.n} cores", f_sec(med(b, "w3.wall.nnfleet")),
+         f_sec(med(b, "w3.wall.fresh")), f_sec(med(b, "w3.wall.pool"))),
+        ("makespan, 1 core", f_sec(med(b, "w3.wall1.nnfleet")), "—", "—"),
+        ("GFLOP/s (whole run)", c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.nnfleet")), b.n),
+         c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.fresh")), b.n),
+         c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.pool")), b.n)),
+        ("mean time per model", f_sec(med(b, "w3.mean_model.nnfleet")) + " (training)",
+         f_sec(med(b, "w3.mean_model.fresh")) + " (process) / "
+         + f_sec(med(b, "w3.mean_train.fresh")) + " (training)",
+         f_sec(med(b, "w3.mean_train.pool")) + " (training)"),
+        ("best test accuracy", f_acc(med(b, "w3.best_acc.nnfleet")),
+         f_acc(med(b, "w3.best_acc.fresh")), f_acc(med(b, "w3.best_acc.pool"))),
+        ("its configuration", bests("w3.best.nnfleet"), bests("w3.best.fresh"),
+         bests("w3.best.pool")),
+        (f"peak resident memory, {b.n} cores", f_mb(med(b, "w3.rss.nnfleet")),
+         f_mb(med(b, "w3.rss.fresh")), f_mb(med(b, "w3.rss.pool"))),
+    ]))
+    w(f"\n{len(b.w3_jobs)} MLPs, {c.w3_total / 1e9:.2f} training GFLOP in all.\n")
+
+    w("## Every figure, round by round\n")
+    rows = []
+    for k in sorted(b.values):
+        vs = b.values[k]
+        rows.append((f"`{k}`", ", ".join("—" if v is None else f"{v:.4g}" for v in vs)))
+    w(table(["figure", "rounds"], rows))
+    w("")
+
+    w("## Commands\n")
+    w("Everything runs from the repository's root. `make bench` (or `make bench ARGS=--quick`) "
+      "runs `scripts/setup --bench`, builds Release, runs `bench/setup_peers.sh` and then "
+      f"`bench/run_bench.py`. Inside a round (work folder `{os.path.relpath(b.work)}`, logs in "
+      "its `logs/`):\n")
+    w("```sh")
+    for label, cmd in b.commands.items():
+        w(f"# {label}\n{cmd}")
+    w("```\n")
+
+    w("## How each figure is measured\n")
+    w("""- **Interleaving.** Each round runs the scenarios in order (sgemm; W1 one core; W1 all
+  cores; W2; W3 one core; W3 all cores), nnfleet first and then its peers, so slow drifts of the
+  machine hit both sides alike. Medians over the rounds; the spread is in "Every figure".
+- **The peer** (`bench/peers/`) is the recipe of workloads.md with Debian's PyTorch: one process
+  per model (`torch_peer.py`), pinned with `os.sched_setaffinity`, `torch.set_num_threads(1)`,
+  `OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1`, Keras initialisation (glorot_uniform, zero biases),
+  Adam with epsilon 1e-7, batches gathered from a shuffled permutation of in-memory tensors, the
+  data loaded from the Debian .gz files inside each process; at most one process per core,
+  longest model first (`torch_fleet.py --mode fresh`). The pooled peer (`--mode pool`) keeps one
+  long-lived pinned worker per core that imports torch and loads the data once. Debian's
+  libtorch recommends OpenBLAS as its BLAS; the bench gives the peer processes Debian's
+  libopenblas0-pthread through `LD_LIBRARY_PATH` (installed, or unpacked by
+  `bench/setup_peers.sh`), so the peer is not left on the netlib reference BLAS that an install
+  without recommends gets. The BLAS it loaded is named under Machine.
+- **Samples/s, one core.** nnfleet: `results.json` `samples_per_second` of `--workers 1`
+  (training samples ÷ the epoch's seconds). Peer: training samples ÷ its training loop's
+  seconds, one fresh process per model on the same core.
+- **Makespans** are wall-clock from spawning the command to the end of the last model: for
+  nnfleet from `Popen` to the arrival of its `run_end` JSON event (so process start, data load
+  and the writing of results count), for the peer from the first process spawned to the last
+  process exited.
+- **Launch to first training step.** nnfleet: from `Popen` to the arrival on the pipe of the
+  first `{"event":"start"}` line of `--json` (nnfleet has no event at the first step itself;
+  `start` is printed when a worker takes its first model, after the plan and the data are
+  loaded and just before that model's set-up and first batch, so this slightly underestimates).
+  Peer: each process notes `time.time()` just before its first batch, against the launcher's
+  spawn time passed on its command line; median over the W1 one-core processes.
+- **Peak resident memory.** nnfleet: `peak_rss_bytes` of the `run_end` event (the process's
+  maximum RSS). Peer: the peak of the summed RSS of all its live processes, sampled with psutil
+  every 20 ms (an upper bound, the sum over cores of each core's largest process peak, is given
+  beside it).
+- **W2.** nnfleet: `nnfleet predict` on the model file `nnfleet train` wrote, reading the same
+  .gz files with `--scale 1/255`; the samples/s and load time it prints on stderr. PyTorch:
+  `torch_predict.py` (one pinned thread; batch 1, 32, 256; the best batch size is the peer's
+  figure; for all cores one process per core on its share of the images, total samples ÷ the
+  slowest process's loop). ONNX Runtime: `ort_predict.js` (onnxruntime-node, intra- and
+  inter-op threads 1, sequential), pinned with taskset, on the peer's m7 exported by
+  `export_m7_onnx.py`. Each times its prediction loop only, after one warm-up batch.
+- **The ceiling.** `bench/sgemm_rate.py`: 512^3 sgemm on one pinned thread, best of 3 runs,
+  operands hot; `bench/clock_probe.c`: a chain of dependent adds (one per cycle) gives the clock a
+  busy core really runs at (best of 5 runs, 2 in --quick; best core). Both count the thread's CPU time, not the
+  wall clock, so other processes sharing a core do not lower the ceiling; nnfleet's and the
+  peers' figures are wall-clock, so a busy machine (see the load averages under Machine) lowers
+  their fractions, never raises them.
+""")
+
+    if b.unavailable or b.failures:
+        w("## Missing\n")
+        for s, why in b.unavailable.items():
+            w(f"- **{s}**: not available: {why}")
+        for r, s, msg in b.failures:
+            w(f"- **{s}** (round {r}): failed: {msg}")
+        w("")
+    return "\n".join(L)

@@ -1,0 +1,629 @@
+#!/usr/bin/python3
+"""nnfleet's benchmark: nnfleet against its peers on W1, W2 and W3 (/work/shared/workloads.md), in
+one sitting, interleaved, then the medians into BENCHMARKS.md (bench/bench_report.py writes it).
+
+  bench/run_bench.py [--quick] [--rounds N] [--build DIR] [--nnfleet PATH] [--md PATH]
+  make bench [ARGS=--quick]         (runs scripts/setup --bench, the build, bench/setup_peers.sh)
+
+Scenarios, run in this order in every round, nnfleet first and then its peers:
+  sgemm     single-thread sgemm 512^3 (OpenBLAS, torch.mm, numpy) and the core clock probe
+  w1-1core  W1 on one core: `nnfleet train --workers 1`; the peer: a fresh pinned process per
+            model, one at a time (per-model samples/s, launch to first step, the m7 for W2)
+  w1-fleet  W1 on all cores: `nnfleet train --workers N`; the peer recipe with N processes
+  w2        m7 predict + per-sample loss: nnfleet predict (b1, b256, b256 x N); PyTorch (b1, b32,
+            b256, b256 x N processes); ONNX Runtime single-threaded (b1, b256)
+  w3-1core  W3 on one core: nnfleet (for the scaling figure)
+  w3-fleet  W3 on all cores: nnfleet; the peer recipe (fresh process per model); the pooled peer
+
+--quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
+and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-quick/), W3 on 8 of the
+120 models for 3 epochs, W2 on those 2,000 images; it writes BUILD/bench/BENCHMARKS-quick.md, not
+BENCHMARKS.md.
+Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, raw.json).
+"""
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "peers"))
+sys.path.insert(0, HERE)
+import bench_report  # noqa: E402
+import workloads  # noqa: E402
+
+PY = "/usr/bin/python3"
+PEERS = os.path.join(HERE, "peers")
+FMNIST = "/usr/share/datasets/fashion-mnist"
+DATA = os.path.join(REPO, "build", "bench-data")  # examples/w3.yaml reads the digits from here
+SYS_OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+FMNIST_FILES = [("train-images-idx3-ubyte", 16, 784), ("train-labels-idx1-ubyte", 8, 1),
+                ("t10k-images-idx3-ubyte", 16, 784), ("t10k-labels-idx1-ubyte", 8, 1)]
+W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
+
+QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"],
+         "w3_epochs": 3, "w2_b1": 300, "sgemm_seconds": 0.2, "clock_runs": 2,
+         "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]}}
+FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
+        "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
+        "w3_grid": workloads.W3_GRID}
+
+
+class BenchError(Exception):
+    """A step failed; the message names what and where its log is."""
+
+
+class NotAvailable(Exception):
+    """A figure this nnfleet (or this machine) cannot produce yet; reported as missing."""
+
+
+def write_atomic(path, text):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def shown(cmd):
+    """A command as a shell line, paths inside the repository made relative to it."""
+    out = []
+    for c in cmd:
+        c = str(c)
+        if c.startswith(REPO + "/"):
+            c = os.path.relpath(c, REPO)
+        out.append(shlex.quote(c))
+    return " ".join(out)
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.cfg = QUICK if a.quick else FULL
+        self.mode = "quick" if a.quick else "full"
+        self.build = os.path.abspath(os.path.join(REPO, a.build))
+        self.nnfleet = os.path.abspath(a.nnfleet or os.path.join(self.build, "nnfleet"))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.work = os.path.join(self.build, "bench", f"{self.mode}-{stamp}")
+        self.md = a.md or (os.path.join(self.build, "bench", "BENCHMARKS-quick.md") if a.quick
+                           else os.path.join(REPO, "BENCHMARKS.md"))
+        self.cores = sorted(os.sched_getaffinity(0))
+        self.n = len(self.cores)
+        self.values = {}       # figure key -> [value per round]
+        self.info = {}         # key -> text (versions, best configurations, ...)
+        self.unavailable = {}  # step -> reason
+        self.failures = []     # (round, step, message)
+        self.commands = {}     # label -> shell line (first time it ran)
+        self.round = 0
+        self.loads = []        # (round, load average before, after)
+
+    # ---- recording ----------------------------------------------------------------------------
+    def add(self, key, value):
+        if value is not None:
+            self.values.setdefault(key, []).append(float(value))
+
+    def step(self, name, fn):
+        t = time.time()
+        print(f"[{self.mode} round {self.round}/{self.a.rounds}] {name} ...", flush=True)
+        try:
+            fn()
+            status = "ok"
+        except NotAvailable as e:
+            self.unavailable.setdefault(name, str(e))
+            status = f"not available: {e}"
+        except BenchError as e:
+            self.failures.append((self.round, name, str(e)))
+            status = f"FAILED: {e}"
+        except Exception as e:  # a harness bug: keep going, say where
+            tb = traceback.format_exc()
+            log = os.path.join(self.work, "logs", f"r{self.round}-{name}-traceback.log")
+            write_atomic(log, tb)
+            self.failures.append((self.round, name, f"{type(e).__name__}: {e} (traceback: {log})"))
+            status = f"FAILED: {type(e).__name__}: {e}"
+        print(f"    {status} ({time.time() - t:.1f} s)", flush=True)
+
+    # ---- running commands ---------------------------------------------------------------------
+    def log_path(self, label):
+        return os.path.join(self.work, "logs", f"r{self.round}-{label}.log")
+
+    def run(self, label, cmd, env_extra=None, timeout=7200):
+        env = dict(os.environ, **(env_extra or {}))
+        pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env_extra or {}).items())
+        self.commands.setdefault(label, (pre + " " if pre else "") + shown(cmd))
+        t0 = time.time()
+        try:
+            p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env,
+                               timeout=timeout, cwd=REPO)
+        except subprocess.TimeoutExpired:
+            raise BenchError(f"{label}: `{shown(cmd)}` did not finish in {timeout} s")
+        except OSError as e:
+            raise BenchError(f"{label}: failed to start `{shown(cmd)}`: {e}")
+        wall = time.time() - t0
+        log = self.log_path(label)
+        write_atomic(log, f"$ {shown(cmd)}\nexit code {p.returncode}, {wall:.3f} s\n"
+                          f"--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
+        if p.returncode != 0:
+            tail = " | ".join(p.stderr.strip().splitlines()[-3:])
+            raise BenchError(f"{label}: `{shown(cmd)}` exited with code {p.returncode}: {tail} "
+                             f"(log: {log})")
+        return p, wall
+
+    def peer_env(self):
+        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        if self.openblas:
+            env["LD_LIBRARY_PATH"] = self.openblas + (
+                ":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
+        return env
+
+    def nnfleet_train(self, label, plan, workers, out):
+        """Runs `nnfleet train --json`, timestamping each event line as it arrives."""
+        cmd = [self.nnfleet, "train", plan, "--workers", str(workers), "--json", "--out", out]
+        self.commands.setdefault(label, shown(cmd))
+        log = self.log_path(label)
+        lines, err = [], []
+        spawn = time.time()
+        try:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 bufsize=1, cwd=REPO)
+        except OSError as e:
+            raise BenchError(f"{label}: failed to start `{shown(cmd)}`: {e}")
+        drain = threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)
+        drain.start()
+        first_start = run_end = end_at = None
+        for line in p.stdout:
+            t = time.time() - spawn
+            lines.append(f"{t:.4f} {line.rstrip()}")
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") == "start" and first_start is None:
+                first_start = t
+            if ev.get("event") == "run_end":
+                run_end, end_at = ev, t
+        rc = p.wait()
+        drain.join()
+        wall = time.time() - spawn
+        write_atomic(log, f"$ {shown(cmd)}\nexit code {rc}, {wall:.3f} s\n--- stdout (seconds "
+                          f"since spawn, line)\n" + "\n".join(lines) + f"\n--- stderr\n{''.join(err)}")
+        if rc != 0 or run_end is None:
+            tail = " | ".join("".join(err).strip().splitlines()[-3:])
+            raise BenchError(f"{label}: `{shown(cmd)}` exited with code {rc}: {tail} (log: {log})")
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        bad = [f"{m['name']} ({m['status']}: {m.get('message')})" for m in res["models"]
+               if m["status"] != "done"]
+        if bad:
+            raise BenchError(f"{label}: models did not finish: {', '.join(bad)} (log: {log})")
+        return {"first_start": first_start, "wall_to_run_end": end_at, "wall": wall,
+                "run_end": run_end, "models": {m["name"]: m for m in res["models"]}}
+
+    def peer_fleet(self, label, jobs, workers, mode, cores=None, save=None, n_train=None):
+        jobs_file = os.path.join(self.work, f"jobs-{label}.json")
+        write_atomic(jobs_file, json.dumps(jobs))
+        out = os.path.join(self.work, f"r{self.round}-{label}.json")
+        cmd = [PY, os.path.join(PEERS, "torch_fleet.py"), "--jobs", jobs_file, "--workers",
+               workers, "--mode", mode, "--out", out, f"--peer-arg=--fmnist-dir={self.fmnist_dir}",
+               f"--peer-arg=--digits-dir={DATA}"]
+        if cores:
+            cmd += ["--cores", ",".join(map(str, cores))]
+        if n_train:
+            cmd += ["--n-train", n_train]
+        for name, path in (save or {}).items():
+            cmd += ["--save-model", f"{name}={path}"]
+        self.run(label, cmd, self.peer_env())
+        with open(out) as f:
+            r = json.load(f)
+        r["by_name"] = {m["name"]: m for m in r["models"]}
+        return r
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def preflight(self):
+        os.makedirs(os.path.join(self.work, "logs"), exist_ok=True)
+        if not os.access(self.nnfleet, os.X_OK):
+            raise BenchError(f"failed to find nnfleet at {self.nnfleet}; expected a built tool "
+                             "(make build), or pass --nnfleet PATH")
+        for stem, _, _ in FMNIST_FILES:
+            if not os.path.exists(os.path.join(FMNIST, stem + ".gz")):
+                raise BenchError(f"failed to find Fashion-MNIST: {FMNIST}/{stem}.gz is missing; "
+                                 "expected Debian's dataset-fashion-mnist (scripts/setup)")
+        try:
+            subprocess.run([PY, "-c", "import torch, numpy, psutil, sklearn"], check=True,
+                           capture_output=True, text=True)
+        except subprocess.CalledProcessError as e:
+            raise BenchError("failed to import the peers' Python packages (torch, numpy, psutil, "
+                             f"sklearn): {e.stderr.strip().splitlines()[-1]}; expected "
+                             "`scripts/setup --bench` to have installed them")
+        self.run("digits-data", [PY, os.path.join(REPO, "tools", "make_digits_data.py"), DATA])
+        for d in (SYS_OPENBLAS, os.path.join(self.build, "bench-deps", "openblas", SYS_OPENBLAS[1:])):
+            if os.path.exists(os.path.join(d, "libblas.so.3")):
+                self.openblas = d
+                break
+        else:
+            self.openblas = None
+            self.failures.append((0, "setup", "OpenBLAS not found (bench/setup_peers.sh " +
+                                  self.a.build + " unpacks it); the PyTorch peer runs on the "
+                                  "machine's libblas.so.3, which BENCHMARKS.md names"))
+        self.node_path = os.path.join(self.build, "bench-node", "node_modules")
+        if not os.path.exists(os.path.join(self.node_path, "onnxruntime-node", "package.json")):
+            self.node_path = None
+        self.clock_probe = os.path.join(self.work, "clock_probe")
+        self.run("clock-probe-build", ["cc", "-O2", "-o", self.clock_probe,
+                                       os.path.join(HERE, "clock_probe.c")])
+        self.version = self.run("nnfleet-version", [self.nnfleet, "--version"])[0].stdout.strip()
+        helptext = subprocess.run([self.nnfleet, "--help"], capture_output=True, text=True).stdout
+        self.has_predict = re.search(r"^\s+predict\s", helptext, re.M) is not None
+        if self.a.quick:
+            self.fmnist_dir = os.path.join(DATA, "fmnist-quick")
+            write_idx_subset(self.fmnist_dir, self.cfg["w1_train"], self.cfg["w1_test"])
+        else:
+            self.fmnist_dir = FMNIST
+        self.b1_dir = os.path.join(DATA, f"fmnist-first{self.cfg['w2_b1']}")
+        write_idx_subset(self.b1_dir, self.cfg["w2_b1"], 1)
+        self.plans = self.make_plans()
+        self.w1_models = self.cfg["w1_models"]
+        self.w1_jobs = [workloads.w1_spec(m) for m in self.w1_models]
+        self.w3_jobs = workloads.w3_specs(grid=self.cfg["w3_grid"], epochs=self.cfg["w3_epochs"])
+        self.n_train = self.cfg["w1_train"] or workloads.W1_TRAIN
+        self.n_test = self.cfg["w1_test"] or workloads.W1_TEST
+
+    def make_plans(self):
+        """Full: examples/w1.yaml and w3.yaml as they are. Quick: the same text with the data
+        set, epochs and grid swapped, written into the work folder."""
+        w1 = os.path.join(REPO, "examples", "w1.yaml")
+        w3 = os.path.join(REPO, "examples", "w3.yaml")
+        if not self.a.quick:
+            return {"w1": w1, "w3": w3}
+        d = self.fmnist_dir
+        text = read(w1)
+        text = must_sub(text, "train: fashion-mnist:train", "train: {idx_images: "
+                        f"{d}/train-images-idx3-ubyte.gz, idx_labels: {d}/train-labels-idx1-ubyte.gz}}",
+                        1, w1)
+        text = must_sub(text, "test: fashion-mnist:test", "test: {idx_images: "
+                        f"{d}/t10k-images-idx3-ubyte.gz, idx_labels: {d}/t10k-labels-idx1-ubyte.gz}}",
+                        1, w1)
+        text = keep_models(text, self.cfg["w1_models"], w1)
+        q1 = os.path.join(self.work, "w1-quick.yaml")
+        write_atomic(q1, "# examples/w1.yaml on a subset, for bench/run_bench.py --quick\n" + text)
+        g = workloads.W3_GRID
+        full_grid = (f"grid: {{width: {list(g['width'])}, act: [{', '.join(g['act'])}], "
+                     f"lr: {list(g['lr'])}, bs: {list(g['bs'])}}}")
+        q = self.cfg["w3_grid"]
+        quick_grid = (f"grid: {{width: {list(q['width'])}, act: [{', '.join(q['act'])}], "
+                      f"lr: {list(q['lr'])}, bs: {list(q['bs'])}}}")
+        text = read(w3)
+        text = must_sub(text, full_grid, quick_grid, 2, w3)
+        text = must_sub(text, f"epochs: {workloads.W3_EPOCHS}", f"epochs: {self.cfg['w3_epochs']}",
+                        1, w3)
+        text = must_sub(text, "../build/bench-data/", DATA + "/", 4, w3)
+        q3 = os.path.join(self.work, "w3-quick.yaml")
+        write_atomic(q3, "# examples/w3.yaml reduced, for bench/run_bench.py --quick\n" + text)
+        return {"w1": q1, "w3": q3}
+
+    # ---- scenarios ----------------------------------------------------------------------------
+    def sgemm(self):
+        cmd = [PY, os.path.join(HERE, "sgemm_rate.py"), "--core", self.cores[0],
+               "--seconds", self.cfg["sgemm_seconds"]]
+        if self.openblas:
+            cmd += ["--openblas", self.openblas]
+        r = json.loads(self.run("sgemm", cmd, self.peer_env())[0].stdout)
+        if r["openblas"]:
+            self.add("sgemm.openblas", r["openblas"]["gflops"])
+            self.info["openblas"] = f"{r['openblas']['library']} (kernel {r['openblas']['core']})"
+        self.add("sgemm.torch", r["torch"]["gflops"])
+        self.add("sgemm.numpy", r["numpy"]["gflops"])
+        self.info["peer_blas"] = ", ".join(r["blas_loaded"]) or "none found"
+        self.info["torch"] = r["torch"]["version"]
+        self.info["numpy"] = r["numpy"]["version"]
+        mhz = []
+        for c in self.cores:
+            p, _ = self.run(f"clock-core{c}", ["taskset", "-c", c, self.clock_probe,
+                                              self.cfg["clock_runs"]])
+            mhz.append(float(p.stdout))
+        self.add("clock.probe_mhz", max(mhz))
+
+    def w1_1core(self):
+        out = os.path.join(self.work, f"r{self.round}-w1-1core")
+        r = self.nnfleet_train("nnfleet-w1-1core", self.plans["w1"], 1, out)
+        self.w1_out = out
+        for name, m in r["models"].items():
+            self.add(f"w1.sps.{name}.nnfleet", m["samples_per_second"])
+            self.add(f"w1.acc.{name}.nnfleet", m["metrics"].get("test_accuracy"))
+            self.info[f"params.{name}.nnfleet"] = m["params"]
+        self.add("w1.launch.nnfleet", r["first_start"])
+        self.add("w1.wall1.nnfleet", r["wall_to_run_end"])
+        self.add("w1.rss1.nnfleet", r["run_end"]["peak_rss_bytes"])
+
+    def w1_1core_peer(self):
+        r = self.peer_fleet("peer-w1-1core", self.w1_jobs, 1, "fresh", cores=self.cores[:1],
+                            save={"m7": os.path.join(self.work, "peer_m7.pt")},
+                            n_train=self.n_train)
+        for name, m in r["by_name"].items():
+            self.add(f"w1.sps.{name}.peer", m.get("samples_per_second"))
+            self.add(f"w1.acc.{name}.peer", m.get("test_accuracy"))
+            self.values.setdefault("w1.launch.peer.all", []).append(m.get("first_step_seconds"))
+            self.info[f"params.{name}.peer"] = m.get("params")
+        self.add("w1.launch.peer", median([m["first_step_seconds"] for m in r["models"]]))
+        self.add("w1.wall1.peer", r["makespan_seconds"])
+        self.check_same_models("W1", self.w1_models)
+
+    def check_same_models(self, what, names):
+        diff = [f"{n} (nnfleet {self.info.get(f'params.{n}.nnfleet')}, peer "
+                f"{self.info.get(f'params.{n}.peer')})" for n in names
+                if self.info.get(f"params.{n}.nnfleet") != self.info.get(f"params.{n}.peer")
+                and f"params.{n}.nnfleet" in self.info and f"params.{n}.peer" in self.info]
+        if diff:
+            raise BenchError(f"{what}: nnfleet and the peer trained different models (parameter "
+                             f"counts differ): {', '.join(diff)}")
+
+    def w1_fleet(self):
+        out = os.path.join(self.work, f"r{self.round}-w1-fleet")
+        r = self.nnfleet_train("nnfleet-w1-fleet", self.plans["w1"], self.n, out)
+        self.add("w1.wall.nnfleet", r["wall_to_run_end"])
+        self.add("w1.makespan_internal.nnfleet", r["run_end"]["makespan_seconds"])
+        self.add("w1.rss.nnfleet", r["run_end"]["peak_rss_bytes"])
+        self.add("w1.launch.nnfleet", r["first_start"])
+        self.add("w1.m7.nnfleet", r["models"]["m7"]["seconds"])
+        self.add("w1.m7share.nnfleet", r["models"]["m7"]["seconds"] / r["wall_to_run_end"])
+        for name, m in r["models"].items():
+            self.add(f"w1.fleet_acc.{name}.nnfleet", m["metrics"].get("test_accuracy"))
+
+    def w1_fleet_peer(self):
+        r = self.peer_fleet("peer-w1-fleet", self.w1_jobs, self.n, "fresh", n_train=self.n_train)
+        self.add("w1.wall.peer", r["makespan_seconds"])
+        self.add("w1.rss.peer", r["peak_rss_sum_bytes"])
+        self.add("w1.rss_bound.peer", r["per_core_peak_sum_bytes"])
+        m7 = r["by_name"]["m7"]
+        self.add("w1.m7.peer", m7["process_seconds"])
+        self.add("w1.m7share.peer", m7["process_seconds"] / r["makespan_seconds"])
+
+    def w2_nnfleet(self):
+        if not self.has_predict:
+            raise NotAvailable(f"{shown([self.nnfleet])} has no `predict` command")
+        models = os.path.join(getattr(self, "w1_out", ""), "models")
+        found = sorted(f for f in (os.listdir(models) if os.path.isdir(models) else [])
+                       if f.startswith("m7.") or f == "m7")
+        if not found:
+            raise NotAvailable(f"nnfleet train wrote no m7 model file into {models} (the Keras "
+                               "writer is not wired into `train` in this build)")
+        model = os.path.join(models, "m7.keras" if "m7.keras" in found else found[0])
+        full = (os.path.join(self.fmnist_dir, "train-images-idx3-ubyte.gz"),
+                os.path.join(self.fmnist_dir, "train-labels-idx1-ubyte.gz"))
+        first = (os.path.join(self.b1_dir, "train-images-idx3-ubyte.gz"),
+                 os.path.join(self.b1_dir, "train-labels-idx1-ubyte.gz"))
+        for label, (x, y), batch, workers in [("b1", first, 1, 1), ("b256", full, 256, 1),
+                                              ("b256-all", full, 256, self.n)]:
+            pred = os.path.join(self.work, f"r{self.round}-nnfleet-pred-{label}.npy")
+            cmd = [self.nnfleet, "predict", model, "--x", x, "--y", y, "--scale",
+                   repr(1 / 255), "--loss", "sparse_categorical_crossentropy", "--batch", batch,
+                   "--workers", workers, "--out", pred]
+            p, _ = self.run(f"nnfleet-w2-{label}", cmd)
+            m = re.search(r"([0-9.]+) samples/s.*model loaded in ([0-9.]+) s", p.stderr)
+            if not m:
+                raise BenchError(f"nnfleet-w2-{label}: no 'N samples/s ... model loaded in S s' "
+                                 f"line on stderr (log: {self.log_path('nnfleet-w2-' + label)})")
+            self.add(f"w2.{label}.nnfleet", float(m.group(1)))
+            if label == "b256":
+                self.add("w2.load.nnfleet", float(m.group(2)))
+
+    def w2_torch(self):
+        state = os.path.join(self.work, "peer_m7.pt")
+        if not os.path.exists(state):
+            raise BenchError(f"the peer's m7 ({state}) is missing: the W1 one-core peer run "
+                             "failed before it")
+        script = os.path.join(PEERS, "torch_predict.py")
+        p, _ = self.run("peer-w2-torch", [PY, script, "--state", state, "--core", self.cores[0],
+                                          "--batch", "1,32,256", "--limit",
+                                          f"1={self.cfg['w2_b1']}", "--fmnist-dir",
+                                          self.fmnist_dir], self.peer_env())
+        r = json.loads(p.stdout)
+        for b in ("1", "32", "256"):
+            self.add(f"w2.torch_b{b}.peer", r["batches"][b]["samples_per_second"])
+        self.add("w2.b1.peer", r["batches"]["1"]["samples_per_second"])
+        best = max(("1", "32", "256"), key=lambda b: r["batches"][b]["samples_per_second"])
+        self.add("w2.best.peer", r["batches"][best]["samples_per_second"])
+        self.values.setdefault("w2.best_batch.peer", []).append(int(best))
+        self.add("w2.load.peer", r["load_seconds"])
+        self.info["w2.torch_loss"] = r["batches"]["256"]["mean_loss"]
+        # All cores: one process per core, each on its share of the images.
+        env = dict(os.environ, **self.peer_env())
+        cmds = [[PY, script, "--state", state, "--core", str(c), "--batch", "256", "--shard",
+                 f"{i}/{self.n}", "--fmnist-dir", self.fmnist_dir]
+                for i, c in enumerate(self.cores)]
+        pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.peer_env().items())
+        self.commands.setdefault("peer-w2-torch-allcores",
+                                 " & ".join(f"{pre} {shown(c)}" for c in cmds) + "; wait")
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env, cwd=REPO) for c in cmds]
+        outs = [p.communicate(timeout=7200) for p in procs]
+        for p, (o, e) in zip(procs, outs):
+            if p.returncode != 0:
+                raise BenchError(f"peer-w2-torch-allcores: torch_predict.py exited with code "
+                                 f"{p.returncode}: {e.strip().splitlines()[-1:]}")
+        shards = [json.loads(o)["batches"]["256"] for o, _ in outs]
+        self.add("w2.b256-all.peer",
+                 sum(s["samples"] for s in shards) / max(s["seconds"] for s in shards))
+
+    def w2_ort(self):
+        if not self.node_path:
+            raise BenchError("onnxruntime-node is not installed under "
+                             f"{os.path.join(self.build, 'bench-node')} (bench/setup_peers.sh "
+                             f"{self.a.build} installs it)")
+        state = os.path.join(self.work, "peer_m7.pt")
+        onnx = os.path.join(self.work, "m7.onnx")
+        if not os.path.exists(onnx):
+            if not os.path.exists(state):
+                raise BenchError(f"the peer's m7 ({state}) is missing: the W1 one-core peer run "
+                                 "failed before it")
+            self.run("export-onnx", [PY, os.path.join(PEERS, "export_m7_onnx.py"), "--state",
+                                     state, "--out", onnx], self.peer_env())
+        p, _ = self.run("peer-w2-ort", ["taskset", "-c", self.cores[0], "node",
+                                        os.path.join(PEERS, "ort_predict.js"), "--model", onnx,
+                                        "--batch", "1,256", "--limit", f"1={self.cfg['w2_b1']}",
+                                        "--fmnist-dir", self.fmnist_dir],
+                        {"NODE_PATH": self.node_path})
+        r = json.loads(p.stdout)
+        self.add("w2.b1.ort", r["batches"]["1"]["samples_per_second"])
+        self.add("w2.b256.ort", r["batches"]["256"]["samples_per_second"])
+        self.add("w2.load.ort", r["load_seconds"])
+        self.info["ort"] = r["version"].get("node", "?")
+        self.info["w2.ort_loss"] = r["batches"]["256"]["mean_loss"]
+
+    def w3_1core(self):
+        out = os.path.join(self.work, f"r{self.round}-w3-1core")
+        r = self.nnfleet_train("nnfleet-w3-1core", self.plans["w3"], 1, out)
+        self.add("w3.wall1.nnfleet", r["wall_to_run_end"])
+
+    def w3_fleet(self):
+        out = os.path.join(self.work, f"r{self.round}-w3-fleet")
+        r = self.nnfleet_train("nnfleet-w3-fleet", self.plans["w3"], self.n, out)
+        self.add("w3.wall.nnfleet", r["wall_to_run_end"])
+        self.add("w3.rss.nnfleet", r["run_end"]["peak_rss_bytes"])
+        ms = r["models"]
+        self.add("w3.mean_model.nnfleet", sum(m["seconds"] for m in ms.values()) / len(ms))
+        best = max(ms.values(), key=lambda m: m["metrics"].get("test_accuracy", -1))
+        self.add("w3.best_acc.nnfleet", best["metrics"]["test_accuracy"])
+        self.info.setdefault("w3.best.nnfleet", []).append(best["name"])
+        for name, m in ms.items():
+            self.info[f"params.{name}.nnfleet"] = m["params"]
+
+    def w3_fleet_peer(self, mode):
+        r = self.peer_fleet(f"peer-w3-{mode}", self.w3_jobs, self.n, mode)
+        self.add(f"w3.wall.{mode}", r["makespan_seconds"])
+        self.add(f"w3.rss.{mode}", r["peak_rss_sum_bytes"])
+        ms = r["models"]
+        if mode == "fresh":
+            self.add("w3.mean_model.fresh", sum(m["process_seconds"] for m in ms) / len(ms))
+        self.add(f"w3.mean_train.{mode}", sum(m["train_seconds"] for m in ms) / len(ms))
+        best = max(ms, key=lambda m: m["test_accuracy"])
+        self.add(f"w3.best_acc.{mode}", best["test_accuracy"])
+        self.info.setdefault(f"w3.best.{mode}", []).append(best["name"])
+        for m in ms:
+            self.info[f"params.{m['name']}.peer"] = m["params"]
+        self.check_same_models("W3", [j["name"] for j in self.w3_jobs])
+
+    # ---- the run ------------------------------------------------------------------------------
+    def run_all(self):
+        t0 = time.time()
+        self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        self.preflight()
+        for self.round in range(1, self.a.rounds + 1):
+            before = os.getloadavg()[0]
+            self.step("sgemm", self.sgemm)
+            self.step("w1-1core nnfleet", self.w1_1core)
+            self.step("w1-1core peer", self.w1_1core_peer)
+            self.step("w1-fleet nnfleet", self.w1_fleet)
+            self.step("w1-fleet peer", self.w1_fleet_peer)
+            self.step("w2 nnfleet", self.w2_nnfleet)
+            self.step("w2 peer torch", self.w2_torch)
+            self.step("w2 peer onnxruntime", self.w2_ort)
+            self.step("w3-1core nnfleet", self.w3_1core)
+            self.step("w3-fleet nnfleet", self.w3_fleet)
+            self.step("w3-fleet peer recipe", lambda: self.w3_fleet_peer("fresh"))
+            self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
+            self.loads.append((self.round, before, os.getloadavg()[0]))
+        self.elapsed = time.time() - t0
+        raw = {k: v for k, v in self.__dict__.items()
+               if k in ("values", "info", "unavailable", "failures", "commands", "loads",
+                        "elapsed", "mode", "cores")}
+        write_atomic(os.path.join(self.work, "raw.json"), json.dumps(raw, indent=1, default=str))
+        md = bench_report.render(self)
+        write_atomic(self.md, md)
+        print(f"\nrun_bench: wrote {self.md} ({self.mode}, {self.a.rounds} rounds, "
+              f"{self.elapsed:.0f} s); raw figures and logs in {self.work}")
+        if self.a.quick and self.elapsed > 300:
+            print(f"run_bench: warning: --quick took {self.elapsed:.0f} s (> 300 s)")
+        for s, why in self.unavailable.items():
+            print(f"run_bench: not available: {s}: {why}")
+        for r, s, msg in self.failures:
+            print(f"run_bench: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+        return 1 if self.failures else 0
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    k = len(xs) // 2
+    return xs[k] if len(xs) % 2 else (xs[k - 1] + xs[k]) / 2
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def must_sub(text, old, new, count, path):
+    found = text.count(old)
+    if found != count:
+        raise BenchError(f"failed to derive the --quick plan from {path}: expected '{old}' "
+                         f"{count} time(s), got {found}; update bench/run_bench.py's make_plans")
+    return text.replace(old, new)
+
+
+def keep_models(text, names, path):
+    """A plan's text with only the model entries (`  - name: X` blocks) named."""
+    head, sep, body = text.partition("\nmodels:\n")
+    if not sep:
+        raise BenchError(f"failed to derive the --quick plan from {path}: no 'models:' section")
+    blocks = re.split(r"(?m)^(?=  - name: )", body)
+    kept, seen = [], set()
+    for blk in blocks:
+        m = re.match(r"  - name: (\S+)", blk)
+        if m is None:
+            kept.append(blk)  # comments before the first entry
+        elif m.group(1) in names:
+            kept.append(blk)
+            seen.add(m.group(1))
+    if seen != set(names):
+        raise BenchError(f"failed to derive the --quick plan from {path}: models "
+                         f"{sorted(set(names) - seen)} not found")
+    return head + sep + "".join(kept)
+
+
+def write_idx_subset(out_dir, n_train, n_test):
+    """The first n images and labels of Fashion-MNIST's files, as gzipped IDX like Debian's."""
+    os.makedirs(out_dir, exist_ok=True)
+    for stem, header, per in FMNIST_FILES:
+        n = n_train if stem.startswith("train") else n_test
+        dst = os.path.join(out_dir, stem + ".gz")
+        if os.path.exists(dst):
+            continue
+        with gzip.open(os.path.join(FMNIST, stem + ".gz"), "rb") as f:
+            raw = f.read(header + n * per)
+        head = bytearray(raw[:header])
+        head[4:8] = struct.pack(">I", n)
+        tmp = f"{dst}.tmp.{os.getpid()}"
+        with gzip.open(tmp, "wb", compresslevel=6) as f:
+            f.write(bytes(head) + raw[header:header + n * per])
+        os.replace(tmp, dst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="reduced work, same structure (< 5 min)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    ap.add_argument("--build", default="build", help="the build folder (default build)")
+    ap.add_argument("--nnfleet", help="the tool to measure (default BUILD/nnfleet)")
+    ap.add_argument("--md", help="where to write the tables (default BENCHMARKS.md; --quick: "
+                                 "BUILD/bench/BENCHMARKS-quick.md)")
+    a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds: expected at least 1")
+    b = Bench(a)
+    try:
+        sys.exit(b.run_all())
+    except BenchError as e:
+        sys.exit(f"run_bench: {e}")
+
+
+if __name__ == "__main__":
+    main()
