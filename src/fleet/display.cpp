@@ -14,7 +14,11 @@ double now_seconds() {
 std::string bar(double frac, int width) {
   frac = std::clamp(frac, 0.0, 1.0);
   const int full = static_cast<int>(frac * width + 0.5);
-  return "[" + std::string(static_cast<size_t>(full), '#') + std::string(static_cast<size_t>(width - full), '.') + "]";
+  std::string b(static_cast<size_t>(width) + 2, '.');
+  b.front() = '[';
+  b.back() = ']';
+  for (int i = 1; i <= full; ++i) b[static_cast<size_t>(i)] = '#';
+  return b;
 }
 
 std::string duration(double s) {
@@ -155,6 +159,7 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
   Slot& s = slots_[static_cast<size_t>(worker)];
   s = Slot{};
   s.model = spec.name;
+  s.metric_name = spec.metrics.empty() ? "" : metric_key(spec.metrics[0]);
   s.epochs = spec.epochs;
   s.cost = cost;
   s.busy = true;
@@ -200,11 +205,13 @@ void Display::redraw_locked(bool final) {
                               : 0.0;
       running += frac * s.cost;
       const double in_epoch = s.batches ? static_cast<double>(s.batch) / s.batches : 0.0;
-      char b[256];
-      std::snprintf(b, sizeof b, "%s  %-24.24s epoch %d/%d %s loss %.4f  metric %.4f  %8.0f samples/s",
-                    core.c_str(), s.model.c_str(), s.epoch, s.epochs, bar(in_epoch, 20).c_str(),
-                    s.loss, std::isfinite(s.metric) ? s.metric : 0.0, s.sps);
+      char b[320];
+      std::snprintf(b, sizeof b, "%s  %-24.24s epoch %d/%d %s loss %.4f", core.c_str(),
+                    s.model.c_str(), s.epoch, s.epochs, bar(in_epoch, 20).c_str(), s.loss);
       row = b;
+      if (!s.metric_name.empty() && std::isfinite(s.metric))
+        row += "  " + s.metric_name + " " + fmt("%.4f", s.metric);
+      row += "  " + fmt("%.0f", s.sps) + " samples/s";
     }
     std::fprintf(stdout, "%s\n", row.c_str());
     ++drawn_lines_;

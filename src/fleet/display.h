@@ -36,7 +36,7 @@ class Display {
 
  private:
   struct Slot {
-    std::string model;
+    std::string model, metric_name;
     int epoch = 0, epochs = 0, batch = 0, batches = 0;
     double loss = 0, metric = 0, sps = 0, cost = 0;
     bool busy = false;
