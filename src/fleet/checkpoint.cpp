@@ -71,6 +71,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   h["samples"] = c.samples;
   h["best"] = {{"epoch", c.best.epoch}, {"monitor", c.best.monitor}, {"value", c.best.value}};
   h["wait"] = c.wait;
+  h["stopped"] = c.stopped;
   h["has_best_params"] = c.has_best_params;
   Json hist = Json::array();
   for (const auto& r : c.history)
@@ -123,6 +124,7 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
     c.best.monitor = h.at("best").at("monitor").get<std::string>();
     c.best.value = h.at("best").at("value").get<double>();
     c.wait = h.at("wait").get<int>();
+    c.stopped = h.at("stopped").get<bool>();
     c.has_best_params = h.at("has_best_params").get<bool>();
     c.history.clear();
     for (const auto& e : h.at("history")) {

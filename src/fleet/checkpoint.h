@@ -27,6 +27,7 @@ struct Checkpoint {
   int64_t samples = 0;      // samples trained so far
   BestRecord best;
   int wait = 0;
+  bool stopped = false;     // early stopping ended training (the weights are final)
   bool has_best_params = false;
   std::vector<EpochRecord> history;
   std::vector<float> params, opt_state, best_params;

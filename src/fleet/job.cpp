@@ -158,7 +158,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
-    bool stop_training = false;
+    bool stop_training = ck.stopped;
 
     auto write_checkpoint = [&](int epoch, int batch) {
       if (ctx.checkpoint_path.empty()) return;
@@ -272,6 +272,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
           }
         }
       }
+      ck.stopped = stop_training;
       write_checkpoint(epoch + 1, 0);
       if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && epoch + 1 < spec.epochs &&
           !stop_training) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "fleet/fleet.h"
+#include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
 
@@ -229,6 +230,37 @@ TEST_F(Fleet, EarlyStoppingMonitorMustBeComputed) {
   } catch (const PlanError& e) {
     EXPECT_THAT(e.what(), HasSubstr("early_stopping.monitor 'val_loss' is not computed; expected one of loss, accuracy (validation metrics need data.validation_split > 0)"));
   }
+}
+
+}  // namespace
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// A job killed after its last checkpoint but before its record was written resumes to the same
+// result without training further, even when early stopping had ended it early.
+TEST_F(Fleet, JobResumedFromItsFinalCheckpointEndsTheSame) {
+  const Plan p = load_plan(plan);
+  const FleetData data = load_fleet_data(p.data);
+  ModelSpec cnn = p.models[2];
+  ASSERT_EQ(cnn.name, "cnn");
+  // No epoch after the first can improve by 10: early stopping ends training at epoch 2 of 20.
+  cnn.epochs = 20;
+  cnn.early_stopping->min_delta = 10.0;
+  JobContext ctx;
+  ctx.seed = p.seed;
+  ctx.checkpoint_path = dir.path + "/cnn.ckpt";
+  auto model = build_model(cnn, data.input_shape);
+  const JobResult first = run_job(cnn, model, data, ctx);
+  ASSERT_EQ(first.status, JobStatus::kDone) << first.message;
+  ASSERT_TRUE(file_exists(ctx.checkpoint_path));
+  EXPECT_EQ(first.epochs, 2);
+  const JobResult again = run_job(cnn, model, data, ctx);
+  EXPECT_EQ(again.status, JobStatus::kDone);
+  EXPECT_EQ(again.epochs, first.epochs);
+  EXPECT_EQ(again.metrics, first.metrics);
+  EXPECT_EQ(again.best.epoch, first.best.epoch);
 }
 
 }  // namespace
