@@ -81,6 +81,7 @@ def machine(b):
             "mem": mem, "os": f"{osname}, Linux {platform.release()}",
             "hypervisor": lscpu.get("Hypervisor vendor", "none"),
             "flags": "avx512f" in lscpu.get("Flags", "") and "AVX2, FMA, AVX-512" or "AVX2, FMA",
+            "avx512": "avx512f" in lscpu.get("Flags", "").split(),
             "commit": commit + (" (with uncommitted changes)" if dirty else ""),
             "node": sh(["node", "--version"])}
 
@@ -235,7 +236,13 @@ def render(b):
          f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
         ("the same at the nominal clock",
          f"{32 * mi['nominal_mhz'] / 1000:.1f} GFLOP/s" if mi["nominal_mhz"] else "missing"),
-    ]))
+    ] + ([("64 FLOP/cycle (two 512-bit FMAs per cycle, if the core has them) x measured clock",
+           f"{2 * c.peak:.1f} GFLOP/s")] if c.peak and mi["avx512"] else [])))
+    if mi["avx512"]:
+        w("\nThis CPU has AVX-512. The 32 FLOP/cycle peak of workloads.md is the AVX2 figure (two "
+          "256-bit FMA pipes); OpenBLAS here runs its Haswell (AVX2) kernels (OPENBLAS_CORETYPE="
+          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}), while a library with 512-bit kernels "
+          "(ONNX Runtime's MLAS picks them at run time) can go past the AVX2 peak.")
     w(f"\nGFLOP/s columns: training FLOPs = 3 x forward FLOPs of Dense and Conv2D (a "
       f"multiply-add counts 2), prediction = 1 x forward. \"% sgemm\" divides by {c.sgemm_src} "
       f"x the cores used, \"% peak\" by 32 FLOP/cycle x the measured clock x the cores used. "
@@ -264,11 +271,12 @@ def render(b):
     launches = [v for v in b.values.get("w1.launch.peer.all", []) if v is not None]
     share_n, share_p = med(b, "w1.m7share.nnfleet"), med(b, "w1.m7share.peer")
     work_share = c.w1_flops["m7"] / sum(c.w1_flops.values())
-    w(f"\nOne core: `nnfleet train --workers 1` (samples/s from results.json: training samples "
+    w("\nOne core: `nnfleet train --workers 1` (samples/s from results.json: training samples "
       "÷ the epoch's seconds) against one fresh pinned PyTorch process per model, run one "
       "after the other on the same core (samples/s over its training loop).\n")
     w(table(["figure", "nnfleet", "peer"], [
-        (f"makespan on {b.n} cores", f_sec(med(b, "w1.wall.nnfleet")), f_sec(med(b, "w1.wall.peer"))),
+        (f"makespan on {b.n} cores", f_sec(med(b, "w1.wall.nnfleet")),
+         f_sec(med(b, "w1.wall.peer"))),
         ("makespan on 1 core", f_sec(med(b, "w1.wall1.nnfleet")), f_sec(med(b, "w1.wall1.peer"))),
         (f"m7's time in the {b.n}-core run", f_sec(med(b, "w1.m7.nnfleet")),
          f_sec(med(b, "w1.m7.peer"))),
@@ -394,10 +402,10 @@ def render(b):
   `export_m7_onnx.py`. Each times its prediction loop only, after one warm-up batch.
 - **The ceiling.** `bench/sgemm_rate.py`: 512^3 sgemm on one pinned thread, best of 3 runs,
   operands hot; `bench/clock_probe.c`: a chain of dependent adds (one per cycle) gives the clock a
-  busy core really runs at (best of 5 runs, 2 in --quick; best core). Both count the thread's CPU time, not the
-  wall clock, so other processes sharing a core do not lower the ceiling; nnfleet's and the
-  peers' figures are wall-clock, so a busy machine (see the load averages under Machine) lowers
-  their fractions, never raises them.
+  busy core really runs at (best of 5 runs, 2 in --quick; best core). Both count the thread's
+  CPU time, not the wall clock, so other processes sharing a core do not lower the ceiling;
+  nnfleet's and the peers' figures are wall-clock, so a busy machine (see the load averages
+  under Machine) lowers their fractions, never raises them.
 """)
 
     if b.unavailable or b.failures:

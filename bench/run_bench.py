@@ -16,9 +16,9 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
   w3-fleet  W3 on all cores: nnfleet; the peer recipe (fresh process per model); the pooled peer
 
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
-and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-quick/), W3 on 8 of the
-120 models for 3 epochs, W2 on those 2,000 images; it writes BUILD/bench/BENCHMARKS-quick.md, not
-BENCHMARKS.md.
+and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
+8 of the 120 models for 3 epochs, W2 on those 2,000 images; it writes
+BUILD/bench/BENCHMARKS-quick.md, not BENCHMARKS.md.
 Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, raw.json).
 """
 import argparse
@@ -192,8 +192,9 @@ class Bench:
         rc = p.wait()
         drain.join()
         wall = time.time() - spawn
-        write_atomic(log, f"$ {shown(cmd)}\nexit code {rc}, {wall:.3f} s\n--- stdout (seconds "
-                          f"since spawn, line)\n" + "\n".join(lines) + f"\n--- stderr\n{''.join(err)}")
+        write_atomic(log, f"$ {shown(cmd)}\nexit code {rc}, {wall:.3f} s\n"
+                          "--- stdout (seconds since spawn, line)\n" + "\n".join(lines)
+                          + f"\n--- stderr\n{''.join(err)}")
         if rc != 0 or run_end is None:
             tail = " | ".join("".join(err).strip().splitlines()[-3:])
             raise BenchError(f"{label}: `{shown(cmd)}` exited with code {rc}: {tail} (log: {log})")
@@ -243,7 +244,8 @@ class Bench:
                              f"sklearn): {e.stderr.strip().splitlines()[-1]}; expected "
                              "`scripts/setup --bench` to have installed them")
         self.run("digits-data", [PY, os.path.join(REPO, "tools", "make_digits_data.py"), DATA])
-        for d in (SYS_OPENBLAS, os.path.join(self.build, "bench-deps", "openblas", SYS_OPENBLAS[1:])):
+        unpacked = os.path.join(self.build, "bench-deps", "openblas", SYS_OPENBLAS[1:])
+        for d in (SYS_OPENBLAS, unpacked):
             if os.path.exists(os.path.join(d, "libblas.so.3")):
                 self.openblas = d
                 break
@@ -262,7 +264,8 @@ class Bench:
         helptext = subprocess.run([self.nnfleet, "--help"], capture_output=True, text=True).stdout
         self.has_predict = re.search(r"^\s+predict\s", helptext, re.M) is not None
         if self.a.quick:
-            self.fmnist_dir = os.path.join(DATA, "fmnist-quick")
+            self.fmnist_dir = os.path.join(
+                DATA, f"fmnist-first{self.cfg['w1_train']}-{self.cfg['w1_test']}")
             write_idx_subset(self.fmnist_dir, self.cfg["w1_train"], self.cfg["w1_test"])
         else:
             self.fmnist_dir = FMNIST
@@ -284,12 +287,10 @@ class Bench:
             return {"w1": w1, "w3": w3}
         d = self.fmnist_dir
         text = read(w1)
-        text = must_sub(text, "train: fashion-mnist:train", "train: {idx_images: "
-                        f"{d}/train-images-idx3-ubyte.gz, idx_labels: {d}/train-labels-idx1-ubyte.gz}}",
-                        1, w1)
-        text = must_sub(text, "test: fashion-mnist:test", "test: {idx_images: "
-                        f"{d}/t10k-images-idx3-ubyte.gz, idx_labels: {d}/t10k-labels-idx1-ubyte.gz}}",
-                        1, w1)
+        for part, stem in (("train", "train"), ("test", "t10k")):
+            text = must_sub(text, f"{part}: fashion-mnist:{part}",
+                            f"{part}: {{idx_images: {d}/{stem}-images-idx3-ubyte.gz, "
+                            f"idx_labels: {d}/{stem}-labels-idx1-ubyte.gz}}", 1, w1)
         text = keep_models(text, self.cfg["w1_models"], w1)
         q1 = os.path.join(self.work, "w1-quick.yaml")
         write_atomic(q1, "# examples/w1.yaml on a subset, for bench/run_bench.py --quick\n" + text)
@@ -488,6 +489,7 @@ class Bench:
         self.add("w3.wall.nnfleet", r["wall_to_run_end"])
         self.add("w3.rss.nnfleet", r["run_end"]["peak_rss_bytes"])
         ms = r["models"]
+        self.w3_names = set(ms)
         self.add("w3.mean_model.nnfleet", sum(m["seconds"] for m in ms.values()) / len(ms))
         best = max(ms.values(), key=lambda m: m["metrics"].get("test_accuracy", -1))
         self.add("w3.best_acc.nnfleet", best["metrics"]["test_accuracy"])
@@ -508,7 +510,12 @@ class Bench:
         self.info.setdefault(f"w3.best.{mode}", []).append(best["name"])
         for m in ms:
             self.info[f"params.{m['name']}.peer"] = m["params"]
-        self.check_same_models("W3", [j["name"] for j in self.w3_jobs])
+        names = {j["name"] for j in self.w3_jobs}
+        if getattr(self, "w3_names", None) and self.w3_names != names:
+            raise BenchError("W3: nnfleet's plan and the peer's grid name different models: only "
+                             f"nnfleet {sorted(self.w3_names - names)[:5]}, only the peer "
+                             f"{sorted(names - self.w3_names)[:5]}")
+        self.check_same_models("W3", sorted(names))
 
     # ---- the run ------------------------------------------------------------------------------
     def run_all(self):

@@ -9,9 +9,10 @@
 #    bench runs only the peer's processes with LD_LIBRARY_PATH at Debian's libopenblas0-pthread:
 #    the installed one when present, else the package unpacked (apt-get download, dpkg -x) into
 #    BUILD/bench-deps/. It needs libgfortran5, installed here when missing.
-# 2. Node.js and npm (Debian nodejs, npm) when the commands are missing, then the npm package onnxruntime-node (its
-#    CPU runtime ships inside the package; ONNXRUNTIME_NODE_INSTALL=skip stops its install script
-#    from fetching GPU binaries, which fails offline) into BUILD/bench-node/node_modules.
+# 2. Node.js and npm (Debian nodejs, npm) when the commands are missing, then the npm package
+#    onnxruntime-node (its CPU runtime ships inside the package; ONNXRUNTIME_NODE_INSTALL=skip
+#    stops its install script from fetching GPU binaries, which fails offline) into
+#    BUILD/bench-node/node_modules.
 # Each part that fails is named and skipped; bench/run_bench.py then reports what it lacks.
 set -uo pipefail
 
@@ -26,7 +27,8 @@ apt_updated=0
 apt_install() {
   local missing=()
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "setup_peers: installing ${missing[*]}"
@@ -44,7 +46,7 @@ elif [ -e "$OB_DIR/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3" ]; th
   echo "setup_peers: OpenBLAS present in $OB_DIR"
 else
   if apt_install libgfortran5 && tmp="$(mktemp -d)" &&
-     (cd "$tmp" && apt-get download -q libopenblas0-pthread 2>&1 | grep -v '^W: Download is performed unsandboxed') &&
+     (cd "$tmp" && apt-get download -q libopenblas0-pthread) &&
      mkdir -p "$OB_DIR" && dpkg -x "$tmp"/libopenblas0-pthread_*.deb "$OB_DIR"; then
     rm -rf "$tmp"
     echo "setup_peers: OpenBLAS unpacked into $OB_DIR"
@@ -64,12 +66,14 @@ elif ! apt_install nodejs npm; then
   echo "setup_peers: failed to install nodejs and npm; ONNX Runtime figures will be missing" >&2
   exit 1
 fi
-have="$(node -p "try { require('$NODE_DIR/node_modules/onnxruntime-node/package.json').version } catch (e) { '' }" 2>/dev/null)"
+pkg="$NODE_DIR/node_modules/onnxruntime-node/package.json"
+have="$(node -p "try { require('$pkg').version } catch (e) { '' }" 2>/dev/null)"
 if [ "$have" = "$ORT_VERSION" ]; then
   echo "setup_peers: onnxruntime-node $have present in $NODE_DIR"
 else
   cp "$HERE/peers/package.json" "$NODE_DIR/package.json"
-  if (cd "$NODE_DIR" && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error); then
+  if (cd "$NODE_DIR" &&
+      ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error); then
     echo "setup_peers: onnxruntime-node $ORT_VERSION installed in $NODE_DIR"
   else
     echo "setup_peers: failed to install onnxruntime-node $ORT_VERSION with npm into $NODE_DIR;" \

@@ -28,7 +28,9 @@ function parseArgs(argv) {
     else if (k === '--limit') {
       const [b, n] = v.split('=').map(Number);
       a.limit[b] = n;
-    } else throw new Error(`unknown option '${k}'; expected --model, --batch, --limit, --fmnist-dir`);
+    } else {
+      throw new Error(`unknown option '${k}'; expected --model, --batch, --limit, --fmnist-dir`);
+    }
     i++;
   }
   if (!a.model) throw new Error('failed to parse the command line: expected --model m7.onnx');
@@ -75,7 +77,9 @@ async function main() {
       const m = Math.min(b, count - i);
       const p = await run(i, m);
       pred.set(p, i * 10);
-      for (let j = 0; j < m; j++) loss[i + j] = -Math.log(Math.max(p[j * 10 + labels[i + j]], 1e-7));
+      for (let j = 0; j < m; j++) {
+        loss[i + j] = -Math.log(Math.max(p[j * 10 + labels[i + j]], 1e-7));
+      }
     }
     const seconds = Number(process.hrtime.bigint() - t) / 1e9;
     let correct = 0;
