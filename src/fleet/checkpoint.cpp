@@ -1,15 +1,20 @@
-// Checkpoint files: "NNFCKPT1", a JSON header, three float arrays, an FNV-1a checksum.
+// Checkpoint files: "NNFCKPT1", a JSON header, three float arrays, a CRC-32 (zlib) checksum.
 #include "fleet/checkpoint.h"
+
+#include <zlib.h>
 
 #include <cstring>
 
 #include "platform/files.h"
-#include "tensor/rng.h"
 
 namespace nnfleet {
 namespace {
 
 constexpr char kMagic[8] = {'N', 'N', 'F', 'C', 'K', 'P', 'T', '1'};
+
+uint64_t checksum(std::string_view s) {
+  return crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(s.data()), s.size());
+}
 
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
 void put_floats(std::string& s, const std::vector<float>& v) {
@@ -87,8 +92,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   put_floats(s, c.params);
   put_floats(s, c.opt_state);
   put_floats(s, c.best_params);
-  put_u64(s, hash_name(s));
-  write_file_atomic(path, s);
+  put_u64(s, checksum(s));
+  write_file_atomic(path, s, Durability::kProcessCrash);
 }
 
 bool load_checkpoint(const std::string& path, Checkpoint& c) {
@@ -100,7 +105,7 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
   {
     uint64_t stored;
     std::memcpy(&stored, s.data() + s.size() - 8, 8);
-    if (hash_name(std::string_view(s.data(), s.size() - 8)) != stored)
+    if (checksum(std::string_view(s.data(), s.size() - 8)) != stored)
       r.fail("checksum mismatch (the file is truncated or corrupt)");
   }
   r.pos = 8;

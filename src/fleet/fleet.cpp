@@ -266,7 +266,10 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
         try {
           write_history_csv(dir + "/history/" + s.name + ".csv", r);
           if (r.status != JobStatus::kCancelled) {
-            write_file_atomic(dir + "/jobs/" + s.name + ".json", job_result_to_json(r).dump(1) + "\n");
+            // Process-crash durability: after a system crash a lost record only means the
+            // model is trained again, with the same result.
+            write_file_atomic(dir + "/jobs/" + s.name + ".json", job_result_to_json(r).dump(1) + "\n",
+                              Durability::kProcessCrash);
             std::remove((dir + "/checkpoints/" + s.name + ".ckpt").c_str());
           }
         } catch (const Error& e) {

@@ -153,7 +153,7 @@ void write_history_csv(const std::string& path, const JobResult& r) {
     }
     o << "," << num(e.seconds) << "\n";
   }
-  write_file_atomic(path, o.str());
+  write_file_atomic(path, o.str(), Durability::kProcessCrash);
 }
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,

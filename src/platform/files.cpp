@@ -39,7 +39,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_atomic_with(const std::string& path,
-                       const std::function<void(const std::string&)>& writer) {
+                       const std::function<void(const std::string&)>& writer, Durability d) {
   const std::string tmp = temp_name(path);
   try {
     writer(tmp);
@@ -47,24 +47,26 @@ void write_atomic_with(const std::string& path,
     std::remove(tmp.c_str());
     throw;
   }
-  fsync_path(tmp);
+  if (d == Durability::kSystemCrash) fsync_path(tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;
     std::remove(tmp.c_str());
     throw FileError("failed to write file '" + path + "': rename failed: " + std::strerror(e));
   }
-  auto parent = std::filesystem::path(path).parent_path();
-  fsync_path(parent.empty() ? "." : parent.string());
+  if (d == Durability::kSystemCrash) {
+    auto parent = std::filesystem::path(path).parent_path();
+    fsync_path(parent.empty() ? "." : parent.string());
+  }
 }
 
-void write_file_atomic(const std::string& path, std::string_view content) {
+void write_file_atomic(const std::string& path, std::string_view content, Durability d) {
   write_atomic_with(path, [&](const std::string& tmp) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
     f.write(content.data(), static_cast<std::streamsize>(content.size()));
     f.flush();
     if (!f) throw FileError("failed to write file '" + path + "': write error (disk full?)");
-  });
+  }, d);
 }
 
 bool file_exists(const std::string& path) {

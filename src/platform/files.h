@@ -10,11 +10,20 @@ namespace nnfleet {
 
 // Reads a whole file; throws FileError naming the path and the OS reason.
 std::string read_file(const std::string& path);
+// How far an atomic write is pushed before it counts as done.
+enum class Durability {
+  kProcessCrash,  // rename only: survives the process dying (kill -9) at any moment; for
+                  // checkpoints, rewritten every epoch, where an fsync each time costs more
+                  // than the training of a small model
+  kSystemCrash,   // fsync the file and its folder as well: survives power loss
+};
 // Writes `content` to `path` atomically. Throws FileError.
-void write_file_atomic(const std::string& path, std::string_view content);
+void write_file_atomic(const std::string& path, std::string_view content,
+                       Durability d = Durability::kSystemCrash);
 // Lets `writer` fill a temporary file (its path is the argument), then renames it over `path`.
 // The temporary is removed if `writer` throws. Throws FileError.
-void write_atomic_with(const std::string& path, const std::function<void(const std::string&)>& writer);
+void write_atomic_with(const std::string& path, const std::function<void(const std::string&)>& writer,
+                       Durability d = Durability::kSystemCrash);
 bool file_exists(const std::string& path);
 // Creates a directory and its parents; throws FileError.
 void make_dirs(const std::string& path);

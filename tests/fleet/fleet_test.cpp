@@ -265,3 +265,30 @@ TEST_F(Fleet, JobResumedFromItsFinalCheckpointEndsTheSame) {
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+TEST_F(Fleet, CorruptCheckpointFailsThatModelWithAClearMessage) {
+  const Plan p = load_plan(plan);
+  const FleetData data = load_fleet_data(p.data);
+  JobContext ctx;
+  ctx.seed = p.seed;
+  ctx.checkpoint_path = dir.path + "/m.ckpt";
+  auto model = build_model(p.models[0], data.input_shape);
+  ASSERT_EQ(run_job(p.models[0], model, data, ctx).status, JobStatus::kDone);
+  std::string bytes = read_file(ctx.checkpoint_path);
+  for (size_t cut : {bytes.size() / 2, size_t{12}}) {
+    write_file_atomic(ctx.checkpoint_path, bytes.substr(0, cut));
+    const JobResult r = run_job(p.models[0], model, data, ctx);
+    EXPECT_EQ(r.status, JobStatus::kFailed);
+    EXPECT_THAT(r.message, HasSubstr("failed to read checkpoint '" + ctx.checkpoint_path + "'"));
+    EXPECT_THAT(r.message, HasSubstr("delete it to restart this model from scratch"));
+  }
+  bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
+  write_file_atomic(ctx.checkpoint_path, bytes);
+  EXPECT_THAT(run_job(p.models[0], model, data, ctx).message, HasSubstr("checksum mismatch"));
+}
+
+}  // namespace
+}  // namespace nnfleet
