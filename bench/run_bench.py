@@ -185,7 +185,8 @@ class Bench:
                 ev = json.loads(line)
             except ValueError:
                 continue
-            if ev.get("event") == "start" and first_start is None:
+            # nnfleet reports its first completed training step; older builds only "start".
+            if ev.get("event") == "first_step" or (ev.get("event") == "start" and first_start is None):
                 first_start = t
             if ev.get("event") == "run_end":
                 run_end, end_at = ev, t

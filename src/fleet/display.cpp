@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "platform/cpu.h"
+
 namespace nnfleet {
 namespace {
 
@@ -53,6 +55,11 @@ class Display::WorkerObserver final : public JobObserver {
   WorkerObserver(Display* d, int w) : d_(d), w_(w) {}
   void on_batch(const ModelSpec&, int epoch, int batch, int batches, double loss, double metric,
                 double sps) override {
+    if (!d_->first_step_seen_.exchange(true)) {
+      const double age = process_age_seconds();
+      d_->note("first training step done " + fmt("%.3f", age) + " s after launch",
+               {{"event", "first_step"}, {"seconds_since_launch", age}});
+    }
     if (d_->mode_ != Mode::kLive) return;
     std::lock_guard<std::mutex> lock(d_->mu_);
     Slot& s = d_->slots_[static_cast<size_t>(w_)];

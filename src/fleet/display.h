@@ -57,6 +57,7 @@ class Display {
   std::vector<std::unique_ptr<WorkerObserver>> observers_;
   std::thread thread_;
   bool stopping_ = false;
+  std::atomic<bool> first_step_seen_{false};
   int drawn_lines_ = 0;
   double t0_ = 0;
 };

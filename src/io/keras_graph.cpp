@@ -75,6 +75,7 @@ struct PendingNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;  // tensor ids: 0 = model input, k + 1 = output of node k
   int entry = -1;           // the top-level Keras layer it belongs to
+  bool frozen = false;      // trainable: false here or on an enclosing model
   std::string path, path_by_name;
 };
 
@@ -116,10 +117,10 @@ class Builder {
       g.weight_paths_by_name.push_back(n.path_by_name);
       nodes.push_back({std::move(n.layer), n.inputs});
     }
+    if (nodes.empty()) fail("the model has no layers between its input and its output");
     if (out != static_cast<int>(nodes.size()))
       fail("layer '" + nodes.back().layer->name() +
-           "' does not lead to the output; expected "
-           "every layer to feed the single output");
+           "' does not lead to the output; expected every layer to feed the single output");
     try {
       g.model = std::make_shared<const Model>(model_name_, input_shape_, std::move(nodes), out,
                                               input_name_);
@@ -137,7 +138,8 @@ class Builder {
       for (size_t i = 0; i < nodes_.size(); ++i) {
         const auto& specs = g.model->planned(i).params;
         for (size_t j = 0; j < specs.size(); ++j)
-          if (specs[j].trainable == (pass == 0))
+          // A frozen layer's weights all count as non-trainable in Keras's weight lists.
+          if ((specs[j].trainable && !nodes_[i].frozen) == (pass == 0))
             entries[static_cast<size_t>(nodes_[i].entry)].weights.push_back({i, j});
       }
     for (auto& e : entries)
@@ -221,6 +223,26 @@ class Builder {
     return true;
   }
 
+  // The input shape a nested model's config gives: its InputLayer, its first layer's
+  // batch_input_shape, or its build_input_shape.
+  bool nested_input_shape(const Json& cfg, const std::string& lname, Shape& out, int depth) const {
+    if (depth > kMaxDepth) return false;
+    const Json* layers = cfg.is_array()                              ? &cfg
+                         : cfg.is_object() && cfg.contains("layers") ? &cfg["layers"]
+                                                                     : nullptr;
+    if (layers && layers->is_array() && !layers->empty()) {
+      const Json& first = (*layers)[0];
+      const Json c = first.is_object() ? first.value("config", Json()) : Json();
+      if (shape_from(c, lname, out)) return true;
+      const Json cls = first.is_object() ? first.value("class_name", Json()) : Json();
+      if (cls.is_string() && is_model_class(cls.get<std::string>()) &&
+          nested_input_shape(c, lname, out, depth + 1))
+        return true;
+    }
+    return cfg.is_object() && cfg.contains("build_input_shape") &&
+           parse_dims(cfg["build_input_shape"], true, lname, out);
+  }
+
   void set_input(const Shape& s, const std::string& name) {
     input_shape_ = s;
     input_name_ = name;
@@ -252,7 +274,9 @@ class Builder {
     } catch (const ModelError& e) {
       fail("layer '" + d.name + "' (" + d.cls + "): " + e.what());
     }
-    nodes_.push_back({std::move(layer), std::move(inputs), entry, path, path_by_name});
+    const bool frozen = frozen_depth_ > 0 ||
+                        (d.config.is_object() && d.config.value("trainable", Json(true)) == false);
+    nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen, path, path_by_name});
     return static_cast<int>(nodes_.size());
   }
 
@@ -260,9 +284,13 @@ class Builder {
                 const std::string& prefix_by_name, int entry, int depth) {
     if (depth > kMaxDepth)
       fail("models are nested more than " + std::to_string(kMaxDepth) + " deep");
-    if (cls == "Sequential")
-      return add_sequential(cfg, input, prefix, prefix_by_name, entry, depth);
-    return add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
+    const bool frozen = cfg.is_object() && cfg.value("trainable", Json(true)) == false;
+    frozen_depth_ += frozen;
+    const int out = cls == "Sequential"
+                        ? add_sequential(cfg, input, prefix, prefix_by_name, entry, depth)
+                        : add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
+    frozen_depth_ -= frozen;
+    return out;
   }
 
   int add_sequential(const Json& cfg, int input, const std::string& prefix,
@@ -295,6 +323,7 @@ class Builder {
         // No InputLayer: the first layer carries the shape, or the model its build shape.
         Shape s;
         const bool found = shape_from(d.config, d.name, s) ||
+                           (is_model_class(d.cls) && nested_input_shape(d.config, d.name, s, 0)) ||
                            (cfg.is_object() && cfg.contains("build_input_shape") &&
                             parse_dims(cfg["build_input_shape"], true, d.name, s)) ||
                            (!hint_.is_null() && parse_dims(hint_, true, d.name, s));
@@ -495,6 +524,7 @@ class Builder {
   Shape input_shape_;
   Json hint_;
   std::vector<PendingNode> nodes_;
+  int frozen_depth_ = 0;
   std::vector<std::string> entry_names_, entry_classes_;
   std::set<std::string> names_;
   std::map<std::string, int> default_names_;

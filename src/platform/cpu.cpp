@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 namespace nnfleet {
@@ -56,6 +58,22 @@ size_t current_rss_bytes() {
   size_t pages = 0, resident = 0;
   f >> pages >> resident;
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+double process_age_seconds() {
+  // Field 22 of /proc/self/stat is the start time in clock ticks after boot; the command name
+  // (field 2) may hold spaces, so count fields after its closing parenthesis.
+  std::ifstream stat("/proc/self/stat");
+  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = all.rfind(')');
+  if (close == std::string::npos) return 0.0;
+  std::istringstream rest(all.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+  }
+  double uptime = 0.0;
+  std::ifstream("/proc/uptime") >> uptime;
+  return uptime - std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 size_t physical_memory_bytes() {

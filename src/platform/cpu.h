@@ -16,6 +16,8 @@ std::string cpu_model_name();
 size_t peak_rss_bytes();
 // Current resident set size in bytes (/proc/self/statm).
 size_t current_rss_bytes();
+// Seconds since this process was started (from /proc, 10 ms resolution).
+double process_age_seconds();
 // Total physical memory in bytes.
 size_t physical_memory_bytes();
 
