@@ -54,6 +54,20 @@ int wait_for(const Proc& p) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Waits until the tool's stdout holds `count` lines containing `needle` (or it exits);
+// returns whether it got there while the process still ran.
+bool wait_for_lines(const Proc& p, const std::string& needle, int count) {
+  for (int i = 0; i < 3000; ++i) {
+    const std::string out = testing_util::read_text(p.out);
+    int n = 0;
+    for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) ++n;
+    if (n >= count) return true;
+    if (waitpid(p.pid, nullptr, WNOHANG) == p.pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
 int run(const std::vector<std::string>& args, const std::string& dir, std::string* out = nullptr,
         std::string* err = nullptr) {
   Proc p = start(args, dir);
@@ -143,10 +157,11 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
   ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
   const std::string expected = comparable(dir.path + "/full");
   int interrupted = 0;
-  for (int delay_ms : {150, 400}) {
-    const std::string out = dir.path + "/int" + std::to_string(delay_ms);
-    Proc p = start({"train", plan, "--out", out}, dir.path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  // Interrupt right after the first training step, and after 7 of the 24 epochs.
+  for (auto [needle, count] : {std::pair<const char*, int>{"\"first_step\"", 1}, {"\"epoch\"", 7}}) {
+    const std::string out = dir.path + "/int" + std::to_string(count);
+    Proc p = start({"train", plan, "--out", out, "--json"}, dir.path);
+    ASSERT_TRUE(wait_for_lines(p, needle, count));
     kill(p.pid, SIGINT);
     const int code = wait_for(p);
     if (code == 130) {
@@ -159,7 +174,7 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
     if (code == 130) {
       ASSERT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path), 0);
     }
-    EXPECT_EQ(comparable(out), expected) << "after SIGINT at " << delay_ms << " ms";
+    EXPECT_EQ(comparable(out), expected) << "after SIGINT at " << needle << " x" << count;
   }
   EXPECT_GT(interrupted, 0) << "no SIGINT landed while training";
 }
@@ -171,17 +186,25 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
   Rng rng(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   // Kill it several times at random moments, resuming each time, then let it finish.
   bool first = true;
+  int kills = 0;
   for (int round = 0; round < 4; ++round) {
-    std::vector<std::string> args{"train", plan, "--out", out, "--quiet"};
+    std::vector<std::string> args{"train", plan, "--out", out};
     if (!first) args.push_back("--resume");
+    args.push_back("--json");
     Proc p = start(args, dir.path);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + rng.below(400)));
+    // Somewhere between the first step and the 20th epoch event of this attempt.
+    if (rng.below(4) == 0)
+      wait_for_lines(p, "\"first_step\"", 1);
+    else
+      wait_for_lines(p, "\"epoch\"", 1 + static_cast<int>(rng.below(20)));
     kill(p.pid, SIGKILL);
     const int code = wait_for(p);
+    kills += code == 128 + SIGKILL;
     // Killed before the folder had its plan: start afresh next time.
     first = first && !file_exists(out + "/plan.yaml");
     if (code == 0) break;
   }
+  EXPECT_GT(kills, 0) << "no kill landed while training";
   EXPECT_FALSE(first) << "no kill landed after the output folder existed";
   std::vector<std::string> args{"train", plan, "--out", out, "--quiet"};
   if (!first) args.push_back("--resume");
