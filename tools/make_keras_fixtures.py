@@ -20,6 +20,9 @@ Files:
                           weights before the non-trainable ones; node index 1 refers to the
                           nested model's call.
   nested_legacy.input.npy / .output.npy
+  nested_frozen_legacy.h5 a nested Sequential whose first Dense is frozen (trainable: false), so
+                          its weights come after every trainable weight of the nested model.
+  nested_frozen_legacy.input.npy / .output.npy
   functional_k3.keras     Keras 3 Functional: Rescaling, ZeroPadding2D, DepthwiseConv2D,
                           ReLU(max_value=6), Conv2D 1x1, LeakyReLU, ELU, Add, Concatenate,
                           GlobalAveragePooling2D, a nested Sequential of two Dense, Softmax.
@@ -202,6 +205,43 @@ def nested_legacy(out_dir):
         hg.create_dataset("head/bias:0", data=head["bias"])
 
 
+def nested_frozen_legacy(out_dir):
+    """A frozen Dense inside a nested Sequential: its weights move to the non-trainable part."""
+    d1 = {"kernel": randn(3, 4), "bias": randn(4)}
+    bn = {"gamma": 1 + randn(4, scale=0.2), "beta": randn(4, scale=0.2),
+          "moving_mean": randn(4, scale=0.3),
+          "moving_variance": (0.5 + RNG.random(4)).astype(np.float32)}
+    d2 = {"kernel": randn(4, 2), "bias": randn(2)}
+    x = RNG.standard_normal((4, 3)).astype(np.float32)
+    h = relu(x.astype(np.float64) @ d1["kernel"] + d1["bias"])
+    h = batchnorm(h, bn["gamma"], bn["beta"], bn["moving_mean"], bn["moving_variance"])
+    y = h @ d2["kernel"] + d2["bias"]
+    np.save(os.path.join(out_dir, "nested_frozen_legacy.input.npy"), x)
+    np.save(os.path.join(out_dir, "nested_frozen_legacy.output.npy"), y.astype(np.float32))
+    nested = {"name": "base", "layers": [
+        {"class_name": "Dense", "config": {"name": "frozen", "trainable": False, "units": 4,
+                                           "activation": "relu",
+                                           "batch_input_shape": [None, 3]}},
+        {"class_name": "BatchNormalization", "config": {"name": "bn"}},
+        {"class_name": "Dense", "config": {"name": "top", "units": 2}}]}
+    config = {"class_name": "Sequential", "config": {"name": "outer", "layers": [
+        {"class_name": "Sequential", "config": nested}]}}
+    with h5py.File(os.path.join(out_dir, "nested_frozen_legacy.h5"), "w") as f:
+        f.attrs["keras_version"] = b"2.4.0"
+        f.attrs["backend"] = b"tensorflow"
+        f.attrs["model_config"] = json.dumps(config).encode()
+        g = f.create_group("model_weights")
+        g.attrs["layer_names"] = np.array([b"base"])
+        names = ["bn/gamma:0", "bn/beta:0", "top/kernel:0", "top/bias:0",
+                 "frozen/kernel:0", "frozen/bias:0", "bn/moving_mean:0", "bn/moving_variance:0"]
+        values = [bn["gamma"], bn["beta"], d2["kernel"], d2["bias"], d1["kernel"], d1["bias"],
+                  bn["moving_mean"], bn["moving_variance"]]
+        bg = g.create_group("base")
+        bg.attrs["weight_names"] = np.array([n.encode() for n in names])
+        for n, v in zip(names, values):
+            bg.create_dataset(n, data=v)
+
+
 # --- 3. Keras 3 Functional with the Keras layer classes real files use ---------------------------
 
 POLICY = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
@@ -337,6 +377,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     mlp(out_dir)
     nested_legacy(out_dir)
+    nested_frozen_legacy(out_dir)
     functional_k3(out_dir)
 
 

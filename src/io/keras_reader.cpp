@@ -478,9 +478,10 @@ void load_weights_file(const std::string& path, const KerasGraph& graph, float* 
   load_weights_from_root(f.root(), graph, params, path);
 }
 
-void load_weights_h5(const std::string& path, std::shared_ptr<const Model> m, float* params) {
-  const bool functional = !m->is_sequential();
-  const KerasGraph graph = keras_graph_of(std::move(m), functional);
+void load_weights_h5(const std::string& path, const Model& m, float* params) {
+  // A non-owning pointer: the graph does not outlive this call.
+  const KerasGraph graph =
+      keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), !m.is_sequential());
   load_weights_file(path, graph, params);
 }
 

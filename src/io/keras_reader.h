@@ -53,7 +53,8 @@ LoadedModel load_keras_model(const std::string& path, const std::string& weights
 // .weights.h5 or a .keras archive) onto `graph`'s model; `params` is laid out as
 // Network::params(). Throws FileError naming the layer and weight on any mismatch.
 void load_weights_file(const std::string& path, const KerasGraph& graph, float* params);
-// The same for a model defined in a plan (each layer its own Keras layer).
-void load_weights_h5(const std::string& path, std::shared_ptr<const Model> m, float* params);
+// The same for a model defined in a plan (each layer its own Keras layer; a chain of layers is
+// matched as a Sequential model, anything else as a Functional one).
+void load_weights_h5(const std::string& path, const Model& m, float* params);
 
 }  // namespace nnfleet

@@ -68,6 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"synthetic/mlp_fixed_utf8.h5", "", "synthetic/mlp"},
                       ParityCase{"synthetic/mlp_split.h5", "", "synthetic/mlp"},
                       ParityCase{"synthetic/nested_legacy.h5", "", "synthetic/nested_legacy"},
+                      ParityCase{"synthetic/nested_frozen_legacy.h5", "",
+                                 "synthetic/nested_frozen_legacy"},
                       ParityCase{"synthetic/functional_k3.keras", "", "synthetic/functional_k3"},
                       ParityCase{"synthetic/functional_k3.json",
                                  "synthetic/functional_k3.weights.h5", "synthetic/functional_k3"},
@@ -130,6 +132,16 @@ TEST(KerasImport, ArchitectureJsonAloneHasNoWeights) {
   EXPECT_FALSE(lm.has_weights);
   EXPECT_EQ(lm.keras_version, "2.2.4");
   EXPECT_EQ(lm.model->input_shape(), (Shape{32, 32, 1}));
+}
+
+TEST(KerasImport, LoadsSaveWeightsFileOntoAModelBuiltElsewhere) {
+  const LoadedModel arch = load_keras_model(fixture("lenet5_k224.json"));
+  std::vector<float> params(arch.params.size(), 0.0f);
+  load_weights_h5(fixture("lenet5_weights_k224.h5"), *arch.model, params.data());
+  const Array x = load_npy(fixture("expected/lenet5_weights_k224.input.npy"));
+  const Array y = load_npy(fixture("expected/lenet5_weights_k224.output.npy"));
+  const auto out = test::run_model(arch.model, params.data(), x);
+  EXPECT_LT(test::max_abs_diff(out, static_cast<const float*>(y.data()), out.size()), 1e-4);
 }
 
 TEST(KerasImport, RefusesTwoInputTwoOutputModelNamingThem) {
