@@ -14,10 +14,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "nnfleet 0.1.0");
   nnfleet::cli::Run run;
   nnfleet::cli::add_train_command(app, run);
-#ifdef NNFLEET_HAVE_IO
   nnfleet::cli::add_predict_command(app, run);
   nnfleet::cli::add_inspect_command(app, run);
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,8 +1,35 @@
-// Model-file hooks for the fleet.
+// Model-file hooks for the fleet: `keras:` models are read with the Keras loader, trained
+// models are written as Keras 3 `.keras` files (or legacy `.h5` with --format h5).
 #include "cli/model_io.h"
+
+#include "io/keras_reader.h"
+#include "io/keras_writer.h"
+#include "layers/layer_util.h"
 
 namespace nnfleet::cli {
 
-ModelIo model_io() { return {}; }
+ModelIo model_io(ModelFormat format) {
+  ModelIo io;
+  io.load = [](const ModelSpec& spec, const Shape& input_shape, std::vector<float>& params) {
+    LoadedModel m = load_keras_model(spec.keras);
+    if (!(m.model->input_shape() == input_shape))
+      throw ModelError("the model in '" + spec.keras + "' takes inputs of shape " +
+                       keras_shape(m.model->input_shape()) + "; expected the data's shape " +
+                       keras_shape(input_shape));
+    if (m.has_weights) params = std::move(m.params);
+    // The plan's name, not the file's, names the trained model.
+    return m.model;
+  };
+  io.save = [format](const Network& net, const ModelSpec& spec, const std::string& stem) {
+    const KerasSaveInfo info = keras_save_info(net, spec.metrics);
+    if (format == ModelFormat::kH5) {
+      save_keras_h5(stem + ".h5", net.model(), net.params(), info);
+      return stem + ".h5";
+    }
+    save_keras(stem + ".keras", net.model(), net.params(), info);
+    return stem + ".keras";
+  };
+  return io;
+}
 
 }  // namespace nnfleet::cli

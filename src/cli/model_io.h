@@ -5,6 +5,8 @@
 
 namespace nnfleet::cli {
 
-ModelIo model_io();
+enum class ModelFormat { kKeras, kH5 };
+
+ModelIo model_io(ModelFormat format = ModelFormat::kKeras);
 
 }  // namespace nnfleet::cli

@@ -214,3 +214,63 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// Trained models come out as .keras files that predict reads, and a plan can start a model
+// from such a file (fine-tuning: weights kept, plan keys set the training).
+TEST_F(Cli, TrainedModelsAreKerasFilesThatPredictAndFineTuneUse) {
+  ASSERT_EQ(run({"train", plan, "--out", dir.path + "/a", "--quiet"}, dir.path), 0);
+  const std::string model = dir.path + "/a/models/cnn.keras";
+  ASSERT_TRUE(file_exists(model));
+  std::string out, err;
+  ASSERT_EQ(run({"predict", model, "--x", dir.path + "/test_x.npy", "--y", dir.path + "/test_y.npy",
+                 "--loss", "sparse_categorical_crossentropy", "--workers", "2", "--out",
+                 dir.path + "/pred.npy", "--loss-out", dir.path + "/loss.npy"},
+                dir.path, &out, &err), 0) << err;
+  EXPECT_THAT(err, HasSubstr("samples/s"));
+  EXPECT_TRUE(file_exists(dir.path + "/pred.npy"));
+
+  const std::string tune = dir.path + "/tune.yaml";
+  testing_util::write_text(tune, R"(seed: 3
+data:
+  train: {x: train_x.npy, y: train_y.npy}
+  validation_split: 0.2
+models:
+  - name: tuned
+    keras: a/models/cnn.keras
+    epochs: 1
+    optimizer: {Adam: {learning_rate: 0.0001}}
+  - name: scratch
+    epochs: 1
+    optimizer: {Adam: {learning_rate: 0.0001}}
+    layers:
+      - Conv2D: {filters: 4, kernel_size: 3, activation: relu}
+      - BatchNormalization: {}
+      - MaxPooling2D: {pool_size: 2}
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+)");
+  ASSERT_EQ(run({"train", tune, "--out", dir.path + "/b", "--quiet"}, dir.path, nullptr, &err), 0) << err;
+  const Json r = Json::parse(read_file(dir.path + "/b/results.json"));
+  ASSERT_EQ(r["models"][0]["name"], "tuned");
+  EXPECT_EQ(r["models"][0]["status"], "done");
+  // Starting from trained weights, the first epoch's loss is far below a fresh model's.
+  EXPECT_LT(r["models"][0]["metrics"]["val_loss"].get<double>(),
+            0.5 * r["models"][1]["metrics"]["val_loss"].get<double>());
+}
+
+TEST_F(Cli, KerasModelWithTheWrongInputShapeIsAPlanProblem) {
+  const std::string p = dir.path + "/bad.yaml";
+  testing_util::write_text(p, "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
+                              "  - name: k\n    keras: " NNFLEET_SOURCE_DIR
+                              "/tests/io/fixtures/fmnist_cnn_k310.keras\n");
+  std::string err;
+  EXPECT_EQ(run({"train", p, "--out", dir.path + "/o"}, dir.path, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("takes inputs of shape [None,28,28,1]; expected the data's shape [None,8,8,1]"));
+  EXPECT_FALSE(file_exists(dir.path + "/o"));
+}
+
+}  // namespace
+}  // namespace nnfleet
