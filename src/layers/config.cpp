@@ -34,6 +34,38 @@ std::string show(const Json& v) {
 
 }  // namespace
 
+KerasObject split_keras_object(const Json& j, const std::string& key, const std::string& what) {
+  KerasObject o;
+  o.config = Json::object();
+  if (j.is_string()) {
+    o.name = j.get<std::string>();
+    return o;
+  }
+  if (j.is_object() && j.contains("class_name")) {
+    if (!j["class_name"].is_string())
+      throw ConfigError(key, "bad class_name in a Keras " + what + "; expected a string, got " +
+                                 show(j["class_name"]));
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
+          it.key() != "registered_name")
+        throw ConfigError(key, "unknown key '" + it.key() + "' in a Keras " + what +
+                                   "; expected one of: class_name, config, module, registered_name");
+    o.name = j["class_name"].get<std::string>();
+    if (j.contains("config") && !j["config"].is_null()) o.config = j["config"];
+    o.mode = ConfigMode::kKeras;
+  } else if (j.is_object() && j.size() == 1) {
+    o.name = j.begin().key();
+    if (!j.begin().value().is_null()) o.config = j.begin().value();
+  } else {
+    throw ConfigError(key, "bad " + what + "; expected a name, {\"Name\": {config}} or "
+                           "{\"class_name\": ..., \"config\": ...}, got " + show(j));
+  }
+  if (!o.config.is_object())
+    throw ConfigError(key, "bad config of " + what + " " + o.name + "; expected a mapping, got " +
+                               show(o.config));
+  return o;
+}
+
 LayerConfig::LayerConfig(const Json& j, ConfigMode mode, std::string class_name)
     : j_(j.is_null() ? Json::object() : j), mode_(mode), class_name_(std::move(class_name)) {
   if (!j_.is_object())

@@ -34,6 +34,17 @@ enum class ConfigMode {
   kKeras,  // keys Keras writes are tolerated when they hold their default (regularizers null, ...)
 };
 
+// A Keras object (a loss, an optimizer, an initializer) in one of the three forms it is written
+// in: a bare name ("adam"); the plan form {"Adam": {config}}; or Keras's own {"class_name": ...,
+// "config": ..., "module": ..., "registered_name": ...} (then mode is kKeras).
+struct KerasObject {
+  std::string name;
+  Json config;  // always a mapping
+  ConfigMode mode = ConfigMode::kPlan;
+};
+// Throws ConfigError(key) naming `what` ("loss") when `j` is none of the three forms.
+KerasObject split_keras_object(const Json& j, const std::string& key, const std::string& what);
+
 class LayerConfig {
  public:
   LayerConfig(const Json& j, ConfigMode mode, std::string class_name);

@@ -97,37 +97,9 @@ std::string initializer_name(InitKind k) { return entry(k).name; }
 std::string initializer_class(InitKind k) { return entry(k).cls; }
 
 Initializer parse_initializer(const Json& j, const std::string& key) {
-  std::string name;
-  Json config = Json::object();
-  ConfigMode mode = ConfigMode::kPlan;
-  if (j.is_string()) {
-    name = j.get<std::string>();
-  } else if (j.is_object() && j.contains("class_name")) {
-    if (!j["class_name"].is_string()) unknown(j, key);
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
-          it.key() != "registered_name")
-        throw ConfigError(key, "unknown key '" + it.key() + "' in the Keras initializer of '" +
-                                   key +
-                                   "'; expected one of: class_name, config, module, "
-                                   "registered_name");
-    name = j["class_name"].get<std::string>();
-    if (j.contains("config") && !j["config"].is_null()) config = j["config"];
-    mode = ConfigMode::kKeras;
-  } else if (j.is_object() && j.size() == 1) {
-    name = j.begin().key();
-    if (!j.begin().value().is_null()) config = j.begin().value();
-  } else {
-    throw ConfigError(key, "bad initializer for '" + key +
-                               "'; expected a name, {\"Name\": {config}} or {\"class_name\": "
-                               "..., \"config\": ...}, got " +
-                               j.dump());
-  }
+  const auto [name, config, mode] = split_keras_object(j, key, "initializer");
   const NamedInit* e = lookup(name);
   if (!e) unknown(j, key);
-  if (!config.is_object())
-    throw ConfigError(key, "bad config of initializer " + name + " for '" + key +
-                               "'; expected a mapping, got " + config.dump());
 
   Initializer init{e->kind, e->a, e->b};
   // Errors inside the initializer's config are reported under the layer's key, with the

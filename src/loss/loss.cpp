@@ -72,41 +72,6 @@ std::string name_list() {
   throw ConfigError("loss", "unknown loss " + j.dump() + "; expected one of " + name_list());
 }
 
-// Splits the three accepted forms into a name, a config object and a strictness mode.
-void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode) {
-  const std::string form =
-      "a loss name, {\"Name\": {config}} or {\"class_name\": ..., \"config\": ...}";
-  if (j.is_string()) {
-    name = j.get<std::string>();
-    config = Json::object();
-    mode = ConfigMode::kPlan;
-    return;
-  }
-  if (j.is_object() && j.contains("class_name")) {
-    if (!j["class_name"].is_string())
-      throw ConfigError("loss", "bad class_name in a Keras loss; expected a string, got " +
-                                    j["class_name"].dump());
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
-          it.key() != "registered_name")
-        throw ConfigError(it.key(), "unknown key '" + it.key() +
-                                        "' in a Keras loss; expected one of: class_name, "
-                                        "config, module, registered_name");
-    name = j["class_name"].get<std::string>();
-    config = j.contains("config") && !j["config"].is_null() ? j["config"] : Json::object();
-    mode = ConfigMode::kKeras;
-  } else if (j.is_object() && j.size() == 1) {
-    name = j.begin().key();
-    config = j.begin().value().is_null() ? Json::object() : j.begin().value();
-    mode = ConfigMode::kPlan;
-  } else {
-    throw ConfigError("loss", "bad loss; expected " + form + ", got " + j.dump());
-  }
-  if (!config.is_object())
-    throw ConfigError("loss",
-                      "bad config of loss " + name + "; expected a mapping, got " + config.dump());
-}
-
 // Keys Keras writes that nnfleet accepts only at their default values.
 void keras_defaults(LayerConfig& c, bool has_logit_options) {
   if (c.mode() != ConfigMode::kKeras) return;
@@ -283,10 +248,7 @@ const std::vector<std::string>& loss_names() {
 }
 
 LossSpec parse_loss(const Json& j) {
-  std::string name;
-  Json config;
-  ConfigMode mode;
-  split_form(j, name, config, mode);
+  const auto [name, config, mode] = split_keras_object(j, "loss", "loss");
   const NamedLoss* found = nullptr;
   for (const auto& e : table())
     if (name == e.name) found = &e;

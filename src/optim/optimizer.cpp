@@ -36,43 +36,6 @@ std::string name_list() {
   return s;
 }
 
-// Splits the three accepted forms into a name, a config object and a strictness mode.
-void split_form(const Json& j, std::string& name, Json& config, ConfigMode& mode) {
-  if (j.is_string()) {
-    name = j.get<std::string>();
-    config = Json::object();
-    mode = ConfigMode::kPlan;
-    return;
-  }
-  if (j.is_object() && j.contains("class_name")) {
-    if (!j["class_name"].is_string())
-      throw ConfigError(
-          "optimizer",
-          "bad class_name in a Keras optimizer; expected a string, got " + j["class_name"].dump());
-    for (auto it = j.begin(); it != j.end(); ++it)
-      if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
-          it.key() != "registered_name")
-        throw ConfigError(it.key(), "unknown key '" + it.key() +
-                                        "' in a Keras optimizer; expected one of: class_name, "
-                                        "config, module, registered_name");
-    name = j["class_name"].get<std::string>();
-    config = j.contains("config") && !j["config"].is_null() ? j["config"] : Json::object();
-    mode = ConfigMode::kKeras;
-  } else if (j.is_object() && j.size() == 1) {
-    name = j.begin().key();
-    config = j.begin().value().is_null() ? Json::object() : j.begin().value();
-    mode = ConfigMode::kPlan;
-  } else {
-    throw ConfigError("optimizer",
-                      "bad optimizer; expected a name, {\"Name\": {config}} or {\"class_name\": "
-                      "..., \"config\": ...}, got " +
-                          j.dump());
-  }
-  if (!config.is_object())
-    throw ConfigError("optimizer", "bad config of optimizer " + name +
-                                       "; expected a mapping, got " + config.dump());
-}
-
 double get_range(LayerConfig& c, const std::string& key, double def, double lo, double hi,
                  bool lo_open, bool hi_open, const std::string& what) {
   const double v = c.get_float(key, def);
@@ -173,10 +136,7 @@ std::string optimizer_class(OptKind k) {
 }
 
 OptimizerSpec parse_optimizer(const Json& j) {
-  std::string name;
-  Json config;
-  ConfigMode mode;
-  split_form(j, name, config, mode);
+  const auto [name, config, mode] = split_keras_object(j, "optimizer", "optimizer");
   // Keras looks built-in optimizers up case-insensitively ("adam", "Adam", "ADAM").
   const NamedOpt* found = nullptr;
   for (const auto& e : table())
