@@ -98,49 +98,36 @@ void Network::initialize(Rng& rng) {
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
+LayerArgs Network::layer_args(size_t i, int n, bool training) {
+  const PlannedNode& p = model_->planned(i);
+  NodeBuffers& nb = nodes_[i];
+  LayerArgs a;
+  a.n = n;
+  a.training = training;
+  a.n_inputs = static_cast<int>(nb.x.size());
+  a.in_shapes = p.in_shapes.data();
+  a.out_shape = p.out_shape;
+  a.x = nb.x.data();
+  a.y = arena_.at(nb.y_off);
+  a.params = param_ptrs_[i].data();
+  a.cache = arena_.at(nb.cache_off);
+  a.scratch = arena_.at(scratch_off_);
+  a.rng = &rng_;
+  return a;
+}
+
 void Network::forward(int n, bool training) {
   NNFLEET_DCHECK(n > 0 && n <= max_batch_);
-  const Model& m = *model_;
-  for (size_t i = 0; i < m.num_layers(); ++i) {
-    const PlannedNode& p = m.planned(i);
-    NodeBuffers& nb = nodes_[i];
-    LayerArgs a;
-    a.n = n;
-    a.training = training;
-    a.n_inputs = static_cast<int>(nb.x.size());
-    a.in_shapes = p.in_shapes.data();
-    a.out_shape = p.out_shape;
-    a.x = nb.x.data();
-    a.y = arena_.at(nb.y_off);
-    a.params = param_ptrs_[i].data();
-    a.cache = arena_.at(nb.cache_off);
-    a.scratch = arena_.at(scratch_off_);
-    a.rng = &rng_;
-    m.layer(i).forward(a);
-  }
+  for (size_t i = 0; i < model_->num_layers(); ++i) model_->layer(i).forward(layer_args(i, n, training));
 }
 
 void Network::backward(int n) {
-  const Model& m = *model_;
-  for (size_t i = m.num_layers(); i-- > 0;) {
-    const PlannedNode& p = m.planned(i);
-    NodeBuffers& nb = nodes_[i];
-    LayerArgs a;
-    a.n = n;
-    a.training = true;
-    a.n_inputs = static_cast<int>(nb.x.size());
-    a.in_shapes = p.in_shapes.data();
-    a.out_shape = p.out_shape;
-    a.x = nb.x.data();
-    a.y = arena_.at(nb.y_off);
-    a.params = param_ptrs_[i].data();
-    a.cache = arena_.at(nb.cache_off);
-    a.scratch = arena_.at(scratch_off_);
-    a.rng = &rng_;
-    a.dy = arena_.at(nb.dy_off);
-    a.dx = nb.dx.data();
-    a.dparams = nb.dparams.data();
-    m.layer(i).backward(a);
+  for (size_t i = model_->num_layers(); i-- > 0;) {
+    LayerArgs a = layer_args(i, n, true);
+    a.dy = arena_.at(nodes_[i].dy_off);
+    a.dx = nodes_[i].dx.data();
+    a.dparams = nodes_[i].dparams.data();
+    model_->layer(i).backward(a);
   }
 }
 

@@ -81,6 +81,8 @@ class Network {
   // Lays out the arena; allocates it and sets up the views unless `allocate` is false.
   void plan(int max_batch, const float* shared_params, bool allocate = true);
   void backward(int n);
+  // The arguments of layer i's forward/backward over this network's buffers.
+  LayerArgs layer_args(size_t i, int n, bool training);
 
   std::shared_ptr<const Model> model_;
   int max_batch_;
