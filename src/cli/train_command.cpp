@@ -4,10 +4,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/model_io.h"
 #include "fleet/fleet.h"
+#include "fleet/mpi_cluster.h"
+#include "fleet/mpi_output.h"
 #include "fleet/results.h"
 
 namespace nnfleet::cli {
@@ -29,10 +32,15 @@ struct TrainArgs {
   bool resume = false, quiet = false, json = false;
 };
 
-int run_train(const TrainArgs& a) {
-  if (a.workers < 0) throw UsageError("failed to parse --workers: expected a positive number, got " + std::to_string(a.workers));
-  Plan plan = load_plan(a.plan);
+// Under mpirun/srun every rank runs this; only rank 0 prints (the others' errors reach rank 0).
+int train(const TrainArgs& a, Cluster* cluster) {
+  Plan plan;
+  if (cluster)
+    cluster->agree([&] { plan = load_plan(a.plan); });
+  else
+    plan = load_plan(a.plan);
   FleetOptions o;
+  o.cluster = cluster;
   o.out_dir = a.out;
   o.workers = a.workers;
   o.resume = a.resume;
@@ -41,6 +49,13 @@ int run_train(const TrainArgs& a) {
            : isatty(STDOUT_FILENO) ? Display::Mode::kLive
                                    : Display::Mode::kLines;
   o.stop = &g_stop;
+  // Under mpirun, rank 0's output must never block the fleet (mpi_output.h), and a reader that
+  // went away must not kill a rank that is writing its results.
+  std::optional<StdoutRelay> relay;
+  if (cluster) {
+    std::signal(SIGPIPE, SIG_IGN);
+    if (cluster->rank() == 0) relay.emplace();
+  }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   FleetSummary s = run_fleet(plan, o, model_io());
@@ -49,10 +64,22 @@ int run_train(const TrainArgs& a) {
 
   int failed = 0;
   for (const auto& r : s.results) failed += r.status == JobStatus::kFailed;
+  if (s.rank != 0) return s.interrupted ? 130 : failed ? 3 : 0;
   if (a.json) {
     Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
                {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
                {"interrupted", s.interrupted}, {"failed", failed}};
+    if (!s.ranks.empty()) {
+      Json ranks = Json::array();
+      for (const auto& r : s.ranks)
+        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"cores", r.cores},
+                         {"loaded_data", r.loaded_data}, {"jobs", r.jobs},
+                         {"busy_seconds", r.busy_seconds}, {"peak_rss_bytes", r.peak_rss},
+                         {"rss_private_bytes", r.rss_private}, {"rss_shared_bytes", r.rss_shared}});
+      ev["ranks"] = ranks;
+      ev["round_trip_us"] = {{"count", s.round_trip.count}, {"mean", s.round_trip.mean_us},
+                             {"median", s.round_trip.median_us}, {"max", s.round_trip.max_us}};
+    }
     std::printf("%s\n", ev.dump().c_str());
   } else if (!a.quiet) {
     std::printf("\n%s", leaderboard_text(s.results, {s.rank_by, s.rank_higher_is_better}, 20).c_str());
@@ -60,6 +87,10 @@ int run_train(const TrainArgs& a) {
                 "memory %.1f MB\nresults: %s/results.json\n",
                 s.results.size(), s.makespan, s.workers, 100.0 * s.busy_fraction,
                 static_cast<double>(s.peak_rss) / 1e6, s.out_dir.c_str());
+    if (!s.ranks.empty())
+      std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
+                  "(median %.0f us)\n",
+                  s.ranks.size(), s.round_trip.count, s.round_trip.mean_us, s.round_trip.median_us);
   }
   if (s.interrupted) {
     std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
@@ -67,6 +98,16 @@ int run_train(const TrainArgs& a) {
     return 130;
   }
   return failed ? 3 : 0;
+}
+
+int run_train(const TrainArgs& a) {
+  if (a.workers < 0) throw UsageError("failed to parse --workers: expected a positive number, got " + std::to_string(a.workers));
+  std::unique_ptr<Cluster> cluster = start_mpi_cluster();  // null unless launched by mpirun/srun
+  try {
+    return train(a, cluster.get());
+  } catch (const PeerExit&) {
+    return 0;  // rank 0 reports the error and exits with its code
+  }
 }
 
 }  // namespace

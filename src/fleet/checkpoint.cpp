@@ -41,7 +41,7 @@ struct Reader {
     const uint64_t n = u64();
     if (n > (s.size() - pos) / sizeof(float)) fail("file is truncated");
     std::vector<float> v(n);
-    std::memcpy(v.data(), s.data() + pos, n * sizeof(float));
+    if (n) std::memcpy(v.data(), s.data() + pos, n * sizeof(float));  // (no null pointer when 0)
     pos += n * sizeof(float);
     return v;
   }

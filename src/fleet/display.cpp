@@ -104,6 +104,14 @@ Display::~Display() {
 
 JobObserver* Display::observer(int worker) { return observers_[static_cast<size_t>(worker)].get(); }
 
+void Display::set_ranks(std::vector<int> ranks) { ranks_ = std::move(ranks); }
+
+std::string Display::where(int worker) const {
+  const size_t w = static_cast<size_t>(worker);
+  const std::string core = "core " + std::to_string(cores_[w]);
+  return ranks_.empty() ? core : "rank " + std::to_string(ranks_[w]) + " " + core;
+}
+
 void Display::start() {
   if (mode_ == Mode::kLive) thread_ = std::thread([this] { loop(); });
 }
@@ -170,8 +178,9 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
   s.epochs = spec.epochs;
   s.cost = cost;
   s.busy = true;
-  emit("start " + spec.name + " on core " + std::to_string(cores_[static_cast<size_t>(worker)]),
-       {{"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}});
+  Json ev = {{"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
+  if (!ranks_.empty()) ev["rank"] = ranks_[static_cast<size_t>(worker)];
+  emit("start " + spec.name + " on " + where(worker), ev);
 }
 
 void Display::job_finished(int worker, const JobResult& r, double cost) {
@@ -203,7 +212,7 @@ void Display::redraw_locked(bool final) {
   double running = 0.0;
   for (const Slot& s : slots_) {
     std::string row;
-    const std::string core = "core " + std::to_string(cores_[static_cast<size_t>(&s - slots_.data())]);
+    const std::string core = where(static_cast<int>(&s - slots_.data()));
     if (!s.busy) {
       row = core + "  idle";
     } else {

@@ -26,6 +26,9 @@ class Display {
           double done_cost, const std::string& log_path);
   ~Display();
 
+  // Cluster runs: the MPI rank of each row's worker; rows then read "rank R core C" and start
+  // events carry the rank. Call before start().
+  void set_ranks(std::vector<int> ranks);
   void start();
   void stop();
   JobObserver* observer(int worker);
@@ -45,9 +48,11 @@ class Display {
   void emit(const std::string& line, const Json& event);  // needs mu_
   void redraw_locked(bool final);
   void loop();
+  std::string where(int worker) const;  // "core C" or "rank R core C"
 
   Mode mode_;
   std::vector<int> cores_;
+  std::vector<int> ranks_;  // empty: one process
   size_t total_, done_;
   double total_cost_, done_cost_;
   std::FILE* log_ = nullptr;

@@ -1,4 +1,5 @@
-// The fleet runner: validation, output folder, pinned workers, results.
+// The fleet runner: validation, output folder, pinned workers, results. Under MPI, rank 0 runs
+// this with the cluster coordinator on its main thread; the other ranks go to run_worker_rank().
 #include "fleet/fleet.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "fleet/checkpoint.h"
 #include "fleet/fleet_data.h"
+#include "fleet/mpi_fleet.h"
 #include "fleet/results.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
@@ -21,15 +23,11 @@
 namespace nnfleet {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using fleet_detail::PreparedJob;
+using fleet_detail::RankInfo;
+using fleet_detail::RunState;
 
-struct PreparedJob {
-  const ModelSpec* spec = nullptr;
-  size_t index = 0;  // plan order
-  std::shared_ptr<const Model> model;
-  std::vector<float> initial_params;  // from a Keras file, if any
-  double cost = 0.0;
-};
+using Clock = std::chrono::steady_clock;
 
 std::string gib(size_t bytes) {
   char b[32];
@@ -102,17 +100,12 @@ std::string default_out_dir(const Plan& plan) {
   return "runs/" + plan.name + "-" + b;
 }
 
-}  // namespace
-
-FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
-  // 1. Data, loaded once and shared read-only by every worker.
-  FleetData data = load_fleet_data(plan.data);
-
-  // 2. Every model validated against it before anything starts; all problems reported together.
-  std::vector<PreparedJob> jobs(plan.models.size());
+// Every model built and validated against the data before anything starts; all problems are
+// reported together (PlanError).
+void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, int workers,
+                  std::vector<PreparedJob>& jobs) {
+  jobs.assign(plan.models.size(), PreparedJob{});
   std::vector<std::string> problems;
-  std::vector<int> cores = allowed_cpus();
-  const int workers = opts.workers > 0 ? opts.workers : static_cast<int>(cores.size());
   std::vector<size_t> estimates;
   for (size_t i = 0; i < plan.models.size(); ++i) {
     const ModelSpec& s = plan.models[i];
@@ -165,12 +158,11 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
+}
 
-  // 3. The output folder.
-  FleetSummary sum;
-  sum.workers = workers;
-  sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
-  const std::string dir = sum.out_dir;
+// The output folder: checked against the plan on --resume, else created whole (with its plan) or
+// not at all. Throws UsageError, FileError.
+void open_output_folder(const Plan& plan, const FleetOptions& opts, const std::string& dir) {
   const std::string plan_yaml = plan_to_yaml(plan);
   if (opts.resume) {
     if (!file_exists(dir + "/plan.yaml"))
@@ -199,18 +191,123 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     if (ec)
       throw FileError("failed to create output folder '" + dir + "': " + ec.message());
   }
+}
+
+// Rank 0 of a cluster run: every rank must run the same plan on the same data.
+void check_ranks_agree(const std::vector<RankInfo>& ranks) {
+  const RankInfo& me = ranks[0];
+  for (const RankInfo& r : ranks) {
+    const std::string who = "rank " + std::to_string(r.rank) + " (" + r.host + ")";
+    if (r.plan_hash != me.plan_hash)
+      throw PlanError("failed to start the cluster run: " + who + " loaded a different plan; "
+                      "expected the same plan file on every node");
+    if (r.data_hash != 0 && me.data_hash != 0 && r.data_hash != me.data_hash)
+      throw DataError("failed to start the cluster run: the data " + who + " loaded differs from "
+                      "rank 0's; expected the same data files on every node");
+  }
+}
+
+}  // namespace
+
+PreparedJob* fleet_detail::RunState::take() {
+  if (stopping()) return nullptr;
+  const size_t qi = next.fetch_add(1);
+  return qi < queue.size() ? queue[qi] : nullptr;
+}
+
+void fleet_detail::RunState::store(const PreparedJob& job, JobResult r,
+                                   const std::vector<ShippedFile>& files) {
+  const std::string& name = job.spec->name;
+  // Only this job writes these (outside the lock: a model file is fsynced). Failing to write the
+  // model fails the job, as failing to save it does on this rank; a lost checkpoint only means
+  // that a resumed job starts from an earlier one.
+  for (const auto& [path, bytes] : files) {
+    const bool checkpoint = path.rfind("checkpoints/", 0) == 0;
+    try {
+      write_file_atomic(dir + "/" + path, bytes,
+                        checkpoint ? Durability::kProcessCrash : Durability::kSystemCrash);
+    } catch (const Error& e) {
+      if (checkpoint) continue;
+      r.status = JobStatus::kFailed;
+      r.message = e.what();
+    }
+  }
+  std::lock_guard<std::mutex> lock(out_mu);
+  try {
+    write_history_csv(dir + "/history/" + name + ".csv", r);
+    if (r.status != JobStatus::kCancelled) {
+      // Process-crash durability: after a system crash a lost record only means the
+      // model is trained again, with the same result.
+      write_file_atomic(dir + "/jobs/" + name + ".json", job_result_to_json(r).dump(1) + "\n",
+                        Durability::kProcessCrash);
+      std::remove((dir + "/checkpoints/" + name + ".ckpt").c_str());
+    }
+  } catch (const Error& e) {
+    r.status = JobStatus::kFailed;
+    r.message = e.what();
+  }
+  results[job.index] = std::move(r);
+}
+
+FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
+  Cluster* cluster = opts.cluster && opts.cluster->size() > 1 ? opts.cluster : nullptr;
+
+  // 1. Data, loaded once (under MPI: once per node) and shared read-only by every worker.
+  bool loaded_data = true;
+  FleetData data = cluster ? cluster->load_shared_data(plan.data, loaded_data)
+                           : load_fleet_data(plan.data);
+  std::vector<int> cores = allowed_cpus();
+  if (cluster && opts.workers == 0) cores = cluster->share_cpus(cores);
+  const int workers = opts.workers > 0 ? opts.workers : static_cast<int>(cores.size());
+  std::vector<int> worker_cores;
+  for (int w = 0; w < workers; ++w)
+    worker_cores.push_back(cores[static_cast<size_t>(w) % cores.size()]);
+
+  // Under MPI every rank reports itself to rank 0; ranks other than 0 then wait for rank 0 to
+  // validate the plan and open the output folder, and run their workers.
+  std::vector<RankInfo> ranks;
+  if (cluster) {
+    RankInfo me;
+    me.rank = cluster->rank();
+    me.host = cluster->host();
+    me.cores = worker_cores;
+    me.loaded_data = loaded_data;
+    me.plan_hash = fleet_detail::plan_hash(plan);
+    me.data_hash = loaded_data ? fleet_detail::data_hash(data) : 0;
+    for (const auto& s : cluster->gather(me.to_json().dump()))
+      ranks.push_back(RankInfo::from_json(Json::parse(s)));
+    if (cluster->rank() != 0) {
+      cluster->agree([] {});
+      return fleet_detail::run_worker_rank(*cluster, plan, opts, io, data, worker_cores);
+    }
+  }
+
+  // 2. Every model validated against the data before anything starts; 3. the output folder.
+  RunState st(plan, opts);
+  FleetSummary sum;
+  sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
+  st.dir = sum.out_dir;
+  const std::string& dir = st.dir;
+  auto prepare = [&] {
+    if (cluster) check_ranks_agree(ranks);
+    prepare_jobs(plan, io, data, workers, st.jobs);
+    open_output_folder(plan, opts, dir);
+  };
+  if (cluster)
+    cluster->agree(prepare);
+  else
+    prepare();
 
   // 4. Finished models are kept on --resume.
-  std::vector<JobResult> results(jobs.size());
-  std::vector<PreparedJob*> queue;
+  st.results.resize(st.jobs.size());
   double total_cost = 0, done_cost = 0;
   size_t done = 0;
-  for (auto& j : jobs) {
+  for (auto& j : st.jobs) {
     total_cost += j.cost;
     const std::string rec = dir + "/jobs/" + j.spec->name + ".json";
     if (opts.resume && file_exists(rec)) {
       try {
-        results[j.index] = job_result_from_json(Json::parse(read_file(rec)));
+        st.results[j.index] = job_result_from_json(Json::parse(read_file(rec)));
         ++done;
         done_cost += j.cost;
         continue;
@@ -218,41 +315,66 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
         // An unreadable record (it is written atomically, so only by hand): run the model again.
       }
     }
-    queue.push_back(&j);
+    st.queue.push_back(&j);
   }
   // Longest first; plan order breaks ties.
-  std::stable_sort(queue.begin(), queue.end(),
+  std::stable_sort(st.queue.begin(), st.queue.end(),
                    [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
 
-  std::vector<int> worker_cores;
-  for (int w = 0; w < workers; ++w) worker_cores.push_back(cores[static_cast<size_t>(w) % cores.size()]);
-  Display live(opts.mode, worker_cores, jobs.size(), done, total_cost, done_cost, dir + "/run.log");
+  // The display has a row per worker: rank 0's own first, then every other rank's.
+  std::vector<int> slot_cores = worker_cores, slot_ranks(worker_cores.size(), 0), slot_base{0};
+  for (size_t r = 1; r < ranks.size(); ++r) {
+    slot_base.push_back(static_cast<int>(slot_cores.size()));
+    slot_cores.insert(slot_cores.end(), ranks[r].cores.begin(), ranks[r].cores.end());
+    slot_ranks.insert(slot_ranks.end(), ranks[r].cores.size(), static_cast<int>(r));
+  }
+  const int total_workers = static_cast<int>(slot_cores.size());
+  Display live(opts.mode, slot_cores, st.jobs.size(), done, total_cost, done_cost,
+               dir + "/run.log");
+  if (cluster) live.set_ranks(slot_ranks);
+  st.live = &live;
 
-  // 5. Pinned workers take the next job as soon as they are free.
-  std::atomic<size_t> next{0};
-  std::mutex out_mu;
+  // 5. Pinned workers take the next job as soon as they are free (under MPI, the coordinator
+  // hands jobs from the same queue to the other ranks' workers meanwhile).
   std::vector<double> busy(static_cast<size_t>(workers), 0.0);
+  std::atomic<int> running_workers{workers};
+  std::atomic<int> local_jobs{0};
   const auto t0 = Clock::now();
-  live.note("training " + std::to_string(queue.size()) + " model(s) on " + std::to_string(workers) +
-                " worker(s); output in " + dir,
-            {{"event", "run_start"}, {"models", jobs.size()}, {"pending", queue.size()},
-             {"workers", workers}, {"out", dir}});
+  std::string where = std::to_string(total_workers) + " worker(s)";
+  Json start = {{"event", "run_start"}, {"models", st.jobs.size()}, {"pending", st.queue.size()},
+                {"workers", total_workers}, {"out", dir}};
+  if (cluster) {
+    where += " on " + std::to_string(ranks.size()) + " MPI ranks";
+    start["ranks"] = ranks.size();
+  }
+  live.note("training " + std::to_string(st.queue.size()) + " model(s) on " + where +
+                "; output in " + dir,
+            start);
+  for (const RankInfo& r : ranks) {
+    std::string list;
+    for (int c : r.cores) {
+      if (!list.empty()) list += ',';
+      list += std::to_string(c);
+    }
+    live.note("rank " + std::to_string(r.rank) + " on " + r.host + ": " +
+                  std::to_string(r.cores.size()) + " worker(s) on cores " + list +
+                  (r.loaded_data ? "; read the data" : "; shares its node's copy of the data"),
+              {{"event", "rank"}, {"rank", r.rank}, {"host", r.host}, {"cores", r.cores},
+               {"loaded_data", r.loaded_data}});
+  }
   live.start();
   auto worker = [&](int w) {
     const int core = worker_cores[static_cast<size_t>(w)];
     pin_this_thread(core);
-    for (;;) {
-      if (opts.stop && opts.stop->load()) return;
-      const size_t qi = next.fetch_add(1);
-      if (qi >= queue.size()) return;
-      PreparedJob& j = *queue[qi];
+    while (PreparedJob* jp = st.take()) {
+      PreparedJob& j = *jp;
       const ModelSpec& s = *j.spec;
       live.job_started(w, s, j.cost);
       const auto js = Clock::now();
       JobContext ctx;
       ctx.seed = plan.seed;
       ctx.core = core;
-      ctx.stop = opts.stop;
+      ctx.stop = cluster ? &st.stop : opts.stop;
       ctx.observer = live.observer(w);
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
       if (io.save)
@@ -261,35 +383,22 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
         };
       JobResult r = run_job(s, j.model, data, ctx, j.initial_params.empty() ? nullptr : &j.initial_params);
       busy[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
-      {
-        std::lock_guard<std::mutex> lock(out_mu);
-        try {
-          write_history_csv(dir + "/history/" + s.name + ".csv", r);
-          if (r.status != JobStatus::kCancelled) {
-            // Process-crash durability: after a system crash a lost record only means the
-            // model is trained again, with the same result.
-            write_file_atomic(dir + "/jobs/" + s.name + ".json", job_result_to_json(r).dump(1) + "\n",
-                              Durability::kProcessCrash);
-            std::remove((dir + "/checkpoints/" + s.name + ".ckpt").c_str());
-          }
-        } catch (const Error& e) {
-          r.status = JobStatus::kFailed;
-          r.message = e.what();
-        }
-        results[j.index] = r;
-      }
-      live.job_finished(w, r, j.cost);
+      ++local_jobs;
+      st.store(j, r, {});
+      live.job_finished(w, st.results[j.index], j.cost);
     }
+    --running_workers;
   };
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker, w);
+  if (cluster) fleet_detail::coordinate(*cluster, st, ranks, slot_base, running_workers, sum);
   for (auto& t : threads) t.join();
   sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
   live.stop();
 
   // 6. Models never started because of a stop are reported as cancelled.
-  for (auto& j : jobs) {
-    JobResult& r = results[j.index];
+  for (auto& j : st.jobs) {
+    JobResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
       r.name = j.spec->name;
       r.status = JobStatus::kCancelled;
@@ -300,17 +409,31 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   }
   double busy_total = 0;
   for (double b : busy) busy_total += b;
-  sum.busy_fraction = sum.makespan > 0 ? busy_total / (workers * sum.makespan) : 0.0;
+  if (cluster) {
+    RankSummary& me = sum.ranks[0];
+    me.jobs = local_jobs.load();
+    me.busy_seconds = busy_total;
+    fleet_detail::measure_memory(me);
+    for (size_t r = 1; r < sum.ranks.size(); ++r) busy_total += sum.ranks[r].busy_seconds;
+  }
+  sum.workers = total_workers;
+  sum.busy_fraction = sum.makespan > 0 ? busy_total / (total_workers * sum.makespan) : 0.0;
   sum.peak_rss = peak_rss_bytes();
 
   std::vector<std::string> mkeys;
   if (!plan.models.empty())
     for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
   const RankKey key = rank_key(mkeys, data.n_val > 0, data.test.has_value());
-  write_results(dir, plan.path, plan.seed, workers, results, key);
+  try {
+    write_results(dir, plan.path, plan.seed, total_workers, st.results, key);
+  } catch (const Error&) {
+    if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 1);
+    throw;
+  }
+  if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 0);
   sum.rank_by = key.key;
   sum.rank_higher_is_better = key.higher_is_better;
-  sum.results = std::move(results);
+  sum.results = std::move(st.results);
   return sum;
 }
 

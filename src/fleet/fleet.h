@@ -2,6 +2,10 @@
 // pinned worker thread per core, longest job first, writing the output folder described in
 // README.md. Results are bit-identical for any number of workers: each model's random streams
 // derive from the plan seed and its name only, and kernels are single-threaded.
+//
+// Under MPI (FleetOptions::cluster, see mpi_cluster.h) the same run spans many processes: rank 0
+// validates the plan, owns the queue and writes the output folder; every rank runs its own pinned
+// workers, which take the next job from rank 0's queue; results equal a single-process run's.
 #pragma once
 
 #include <atomic>
@@ -15,12 +19,37 @@
 
 namespace nnfleet {
 
+class Cluster;
+
 struct FleetOptions {
   std::string out_dir;  // empty: runs/<plan>-<timestamp>
   int workers = 0;      // 0: one per core this process may run on
   bool resume = false;
   Display::Mode mode = Display::Mode::kLines;
   const std::atomic<bool>* stop = nullptr;  // set by a signal handler: finish batch, checkpoint
+  // The MPI ranks this run spans (start_mpi_cluster()); null or one rank: this process alone.
+  // Every rank calls run_fleet with the same plan and options; `workers` counts per rank.
+  Cluster* cluster = nullptr;
+};
+
+// One rank of a cluster run, as rank 0 reports it.
+struct RankSummary {
+  int rank = 0;
+  std::string host;
+  std::vector<int> cores;   // one per worker
+  bool loaded_data = false; // read the data files (one rank per node does)
+  int jobs = 0;             // jobs it ran
+  double busy_seconds = 0;  // summed over its workers
+  size_t peak_rss = 0;      // bytes, by the end of the run
+  size_t rss_private = 0;   // resident bytes of its own (anonymous) memory
+  size_t rss_shared = 0;    // resident bytes shared with other processes (the node's data window)
+};
+
+// Rank 0's scheduling overhead as the other ranks' workers saw it: the time from asking rank 0
+// for a job to holding the answer.
+struct RoundTrip {
+  size_t count = 0;
+  double mean_us = 0, median_us = 0, max_us = 0;
 };
 
 struct FleetSummary {
@@ -29,10 +58,15 @@ struct FleetSummary {
   double makespan = 0.0;           // seconds, launch of the first job to the end of the last
   double busy_fraction = 0.0;      // job time / (workers x makespan)
   size_t peak_rss = 0;
-  int workers = 0;
+  int workers = 0;                 // under MPI: over all ranks
   bool interrupted = false;
   std::string rank_by;  // the leaderboard's metric
   bool rank_higher_is_better = true;
+  // Cluster runs. On ranks other than 0 only `rank`, `interrupted` and each result's name and
+  // status are set (as rank 0 decided them); such a rank prints nothing.
+  int rank = 0;
+  std::vector<RankSummary> ranks;  // rank 0: every rank, in rank order
+  RoundTrip round_trip;
 };
 
 // Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).
@@ -45,7 +79,8 @@ struct ModelIo {
 };
 
 // Throws PlanError (every validation problem, listed), DataError, FileError before anything is
-// written; after that, failures of single models are results, not exceptions.
+// written; after that, failures of single models are results, not exceptions. In a cluster run,
+// rank 0 throws what any rank found wrong and the other ranks throw PeerExit.
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io);
 
 }  // namespace nnfleet

@@ -35,17 +35,20 @@ int classify(const Error& e) {
 
 [[noreturn]] void throw_class(int c, const std::string& msg) {
   switch (c) {
-    case kPlan: throw PlanError(msg);
-    case kData: throw DataError(msg);
-    case kModel: throw ModelError(msg);
-    case kFile: throw FileError(msg);
-    case kUsage: throw UsageError(msg);
-    default: throw Error(msg);
+    case kPlan:
+      throw PlanError(msg);
+    case kData:
+      throw DataError(msg);
+    case kModel:
+      throw ModelError(msg);
+    case kFile:
+      throw FileError(msg);
+    case kUsage:
+      throw UsageError(msg);
+    default:
+      throw Error(msg);
   }
 }
-
-// The exit code main() gives an error of this class.
-int exit_code(int c) { return c == kUsage ? 2 : 1; }
 
 bool launched_by_mpi() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
@@ -64,6 +67,14 @@ class MpiCluster final : public Cluster {
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
       throw Error("failed to start MPI: MPI_Init_thread failed");
+    // Worker threads exist next to MPI (they never call it): the library must allow that.
+    if (provided < MPI_THREAD_FUNNELED) {
+      MPI_Finalize();
+      throw Error(
+          "failed to start MPI: the library does not support threads; expected "
+          "MPI_THREAD_FUNNELED, got level " +
+          std::to_string(provided));
+    }
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
@@ -104,6 +115,11 @@ class MpiCluster final : public Cluster {
       mine = classify(e);
       msg = e.what();
       own = std::current_exception();
+    } catch (const std::exception& e) {
+      // Not a user error, but the other ranks must not wait for this one forever either.
+      mine = kOther;
+      msg = e.what();
+      own = std::current_exception();
     }
     std::vector<int> all(static_cast<size_t>(size_));
     MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, comm_);
@@ -124,7 +140,7 @@ class MpiCluster final : public Cluster {
       const std::string text = "on rank " + std::to_string(rank_) + " (" + host_ + "): " + msg;
       MPI_Send(text.data(), int_count(text.size()), MPI_CHAR, 0, kAgreeTag, comm_);
     }
-    throw PeerExit(exit_code(all[0] != kOk ? all[0] : all[static_cast<size_t>(first)]));
+    throw PeerExit();
   }
 
   FleetData load_shared_data(const DataSpec& spec, bool& loaded_here) override {
@@ -165,7 +181,8 @@ class MpiCluster final : public Cluster {
           arrays.push_back(nullptr);
           continue;
         }
-        std::memcpy(base + offsets[static_cast<size_t>(i)], parts[i]->data(), parts[i]->size_bytes());
+        std::memcpy(base + offsets[static_cast<size_t>(i)], parts[i]->data(),
+                    parts[i]->size_bytes());
         Json shape = Json::array();
         for (int64_t s : parts[i]->shape()) shape.push_back(s);
         arrays.push_back({{"dtype", static_cast<int>(parts[i]->dtype())},
@@ -239,7 +256,8 @@ class MpiCluster final : public Cluster {
       for (int r = 0; r < node_size_; ++r) {
         const auto& s = sets[static_cast<size_t>(r)];
         if (!std::binary_search(s.begin(), s.end(), c)) continue;
-        if (best < 0 || given[static_cast<size_t>(r)].size() < given[static_cast<size_t>(best)].size())
+        if (best < 0 ||
+            given[static_cast<size_t>(r)].size() < given[static_cast<size_t>(best)].size())
           best = r;
       }
       given[static_cast<size_t>(best)].push_back(c);
@@ -281,7 +299,10 @@ class MpiCluster final : public Cluster {
   bool receive(int& from, Tag& tag, std::string& bytes) override {
     int flag = 0;
     MPI_Status st;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st);
+    // Open MPI's MPI_Iprobe looks at the messages already queued before it advances the
+    // transports, so a message that arrived since the last call shows up only on the second.
+    for (int attempt = 0; attempt < 2 && !flag; ++attempt)
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &st);
     if (!flag) return false;
     from = st.MPI_SOURCE;
     bytes = recv(from, st.MPI_TAG, st);

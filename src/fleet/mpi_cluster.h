@@ -18,16 +18,12 @@
 
 namespace nnfleet {
 
-// Thrown on a rank other than 0 when a collective step failed somewhere: rank 0 reports the
-// problem, this rank leaves quietly with the same exit code (so mpirun returns it).
+// Thrown on a rank other than 0 when a collective step failed somewhere. Rank 0 reports the
+// problem and exits with its code; this rank leaves quietly, with 0, so that mpirun does not end
+// the job before rank 0 has said why.
 class PeerExit : public Error {
  public:
-  explicit PeerExit(int code)
-      : Error("stopped because another rank failed; rank 0 reports why"), code_(code) {}
-  int code() const { return code_; }
-
- private:
-  int code_;
+  PeerExit() : Error("stopped because another rank failed; rank 0 reports why") {}
 };
 
 // Message tags of the fleet protocol (mpi_fleet.cpp); the transport only carries them.
@@ -51,9 +47,10 @@ class Cluster {
   virtual int size() const = 0;
   virtual const std::string& host() const = 0;
 
-  // Collective. Runs `step` on every rank, then all ranks learn whether it threw an Error
-  // anywhere. If so: rank 0 rethrows its own error, or one from the lowest failing rank (same
-  // class, message prefixed with that rank and host); every other rank throws PeerExit.
+  // Collective. Runs `step` on every rank, then all ranks learn whether it threw (an Error, or any
+  // std::exception) anywhere. If so: rank 0 rethrows its own exception, or the error of the lowest
+  // failing rank (same Error class, message prefixed with that rank and host); every other rank
+  // throws PeerExit.
   virtual void agree(const std::function<void()>& step) = 0;
 
   // Collective. The plan's data, read from disk once per node (by the node's first rank) and held
