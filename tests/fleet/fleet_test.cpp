@@ -71,17 +71,7 @@ void expect_same_results(const Outcome& a, const Outcome& b) {
   }
 }
 
-class Fleet : public ::testing::Test {
- protected:
-  void SetUp() override {
-    testing_util::write_blobs(dir.path, "train", 1200, 1);
-    testing_util::write_blobs(dir.path, "test", 300, 2);
-    plan = dir.path + "/plan.yaml";
-    testing_util::write_text(plan, testing_util::small_plan());
-  }
-  TempDir dir;
-  std::string plan;
-};
+using Fleet = testing_util::BlobsPlanTest;
 
 TEST_F(Fleet, ResultsAreBitIdenticalForOneAndTwoWorkers) {
   Outcome one = run(plan, dir.path + "/w1", 1);

@@ -1,6 +1,8 @@
 // Helpers for fleet tests: small synthetic datasets written as .npy, plan files, temp folders.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -90,5 +92,19 @@ models:
       - Dense: {units: 3, activation: softmax}
 )" + extra_models;
 }
+
+// A temp folder holding the blobs data (train_x/y: 1,200 rows, test_x/y: 300) and small_plan()
+// as plan.yaml.
+class BlobsPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_blobs(dir.path, "train", 1200, 1);
+    write_blobs(dir.path, "test", 300, 2);
+    plan = dir.path + "/plan.yaml";
+    write_text(plan, small_plan());
+  }
+  TempDir dir;
+  std::string plan;
+};
 
 }  // namespace nnfleet::testing_util

@@ -196,17 +196,7 @@ void expect_same_results(const Outcome& a, const Outcome& b) {
   EXPECT_TRUE(a.weights == b.weights) << "weights differ";
 }
 
-class ClusterProtocol : public ::testing::Test {
- protected:
-  void SetUp() override {
-    testing_util::write_blobs(dir.path, "train", 1200, 1);
-    testing_util::write_blobs(dir.path, "test", 300, 2);
-    plan = dir.path + "/plan.yaml";
-    testing_util::write_text(plan, testing_util::small_plan());
-  }
-  TempDir dir;
-  std::string plan;
-};
+using ClusterProtocol = testing_util::BlobsPlanTest;
 
 TEST_F(ClusterProtocol, ThreeRanksGiveTheResultsAndWeightsOfOneProcess) {
   const Outcome single = run_single(plan, dir.path + "/single");
