@@ -51,17 +51,11 @@ class Conv2D final : public Layer {
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* dz = a.dy;
-    float* scratch = a.scratch;
-    if (act_.kind != Act::kLinear) {
-      const size_t m = static_cast<size_t>(a.n) * g.oh * g.ow * g.f;
-      float* d = a.scratch + conv2d_scratch_floats(g, a.n);
-      std::fill(d, d + m, 0.0f);
-      activation_backward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache, a.y, a.dy, d);
-      dz = d;
-    }
+    // The conv kernel's scratch comes first, the pre-activation gradient after it.
+    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache,
+                                          a.y, a.dy, a.scratch + conv2d_scratch_floats(g, a.n));
     conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
-                    use_bias_ ? a.dparams[1] : nullptr, scratch);
+                    use_bias_ ? a.dparams[1] : nullptr, a.scratch);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);

@@ -46,12 +46,7 @@ class Dense final : public Layer {
   }
   void backward(const LayerArgs& a) const override {
     const int in = static_cast<int>(a.in_shapes[0][0]), out = static_cast<int>(units_);
-    const float* dz = a.dy;
-    if (act_.kind != Act::kLinear) {
-      std::fill(a.scratch, a.scratch + static_cast<size_t>(a.n) * out, 0.0f);
-      activation_backward(act_, a.n, out, a.cache, a.y, a.dy, a.scratch);
-      dz = a.scratch;
-    }
+    const float* dz = pre_activation_grad(act_, a.n, out, a.cache, a.y, a.dy, a.scratch);
     dense_backward(a.n, in, out, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                    use_bias_ ? a.dparams[1] : nullptr);
   }

@@ -50,14 +50,8 @@ class DepthwiseConv2D final : public Layer {
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* dz = a.dy;
-    if (act_.kind != Act::kLinear) {
-      const size_t m = static_cast<size_t>(a.n) * g.oh * g.ow * g.f;
-      std::fill(a.scratch, a.scratch + m, 0.0f);
-      activation_backward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache, a.y, a.dy,
-                          a.scratch);
-      dz = a.scratch;
-    }
+    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache,
+                                          a.y, a.dy, a.scratch);
     depthwise_conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                               use_bias_ ? a.dparams[1] : nullptr);
   }

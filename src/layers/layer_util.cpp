@@ -1,6 +1,8 @@
 // Shared layer helpers.
 #include "layers/layer_util.h"
 
+#include <algorithm>
+
 namespace nnfleet {
 
 void require_rank(const Shape& in, int rank, const char* hint) {
@@ -68,6 +70,14 @@ Json conv_options_to_keras(const Conv2dOptions& o, const char* window_key, bool 
   j["data_format"] = "channels_last";
   if (!is_pool) j["dilation_rate"] = {o.dh, o.dw};
   return j;
+}
+
+const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
+                                 const float* z, const float* y, const float* dy, float* buf) {
+  if (act.kind == Act::kLinear) return dy;
+  std::fill(buf, buf + rows * features, 0.0f);  // activation_backward accumulates
+  activation_backward(act, rows, features, z, y, dy, buf);
+  return buf;
 }
 
 Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def) {

@@ -43,6 +43,11 @@ namespace nnfleet {
 // `window_key` "pool_size" with default 2: strides default to the pool size (Keras).
 Conv2dOptions parse_conv_options(LayerConfig& c, const char* window_key, bool is_pool);
 Json conv_options_to_keras(const Conv2dOptions& o, const char* window_key, bool is_pool);
+// For layers with a fused activation (Dense, Conv2D, DepthwiseConv2D): the gradient with respect
+// to the pre-activation z [rows, features], given dy. Linear: dy itself; otherwise it is written
+// to `buf` (rows * features floats) from z (kept in the cache) and the output y.
+const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
+                                 const float* z, const float* y, const float* dy, float* buf);
 // Reads an initializer option with its Keras default.
 Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def);
 }  // namespace nnfleet
