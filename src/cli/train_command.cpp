@@ -27,7 +27,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 struct TrainArgs {
-  std::string plan, out;
+  std::string plan, out, format = "keras";
   int workers = 0;
   bool resume = false, quiet = false, json = false;
 };
@@ -58,7 +58,8 @@ int train(const TrainArgs& a, Cluster* cluster) {
   }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  FleetSummary s = run_fleet(plan, o, model_io());
+  FleetSummary s =
+      run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
@@ -125,6 +126,10 @@ void add_train_command(CLI::App& app, Run& run) {
               "last checkpoint");
   c->add_flag("--quiet", args->quiet, "Print nothing but errors");
   c->add_flag("--json", args->json, "Print one JSON event per line instead of the display");
+  c->add_option("--format", args->format,
+                "File format of the trained models in <out>/models: keras (Keras 3 .keras, the "
+                "default) or h5 (legacy Keras HDF5)")
+      ->check(CLI::IsMember({"keras", "h5"}));
   c->callback([&run, args] { run = [args] { return run_train(*args); }; });
 }
 

@@ -261,6 +261,18 @@ models:
             0.5 * r["models"][1]["metrics"]["val_loss"].get<double>());
 }
 
+TEST_F(Cli, FormatH5WritesLegacyKerasFilesThatPredictReads) {
+  ASSERT_EQ(run({"train", plan, "--out", dir.path + "/h", "--quiet", "--format", "h5"}, dir.path), 0);
+  const std::string model = dir.path + "/h/models/tanh-sgd.h5";
+  ASSERT_TRUE(file_exists(model));
+  EXPECT_FALSE(file_exists(dir.path + "/h/models/tanh-sgd.keras"));
+  std::string err;
+  EXPECT_EQ(run({"predict", model, "--x", dir.path + "/test_x.npy", "--out", dir.path + "/p.npy"},
+                dir.path, nullptr, &err), 0) << err;
+  EXPECT_EQ(run({"train", plan, "--out", dir.path + "/x", "--format", "onnx"}, dir.path, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--format"));
+}
+
 TEST_F(Cli, KerasModelWithTheWrongInputShapeIsAPlanProblem) {
   const std::string p = dir.path + "/bad.yaml";
   testing_util::write_text(p, "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
