@@ -73,7 +73,7 @@ void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
   }
 }
 
-void check_early_stopping(const ModelSpec& s, const Model& m, const FleetData& d,
+void check_early_stopping(const ModelSpec& s, const FleetData& d,
                           std::vector<std::string>& problems) {
   if (!s.early_stopping) return;
   const std::string& mon = s.early_stopping->monitor;
@@ -82,7 +82,6 @@ void check_early_stopping(const ModelSpec& s, const Model& m, const FleetData& d
   const size_t base = valid.size();
   if (d.n_val > 0)
     for (size_t i = 0; i < base; ++i) valid.push_back("val_" + valid[i]);
-  (void)m;
   if (std::find(valid.begin(), valid.end(), mon) != valid.end()) return;
   std::string list;
   for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
@@ -125,7 +124,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
       continue;
     }
     check_targets(s, *j.model, data, problems);
-    check_early_stopping(s, *j.model, data, problems);
+    check_early_stopping(s, data, problems);
     try {
       for (const auto& m : s.metrics)
         resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));

@@ -110,6 +110,16 @@ std::vector<float> zero_params(const Model& m, const std::string& where) {
   return std::vector<float>(total, 0.0f);
 }
 
+// Builds the model of a Keras config into `lm` (model, class name, zeroed parameters of the
+// checked size) and returns the graph the weight readers need.
+KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg, const std::string& path) {
+  KerasGraph graph = build_keras_graph(cfg, path);
+  lm.model = graph.model;
+  lm.class_name = graph.class_name;
+  lm.params = zero_params(*lm.model, path);
+  return graph;
+}
+
 // Legacy layout: `g` has layer_names; each named group has weight_names, datasets at those paths.
 void read_legacy(const h5::Group& g, const KerasGraph& graph, float* params,
                  const std::string& where) {
@@ -359,10 +369,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
   if (root.has_attr("keras_version")) lm.keras_version = root.string_attr("keras_version");
   if (root.has_attr("backend")) lm.backend = root.string_attr("backend");
   lm.training_config = optional_json_attr(root, "training_config");
-  const KerasGraph graph = build_keras_graph(cfg, path);
-  lm.model = graph.model;
-  lm.class_name = graph.class_name;
-  lm.params = zero_params(*lm.model, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path);
   if (weights_path.empty()) {
     if (!root.has_group("model_weights"))
       fail(path, "no model_weights group; expected the weights saved with the model");
@@ -390,10 +397,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
       lm.keras_version = meta["keras_version"].get<std::string>();
   }
   if (cfg.is_object() && cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
-  const KerasGraph graph = build_keras_graph(cfg, path);
-  lm.model = graph.model;
-  lm.class_name = graph.class_name;
-  lm.params = zero_params(*lm.model, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -431,10 +435,7 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path) 
       lm.backend = cfg["backend"].get<std::string>();
     if (cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
   }
-  const KerasGraph graph = build_keras_graph(cfg, path);
-  lm.model = graph.model;
-  lm.class_name = graph.class_name;
-  lm.params = zero_params(*lm.model, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
