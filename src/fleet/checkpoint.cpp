@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <array>
 #include <cstring>
 
 #include "platform/files.h"
@@ -12,14 +13,20 @@ namespace {
 
 constexpr char kMagic[8] = {'N', 'N', 'F', 'C', 'K', 'P', 'T', '1'};
 
-uint64_t checksum(std::string_view s) {
-  return crc32_z(crc32_z(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(s.data()), s.size());
+// CRC-32 of s continued from crc. (zlib treats a null buffer as "return the initial value", so
+// an empty piece must not reach it.)
+uint64_t checksum(uint64_t crc, std::string_view s) {
+  return s.empty() ? crc : crc32_z(crc, reinterpret_cast<const Bytef*>(s.data()), s.size());
 }
 
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
-void put_floats(std::string& s, const std::vector<float>& v) {
-  put_u64(s, v.size());
-  s.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+std::string_view bytes_of(std::span<const float> v) {
+  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
+}
+std::string u64_bytes(uint64_t v) {
+  std::string s;
+  put_u64(s, v);
+  return s;
 }
 
 struct Reader {
@@ -61,7 +68,8 @@ Metrics metrics_from_json(const Json& j) {
   return m;
 }
 
-void save_checkpoint(const std::string& path, const Checkpoint& c) {
+void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<const float> params,
+                     std::span<const float> opt_state) {
   Json h;
   h["model"] = c.model;
   h["epoch"] = c.epoch;
@@ -86,14 +94,19 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   h["history"] = hist;
   // JSON keeps doubles exactly (shortest round-trip form), so resumed histories are bit-identical.
   const std::string header = h.dump();
-  std::string s(kMagic, 8);
-  put_u64(s, header.size());
-  s += header;
-  put_floats(s, c.params);
-  put_floats(s, c.opt_state);
-  put_floats(s, c.best_params);
-  put_u64(s, checksum(s));
-  write_file_atomic(path, s, Durability::kProcessCrash);
+  // Written in pieces straight from the network's buffers; each float array has a size prefix.
+  std::string head(kMagic, 8);
+  put_u64(head, header.size());
+  head += header;
+  put_u64(head, params.size());
+  const std::string opt_size = u64_bytes(opt_state.size()), best_size = u64_bytes(c.best_params.size());
+  std::array<std::string_view, 7> pieces = {
+      head, bytes_of(params), opt_size, bytes_of(opt_state), best_size, bytes_of(c.best_params)};
+  uint64_t crc = crc32_z(0L, Z_NULL, 0);
+  for (size_t i = 0; i + 1 < pieces.size(); ++i) crc = checksum(crc, pieces[i]);
+  const std::string tail = u64_bytes(crc);  // the checksum of everything before it
+  pieces.back() = tail;
+  write_file_atomic(path, pieces, Durability::kProcessCrash);
 }
 
 bool load_checkpoint(const std::string& path, Checkpoint& c) {
@@ -105,7 +118,7 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
   {
     uint64_t stored;
     std::memcpy(&stored, s.data() + s.size() - 8, 8);
-    if (checksum(std::string_view(s.data(), s.size() - 8)) != stored)
+    if (checksum(crc32_z(0L, Z_NULL, 0), std::string_view(s.data(), s.size() - 8)) != stored)
       r.fail("checksum mismatch (the file is truncated or corrupt)");
   }
   r.pos = 8;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,10 +31,15 @@ struct Checkpoint {
   bool stopped = false;     // early stopping ended training (the weights are final)
   bool has_best_params = false;
   std::vector<EpochRecord> history;
-  std::vector<float> params, opt_state, best_params;
+  // Filled by load_checkpoint only: a save takes the network's live weights and optimizer state
+  // as views instead, so a job never holds a second copy of them.
+  std::vector<float> params, opt_state;
+  std::vector<float> best_params;
 };
 
-void save_checkpoint(const std::string& path, const Checkpoint& c);
+// Saves `c` with `params` and `opt_state` in place of c.params and c.opt_state.
+void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<const float> params,
+                     std::span<const float> opt_state);
 // Returns false when there is no checkpoint at `path`; throws FileError when it is corrupt.
 bool load_checkpoint(const std::string& path, Checkpoint& c);
 

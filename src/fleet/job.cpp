@@ -141,6 +141,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
                         std::to_string(ck.params.size()));
       std::copy(ck.params.begin(), ck.params.end(), net.params());
       std::copy(ck.opt_state.begin(), ck.opt_state.end(), net.optimizer_state());
+      ck.params = {};  // the network holds them now
+      ck.opt_state = {};
       net.set_iterations(ck.iterations);
     } else {
       Rng init(ctx.seed, spec.name, "init");
@@ -166,10 +168,9 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ck.batch = batch;
       ck.iterations = net.iterations();
       ck.rng = net.rng().state();
-      ck.params.assign(net.params(), net.params() + net.num_params());
-      ck.opt_state.assign(net.optimizer_state(), net.optimizer_state() + net.optimizer_state_floats());
       ck.history = res.history;
-      save_checkpoint(ctx.checkpoint_path, ck);
+      save_checkpoint(ctx.checkpoint_path, ck, {net.params(), net.num_params()},
+                      {net.optimizer_state(), net.optimizer_state_floats()});
     };
 
     for (int epoch = ck.epoch; epoch < spec.epochs && !stop_training; ++epoch) {

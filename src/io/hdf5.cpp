@@ -561,33 +561,12 @@ File File::open_image(const std::string& name, const std::string& bytes) {
   return File(std::move(f), name, std::make_shared<RawSource>(name, "", &bytes));
 }
 
-File File::create(const std::string& path) {
+File File::create(const std::string& path, const std::string& name) {
   auto lock = hdf5_lock();
+  const std::string shown = name.empty() ? path : name;
   Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) throw FileError("failed to write HDF5 file '" + path + "': cannot create it");
-  return File(std::move(f), path, nullptr);
-}
-
-File File::create_in_memory(const std::string& name) {
-  auto lock = hdf5_lock();
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 20, 0) < 0)
-    throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
-  Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
-  return File(std::move(f), name, nullptr);
-}
-
-std::string File::image() {
-  auto lock = hdf5_lock();
-  if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
-    throw FileError("failed to write HDF5 file '" + name_ + "': flush failed");
-  const ssize_t n = H5Fget_file_image(file_.get(), nullptr, 0);
-  if (n < 0) throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
-  std::string bytes(static_cast<size_t>(n), '\0');
-  if (H5Fget_file_image(file_.get(), bytes.data(), bytes.size()) != n)
-    throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
-  return bytes;
+  if (!f.valid()) throw FileError("failed to write HDF5 file '" + shown + "': cannot create it");
+  return File(std::move(f), shown, nullptr);
 }
 
 void File::close() {

@@ -148,15 +148,11 @@ class File {
   // Opens an in-memory image (e.g. model.weights.h5 read out of a .keras zip) read-only;
   // `name` is used in messages. The bytes must outlive the File.
   static File open_image(const std::string& name, const std::string& bytes);
-  // Creates (truncates) a file on disk.
-  static File create(const std::string& path);
-  // Creates a file that lives only in memory; take its bytes with image().
-  static File create_in_memory(const std::string& name);
+  // Creates (truncates) a file on disk; `name` (default: the path) is used in messages.
+  static File create(const std::string& path, const std::string& name = "");
 
   Group& root() { return root_; }
   const Group& root() const { return root_; }
-  // Flushes and returns the whole file's bytes (in-memory files).
-  std::string image();
   // Flushes and closes; throws FileError when the final write fails.
   void close();
 

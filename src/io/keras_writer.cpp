@@ -3,6 +3,7 @@
 // for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
 #include "io/keras_writer.h"
 
+#include <cstdio>
 #include <ctime>
 #include <map>
 
@@ -186,10 +187,11 @@ std::string now_string() {
   return buf;
 }
 
-std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
-                           const std::string& where) {
+// Writes the model.weights.h5 of a .keras file to `file`; `where` names the .keras in messages.
+void write_keras3_weights(const std::string& file, const Model& m, const float* params,
+                          const KerasSaveInfo& info, const std::string& where) {
   auto lock = h5::hdf5_lock();
-  h5::File f = h5::File::create_in_memory(where + ":model.weights.h5");
+  h5::File f = h5::File::create(file, where + ":model.weights.h5");
   h5::Group& root = f.root();
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
@@ -235,7 +237,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                      info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
     }
   }
-  return f.image();
+  f.close();
 }
 
 // Keras's save_attributes_to_hdf5_group: one attribute, or name0, name1, ... when the fixed-width
@@ -304,10 +306,11 @@ OJson legacy_training_config(const KerasSaveInfo& info) {
                  {"config", ordered(optimizer_keras_config(*info.optimizer))}}}};
 }
 
-std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& info,
-                      const std::string& where) {
+// Writes a legacy Keras .h5 file to `file`; `where` names it in messages.
+void write_legacy_h5(const std::string& file, const Model& m, const float* params,
+                     const KerasSaveInfo& info, const std::string& where) {
   auto lock = h5::hdf5_lock();
-  h5::File f = h5::File::create_in_memory(where);
+  h5::File f = h5::File::create(file, where);
   h5::Group& root = f.root();
   const auto ascii = h5::StrType::kVlenAscii;
   root.write_string_attr("backend", "tensorflow", ascii);
@@ -349,7 +352,7 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   write_split_names(mw, "layer_names", names);
   mw.write_string_attr("backend", "tensorflow", ascii);
   mw.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
-  return f.image();
+  f.close();
 }
 
 }  // namespace
@@ -373,16 +376,24 @@ Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
 void save_keras(const std::string& path, const Model& m, const float* params,
                 const KerasSaveInfo& info) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
-  std::vector<std::pair<std::string, std::string>> members;
-  members.emplace_back("metadata.json", meta.dump());
-  members.emplace_back("config.json", config_json(m, info).dump());
-  members.emplace_back("model.weights.h5", keras3_weights(m, params, info, path));
-  write_atomic_with(path, [&](const std::string& tmp) { write_zip(tmp, members); });
+  // The weights go through a file beside the archive, so a large model is never held in memory
+  // a second (and third) time while it is saved.
+  write_atomic_with(path, [&](const std::string& tmp) {
+    const std::string weights = tmp + ".weights.h5";
+    struct RemoveOnExit {
+      const std::string& file;
+      ~RemoveOnExit() { std::remove(file.c_str()); }
+    } remove_weights{weights};
+    write_keras3_weights(weights, m, params, info, path);
+    write_zip(tmp, {{"metadata.json", meta.dump(), ""},
+                    {"config.json", config_json(m, info).dump(), ""},
+                    {"model.weights.h5", "", weights}});
+  });
 }
 
 void save_keras_h5(const std::string& path, const Model& m, const float* params,
                    const KerasSaveInfo& info) {
-  write_file_atomic(path, legacy_h5(m, params, info, path));
+  write_atomic_with(path, [&](const std::string& tmp) { write_legacy_h5(tmp, m, params, info, path); });
 }
 
 }  // namespace nnfleet

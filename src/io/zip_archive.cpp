@@ -1,4 +1,4 @@
-// libzip-backed reading and writing of whole in-memory members.
+// libzip-backed reading of whole members into memory and writing of members from memory or files.
 #include "io/zip_archive.h"
 
 #include <zip.h>
@@ -89,13 +89,13 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
   return out;
 }
 
-void write_zip(const std::string& path,
-               const std::vector<std::pair<std::string, std::string>>& members) {
+void write_zip(const std::string& path, const std::vector<ZipMember>& members) {
   int code = 0;
   zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
   if (!z) fail("write", path, error_text(code));
-  for (const auto& [name, bytes] : members) {
-    zip_source_t* src = zip_source_buffer(z, bytes.data(), bytes.size(), 0);
+  for (const auto& [name, bytes, file] : members) {
+    zip_source_t* src = file.empty() ? zip_source_buffer(z, bytes.data(), bytes.size(), 0)
+                                     : zip_source_file(z, file.c_str(), 0, -1);
     if (!src) {
       zip_discard(z);
       fail("write", path, "cannot add member '" + name + "'");

@@ -33,9 +33,16 @@ class ZipReader {
   std::vector<std::string> names_;
 };
 
-// Writes `members` (name, bytes) in order to a new archive at `path` (replacing it), stored
-// without compression. Throws FileError.
-void write_zip(const std::string& path,
-               const std::vector<std::pair<std::string, std::string>>& members);
+// One member of an archive to write: its bytes, or (when `file` is set) the contents of that file,
+// streamed in when the archive is written rather than held in memory.
+struct ZipMember {
+  std::string name;
+  std::string bytes;
+  std::string file;
+};
+
+// Writes `members` in order to a new archive at `path` (replacing it), stored without
+// compression. Throws FileError.
+void write_zip(const std::string& path, const std::vector<ZipMember>& members);
 
 }  // namespace nnfleet

@@ -115,6 +115,21 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
   }
 }
 
+bool activation_backward_from_y(const Activation& a) {
+  switch (a.kind) {
+    case Act::kLinear:
+    case Act::kSigmoid:
+    case Act::kTanh:
+    case Act::kSoftmax:
+    case Act::kExponential:
+      return true;
+    case Act::kRelu:
+      return a.alpha == 0.0f && a.threshold == 0.0f;
+    default:
+      return false;
+  }
+}
+
 // dx[i] += f'(x[i]) dy[i], each derivative written in whichever of x or y makes it cheapest
 // (see activation.h for which kinds read which). Softmax's Jacobian-vector product per row:
 // dx += y * (dy - sum(dy * y)).

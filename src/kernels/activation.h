@@ -43,5 +43,9 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
 // leaky_relu is alpha at 0; hard_sigmoid is 1/6 on (-3, 3) only.
 void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
                          const float* y, const float* dy, float* dx);
+// True when act'(x) is a function of y = act(x) alone, so activation_backward gives the same result
+// with y passed for x: the kinds that read only y, and relu with alpha 0 and threshold 0 (its
+// slope is 1 exactly where 0 < y < max_value). Such an activation can run in place.
+bool activation_backward_from_y(const Activation& a);
 
 }  // namespace nnfleet

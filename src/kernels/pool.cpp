@@ -32,11 +32,48 @@ Window window_at(const ConvGeometry& g, int oy, int ox) {
   return win;
 }
 
+// The common pooling of CNNs: 2x2 windows, stride 2, no dilation, every window inside the image
+// (valid padding, or "same" on even sizes). Its kernels take the four taps of a window as four
+// contiguous channel rows, with no window arithmetic.
+bool is_full_2x2(const ConvGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
+         g.pad_top == 0 && g.pad_left == 0 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+}
+
+// Calls tap(out, x0, x1, x2, x3) for every output pixel of a full 2x2 pooling, with out the offset
+// of its channel row in y and x0..x3 those of its window's taps in x, in row-major window order.
+template <typename Tap>
+void for_each_2x2(const ConvGeometry& g, int n, Tap tap) {
+  const int64_t row = int64_t{g.w} * g.c;
+  for (int img = 0; img < n; ++img) {
+    for (int oy = 0; oy < g.oh; ++oy) {
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const int64_t out = ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
+        const int64_t x0 = ((int64_t{img} * g.h + 2 * oy) * g.w + 2 * ox) * g.c;
+        tap(out, x0, x0 + g.c, x0 + row, x0 + row + g.c);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // y[n,oy,ox,c] = max over the window's in-image taps of x[n,iy,ix,c]; the running max lives in
 // the output row, updated tap by tap with a contiguous channel loop.
 void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) {
+  if (is_full_2x2(g)) {
+    // Same fold as the general loop (from -inf, taps in order), so results are identical.
+    for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
+      float* __restrict o = y + out;
+      const float *__restrict a = x + t0, *__restrict b = x + t1, *__restrict c = x + t2,
+                              *__restrict d = x + t3;
+      for (int k = 0; k < g.c; ++k) {
+        const float m = std::max(std::max(-std::numeric_limits<float>::infinity(), a[k]), b[k]);
+        o[k] = std::max(std::max(m, c[k]), d[k]);
+      }
+    });
+    return;
+  }
   for (int img = 0; img < n; ++img) {
     const float* image = x + int64_t{img} * g.h * g.w * g.c;
     for (int oy = 0; oy < g.oh; ++oy) {
@@ -62,27 +99,57 @@ void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) 
 }
 
 // For each output value, dy goes to the first tap (row-major window order) whose x equals the
-// max y, as TensorFlow's MaxPoolGrad does. Scanning per channel stops at the first hit.
+// max y, as TensorFlow's MaxPoolGrad does. Channels are handled in blocks of kBlock with the
+// block's targets in a small array; once a channel is routed its target becomes NaN, which no x
+// equals, so later taps skip it without a branch and the channel loops vectorize.
 void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
                          const float* dy, float* dx) {
+  if (is_full_2x2(g)) {
+    for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
+      const float *__restrict target = y + out, *__restrict grad = dy + out;
+      const float *__restrict a = x + t0, *__restrict b = x + t1, *__restrict c = x + t2,
+                              *__restrict d = x + t3;
+      float *__restrict da = dx + t0, *__restrict db = dx + t1, *__restrict dc = dx + t2,
+                        *__restrict dd = dx + t3;
+      // Adding 0 where a tap does not win keeps the loop a branch-free vector select-and-add; it
+      // can only turn a -0 gradient into +0.
+#pragma GCC ivdep
+      for (int k = 0; k < g.c; ++k) {
+        const float t = target[k], gk = grad[k];
+        const bool ea = a[k] == t, eb = b[k] == t, ec = c[k] == t, ed = d[k] == t;
+        const bool ha = ea, hb = eb & !ea, hc = ec & !(ea | eb), hd = ed & !(ea | eb | ec);
+        da[k] += ha ? gk : 0.0f;
+        db[k] += hb ? gk : 0.0f;
+        dc[k] += hc ? gk : 0.0f;
+        dd[k] += hd ? gk : 0.0f;
+      }
+    });
+    return;
+  }
+  constexpr int kBlock = 64;
+  const float routed = std::numeric_limits<float>::quiet_NaN();
+  float target[kBlock];
   for (int img = 0; img < n; ++img) {
     const int64_t image_offset = int64_t{img} * g.h * g.w * g.c;
     for (int oy = 0; oy < g.oh; ++oy) {
       for (int ox = 0; ox < g.ow; ++ox) {
         const int64_t out = ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
         const Window win = window_at(g, oy, ox);
-        for (int c = 0; c < g.c; ++c) {
-          const float target = y[out + c];
-          bool routed = false;
-          for (int ky = win.ky0; ky < win.ky1 && !routed; ++ky) {
+        for (int c0 = 0; c0 < g.c; c0 += kBlock) {
+          const int len = std::min(kBlock, g.c - c0);
+          const float* __restrict grad = dy + out + c0;
+          std::copy_n(y + out + c0, len, target);
+          for (int ky = win.ky0; ky < win.ky1; ++ky) {
             const int iy = oy * g.sh - g.pad_top + ky * g.dh;
             for (int kx = win.kx0; kx < win.kx1; ++kx) {
               const int ix = ox * g.sw - g.pad_left + kx * g.dw;
-              const int64_t at = image_offset + (int64_t{iy} * g.w + ix) * g.c + c;
-              if (x[at] == target) {
-                dx[at] += dy[out + c];
-                routed = true;
-                break;
+              const int64_t at = image_offset + (int64_t{iy} * g.w + ix) * g.c + c0;
+              const float* __restrict in = x + at;
+              float* __restrict d = dx + at;
+              for (int c = 0; c < len; ++c) {
+                const bool hit = in[c] == target[c];
+                d[c] = hit ? d[c] + grad[c] : d[c];
+                target[c] = hit ? routed : target[c];
               }
             }
           }

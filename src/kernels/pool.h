@@ -12,6 +12,10 @@ void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y);
 // Routes dy to the first maximal element of each window (recomputed from x and y).
 void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
                          const float* dy, float* dx);
+// Naive twins of the two above, the oracle of their fast paths (tests only).
+void max_pool2d_forward_ref(const ConvGeometry& g, int n, const float* x, float* y);
+void max_pool2d_backward_ref(const ConvGeometry& g, int n, const float* x, const float* y,
+                             const float* dy, float* dx);
 void avg_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y);
 void avg_pool2d_backward(const ConvGeometry& g, int n, const float* dy, float* dx);
 

@@ -32,7 +32,7 @@ class Conv2D final : public Layer {
     return p;
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return act_.kind == Act::kLinear ? 0 : rows_floats(n, output_shape(in));
+    return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     size_t s = conv2d_scratch_floats(geometry(in[0]), n);
@@ -42,18 +42,14 @@ class Conv2D final : public Layer {
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     const float* b = use_bias_ ? a.params[1] : nullptr;
-    if (act_.kind == Act::kLinear) {
-      conv2d_forward(g, a.n, a.x[0], a.params[0], b, a.y, a.scratch);
-      return;
-    }
-    conv2d_forward(g, a.n, a.x[0], a.params[0], b, a.cache, a.scratch);
-    activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache, a.y);
+    conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch);
+    fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     // The conv kernel's scratch comes first, the pre-activation gradient after it.
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache,
-                                          a.y, a.dy, a.scratch + conv2d_scratch_floats(g, a.n));
+    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
+                                          a.scratch + conv2d_scratch_floats(g, a.n));
     conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                     use_bias_ ? a.dparams[1] : nullptr, a.scratch);
   }

@@ -29,7 +29,7 @@ class Dense final : public Layer {
     return p;
   }
   size_t cache_floats(const std::vector<Shape>&, int n) const override {
-    return act_.kind == Act::kLinear ? 0 : static_cast<size_t>(n) * units_;
+    return fused_cache_floats(act_, static_cast<size_t>(n) * units_);
   }
   size_t scratch_floats(const std::vector<Shape>&, int n) const override {
     return act_.kind == Act::kLinear ? 0 : static_cast<size_t>(n) * units_;
@@ -37,16 +37,12 @@ class Dense final : public Layer {
   void forward(const LayerArgs& a) const override {
     const int in = static_cast<int>(a.in_shapes[0][0]), out = static_cast<int>(units_);
     const float* b = use_bias_ ? a.params[1] : nullptr;
-    if (act_.kind == Act::kLinear) {
-      dense_forward(a.n, in, out, a.x[0], a.params[0], b, a.y);
-      return;
-    }
-    dense_forward(a.n, in, out, a.x[0], a.params[0], b, a.cache);
-    activation_forward(act_, a.n, out, a.cache, a.y);
+    dense_forward(a.n, in, out, a.x[0], a.params[0], b, fused_z(act_, a));
+    fused_activation_forward(act_, a.n, out, a);
   }
   void backward(const LayerArgs& a) const override {
     const int in = static_cast<int>(a.in_shapes[0][0]), out = static_cast<int>(units_);
-    const float* dz = pre_activation_grad(act_, a.n, out, a.cache, a.y, a.dy, a.scratch);
+    const float* dz = pre_activation_grad(act_, a.n, out, a, a.scratch);
     dense_backward(a.n, in, out, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                    use_bias_ ? a.dparams[1] : nullptr);
   }

@@ -35,7 +35,7 @@ class DepthwiseConv2D final : public Layer {
     return p;
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return act_.kind == Act::kLinear ? 0 : rows_floats(n, output_shape(in));
+    return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     return act_.kind == Act::kLinear ? 0 : rows_floats(n, output_shape(in));
@@ -43,15 +43,13 @@ class DepthwiseConv2D final : public Layer {
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     const float* b = use_bias_ ? a.params[1] : nullptr;
-    float* z = act_.kind == Act::kLinear ? a.y : a.cache;
-    depthwise_conv2d_forward(g, a.n, a.x[0], a.params[0], b, z);
-    if (act_.kind != Act::kLinear)
-      activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, z, a.y);
+    depthwise_conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a));
+    fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a.cache,
-                                          a.y, a.dy, a.scratch);
+    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
+                                          a.scratch);
     depthwise_conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                               use_bias_ ? a.dparams[1] : nullptr);
   }

@@ -72,11 +72,18 @@ Json conv_options_to_keras(const Conv2dOptions& o, const char* window_key, bool 
   return j;
 }
 
+bool fused_keeps_z(const Activation& act) { return !activation_backward_from_y(act); }
+
+void fused_activation_forward(const Activation& act, int64_t rows, int64_t features,
+                              const LayerArgs& a) {
+  if (act.kind != Act::kLinear) activation_forward(act, rows, features, fused_z(act, a), a.y);
+}
+
 const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
-                                 const float* z, const float* y, const float* dy, float* buf) {
-  if (act.kind == Act::kLinear) return dy;
+                                 const LayerArgs& a, float* buf) {
+  if (act.kind == Act::kLinear) return a.dy;
   std::fill(buf, buf + rows * features, 0.0f);  // activation_backward accumulates
-  activation_backward(act, rows, features, z, y, dy, buf);
+  activation_backward(act, rows, features, fused_z(act, a), a.y, a.dy, buf);
   return buf;
 }
 

@@ -43,11 +43,23 @@ namespace nnfleet {
 // `window_key` "pool_size" with default 2: strides default to the pool size (Keras).
 Conv2dOptions parse_conv_options(LayerConfig& c, const char* window_key, bool is_pool);
 Json conv_options_to_keras(const Conv2dOptions& o, const char* window_key, bool is_pool);
-// For layers with a fused activation (Dense, Conv2D, DepthwiseConv2D): the gradient with respect
-// to the pre-activation z [rows, features], given dy. Linear: dy itself; otherwise it is written
-// to `buf` (rows * features floats) from z (kept in the cache) and the output y.
+// Layers with a fused activation (Dense, Conv2D, DepthwiseConv2D) write their pre-activation z to
+// fused_z(), then call fused_activation_forward(). z is kept (in the layer's cache, of
+// fused_cache_floats()) only when the activation's derivative needs it; otherwise the activation
+// runs in place on y and is differentiated from y (activation_backward_from_y).
+bool fused_keeps_z(const Activation& act);
+inline size_t fused_cache_floats(const Activation& act, size_t floats) {
+  return fused_keeps_z(act) ? floats : 0;
+}
+inline float* fused_z(const Activation& act, const LayerArgs& a) {
+  return fused_keeps_z(act) ? a.cache : a.y;
+}
+void fused_activation_forward(const Activation& act, int64_t rows, int64_t features,
+                              const LayerArgs& a);
+// The gradient with respect to z [rows, features], given a.dy. Linear: dy itself; otherwise it is
+// written to `buf` (rows * features floats).
 const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
-                                 const float* z, const float* y, const float* dy, float* buf);
+                                 const LayerArgs& a, float* buf);
 // Reads an initializer option with its Keras default.
 Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def);
 }  // namespace nnfleet

@@ -60,10 +60,15 @@ void write_atomic_with(const std::string& path,
 }
 
 void write_file_atomic(const std::string& path, std::string_view content, Durability d) {
+  write_file_atomic(path, std::span<const std::string_view>(&content, 1), d);
+}
+
+void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces,
+                       Durability d) {
   write_atomic_with(path, [&](const std::string& tmp) {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
-    f.write(content.data(), static_cast<std::streamsize>(content.size()));
+    for (std::string_view piece : pieces) f.write(piece.data(), static_cast<std::streamsize>(piece.size()));
     f.flush();
     if (!f) throw FileError("failed to write file '" + path + "': write error (disk full?)");
   }, d);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -19,6 +20,9 @@ enum class Durability {
 };
 // Writes `content` to `path` atomically. Throws FileError.
 void write_file_atomic(const std::string& path, std::string_view content,
+                       Durability d = Durability::kSystemCrash);
+// The same for content in pieces, written one after the other (no joined copy in memory).
+void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces,
                        Durability d = Durability::kSystemCrash);
 // Lets `writer` fill a temporary file (its path is the argument), then renames it over `path`.
 // The temporary is removed if `writer` throws. Throws FileError.

@@ -115,10 +115,10 @@ class KerasCorruptMember
 TEST_P(KerasCorruptMember, BitFlippedMembersLoadOrEndInFileError) {
   const auto [file, member, input] = GetParam();
   const Array x = load_npy(fixture(input));
-  std::vector<std::pair<std::string, std::string>> members;
+  std::vector<ZipMember> members;
   {
     ZipReader z(fixture(file));
-    for (const auto& name : z.names()) members.emplace_back(name, z.read(name, uint64_t{1} << 32));
+    for (const auto& name : z.names()) members.push_back({name, z.read(name, uint64_t{1} << 32), ""});
   }
   const std::string name = std::string(file).substr(std::string(file).find_last_of('/') + 1);
   const std::string path = test::scratch_dir("member_" + name + "_" + member) + "/" + name;
@@ -130,7 +130,7 @@ TEST_P(KerasCorruptMember, BitFlippedMembersLoadOrEndInFileError) {
   const int copies = env_copies ? std::atoi(env_copies) : 120;
   for (int k = 0; k < copies; ++k) {
     auto damaged = members;
-    for (auto& [n, bytes] : damaged) {
+    for (auto& [n, bytes, unused_file] : damaged) {
       if (n != member || bytes.empty()) continue;
       const int flips = 1 + static_cast<int>(rng.below(3));
       for (int f = 0; f < flips; ++f) {

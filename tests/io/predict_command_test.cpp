@@ -110,8 +110,8 @@ TEST(Predict, ReadsIdxWithScaleNpzKeyAndCsvWithLabel) {
 
   // The same images as member "images" of an .npz archive, chosen with file.npz:images.
   write_zip(dir + "/data.npz",
-            {{"labels.npy", test::read_text(fixture("synthetic/mlp.input.npy"))},
-             {"images.npy", test::read_text(fixture("expected/fmnist_mlp_k390.input.npy"))}});
+            {{"labels.npy", test::read_text(fixture("synthetic/mlp.input.npy")), ""},
+             {"images.npy", test::read_text(fixture("expected/fmnist_mlp_k390.input.npy")), ""}});
   ASSERT_EQ(run_cli({"predict", fixture("fmnist_mlp_k390.h5"), "--x", dir + "/data.npz:images",
                      "--out", dir + "/npz.npy"}),
             0);

@@ -148,6 +148,34 @@ TEST(Activation, ForwardInPlaceMatchesOutOfPlace) {
   EXPECT_EQ(inplace, y) << "softmax";
 }
 
+// Where activation_backward_from_y holds, differentiating from y (x replaced by y) must give the
+// exact same dx, including at the kinks (x = 0, x = max_value); where it does not, the kinds must
+// really need x (relu with a slope or threshold). Softmax is covered by its own y-only formula.
+TEST(Activation, BackwardFromYEqualsBackwardFromXWhereClaimed) {
+  int claimed = 0;
+  for (const Named& k : elementwise_kinds()) {
+    if (!activation_backward_from_y(k.act)) continue;
+    ++claimed;
+    auto x = samples(k, 300, 7);
+    for (size_t i = 0; i < k.kinks.size() && i < x.size(); ++i) x[i] = static_cast<float>(k.kinks[i]);
+    x.push_back(-3.0f);
+    std::vector<float> y(x.size());
+    activation_forward(k.act, 1, static_cast<int64_t>(x.size()), x.data(), y.data());
+    const auto dy = random_floats(x.size(), 8);
+    std::vector<float> from_x(x.size(), 0.5f), from_y = from_x;
+    activation_backward(k.act, 1, static_cast<int64_t>(x.size()), x.data(), y.data(), dy.data(),
+                        from_x.data());
+    activation_backward(k.act, 1, static_cast<int64_t>(x.size()), y.data(), y.data(), dy.data(),
+                        from_y.data());
+    EXPECT_EQ(from_y, from_x) << k.name;
+  }
+  EXPECT_EQ(claimed, 6);  // linear, relu, relu6, sigmoid, tanh, exponential
+  EXPECT_TRUE(activation_backward_from_y({Act::kSoftmax}));
+  EXPECT_FALSE(activation_backward_from_y({Act::kRelu, 0.1f}));
+  EXPECT_FALSE(activation_backward_from_y({Act::kRelu, 0.0f, 6.0f, 0.5f}));
+  EXPECT_FALSE(activation_backward_from_y({Act::kGelu}));
+}
+
 TEST(Activation, StaysFiniteAndSaturatesOnExtremeInputs) {
   const std::vector<float> x = {-1000.0f, -100.0f, -30.0f, 30.0f, 100.0f, 1000.0f};
   std::vector<float> y(x.size());

@@ -164,6 +164,40 @@ TEST(MaxPool2d, BackwardMatchesNumericalGradient) {
   }
 }
 
+// The fast paths (the 2x2 stride-2 one, the blocked general one) against max_pool2d_*_ref, exactly:
+// max and routing involve no rounding. Inputs are small integers, so windows hold many ties;
+// channel counts cross the general path's block of 64; odd sizes put "same" windows over the edge.
+TEST(MaxPool2d, FastPathsEqualTheNaiveOracleExactly) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(0, 3);
+  for (int size : {4, 5, 26, 27}) {
+    for (int c : {1, 3, 8, 70}) {
+      for (int k : {2, 3}) {
+        for (int stride : {1, 2}) {
+          for (bool same : {false, true}) {
+            const ConvGeometry g = pool_geometry(size, size - 1, c, k, stride, same);
+            const int n = 2;
+            std::vector<float> x(static_cast<size_t>(n) * g.h * g.w * g.c);
+            for (float& v : x) v = static_cast<float>(value(rng));
+            const size_t ys = static_cast<size_t>(n) * g.oh * g.ow * g.c;
+            std::vector<float> y(ys), y_ref(ys), dy = random_floats(ys, 11);
+            max_pool2d_forward(g, n, x.data(), y.data());
+            max_pool2d_forward_ref(g, n, x.data(), y_ref.data());
+            const std::string what = "size " + std::to_string(size) + " c " + std::to_string(c) +
+                                     " k " + std::to_string(k) + " stride " +
+                                     std::to_string(stride) + (same ? " same" : " valid");
+            ASSERT_EQ(y, y_ref) << what;
+            std::vector<float> dx = random_floats(x.size(), 12), dx_ref = dx;
+            max_pool2d_backward(g, n, x.data(), y.data(), dy.data(), dx.data());
+            max_pool2d_backward_ref(g, n, x.data(), y.data(), dy.data(), dx_ref.data());
+            ASSERT_EQ(dx, dx_ref) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MaxPool2d, BackwardRoutesTiesToTheFirstMaximum) {
   const ConvGeometry g = pool_geometry(2, 2, 1, 2, 2, false);
   const std::vector<float> x = {3, 3, 3, 3}, dy = {1.5f};
