@@ -50,6 +50,7 @@ class BatchNormalization final : public Layer {
     return p;
   }
   // x_hat [N*S,C] and inv_std [C].
+  bool mixes_samples() const override { return true; }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
     return rows_floats(n, in[0]) + static_cast<size_t>(in[0][-1]);
   }

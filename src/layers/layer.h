@@ -76,6 +76,9 @@ class Layer {
   virtual Json keras_config() const = 0;
   // FLOPs (multiply-add = 2) of one forward pass of one sample; for scheduling and benchmarks.
   virtual double forward_flops(const std::vector<Shape>& /*in*/) const { return 0.0; }
+  // True when a training forward couples the samples of a batch (batch statistics), so the
+  // batch cannot be split into pieces computed apart.
+  virtual bool mixes_samples() const { return false; }
 
  private:
   std::string name_;

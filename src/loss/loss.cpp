@@ -358,9 +358,9 @@ void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targ
 }
 
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
-                   float* dpred) {
+                   float* dpred, int batch) {
   NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
-  const double scale = 1.0 / n;
+  const double scale = 1.0 / (batch > 0 ? batch : n);
   for (int i = 0; i < n; ++i) {
     const size_t off = static_cast<size_t>(i) * k;
     const float* y = l.sparse() ? nullptr : t.values + off;

@@ -49,9 +49,10 @@ std::vector<LossSpec> all_loss_specs();
 // per_sample[N] = the loss of each sample.
 void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                   float* per_sample);
-// dpred[N,K] = d(mean over the batch of the loss)/d pred (overwrites; includes the 1/N).
+// dpred[N,K] = d(mean over the batch of the loss)/d pred (overwrites; includes the 1/N). With
+// `batch` > 0, the N rows are one piece of a batch of that many samples, and the mean is over it.
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
-                   float* dpred);
+                   float* dpred, int batch = 0);
 
 enum class MetricKind {
   kSparseCategoricalAccuracy,

@@ -70,6 +70,12 @@ std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_sha
   return std::make_shared<const Model>(std::move(name), input_shape, std::move(nodes), out);
 }
 
+bool Model::mixes_samples() const {
+  for (const auto& n : nodes_)
+    if (n.layer->mixes_samples()) return true;
+  return false;
+}
+
 bool Model::is_sequential() const {
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i)) return false;

@@ -50,6 +50,8 @@ class Model {
   size_t trainable_params() const { return trainable_params_; }
   size_t non_trainable_params() const { return non_trainable_params_; }
   double forward_flops() const { return flops_; }  // per sample
+  // True when some layer couples the samples of a training batch (Layer::mixes_samples).
+  bool mixes_samples() const;
 
  private:
   std::string name_, input_name_;

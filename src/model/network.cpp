@@ -1,4 +1,4 @@
-// Network: arena planning, forward, backward and the training step.
+// Network: arena planning, forward, backward and the training step (whole or in pieces).
 #include "model/network.h"
 
 #include <algorithm>
@@ -8,25 +8,27 @@ namespace nnfleet {
 
 Network::Network(std::shared_ptr<const Model> model, int max_batch, const float* shared_params)
     : model_(std::move(model)), max_batch_(max_batch) {
-  plan(max_batch, shared_params);
+  plan(max_batch, 1, shared_params);
 }
 
-Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train)
+Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
+                 int pieces)
     : model_(std::move(model)), max_batch_(max_batch), train_(true), spec_(train) {
-  plan(max_batch, nullptr);
+  plan(max_batch, pieces, nullptr);
 }
 
-Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, DryRun)
+Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
+                 int pieces, DryRun)
     : model_(std::move(model)), max_batch_(max_batch), train_(true), spec_(train) {
-  plan(max_batch, nullptr, false);
+  plan(max_batch, pieces, nullptr, false);
 }
 
 size_t Network::estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
-                               const TrainSpec& train) {
-  return Network(std::move(model), max_batch, train, DryRun{}).arena_.planned_bytes();
+                               const TrainSpec& train, int pieces) {
+  return Network(std::move(model), max_batch, train, pieces, DryRun{}).arena_.planned_bytes();
 }
 
-void Network::plan(int max_batch, const float* shared_params, bool allocate) {
+void Network::plan(int max_batch, int pieces, const float* shared_params, bool allocate) {
   NNFLEET_CHECK(max_batch > 0);
   const Model& m = *model_;
   const size_t L = m.num_layers();
@@ -34,29 +36,49 @@ void Network::plan(int max_batch, const float* shared_params, bool allocate) {
     for (const auto& p : m.planned(i).params)
       (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
 
-  // Layout: params | grads, activation grads (zeroed each step) | optimizer state | input |
-  // per node y and cache | scratch | per-sample loss.
+  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
+  if (!train_ || m.mixes_samples()) pieces = 1;
+  pieces = std::clamp(pieces, 1, max_batch);
+  const int capacity = (max_batch + pieces - 1) / pieces;
+  pieces = (max_batch + capacity - 1) / capacity;
+  pieces_.resize(static_cast<size_t>(pieces));
+  for (int p = 0; p < pieces; ++p) {
+    pieces_[static_cast<size_t>(p)].row0 = p * capacity;
+    pieces_[static_cast<size_t>(p)].capacity = std::min(capacity, max_batch - p * capacity);
+    pieces_[static_cast<size_t>(p)].nodes.resize(L);
+  }
+
+  // Layout: params | per piece: grads, activation grads (zeroed each step) | optimizer state |
+  // input | per piece: y and cache per node, scratch | per-sample loss | gathered output.
+  // Piece 0's gradients are the network's; the others' are added to them at the end of a step.
   if (!shared_params) params_off_ = arena_.reserve(n_trainable_ + n_fixed_);
-  nodes_.resize(L);
   if (train_) {
-    grads_off_ = arena_.reserve(n_trainable_);
-    zero_begin_ = grads_off_;
-    for (size_t i = 0; i < L; ++i)
-      nodes_[i].dy_off = arena_.reserve(static_cast<size_t>(max_batch) * m.planned(i).out_shape.size());
-    zero_end_ = arena_.size_floats();
+    for (Piece& pc : pieces_) {
+      pc.grads_off = arena_.reserve(n_trainable_);
+      pc.zero_begin = pc.grads_off;
+      for (size_t i = 0; i < L; ++i)
+        pc.nodes[i].dy_off =
+            arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
+      pc.zero_end = arena_.size_floats();
+    }
+    grads_off_ = pieces_[0].grads_off;
     state_floats_ = nnfleet::optimizer_state_floats(spec_.optimizer, n_trainable_);
     state_off_ = arena_.reserve(state_floats_);
   }
   input_off_ = arena_.reserve(static_cast<size_t>(max_batch) * m.input_shape().size());
-  size_t scratch = 0;
-  for (size_t i = 0; i < L; ++i) {
-    const PlannedNode& p = m.planned(i);
-    nodes_[i].y_off = arena_.reserve(static_cast<size_t>(max_batch) * p.out_shape.size());
-    nodes_[i].cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, max_batch));
-    scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, max_batch));
+  for (Piece& pc : pieces_) {
+    size_t scratch = 0;
+    for (size_t i = 0; i < L; ++i) {
+      const PlannedNode& p = m.planned(i);
+      pc.nodes[i].y_off = arena_.reserve(static_cast<size_t>(pc.capacity) * p.out_shape.size());
+      pc.nodes[i].cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
+      scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
+    }
+    pc.scratch_off = arena_.reserve(scratch);
   }
-  scratch_off_ = arena_.reserve(scratch);
   loss_off_ = arena_.reserve(static_cast<size_t>(max_batch));
+  if (pieces > 1)
+    out_off_ = arena_.reserve(static_cast<size_t>(max_batch) * m.output_shape().size());
   if (!allocate) return;
   arena_.allocate();
 
@@ -65,12 +87,12 @@ void Network::plan(int max_batch, const float* shared_params, bool allocate) {
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(L);
   for (size_t i = 0; i < L; ++i) {
-    NodeBuffers& nb = nodes_[i];
     for (const auto& p : m.planned(i).params) {
       const size_t sz = static_cast<size_t>(p.shape.size());
       if (p.trainable) {
         param_ptrs_[i].push_back(params_ + t_off);
-        if (train_) nb.dparams.push_back(arena_.at(grads_off_) + t_off);
+        if (train_)
+          for (Piece& pc : pieces_) pc.nodes[i].dparams.push_back(arena_.at(pc.grads_off) + t_off);
         vars_.push_back({t_off, sz});
         t_off += sz;
       } else {
@@ -78,12 +100,19 @@ void Network::plan(int max_batch, const float* shared_params, bool allocate) {
         f_off += sz;
       }
     }
-    for (int id : m.layer_inputs(i)) {
-      nb.x.push_back(id == 0 ? arena_.at(input_off_) : arena_.at(nodes_[static_cast<size_t>(id - 1)].y_off));
-      nb.dx.push_back(id == 0 || !train_ ? nullptr : arena_.at(nodes_[static_cast<size_t>(id - 1)].dy_off));
+    for (Piece& pc : pieces_) {
+      NodeBuffers& nb = pc.nodes[i];
+      for (int id : m.layer_inputs(i)) {
+        const size_t src = static_cast<size_t>(id - 1);
+        nb.x.push_back(id == 0 ? arena_.at(input_off_) + static_cast<size_t>(pc.row0) *
+                                                             m.input_shape().size()
+                               : arena_.at(pc.nodes[src].y_off));
+        nb.dx.push_back(id == 0 || !train_ ? nullptr : arena_.at(pc.nodes[src].dy_off));
+      }
     }
   }
-  out_ptr_ = arena_.at(nodes_[static_cast<size_t>(m.output_node() - 1)].y_off);
+  const size_t out_node = static_cast<size_t>(m.output_node() - 1);
+  out_ptr_ = pieces > 1 ? arena_.at(out_off_) : arena_.at(pieces_[0].nodes[out_node].y_off);
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
@@ -98,11 +127,11 @@ void Network::initialize(Rng& rng) {
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
-LayerArgs Network::layer_args(size_t i, int n, bool training) {
+LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   const PlannedNode& p = model_->planned(i);
-  NodeBuffers& nb = nodes_[i];
+  NodeBuffers& nb = pc.nodes[i];
   LayerArgs a;
-  a.n = n;
+  a.n = pc.n;
   a.training = training;
   a.n_inputs = static_cast<int>(nb.x.size());
   a.in_shapes = p.in_shapes.data();
@@ -111,42 +140,95 @@ LayerArgs Network::layer_args(size_t i, int n, bool training) {
   a.y = arena_.at(nb.y_off);
   a.params = param_ptrs_[i].data();
   a.cache = arena_.at(nb.cache_off);
-  a.scratch = arena_.at(scratch_off_);
-  a.rng = &rng_;
+  a.scratch = arena_.at(pc.scratch_off);
+  a.rng = pieces_.size() == 1 ? &rng_ : &pc.rng;
   return a;
 }
 
-void Network::forward(int n, bool training) {
-  NNFLEET_DCHECK(n > 0 && n <= max_batch_);
-  for (size_t i = 0; i < model_->num_layers(); ++i) model_->layer(i).forward(layer_args(i, n, training));
+void Network::forward_piece(Piece& pc, bool training) {
+  for (size_t i = 0; i < model_->num_layers(); ++i)
+    model_->layer(i).forward(layer_args(pc, i, training));
 }
 
-void Network::backward(int n) {
+void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
-    LayerArgs a = layer_args(i, n, true);
-    a.dy = arena_.at(nodes_[i].dy_off);
-    a.dx = nodes_[i].dx.data();
-    a.dparams = nodes_[i].dparams.data();
+    LayerArgs a = layer_args(pc, i, true);
+    a.dy = arena_.at(pc.nodes[i].dy_off);
+    a.dx = pc.nodes[i].dx.data();
+    a.dparams = pc.nodes[i].dparams.data();
     model_->layer(i).backward(a);
   }
 }
 
-double Network::train_step(int n, const Targets& t) {
+void Network::gather_output(const Piece& pc) {
+  const size_t k = static_cast<size_t>(output_features());
+  const size_t out_node = static_cast<size_t>(model_->output_node() - 1);
+  std::memcpy(arena_.at(out_off_) + static_cast<size_t>(pc.row0) * k,
+              arena_.at(pc.nodes[out_node].y_off), static_cast<size_t>(pc.n) * k * sizeof(float));
+}
+
+void Network::forward(int n, bool training) {
+  NNFLEET_DCHECK(n > 0 && n <= max_batch_);
+  for (Piece& pc : pieces_) {
+    pc.n = std::clamp(n - pc.row0, 0, pc.capacity);
+    if (pc.n == 0) continue;
+    forward_piece(pc, training);
+    if (pieces_.size() > 1) gather_output(pc);
+  }
+}
+
+void Network::begin_step(int n, const Targets& t) {
   NNFLEET_CHECK(train_);
-  forward(n, true);
+  NNFLEET_DCHECK(n > 0 && n <= max_batch_);
+  step_n_ = n;
+  step_targets_ = t;
+  // Each piece's dropout stream for this step derives from the network's stream only.
+  const uint64_t seed = pieces_.size() > 1 ? rng_.next() : 0;
+  for (size_t p = 0; p < pieces_.size(); ++p) {
+    Piece& pc = pieces_[p];
+    pc.n = std::clamp(n - pc.row0, 0, pc.capacity);
+    if (pieces_.size() > 1) pc.rng = Rng(seed + p);
+  }
+}
+
+void Network::train_piece(int p) {
+  Piece& pc = pieces_[static_cast<size_t>(p)];
+  if (pc.n == 0) return;
+  std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
+  forward_piece(pc, true);
   const int k = static_cast<int>(output_features());
-  float* per_sample = arena_.at(loss_off_);
-  loss_forward(spec_.loss, n, k, out_ptr_, t, per_sample);
+  const size_t out_node = static_cast<size_t>(model_->output_node() - 1);
+  const float* out = arena_.at(pc.nodes[out_node].y_off);
+  Targets t;
+  if (step_targets_.labels) t.labels = step_targets_.labels + pc.row0;
+  if (step_targets_.values) t.values = step_targets_.values + static_cast<size_t>(pc.row0) * k;
+  loss_forward(spec_.loss, pc.n, k, out, t, arena_.at(loss_off_) + pc.row0);
+  loss_backward(spec_.loss, pc.n, k, out, t, arena_.at(pc.nodes[out_node].dy_off), step_n_);
+  backward_piece(pc);
+  if (pieces_.size() > 1) gather_output(pc);
+}
+
+double Network::finish_step() {
+  const float* per_sample = arena_.at(loss_off_);
   double loss = 0.0;
-  for (int i = 0; i < n; ++i) loss += per_sample[i];
-  std::memset(arena_.at(zero_begin_), 0, (zero_end_ - zero_begin_) * sizeof(float));
-  float* dout = arena_.at(nodes_[static_cast<size_t>(model_->output_node() - 1)].dy_off);
-  loss_backward(spec_.loss, n, k, out_ptr_, t, dout);
-  backward(n);
-  optimizer_step(spec_.optimizer, iterations_, n_trainable_, params_, arena_.at(grads_off_),
-                 arena_.at(state_off_), vars_);
+  for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  // The pieces' gradients, summed in piece order whoever computed them.
+  float* __restrict g = arena_.at(grads_off_);
+  for (size_t p = 1; p < pieces_.size(); ++p) {
+    if (pieces_[p].n == 0) continue;
+    const float* __restrict gp = arena_.at(pieces_[p].grads_off);
+    for (size_t i = 0; i < n_trainable_; ++i) g[i] += gp[i];
+  }
+  optimizer_step(spec_.optimizer, iterations_, n_trainable_, params_, g, arena_.at(state_off_),
+                 vars_);
   ++iterations_;
-  return loss / n;
+  return loss / step_n_;
+}
+
+double Network::train_step(int n, const Targets& t) {
+  begin_step(n, t);
+  for (int p = 0; p < pieces(); ++p) train_piece(p);
+  return finish_step();
 }
 
 double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample) {

@@ -2,6 +2,12 @@
 // activations, caches, scratch), sized once for a maximum batch. forward(), train_step() and
 // evaluate_batch() never allocate or throw. Not thread-safe: one Network per worker; many Networks
 // may share one Model, and inference Networks may share one read-only parameter block.
+//
+// A training Network may split every batch into a fixed number of pieces (rows
+// [p*ceil(B/P), ...) of a batch of at most B rows): each piece has its own activations, gradients
+// and dropout stream, so the pieces of a step can be computed on different threads
+// (begin_step, train_piece, finish_step); their gradients are then summed in piece order. The
+// result depends on the number of pieces, never on which thread computed which piece.
 #pragma once
 
 #include <memory>
@@ -25,23 +31,26 @@ class Network {
   // Inference only. With `shared_params` (a block laid out like params()), the network reads its
   // weights from there and owns none (several workers can share one copy).
   Network(std::shared_ptr<const Model> model, int max_batch, const float* shared_params = nullptr);
-  // Training: adds gradients, optimizer state and loss buffers.
-  Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train);
+  // Training: adds gradients, optimizer state and loss buffers; `pieces` splits every batch (at
+  // most max_batch pieces; a model whose layers mix samples is never split).
+  Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
+          int pieces = 1);
 
   // Arena bytes a training Network of this model would take, without allocating it.
   static size_t estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
-                               const TrainSpec& train);
+                               const TrainSpec& train, int pieces = 1);
 
   const Model& model() const { return *model_; }
   std::shared_ptr<const Model> model_ptr() const { return model_; }
   int max_batch() const { return max_batch_; }
+  int pieces() const { return static_cast<int>(pieces_.size()); }
   bool trainable() const { return train_; }
   const TrainSpec& train_spec() const { return spec_; }
   size_t arena_bytes() const { return arena_.size_bytes(); }
 
   // Input buffer [max_batch, input_shape]: fill the first n rows, then forward().
   float* input() { return arena_.at(input_off_); }
-  // Output of the last forward() [n, output features].
+  // Output of the last forward() or training step [n, output features].
   const float* output() const { return out_ptr_; }
   int64_t output_features() const { return model_->output_shape().size(); }
 
@@ -59,8 +68,14 @@ class Network {
 
   void forward(int n, bool training);
   // One optimizer step on the first n rows of input() with targets `t`; returns the batch's mean
-  // loss (not checked here: the caller stops a model whose loss is not finite).
+  // loss (not checked here: the caller stops a model whose loss is not finite). The same as
+  // begin_step, train_piece for every piece, finish_step.
   double train_step(int n, const Targets& t);
+  // The step in parts: train_piece(p) may run concurrently for distinct p (each touches only its
+  // piece's buffers), between begin_step and finish_step on the owning thread.
+  void begin_step(int n, const Targets& t);
+  void train_piece(int p);
+  double finish_step();
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
   // returned value is the loss summed over the batch.
   double evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample);
@@ -77,12 +92,32 @@ class Network {
 
  private:
   struct DryRun {};
-  Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, DryRun);
+  Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, int pieces,
+          DryRun);
   // Lays out the arena; allocates it and sets up the views unless `allocate` is false.
-  void plan(int max_batch, const float* shared_params, bool allocate = true);
-  void backward(int n);
-  // The arguments of layer i's forward/backward over this network's buffers.
-  LayerArgs layer_args(size_t i, int n, bool training);
+  void plan(int max_batch, int pieces, const float* shared_params, bool allocate = true);
+
+  struct NodeBuffers {
+    size_t y_off = 0, cache_off = 0, dy_off = 0;
+    std::vector<const float*> x;  // input pointers
+    std::vector<float*> dx;       // input gradient pointers (null for the model input)
+    std::vector<float*> dparams;  // trainable params' gradients
+  };
+  // The buffers of one piece of the batch (a single piece when the batch is not split).
+  struct Piece {
+    int row0 = 0, capacity = 0;  // its rows of the batch
+    int n = 0;                   // its rows in the current step
+    size_t grads_off = 0, scratch_off = 0;
+    size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
+    std::vector<NodeBuffers> nodes;
+    Rng rng;                     // its dropout stream (split networks)
+  };
+  void forward_piece(Piece& pc, bool training);
+  void backward_piece(Piece& pc);
+  // The arguments of layer i's forward/backward over a piece's buffers.
+  LayerArgs layer_args(Piece& pc, size_t i, bool training);
+  // Copies a piece's output rows into the gathered output (split networks).
+  void gather_output(const Piece& pc);
 
   std::shared_ptr<const Model> model_;
   int max_batch_;
@@ -93,18 +128,13 @@ class Network {
   int64_t iterations_ = 0;
 
   size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, input_off_ = 0, loss_off_ = 0;
-  size_t zero_begin_ = 0, zero_end_ = 0;  // gradients and activation gradients, zeroed per step
-  size_t n_trainable_ = 0, n_fixed_ = 0, state_floats_ = 0, scratch_off_ = 0;
+  size_t out_off_ = 0;  // gathered output [max_batch, output features] (split networks)
+  size_t n_trainable_ = 0, n_fixed_ = 0, state_floats_ = 0;
   float* params_ = nullptr;
   const float* out_ptr_ = nullptr;
-
-  struct NodeBuffers {
-    size_t y_off = 0, cache_off = 0, dy_off = 0;
-    std::vector<const float*> x;  // input pointers
-    std::vector<float*> dx;       // input gradient pointers (null for the model input)
-    std::vector<float*> dparams;  // trainable params' gradients
-  };
-  std::vector<NodeBuffers> nodes_;
+  std::vector<Piece> pieces_;
+  int step_n_ = 0;
+  Targets step_targets_;
   std::vector<std::vector<float*>> param_ptrs_;
   std::vector<VarRange> vars_;
 };

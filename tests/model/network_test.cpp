@@ -1,13 +1,17 @@
 // Model building (shape inference and its errors) and the Network's training step: no heap
 // allocation once built, gradients that train, and graph (non-sequential) models.
+#include "model/network.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <new>
+#include <thread>
+#include <vector>
 
 #include "layers/registry.h"
-#include "model/network.h"
 
 // Counting allocator hook (alloc_counter.cpp replaces the global operator new).
 long allocation_count();
@@ -29,6 +33,88 @@ std::shared_ptr<const Model> cnn() {
   ls.push_back(L("Dense", {{"units", 8}, {"activation", "tanh"}}, "dense"));
   ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1"));
   return Model::sequential("cnn", Shape{8, 8, 1}, std::move(ls));
+}
+
+// cnn() without BatchNormalization (which mixes samples, so a batch with it is never split).
+std::shared_ptr<const Model> splittable_cnn(bool dropout) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"activation", "relu"}}, "conv2d"));
+  ls.push_back(L("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d"));
+  if (dropout) ls.push_back(L("Dropout", {{"rate", 0.25}}, "dropout"));
+  ls.push_back(L("Flatten", Json::object(), "flatten"));
+  ls.push_back(L("Dense", {{"units", 8}, {"activation", "tanh"}}, "dense"));
+  ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1"));
+  return Model::sequential("cnn", Shape{8, 8, 1}, std::move(ls));
+}
+
+TrainSpec adam_spec() {
+  return TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer("adam")};
+}
+
+// Trains `net` for a few steps of batches of 13, 16 and 2 rows (the last ones smaller than a
+// piece), calling `step` for each; returns the losses.
+template <typename Step>
+std::vector<double> train_some(Network& net, Step step) {
+  Rng init(5), data(6);
+  net.initialize(init);
+  std::vector<int32_t> labels(16);
+  std::vector<double> losses;
+  for (int s = 0; s < 9; ++s) {
+    const int n = s % 3 == 0 ? 13 : (s % 3 == 1 ? 16 : 2);
+    for (int i = 0; i < n * 64; ++i) net.input()[i] = data.uniform();
+    for (int i = 0; i < n; ++i)
+      labels[static_cast<size_t>(i)] = static_cast<int32_t>(data.below(3));
+    Targets t;
+    t.labels = labels.data();
+    losses.push_back(step(n, t));
+  }
+  return losses;
+}
+
+TEST(Network, SplitBatchMatchesTheWholeBatchUpToRounding) {
+  Network whole(splittable_cnn(false), 16, adam_spec());
+  const auto want =
+      train_some(whole, [&](int n, const Targets& t) { return whole.train_step(n, t); });
+  for (int pieces : {2, 3, 16}) {
+    Network split(splittable_cnn(false), 16, adam_spec(), pieces);
+    EXPECT_EQ(split.pieces(), pieces);
+    const auto got =
+        train_some(split, [&](int n, const Targets& t) { return split.train_step(n, t); });
+    for (size_t s = 0; s < want.size(); ++s)
+      EXPECT_NEAR(got[s], want[s], 1e-5) << pieces << " pieces";
+    for (size_t i = 0; i < whole.num_params(); ++i)
+      ASSERT_NEAR(split.params()[i], whole.params()[i], 1e-5) << pieces << " pieces, param " << i;
+  }
+}
+
+// The pieces of each step computed by two threads (in whatever order they claim them) give
+// bit-identical weights to the pieces computed one after the other, dropout included.
+TEST(Network, PiecesOnTwoThreadsEqualPiecesInOrderBitForBit) {
+  Network in_order(splittable_cnn(true), 16, adam_spec(), 4);
+  const auto want =
+      train_some(in_order, [&](int n, const Targets& t) { return in_order.train_step(n, t); });
+  Network threaded(splittable_cnn(true), 16, adam_spec(), 4);
+  const auto got = train_some(threaded, [&](int n, const Targets& t) {
+    threaded.begin_step(n, t);
+    std::atomic<int> next{0};
+    auto claim = [&] {
+      for (int p; (p = next.fetch_add(1)) < threaded.pieces();) threaded.train_piece(p);
+    };
+    std::thread helper(claim);
+    claim();
+    helper.join();
+    return threaded.finish_step();
+  });
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),
+            std::vector<float>(in_order.params(), in_order.params() + in_order.num_params()));
+}
+
+TEST(Network, BatchStatisticsAreNeverSplitAndInferenceIsWhole) {
+  EXPECT_EQ(Network(cnn(), 16, adam_spec(), 4).pieces(), 1);                 // BatchNormalization
+  EXPECT_EQ(Network(splittable_cnn(false), 16).pieces(), 1);                 // inference
+  EXPECT_EQ(Network(splittable_cnn(false), 5, adam_spec(), 4).pieces(), 3);  // pieces of 2 rows
+  EXPECT_EQ(Network(splittable_cnn(false), 4, adam_spec(), 9).pieces(), 4);  // at most a row each
 }
 
 TEST(Model, ShapeErrorNamesModelLayerAndFix) {
@@ -63,21 +149,24 @@ TEST(Model, RepeatedLayerNamesAreRefused) {
 }
 
 TEST(Network, TrainingStepDoesNotAllocate) {
-  Network net(cnn(), 16, TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer("adam")});
-  Rng rng(1);
-  net.initialize(rng);
-  for (int i = 0; i < 16 * 64; ++i) net.input()[i] = rng.uniform();
-  std::vector<int32_t> labels(16);
-  for (int i = 0; i < 16; ++i) labels[static_cast<size_t>(i)] = i % 3;
-  Targets t;
-  t.labels = labels.data();
-  // Warm-up: libxsmm generates (and caches) a kernel the first time it meets a GEMM shape.
-  net.train_step(16, t);
-  net.train_step(7, t);
-  const long before = allocation_count();
-  for (int s = 0; s < 5; ++s) net.train_step(s % 2 ? 16 : 7, t);
-  net.evaluate_batch(16, net.train_spec().loss, t, nullptr);
-  EXPECT_EQ(allocation_count() - before, 0);
+  for (int pieces : {1, 2}) {
+    Network net(pieces == 1 ? cnn() : splittable_cnn(true), 16, adam_spec(), pieces);
+    ASSERT_EQ(net.pieces(), pieces);
+    Rng rng(1);
+    net.initialize(rng);
+    for (int i = 0; i < 16 * 64; ++i) net.input()[i] = rng.uniform();
+    std::vector<int32_t> labels(16);
+    for (int i = 0; i < 16; ++i) labels[static_cast<size_t>(i)] = i % 3;
+    Targets t;
+    t.labels = labels.data();
+    // Warm-up: libxsmm generates (and caches) a kernel the first time it meets a GEMM shape.
+    net.train_step(16, t);
+    net.train_step(7, t);
+    const long before = allocation_count();
+    for (int s = 0; s < 5; ++s) net.train_step(s % 2 ? 16 : 7, t);
+    net.evaluate_batch(16, net.train_spec().loss, t, nullptr);
+    EXPECT_EQ(allocation_count() - before, 0) << pieces << " piece(s)";
+  }
 }
 
 TEST(Network, LearnsASeparableProblem) {
@@ -85,7 +174,9 @@ TEST(Network, LearnsASeparableProblem) {
   ls.push_back(L("Dense", {{"units", 16}, {"activation", "relu"}}, "dense"));
   ls.push_back(L("Dense", {{"units", 2}, {"activation", "softmax"}}, "dense_1"));
   auto m = Model::sequential("mlp", Shape{2}, std::move(ls));
-  Network net(m, 32, TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}}}})});
+  Network net(m, 32,
+              TrainSpec{parse_loss("sparse_categorical_crossentropy"),
+                        parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}}}})});
   Rng rng(3);
   net.initialize(rng);
   std::vector<int32_t> labels(32);
@@ -117,7 +208,9 @@ TEST(Network, GraphModelWithAddAndConcatenateTrains) {
   auto m = std::make_shared<const Model>("graph", Shape{3}, std::move(nodes), 5);
   EXPECT_FALSE(m->is_sequential());
   EXPECT_EQ(m->planned(3).out_shape, (Shape{7}));
-  Network net(m, 8, TrainSpec{parse_loss("mse"), parse_optimizer(Json{{"SGD", {{"learning_rate", 0.05}}}})});
+  Network net(
+      m, 8,
+      TrainSpec{parse_loss("mse"), parse_optimizer(Json{{"SGD", {{"learning_rate", 0.05}}}})});
   Rng rng(5);
   net.initialize(rng);
   std::vector<float> y(8);
