@@ -131,7 +131,9 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     }
-    const size_t est = Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer});
+    j.pieces = batch_pieces(s, *j.model);
+    const size_t est = Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer},
+                                               j.pieces);
     estimates.push_back(est);
     const size_t phys = physical_memory_bytes();
     if (est + data.bytes() > phys)
@@ -362,6 +364,11 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
                {"loaded_data", r.loaded_data}});
   }
   live.start();
+  // Workers left without a job help the models whose batches are split (one process only: under
+  // MPI the pieces of a batch are computed in turn by the model's own worker).
+  int split_jobs = 0;
+  for (const PreparedJob* j : st.queue) split_jobs += j->pieces > 1;
+  HelpBoard board(cluster ? 0 : split_jobs);
   auto worker = [&](int w) {
     const int core = worker_cores[static_cast<size_t>(w)];
     pin_this_thread(core);
@@ -375,17 +382,20 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       ctx.core = core;
       ctx.stop = cluster ? &st.stop : opts.stop;
       ctx.observer = live.observer(w);
+      if (!cluster) ctx.helpers = &board;
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
       if (io.save)
         ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
           io.save(net, sp, dir + "/models/" + sp.name);
         };
       JobResult r = run_job(s, j.model, data, ctx, j.initial_params.empty() ? nullptr : &j.initial_params);
+      if (ctx.helpers && j.pieces > 1) board.job_done();
       busy[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
       ++local_jobs;
       st.store(j, r, {});
       live.job_finished(w, st.results[j.index], j.cost);
     }
+    if (!cluster) busy[static_cast<size_t>(w)] += board.help(opts.stop);
     --running_workers;
   };
   std::vector<std::thread> threads;

@@ -111,6 +111,12 @@ std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& inp
   return Model::sequential(spec.name, input_shape, std::move(layers));
 }
 
+int batch_pieces(const ModelSpec& spec, const Model& model) {
+  if (model.mixes_samples()) return 1;
+  if (spec.batch_split > 0) return std::min(spec.batch_split, spec.batch_size);
+  return 3.0 * model.forward_flops() * spec.batch_size >= kAutoSplitFlops ? 2 : 1;
+}
+
 double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train) {
   // 3x forward FLOPs per training sample (workloads.md), plus a per-sample overhead so that
   // FLOP-free models still order sensibly.
@@ -124,7 +130,18 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   res.core = ctx.core;
   res.params = model->trainable_params() + model->non_trainable_params();
   try {
-    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer});
+    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
+                batch_pieces(spec, *model));
+    // A split batch's pieces go to the help board, where idle workers may take some.
+    const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
+    const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
+    auto train_step = [&](int n, const Targets& t) {
+      if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
+      net.begin_step(n, t);
+      ctx.helpers->run(net.pieces(), train_piece);
+      ctx.helpers->run(net.pieces(), update_piece);
+      return net.end_step();
+    };
     const int k = static_cast<int>(net.output_features());
     std::vector<MetricSlot> metrics;
     for (const auto& m : spec.metrics) metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
@@ -195,7 +212,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
         const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
-        const double loss = net.train_step(n, t);
+        const double loss = train_step(n, t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +

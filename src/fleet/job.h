@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fleet/fleet_data.h"
+#include "fleet/help_board.h"
 #include "fleet/plan.h"
 #include "model/model.h"
 #include "model/network.h"
@@ -69,7 +70,16 @@ struct JobContext {
   std::string checkpoint_path;              // empty: no checkpoints
   // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job.
   std::function<void(const Network&, const ModelSpec&)> save_model;
+  // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
+  HelpBoard* helpers = nullptr;
 };
+
+// Pieces each batch of this model is split into: spec.batch_split when set; otherwise 2 for a
+// model with at least kAutoSplitFlops of training work per batch (so that a piece is worth
+// handing to another core) and 1 for the rest. A model with batch statistics is never split.
+// Depends on the plan only, so results never depend on the number of workers.
+constexpr double kAutoSplitFlops = 1e9;
+int batch_pieces(const ModelSpec& spec, const Model& model);
 
 // The model of a spec on the plan's data (the Keras loader arrives with the Keras issue; for a
 // `keras:` spec the caller provides the model). Throws ModelError.

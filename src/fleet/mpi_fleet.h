@@ -25,6 +25,7 @@ struct PreparedJob {
   std::shared_ptr<const Model> model;
   std::vector<float> initial_params;  // from a Keras file, if any
   double cost = 0.0;
+  int pieces = 1;  // batch_pieces()
 };
 
 // A file of a finished job shipped to rank 0: its path under the output folder and its bytes.

@@ -36,19 +36,19 @@ using plan_detail::show;
 
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
-const std::vector<std::string> kModelKeys = {"batch_size", "early_stopping", "epochs", "grid",
-                                             "keras",      "layers",         "loss",   "metrics",
-                                             "name",       "optimizer",      "shuffle"};
-const std::vector<std::string> kDefaultsKeys = {"batch_size", "early_stopping", "epochs",
-                                                "keras",      "layers",         "loss",
-                                                "metrics",    "optimizer",      "shuffle"};
+const std::vector<std::string> kModelKeys = {
+    "batch_size", "batch_split", "early_stopping", "epochs",    "grid",   "keras",
+    "layers",     "loss",        "metrics",        "name",      "optimizer", "shuffle"};
+const std::vector<std::string> kDefaultsKeys = {
+    "batch_size", "batch_split", "early_stopping", "epochs",  "keras",
+    "layers",     "loss",        "metrics",        "optimizer", "shuffle"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
     "name", "seed", "data", "train", "test", "scale", "validation_split", "models", "keras",
-    "epochs", "batch_size", "shuffle", "loss", "metrics", "optimizer", "early_stopping",
+    "epochs", "batch_size", "batch_split", "shuffle", "loss", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
     "layers"};
 // clang-format on
@@ -493,10 +493,14 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   if (m.contains("batch_size"))
     s.batch_size =
         static_cast<int>(check_int(pr_, at("batch_size"), m["batch_size"], 1).value_or(32));
+  if (m.contains("batch_split") && !m["batch_split"].is_null())
+    s.batch_split =
+        static_cast<int>(check_int(pr_, at("batch_split"), m["batch_split"], 1).value_or(0));
   if (m.contains("shuffle"))
     s.shuffle = check_bool(pr_, at("shuffle"), m["shuffle"]).value_or(true);
   ex["epochs"] = s.epochs;
   ex["batch_size"] = s.batch_size;
+  if (s.batch_split > 0) ex["batch_split"] = s.batch_split;
   ex["shuffle"] = s.shuffle;
 
   const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);

@@ -55,6 +55,7 @@ struct ModelSpec {
   std::string keras;  // path of a Keras model file to start from (instead of layers)
   int epochs = 1;
   int batch_size = 32;
+  int batch_split = 0;  // pieces per batch (Network::pieces); 0: automatic (batch_pieces in job.h)
   bool shuffle = true;
   LossSpec loss;
   std::vector<std::string> metrics;

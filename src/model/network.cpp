@@ -208,19 +208,29 @@ void Network::train_piece(int p) {
   if (pieces_.size() > 1) gather_output(pc);
 }
 
-double Network::finish_step() {
+void Network::update_piece(int p) {
+  const OptimizerSpec& o = spec_.optimizer;
+  const bool clips = o.clipnorm > 0 || o.global_clipnorm > 0 || o.clipvalue > 0;
+  if (clips && p > 0) return;
+  // This piece's share of the parameters: [begin, end), in whole cache lines.
+  const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
+  const size_t begin = std::min(n_trainable_, static_cast<size_t>(p) * share);
+  const size_t end = std::min(n_trainable_, begin + share);
+  // The pieces' gradients, summed in piece order whoever computed them.
+  float* __restrict g = arena_.at(grads_off_);
+  for (size_t q = 1; q < pieces_.size(); ++q) {
+    if (pieces_[q].n == 0) continue;
+    const float* __restrict gq = arena_.at(pieces_[q].grads_off);
+    for (size_t i = begin; i < end; ++i) g[i] += gq[i];
+  }
+  if (clips) clip_gradients(o, n_trainable_, g, vars_);
+  optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
+}
+
+double Network::end_step() {
   const float* per_sample = arena_.at(loss_off_);
   double loss = 0.0;
   for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
-  // The pieces' gradients, summed in piece order whoever computed them.
-  float* __restrict g = arena_.at(grads_off_);
-  for (size_t p = 1; p < pieces_.size(); ++p) {
-    if (pieces_[p].n == 0) continue;
-    const float* __restrict gp = arena_.at(pieces_[p].grads_off);
-    for (size_t i = 0; i < n_trainable_; ++i) g[i] += gp[i];
-  }
-  optimizer_step(spec_.optimizer, iterations_, n_trainable_, params_, g, arena_.at(state_off_),
-                 vars_);
   ++iterations_;
   return loss / step_n_;
 }
@@ -228,7 +238,8 @@ double Network::finish_step() {
 double Network::train_step(int n, const Targets& t) {
   begin_step(n, t);
   for (int p = 0; p < pieces(); ++p) train_piece(p);
-  return finish_step();
+  for (int p = 0; p < pieces(); ++p) update_piece(p);
+  return end_step();
 }
 
 double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample) {

@@ -6,7 +6,7 @@
 // A training Network may split every batch into a fixed number of pieces (rows
 // [p*ceil(B/P), ...) of a batch of at most B rows): each piece has its own activations, gradients
 // and dropout stream, so the pieces of a step can be computed on different threads
-// (begin_step, train_piece, finish_step); their gradients are then summed in piece order. The
+// (begin_step, train_piece, update_piece, end_step); their gradients are summed in piece order. The
 // result depends on the number of pieces, never on which thread computed which piece.
 #pragma once
 
@@ -69,13 +69,18 @@ class Network {
   void forward(int n, bool training);
   // One optimizer step on the first n rows of input() with targets `t`; returns the batch's mean
   // loss (not checked here: the caller stops a model whose loss is not finite). The same as
-  // begin_step, train_piece for every piece, finish_step.
+  // begin_step, then train_piece for every piece, then update_piece for every piece, then
+  // end_step.
   double train_step(int n, const Targets& t);
-  // The step in parts: train_piece(p) may run concurrently for distinct p (each touches only its
-  // piece's buffers), between begin_step and finish_step on the owning thread.
+  // The step in parts, for running one model's step on several threads. train_piece(p) may run
+  // concurrently for distinct p (each touches only its piece's buffers); once all have returned,
+  // so may update_piece(p), which adds the pieces' gradients of its share of the parameters in
+  // piece order and applies the optimizer to that share (with gradient clipping, which needs all
+  // gradients at once, update_piece(0) does the whole update and the others nothing).
   void begin_step(int n, const Targets& t);
   void train_piece(int p);
-  double finish_step();
+  void update_piece(int p);
+  double end_step();
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
   // returned value is the loss summed over the batch.
   double evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample);

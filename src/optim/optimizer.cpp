@@ -67,6 +67,8 @@ void keras_defaults(LayerConfig& c) {
 // Number of state slots, in optimizer_state_slots() order.
 size_t slot_count(const OptimizerSpec& s) { return optimizer_state_slots(s).size(); }
 
+}  // namespace
+
 // Keras's per-variable clip_by_norm and global clip_by_global_norm, and element-wise clipvalue.
 void clip_gradients(const OptimizerSpec& s, size_t n, float* g, const std::vector<VarRange>& vars) {
   auto norm = [&](size_t off, size_t len) {
@@ -117,8 +119,6 @@ void clip_gradients(const OptimizerSpec& s, size_t n, float* g, const std::vecto
     for (size_t i = 0; i < n; ++i) g[i] = std::min(std::max(g[i], -c), c);
   }
 }
-
-}  // namespace
 
 const std::vector<std::string>& optimizer_names() {
   static const std::vector<std::string> names = [] {
@@ -284,10 +284,16 @@ void optimizer_init_state(const OptimizerSpec& s, size_t n, float* state) {
 void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* p, float* g,
                     float* state, const std::vector<VarRange>& vars) {
   clip_gradients(s, n, g, vars);
+  optimizer_update(s, iteration, n, p, g, state, 0, n);
+}
+
+// Every loop runs over [begin, end) only; state slot k of element i is state[k * n + i].
+void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float* p, float* g,
+                      float* state, size_t begin, size_t end) {
   const float lr = static_cast<float>(s.learning_rate);
   if (s.weight_decay > 0) {
     const float wd = static_cast<float>(s.weight_decay);
-    for (size_t i = 0; i < n; ++i) p[i] -= p[i] * wd * lr;
+    for (size_t i = begin; i < end; ++i) p[i] -= p[i] * wd * lr;
   }
   switch (s.kind) {
     case OptKind::kSGD: {
@@ -295,12 +301,12 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
         // m = momentum m - lr g; p += m (nesterov: p += momentum m - lr g).
         float* m = state;
         const float mu = static_cast<float>(s.momentum);
-        for (size_t i = 0; i < n; ++i) {
+        for (size_t i = begin; i < end; ++i) {
           m[i] = m[i] * mu - g[i] * lr;
           p[i] += s.nesterov ? m[i] * mu - g[i] * lr : m[i];
         }
       } else {
-        for (size_t i = 0; i < n; ++i) p[i] -= g[i] * lr;
+        for (size_t i = begin; i < end; ++i) p[i] -= g[i] * lr;
       }
       return;
     }
@@ -321,7 +327,7 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
       float* __restrict pp = p;
       const float* __restrict gg = g;
       if (!s.amsgrad) {
-        for (size_t i = 0; i < n; ++i) {
+        for (size_t i = begin; i < end; ++i) {
           m[i] += (gg[i] - m[i]) * c1;
           v[i] += (gg[i] * gg[i] - v[i]) * c2;
           pp[i] -= m[i] * alpha / (std::sqrt(v[i]) + eps);
@@ -329,7 +335,7 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
         return;
       }
       float* __restrict vhat = state + 2 * n;
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = begin; i < end; ++i) {
         m[i] += (gg[i] - m[i]) * c1;
         v[i] += (gg[i] * gg[i] - v[i]) * c2;
         vhat[i] = std::max(vhat[i], v[i]);
@@ -345,7 +351,7 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
       float* vel = state;
       float* mom = s.momentum > 0 ? state + n : nullptr;
       float* ag = s.centered ? state + (s.momentum > 0 ? 2 : 1) * n : nullptr;
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = begin; i < end; ++i) {
         vel[i] = rho * vel[i] + c * (g[i] * g[i]);
         float denom;
         if (ag) {
@@ -368,7 +374,7 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
       // acc += g^2; p -= lr g / sqrt(acc + eps).
       const float eps = static_cast<float>(s.epsilon);
       float* acc = state;
-      for (size_t i = 0; i < n; ++i) {
+      for (size_t i = begin; i < end; ++i) {
         acc[i] += g[i] * g[i];
         p[i] -= lr * g[i] / std::sqrt(acc[i] + eps);
       }

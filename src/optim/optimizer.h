@@ -52,6 +52,13 @@ void optimizer_init_state(const OptimizerSpec& s, size_t n, float* state);
 // may be modified in place by clipping.
 void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* params,
                     float* grads, float* state, const std::vector<VarRange>& vars);
+// optimizer_step in two parts, for updating one model's parameters on several threads:
+// clip_gradients over all gradients first (a no-op unless clipnorm, global_clipnorm or clipvalue
+// is set), then the element-wise update of parameters [begin, end). Any split of [0, n) into
+// ranges gives exactly the result of optimizer_step.
+void clip_gradients(const OptimizerSpec& s, size_t n, float* grads, const std::vector<VarRange>& vars);
+void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float* params,
+                      float* grads, float* state, size_t begin, size_t end);
 // Names of each state slot, Keras-style, for writing .keras optimizer vars ("m", "v", "vhat").
 std::vector<std::string> optimizer_state_slots(const OptimizerSpec& s);
 

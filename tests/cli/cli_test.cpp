@@ -135,7 +135,7 @@ TEST_F(Cli, PlanErrorNamesFileLineAndFieldAndWritesNothing) {
   testing_util::write_text(bad, text);
   std::string err;
   EXPECT_EQ(run({"train", bad, "--out", dir.path + "/out"}, dir.path, nullptr, &err), 1);
-  EXPECT_THAT(err, HasSubstr("fleet.yaml:17: models[0].layers[1].Dense.units: expected a positive integer, got \"abc\""));
+  EXPECT_THAT(err, HasSubstr("fleet.yaml:18: models[0].layers[1].Dense.units: expected a positive integer, got \"abc\""));
   EXPECT_FALSE(file_exists(dir.path + "/out"));
 }
 

@@ -70,6 +70,7 @@ defaults:
 models:
   - name: mlp-{units}
     grid: {units: [8, 32]}
+    batch_split: 3  # pieces computed by whichever worker is free: results must not change
     layers:
       - Flatten: {}
       - Dense: {units: "{units}", activation: relu}

@@ -96,14 +96,17 @@ TEST(Network, PiecesOnTwoThreadsEqualPiecesInOrderBitForBit) {
   Network threaded(splittable_cnn(true), 16, adam_spec(), 4);
   const auto got = train_some(threaded, [&](int n, const Targets& t) {
     threaded.begin_step(n, t);
-    std::atomic<int> next{0};
-    auto claim = [&] {
-      for (int p; (p = next.fetch_add(1)) < threaded.pieces();) threaded.train_piece(p);
-    };
-    std::thread helper(claim);
-    claim();
-    helper.join();
-    return threaded.finish_step();
+    // Both phases on two threads, each claiming the next piece.
+    for (auto phase : {&Network::train_piece, &Network::update_piece}) {
+      std::atomic<int> next{0};
+      auto claim = [&] {
+        for (int p; (p = next.fetch_add(1)) < threaded.pieces();) (threaded.*phase)(p);
+      };
+      std::thread helper(claim);
+      claim();
+      helper.join();
+    }
+    return threaded.end_step();
   });
   EXPECT_EQ(got, want);
   EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),

@@ -160,6 +160,43 @@ TEST(Optimizer, WeightDecayAppliesToEveryOptimizer) {
   }
 }
 
+// optimizer_update over any split of the parameters into ranges (as Network::update_piece does
+// for the pieces of a split batch) gives exactly optimizer_step's result, for every kind.
+TEST(Optimizer, UpdateInRangesEqualsTheWholeStepBitForBit) {
+  std::vector<OptimizerSpec> specs;
+  for (OptKind k : {OptKind::kSGD, OptKind::kAdam, OptKind::kAdamW, OptKind::kRMSprop,
+                    OptKind::kAdagrad})
+    specs.push_back(spec(k, 0.05));
+  specs.push_back(spec(OptKind::kSGD, 0.05));
+  specs.back().momentum = 0.9;
+  specs.back().nesterov = true;
+  specs.push_back(spec(OptKind::kAdam, 0.05));
+  specs.back().amsgrad = true;
+  specs.back().weight_decay = 0.1;
+  specs.push_back(spec(OptKind::kRMSprop, 0.05));
+  specs.back().centered = true;
+  specs.back().momentum = 0.5;
+  const size_t n = 37;
+  for (const OptimizerSpec& s : specs) {
+    std::vector<float> p_whole(n), p_ranges(n), state_whole(optimizer_state_floats(s, n));
+    Rng rng(9);
+    for (float& v : p_whole) v = rng.uniform() - 0.5f;
+    p_ranges = p_whole;
+    optimizer_init_state(s, n, state_whole.data());
+    std::vector<float> state_ranges = state_whole;
+    for (int step = 0; step < 4; ++step) {
+      std::vector<float> g(n);
+      for (float& v : g) v = rng.uniform() - 0.5f;
+      std::vector<float> g2 = g;
+      optimizer_step(s, step, n, p_whole.data(), g.data(), state_whole.data(), {{0, n}});
+      for (auto [b, e] : {std::pair<size_t, size_t>{20, 37}, {0, 3}, {3, 20}})
+        optimizer_update(s, step, n, p_ranges.data(), g2.data(), state_ranges.data(), b, e);
+    }
+    EXPECT_EQ(p_ranges, p_whole) << optimizer_class(s.kind);
+    EXPECT_EQ(state_ranges, state_whole) << optimizer_class(s.kind);
+  }
+}
+
 TEST(Optimizer, WeightDecayUsesParametersBeforeTheUpdate) {
   // SGD lr 0.5, wd 0.1, g 2: p = 3 - 3*0.1*0.5 = 2.85, then p -= 0.5*2 -> 1.85.
   OptimizerSpec s = spec(OptKind::kSGD, 0.5);

@@ -1,0 +1,84 @@
+// HelpBoard: one mutex and one condition variable. A piece takes milliseconds (only models with
+// at least ~1 GFLOP of work per batch are split by default), so claiming pieces under a lock costs
+// nothing measurable.
+#include "fleet/help_board.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace nnfleet {
+
+template <typename Ready>
+void HelpBoard::spin_until(Ready ready) {
+  for (int i = 0; i < 20000 && !ready(); ++i) _mm_pause();  // at most ~0.2-1 ms
+}
+
+bool HelpBoard::claim(Task*& task, int& piece) {
+  for (Task* t : posted_) {
+    if (t->next < t->pieces) {
+      task = t;
+      piece = t->next++;
+      return true;
+    }
+  }
+  return false;
+}
+
+void HelpBoard::run(int pieces, const std::function<void(int)>& fn) {
+  Task task{&fn, pieces};
+  std::unique_lock<std::mutex> lock(mu_);
+  posted_.push_back(&task);
+  posts_.fetch_add(1, std::memory_order_release);
+  cv_.notify_all();
+  while (task.next < task.pieces) {
+    const int p = task.next++;
+    lock.unlock();
+    fn(p);
+    lock.lock();
+    ++task.done;
+  }
+  // Every piece is claimed: no helper can reach the task any more; wait for those still computing.
+  posted_.erase(std::find(posted_.begin(), posted_.end(), &task));
+  if (task.done.load() == task.pieces) return;
+  lock.unlock();
+  spin_until([&] { return task.done.load(std::memory_order_acquire) == task.pieces; });
+  lock.lock();
+  cv_.wait(lock, [&] { return task.done.load() == task.pieces; });
+}
+
+void HelpBoard::job_done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --split_jobs_;
+  cv_.notify_all();
+}
+
+double HelpBoard::help(const std::atomic<bool>* stop) {
+  using Clock = std::chrono::steady_clock;
+  double seconds = 0.0;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (split_jobs_ > 0 && !(stop && stop->load(std::memory_order_relaxed))) {
+    Task* task = nullptr;
+    int piece = 0;
+    if (!claim(task, piece)) {
+      // Spin for the next post a moment, then sleep until a new post, a job's end, or the timeout
+      // (to notice a stop request).
+      const uint64_t seen = posts_.load(std::memory_order_acquire);
+      lock.unlock();
+      spin_until([&] { return posts_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+      if (posts_.load() == seen) cv_.wait_for(lock, std::chrono::milliseconds(50));
+      continue;
+    }
+    lock.unlock();
+    const auto t0 = Clock::now();
+    (*task->fn)(piece);
+    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    lock.lock();
+    if (++task->done == task->pieces) cv_.notify_all();  // the task's owner may be waiting
+  }
+  return seconds;
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,52 @@
+// HelpBoard: lets idle workers help running models whose batches are split into pieces
+// (Network::pieces). The model's own worker posts each step's pieces and computes them too; an
+// idle worker claims whichever piece is next. Which thread computes a piece never changes the
+// result (Network sums the pieces' gradients in piece order), so a run is bit-identical whatever
+// the number of workers; helping only shortens the tail of a run, when fewer models remain than
+// workers.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+namespace nnfleet {
+
+class HelpBoard {
+ public:
+  // `split_jobs`: how many jobs of the run will post pieces; helpers wait while any may still do so.
+  explicit HelpBoard(int split_jobs) : split_jobs_(split_jobs) {}
+
+  // Runs fn(0), ..., fn(pieces - 1) on the calling thread and on any helping worker; returns when
+  // all have finished. Never allocates.
+  void run(int pieces, const std::function<void(int)>& fn);
+  // A job counted in `split_jobs` has ended (finished, failed or stopped).
+  void job_done();
+  // An idle worker helps with posted pieces until no counted job is left or `stop` is set.
+  // Returns the seconds it spent computing pieces.
+  double help(const std::atomic<bool>* stop);
+
+ private:
+  struct Task {
+    const std::function<void(int)>* fn;
+    int pieces;
+    int next = 0;                // claimed pieces (under the lock)
+    std::atomic<int> done{0};    // finished pieces (incremented under the lock)
+  };
+  // Claims the next piece of a posted task (lock held); false when there is none.
+  bool claim(Task*& task, int& piece);
+  // Spins briefly (the lock not held) until `ready` is true; a step's pieces follow each other
+  // within microseconds, far sooner than a sleeping thread would wake.
+  template <typename Ready>
+  static void spin_until(Ready ready);
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Task*> posted_;  // tasks with pieces not yet claimed
+  std::atomic<uint64_t> posts_{0};  // tasks posted so far
+  int split_jobs_;
+};
+
+}  // namespace nnfleet
