@@ -22,6 +22,11 @@
 namespace nnfleet::cli {
 namespace {
 
+// Rows per forward pass inside a worker's chunk: activations of a few images stay in L1/L2, where
+// a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory. Measured on
+// m7 (W2), one core: 7,899 / 8,557 / 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows.
+constexpr int kForwardRows = 8;
+
 struct PredictArgs {
   std::string model, weights, x, y, label, loss, out, loss_out;
   double scale = 1.0;
@@ -203,23 +208,28 @@ int run_predict(const PredictArgs& a) {
   auto work = [&](int w) {
     try {
       if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
-      Network net(lm.model, a.batch, lm.params.data());
-      std::vector<int64_t> idx(static_cast<size_t>(a.batch));
+      // A worker takes --batch rows at a time and runs them through the network kForwardRows
+      // at a time, so that every layer's activations stay in cache.
+      const int step = std::min(a.batch, kForwardRows);
+      Network net(lm.model, step, lm.params.data());
+      std::vector<int64_t> idx(static_cast<size_t>(step));
       for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
-        const int64_t begin = c * a.batch;
-        const int rows = static_cast<int>(std::min<int64_t>(a.batch, n - begin));
-        for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
-        gather_rows(x, idx.data(), rows, scale, net.input());
-        net.forward(rows, false);
-        std::copy(net.output(), net.output() + static_cast<size_t>(rows) * k,
-                  pred_data + static_cast<size_t>(begin) * k);
-        if (with_loss) {
-          Targets t;
-          if (!labels.empty())
-            t.labels = labels.data() + begin;
-          else
-            t.values = values.data() + static_cast<size_t>(begin) * k;
-          loss_forward(loss, rows, k, net.output(), t, loss_data + begin);
+        const int64_t end = std::min<int64_t>(n, (c + 1) * a.batch);
+        for (int64_t begin = c * a.batch; begin < end; begin += step) {
+          const int rows = static_cast<int>(std::min<int64_t>(step, end - begin));
+          for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
+          gather_rows(x, idx.data(), rows, scale, net.input());
+          net.forward(rows, false);
+          std::copy(net.output(), net.output() + static_cast<size_t>(rows) * k,
+                    pred_data + static_cast<size_t>(begin) * k);
+          if (with_loss) {
+            Targets t;
+            if (!labels.empty())
+              t.labels = labels.data() + begin;
+            else
+              t.values = values.data() + static_cast<size_t>(begin) * k;
+            loss_forward(loss, rows, k, net.output(), t, loss_data + begin);
+          }
         }
       }
     } catch (...) {
@@ -267,7 +277,9 @@ void add_predict_command(CLI::App& app, Run& run) {
                 "Loss for --y (default: the model file's), e.g. categorical_crossentropy");
   c->add_option("--weights", args->weights, "Weights file (model.save_weights .h5) for MODEL");
   c->add_option("--scale", args->scale, "Multiply the inputs by this (e.g. 0.00392156862745098)");
-  c->add_option("--batch", args->batch, "Rows per chunk and forward pass (default 256)");
+  c->add_option("--batch", args->batch,
+                "Rows a worker takes at a time (default 256); it runs them through the model 8 "
+                "at a time");
   c->add_option(
       "--workers", args->workers,
       "Worker threads, each pinned to one core (default: the cores this process may use)");
