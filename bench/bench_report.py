@@ -177,6 +177,46 @@ def target_rows(b, c):
 W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
 
 
+def kernel_rows(b, c):
+    """(kernel, samples/s, GFLOP/s, % of the single-core fp32 peak) per kernels_bench run."""
+    rows = []
+    for k in getattr(b, "kernels", None) or []:
+        sps, fps = k.get("samples_per_second"), k.get("flops_per_second")
+        g = None if fps is None else fps / 1e9
+        rows.append((f"`{k['name']}`", f_int(sps),
+                     "missing" if g is None else (f"{g:.1f}" if g >= 1 else f"{g:.2f}"),
+                     f_pct(div(g, c.peak))))
+    return rows
+
+
+def kernel_section(b, c):
+    """The "Kernel microbenchmarks" section: bench/kernels/kernels_bench's table and command."""
+    L = ["## Kernel microbenchmarks\n"]
+    core = getattr(b, "kernels_core", None)
+    L.append("`bench/kernels/kernels_bench` (Google Benchmark): each layer's kernel, forward and "
+             "backward, on W1's shapes at batch 32 (benchmark arguments: Dense in/out, Conv2D and "
+             "pooling input height = width h, channels c, filters f; dx:0 is a first layer's "
+             "backward, without the input gradient), run once after the rounds"
+             + (f", pinned to core {core}" if core is not None else "") + ". samples/s: batch "
+             "rows per second. GFLOP/s: a multiply-add counts 2; pooling and activations do no "
+             "multiply-adds and count one FLOP per element visited. % peak: of the single-core "
+             "fp32 peak (32 FLOP/cycle x the measured clock"
+             + (f", {c.peak:.1f} GFLOP/s" if c.peak else ", missing") + "). Dropout and Flatten "
+             "have no kernel of their own.\n")
+    rows = kernel_rows(b, c)
+    if rows:
+        L.append(table(["kernel", "samples/s", "GFLOP/s", "% peak"], rows))
+        L.append("")
+    else:
+        why = (getattr(b, "unavailable", {}) or {}).get("kernels") or next(
+            (msg for _, s, msg in getattr(b, "failures", []) if s == "kernels"), None)
+        L.append(f"missing: {why or 'kernels_bench did not run'}\n")
+    cmd = (getattr(b, "commands", {}) or {}).get("kernels-bench")
+    if cmd:
+        L.append(f"Command: `{cmd}`\n")
+    return L
+
+
 def table(head, rows):
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
@@ -342,6 +382,9 @@ def render(b):
          f_mb(med(b, "w3.rss.fresh")), f_mb(med(b, "w3.rss.pool"))),
     ]))
     w(f"\n{len(b.w3_jobs)} MLPs, {c.w3_total / 1e9:.2f} training GFLOP in all.\n")
+
+    for line in kernel_section(b, c):
+        w(line)
 
     w("## Every figure, round by round\n")
     rows = []

@@ -14,6 +14,9 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
             b256, b256 x N processes); ONNX Runtime single-threaded (b1, b256)
   w3-1core  W3 on one core: nnfleet (for the scaling figure)
   w3-fleet  W3 on all cores: nnfleet; the peer recipe (fresh process per model); the pooled peer
+After the rounds, once:
+  kernels   the kernel microbenchmarks (BUILD/bench/kernels/kernels_bench, Google Benchmark, W1's
+            shapes) pinned to one core: samples/s and FLOP/s per kernel
 
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
@@ -52,9 +55,11 @@ W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "
 
 QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"],
          "w3_epochs": 3, "w2_b1": 300, "sgemm_seconds": 0.2, "clock_runs": 2,
+         "kernels_min_time": 0.05,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]}}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
+        "kernels_min_time": 0.2,
         "w3_grid": workloads.W3_GRID}
 
 
@@ -104,6 +109,8 @@ class Bench:
         self.commands = {}     # label -> shell line (first time it ran)
         self.round = 0
         self.loads = []        # (round, load average before, after)
+        self.kernels = None    # [{name, samples_per_second, flops_per_second}] (kernels_bench)
+        self.kernels_core = None  # the core it ran on
 
     # ---- recording ----------------------------------------------------------------------------
     def add(self, key, value):
@@ -518,6 +525,37 @@ class Bench:
                              f"{sorted(names - self.w3_names)[:5]}")
         self.check_same_models("W3", sorted(names))
 
+    def kernel_benchmarks(self):
+        """bench/kernels/kernels_bench (Google Benchmark) once, pinned to one core, as JSON."""
+        exe = os.path.join(self.build, "bench", "kernels", "kernels_bench")
+        if not os.access(exe, os.X_OK):
+            raise NotAvailable(f"{shown([exe])} is not built (the build's NNFLEET_BENCH option "
+                               "builds it)")
+        core = self.cores[0]
+        label = "kernels-bench"
+        p, _ = self.run(label, ["taskset", "-c", core, exe, "--benchmark_format=json",
+                                f"--benchmark_min_time={self.cfg['kernels_min_time']}"])
+        try:
+            runs = json.loads(p.stdout)["benchmarks"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise BenchError(f"{label}: no Google Benchmark JSON on stdout ({e}; log: "
+                             f"{self.log_path(label)})")
+        rows, bad = [], []
+        for r in runs:
+            if r.get("run_type", "iteration") != "iteration":
+                continue
+            if r.get("error_occurred"):
+                bad.append(f"{r.get('name')} ({r.get('error_message', 'error')})")
+                continue
+            rows.append({"name": r["name"], "samples_per_second": r.get("samples/s"),
+                         "flops_per_second": r.get("FLOP/s")})
+        self.kernels, self.kernels_core = rows, core
+        if bad:
+            raise BenchError(f"{label}: benchmarks failed: {', '.join(bad)} (log: "
+                             f"{self.log_path(label)})")
+        if not rows:
+            raise BenchError(f"{label}: the JSON lists no benchmarks (log: {self.log_path(label)})")
+
     # ---- the run ------------------------------------------------------------------------------
     def run_all(self):
         t0 = time.time()
@@ -538,10 +576,11 @@ class Bench:
             self.step("w3-fleet peer recipe", lambda: self.w3_fleet_peer("fresh"))
             self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
             self.loads.append((self.round, before, os.getloadavg()[0]))
+        self.step("kernels", self.kernel_benchmarks)
         self.elapsed = time.time() - t0
         raw = {k: v for k, v in self.__dict__.items()
                if k in ("values", "info", "unavailable", "failures", "commands", "loads",
-                        "elapsed", "mode", "cores")}
+                        "elapsed", "mode", "cores", "kernels", "kernels_core")}
         write_atomic(os.path.join(self.work, "raw.json"), json.dumps(raw, indent=1, default=str))
         md = bench_report.render(self)
         write_atomic(self.md, md)

@@ -1,7 +1,12 @@
 // Microbenchmarks for the kernels on W1's shapes (bench/workloads: batch 32): Dense forward and
 // backward for every Dense layer of m1-m8, Conv2D forward and backward for m5-m7's convolutions,
-// plus raw gemm() on the same products. Counters: samples/s (batch rows per second) and FLOP/s
-// (multiply-adds counted as 2). Run pinned to one core, e.g.
+// plus raw gemm() on the same products; MaxPooling2D(2) forward and backward on m5-m7's pooled
+// maps; activation forward and backward: relu on m7's conv outputs, tanh on m4's 64 units, softmax
+// on the 10 outputs. Dropout and Flatten have no kernel of their own (Flatten is a reshape,
+// src/layers/reshaping.cpp; Dropout a mask applied in src/layers/dropout.cpp), so they have no
+// benchmark here. Counters: samples/s (batch rows per second) and FLOP/s (multiply-adds counted
+// as 2; pooling and activations, which do no multiply-adds, count one FLOP per element visited).
+// Run pinned to one core, e.g.
 //   taskset -c 1 ./build/bench/kernels/kernels_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
@@ -9,8 +14,10 @@
 #include <random>
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/conv2d.h"
 #include "kernels/gemm.h"
+#include "kernels/pool.h"
 
 namespace nnfleet {
 namespace {
@@ -167,6 +174,109 @@ BENCHMARK(BM_Conv2dBackward)
     ->Args({28, 1, 16, 0})
     ->Args({13, 16, 32, 1})
     ->Args({28, 1, 8, 0});
+
+
+// W1's MaxPooling2D(2): 2x2 windows, stride 2, "valid", on {h, c} with h == w: m5's 26x26x8,
+// m6's 26x26x16 and 11x11x32 (the last row and column dropped), m7's 24x24x64.
+// FLOP/s: no multiply-adds, so one FLOP per input element visited (batch x OH x OW x C x 4
+// window taps), forward and backward alike (backward recomputes each window's max from x and y).
+ConvGeometry pool_shape(benchmark::State& state) {
+  ConvGeometry g;
+  g.h = g.w = static_cast<int>(state.range(0));
+  g.c = g.f = static_cast<int>(state.range(1));
+  g.kh = g.kw = 2;
+  g.sh = g.sw = 2;
+  conv_geometry(g, false);
+  return g;
+}
+
+double pool_flops(const ConvGeometry& g) {
+  return static_cast<double>(kBatch) * g.oh * g.ow * g.c * g.kh * g.kw;
+}
+
+void BM_MaxPool2dForward(benchmark::State& state) {
+  const ConvGeometry g = pool_shape(state);
+  const auto x = random_floats(static_cast<size_t>(kBatch) * g.h * g.w * g.c, 1);
+  std::vector<float> y(static_cast<size_t>(kBatch) * g.oh * g.ow * g.c);
+  for (auto _ : state) {
+    max_pool2d_forward(g, kBatch, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, kBatch, pool_flops(g));
+}
+
+void BM_MaxPool2dBackward(benchmark::State& state) {
+  const ConvGeometry g = pool_shape(state);
+  const auto x = random_floats(static_cast<size_t>(kBatch) * g.h * g.w * g.c, 1);
+  std::vector<float> y(static_cast<size_t>(kBatch) * g.oh * g.ow * g.c);
+  max_pool2d_forward(g, kBatch, x.data(), y.data());
+  const auto dy = random_floats(y.size(), 3);
+  std::vector<float> dx(x.size());
+  for (auto _ : state) {
+    max_pool2d_backward(g, kBatch, x.data(), y.data(), dy.data(), dx.data());
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, kBatch, pool_flops(g));
+}
+
+void pool_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"h", "c"})->Args({26, 8})->Args({26, 16})->Args({11, 32})->Args({24, 64});
+}
+BENCHMARK(BM_MaxPool2dForward)->Apply(pool_args);
+BENCHMARK(BM_MaxPool2dBackward)->Apply(pool_args);
+
+// Activations on rows = batch of `features` values (Arg). FLOP/s: no multiply-adds, so one FLOP
+// per element (batch x features), forward and backward alike, whatever the function costs.
+Activation make_act(Act kind) {
+  Activation a;
+  a.kind = kind;
+  return a;
+}
+
+void BM_ActivationForward(benchmark::State& state, Act kind) {
+  const Activation a = make_act(kind);
+  const int64_t features = state.range(0);
+  const auto x = random_floats(static_cast<size_t>(kBatch * features), 1);
+  std::vector<float> y(x.size());
+  for (auto _ : state) {
+    activation_forward(a, kBatch, features, x.data(), y.data());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, kBatch, static_cast<double>(kBatch) * features);
+}
+
+void BM_ActivationBackward(benchmark::State& state, Act kind) {
+  const Activation a = make_act(kind);
+  const int64_t features = state.range(0);
+  const auto x = random_floats(static_cast<size_t>(kBatch * features), 1);
+  std::vector<float> y(x.size());
+  activation_forward(a, kBatch, features, x.data(), y.data());
+  const auto dy = random_floats(x.size(), 3);
+  std::vector<float> dx(x.size());
+  for (auto _ : state) {
+    activation_backward(a, kBatch, features, x.data(), y.data(), dy.data(), dx.data());
+    benchmark::DoNotOptimize(dx.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, kBatch, static_cast<double>(kBatch) * features);
+}
+
+// relu: m7's conv outputs 26x26x32 and 24x24x64; tanh: m4's Dense(64); softmax: the 10 outputs.
+BENCHMARK_CAPTURE(BM_ActivationForward, relu, Act::kRelu)
+    ->ArgName("features")
+    ->Arg(26 * 26 * 32)
+    ->Arg(24 * 24 * 64);
+BENCHMARK_CAPTURE(BM_ActivationBackward, relu, Act::kRelu)
+    ->ArgName("features")
+    ->Arg(26 * 26 * 32)
+    ->Arg(24 * 24 * 64);
+BENCHMARK_CAPTURE(BM_ActivationForward, tanh, Act::kTanh)->ArgName("features")->Arg(64);
+BENCHMARK_CAPTURE(BM_ActivationBackward, tanh, Act::kTanh)->ArgName("features")->Arg(64);
+BENCHMARK_CAPTURE(BM_ActivationForward, softmax, Act::kSoftmax)->ArgName("features")->Arg(10);
+BENCHMARK_CAPTURE(BM_ActivationBackward, softmax, Act::kSoftmax)->ArgName("features")->Arg(10);
 
 }  // namespace
 }  // namespace nnfleet

@@ -202,6 +202,11 @@ void Display::job_finished(int worker, const JobResult& r, double cost) {
   emit(line, ev);
 }
 
+void Display::helping(int worker, bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  slots_[static_cast<size_t>(worker)].helping = on;
+}
+
 void Display::redraw_locked(bool final) {
   for (int i = 0; i < drawn_lines_; ++i) std::fputs("\x1b[1A\x1b[2K", stdout);
   drawn_lines_ = 0;
@@ -214,7 +219,8 @@ void Display::redraw_locked(bool final) {
     std::string row;
     const std::string core = where(static_cast<int>(&s - slots_.data()));
     if (!s.busy) {
-      row = core + "  idle";
+      row = core + (s.helping ? "  helping the running models with pieces of their batches"
+                              : "  idle");
     } else {
       const double frac = s.batches && s.epochs
                               ? ((s.epoch - 1) + static_cast<double>(s.batch) / s.batches) / s.epochs

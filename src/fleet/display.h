@@ -34,6 +34,8 @@ class Display {
   JobObserver* observer(int worker);
   void job_started(int worker, const ModelSpec& spec, double cost);
   void job_finished(int worker, const JobResult& r, double cost);
+  // The worker has no job left and helps models whose batches are split (HelpBoard).
+  void helping(int worker, bool on);
   // A line for the user (and run.log); in JSON mode, `event` is emitted instead.
   void note(const std::string& line, const Json& event);
 
@@ -42,6 +44,7 @@ class Display {
     std::string model, metric_name;
     int epoch = 0, epochs = 0, batch = 0, batches = 0;
     double loss = 0, metric = 0, sps = 0, cost = 0;
+    bool helping = false;
     bool busy = false;
   };
   class WorkerObserver;

@@ -395,7 +395,11 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       st.store(j, r, {});
       live.job_finished(w, st.results[j.index], j.cost);
     }
-    if (!cluster) busy[static_cast<size_t>(w)] += board.help(opts.stop);
+    if (!cluster) {
+      live.helping(w, true);
+      busy[static_cast<size_t>(w)] += board.help(opts.stop);
+      live.helping(w, false);
+    }
     --running_workers;
   };
   std::vector<std::thread> threads;

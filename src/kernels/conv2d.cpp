@@ -252,11 +252,12 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
 // output pixels is unrolled into scratch (the col part) and one GEMM writes its R rows of y, which
 // are contiguous in NHWC. With a bias, y's rows are first filled with b and the GEMM adds on top.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
-                    float* y, float* scratch) {
+                    float* y, float* scratch, const Activation* act, float* act_out) {
   const int64_t total = int64_t{n} * g.oh * g.ow;
   const int k = static_cast<int>(patch_size(g));
   if (is_pointwise(g)) {
     dense_forward(static_cast<int>(total), g.c, g.f, x, w, b, y);
+    if (act) activation_forward(*act, total, g.f, y, act_out);
     return;
   }
   const int64_t chunk = chunk_rows(g, n);
@@ -275,6 +276,7 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
       im2col(g, x, row0, rows, col);
       gemm(false, false, static_cast<int>(rows), g.f, k, col, k, w, g.f, beta, y_chunk, g.f);
     }
+    if (act) activation_forward(*act, rows, g.f, y_chunk, act_out + row0 * g.f);
   }
 }
 

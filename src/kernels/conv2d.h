@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "kernels/activation.h"
+
 namespace nnfleet {
 
 struct ConvGeometry {
@@ -26,9 +28,12 @@ bool conv_geometry(ConvGeometry& g, bool same_padding);
 // Floats of scratch conv2d_forward/backward need for a batch of n (e.g. an im2col buffer).
 size_t conv2d_scratch_floats(const ConvGeometry& g, int n);
 
-// y[N,OH,OW,F] = conv(x[N,H,W,C], w[KH,KW,C,F]) + b[F] (b may be null).
+// y[N,OH,OW,F] = conv(x[N,H,W,C], w[KH,KW,C,F]) + b[F] (b may be null). With `act` (and
+// `act_out`, which may be y itself), act_out = act(y) is applied chunk by chunk as y is produced,
+// while each chunk is still in cache.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
-                    float* y, float* scratch);
+                    float* y, float* scratch, const Activation* act = nullptr,
+                    float* act_out = nullptr);
 void conv2d_forward_ref(const ConvGeometry& g, int n, const float* x, const float* w,
                         const float* b, float* y);
 // Accumulates (+=) dx[N,H,W,C] (skipped when null), dw[KH,KW,C,F], db[F] (skipped when null).

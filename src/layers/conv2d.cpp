@@ -42,8 +42,9 @@ class Conv2D final : public Layer {
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     const float* b = use_bias_ ? a.params[1] : nullptr;
-    conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch);
-    fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
+    // The activation runs on each chunk of z as the kernel produces it.
+    conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch,
+                   act_.kind == Act::kLinear ? nullptr : &act_, a.y);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
