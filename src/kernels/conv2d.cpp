@@ -1,7 +1,9 @@
 // Fast single-threaded Conv2D and DepthwiseConv2D kernels, NHWC with Keras weight layouts.
-// Conv2D lowers to GEMM: output pixels are processed in chunks of rows, each chunk's receptive
-// fields are unrolled into an L2-sized im2col buffer [R, KH*KW*C] and multiplied by the kernel
-// [KH*KW*C, F] (already the right row-major matrix in Keras's layout). 1x1 stride-1 convolutions
+// A stride-1 "valid" Conv2D forward with enough channels runs as batch-reduce GEMMs over shifted
+// views of the input (conv2d_forward_direct, no im2col copy). Otherwise Conv2D lowers to GEMM:
+// output pixels are processed in chunks of rows, each chunk's receptive fields are unrolled into
+// an L2-sized im2col buffer [R, KH*KW*C] and multiplied by the kernel [KH*KW*C, F] (already the
+// right row-major matrix in Keras's layout). 1x1 stride-1 convolutions
 // skip the unrolling. Depthwise convolution has no reduction over channels, so it runs as direct
 // loops vectorized over the contiguous channel axis.
 #include "kernels/conv2d.h"
@@ -221,6 +223,74 @@ void transpose(int64_t rows, int64_t cols, const float* in, float* out) {
   }
 }
 
+// The direct forward: stride 1, no dilation, "valid" padding, and channels enough for the GEMMs
+// (the same rule as the im2col layout). Then for output row oy, tap (ky, kx) reads the input row
+// oy + ky from column kx on: a contiguous [OW, C] block, so y's row is the batch-reduce GEMM
+// sum over taps of x_view[OW, C] w_tap[C, F], accumulated in registers, with no im2col copy.
+// Blocks of several output rows are computed "wide": W pixels per row (the last KW - 1 of each
+// row straddle into the next input row and are discarded), so one call covers rows * W pixels.
+constexpr int kMaxDirectTaps = 49;      // 7x7; the tap pointers live on the stack
+constexpr int kDirectWidePixels = 312;  // pixels per wide call (measured on m7's layer)
+
+bool use_direct(const ConvGeometry& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+         g.oh == g.h - g.kh + 1 && g.ow == g.w - g.kw + 1 && g.kh * g.kw <= kMaxDirectTaps &&
+         !use_transposed_im2col(g) && !is_pointwise(g);
+}
+
+// Output rows per wide call; never the image's last row, whose wide pixels would read past it.
+int direct_block_rows(const ConvGeometry& g) {
+  return std::clamp(kDirectWidePixels / g.w, 1, std::max(g.oh - 1, 1));
+}
+
+// y = conv(x) + b through batch-reduce GEMMs (see use_direct), act_out = act(y) per block.
+// Returns false, having written nothing, when libxsmm has no kernel for the shapes.
+bool conv2d_forward_direct(const ConvGeometry& g, int n, const float* x, const float* w,
+                           const float* b, float* y, float* scratch, const Activation* act,
+                           float* act_out) {
+  const int block = direct_block_rows(g), taps = g.kh * g.kw;
+  const int wide = block * g.w;
+  if (!gemm_batch_reduce_available(wide, g.f, g.c, g.c, g.f, g.f) ||
+      !gemm_batch_reduce_available(g.ow, g.f, g.c, g.c, g.f, g.f))
+    return false;
+  const float* w_tap[kMaxDirectTaps];
+  const float* x_tap[kMaxDirectTaps];
+  for (int t = 0; t < taps; ++t) w_tap[t] = w + int64_t{t} * g.c * g.f;
+  auto start = [&](float* rows, int64_t count) {
+    if (b != nullptr)
+      fill_bias(b, count, g.f, rows);
+    else
+      std::fill_n(rows, count * g.f, 0.0f);
+  };
+  for (int img = 0; img < n; ++img) {
+    const float* xi = x + int64_t{img} * g.h * g.w * g.c;
+    const int64_t y_image = int64_t{img} * g.oh * g.ow;
+    for (int oy = 0; oy < g.oh;) {
+      const bool wide_block = oy + block <= g.oh - 1;
+      const int rows = wide_block ? block : 1;
+      for (int ky = 0; ky < g.kh; ++ky)
+        for (int kx = 0; kx < g.kw; ++kx)
+          x_tap[ky * g.kw + kx] = xi + (int64_t{oy + ky} * g.w + kx) * g.c;
+      float* y_rows = y + (y_image + int64_t{oy} * g.ow) * g.f;
+      if (wide_block) {
+        start(scratch, wide);
+        gemm_batch_reduce(wide, g.f, g.c, x_tap, g.c, w_tap, g.f, taps, scratch, g.f);
+        for (int r = 0; r < rows; ++r)
+          std::copy_n(scratch + int64_t{r} * g.w * g.f, int64_t{g.ow} * g.f,
+                      y_rows + int64_t{r} * g.ow * g.f);
+      } else {
+        start(y_rows, g.ow);
+        gemm_batch_reduce(g.ow, g.f, g.c, x_tap, g.c, w_tap, g.f, taps, y_rows, g.f);
+      }
+      if (act)
+        activation_forward(*act, int64_t{rows} * g.ow, g.f, y_rows,
+                           act_out + (y_image + int64_t{oy} * g.ow) * g.f);
+      oy += rows;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool conv_geometry(ConvGeometry& g, bool same_padding) {
@@ -242,10 +312,13 @@ bool conv_geometry(ConvGeometry& g, bool same_padding) {
   return g.oh > 0 && g.ow > 0;
 }
 
-// Scratch layout (floats): col [R, KH*KW*C] | dcol [R, KH*KW*C] | transposed kernel [F, KH*KW*C].
+// Scratch layout (floats): col [R, KH*KW*C] | dcol [R, KH*KW*C] | transposed kernel [F, KH*KW*C];
+// the direct forward uses the same space for its block of wide rows.
 size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t k = patch_size(g);
-  return static_cast<size_t>(2 * chunk_rows(g, n) * k + k * g.f);
+  const int64_t im2col = 2 * chunk_rows(g, n) * k + k * g.f;
+  const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
+  return static_cast<size_t>(std::max(im2col, direct));
 }
 
 // y[N*OH*OW, F] = im2col(x)[N*OH*OW, KH*KW*C] w[KH*KW*C, F] + b, chunk by chunk: each chunk of R
@@ -260,6 +333,7 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
     if (act) activation_forward(*act, total, g.f, y, act_out);
     return;
   }
+  if (use_direct(g) && conv2d_forward_direct(g, n, x, w, b, y, scratch, act, act_out)) return;
   const int64_t chunk = chunk_rows(g, n);
   const bool transposed = use_transposed_im2col(g);
   float* col = scratch;

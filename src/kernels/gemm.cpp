@@ -115,6 +115,31 @@ bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, 
   return true;
 }
 
+// The reduce-batch kernels, cached per thread like the plain ones (C += always: beta 1).
+struct BrgemmSlot {
+  int m, n, k, lda, ldb, ldc;
+  libxsmm_smmfunction_reducebatch_addr fn;
+  bool filled;
+};
+thread_local BrgemmSlot t_brgemm_slots[kXsmmSlots];
+
+libxsmm_smmfunction_reducebatch_addr brgemm_kernel(int m, int n, int k, int lda, int ldb, int ldc) {
+  const XsmmKey key{m, n, k, lda, ldb, ldc, 0};
+  BrgemmSlot& slot = t_brgemm_slots[xsmm_hash(key) & (kXsmmSlots - 1)];
+  if (slot.filled && slot.m == m && slot.n == n && slot.k == k && slot.lda == lda &&
+      slot.ldb == ldb && slot.ldc == ldc)
+    return slot.fn;
+  ensure_xsmm_initialized();
+  const libxsmm_blasint la = lda, lb = ldb, lc = ldc;
+  const float alpha = 1.0f, beta = 1.0f;
+  const int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_GEMM_PREFETCH_NONE;
+  slot = {m, n, k, lda, ldb, ldc,
+          libxsmm_smmdispatch_reducebatch_addr(m, n, k, &la, &lb, &lc, &alpha, &beta, &flags,
+                                               &prefetch),
+          true};
+  return slot.fn;
+}
+
 // Row-major C[M,N] (=|+=) A[M,K] B^T with B stored [N,K], which libxsmm 1.17 cannot JIT: B is
 // transposed one [kNtBlockK, kNtBlockN] block at a time into a 32 KiB stack buffer (libxsmm's
 // own transpose kernel) and each block goes through the NN kernel,
@@ -188,6 +213,22 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
     return;
   }
   gemm_eigen(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+// Column-major as libxsmm sees it (see gemm()): C^T[N,M] += sum B[i]^T A[i]^T, so libxsmm's "a"
+// operands are our B[i] and its "b" operands our A[i].
+bool gemm_batch_reduce(int M, int N, int K, const float* const* A, int lda, const float* const* B,
+                       int ldb, int count, float* C, int ldc) {
+  if (M <= 0 || N <= 0 || count <= 0) return true;
+  libxsmm_smmfunction_reducebatch_addr fn = brgemm_kernel(N, M, K, ldb, lda, ldc);
+  if (!fn) return false;
+  const unsigned long long n_pairs = static_cast<unsigned long long>(count);
+  fn(const_cast<const float**>(B), const_cast<const float**>(A), C, &n_pairs);
+  return true;
+}
+
+bool gemm_batch_reduce_available(int M, int N, int K, int lda, int ldb, int ldc) {
+  return brgemm_kernel(N, M, K, ldb, lda, ldc) != nullptr;
 }
 
 // y[N,O] = x[N,I] w[I,O] + b: the bias is broadcast into y first, then the GEMM adds onto it

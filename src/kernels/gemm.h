@@ -14,6 +14,16 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
 void gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int lda,
               const float* B, int ldb, float beta, float* C, int ldc);
 
+// Batch-reduce GEMM: C[M,N] += sum over i < count of A[i][M,K] * B[i][K,N] (row-major, leading
+// dimensions shared by every A[i] and B[i]), accumulated in registers across the batch, through
+// libxsmm's reduce-batch kernels. Returns false (C untouched) when libxsmm has no kernel for the
+// shape; callers then use another path. For convolutions, the A[i] are shifted views of the input,
+// one per kernel tap, so no im2col copy is needed.
+bool gemm_batch_reduce(int M, int N, int K, const float* const* A, int lda, const float* const* B,
+                       int ldb, int count, float* C, int ldc);
+// Whether gemm_batch_reduce has a kernel for the shape (then it never returns false for it).
+bool gemm_batch_reduce_available(int M, int N, int K, int lda, int ldb, int ldc);
+
 // y[N,O] = x[N,I] * w[I,O] + b[O] (b may be null). w uses Keras's Dense kernel layout.
 void dense_forward(int n, int in, int out, const float* x, const float* w, const float* b, float* y);
 void dense_forward_ref(int n, int in, int out, const float* x, const float* w, const float* b,

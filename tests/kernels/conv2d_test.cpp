@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -183,6 +184,30 @@ TEST(Conv2d, PointwiseConvolutionMatchesRef) {
         check_conv_backward(g, n, true, false, false, seed++);
       }
     }
+  }
+}
+
+// The direct (batch-reduce, no im2col) forward on W1's shapes, with the activation applied block
+// by block into a separate buffer and in place, against the oracle followed by the activation.
+TEST(Conv2d, DirectForwardWithFusedActivationMatchesRef) {
+  uint32_t seed = 9700;
+  for (auto [hw, c, f] : {std::tuple{26, 32, 64}, {13, 16, 32}, {9, 8, 5}}) {
+    ConvGeometry g = make_geometry(hw, hw, c, 3, 1, 1, f);
+    ASSERT_TRUE(conv_geometry(g, false));
+    const int n = 2;
+    const auto x = random_floats(static_cast<size_t>(n) * g.h * g.w * g.c, seed++);
+    const auto w = random_floats(static_cast<size_t>(9) * g.c * g.f, seed++);
+    const auto b = random_floats(g.f, seed++);
+    std::vector<float> z(static_cast<size_t>(n) * g.oh * g.ow * g.f), y(z.size()), ref(z.size());
+    std::vector<float> scratch(conv2d_scratch_floats(g, n));
+    const Activation relu{Act::kRelu};
+    conv2d_forward(g, n, x.data(), w.data(), b.data(), z.data(), scratch.data(), &relu, y.data());
+    conv2d_forward_ref(g, n, x.data(), w.data(), b.data(), ref.data());
+    expect_near_all(z, ref, 1e-3, 1e-5, describe(g, n, false) + " z");
+    for (float& v : ref) v = std::max(v, 0.0f);
+    expect_near_all(y, ref, 1e-3, 1e-5, describe(g, n, false) + " relu(z)");
+    conv2d_forward(g, n, x.data(), w.data(), b.data(), z.data(), scratch.data(), &relu, z.data());
+    EXPECT_EQ(z, y) << "in place";
   }
 }
 
