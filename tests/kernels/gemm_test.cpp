@@ -103,6 +103,11 @@ TEST(Gemm, MatchesRefOnWorkloadShapes) {
       // B larger than L2, split into column panels (the last one narrower).
       {false, false, 5, 700, 400, 3, 0.0f},
       {false, false, 5, 700, 400, 3, 1.0f},
+      // The same B for one to three rows (matrix-vector products: no panels), as m7's Dense
+      // layer at batch 1.
+      {false, false, 1, 700, 400, 3, 0.0f},
+      {false, false, 3, 700, 400, 0, 1.0f},
+      {false, false, 1, 128, 9216, 0, 1.0f},
   };
   uint32_t seed = 200;
   for (const GemmCase& c : cases) check_gemm(c, seed++);
