@@ -110,6 +110,40 @@ TEST(Dropout, ScalesKeptValuesAndIsIdentityAtInference) {
   for (float v : yi) EXPECT_EQ(v, 1.0f);
 }
 
+// The mask draws two 24-bit uniforms per 64-bit random number, a block at a time: the kept
+// fraction must still match 1 - rate on sizes with odd tails, and the backward must apply the same
+// mask to the gradient.
+TEST(Dropout, KeepsOneMinusRateOfValuesWhateverTheSizeAndBackwardUsesTheMask) {
+  for (double rate : {0.1, 0.5, 0.9}) {
+    const int size = 100001;
+    LayerRun r("Dropout", {{"rate", rate}}, {Shape{size}});
+    std::vector<float> x(size, 1.0f);
+    const auto y = r.forward(1, {x}, true);
+    int kept = 0;
+    for (float v : y) kept += v != 0.0f;
+    EXPECT_NEAR(static_cast<double>(kept) / size, 1.0 - rate, 0.01) << "rate " << rate;
+    // Backward with dy = 1 into dx = 0 yields the mask itself, which here equals y.
+    std::vector<float> dy(size, 1.0f), dx(size, 0.0f);
+    const float* xp = x.data();
+    float* dxp = dx.data();
+    LayerArgs a;
+    a.n = 1;
+    a.training = true;
+    a.n_inputs = 1;
+    a.in_shapes = r.ins.data();
+    a.out_shape = r.out;
+    a.x = &xp;
+    a.y = r.y.data();
+    a.cache = r.cache.data();
+    a.scratch = r.scratch.data();
+    a.rng = &r.rng;
+    a.dy = dy.data();
+    a.dx = &dxp;
+    r.layer->backward(a);
+    EXPECT_EQ(dx, y) << "rate " << rate;
+  }
+}
+
 TEST(BatchNormalization, TrainingUsesBatchStatisticsAndUpdatesMovingOnes) {
   LayerRun r("BatchNormalization", Json::object(), {Shape{1}});
   r.params = {{2.0f}, {0.5f}, {0.0f}, {1.0f}};  // gamma, beta, moving_mean, moving_variance
