@@ -1,12 +1,19 @@
 // nnfleet: the command-line tool. main() is the only place errors become exit codes:
 //   0 success, 1 bad input (plan, data or model file), 2 bad command line,
 //   3 some models failed, 130 interrupted (Ctrl-C / SIGTERM; resume with --resume).
+#include <malloc.h>
+
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "nnfleet/error.h"
 
 int main(int argc, char** argv) {
+  // Every buffer of 256 KiB or more (datasets, model arenas, file images) is mapped on its own and
+  // returned to the system when freed. glibc's default threshold rises after the first large free,
+  // after which such buffers come from the heap and linger there once freed: W1 on two workers
+  // peaked at 162 MB resident with the default and at 150 MB with this.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   CLI::App app{
       "nnfleet: train and evaluate many small neural networks at once, one pinned worker per "
       "core.\nSee README.md for the plan format and the output folder."};
