@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 
@@ -30,6 +31,7 @@ struct TrainArgs {
   std::string plan, out, format = "keras";
   int workers = 0;
   bool resume = false, quiet = false, json = false;
+  double checkpoint_seconds = kCheckpointSeconds;
 };
 
 // Under mpirun/srun every rank runs this; only rank 0 prints (the others' errors reach rank 0).
@@ -44,6 +46,7 @@ int train(const TrainArgs& a, Cluster* cluster) {
   o.out_dir = a.out;
   o.workers = a.workers;
   o.resume = a.resume;
+  o.checkpoint_seconds = a.checkpoint_seconds;
   o.mode = a.json    ? Display::Mode::kJson
            : a.quiet ? Display::Mode::kQuiet
            : isatty(STDOUT_FILENO) ? Display::Mode::kLive
@@ -124,6 +127,19 @@ void add_train_command(CLI::App& app, Run& run) {
   c->add_flag("--resume", args->resume,
               "Continue the run in --out: finished models are kept, others restart from their "
               "last checkpoint");
+  c->add_option("--checkpoint-seconds", args->checkpoint_seconds,
+                "Checkpoint a model at the end of an epoch once this many seconds of training "
+                "have passed since its last checkpoint (default 2; 0: every epoch). Models are "
+                "also checkpointed when stopped and when early stopping ends them")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            char* end = nullptr;
+            const double s = std::strtod(v.c_str(), &end);
+            return end != v.c_str() && *end == '\0' && s >= 0.0
+                       ? std::string()
+                       : "expected a number of seconds, 0 or more; got '" + v + "'";
+          },
+          "SECONDS"));
   c->add_flag("--quiet", args->quiet, "Print nothing but errors");
   c->add_flag("--json", args->json, "Print one JSON event per line instead of the display");
   c->add_option("--format", args->format,

@@ -384,6 +384,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       ctx.observer = live.observer(w);
       if (!cluster) ctx.helpers = &board;
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
+      ctx.checkpoint_seconds = opts.checkpoint_seconds;
       if (io.save)
         ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
           io.save(net, sp, dir + "/models/" + sp.name);

@@ -27,6 +27,7 @@ struct FleetOptions {
   bool resume = false;
   Display::Mode mode = Display::Mode::kLines;
   const std::atomic<bool>* stop = nullptr;  // set by a signal handler: finish batch, checkpoint
+  double checkpoint_seconds = kCheckpointSeconds;  // JobContext::checkpoint_seconds
   // The MPI ranks this run spans (start_mpi_cluster()); null or one rank: this process alone.
   // Every rank calls run_fleet with the same plan and options; `workers` counts per rank.
   Cluster* cluster = nullptr;

@@ -178,6 +178,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
     bool stop_training = ck.stopped;
+    auto last_checkpoint = Clock::now();
 
     auto write_checkpoint = [&](int epoch, int batch) {
       if (ctx.checkpoint_path.empty()) return;
@@ -291,9 +292,17 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
       }
       ck.stopped = stop_training;
-      write_checkpoint(epoch + 1, 0);
-      if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && epoch + 1 < spec.epochs &&
-          !stop_training) {
+      // A checkpoint at the end of an epoch when early stopping ended training (a resume must
+      // not train further), when a stop is requested, or when ctx.checkpoint_seconds have passed
+      // since the last one: a model whose epochs take milliseconds is not slowed by a file per
+      // epoch, and a crash costs at most that much retraining (a resume from any checkpoint
+      // gives the same result).
+      const bool stop_requested = ctx.stop && ctx.stop->load(std::memory_order_relaxed);
+      if (stop_training || stop_requested || since(last_checkpoint) >= ctx.checkpoint_seconds) {
+        write_checkpoint(epoch + 1, 0);
+        last_checkpoint = Clock::now();
+      }
+      if (stop_requested && epoch + 1 < spec.epochs && !stop_training) {
         res.status = JobStatus::kCancelled;
         res.message = "stopped after epoch " + std::to_string(epoch + 1) + "; resume with --resume";
         res.epochs = epoch + 1;

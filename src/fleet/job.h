@@ -1,6 +1,7 @@
 // Job: trains one model of a plan on the calling thread, Keras-style (epochs, shuffled batches,
-// validation, early stopping with restore_best_weights, test evaluation), checkpointing after
-// every epoch and when asked to stop, and resuming from a checkpoint bit for bit.
+// validation, early stopping with restore_best_weights, test evaluation), checkpointing at epoch
+// ends (every kCheckpointSeconds) and when asked to stop, and resuming from a checkpoint bit for
+// bit.
 // A job never throws: every outcome (done, diverged, failed, cancelled) is a JobResult.
 #pragma once
 
@@ -62,6 +63,9 @@ class JobObserver {
   virtual void on_epoch(const ModelSpec& spec, const EpochRecord& rec) = 0;
 };
 
+// Default seconds of training between the checkpoints written at epoch ends (see run_job).
+constexpr double kCheckpointSeconds = 2.0;
+
 struct JobContext {
   uint64_t seed = 0;
   int core = -1;
@@ -72,6 +76,8 @@ struct JobContext {
   std::function<void(const Network&, const ModelSpec&)> save_model;
   // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
   HelpBoard* helpers = nullptr;
+  // Seconds of training between the checkpoints written at epoch ends; 0: every epoch.
+  double checkpoint_seconds = kCheckpointSeconds;
 };
 
 // Pieces each batch of this model is split into: spec.batch_split when set; otherwise 2 for a
@@ -79,6 +85,7 @@ struct JobContext {
 // handing to another core) and 1 for the rest. A model with batch statistics is never split.
 // Depends on the plan only, so results never depend on the number of workers.
 constexpr double kAutoSplitFlops = 1e9;
+
 int batch_pieces(const ModelSpec& spec, const Model& model);
 
 // The model of a spec on the plan's data (the Keras loader arrives with the Keras issue; for a

@@ -566,6 +566,7 @@ class WorkerRank {
         ctx.stop = &stop_;
         ctx.observer = &fwd;
         ctx.checkpoint_path = ckpt;
+        ctx.checkpoint_seconds = opts_.checkpoint_seconds;
         std::string saved;
         if (io_.save)
           ctx.save_model = [&](const Network& net, const ModelSpec& sp) {

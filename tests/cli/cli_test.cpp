@@ -124,6 +124,9 @@ TEST_F(Cli, BadFlagsExitWithUsageCode) {
   std::string err;
   EXPECT_EQ(run({"train", plan, "--workers", "0"}, dir.path, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("--workers"));
+  EXPECT_EQ(run({"train", plan, "--checkpoint-seconds", "-1"}, dir.path, nullptr, &err), 2);
+  EXPECT_THAT(err, HasSubstr("--checkpoint-seconds"));
+  EXPECT_FALSE(file_exists(dir.path + "/runs"));
   EXPECT_EQ(run({"train"}, dir.path, nullptr, &err), 2);
   EXPECT_EQ(run({"frobnicate"}, dir.path), 2);
 }

@@ -265,6 +265,7 @@ TEST_F(Fleet, CorruptCheckpointFailsThatModelWithAClearMessage) {
   JobContext ctx;
   ctx.seed = p.seed;
   ctx.checkpoint_path = dir.path + "/m.ckpt";
+  ctx.checkpoint_seconds = 0;  // a checkpoint every epoch, the last one left behind
   auto model = build_model(p.models[0], data.input_shape);
   ASSERT_EQ(run_job(p.models[0], model, data, ctx).status, JobStatus::kDone);
   std::string bytes = read_file(ctx.checkpoint_path);
@@ -278,6 +279,36 @@ TEST_F(Fleet, CorruptCheckpointFailsThatModelWithAClearMessage) {
   bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit
   write_file_atomic(ctx.checkpoint_path, bytes);
   EXPECT_THAT(run_job(p.models[0], model, data, ctx).message, HasSubstr("checksum mismatch"));
+}
+
+// The automatic split follows the training work per batch; an explicit batch_split wins (up to a
+// row per piece); batch statistics are never split.
+TEST(BatchPieces, AutomaticForHeavyModelsExplicitWhenSetNeverWithBatchStatistics) {
+  auto spec_of = [](std::vector<LayerEntry> layers, int batch_split) {
+    ModelSpec s;
+    s.name = "m";
+    s.batch_size = 32;
+    s.batch_split = batch_split;
+    s.layers = std::move(layers);
+    return s;
+  };
+  const LayerEntry flatten{"Flatten", Json::object(), ""};
+  const std::vector<LayerEntry> small = {flatten, {"Dense", {{"units", 10}}, ""}};
+  // m7's convolutions: about 72 MFLOP of training work per sample, 2.3 GFLOP per batch of 32.
+  const std::vector<LayerEntry> heavy = {{"Conv2D", {{"filters", 32}, {"kernel_size", 3}}, ""},
+                                         {"Conv2D", {{"filters", 64}, {"kernel_size", 3}}, ""},
+                                         flatten, {"Dense", {{"units", 10}}, ""}};
+  const std::vector<LayerEntry> with_bn = {heavy[0], heavy[1], {"BatchNormalization", Json::object(), ""},
+                                           flatten, {"Dense", {{"units", 10}}, ""}};
+  const Shape image{28, 28, 1};
+  auto pieces = [&](const ModelSpec& s) { return batch_pieces(s, *build_model(s, image)); };
+  EXPECT_EQ(pieces(spec_of(small, 0)), 1);
+  EXPECT_EQ(pieces(spec_of(heavy, 0)), 2);
+  EXPECT_EQ(pieces(spec_of(heavy, 1)), 1);
+  EXPECT_EQ(pieces(spec_of(small, 4)), 4);
+  EXPECT_EQ(pieces(spec_of(small, 100)), 32);
+  EXPECT_EQ(pieces(spec_of(with_bn, 0)), 1);
+  EXPECT_EQ(pieces(spec_of(with_bn, 4)), 1);
 }
 
 }  // namespace

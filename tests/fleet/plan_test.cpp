@@ -598,6 +598,43 @@ models:
                                            "integer, got 0")));
 }
 
+TEST_F(PlanTest, BatchSplitIsAPositiveIntegerKeptInTheExpandedPlan) {
+  const std::string path = write("p.yaml", std::string(kData) + R"(defaults:
+  batch_split: 3
+models:
+  - name: a
+    layers: [Flatten]
+  - name: b
+    batch_split: null
+    layers: [Flatten]
+  - name: c
+    batch_split: 0
+    layers: [Flatten]
+  - name: d
+    batch_split: two
+    layers: [Flatten]
+)");
+  EXPECT_THAT(problems_of(path),
+              ElementsAre(HasSubstr("p.yaml:12: models[2].batch_split: expected a positive "
+                                    "integer, got 0"),
+                          HasSubstr("p.yaml:15: models[3].batch_split: expected a positive "
+                                    "integer, got \"two\"")));
+  const Plan plan = load_plan(write("q.yaml", std::string(kData) + R"(defaults:
+  batch_split: 3
+models:
+  - name: a
+    layers: [Flatten]
+  - name: b
+    batch_split: null
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(plan.models.size(), 2u);
+  EXPECT_EQ(plan.models[0].batch_split, 3);
+  EXPECT_EQ(plan.models[1].batch_split, 0);  // null: back to automatic
+  EXPECT_EQ(plan.models[0].expanded.value("batch_split", 0), 3);
+  EXPECT_FALSE(plan.models[1].expanded.contains("batch_split"));
+}
+
 TEST_F(PlanTest, GridValueErrorShowsTheOffendingValue) {
   const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
   - name: m-{u}

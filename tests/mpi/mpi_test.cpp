@@ -293,7 +293,10 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
   ASSERT_EQ(train(0, plan, dir.path + "/single", {"--quiet"}), 0);
   const std::string out = dir.path + "/killed";
   std::vector<std::string> args = mpirun(3);
-  for (const char* a : {"train", plan.c_str(), "--out", out.c_str(), "--json"}) args.push_back(a);
+  // A checkpoint every epoch, so that one reaches rank 0 while the victim is still training.
+  for (const char* a :
+       {"train", plan.c_str(), "--out", out.c_str(), "--json", "--checkpoint-seconds", "0"})
+    args.push_back(a);
   Proc p = start(args, dir.path, "first");
   // Kill rank 2 while it trains a model whose checkpoint has reached rank 0's folder.
   std::string victim;
