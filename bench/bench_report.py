@@ -178,6 +178,31 @@ def target_rows(b, c):
 # machine in session 2 (2026-11-29), and what would close the gap. Keyed by the start of the
 # figure's label in target_rows().
 MISSED_ANALYSIS = {
+    "W1 m5 training": (
+        "m5's one convolution has a single input channel (K = 9 per output pixel), so its GEMMs "
+        "are tiny and the work around them dominates. Profile (`perf record build/nnfleet train` "
+        "on m5 alone, after this session's vectorized 2x2 max pooling took m5 from 40,600 to "
+        "79,000 samples/s): 20% building the transposed im2col rows (done twice a step: forward, "
+        "and again for the kernel gradient), 12% the convolution's backward bookkeeping (bias "
+        "gradient, transposes), 13% max pooling forward and backward, 4% ReLU, only 18% in "
+        "libxsmm's GEMMs. The peer (PyTorch with OpenBLAS, 29,000 samples/s here, against the "
+        "issue's 10,000) runs the same small ops. What would close it: a direct 3x3 convolution "
+        "kernel for one input channel (no im2col at all), fused with ReLU and the 2x2 pooling, "
+        "forward and backward, so that each image is read once per step."),
+    "W1 m7 training": (
+        "m7 trains at 143 GFLOP/s here (3x-forward convention), above the AVX2 peak the workload "
+        "definition uses and 55% of the AVX-512 peak; the peer reaches 100 GFLOP/s with "
+        "OpenBLAS (the issue measured 36 GFLOP/s for it elsewhere, hence its 1.7x target). "
+        "Profile (`perf record`, m7 alone): 69% in libxsmm's GEMMs, 6% in dropout masks (2 "
+        "uniforms per random draw now, it was 12%), 4% zeroing gradients, 4% the convolution's "
+        "backward, 3% pooling backward, 3% Adam. What would close it: a convolution backward "
+        "without im2col (batch-reduce GEMMs over the taps for the kernel gradient and a "
+        "transposed-convolution form for the input gradient, as the forward already does), and "
+        "Winograd F(2x2,3x3) for the 3x3 layers (2.25x fewer multiplies), e.g. through oneDNN."),
+    "W2 m7 predict, batch 256, 1 core vs PyTorch": (
+        "Same profile as the ONNX Runtime comparison below: nnfleet runs m7's forward at about "
+        "200 GFLOP/s (88% of the time in libxsmm's kernels); the peer at its best batch reaches "
+        "109 GFLOP/s with OpenBLAS here, far above the issue's reference (1,620 samples/s)."),
     "W2 m7 predict, batch 1": (
         "Profile (`perf record build/nnfleet predict m7.keras --batch 1 ...`): 90% of the time in "
         "libxsmm's JIT GEMM kernels. About half of it is the Dense 9216→128 layer, which at batch "
@@ -188,13 +213,14 @@ MISSED_ANALYSIS = {
         "MLAS reaches its batch-1 rate here); the Dense layer's weight traffic is the same for "
         "every fp32 engine at batch 1."),
     "W2 m7 predict, batch 256, 1 core vs ONNX": (
-        "Profile (`perf record build/nnfleet predict m7.keras --batch 256 ...`): 73% in libxsmm's "
-        "GEMM (mostly the second convolution's im2col GEMM, M=170 rows per chunk, K=288, N=64, "
-        "at about 190 GFLOP/s, three quarters of the AVX-512 peak), 8% building im2col, 5% max "
-        "pooling, the rest bias and activation passes. Running each chunk 8 images at a time "
-        "(activations in cache) took nnfleet from 5,600 to 8,200 samples/s. What would close the "
-        "rest: an implicit-GEMM convolution (batch-reduce GEMM over the taps, no im2col) with "
-        "bias, ReLU and pooling fused into its epilogue, as MLAS's NCHWc kernels do."),
+        "Profile (`perf record build/nnfleet predict m7.keras --batch 256 ...`): 88% in "
+        "libxsmm's kernels (the second convolution as batch-reduce GEMMs over its 9 taps, no "
+        "im2col, at about 225 GFLOP/s, 85% of the AVX-512 peak; the Dense 9216x128 layer), 2% "
+        "pooling, 1% each for the other passes. This session took nnfleet from 5,600 to 8,400 "
+        "samples/s: each chunk runs 8 images at a time (activations stay in cache; 5,600 -> "
+        "8,200) and the convolution skips im2col (+4%). What is left is the GEMM rate itself: "
+        "MLAS's NCHWc convolution kernels run closer to the peak; closing the last 7% needs "
+        "fewer FLOPs (Winograd for the 3x3 layers) or such hand-tuned kernels (oneDNN)."),
     "W1 scaling": (
         "W1 on 1 core is m7 plus about 5 s of the other models; on 2 cores the second worker "
         "trains those, then helps m7 with the second piece of each batch. What remains serial per "
@@ -202,6 +228,12 @@ MISSED_ANALYSIS = {
         "then the optimizer update by parameter range); and both cores then stream the 1.2 M "
         "parameters' Adam state through the shared L3. More pieces per batch would balance the "
         "tail better at some GEMM efficiency."),
+    "W3 makespan": (
+        "W3's 120 models train in milliseconds each, so per-model fixed costs count: building "
+        "the network, writing its .keras file (fsynced: a finished model survives a power loss) "
+        "and its job record. Checkpoints at every epoch made W3 take 1.7 s on 2 cores; they are "
+        "now written every 2 s of training (--checkpoint-seconds), which took it to about 1.0 s "
+        "measured alone."),
     "W3 scaling": (
         "W3's 120 models take milliseconds each, so the per-model fixed costs (building the "
         "network, writing the checkpoint, the .keras file and the job record) weigh as much as "
