@@ -53,10 +53,12 @@ struct Batcher {
   }
 };
 
-// Loss and metric sums over rows [begin, end) of xy, in inference mode.
+// Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
+// network's forward on the first n input rows.
+template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
-              const std::vector<MetricSlot>& metrics, const ModelSpec& spec, double& loss_sum,
-              std::vector<double>& msums) {
+              const std::vector<MetricSlot>& metrics, const ModelSpec& spec, Infer infer,
+              double& loss_sum, std::vector<double>& msums) {
   loss_sum = 0.0;
   msums.assign(metrics.size(), 0.0);
   const int bs = spec.batch_size;
@@ -64,7 +66,8 @@ void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     Targets t = b.load(xy, b.idx.data(), n, net);
-    loss_sum += net.evaluate_batch(n, spec.loss, t, nullptr);
+    infer(n);
+    loss_sum += net.output_loss(n, spec.loss, t, nullptr);
     for (size_t m = 0; m < metrics.size(); ++m)
       msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
   }
@@ -80,18 +83,23 @@ bool monitor_is_max(const EarlyStopping& es) {
 
 const char* job_status_name(JobStatus s) {
   switch (s) {
-    case JobStatus::kPending: return "pending";
-    case JobStatus::kDone: return "done";
-    case JobStatus::kDiverged: return "diverged";
-    case JobStatus::kFailed: return "failed";
-    case JobStatus::kCancelled: return "cancelled";
+    case JobStatus::kPending:
+      return "pending";
+    case JobStatus::kDone:
+      return "done";
+    case JobStatus::kDiverged:
+      return "diverged";
+    case JobStatus::kFailed:
+      return "failed";
+    case JobStatus::kCancelled:
+      return "cancelled";
   }
   return "pending";
 }
 
 JobStatus job_status_from_name(const std::string& s) {
-  for (JobStatus st : {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed,
-                       JobStatus::kCancelled})
+  for (JobStatus st :
+       {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled})
     if (s == job_status_name(st)) return st;
   return JobStatus::kPending;
 }
@@ -135,6 +143,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     // A split batch's pieces go to the help board, where idle workers may take some.
     const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
     const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
+    const std::function<void(int)> infer_piece = [&net](int p) { net.infer_piece(p); };
     auto train_step = [&](int n, const Targets& t) {
       if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
       net.begin_step(n, t);
@@ -142,9 +151,16 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ctx.helpers->run(net.pieces(), update_piece);
       return net.end_step();
     };
+    // Evaluation (validation, test) goes through the board the same way.
+    auto infer = [&](int n) {
+      if (net.pieces() == 1 || !ctx.helpers) return net.forward(n, false);
+      net.begin_inference(n);
+      ctx.helpers->run(net.pieces(), infer_piece);
+    };
     const int k = static_cast<int>(net.output_features());
     std::vector<MetricSlot> metrics;
-    for (const auto& m : spec.metrics) metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
+    for (const auto& m : spec.metrics)
+      metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -217,7 +233,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
-                        " at epoch " + std::to_string(epoch + 1) + ", batch " + std::to_string(b + 1);
+                        " at epoch " + std::to_string(epoch + 1) + ", batch " +
+                        std::to_string(b + 1);
           res.epochs = epoch;
           res.seconds = ck.seconds + since(t0);
           return res;
@@ -225,7 +242,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         ck.loss_sum += loss * n;
         ck.seen += n;
         for (size_t m = 0; m < metrics.size(); ++m)
-          ck.metric_sums[m] += metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
+          ck.metric_sums[m] +=
+              metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
         ck.samples += n;
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);
@@ -257,7 +275,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       if (data.n_val > 0) {
         double vl = 0;
         std::vector<double> vm;
-        evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec, vl, vm);
+        evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec,
+                 infer, vl, vm);
         const double nv = static_cast<double>(data.n_val);
         rec.values.emplace_back("val_loss", vl / nv);
         for (size_t m = 0; m < metrics.size(); ++m)
@@ -269,15 +288,15 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
 
       if (es) {
         // Keras's EarlyStopping.on_epoch_end.
-        if (const double* cur = find_metric(rec.values, es->monitor); cur && epoch + 1 > es->start_from_epoch) {
+        if (const double* cur = find_metric(rec.values, es->monitor);
+            cur && epoch + 1 > es->start_from_epoch) {
           if (es->restore_best_weights && !ck.has_best_params) {
             std::copy(net.params(), net.params() + net.num_params(), ck.best_params.begin());
             ck.has_best_params = true;
           }
           ++ck.wait;
-          const bool better = ck.best.epoch == 0 ||
-                              (es_max ? *cur - es->min_delta > ck.best.value
-                                      : *cur + es->min_delta < ck.best.value);
+          const bool better = ck.best.epoch == 0 || (es_max ? *cur - es->min_delta > ck.best.value
+                                                            : *cur + es->min_delta < ck.best.value);
           if (better) {
             ck.best.epoch = epoch + 1;
             ck.best.value = *cur;
@@ -318,7 +337,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (data.test) {
       double tl = 0;
       std::vector<double> tm;
-      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, tl, tm);
+      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm);
       const double nt = static_cast<double>(data.test->x.rows());
       res.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics.size(); ++m)

@@ -104,8 +104,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       NodeBuffers& nb = pc.nodes[i];
       for (int id : m.layer_inputs(i)) {
         const size_t src = static_cast<size_t>(id - 1);
-        nb.x.push_back(id == 0 ? arena_.at(input_off_) + static_cast<size_t>(pc.row0) *
-                                                             m.input_shape().size()
+        nb.x.push_back(id == 0 ? arena_.at(input_off_) +
+                                     static_cast<size_t>(pc.row0) * m.input_shape().size()
                                : arena_.at(pc.nodes[src].y_off));
         nb.dx.push_back(id == 0 || !train_ ? nullptr : arena_.at(pc.nodes[src].dy_off));
       }
@@ -168,13 +168,24 @@ void Network::gather_output(const Piece& pc) {
 }
 
 void Network::forward(int n, bool training) {
-  NNFLEET_DCHECK(n > 0 && n <= max_batch_);
+  begin_inference(n);
   for (Piece& pc : pieces_) {
-    pc.n = std::clamp(n - pc.row0, 0, pc.capacity);
     if (pc.n == 0) continue;
     forward_piece(pc, training);
     if (pieces_.size() > 1) gather_output(pc);
   }
+}
+
+void Network::begin_inference(int n) {
+  NNFLEET_DCHECK(n > 0 && n <= max_batch_);
+  for (Piece& pc : pieces_) pc.n = std::clamp(n - pc.row0, 0, pc.capacity);
+}
+
+void Network::infer_piece(int p) {
+  Piece& pc = pieces_[static_cast<size_t>(p)];
+  if (pc.n == 0) return;
+  forward_piece(pc, false);
+  if (pieces_.size() > 1) gather_output(pc);
 }
 
 void Network::begin_step(int n, const Targets& t) {
@@ -216,15 +227,31 @@ void Network::update_piece(int p) {
   const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
   const size_t begin = std::min(n_trainable_, static_cast<size_t>(p) * share);
   const size_t end = std::min(n_trainable_, begin + share);
-  // The pieces' gradients, summed in piece order whoever computed them.
-  float* __restrict g = arena_.at(grads_off_);
-  for (size_t q = 1; q < pieces_.size(); ++q) {
-    if (pieces_[q].n == 0) continue;
-    const float* __restrict gq = arena_.at(pieces_[q].grads_off);
-    for (size_t i = begin; i < end; ++i) g[i] += gq[i];
+  // The pieces' gradients, summed in piece order whoever computed them, then the update. Without
+  // clipping both run a block at a time, so the summed block is still in cache when the
+  // optimizer reads it (the update streams the model's parameters, gradients and state through
+  // memory; for m7 that is most of a step's memory traffic).
+  float* g = arena_.at(grads_off_);
+  auto sum_pieces = [&](size_t from, size_t to) {
+    for (size_t q = 1; q < pieces_.size(); ++q) {
+      if (pieces_[q].n == 0) continue;
+      float* __restrict gb = g;
+      const float* __restrict gq = arena_.at(pieces_[q].grads_off);
+      for (size_t i = from; i < to; ++i) gb[i] += gq[i];
+    }
+  };
+  if (clips || pieces_.size() == 1) {
+    sum_pieces(begin, end);
+    if (clips) clip_gradients(o, n_trainable_, g, vars_);
+    optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
+    return;
   }
-  if (clips) clip_gradients(o, n_trainable_, g, vars_);
-  optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
+  constexpr size_t kBlock = 4096;  // floats: the block's arrays fit in L2 together
+  for (size_t b0 = begin; b0 < end; b0 += kBlock) {
+    const size_t b1 = std::min(end, b0 + kBlock);
+    sum_pieces(b0, b1);
+    optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
+  }
 }
 
 double Network::end_step() {
@@ -244,6 +271,10 @@ double Network::train_step(int n, const Targets& t) {
 
 double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample) {
   forward(n, false);
+  return output_loss(n, loss, t, per_sample);
+}
+
+double Network::output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample) {
   float* ps = per_sample ? per_sample : arena_.at(loss_off_);
   loss_forward(loss, n, static_cast<int>(output_features()), out_ptr_, t, ps);
   double s = 0.0;

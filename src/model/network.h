@@ -84,6 +84,12 @@ class Network {
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
   // returned value is the loss summed over the batch.
   double evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample);
+  // evaluate_batch in parts, for running a split network's inference on several threads:
+  // begin_inference(n), then infer_piece(p) for every piece (concurrently for distinct p), then
+  // output_loss on the output they leave.
+  void begin_inference(int n);
+  void infer_piece(int p);
+  double output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample);
 
   Rng& rng() { return rng_; }
   void set_rng(const Rng& r) { rng_ = r; }
@@ -115,7 +121,7 @@ class Network {
     size_t grads_off = 0, scratch_off = 0;
     size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
     std::vector<NodeBuffers> nodes;
-    Rng rng;                     // its dropout stream (split networks)
+    Rng rng;  // its dropout stream (split networks)
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
