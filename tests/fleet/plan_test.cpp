@@ -599,7 +599,7 @@ models:
 }
 
 TEST_F(PlanTest, BatchSplitIsAPositiveIntegerKeptInTheExpandedPlan) {
-  const std::string path = write("p.yaml", std::string(kData) + R"(defaults:
+  const std::string good = std::string(kData) + R"(defaults:
   batch_split: 3
 models:
   - name: a
@@ -607,7 +607,14 @@ models:
   - name: b
     batch_split: null
     layers: [Flatten]
-  - name: c
+)";
+  const Plan plan = load_plan(write("good.yaml", good));
+  ASSERT_EQ(plan.models.size(), 2u);
+  EXPECT_EQ(plan.models[0].batch_split, 3);
+  EXPECT_EQ(plan.models[1].batch_split, 0);  // null: back to automatic
+  EXPECT_EQ(plan.models[0].expanded.value("batch_split", 0), 3);
+  EXPECT_FALSE(plan.models[1].expanded.contains("batch_split"));
+  const std::string path = write("p.yaml", good + R"(  - name: c
     batch_split: 0
     layers: [Flatten]
   - name: d
@@ -619,20 +626,6 @@ models:
                                     "integer, got 0"),
                           HasSubstr("p.yaml:15: models[3].batch_split: expected a positive "
                                     "integer, got \"two\"")));
-  const Plan plan = load_plan(write("q.yaml", std::string(kData) + R"(defaults:
-  batch_split: 3
-models:
-  - name: a
-    layers: [Flatten]
-  - name: b
-    batch_split: null
-    layers: [Flatten]
-)"));
-  ASSERT_EQ(plan.models.size(), 2u);
-  EXPECT_EQ(plan.models[0].batch_split, 3);
-  EXPECT_EQ(plan.models[1].batch_split, 0);  // null: back to automatic
-  EXPECT_EQ(plan.models[0].expanded.value("batch_split", 0), 3);
-  EXPECT_FALSE(plan.models[1].expanded.contains("batch_split"));
 }
 
 TEST_F(PlanTest, GridValueErrorShowsTheOffendingValue) {
