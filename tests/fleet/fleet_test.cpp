@@ -222,11 +222,6 @@ TEST_F(Fleet, EarlyStoppingMonitorMustBeComputed) {
   }
 }
 
-}  // namespace
-}  // namespace nnfleet
-
-namespace nnfleet {
-namespace {
 
 // A job killed after its last checkpoint but before its record was written resumes to the same
 // result without training further, even when early stopping had ended it early.
@@ -253,11 +248,6 @@ TEST_F(Fleet, JobResumedFromItsFinalCheckpointEndsTheSame) {
   EXPECT_EQ(again.best.epoch, first.best.epoch);
 }
 
-}  // namespace
-}  // namespace nnfleet
-
-namespace nnfleet {
-namespace {
 
 TEST_F(Fleet, CorruptCheckpointFailsThatModelWithAClearMessage) {
   const Plan p = load_plan(plan);
