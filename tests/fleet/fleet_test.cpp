@@ -222,7 +222,6 @@ TEST_F(Fleet, EarlyStoppingMonitorMustBeComputed) {
   }
 }
 
-
 // A job killed after its last checkpoint but before its record was written resumes to the same
 // result without training further, even when early stopping had ended it early.
 TEST_F(Fleet, JobResumedFromItsFinalCheckpointEndsTheSame) {
@@ -247,7 +246,6 @@ TEST_F(Fleet, JobResumedFromItsFinalCheckpointEndsTheSame) {
   EXPECT_EQ(again.metrics, first.metrics);
   EXPECT_EQ(again.best.epoch, first.best.epoch);
 }
-
 
 TEST_F(Fleet, CorruptCheckpointFailsThatModelWithAClearMessage) {
   const Plan p = load_plan(plan);
