@@ -77,26 +77,6 @@ int run(const std::vector<std::string>& args, const std::string& dir, std::strin
   return code;
 }
 
-// What must match between runs: every model's status, epochs, metrics and per-epoch history
-// (the seconds columns excepted).
-std::string comparable(const std::string& out_dir) {
-  Json r = Json::parse(read_file(out_dir + "/results.json"));
-  std::string s;
-  for (auto& m : r["models"]) {
-    s += m["name"].get<std::string>() + " " + m["status"].get<std::string>() + " " +
-         m["epochs"].dump() + " " + m["metrics"].dump() + " " + m["best"].dump() + "\n";
-    std::string hist = read_file(out_dir + "/history/" + m["name"].get<std::string>() + ".csv");
-    std::string rows;
-    for (size_t a = 0, b; a < hist.size(); a = b + 1) {
-      b = hist.find('\n', a);
-      std::string line = hist.substr(a, b - a);
-      rows += line.substr(0, line.rfind(',')) + "\n";  // drop "seconds"
-    }
-    s += rows;
-  }
-  return s;
-}
-
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -158,7 +138,7 @@ TEST_F(Cli, JsonModePrintsOneEventPerLine) {
 
 TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
   ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
-  const std::string expected = comparable(dir.path + "/full");
+  const std::string expected = testing_util::comparable(dir.path + "/full");
   int interrupted = 0;
   // Interrupt right after the first training step, and after 7 of the 24 epochs.
   for (auto [needle, count] : {std::pair<const char*, int>{"\"first_step\"", 1}, {"\"epoch\"", 7}}) {
@@ -177,14 +157,14 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
     if (code == 130) {
       ASSERT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path), 0);
     }
-    EXPECT_EQ(comparable(out), expected) << "after SIGINT at " << needle << " x" << count;
+    EXPECT_EQ(testing_util::comparable(out), expected) << "after SIGINT at " << needle << " x" << count;
   }
   EXPECT_GT(interrupted, 0) << "no SIGINT landed while training";
 }
 
 TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
   ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
-  const std::string expected = comparable(dir.path + "/full");
+  const std::string expected = testing_util::comparable(dir.path + "/full");
   const std::string out = dir.path + "/killed";
   Rng rng(static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   // Kill it several times at random moments, resuming each time, then let it finish.
@@ -212,7 +192,7 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
   std::vector<std::string> args{"train", plan, "--out", out, "--quiet"};
   if (!first) args.push_back("--resume");
   ASSERT_EQ(run(args, dir.path), 0);
-  EXPECT_EQ(comparable(out), expected);
+  EXPECT_EQ(testing_util::comparable(out), expected);
 }
 
 }  // namespace

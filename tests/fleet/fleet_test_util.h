@@ -8,6 +8,8 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "layers/config.h"
+#include "platform/files.h"
 #include "tensor/rng.h"
 
 namespace nnfleet::testing_util {
@@ -107,5 +109,23 @@ class BlobsPlanTest : public ::testing::Test {
   TempDir dir;
   std::string plan;
 };
+
+// What must match between two runs of a plan: every model's status, epochs, metrics, best epoch
+// and per-epoch history (the seconds column excepted), in plan order.
+inline std::string comparable(const std::string& out_dir) {
+  Json r = Json::parse(read_file(out_dir + "/results.json"));
+  std::string s;
+  for (auto& m : r["models"]) {
+    s += m["name"].get<std::string>() + " " + m["status"].get<std::string>() + " " +
+         m["epochs"].dump() + " " + m["metrics"].dump() + " " + m["best"].dump() + "\n";
+    std::string hist = read_file(out_dir + "/history/" + m["name"].get<std::string>() + ".csv");
+    for (size_t a = 0, b; a < hist.size(); a = b + 1) {
+      b = hist.find('\n', a);
+      const std::string line = hist.substr(a, b - a);
+      s += line.substr(0, line.rfind(',')) + "\n";  // drop "seconds"
+    }
+  }
+  return s;
+}
 
 }  // namespace nnfleet::testing_util

@@ -123,24 +123,6 @@ std::vector<Json> events(const std::string& out_file) {
   return v;
 }
 
-// What must match between runs: every model's status, epochs, metrics, best epoch and
-// per-epoch history (the seconds columns excepted), in plan order.
-std::string comparable(const std::string& out_dir) {
-  Json r = Json::parse(read_file(out_dir + "/results.json"));
-  std::string s;
-  for (auto& m : r["models"]) {
-    s += m["name"].get<std::string>() + " " + m["status"].get<std::string>() + " " +
-         m["epochs"].dump() + " " + m["metrics"].dump() + " " + m["best"].dump() + "\n";
-    std::string hist = read_file(out_dir + "/history/" + m["name"].get<std::string>() + ".csv");
-    for (size_t a = 0, b; a < hist.size(); a = b + 1) {
-      b = hist.find('\n', a);
-      const std::string line = hist.substr(a, b - a);
-      s += line.substr(0, line.rfind(',')) + "\n";
-    }
-  }
-  return s;
-}
-
 // The trained weights of every model in the folder, as raw bytes.
 std::map<std::string, std::string> weights(const std::string& out_dir) {
   std::map<std::string, std::string> w;
@@ -241,13 +223,13 @@ TEST_F(MpiTrain, ThreeRanksAndOneGiveTheResultsAndWeightsOfOneProcess) {
   write_data(1500);
   const std::string plan = write_plan("plan.yaml", plan_text(3));
   ASSERT_EQ(train(0, plan, dir.path + "/single", {"--quiet"}), 0);
-  const std::string expected = comparable(dir.path + "/single");
+  const std::string expected = testing_util::comparable(dir.path + "/single");
   const auto expected_weights = weights(dir.path + "/single");
   ASSERT_EQ(expected_weights.size(), 6u);
   for (int ranks : {3, 1}) {
     const std::string out = dir.path + "/mpi" + std::to_string(ranks);
     ASSERT_EQ(train(ranks, plan, out, {"--quiet"}), 0) << testing_util::read_text(last.err);
-    EXPECT_EQ(comparable(out), expected) << ranks << " rank(s)";
+    EXPECT_EQ(testing_util::comparable(out), expected) << ranks << " rank(s)";
     EXPECT_TRUE(weights(out) == expected_weights) << "weights differ with " << ranks << " rank(s)";
     EXPECT_EQ(read_file(out + "/plan.yaml"), read_file(dir.path + "/single/plan.yaml"));
     // Nothing temporary is left in the output folder.
@@ -323,7 +305,7 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
 
   ASSERT_EQ(train(3, plan, out, {"--resume", "--json"}, "resumed"), 0)
       << testing_util::read_text(last.err);
-  EXPECT_EQ(comparable(out), comparable(dir.path + "/single"));
+  EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(dir.path + "/single"));
   EXPECT_TRUE(weights(out) == weights(dir.path + "/single"));
   // Finished models are not trained again; the victim continues from its shipped checkpoint.
   int first_epoch_of_victim = 0;
@@ -362,7 +344,7 @@ TEST_F(MpiTrain, SigtermToMpirunStopsEveryRankAndResumeCompletes) {
   EXPECT_THAT(testing_util::read_text(p.err), HasSubstr("--resume"));
   ASSERT_EQ(train(3, plan, out, {"--resume", "--quiet"}, "resumed"), 0)
       << testing_util::read_text(last.err);
-  EXPECT_EQ(comparable(out), comparable(dir.path + "/single"));
+  EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(dir.path + "/single"));
   EXPECT_TRUE(weights(out) == weights(dir.path + "/single"));
 }
 
