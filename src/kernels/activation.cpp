@@ -8,9 +8,12 @@
 #include "kernels/activation.h"
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <unsupported/Eigen/SpecialFunctions>
+
+#include "nnfleet/error.h"
 
 namespace nnfleet {
 namespace {
@@ -25,6 +28,35 @@ constexpr float kInvSqrt2 = 0.70710678118654752f;     // 1/sqrt(2)
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;   // 1/sqrt(2 pi)
 constexpr float kSqrt2OverPi = 0.79788456080286536f;  // sqrt(2/pi)
 constexpr float kGeluCubic = 0.044715f;
+constexpr float kLnFloatMax = 88.7228391f;  // exp(x) overflows float above it
+
+// Sums (and the softmax row's max) in an order fixed by the index alone: lane i % 8 accumulates
+// element i, then the eight lanes combine pairwise in a fixed tree. Eigen's .sum() peels
+// elements until its packets are aligned, so its order (and the last bit of the result) moved
+// with the buffer's address and ISA: an in-place softmax differed from an out-of-place one on
+// AVX2. Eight lanes fill one AVX2 register and half an AVX-512 one, and the lane-wise adds
+// vectorize without reassociation, so the result is the same on every machine and alignment.
+constexpr int kLanes = 8;
+
+float combine_lanes(const float (&acc)[kLanes]) {
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+float dot_fixed(const float* a, const float* b, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  return combine_lanes(acc);
+}
+
+// The max is exact in any order; a plain loop keeps NaN handling fixed too.
+float max_of(const float* x, int64_t n) {
+  float m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
 
 // Calls body(at, len, tmp) over consecutive blocks of a flat array of `size` floats, with tmp a
 // stack buffer of len floats: a derivative that uses one intermediate twice (sigmoid in swish,
@@ -39,14 +71,9 @@ void for_each_block(int64_t size, Body body) {
   }
 }
 
-}  // namespace
-
-// Element-wise y[i] = f(x[i]) over the flat x[rows*features]; Eigen evaluates coefficient by
-// coefficient (packet by packet), so x and y may be the same buffer. Softmax: per row of F
-// values, y = exp(x - max) / sum(exp(x - max)), the max subtraction keeping exp from overflowing.
-void activation_forward(const Activation& a, int64_t rows, int64_t features, const float* x,
-                        float* y) {
-  const int64_t size = rows * features;
+// Element-wise y[i] = f(x[i]) over the flat x[size] (every kind but softmax); Eigen evaluates
+// coefficient by coefficient (packet by packet), so x and y may be the same buffer.
+void forward_flat(const Activation& a, int64_t size, const float* x, float* y) {
   const ConstArrayMap xv(x, size);
   ArrayMap yv(y, size);
   switch (a.kind) {
@@ -66,20 +93,16 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
       }
       break;
     case Act::kSigmoid:
-      // 1/(1+exp(-x)) is stable in IEEE floats: exp overflows to inf for x << 0 and 1/inf = 0.
-      yv = ((-xv).exp() + 1.0f).inverse();
+      // 1/(1+exp(-x)). Eigen's packet exp clamps its argument at ln(FLT_MAX) = 88.72 instead of
+      // overflowing to inf, which would leave sigmoid(-1000) at 2.9e-39: below -88.72 the
+      // result is 0, as the IEEE scalar formula (1/inf) and TensorFlow give.
+      yv = (xv < -kLnFloatMax).select(0.0f, ((-xv).exp() + 1.0f).inverse());
       break;
     case Act::kTanh:
       yv = xv.tanh();
       break;
     case Act::kSoftmax:
-      for (int64_t r = 0; r < rows; ++r) {
-        const ConstArrayMap xr(x + r * features, features);
-        ArrayMap yr(y + r * features, features);
-        const float max = xr.maxCoeff();
-        yr = (xr - max).exp();
-        yr *= 1.0f / yr.sum();
-      }
+      NNFLEET_CHECK(false);  // row-wise: softmax_forward
       break;
     case Act::kElu:
       yv = (xv > 0.0f).select(xv, a.alpha * xv.expm1());
@@ -89,7 +112,8 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
       break;
     case Act::kSoftplus:
       // log(1+exp(x)) = max(x,0) + log1p(exp(-|x|)): the exp argument is never positive.
-      yv = xv.max(0.0f) + (-xv.abs()).exp().log1p();
+      // Past ln(FLT_MAX) the clamped packet exp (see sigmoid) would add 2.9e-39, not 0.
+      yv = xv.max(0.0f) + (xv.abs() > kLnFloatMax).select(0.0f, (-xv.abs()).exp().log1p());
       break;
     case Act::kSoftsign:
       yv = xv / (xv.abs() + 1.0f);
@@ -115,27 +139,11 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
   }
 }
 
-bool activation_backward_from_y(const Activation& a) {
-  switch (a.kind) {
-    case Act::kLinear:
-    case Act::kSigmoid:
-    case Act::kTanh:
-    case Act::kSoftmax:
-    case Act::kExponential:
-      return true;
-    case Act::kRelu:
-      return a.alpha == 0.0f && a.threshold == 0.0f;
-    default:
-      return false;
-  }
-}
-
 // dx[i] += f'(x[i]) dy[i], each derivative written in whichever of x or y makes it cheapest
 // (see activation.h for which kinds read which). Softmax's Jacobian-vector product per row:
 // dx += y * (dy - sum(dy * y)).
-void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
-                         const float* y, const float* dy, float* dx) {
-  const int64_t size = rows * features;
+void backward_flat(const Activation& a, int64_t size, const float* x, const float* y,
+                   const float* dy, float* dx) {
   const ConstArrayMap gv(dy, size);
   ArrayMap dxv(dx, size);
   switch (a.kind) {
@@ -163,13 +171,7 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
       break;
     }
     case Act::kSoftmax:
-      for (int64_t r = 0; r < rows; ++r) {
-        const ConstArrayMap yr(y + r * features, features);
-        const ConstArrayMap gr(dy + r * features, features);
-        ArrayMap dxr(dx + r * features, features);
-        const float dot = (gr * yr).sum();
-        dxr += yr * (gr - dot);
-      }
+      NNFLEET_CHECK(false);  // row-wise: softmax_backward
       break;
     case Act::kElu: {
       const ConstArrayMap xv(x, size);
@@ -235,6 +237,113 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
       dxv += yv * gv;
       break;
     }
+  }
+}
+
+// Whether a kind's Eigen expression calls a transcendental function (exp, tanh, erf, ...), whose
+// packet and scalar forms differ in the last bit. Eigen runs an unaligned buffer's first elements
+// and its tail through the scalar form, so such kinds go through exact_blocks(); the rest are
+// IEEE-exact element by element in either form.
+bool transcendental(Act kind) {
+  switch (kind) {
+    case Act::kLinear:
+    case Act::kRelu:
+    case Act::kSoftsign:
+    case Act::kLeakyRelu:
+    case Act::kHardSigmoid:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Calls body(len, padded) for consecutive blocks of at most kBlock of `size` elements, after
+// copying each block of every non-null input into 64-byte-aligned stack buffers padded with
+// zeros to a multiple of 16 floats; body computes on those buffers (whole AVX-512 packets, so
+// Eigen never takes its scalar path) and out[] receives the first len results. Every element is
+// thus computed the same way wherever its buffer starts: results never depend on alignment.
+constexpr int64_t kBlock = 256;
+constexpr int64_t kPad = 16;
+
+template <typename Body>
+void exact_blocks(int64_t size, const float* const (&in)[4], float* out, Body body) {
+  alignas(64) float buf[4][kBlock];
+  for (int64_t at = 0; at < size; at += kBlock) {
+    const int64_t len = std::min(kBlock, size - at);
+    const int64_t padded = (len + kPad - 1) / kPad * kPad;
+    for (int k = 0; k < 4; ++k) {
+      if (!in[k]) continue;
+      std::copy(in[k] + at, in[k] + at + len, buf[k]);
+      std::fill(buf[k] + len, buf[k] + padded, 0.0f);
+    }
+    body(padded, buf);
+    std::copy(buf[3], buf[3] + len, out + at);
+  }
+}
+
+// y = exp(x - max) / sum(exp(x - max)) over one row of n values; the max subtraction keeps exp
+// from overflowing.
+void softmax_row_forward(const float* x, int64_t n, float* y) {
+  const float max = max_of(x, n);
+  exact_blocks(n, {x, nullptr, nullptr, nullptr}, y, [&](int64_t len, float(&b)[4][kBlock]) {
+    ArrayMap(b[3], len) = (ConstArrayMap(b[0], len) - max).exp();
+  });
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += y[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += y[i];
+  ArrayMap(y, n) *= 1.0f / combine_lanes(acc);
+}
+
+}  // namespace
+
+void activation_forward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                        float* y) {
+  const int64_t size = rows * features;
+  if (a.kind == Act::kSoftmax) {
+    for (int64_t r = 0; r < rows; ++r)
+      softmax_row_forward(x + r * features, features, y + r * features);
+  } else if (transcendental(a.kind)) {
+    exact_blocks(size, {x, nullptr, nullptr, nullptr}, y,
+                 [&](int64_t len, float(&b)[4][kBlock]) { forward_flat(a, len, b[0], b[3]); });
+  } else {
+    forward_flat(a, size, x, y);
+  }
+}
+
+// Softmax's Jacobian-vector product per row: dx += y * (dy - sum(dy * y)).
+void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
+                         const float* y, const float* dy, float* dx) {
+  const int64_t size = rows * features;
+  if (a.kind == Act::kSoftmax) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* yr = y + r * features;
+      const float dot = dot_fixed(dy + r * features, yr, features);
+      ArrayMap(dx + r * features, features) +=
+          ConstArrayMap(yr, features) * (ConstArrayMap(dy + r * features, features) - dot);
+    }
+  } else if (transcendental(a.kind)) {
+    exact_blocks(size, {x, y, dy, dx}, dx, [&](int64_t len, float(&b)[4][kBlock]) {
+      backward_flat(a, len, x ? b[0] : nullptr, y ? b[1] : nullptr, b[2], b[3]);
+    });
+  } else {
+    backward_flat(a, size, x, y, dy, dx);
+  }
+}
+
+bool activation_backward_from_y(const Activation& a) {
+  switch (a.kind) {
+    case Act::kLinear:
+    case Act::kSigmoid:
+    case Act::kTanh:
+    case Act::kSoftmax:
+    case Act::kExponential:
+      return true;
+    case Act::kRelu:
+      return a.alpha == 0.0f && a.threshold == 0.0f;
+    default:
+      return false;
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -293,6 +294,44 @@ TEST(DepthwiseConv2d, BackwardAccumulatesLikeRefOverShapeSweep) {
     expect_near_all(db, db_ref, 1e-4, 1e-5, "db " + what);
     seed += 7;
   });
+}
+
+}  // namespace
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// The convolution kernels (direct and im2col paths, with a fused activation) and max pooling give
+// the same bits wherever their buffers start.
+TEST(Conv2d, ResultsDoNotDependOnBufferAlignment) {
+  const Activation relu{Act::kRelu}, tanh_act{Act::kTanh};
+  for (auto [h, c, k, s, f, same] : {std::array{9, 1, 3, 1, 8, 0}, std::array{8, 3, 3, 2, 5, 1},
+                                     std::array{7, 16, 5, 1, 32, 1}}) {
+    ConvGeometry g = make_geometry(h, h, c, k, s, 1, f);
+    ASSERT_TRUE(conv_geometry(g, same != 0));
+    const int n = 2;
+    const size_t xs = static_cast<size_t>(n) * g.h * g.w * g.c,
+                 ws = static_cast<size_t>(k) * k * c * f,
+                 ys = static_cast<size_t>(n) * g.oh * g.ow * g.f;
+    const auto x = random_floats(xs, 7), w = random_floats(ws, 8), b = random_floats(f, 9),
+               dy = random_floats(ys, 10);
+    const std::string what = describe(g, n, same != 0);
+    std::vector<float> scratch(conv2d_scratch_floats(g, n));
+    for (const Activation* act : {static_cast<const Activation*>(nullptr), &relu, &tanh_act})
+      testing::expect_alignment_independent(
+          {x, w, b}, {ys, ys},
+          [&](const auto& i, const auto& o) {
+            conv2d_forward(g, n, i[0], i[1], i[2], o[0], scratch.data(), act, act ? o[1] : nullptr);
+          },
+          "conv2d_forward " + what);
+    testing::expect_alignment_independent(
+        {x, w, dy}, {xs, ws, static_cast<size_t>(f)},
+        [&](const auto& i, const auto& o) {
+          conv2d_backward(g, n, i[0], i[1], i[2], o[0], o[1], o[2], scratch.data());
+        },
+        "conv2d_backward " + what);
+  }
 }
 
 }  // namespace

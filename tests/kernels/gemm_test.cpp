@@ -4,7 +4,9 @@
 #include "kernels/gemm.h"
 
 #include <gtest/gtest.h>
+#include <libxsmm.h>
 
+#include <array>
 #include <limits>
 #include <string>
 #include <thread>
@@ -231,6 +233,79 @@ TEST(DenseRef, BackwardMatchesNumericalGradient) {
   for (int i = 0; i < n * in; ++i) EXPECT_NEAR(dx[i], numeric(x, i), 1e-4);
   for (int i = 0; i < in * out; ++i) EXPECT_NEAR(dw[i], numeric(w, i), 1e-4);
   for (int i = 0; i < out; ++i) EXPECT_NEAR(db[i], numeric(b, i), 1e-4);
+}
+
+}  // namespace
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// gemm (every transpose, matrix-vector shapes included) and the Dense kernels give the same bits
+// wherever their buffers start.
+TEST(Gemm, ResultsDoNotDependOnBufferAlignment) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (auto [M, N, K] : {std::array{1, 37, 19}, std::array{23, 1, 40}, std::array{17, 33, 65},
+                             std::array{64, 64, 64}}) {
+        const auto a = random_floats(static_cast<size_t>(M) * K, 1);
+        const auto b = random_floats(static_cast<size_t>(K) * N, 2);
+        for (float beta : {0.0f, 1.0f})
+          testing::expect_alignment_independent(
+              {a, b}, {static_cast<size_t>(M) * N},
+              [&](const auto& in, const auto& out) {
+                gemm(ta, tb, M, N, K, in[0], ta ? M : K, in[1], tb ? K : N, beta, out[0], N);
+              },
+              "gemm " + std::to_string(ta) + std::to_string(tb) + " " + std::to_string(M) + "x" +
+                  std::to_string(N) + "x" + std::to_string(K));
+      }
+}
+
+TEST(Dense, ResultsDoNotDependOnBufferAlignment) {
+  for (auto [n, in, out] : {std::array{1, 100, 10}, std::array{32, 37, 13}}) {
+    const auto x = random_floats(static_cast<size_t>(n) * in, 3);
+    const auto w = random_floats(static_cast<size_t>(in) * out, 4);
+    const auto b = random_floats(static_cast<size_t>(out), 5);
+    const auto dy = random_floats(static_cast<size_t>(n) * out, 6);
+    testing::expect_alignment_independent(
+        {x, w, b}, {static_cast<size_t>(n) * out},
+        [&](const auto& i, const auto& o) { dense_forward(n, in, out, i[0], i[1], i[2], o[0]); },
+        "dense_forward");
+    testing::expect_alignment_independent(
+        {x, w, dy},
+        {static_cast<size_t>(n) * in, static_cast<size_t>(in) * out, static_cast<size_t>(out)},
+        [&](const auto& i, const auto& o) {
+          dense_backward(n, in, out, i[0], i[1], i[2], o[0], o[1], o[2]);
+        },
+        "dense_backward");
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// The kernel tests run twice (tests/kernels/CMakeLists.txt): against the native build, and against
+// the AVX2 + FMA build with libxsmm's JIT held to AVX2, so an AVX2-only machine's path is tested
+// on AVX-512 machines too. This checks each binary really runs the path it claims.
+TEST(Isa, KernelsRunTheInstructionSetTheirBuildTargets) {
+  libxsmm_init();
+  const int arch = libxsmm_get_target_archid();
+#ifdef NNFLEET_KERNELS_AVX2_ONLY
+#ifdef __AVX512F__
+  ADD_FAILURE() << "the AVX2 kernel tests were compiled with AVX-512 enabled";
+#endif
+  EXPECT_EQ(arch, LIBXSMM_X86_AVX2) << "LIBXSMM_TARGET=hsw should hold libxsmm's JIT to AVX2";
+#else
+  if (__builtin_cpu_supports("avx512f")) {
+    EXPECT_GE(arch, LIBXSMM_X86_AVX512) << "native libxsmm should use AVX-512 here";
+  } else {
+    ASSERT_TRUE(__builtin_cpu_supports("avx2")) << "nnfleet's kernels are tuned for AVX2 or later";
+    EXPECT_EQ(arch, LIBXSMM_X86_AVX2);
+  }
+#endif
 }
 
 }  // namespace

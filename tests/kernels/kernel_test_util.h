@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,6 +34,39 @@ inline void expect_near_all(const std::vector<float>& got, const std::vector<flo
       ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << w;
       return;
     }
+  }
+}
+
+
+// Runs `run(in, out)` with every input and output buffer starting `off` floats into a larger
+// allocation, for off = 0..16, and asserts the outputs equal the off = 0 outputs bit for bit:
+// results must not depend on alignment (issue 10). Outputs start as 0.25 so accumulating
+// kernels are covered too.
+inline void expect_alignment_independent(
+    const std::vector<std::vector<float>>& inputs, const std::vector<size_t>& out_sizes,
+    const std::function<void(const std::vector<const float*>&, const std::vector<float*>&)>& run,
+    const std::string& what) {
+  std::vector<std::vector<float>> first;
+  for (size_t off = 0; off <= 16; ++off) {
+    std::vector<std::vector<float>> in, out;
+    std::vector<const float*> ip;
+    std::vector<float*> op;
+    for (const auto& v : inputs) {
+      in.emplace_back(v.size() + off, 0.0f);
+      std::copy(v.begin(), v.end(), in.back().begin() + static_cast<std::ptrdiff_t>(off));
+    }
+    for (size_t n : out_sizes) out.emplace_back(n + off, 0.25f);
+    for (auto& v : in) ip.push_back(v.data() + off);
+    for (auto& v : out) op.push_back(v.data() + off);
+    run(ip, op);
+    std::vector<std::vector<float>> got;
+    for (auto& v : out) got.emplace_back(v.begin() + static_cast<std::ptrdiff_t>(off), v.end());
+    if (off == 0) {
+      first = got;
+      continue;
+    }
+    for (size_t k = 0; k < got.size(); ++k)
+      ASSERT_EQ(got[k], first[k]) << what << ": output " << k << " differs at offset " << off;
   }
 }
 
