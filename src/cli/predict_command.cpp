@@ -2,6 +2,8 @@
 // model over a data set, on pinned workers that share the model's weights read-only. The data is
 // cut into fixed-size contiguous chunks handed out from an atomic counter; each chunk's outputs
 // land in its rows of one preallocated result, so results do not depend on --workers.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,6 +20,7 @@
 #include "io/keras_reader.h"
 #include "model/network.h"
 #include "platform/cpu.h"
+#include "platform/files.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -52,11 +55,13 @@ Array load_data(const std::string& spec, const std::string& label, Array* csv_y)
   const size_t colon = spec.rfind(':');
   if (colon != std::string::npos && ends_with(spec.substr(0, colon), ".npz"))
     return load_npz(spec.substr(0, colon), spec.substr(colon + 1));
-  std::ifstream f(spec, std::ios::binary);
-  if (!f) throw_data_error(spec, std::string("cannot open it: ") + std::strerror(errno));
+  std::string why;
+  const int fd = open_regular_file(spec, why);
+  if (fd < 0) throw_data_error(spec, why);
   unsigned char head[6] = {};
-  f.read(reinterpret_cast<char*>(head), sizeof head);
-  const size_t n = static_cast<size_t>(f.gcount());
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  const size_t n = got > 0 ? static_cast<size_t>(got) : 0;
   if (n >= 6 && std::memcmp(head, "\x93NUMPY", 6) == 0) return load_npy(spec);
   if (n >= 4 && head[0] == 'P' && head[1] == 'K') {
     const auto keys = npz_keys(spec);
@@ -152,10 +157,10 @@ int run_predict(const PredictArgs& a) {
   std::vector<float> values;
   if (with_loss) {
     loss = loss_of(a, lm);
+    const std::string y_file = a.y.empty() ? a.x : a.y;  // a CSV's label column, or --y
     if (y.rows() != n)
-      throw DataError("failed to compute losses: '" + (a.y.empty() ? a.x : a.y) + "' has " +
-                      std::to_string(y.rows()) + " targets for " + std::to_string(n) +
-                      " samples; expected one per sample");
+      throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
+                      " targets for " + std::to_string(n) + " samples; expected one per sample");
     std::vector<int64_t> all(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
     const bool one_per_row = y.row_size() == 1;
@@ -166,12 +171,17 @@ int run_predict(const PredictArgs& a) {
     if (loss.sparse() ||
         (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
       if (!one_per_row || !integral)
-        throw DataError("failed to compute " + loss_name(loss) + ": the targets have shape " +
-                        y.shape().str() + " (" + dtype_name(y.dtype()) +
+        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                        "' have shape " + y.shape().str() + " (" + dtype_name(y.dtype()) +
                         "); expected integer class labels [" + std::to_string(n) + "]");
       labels.resize(static_cast<size_t>(n));
       gather_labels(y, all.data(), static_cast<int>(n), labels.data());
-      validate_labels(static_cast<int>(n), k, labels.data());
+      try {
+        validate_labels(static_cast<int>(n), k, labels.data());
+      } catch (const DataError& e) {
+        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                        "': " + e.what());
+      }
       if (!loss.sparse()) {
         // Integer labels with categorical_crossentropy: one-hot rows of k.
         values.assign(static_cast<size_t>(n) * k, 0.0f);
@@ -181,9 +191,9 @@ int run_predict(const PredictArgs& a) {
       }
     } else {
       if (y.row_size() != k)
-        throw DataError("failed to compute " + loss_name(loss) + ": the targets have shape " +
-                        y.shape().str() + "; expected [" + std::to_string(n) + "," +
-                        std::to_string(k) + "] to match the model output " +
+        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                        "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) +
+                        "," + std::to_string(k) + "] to match the model output " +
                         model.output_shape().str());
       values.resize(static_cast<size_t>(n) * k);
       gather_rows(y, all.data(), static_cast<int>(n), 1.0f, values.data());

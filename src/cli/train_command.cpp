@@ -66,9 +66,15 @@ int train(const TrainArgs& a, Cluster* cluster) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
-  int failed = 0;
-  for (const auto& r : s.results) failed += r.status == JobStatus::kFailed;
-  if (s.rank != 0) return s.interrupted ? 130 : failed ? 3 : 0;
+  int failed = 0, done = 0;
+  for (const auto& r : s.results) {
+    failed += r.status == JobStatus::kFailed;
+    done += r.status == JobStatus::kDone;
+  }
+  // A run that leaves no usable model (every one diverged) is not a success either.
+  const bool none_done = done == 0 && !s.results.empty() && !s.interrupted;
+  const int code = s.interrupted ? 130 : failed || none_done ? 3 : 0;
+  if (s.rank != 0) return code;
   if (a.json) {
     Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
                {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
@@ -96,12 +102,14 @@ int train(const TrainArgs& a, Cluster* cluster) {
                   "(median %.0f us)\n",
                   s.ranks.size(), s.round_trip.count, s.round_trip.mean_us, s.round_trip.median_us);
   }
-  if (s.interrupted) {
+  if (s.interrupted)
     std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
                  a.plan.c_str(), s.out_dir.c_str());
-    return 130;
-  }
-  return failed ? 3 : 0;
+  else if (none_done && !failed)
+    std::fprintf(stderr,
+                 "nnfleet: no model trained to the end: every one diverged (non-finite loss)\n"
+                 "hint: lower the learning rate or check the data's scale\n");
+  return code;
 }
 
 int run_train(const TrainArgs& a) {

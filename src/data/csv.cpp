@@ -49,7 +49,7 @@ bool parse_number(std::string_view s, double* out) {
 
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "'" : ", '") + n + "'";
+  for (const std::string& n : names) s += (s.empty() ? "'" : ", '") + printable(n) + "'";
   return s;
 }
 
@@ -117,8 +117,8 @@ CsvData load_csv(const std::string& path, const std::string& label) {
       double v;
       if (!parse_number(cells[j], &v))
         throw_data_error(path, "non-numeric cell at line " + std::to_string(line_no) + ", column " +
-                                   std::to_string(j + 1) + " ('" + names[j] +
-                                   "'); expected a number, got '" + std::string(cells[j]) + "'");
+                                   std::to_string(j + 1) + " ('" + printable(names[j]) +
+                                   "'); expected a number, got '" + printable(cells[j]) + "'");
       if (static_cast<int>(j) == label_col) {
         y.push_back(v);
       } else {

@@ -2,15 +2,13 @@
 // the file-reading helpers every loader shares.
 #include "data/dataset.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "nnfleet/error.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -172,39 +170,29 @@ void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {
   }
 }
 
+std::string printable(std::string_view s, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 32 && c < 127) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
 void throw_data_error(const std::string& path, const std::string& rule) {
   throw DataError("failed to read data file '" + path + "': " + rule);
 }
 
 std::string read_data_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_data_error(path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw_data_error(path, std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_data_error(path, S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
-                                               : "is not a regular file");
-  }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < bytes.size()) {
-    ssize_t r = ::read(fd, bytes.data() + got, bytes.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      ::close(fd);
-      throw_data_error(path, std::string("read failed: ") + std::strerror(e));
-    }
-    if (r == 0) break;  // the file shrank while we read it
-    got += static_cast<size_t>(r);
-  }
-  ::close(fd);
-  bytes.resize(got);
+  std::string bytes, why;
+  if (!read_regular_file(path, bytes, why)) throw_data_error(path, why);
   return bytes;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tensor/shape.h"
@@ -83,6 +84,10 @@ void save_npy(const std::string& path, const Array& a);
 // Helpers shared by the loaders (and usable by other readers of data files).
 // Throws DataError("failed to read data file '<path>': <rule>").
 [[noreturn]] void throw_data_error(const std::string& path, const std::string& rule);
+// Bytes of a file as an error message may quote them: printable ASCII as is, every other byte
+// as \xNN (a NUL or an escape sequence never reaches the terminal), at most `max` bytes of
+// `s` and then "...".
+std::string printable(std::string_view s, size_t max = 60);
 // Reads a whole data file into memory; throws DataError naming the path and the OS reason.
 std::string read_data_file(const std::string& path);
 

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "data/dataset.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -62,18 +63,9 @@ class ByteSource {
 class FdSource : public ByteSource {
  public:
   explicit FdSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw_data_error(path, std::strerror(errno));
-    struct stat st {};
-    const bool stat_ok = ::fstat(fd_, &st) == 0;
-    const int e = errno;
-    if (!stat_ok || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
-      throw_data_error(path, !stat_ok              ? std::string(std::strerror(e))
-                             : S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
-                                                   : "is not a regular file");
-    }
-    size_ = static_cast<uint64_t>(st.st_size);
+    std::string why;
+    fd_ = open_regular_file(path, why, &size_);
+    if (fd_ < 0) throw_data_error(path, why);
   }
   ~FdSource() override { ::close(fd_); }
   FdSource(const FdSource&) = delete;
@@ -131,9 +123,7 @@ class ZipMemberSource : public ByteSource {
 
 // Text of the header for error messages: printable, at most ~120 characters.
 std::string quote_header(std::string_view h) {
-  std::string s;
-  for (char c : h.substr(0, 120)) s += (c >= 32 && c < 127) ? c : '?';
-  if (h.size() > 120) s += "...";
+  std::string s = printable(h, 120);
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }
@@ -425,14 +415,9 @@ Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
 
 ZipPtr open_zip(const std::string& path) {
   // Open the file ourselves so a missing or unreadable file reads like every other loader's.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_data_error(path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_data_error(path, S_ISDIR(st.st_mode) ? "is a directory; expected a regular file"
-                                               : "is not a regular file");
-  }
+  std::string why;
+  const int fd = open_regular_file(path, why);
+  if (fd < 0) throw_data_error(path, why);
   int code = 0;
   zip_t* z = zip_fdopen(fd, 0, &code);  // takes the descriptor only on success
   if (!z) {

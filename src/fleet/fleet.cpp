@@ -35,42 +35,54 @@ std::string gib(size_t bytes) {
   return b;
 }
 
-// Checks that the data's targets suit the model's output and loss; returns problems.
-void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
-                   std::vector<std::string>& problems) {
+// Checks that one source's targets suit the model's output and loss (the test targets are
+// checked like the training ones: evaluation gathers them into the same buffers); adds problems.
+void check_source_targets(const std::string& at, const char* role, const std::string& source,
+                          const Array& y, const LabelStats& st, const ModelSpec& s, const Model& m,
+                          std::vector<std::string>& problems) {
   const int64_t k = m.output_shape().size();
-  const Shape ys = d.train.y.sample_shape();
-  const std::string at = s.where + ": model '" + s.name + "': ";
-  auto range = [&] {
-    char b[96];
-    std::snprintf(b, sizeof b, "labels %g..%g", d.label_min, d.label_max);
-    return std::string(b);
+  const Shape ys = y.sample_shape();
+  char range_text[96];
+  std::snprintf(range_text, sizeof range_text, "labels %g..%g", st.min, st.max);
+  const std::string range = range_text;
+  auto add = [&](const std::string& problem) {
+    problems.push_back(at + problem + " (" + role + " data " + source + ")");
   };
   switch (s.loss.kind) {
     case LossKind::kSparseCategoricalCrossentropy:
       if (ys.size() != 1)
-        problems.push_back(at + "sparse_categorical_crossentropy needs one integer label per sample; "
-                           "expected y of shape [N] or [N,1], got y samples of shape " + ys.str() +
-                           " (use categorical_crossentropy for one-hot targets)");
-      else if (!d.labels_integral || d.label_min < 0 || d.label_max >= static_cast<double>(k))
-        problems.push_back(at + "labels out of range for sparse_categorical_crossentropy; expected "
-                           "integers in 0.." + std::to_string(k - 1) + " (the model outputs " +
-                           std::to_string(k) + " classes), got " + range() +
-                           (d.labels_integral ? "" : " with fractional values"));
+        add("sparse_categorical_crossentropy needs one integer label per sample; expected y of "
+            "shape [N] or [N,1], got y samples of shape " +
+            ys.str() + "; use categorical_crossentropy for one-hot targets");
+      else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(k))
+        add("labels out of range for sparse_categorical_crossentropy; expected integers in 0.." +
+            std::to_string(k - 1) + " (the model outputs " + std::to_string(k) + " classes), got " +
+            range + (st.integral ? "" : " with fractional values"));
       break;
     case LossKind::kBinaryCrossentropy:
-      if (d.label_min < 0 || d.label_max > 1)
-        problems.push_back(at + "binary_crossentropy needs targets in [0, 1]; got " + range());
+      if (st.min < 0 || st.max > 1)
+        add("binary_crossentropy needs targets in [0, 1]; got " + range);
       [[fallthrough]];
     default:
       if (ys.size() != k)
-        problems.push_back(at + "targets do not match the model output; expected y samples of " +
-                           std::to_string(k) + " values (output " + m.output_shape().str() +
-                           "), got " + ys.str() +
-                           (ys.size() == 1 && k > 1 ? "; for integer class labels use "
-                                                       "loss: sparse_categorical_crossentropy"
-                                                     : ""));
+        add("targets do not match the model output; expected y samples of " + std::to_string(k) +
+            " values (output " + m.output_shape().str() + "), got " + ys.str() +
+            (ys.size() == 1 && k > 1 ? "; for integer class labels use loss: "
+                                       "sparse_categorical_crossentropy, for training and test "
+                                       "targets alike"
+                                     : ""));
   }
+}
+
+// The training (and validation) targets and the test targets against the model; adds problems.
+void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
+                   std::vector<std::string>& problems) {
+  const std::string at = s.where + ": model '" + s.name + "': ";
+  const size_t before = problems.size();
+  check_source_targets(at, "training", d.train_name, d.train.y, d.train_labels, s, m, problems);
+  // The test targets' problem would mostly repeat the training targets' one: only when those pass.
+  if (d.test && problems.size() == before)
+    check_source_targets(at, "test", d.test_name, d.test->y, d.test_labels, s, m, problems);
 }
 
 void check_early_stopping(const ModelSpec& s, const FleetData& d,

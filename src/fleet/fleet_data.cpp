@@ -1,7 +1,9 @@
 // Loading a plan's data sources.
 #include "fleet/fleet_data.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace nnfleet {
 
@@ -9,6 +11,18 @@ size_t FleetData::bytes() const {
   size_t b = train.x.size_bytes() + train.y.size_bytes();
   if (test) b += test->x.size_bytes() + test->y.size_bytes();
   return b;
+}
+
+std::string describe_source(const DataSource& s) {
+  switch (s.kind) {
+    case DataSource::Kind::kFashionMnist:
+      return "fashion-mnist:" + s.split;
+    case DataSource::Kind::kCsv:
+    case DataSource::Kind::kNpz:
+      return "'" + s.file + "'";
+    default:
+      return "'" + s.x + "' and '" + s.y + "'";
+  }
 }
 
 XY load_source(const DataSource& s) {
@@ -35,40 +49,74 @@ XY load_source(const DataSource& s) {
       break;
     }
   }
-  const std::string what = s.kind == DataSource::Kind::kCsv || s.kind == DataSource::Kind::kNpz
-                               ? "'" + s.file + "'"
-                               : "'" + s.x + "' and '" + s.y + "'";
+  const std::string what = describe_source(s);
   if (d.x.shape().rank() < 2)
-    throw DataError("failed to load data " + what + ": x must have a sample axis and features; "
-                    "expected rank >= 2, got shape " + d.x.shape().str());
+    throw DataError("failed to load data " + what +
+                    ": x must have a sample axis and features; "
+                    "expected rank >= 2, got shape " +
+                    d.x.shape().str());
   if (d.x.rows() != d.y.rows())
-    throw DataError("failed to load data " + what + ": x and y disagree on the number of samples; "
-                    "expected equal first dimensions, got " + d.x.shape().str() + " and " +
-                    d.y.shape().str());
+    throw DataError("failed to load data " + what +
+                    ": x and y disagree on the number of samples; "
+                    "expected equal first dimensions, got " +
+                    d.x.shape().str() + " and " + d.y.shape().str());
   if (d.x.rows() == 0)
     throw DataError("failed to load data " + what + ": no samples; expected at least one row");
   return d;
 }
 
 namespace {
-void label_stats(const Array& y, bool& integral, double& lo, double& hi) {
-  const int64_t n = static_cast<int64_t>(y.shape().size());
+
+// Refuses NaN and infinities in a float array: in x they only show up later as a "diverged"
+// model, in y they make every loss NaN.
+void check_finite(const Array& a, const std::string& source, const char* which) {
+  if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64) return;
+  const int64_t n = a.shape().size(), row = a.row_size();
   for (int64_t i = 0; i < n; ++i) {
-    const double v = y.at(i);
-    if (v != std::floor(v)) integral = false;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    const double v = a.at(i);
+    if (std::isfinite(v)) continue;
+    throw DataError("failed to load data " + source + ": " + which + " holds a non-finite value (" +
+                    (std::isnan(v) ? "NaN"
+                     : v > 0       ? "inf"
+                                   : "-inf") +
+                    ") at row " + std::to_string(i / row) + ", element " + std::to_string(i % row) +
+                    "; expected finite numbers");
   }
 }
+
+LabelStats label_stats(const Array& y) {
+  LabelStats st;
+  st.min = st.max = y.at(0);
+  const int64_t n = y.shape().size();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = y.at(i);
+    if (v != std::floor(v)) st.integral = false;
+    st.min = std::min(st.min, v);
+    st.max = std::max(st.max, v);
+  }
+  return st;
+}
+
+// Loads one source and checks it holds only finite numbers.
+XY load_checked(const DataSource& s) {
+  XY d = load_source(s);
+  const std::string what = describe_source(s);
+  check_finite(d.x, what, "x");
+  check_finite(d.y, what, "y");
+  return d;
+}
+
 }  // namespace
 
 FleetData load_fleet_data(const DataSpec& spec) {
   FleetData f;
-  f.train = load_source(spec.train);
+  f.train = load_checked(spec.train);
+  f.train_name = describe_source(spec.train);
   if (spec.test) {
-    f.test = load_source(*spec.test);
+    f.test = load_checked(*spec.test);
+    f.test_name = describe_source(*spec.test);
     if (!(f.test->x.sample_shape() == f.train.x.sample_shape()))
-      throw DataError("failed to load data: test samples have shape " +
+      throw DataError("failed to load data " + f.test_name + ": test samples have shape " +
                       f.test->x.sample_shape().str() + "; expected the train sample shape " +
                       f.train.x.sample_shape().str());
   }
@@ -78,13 +126,15 @@ FleetData load_fleet_data(const DataSpec& spec) {
   // Keras: split_at = int(n * (1 - validation_split)).
   f.n_train = static_cast<int64_t>(static_cast<double>(rows) * (1.0 - spec.validation_split));
   f.n_val = rows - f.n_train;
-  if (spec.validation_split > 0 && (f.n_val == 0 || f.n_train == 0))
-    throw DataError("failed to split data: validation_split " +
-                    std::to_string(spec.validation_split) + " of " + std::to_string(rows) +
+  if (spec.validation_split > 0 && (f.n_val == 0 || f.n_train == 0)) {
+    char split[32];
+    std::snprintf(split, sizeof split, "%g", spec.validation_split);
+    throw DataError(spec.validation_split_where + ": failed to split data " + f.train_name +
+                    ": validation_split " + split + " of " + std::to_string(rows) +
                     " samples leaves an empty part; expected both parts non-empty");
-  f.label_min = f.label_max = f.train.y.at(0);
-  label_stats(f.train.y, f.labels_integral, f.label_min, f.label_max);
-  if (f.test) label_stats(f.test->y, f.labels_integral, f.label_min, f.label_max);
+  }
+  f.train_labels = label_stats(f.train.y);
+  if (f.test) f.test_labels = label_stats(f.test->y);
   return f;
 }
 

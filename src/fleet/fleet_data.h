@@ -11,21 +11,32 @@
 
 namespace nnfleet {
 
+// What one source's targets hold, for validating them against each model's loss and output
+// before training (every value is finite: load_fleet_data refuses NaN and infinities).
+struct LabelStats {
+  bool integral = true;  // every value a whole number
+  double min = 0.0, max = 0.0;
+};
+
 struct FleetData {
   XY train;
   std::optional<XY> test;
   float scale = 1.0f;
   int64_t n_train = 0, n_val = 0;
   Shape input_shape;  // per sample
-  // Label statistics of train (and test), for validating losses before training.
-  bool labels_integral = true;
-  double label_min = 0.0, label_max = 0.0;
+  LabelStats train_labels;  // train and its validation split
+  LabelStats test_labels;   // when test is set
+  std::string train_name, test_name;  // "'x.npy' and 'y.npy'", for messages (describe_source)
   size_t bytes() const;
 };
 
+// The files of a source as messages name them: "'data.npz'", "'x.npy' and 'y.npy'".
+std::string describe_source(const DataSource& s);
+
 // Loads one source; throws DataError naming the file and the problem.
 XY load_source(const DataSource& s);
-// Loads train (and test) of a plan and checks they agree (same sample shape, x and y rows).
+// Loads train (and test) of a plan and checks they agree (same sample shape, x and y rows) and
+// hold only finite values; throws DataError naming the file, the row and the column.
 FleetData load_fleet_data(const DataSpec& spec);
 
 }  // namespace nnfleet

@@ -39,7 +39,11 @@ struct Batcher {
     idx.resize(static_cast<size_t>(spec.batch_size));
   }
   // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
+  // The buffers were sized for the model: run_fleet's check_targets holds every source (training
+  // and test) to that shape before anything runs.
   Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
+    NNFLEET_CHECK(n <= spec.batch_size && (spec.loss.sparse() ? xy.y.row_size() == 1
+                                                               : xy.y.row_size() == k));
     gather_rows(xy.x, rows, n, data.scale, net.input());
     Targets t;
     if (spec.loss.sparse()) {

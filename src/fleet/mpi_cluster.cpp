@@ -15,6 +15,14 @@
 namespace nnfleet {
 namespace {
 
+Json labels_json(const LabelStats& l) {
+  return {{"integral", l.integral}, {"min", l.min}, {"max", l.max}};
+}
+
+LabelStats labels_from_json(const Json& j) {
+  return {j.at("integral").get<bool>(), j.at("min").get<double>(), j.at("max").get<double>()};
+}
+
 // Tags outside the fleet protocol's range.
 constexpr int kAgreeTag = 100;  // a failing rank's message to rank 0
 constexpr int kBigTag = 101;    // announces a message sent in pieces: {tag, total bytes}
@@ -193,9 +201,10 @@ class MpiCluster final : public Cluster {
                   {"scale", d.scale},
                   {"n_train", d.n_train},
                   {"n_val", d.n_val},
-                  {"labels_integral", d.labels_integral},
-                  {"label_min", d.label_min},
-                  {"label_max", d.label_max}}
+                  {"train_labels", labels_json(d.train_labels)},
+                  {"test_labels", labels_json(d.test_labels)},
+                  {"train_name", d.train_name},
+                  {"test_name", d.test_name}}
                  .dump();
     }
     MPI_Win_sync(w.win);
@@ -223,9 +232,10 @@ class MpiCluster final : public Cluster {
     f.n_train = j.at("n_train").get<int64_t>();
     f.n_val = j.at("n_val").get<int64_t>();
     f.input_shape = f.train.x.sample_shape();
-    f.labels_integral = j.at("labels_integral").get<bool>();
-    f.label_min = j.at("label_min").get<double>();
-    f.label_max = j.at("label_max").get<double>();
+    f.train_labels = labels_from_json(j.at("train_labels"));
+    f.test_labels = labels_from_json(j.at("test_labels"));
+    f.train_name = j.at("train_name").get<std::string>();
+    f.test_name = j.at("test_name").get<std::string>();
     windows_.push_back(std::move(w));
     return f;
   }

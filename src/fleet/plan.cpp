@@ -16,6 +16,7 @@
 #include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -303,6 +304,7 @@ DataSpec Loader::data(const Json& v) {
     d.validation_split = check_number(pr_, "data.validation_split", v["validation_split"], 0, false,
                                       1, true, "a number in [0, 1)")
                              .value_or(0.0);
+  d.validation_split_where = pr_.where(v.contains("validation_split") ? "data.validation_split" : "data");
   return d;
 }
 
@@ -683,11 +685,9 @@ std::string read_plan_file(const std::string& path) {
     throw PlanError(head + "no such file; expected a YAML or JSON plan file");
   if (fs::is_directory(path, ec))
     throw PlanError(head + "not a file; expected a YAML or JSON plan file, got a directory");
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (!f) throw PlanError(head + "cannot read the file; expected a readable file");
-  return ss.str();
+  std::string text, why;
+  if (!read_regular_file(path, text, why)) throw PlanError(head + why);
+  return text;
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct DataSpec {
   std::optional<DataSource> test;
   double scale = 1.0;             // applied to x
   double validation_split = 0.0;  // the last fraction of train, taken before shuffling
+  std::string validation_split_where;  // "fleet.yaml:7: data.validation_split", for messages
 };
 
 struct EarlyStopping {

@@ -1,11 +1,15 @@
 // RAII wrappers over the HDF5 C API with every failure turned into FileError.
 #include "io/hdf5.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+
+#include "platform/files.h"
 
 namespace nnfleet::h5 {
 namespace {
@@ -529,6 +533,11 @@ File::File(Handle f, std::string name, std::shared_ptr<RawSource> raw)
 }
 
 File File::open(const std::string& path) {
+  // HDF5 opens the path itself: refuse a FIFO or device first, or its open() would block forever.
+  std::string why;
+  const int fd = open_regular_file(path, why);
+  if (fd < 0) throw FileError("failed to read HDF5 file '" + path + "': " + why);
+  ::close(fd);
   auto lock = hdf5_lock();
   const htri_t is = H5Fis_hdf5(path.c_str());
   if (is <= 0)

@@ -6,6 +6,8 @@
 //    its fallback to tf.keras 2.13's "_layer_checkpoint_dependencies" groups).
 #include "io/keras_reader.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -13,6 +15,7 @@
 
 #include "io/hdf5.h"
 #include "io/zip_archive.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -32,11 +35,13 @@ enum class Kind { kHdf5, kZip, kJson, kUnknown };
 }
 
 Kind sniff(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, std::string("cannot open it: ") + std::strerror(errno));
+  std::string why;
+  const int fd = open_regular_file(path, why);
+  if (fd < 0) fail(path, why);
   char head[64] = {};
-  f.read(head, sizeof head);
-  const size_t n = static_cast<size_t>(f.gcount());
+  const ssize_t got = ::read(fd, head, sizeof head);
+  ::close(fd);
+  const size_t n = got > 0 ? static_cast<size_t>(got) : 0;
   if (n >= 8 && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0) return Kind::kHdf5;
   if (n >= 4 && head[0] == 'P' && head[1] == 'K' && (head[2] == 3 || head[2] == 5))
     return Kind::kZip;

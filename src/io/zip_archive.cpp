@@ -1,9 +1,11 @@
 // libzip-backed reading of whole members into memory and writing of members from memory or files.
 #include "io/zip_archive.h"
 
+#include <unistd.h>
 #include <zip.h>
 
 #include "nnfleet/error.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -23,9 +25,15 @@ std::string error_text(int code) {
 }  // namespace
 
 ZipReader::ZipReader(const std::string& path) : path_(path) {
+  std::string why;
+  const int fd = open_regular_file(path, why);  // a FIFO would block libzip's open()
+  if (fd < 0) fail("read", path, why);
   int code = 0;
-  z_ = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
-  if (!z_) fail("read", path, error_text(code) + " (not a zip archive, truncated or corrupt?)");
+  z_ = zip_fdopen(fd, ZIP_CHECKCONS, &code);  // takes the descriptor only on success
+  if (!z_) {
+    ::close(fd);
+    fail("read", path, error_text(code) + " (not a zip archive, truncated or corrupt?)");
+  }
   const zip_int64_t n = zip_get_num_entries(z_, 0);
   if (n < 0 || n > 100000) {
     zip_discard(z_);

@@ -30,12 +30,60 @@ void fsync_path(const std::string& path) {
 
 }  // namespace
 
+int open_regular_file(const std::string& path, std::string& why, uint64_t* size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why = std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    why = std::strerror(errno);
+  } else if (S_ISDIR(st.st_mode)) {
+    why = "is a directory; expected a regular file";
+  } else if (!S_ISREG(st.st_mode)) {
+    why = std::string("is a ") +
+          (S_ISFIFO(st.st_mode)   ? "FIFO (named pipe)"
+           : S_ISSOCK(st.st_mode) ? "socket"
+                                  : "device") +
+          "; expected a regular file";
+  } else if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    why = std::strerror(errno);
+  } else {
+    if (size) *size = static_cast<uint64_t>(st.st_size);
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
+bool read_regular_file(const std::string& path, std::string& out, std::string& why) {
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, why, &size);
+  if (fd < 0) return false;
+  out.assign(static_cast<size_t>(size), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      why = std::string("read failed: ") + std::strerror(errno);
+      ::close(fd);
+      return false;
+    }
+    if (r == 0) break;  // the file shrank while we read it
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  out.resize(got);
+  return true;
+}
+
 std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw FileError("failed to read file '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  std::string out, why;
+  if (!read_regular_file(path, out, why))
+    throw FileError("failed to read file '" + path + "': " + why);
+  return out;
 }
 
 void write_atomic_with(const std::string& path,
@@ -65,13 +113,17 @@ void write_file_atomic(const std::string& path, std::string_view content, Durabi
 
 void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces,
                        Durability d) {
-  write_atomic_with(path, [&](const std::string& tmp) {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
-    for (std::string_view piece : pieces) f.write(piece.data(), static_cast<std::streamsize>(piece.size()));
-    f.flush();
-    if (!f) throw FileError("failed to write file '" + path + "': write error (disk full?)");
-  }, d);
+  write_atomic_with(
+      path,
+      [&](const std::string& tmp) {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
+        for (std::string_view piece : pieces)
+          f.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+        f.flush();
+        if (!f) throw FileError("failed to write file '" + path + "': write error (disk full?)");
+      },
+      d);
 }
 
 bool file_exists(const std::string& path) {

@@ -2,6 +2,7 @@
 // rename), so nothing half-written is ever read back.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
@@ -9,7 +10,14 @@
 
 namespace nnfleet {
 
-// Reads a whole file; throws FileError naming the path and the OS reason.
+// Opens `path` for reading only when it is a regular file, without ever blocking: a FIFO would
+// block open() until a writer came (and SIGTERM could not stop the wait), and a device or socket
+// never ends. Returns a descriptor (O_CLOEXEC, blocking reads) and sets `size`; on failure
+// returns -1 with `why` set to the reason, worded to follow "failed to read '<path>': ".
+int open_regular_file(const std::string& path, std::string& why, uint64_t* size = nullptr);
+// Reads a whole regular file into `out`; false with `why` set as above.
+bool read_regular_file(const std::string& path, std::string& out, std::string& why);
+// Reads a whole file; throws FileError naming the path and the reason.
 std::string read_file(const std::string& path);
 // How far an atomic write is pushed before it counts as done.
 enum class Durability {

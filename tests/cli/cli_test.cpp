@@ -122,6 +122,26 @@ TEST_F(Cli, PlanErrorNamesFileLineAndFieldAndWritesNothing) {
   EXPECT_FALSE(file_exists(dir.path + "/out"));
 }
 
+// A run in which every model diverged exited 0, as if it had trained something usable.
+TEST_F(Cli, EveryModelDivergedExitsWithThreeAndSaysSo) {
+  const std::string boom = dir.path + "/boom.yaml";
+  testing_util::write_text(boom, R"(data:
+  train: {x: train_x.npy, y: train_y.npy}
+models:
+  - name: boom-{k}
+    grid: {k: [1, 2]}
+    loss: {SparseCategoricalCrossentropy: {from_logits: true}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 3, kernel_initializer: {Constant: {value: 3.0e+38}}}  # logits overflow
+)");
+  std::string err;
+  EXPECT_EQ(run({"train", boom, "--out", dir.path + "/out", "--quiet"}, dir.path, nullptr, &err),
+            3)
+      << testing_util::read_text(dir.path + "/out/results.json");
+  EXPECT_THAT(err, HasSubstr("no model trained to the end: every one diverged"));
+}
+
 TEST_F(Cli, JsonModePrintsOneEventPerLine) {
   std::string out;
   ASSERT_EQ(run({"train", plan, "--out", dir.path + "/out", "--json"}, dir.path, &out), 0);

@@ -132,5 +132,15 @@ TEST(Csv, EveryTruncatedPrefixLoadsOrFailsCleanly) {
   });
 }
 
+// A raw NUL (or any control byte) in a bad cell reached the terminal; it is shown as \x00 now.
+TEST(Csv, ControlBytesInABadCellAreEscapedInTheMessage) {
+  TempDir dir;
+  const std::string e = csv_error(dir, std::string("a,y\n1,0\n2\0\x1b[31m,1\n", 20));
+  EXPECT_THAT(e, HasSubstr("non-numeric cell at line 3, column 1 ('a'); expected a number, got "
+                           "'2\\x00\\x1b[31m'"));
+  EXPECT_EQ(e.find('\0'), std::string::npos);
+  EXPECT_EQ(e.find('\x1b'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace nnfleet

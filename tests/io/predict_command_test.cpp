@@ -2,8 +2,13 @@
 // reference and are identical for any number of workers, losses follow Keras, every input format
 // works, and mismatches are named.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <thread>
 
 #include "cli/commands.h"
 #include "io/model_summary.h"
@@ -168,6 +173,57 @@ TEST(Predict, ShapeMismatchNamesBothShapes) {
     EXPECT_NE(msg.find("[5]"), std::string::npos) << msg;
   }
   EXPECT_FALSE(file_exists(dir + "/p.npy"));
+}
+
+// The label error of predict did not name the labels file.
+TEST(Predict, LabelOutOfRangeNamesTheLabelsFile) {
+  const std::string dir = test::scratch_dir("predict_label_range");
+  const int64_t n = load_npy(fixture("expected/fmnist_cnn_k310.input.npy")).rows();
+  Array labels = Array::zeros(DType::kI32, Shape{n});
+  static_cast<int32_t*>(labels.mutable_data())[3] = 10;
+  save_npy(dir + "/bad_labels.npy", labels);
+  try {
+    run_cli({"predict", fixture("fmnist_cnn_k310.keras"), "--x",
+             fixture("expected/fmnist_cnn_k310.input.npy"), "--y", dir + "/bad_labels.npy", "--out",
+             dir + "/p.npy"});
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("the targets in '" + dir + "/bad_labels.npy'"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(file_exists(dir + "/p.npy"));
+}
+
+// A FIFO as the model or the inputs blocked predict in open() forever. It must fail at once; the
+// call runs on a detached thread so a regression fails the test instead of hanging it.
+TEST(Predict, FifoAsModelOrInputIsRefusedWithoutBlocking) {
+  const std::string dir = test::scratch_dir("predict_fifo");
+  const std::string fifo = dir + "/pipe.keras";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string input = fixture("expected/fmnist_cnn_k310.input.npy");
+  const std::string out = dir + "/p.npy";
+  for (const auto& args : {std::vector<std::string>{"predict", fifo, "--x", input, "--out", out},
+                           std::vector<std::string>{"predict", fixture("fmnist_cnn_k310.keras"),
+                                                    "--x", fifo, "--out", out}}) {
+    auto state = std::make_shared<std::atomic<int>>(0);  // 1: the expected error, 2: other
+    auto message = std::make_shared<std::string>();
+    std::thread([args, state, message, dir] {
+      try {
+        run_cli(args);
+        *state = 2;
+      } catch (const Error& e) {
+        *message = e.what();
+        *state = 1;
+      }
+    }).detach();
+    for (int i = 0; i < 500 && *state == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_EQ(state->load(), 1) << args[1] << " " << args[3] << ": no error within 5 s";
+    EXPECT_NE(message->find("pipe.keras': is a FIFO (named pipe); expected a regular file"),
+              std::string::npos)
+        << *message;
+  }
 }
 
 TEST(Inspect, SummaryListsLayersTotalsVersionAndTrainingConfig) {
