@@ -240,11 +240,11 @@ void backward_flat(const Activation& a, int64_t size, const float* x, const floa
   }
 }
 
-// Whether a kind's Eigen expression calls a transcendental function (exp, tanh, erf, ...), whose
-// packet and scalar forms differ in the last bit. Eigen runs an unaligned buffer's first elements
-// and its tail through the scalar form, so such kinds go through exact_blocks(); the rest are
-// IEEE-exact element by element in either form.
-bool transcendental(Act kind) {
+// Whether the forward (or the backward) of a kind calls a transcendental function (exp, tanh,
+// erf, ...), whose packet and scalar forms differ in the last bit. Eigen runs the elements before
+// an unaligned destination's first packet, and the tail, through the scalar form, so these go
+// through exact_blocks(); every other expression is IEEE-exact element by element in either form.
+bool transcendental_forward(Act kind) {
   switch (kind) {
     case Act::kLinear:
     case Act::kRelu:
@@ -257,43 +257,78 @@ bool transcendental(Act kind) {
   }
 }
 
-// Calls body(len, padded) for consecutive blocks of at most kBlock of `size` elements, after
-// copying each block of every non-null input into 64-byte-aligned stack buffers padded with
-// zeros to a multiple of 16 floats; body computes on those buffers (whole AVX-512 packets, so
-// Eigen never takes its scalar path) and out[] receives the first len results. Every element is
-// thus computed the same way wherever its buffer starts: results never depend on alignment.
-constexpr int64_t kBlock = 256;
+bool transcendental_backward(Act kind) {
+  switch (kind) {
+    case Act::kElu:
+    case Act::kSelu:
+    case Act::kSoftplus:
+    case Act::kSwish:
+    case Act::kGelu:
+    case Act::kGeluTanh:
+      return true;
+    default:  // sigmoid, tanh, exponential and softmax are differentiated from y, rationally
+      return false;
+  }
+}
+
+// Runs body(len, in, out) over all `size` elements so that Eigen evaluates every element in its
+// packet form, wherever the buffers start: the middle, from the first 64-byte boundary of `out`
+// on and a multiple of 16 floats long, directly (whole packets for AVX2 and AVX-512, none
+// scalar); the few elements before and after it in 64-byte-aligned stack copies padded with zeros
+// to 16 floats. in[k] may be null (not read); in[3], when set, is `out`'s own old contents (an
+// accumulating backward). Results thus never depend on alignment, at the cost of copying at most
+// 30 elements per call.
 constexpr int64_t kPad = 16;
 
 template <typename Body>
 void exact_blocks(int64_t size, const float* const (&in)[4], float* out, Body body) {
-  alignas(64) float buf[4][kBlock];
-  for (int64_t at = 0; at < size; at += kBlock) {
-    const int64_t len = std::min(kBlock, size - at);
-    const int64_t padded = (len + kPad - 1) / kPad * kPad;
+  auto padded = [&](int64_t at, int64_t len) {
+    if (len == 0) return;
+    alignas(64) float buf[4][kPad];
+    const float* p[4] = {};
     for (int k = 0; k < 4; ++k) {
-      if (!in[k]) continue;
-      std::copy(in[k] + at, in[k] + at + len, buf[k]);
-      std::fill(buf[k] + len, buf[k] + padded, 0.0f);
+      if (!in[k] && k < 3) continue;
+      std::fill(buf[k], buf[k] + kPad, 0.0f);
+      if (in[k]) std::copy(in[k] + at, in[k] + at + len, buf[k]);
+      p[k] = in[k] ? buf[k] : nullptr;
     }
-    body(padded, buf);
+    body(kPad, p, buf[3]);
     std::copy(buf[3], buf[3] + len, out + at);
+  };
+  const auto misalign = reinterpret_cast<uintptr_t>(out) % 64;
+  const int64_t head =
+      std::min<int64_t>(size, misalign ? static_cast<int64_t>((64 - misalign) / sizeof(float)) : 0);
+  const int64_t mid = (size - head) / kPad * kPad;
+  padded(0, head);
+  if (mid > 0) {
+    const float* p[4] = {};
+    for (int k = 0; k < 4; ++k) p[k] = in[k] ? in[k] + head : nullptr;
+    body(mid, p, out + head);
   }
+  for (int64_t at = head + mid; at < size; at += kPad) padded(at, std::min(kPad, size - at));
 }
 
-// y = exp(x - max) / sum(exp(x - max)) over one row of n values; the max subtraction keeps exp
-// from overflowing.
-void softmax_row_forward(const float* x, int64_t n, float* y) {
-  const float max = max_of(x, n);
-  exact_blocks(n, {x, nullptr, nullptr, nullptr}, y, [&](int64_t len, float(&b)[4][kBlock]) {
-    ArrayMap(b[3], len) = (ConstArrayMap(b[0], len) - max).exp();
-  });
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) acc[j] += y[i + j];
-  for (int j = 0; i < n; ++i, ++j) acc[j] += y[i];
-  ArrayMap(y, n) *= 1.0f / combine_lanes(acc);
+// Per row of F values: y = exp(x - max) / sum(exp(x - max)), the max subtraction keeping exp
+// from overflowing. The shift is written row by row, then one exp runs over the whole batch (so
+// exact_blocks' padded ends are paid once per call, not per row), then the rows are normalized.
+void softmax_forward(int64_t rows, int64_t features, const float* x, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * features;
+    ArrayMap(y + r * features, features) = ConstArrayMap(xr, features) - max_of(xr, features);
+  }
+  exact_blocks(rows * features, {y, nullptr, nullptr, nullptr}, y,
+               [](int64_t len, const float* const(&p)[4], float* out) {
+                 ArrayMap(out, len) = ConstArrayMap(p[0], len).exp();
+               });
+  for (int64_t r = 0; r < rows; ++r) {
+    float* yr = y + r * features;
+    float acc[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= features; i += kLanes)
+      for (int j = 0; j < kLanes; ++j) acc[j] += yr[i + j];
+    for (int j = 0; i < features; ++i, ++j) acc[j] += yr[i];
+    ArrayMap(yr, features) *= 1.0f / combine_lanes(acc);
+  }
 }
 
 }  // namespace
@@ -302,11 +337,12 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
                         float* y) {
   const int64_t size = rows * features;
   if (a.kind == Act::kSoftmax) {
-    for (int64_t r = 0; r < rows; ++r)
-      softmax_row_forward(x + r * features, features, y + r * features);
-  } else if (transcendental(a.kind)) {
+    softmax_forward(rows, features, x, y);
+  } else if (transcendental_forward(a.kind)) {
     exact_blocks(size, {x, nullptr, nullptr, nullptr}, y,
-                 [&](int64_t len, float(&b)[4][kBlock]) { forward_flat(a, len, b[0], b[3]); });
+                 [&](int64_t len, const float* const(&p)[4], float* out) {
+                   forward_flat(a, len, p[0], out);
+                 });
   } else {
     forward_flat(a, size, x, y);
   }
@@ -323,9 +359,9 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
       ArrayMap(dx + r * features, features) +=
           ConstArrayMap(yr, features) * (ConstArrayMap(dy + r * features, features) - dot);
     }
-  } else if (transcendental(a.kind)) {
-    exact_blocks(size, {x, y, dy, dx}, dx, [&](int64_t len, float(&b)[4][kBlock]) {
-      backward_flat(a, len, x ? b[0] : nullptr, y ? b[1] : nullptr, b[2], b[3]);
+  } else if (transcendental_backward(a.kind)) {
+    exact_blocks(size, {x, y, dy, dx}, dx, [&](int64_t len, const float* const(&p)[4], float* out) {
+      backward_flat(a, len, p[0], p[1], p[2], out);
     });
   } else {
     backward_flat(a, size, x, y, dy, dx);
