@@ -153,8 +153,7 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
     for (const Json& e : events(p.out))
       if (e["event"] == "start" && e["rank"] == 2) {
         const std::string m = e["model"].get<std::string>();
-        if (file_exists(out + "/checkpoints/" + m + ".ckpt") &&
-            !file_exists(out + "/jobs/" + m + ".json")) {
+        if (has_checkpoint(out, m) && !file_exists(out + "/jobs/" + m + ".json")) {
           victim = m;
           return true;
         }

@@ -132,6 +132,11 @@ inline std::map<std::string, std::string> weights(const std::string& out_dir) {
   return w;
 }
 
+// Whether `model`'s checkpoint is in the output folder: rank 0 has it, whichever rank trains it.
+inline bool has_checkpoint(const std::string& out_dir, const std::string& model) {
+  return file_exists(out_dir + "/checkpoints/" + model + ".ckpt");
+}
+
 // Six small CNNs, long enough (about a second each on blobs of 12,000 rows, 20 epochs) to be
 // interrupted.
 inline std::string cnn_plan(int epochs = 20) {

@@ -14,6 +14,7 @@
 #   two_hosts.sh down DIR             end every process inside both hosts, and the hosts
 #
 # Every failure prints what is missing and exits non-zero: the tests that use this fail, never skip.
+# shellcheck disable=SC2086  # (lists of pids are split into words on purpose)
 set -eu
 
 HOSTS="alpha beta"
@@ -124,14 +125,17 @@ case "$CMD" in
     kill -KILL $victims 2>/dev/null || true
     ;;
   down)
+    # Everything inside both hosts first, then the holders (this may be one of them).
+    holders=""
     for h in $HOSTS; do
       [ -f "$DIR/$h.pid" ] || continue
       p=$(cat "$DIR/$h.pid")
       [ -d "/proc/$p" ] || continue
       victims=$(members "$p")
       [ -z "$victims" ] || kill -KILL $victims 2>/dev/null || true
-      kill -KILL "$p" 2>/dev/null || true
+      holders="$holders $p"
     done
+    [ -z "$holders" ] || kill -KILL $holders 2>/dev/null || true
     ;;
   *) die "unknown command '$CMD'; expected up, run, kill or down" ;;
 esac
