@@ -4,136 +4,27 @@
 // --resume complete with the same results, an unfinished model resuming from the checkpoint its
 // rank shipped to rank 0; SIGTERM to mpirun stops every rank cleanly; each node reads the data
 // once and its ranks share that copy; a bad plan is reported once, by rank 0.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
-#include <chrono>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <set>
-#include <thread>
 
-#include "../fleet/fleet_test_util.h"
-#include "io/keras_reader.h"
-#include "platform/files.h"
-
-extern char** environ;
+#include "mpi_test_util.h"
 
 namespace nnfleet {
 namespace {
 
 using ::testing::HasSubstr;
 using testing_util::TempDir;
-using Clock = std::chrono::steady_clock;
+using namespace mpi_test_util;
 
-const std::string kTool = std::string(NNFLEET_BINARY_DIR) + "/nnfleet";
-
-// Sanitizer builds train about ten times slower; they get proportionally less data where the
-// tests need a run of a few seconds.
-#ifdef NNFLEET_SANITIZED
-constexpr int kSlowdown = 8;
-#else
-constexpr int kSlowdown = 1;
-#endif
-
-// mpirun as CI can run it: as root, more ranks than cores, shared memory between the ranks
+// mpirun as CI can run it on one machine: more ranks than cores, shared memory between the ranks
 // and nothing but loopback for mpirun's own traffic.
 std::vector<std::string> mpirun(int ranks) {
-  std::vector<std::string> args = {NNFLEET_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np",
-                                   std::to_string(ranks)};
-  for (const char* mca :
-       {"btl=self,vader", "btl_vader_single_copy_mechanism=none", "oob_tcp_if_include=lo"}) {
-    const std::string kv = mca;
-    args.insert(args.end(), {"--mca", kv.substr(0, kv.find('=')), kv.substr(kv.find('=') + 1)});
-  }
-#ifdef NNFLEET_SANITIZED
-  // Open MPI itself leaks at exit; nnfleet's own leaks are checked by mpi_fleet_test.
-  const char* asan = std::getenv("ASAN_OPTIONS");
-  args.insert(args.end(),
-              {"-x", std::string("ASAN_OPTIONS=") + (asan ? asan : "") + ":detect_leaks=0"});
-#endif
-  args.push_back(kTool);
-  return args;
-}
-
-struct Proc {
-  pid_t pid = -1;
-  std::string out, err;
-};
-
-Proc start(std::vector<std::string> args, const std::string& dir, const std::string& tag) {
-  Proc p;
-  p.out = dir + "/" + tag + ".out";
-  p.err = dir + "/" + tag + ".err";
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, p.out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, p.err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  EXPECT_EQ(posix_spawn(&p.pid, argv[0], &fa, nullptr, argv.data(), environ), 0) << argv[0];
-  posix_spawn_file_actions_destroy(&fa);
-  return p;
-}
-
-// Exit code (128 + signal when killed); a run still going after `seconds` is ended and fails
-// the test.
-int wait_for(const Proc& p, int seconds = 120) {
-  const auto until = Clock::now() + std::chrono::seconds(seconds);
-  int st = 0;
-  while (waitpid(p.pid, &st, WNOHANG) == 0) {
-    if (Clock::now() > until) {
-      ADD_FAILURE() << "still running after " << seconds << " s; stderr:\n"
-                    << testing_util::read_text(p.err);
-      kill(p.pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(3));
-      kill(p.pid, SIGKILL);
-      waitpid(p.pid, &st, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-bool eventually(const std::function<bool()>& what, int seconds = 60) {
-  const auto until = Clock::now() + std::chrono::seconds(seconds);
-  while (Clock::now() < until) {
-    if (what()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
-}
-
-std::vector<Json> events(const std::string& out_file) {
-  std::vector<Json> v;
-  const std::string text = testing_util::read_text(out_file);
-  for (size_t a = 0, b; a < text.size(); a = b + 1) {
-    b = text.find('\n', a);
-    if (b == std::string::npos) b = text.size();
-    if (text[a] == '{') v.push_back(Json::parse(text.substr(a, b - a)));
-  }
-  return v;
-}
-
-// The trained weights of every model in the folder, as raw bytes.
-std::map<std::string, std::string> weights(const std::string& out_dir) {
-  std::map<std::string, std::string> w;
-  Json r = Json::parse(read_file(out_dir + "/results.json"));
-  for (auto& m : r["models"]) {
-    const std::string name = m["name"].get<std::string>();
-    const LoadedModel k = load_keras_model(out_dir + "/models/" + name + ".keras");
-    w[name] = std::string(reinterpret_cast<const char*>(k.params.data()),
-                          k.params.size() * sizeof(float));
-  }
-  return w;
+  return mpi_test_util::mpirun(
+      {"--oversubscribe", "-np", std::to_string(ranks)},
+      {"btl=self,vader", "btl_vader_single_copy_mechanism=none", "oob_tcp_if_include=lo"});
 }
 
 // The process of `rank` among mpirun's children, or -1.
@@ -169,30 +60,6 @@ std::string plan_text(int epochs) {
 )");
   text.replace(text.find("epochs: 3"), 9, "epochs: " + std::to_string(epochs));
   return text;
-}
-
-// Six small CNNs, long enough (about a second each on blobs of 12,000 rows) to be interrupted.
-std::string cnn_plan() {
-  return R"(seed: 7
-data:
-  train: {x: train_x.npy, y: train_y.npy}
-  test: {x: test_x.npy, y: test_y.npy}
-  validation_split: 0.2
-defaults:
-  epochs: 20
-  batch_size: 32
-  loss: sparse_categorical_crossentropy
-  metrics: [accuracy]
-  optimizer: {Adam: {learning_rate: 0.001}}
-models:
-  - name: cnn-{filters}
-    grid: {filters: [8, 12, 16, 20, 24, 32]}
-    layers:
-      - Conv2D: {filters: "{filters}", kernel_size: 3, activation: relu}
-      - Flatten: {}
-      - Dense: {units: 32, activation: relu}
-      - Dense: {units: 3, activation: softmax}
-)";
 }
 
 class MpiTrain : public ::testing::Test {
@@ -286,8 +153,7 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
     for (const Json& e : events(p.out))
       if (e["event"] == "start" && e["rank"] == 2) {
         const std::string m = e["model"].get<std::string>();
-        if (file_exists(out + "/checkpoints/" + m + ".ckpt") &&
-            !file_exists(out + "/jobs/" + m + ".json")) {
+        if (has_checkpoint(out, m) && !file_exists(out + "/jobs/" + m + ".json")) {
           victim = m;
           return true;
         }
@@ -350,35 +216,9 @@ TEST_F(MpiTrain, SigtermToMpirunStopsEveryRankAndResumeCompletes) {
 
 TEST_F(MpiTrain, EachNodeReadsTheDataOnceAndItsRanksShareIt) {
   // 64 MiB of features, far more than anything else a rank holds.
-  const int rows = 4096, cols = 4096;
-  Array x = Array::zeros(DType::kF32, Shape{rows, cols});
-  Array y = Array::zeros(DType::kI32, Shape{rows});
-  Rng r(5);
-  auto* xs = static_cast<float*>(x.mutable_data());
-  auto* ys = static_cast<int32_t*>(y.mutable_data());
-  for (int i = 0; i < rows; ++i) {
-    ys[i] = static_cast<int32_t>(r.below(3));
-    for (int c = 0; c < cols; ++c)
-      xs[int64_t{i} * cols + c] = r.uniform() + (c % 3 == ys[i] ? 0.5f : 0.0f);
-  }
-  save_npy(dir.path + "/x.npy", x);
-  save_npy(dir.path + "/y.npy", y);
-  [[maybe_unused]] const double data_bytes = static_cast<double>(x.size_bytes() + y.size_bytes());
-  x = Array();
-  const std::string plan = write_plan("wide.yaml", R"(seed: 3
-data:
-  train: {x: x.npy, y: y.npy}
-defaults:
-  epochs: 1
-  batch_size: 64
-  loss: sparse_categorical_crossentropy
-  optimizer: {SGD: {learning_rate: 0.01}}
-models:
-  - name: linear-{n}
-    grid: {n: [1, 2, 3, 4, 5, 6]}
-    layers:
-      - Dense: {units: 3, activation: softmax}
-)");
+  [[maybe_unused]] double data_bytes = 0;
+  const std::string plan =
+      write_plan("wide.yaml", write_wide_data(dir.path, 4096, 4096, data_bytes));
   ASSERT_EQ(train(3, plan, dir.path + "/out", {"--json"}), 0) << testing_util::read_text(last.err);
   Json run_end;
   for (const Json& e : events(last.out))
