@@ -287,7 +287,7 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
       if (e["event"] == "start" && e["rank"] == 2) {
         const std::string m = e["model"].get<std::string>();
         if (file_exists(out + "/checkpoints/" + m + ".ckpt") &&
-            !file_exists(out + "/jobs/" + m + ".json")) {
+            testing_util::recorded_models(out).count(m) == 0) {
           victim = m;
           return true;
         }
@@ -298,10 +298,8 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
   ASSERT_GT(pid, 0);
   kill(pid, SIGKILL);
   EXPECT_NE(wait_for(p), 0);
-  ASSERT_FALSE(file_exists(out + "/jobs/" + victim + ".json")) << "the victim finished first";
-  std::set<std::string> finished;
-  for (const auto& e : std::filesystem::directory_iterator(out + "/jobs"))
-    finished.insert(e.path().stem().string());
+  const std::set<std::string> finished = testing_util::recorded_models(out);
+  ASSERT_EQ(finished.count(victim), 0u) << "the victim finished first";
 
   ASSERT_EQ(train(3, plan, out, {"--resume", "--json"}, "resumed"), 0)
       << testing_util::read_text(last.err);
