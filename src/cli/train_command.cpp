@@ -61,6 +61,9 @@ int train(const TrainArgs& a, Cluster* cluster) {
   }
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // A file-size limit (ulimit -f) then fails a write with EFBIG, as a full disk does, instead of
+  // killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   FleetSummary s =
       run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
@@ -73,12 +76,13 @@ int train(const TrainArgs& a, Cluster* cluster) {
   }
   // A run that leaves no usable model (every one diverged) is not a success either.
   const bool none_done = done == 0 && !s.results.empty() && !s.interrupted;
-  const int code = s.interrupted ? 130 : failed || none_done ? 3 : 0;
+  const int code = !s.write_error.empty() ? 1 : s.interrupted ? 130 : failed || none_done ? 3 : 0;
   if (s.rank != 0) return code;
   if (a.json) {
     Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
                {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
                {"interrupted", s.interrupted}, {"failed", failed}};
+    if (!s.write_error.empty()) ev["write_error"] = s.write_error;
     if (!s.ranks.empty()) {
       Json ranks = Json::array();
       for (const auto& r : s.ranks)
@@ -102,7 +106,14 @@ int train(const TrainArgs& a, Cluster* cluster) {
                   "(median %.0f us)\n",
                   s.ranks.size(), s.round_trip.count, s.round_trip.mean_us, s.round_trip.median_us);
   }
-  if (s.interrupted)
+  if (!s.write_error.empty())
+    // The run stopped at its first failed write; what finished is kept.
+    std::fprintf(stderr,
+                 "nnfleet: failed to write the output folder '%s': %s; the run stopped early\n"
+                 "hint: free some space (or fix the folder's permissions), then continue with: "
+                 "nnfleet train %s --out %s --resume\n",
+                 s.out_dir.c_str(), s.write_error.c_str(), a.plan.c_str(), s.out_dir.c_str());
+  else if (s.interrupted)
     std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
                  a.plan.c_str(), s.out_dir.c_str());
   else if (none_done && !failed)

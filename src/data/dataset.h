@@ -98,5 +98,7 @@ struct XY {
 };
 XY load_fashion_mnist(const std::string& split);
 std::string fashion_mnist_dir();
+// The two files load_fashion_mnist(split) reads (images, labels). Throws DataError.
+std::vector<std::string> fashion_mnist_files(const std::string& split);
 
 }  // namespace nnfleet

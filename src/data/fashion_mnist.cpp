@@ -30,15 +30,20 @@ std::string fashion_mnist_dir() {
   return (env && *env) ? std::string(env) : std::string(kDefaultDir);
 }
 
-XY load_fashion_mnist(const std::string& split) {
+std::vector<std::string> fashion_mnist_files(const std::string& split) {
   if (split != "train" && split != "test")
     throw DataError(
         "failed to load Fashion-MNIST: unknown split; expected 'train' or 'test', got '" + split +
         "'");
   const std::string dir = fashion_mnist_dir();
   const std::string prefix = split == "train" ? "train" : "t10k";
-  const std::string images = find_file(dir, prefix + "-images-idx3-ubyte");
-  const std::string labels = find_file(dir, prefix + "-labels-idx1-ubyte");
+  return {find_file(dir, prefix + "-images-idx3-ubyte"), find_file(dir, prefix + "-labels-idx1-ubyte")};
+}
+
+XY load_fashion_mnist(const std::string& split) {
+  const std::vector<std::string> files = fashion_mnist_files(split);
+  const std::string& images = files[0];
+  const std::string& labels = files[1];
 
   XY xy{load_idx(images), load_idx(labels)};
   const Shape& xs = xy.x.shape();

@@ -2,6 +2,8 @@
 // this with the cluster coordinator on its main thread; the other ranks go to run_worker_rank().
 #include "fleet/fleet.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,9 +11,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
-
-#include <unistd.h>
 
 #include "fleet/checkpoint.h"
 #include "fleet/fleet_data.h"
@@ -23,8 +24,10 @@
 namespace nnfleet {
 namespace {
 
+using fleet_detail::check_room;
 using fleet_detail::PreparedJob;
 using fleet_detail::RankInfo;
+using fleet_detail::RunFolder;
 using fleet_detail::RunState;
 
 using Clock = std::chrono::steady_clock;
@@ -111,6 +114,55 @@ std::string default_out_dir(const Plan& plan) {
   return "runs/" + plan.name + "-" + b;
 }
 
+// The model of a spec, and its initial weights when a Keras file has them. Throws Error.
+std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
+                                       std::vector<float>& initial_params) {
+  if (s.keras.empty()) return build_model(s, data.input_shape);
+  if (!io.load) throw ModelError("models from Keras files are not available in this build");
+  return io.load(s, data.input_shape, initial_params);
+}
+
+// Runs job `j` on this thread, its model built again (prepare_jobs() dropped it).
+JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData& data,
+                       const JobContext& ctx) {
+  std::vector<float> initial;
+  std::shared_ptr<const Model> model;
+  try {
+    model = job_model(*j.spec, io, data, initial);
+  } catch (const Error& e) {
+    JobResult r;
+    r.name = j.spec->name;
+    r.core = ctx.core;
+    r.params = j.params;
+    r.status = JobStatus::kFailed;
+    r.message = e.what();
+    return r;
+  }
+  return run_job(*j.spec, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+}
+
+// Rough sizes of what a job writes: its saved model (float32 weights and up to two optimizer
+// slots, plus the format's own bytes) and record, and, while it runs, a checkpoint.
+uint64_t model_file_bytes(const PreparedJob& j) { return 12 * uint64_t{j.params} + 16384; }
+uint64_t record_bytes(const ModelSpec& s) {
+  return 1024 + 48 * (2 * s.metrics.size() + 3) * static_cast<uint64_t>(s.epochs);
+}
+uint64_t checkpoint_bytes(const PreparedJob& j) { return 16 * uint64_t{j.params} + 4096; }
+
+// What the pending jobs will write, `workers` of them at a time.
+uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
+  uint64_t total = 0;
+  std::vector<uint64_t> running;
+  for (const PreparedJob* j : pending) {
+    total += model_file_bytes(*j) + record_bytes(*j->spec);
+    running.push_back(checkpoint_bytes(*j) + model_file_bytes(*j));
+  }
+  std::sort(running.rbegin(), running.rend());
+  for (size_t i = 0; i < running.size() && i < static_cast<size_t>(workers); ++i)
+    total += running[i];
+  return total;
+}
+
 // Every model built and validated against the data before anything starts; all problems are
 // reported together (PlanError).
 void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, int workers,
@@ -123,14 +175,9 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
     PreparedJob& j = jobs[i];
     j.spec = &s;
     j.index = i;
+    std::vector<float> initial_params;
     try {
-      if (!s.keras.empty()) {
-        if (!io.load)
-          throw ModelError("models from Keras files are not available in this build");
-        j.model = io.load(s, data.input_shape, j.initial_params);
-      } else {
-        j.model = build_model(s, data.input_shape);
-      }
+      j.model = job_model(s, io, data, initial_params);
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
       continue;
@@ -144,16 +191,20 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     }
     j.pieces = batch_pieces(s, *j.model);
-    const size_t est = Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer},
-                                               j.pieces);
+    const size_t est =
+        Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer}, j.pieces);
     estimates.push_back(est);
     const size_t phys = physical_memory_bytes();
     if (est + data.bytes() > phys)
       problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
                          " of memory at batch_size " + std::to_string(s.batch_size) +
-                         "; expected at most " + gib(phys > data.bytes() ? phys - data.bytes() : 0) +
+                         "; expected at most " +
+                         gib(phys > data.bytes() ? phys - data.bytes() : 0) +
                          " (this machine's memory less the data); reduce batch_size or the model");
     j.cost = estimated_cost(s, *j.model, data.n_train);
+    j.params = j.model->trainable_params() + j.model->non_trainable_params();
+    // Built again when the job runs: a plan of many models holds one at a time.
+    j.model.reset();
   }
   std::sort(estimates.rbegin(), estimates.rend());
   size_t concurrent = data.bytes();
@@ -165,45 +216,54 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
                        "; expected at most " + gib(physical_memory_bytes()) +
                        "; use fewer --workers");
   if (!problems.empty()) {
-    std::string msg = "failed to validate plan '" + plan.path + "': " +
-                      std::to_string(problems.size()) + " problem" +
+    std::string msg = "failed to validate plan '" + plan.path +
+                      "': " + std::to_string(problems.size()) + " problem" +
                       (problems.size() > 1 ? "s" : "");
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
 }
 
-// The output folder: checked against the plan on --resume, else created whole (with its plan) or
-// not at all. Throws UsageError, FileError.
-void open_output_folder(const Plan& plan, const FleetOptions& opts, const std::string& dir) {
-  const std::string plan_yaml = plan_to_yaml(plan);
-  if (opts.resume) {
-    if (!file_exists(dir + "/plan.yaml"))
-      throw UsageError("failed to resume '" + dir + "': no plan.yaml there; expected the --out "
-                       "folder of an earlier run of this plan");
-    if (read_file(dir + "/plan.yaml") != plan_yaml)
-      throw UsageError("failed to resume '" + dir + "': the plan differs from the one that run "
-                       "began with (" + dir + "/plan.yaml); expected the same plan, or a new --out");
-  } else if (file_exists(dir)) {
-    throw UsageError("failed to create output folder '" + dir + "': it already exists; expected "
-                     "a new folder, or --resume to continue the run in it");
+struct OpenedRun {
+  size_t done = 0;  // models finished earlier (--resume)
+  double total_cost = 0, done_cost = 0;
+  std::vector<std::string> notes;  // records not trusted
+};
+
+// 3. The output folder (created, or on --resume checked), checked for room, and the queue: on
+// --resume the models it holds finished are kept, and the others go to the queue, longest first
+// (plan order breaks ties). Throws UsageError, FileError.
+OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunState& st,
+                   std::optional<RunFolder>& folder) {
+  OpenedRun o;
+  std::vector<PreparedJob*> all;
+  for (auto& j : st.jobs) all.push_back(&j);
+  if (!opts.resume)
+    check_room(st.dir, output_bytes(all, workers),
+               "the files of " + std::to_string(all.size()) + " model(s)");
+  folder.emplace(plan, st.dir, opts.resume);
+  st.folder = &*folder;
+  st.results.resize(st.jobs.size());
+  for (auto& j : st.jobs) {
+    o.total_cost += j.cost;
+    if (opts.resume) {
+      std::string why;
+      if (std::optional<JobResult> r = folder->finished(j.index, j.spec->name, why)) {
+        st.results[j.index] = std::move(*r);
+        ++o.done;
+        o.done_cost += j.cost;
+        // A checkpoint left by a run killed after the record: never needed again.
+        std::remove((st.dir + "/checkpoints/" + j.spec->name + ".ckpt").c_str());
+        continue;
+      }
+      if (!why.empty()) o.notes.push_back("model '" + j.spec->name + "' is trained again: " + why);
+    }
+    st.queue.push_back(&j);
   }
-  if (opts.resume) {
-    // Temporaries of a killed run are never read back; remove them.
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
-      if (e.is_regular_file() && e.path().filename().string().find(".tmp.") != std::string::npos)
-        std::filesystem::remove(e.path());
-  } else {
-    // The folder appears whole (with its plan) or not at all: built under a temporary name.
-    const std::string tmp = dir + ".tmp." + std::to_string(::getpid());
-    std::filesystem::remove_all(tmp);
-    for (const char* sub : {"", "/history", "/models", "/checkpoints", "/jobs"}) make_dirs(tmp + sub);
-    write_file_atomic(tmp + "/plan.yaml", plan_yaml);
-    std::error_code ec;
-    std::filesystem::rename(tmp, dir, ec);
-    if (ec)
-      throw FileError("failed to create output folder '" + dir + "': " + ec.message());
-  }
+  std::stable_sort(st.queue.begin(), st.queue.end(),
+                   [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
+  folder->check_writable(output_bytes(st.queue, workers));
+  return o;
 }
 
 // Rank 0 of a cluster run: every rank must run the same plan on the same data.
@@ -212,10 +272,12 @@ void check_ranks_agree(const std::vector<RankInfo>& ranks) {
   for (const RankInfo& r : ranks) {
     const std::string who = "rank " + std::to_string(r.rank) + " (" + r.host + ")";
     if (r.plan_hash != me.plan_hash)
-      throw PlanError("failed to start the cluster run: " + who + " loaded a different plan; "
+      throw PlanError("failed to start the cluster run: " + who +
+                      " loaded a different plan; "
                       "expected the same plan file on every node");
     if (r.data_hash != 0 && me.data_hash != 0 && r.data_hash != me.data_hash)
-      throw DataError("failed to start the cluster run: the data " + who + " loaded differs from "
+      throw DataError("failed to start the cluster run: the data " + who +
+                      " loaded differs from "
                       "rank 0's; expected the same data files on every node");
   }
 }
@@ -228,37 +290,46 @@ PreparedJob* fleet_detail::RunState::take() {
   return qi < queue.size() ? queue[qi] : nullptr;
 }
 
+void fleet_detail::RunState::halt(const std::string& why) {
+  if (write_error.empty()) write_error = why;
+  stop = true;
+}
+
 void fleet_detail::RunState::store(const PreparedJob& job, JobResult r,
-                                   const std::vector<ShippedFile>& files) {
-  const std::string& name = job.spec->name;
-  // Only this job writes these (outside the lock: a model file is fsynced). Failing to write the
-  // model fails the job, as failing to save it does on this rank; a lost checkpoint only means
-  // that a resumed job starts from an earlier one.
+                                   const std::vector<ShippedFile>& files, std::string model_file) {
+  // Only this job writes these (outside the lock). Failing to write the model fails the job, as
+  // failing to save it does on this rank; a lost checkpoint only means that a resumed job starts
+  // from an earlier one.
   for (const auto& [path, bytes] : files) {
     const bool checkpoint = path.rfind("checkpoints/", 0) == 0;
     try {
-      write_file_atomic(dir + "/" + path, bytes,
-                        checkpoint ? Durability::kProcessCrash : Durability::kSystemCrash);
+      write_file_atomic(dir + "/" + path, bytes, Durability::kProcessCrash);
+      if (!checkpoint) model_file = path;
     } catch (const Error& e) {
       if (checkpoint) continue;
       r.status = JobStatus::kFailed;
       r.message = e.what();
+      r.retry = r.write_failed = true;
     }
   }
   std::lock_guard<std::mutex> lock(out_mu);
-  try {
-    write_history_csv(dir + "/history/" + name + ".csv", r);
-    if (r.status != JobStatus::kCancelled) {
-      // Process-crash durability: after a system crash a lost record only means the
-      // model is trained again, with the same result.
-      write_file_atomic(dir + "/jobs/" + name + ".json", job_result_to_json(r).dump(1) + "\n",
-                        Durability::kProcessCrash);
-      std::remove((dir + "/checkpoints/" + name + ".ckpt").c_str());
+  // A cancelled job, or one failed by the output folder, is not final: it keeps its checkpoint
+  // and has no record, so --resume runs it again. A write that failed stops the run: every
+  // later one would fail the same way.
+  if (r.status != JobStatus::kCancelled && !r.retry) {
+    try {
+      folder->append(job.index, r, model_file);
+      std::remove((dir + "/checkpoints/" + job.spec->name + ".ckpt").c_str());
+    } catch (const Error& e) {
+      r.status = JobStatus::kFailed;
+      r.message = e.what();
+      r.retry = r.write_failed = true;
     }
-  } catch (const Error& e) {
-    r.status = JobStatus::kFailed;
-    r.message = e.what();
   }
+  if (r.write_failed) halt(r.message);
+  // The history is in jobs.log now; only the summary stays in memory.
+  r.history.clear();
+  r.history.shrink_to_fit();
   results[job.index] = std::move(r);
 }
 
@@ -267,8 +338,8 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
 
   // 1. Data, loaded once (under MPI: once per node) and shared read-only by every worker.
   bool loaded_data = true;
-  FleetData data = cluster ? cluster->load_shared_data(plan.data, loaded_data)
-                           : load_fleet_data(plan.data);
+  FleetData data =
+      cluster ? cluster->load_shared_data(plan.data, loaded_data) : load_fleet_data(plan.data);
   std::vector<int> cores = allowed_cpus();
   if (cluster && opts.workers == 0) cores = cluster->share_cpus(cores);
   const int workers = opts.workers > 0 ? opts.workers : static_cast<int>(cores.size());
@@ -301,38 +372,17 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
   st.dir = sum.out_dir;
   const std::string& dir = st.dir;
+  std::optional<RunFolder> folder;
+  OpenedRun opened;
   auto prepare = [&] {
     if (cluster) check_ranks_agree(ranks);
     prepare_jobs(plan, io, data, workers, st.jobs);
-    open_output_folder(plan, opts, dir);
+    opened = open_run(plan, opts, workers, st, folder);
   };
   if (cluster)
     cluster->agree(prepare);
   else
     prepare();
-
-  // 4. Finished models are kept on --resume.
-  st.results.resize(st.jobs.size());
-  double total_cost = 0, done_cost = 0;
-  size_t done = 0;
-  for (auto& j : st.jobs) {
-    total_cost += j.cost;
-    const std::string rec = dir + "/jobs/" + j.spec->name + ".json";
-    if (opts.resume && file_exists(rec)) {
-      try {
-        st.results[j.index] = job_result_from_json(Json::parse(read_file(rec)));
-        ++done;
-        done_cost += j.cost;
-        continue;
-      } catch (const Json::exception&) {
-        // An unreadable record (it is written atomically, so only by hand): run the model again.
-      }
-    }
-    st.queue.push_back(&j);
-  }
-  // Longest first; plan order breaks ties.
-  std::stable_sort(st.queue.begin(), st.queue.end(),
-                   [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
 
   // The display has a row per worker: rank 0's own first, then every other rank's.
   std::vector<int> slot_cores = worker_cores, slot_ranks(worker_cores.size(), 0), slot_base{0};
@@ -342,8 +392,8 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     slot_ranks.insert(slot_ranks.end(), ranks[r].cores.size(), static_cast<int>(r));
   }
   const int total_workers = static_cast<int>(slot_cores.size());
-  Display live(opts.mode, slot_cores, st.jobs.size(), done, total_cost, done_cost,
-               dir + "/run.log");
+  Display live(opts.mode, slot_cores, st.jobs.size(), opened.done, opened.total_cost,
+               opened.done_cost, dir + "/run.log");
   if (cluster) live.set_ranks(slot_ranks);
   st.live = &live;
 
@@ -354,12 +404,16 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   std::atomic<int> local_jobs{0};
   const auto t0 = Clock::now();
   std::string where = std::to_string(total_workers) + " worker(s)";
-  Json start = {{"event", "run_start"}, {"models", st.jobs.size()}, {"pending", st.queue.size()},
-                {"workers", total_workers}, {"out", dir}};
+  Json start = {{"event", "run_start"},
+                {"models", st.jobs.size()},
+                {"pending", st.queue.size()},
+                {"workers", total_workers},
+                {"out", dir}};
   if (cluster) {
     where += " on " + std::to_string(ranks.size()) + " MPI ranks";
     start["ranks"] = ranks.size();
   }
+  for (const std::string& n : opened.notes) live.note(n, {{"event", "note"}, {"message", n}});
   live.note("training " + std::to_string(st.queue.size()) + " model(s) on " + where +
                 "; output in " + dir,
             start);
@@ -372,7 +426,10 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     live.note("rank " + std::to_string(r.rank) + " on " + r.host + ": " +
                   std::to_string(r.cores.size()) + " worker(s) on cores " + list +
                   (r.loaded_data ? "; read the data" : "; shares its node's copy of the data"),
-              {{"event", "rank"}, {"rank", r.rank}, {"host", r.host}, {"cores", r.cores},
+              {{"event", "rank"},
+               {"rank", r.rank},
+               {"host", r.host},
+               {"cores", r.cores},
                {"loaded_data", r.loaded_data}});
   }
   live.start();
@@ -392,32 +449,42 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       JobContext ctx;
       ctx.seed = plan.seed;
       ctx.core = core;
-      ctx.stop = cluster ? &st.stop : opts.stop;
+      ctx.stop = &st.stop;
       ctx.observer = live.observer(w);
       if (!cluster) ctx.helpers = &board;
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
       ctx.checkpoint_seconds = opts.checkpoint_seconds;
+      std::string saved;
       if (io.save)
         ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
-          io.save(net, sp, dir + "/models/" + sp.name);
+          saved = io.save(net, sp, dir + "/models/" + sp.name);
         };
-      JobResult r = run_job(s, j.model, data, ctx, j.initial_params.empty() ? nullptr : &j.initial_params);
+      JobResult r = run_prepared(j, io, data, ctx);
       if (ctx.helpers && j.pieces > 1) board.job_done();
       busy[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
       ++local_jobs;
-      st.store(j, r, {});
+      st.store(j, std::move(r), {},
+               saved.empty() ? "" : "models/" + std::filesystem::path(saved).filename().string());
       live.job_finished(w, st.results[j.index], j.cost);
     }
     if (!cluster) {
       live.helping(w, true);
-      busy[static_cast<size_t>(w)] += board.help(opts.stop);
+      busy[static_cast<size_t>(w)] += board.help(&st.stop);
       live.helping(w, false);
     }
     --running_workers;
   };
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) threads.emplace_back(worker, w);
-  if (cluster) fleet_detail::coordinate(*cluster, st, ranks, slot_base, running_workers, sum);
+  if (cluster) {
+    fleet_detail::coordinate(*cluster, st, ranks, slot_base, running_workers, sum);
+  } else {
+    // The workers watch st.stop only: a signal's stop (opts.stop) joins a failed write's there.
+    while (running_workers.load() > 0) {
+      if (st.stopping()) st.stop = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
   for (auto& t : threads) t.join();
   sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
   live.stop();
@@ -429,7 +496,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       r.name = j.spec->name;
       r.status = JobStatus::kCancelled;
       r.message = "not started; resume with --resume";
-      r.params = j.model->trainable_params() + j.model->non_trainable_params();
+      r.params = j.params;
     }
     if (r.status == JobStatus::kCancelled) sum.interrupted = true;
   }
@@ -450,13 +517,21 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   if (!plan.models.empty())
     for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
   const RankKey key = rank_key(mkeys, data.n_val > 0, data.test.has_value());
+  // After a failed write the run has stopped; its results are written if they still can be.
+  sum.write_error = st.write_error;
   try {
     write_results(dir, plan.path, plan.seed, total_workers, st.results, key);
+    folder->write_history();
+    folder->sync();
   } catch (const Error&) {
-    if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 1);
-    throw;
+    if (sum.write_error.empty()) {
+      if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 1);
+      throw;
+    }
   }
-  if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 0);
+  if (cluster)
+    fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted,
+                                 sum.write_error.empty() ? 0 : 1);
   sum.rank_by = key.key;
   sum.rank_higher_is_better = key.higher_is_better;
   sum.results = std::move(st.results);

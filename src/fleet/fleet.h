@@ -55,12 +55,15 @@ struct RoundTrip {
 
 struct FleetSummary {
   std::string out_dir;
-  std::vector<JobResult> results;  // plan order
+  std::vector<JobResult> results;  // plan order; without histories (history.csv has them)
   double makespan = 0.0;           // seconds, launch of the first job to the end of the last
   double busy_fraction = 0.0;      // job time / (workers x makespan)
   size_t peak_rss = 0;
   int workers = 0;                 // under MPI: over all ranks
   bool interrupted = false;
+  // Not empty: a write to the output folder failed (full disk, permissions) and the run stopped
+  // early; the first such error. Models not finished then are retried by --resume.
+  std::string write_error;
   std::string rank_by;  // the leaderboard's metric
   bool rank_higher_is_better = true;
   // Cluster runs. On ranks other than 0 only `rank`, `interrupted` and each result's name and
@@ -75,7 +78,8 @@ struct ModelIo {
   // Builds the model of a `keras:` spec and fills its initial weights (empty when the file has
   // none). Throws Error.
   std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)> load;
-  // Saves a trained network to `path_without_extension` + its extension; returns the path.
+  // Saves a trained network to `path_without_extension` + its extension, atomically but without
+  // an fsync (the run syncs its folder once, at its end); returns the path.
   std::function<std::string(const Network&, const ModelSpec&, const std::string&)> save;
 };
 

@@ -141,6 +141,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   res.name = spec.name;
   res.core = ctx.core;
   res.params = model->trainable_params() + model->non_trainable_params();
+  // What the job is doing with the output folder when an exception arrives (JobResult::retry).
+  enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
     Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
                 batch_pieces(spec, *model));
@@ -168,6 +170,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
 
     Checkpoint ck;
     ck.model = spec.name;
+    io = Io::kReading;
     const bool resumed = !ctx.checkpoint_path.empty() && load_checkpoint(ctx.checkpoint_path, ck);
     if (resumed) {
       if (ck.model != spec.name || ck.params.size() != net.num_params() ||
@@ -175,7 +178,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         throw FileError("failed to resume model '" + spec.name + "' from '" + ctx.checkpoint_path +
                         "': the checkpoint does not match the plan's model; expected " +
                         std::to_string(net.num_params()) + " parameters, got " +
-                        std::to_string(ck.params.size()));
+                        std::to_string(ck.params.size()) +
+                        "; delete it to restart this model from scratch");
       std::copy(ck.params.begin(), ck.params.end(), net.params());
       std::copy(ck.opt_state.begin(), ck.opt_state.end(), net.optimizer_state());
       ck.params = {};  // the network holds them now
@@ -186,6 +190,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       net.initialize(init);
       if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net.params());
     }
+    io = Io::kNone;
     res.history = ck.history;
 
     const EarlyStopping* es = spec.early_stopping ? &*spec.early_stopping : nullptr;
@@ -207,8 +212,10 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ck.iterations = net.iterations();
       ck.rng = net.rng().state();
       ck.history = res.history;
+      io = Io::kWriting;
       save_checkpoint(ctx.checkpoint_path, ck, {net.params(), net.num_params()},
                       {net.optimizer_state(), net.optimizer_state_floats()});
+      io = Io::kNone;
     };
 
     for (int epoch = ck.epoch; epoch < spec.epochs && !stop_training; ++epoch) {
@@ -361,11 +368,14 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
       }
     }
+    io = Io::kWriting;
     if (ctx.save_model) ctx.save_model(net, spec);
     res.status = JobStatus::kDone;
   } catch (const std::exception& e) {
     res.status = JobStatus::kFailed;
     res.message = e.what();
+    res.retry = io != Io::kNone;
+    res.write_failed = io == Io::kWriting;
   }
   return res;
 }

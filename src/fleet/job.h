@@ -52,6 +52,11 @@ struct JobResult {
   Metrics metrics;  // final values, including test_* when there is test data
   BestRecord best;
   std::vector<EpochRecord> history;
+  // A failure of the output folder, not of the model: a checkpoint that cannot be read back
+  // (`retry`), or a checkpoint or model file that cannot be written (`retry` and `write_failed`:
+  // the run stops, since every later write would fail too). Not final: --resume trains it again.
+  bool retry = false;
+  bool write_failed = false;
 };
 
 // What a running job reports; called on the worker's thread.
@@ -71,8 +76,9 @@ struct JobContext {
   int core = -1;
   const std::atomic<bool>* stop = nullptr;  // finish the current batch, checkpoint, return
   JobObserver* observer = nullptr;
-  std::string checkpoint_path;              // empty: no checkpoints
-  // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job.
+  std::string checkpoint_path;  // empty: no checkpoints
+  // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job whose
+  // write failed (JobResult::write_failed).
   std::function<void(const Network&, const ModelSpec&)> save_model;
   // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
   HelpBoard* helpers = nullptr;

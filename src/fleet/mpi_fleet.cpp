@@ -582,10 +582,12 @@ class WorkerRank {
         if (r.status == JobStatus::kCancelled && file_exists(ckpt))
           files.emplace_back("checkpoints/" + s.name + ".ckpt", read_file(ckpt));
       } catch (const Error& e) {
+        // This rank's own files (its checkpoint, its saved model): not final, tried again.
         r.name = s.name;
         r.core = core;
         r.status = JobStatus::kFailed;
         r.message = e.what();
+        r.retry = true;
         files.clear();
       }
       std::remove(ckpt.c_str());

@@ -16,14 +16,15 @@
 #include "fleet/display.h"
 #include "fleet/fleet.h"
 #include "fleet/mpi_cluster.h"
+#include "fleet/run_folder.h"
 
 namespace nnfleet::fleet_detail {
 
 struct PreparedJob {
   const ModelSpec* spec = nullptr;
-  size_t index = 0;  // plan order
-  std::shared_ptr<const Model> model;
-  std::vector<float> initial_params;  // from a Keras file, if any
+  size_t index = 0;                    // plan order
+  std::shared_ptr<const Model> model;  // only while it is validated (built again to run)
+  size_t params = 0;
   double cost = 0.0;
   int pieces = 1;  // batch_pieces()
 };
@@ -53,15 +54,21 @@ struct RunState {
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};   // a stop seen anywhere in the cluster
   std::mutex out_mu;               // results and the files of finished jobs
-  std::vector<JobResult> results;  // plan order
+  std::vector<JobResult> results;  // plan order, without histories (they are in jobs.log)
   Display* live = nullptr;
+  RunFolder* folder = nullptr;
+  std::string write_error;  // (out_mu) the first write to the output folder that failed
 
   bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
   // The next queue entry, or null when the queue is empty or the run is stopping.
   PreparedJob* take();
-  // Writes a finished job's files (shipped ones first, then history, then its record, which
-  // marks it finished for --resume) and records its result. A write failure fails the job.
-  void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files);
+  // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
+  // it finished for --resume) and records its result; `model_file` (relative to the folder)
+  // names the model this rank saved for it. A write failure fails the job and stops the run.
+  void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
+             std::string model_file = "");
+  // Stops the run because `why` (a write failed); needs out_mu.
+  void halt(const std::string& why);
 };
 
 // This process's resident memory now (private and shared) and its peak, from /proc.

@@ -2,8 +2,12 @@
 #include "fleet/results.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -45,7 +49,9 @@ Json job_result_to_json(const JobResult& r) {
             {"core", r.core},
             {"metrics", m}};
   if (r.best.epoch > 0)
-    j["best"] = {{"epoch", r.best.epoch}, {"monitor", r.best.monitor}, {"value", finite_or_null(r.best.value)}};
+    j["best"] = {{"epoch", r.best.epoch},
+                 {"monitor", r.best.monitor},
+                 {"value", finite_or_null(r.best.value)}};
   else
     j["best"] = nullptr;
   Json h = Json::array();
@@ -62,6 +68,8 @@ Json job_result_to_json(const JobResult& r) {
     for (const auto& kv : r.history[0].values) horder.push_back(kv.first);
   j["metric_order"] = order;
   j["history_order"] = horder;
+  if (r.retry) j["retry"] = true;
+  if (r.write_failed) j["write_failed"] = true;
   return j;
 }
 
@@ -91,6 +99,8 @@ JobResult job_result_from_json(const Json& j) {
       e.values.emplace_back(k.get<std::string>(), value(row.at(k.get<std::string>())));
     r.history.push_back(e);
   }
+  r.retry = j.value("retry", false);
+  r.write_failed = j.value("write_failed", false);
   return r;
 }
 
@@ -121,8 +131,9 @@ std::string leaderboard_text(const std::vector<JobResult>& results, const RankKe
   size_t w = 5;
   for (const auto& r : results) w = std::max(w, r.name.size());
   char line[512];
-  std::snprintf(line, sizeof line, "%4s  %-*s  %-9s %6s %12s %9s %10s\n", "rank", static_cast<int>(w),
-                "model", "status", "epochs", key.key.c_str(), "seconds", "samples/s");
+  std::snprintf(line, sizeof line, "%4s  %-*s  %-9s %6s %12s %9s %10s\n", "rank",
+                static_cast<int>(w), "model", "status", "epochs", key.key.c_str(), "seconds",
+                "samples/s");
   o << line;
   int i = 0;
   for (const JobResult* r : ranked(results, key)) {
@@ -136,60 +147,83 @@ std::string leaderboard_text(const std::vector<JobResult>& results, const RankKe
   return o.str();
 }
 
-void write_history_csv(const std::string& path, const JobResult& r) {
-  std::vector<std::string> cols;
-  for (const auto& e : r.history)
-    for (const auto& [k, v] : e.values)
-      if (std::find(cols.begin(), cols.end(), k) == cols.end()) cols.push_back(k);
-  std::ostringstream o;
-  o << "epoch";
-  for (const auto& c : cols) o << "," << c;
-  o << ",seconds\n";
+std::string history_csv_header(const std::vector<std::string>& columns) {
+  std::string h = "model,epoch";
+  for (const auto& c : columns) h += "," + c;
+  return h + ",seconds\n";
+}
+
+void history_csv_rows(std::ostream& o, const JobResult& r,
+                      const std::vector<std::string>& columns) {
+  const std::string name = csv_field(r.name);
   for (const auto& e : r.history) {
-    o << e.epoch;
-    for (const auto& c : cols) {
+    o << name << "," << e.epoch;
+    for (const auto& c : columns) {
       const double* v = find_metric(e.values, c);
       o << "," << (v ? num(*v) : "");
     }
     o << "," << num(e.seconds) << "\n";
   }
-  write_file_atomic(path, o.str(), Durability::kProcessCrash);
 }
 
-void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,
-                   int workers, const std::vector<JobResult>& results, const RankKey& key) {
-  Json models = Json::array();
-  for (const auto& r : results) {
-    Json j = job_result_to_json(r);
-    for (const char* k : {"history", "metric_order", "history_order"}) j.erase(k);  // in history/
-    models.push_back(j);
-  }
-  Json root = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key},
-               {"models", models}};
-  write_file_atomic(dir + "/results.json", root.dump(2) + "\n");
+namespace {
+
+// Writes `path` atomically through a stream; throws FileError.
+void write_streamed(const std::string& path, const std::function<void(std::ostream&)>& fill) {
+  write_atomic_with(
+      path,
+      [&](const std::string& tmp) {
+        std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+        fill(o);
+        o.flush();
+        if (!o) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
+      },
+      Durability::kProcessCrash);
+}
+
+}  // namespace
+
+void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
+                   const std::vector<JobResult>& results, const RankKey& key) {
+  write_streamed(dir + "/results.json", [&](std::ostream& o) {
+    const Json head = {
+        {"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
+    const std::string h = head.dump(2);  // "{\n  ...\n}": the models go before the brace
+    o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      Json j = job_result_to_json(results[i]);
+      for (const char* k : {"history", "metric_order", "history_order"}) j.erase(k);  // history.csv
+      std::string m = j.dump(2);
+      // Indented two levels deeper, as a whole-document dump(2) would.
+      for (size_t at = m.find('\n'); at != std::string::npos; at = m.find('\n', at + 1))
+        m.insert(at + 1, "    ");
+      o << (i ? ",\n    " : "\n    ") << m;
+    }
+    o << (results.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  });
 
   std::vector<std::string> mcols;
   for (const auto& r : results)
     for (const auto& [k, v] : r.metrics)
       if (std::find(mcols.begin(), mcols.end(), k) == mcols.end()) mcols.push_back(k);
-  std::ostringstream o;
-  o << "name,status,epochs";
-  for (const auto& c : mcols) o << "," << c;
-  o << ",best_epoch,best_monitor,best_value,params,seconds,samples_per_second,core,message\n";
-  for (const auto& r : results) {
-    o << csv_field(r.name) << "," << job_status_name(r.status) << "," << r.epochs;
-    for (const auto& c : mcols) {
-      const double* v = find_metric(r.metrics, c);
-      o << "," << (v ? num(*v) : "");
+  write_streamed(dir + "/results.csv", [&](std::ostream& o) {
+    o << "name,status,epochs";
+    for (const auto& c : mcols) o << "," << c;
+    o << ",best_epoch,best_monitor,best_value,params,seconds,samples_per_second,core,message\n";
+    for (const auto& r : results) {
+      o << csv_field(r.name) << "," << job_status_name(r.status) << "," << r.epochs;
+      for (const auto& c : mcols) {
+        const double* v = find_metric(r.metrics, c);
+        o << "," << (v ? num(*v) : "");
+      }
+      if (r.best.epoch > 0)
+        o << "," << r.best.epoch << "," << r.best.monitor << "," << num(r.best.value);
+      else
+        o << ",,,";
+      o << "," << r.params << "," << num(r.seconds) << "," << num(r.samples_per_second) << ","
+        << r.core << "," << csv_field(r.message) << "\n";
     }
-    if (r.best.epoch > 0)
-      o << "," << r.best.epoch << "," << r.best.monitor << "," << num(r.best.value);
-    else
-      o << ",,,";
-    o << "," << r.params << "," << num(r.seconds) << "," << num(r.samples_per_second) << ","
-      << r.core << "," << csv_field(r.message) << "\n";
-  }
-  write_file_atomic(dir + "/results.csv", o.str());
+  });
 }
 
 }  // namespace nnfleet

@@ -1,8 +1,9 @@
-// Results of a fleet run: results.json / results.csv (one row per model), history/<name>.csv
-// (one row per epoch), per-job records jobs/<name>.json (what --resume keeps), and the
-// leaderboard. Every file is written atomically.
+// Results of a fleet run: results.json / results.csv (one row per model), history.csv (one row
+// per epoch), the JSON of a job's record (run_folder.h), and the leaderboard. Every file is
+// written atomically.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@ RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
 std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top);
 
-void write_history_csv(const std::string& path, const JobResult& r);
+// history.csv: "model,epoch,<columns>,seconds", then one row per epoch of each model.
+std::string history_csv_header(const std::vector<std::string>& columns);
+void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);
+// results.json and results.csv in `dir` (written model by model: no whole copy in memory).
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,
                    int workers, const std::vector<JobResult>& results, const RankKey& key);
 

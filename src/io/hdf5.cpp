@@ -570,22 +570,34 @@ File File::open_image(const std::string& name, const std::string& bytes) {
   return File(std::move(f), name, std::make_shared<RawSource>(name, "", &bytes));
 }
 
-File File::create(const std::string& path, const std::string& name) {
+File File::create(const std::string& name, size_t expected_bytes) {
   auto lock = hdf5_lock();
-  const std::string shown = name.empty() ? path : name;
-  Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) throw FileError("failed to write HDF5 file '" + shown + "': cannot create it");
-  return File(std::move(f), shown, nullptr);
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // The core driver zeroes each step it takes: steps near the file's size, not a fixed megabyte
+  // (which cost a small model more than its training).
+  const size_t step = (expected_bytes + (size_t{16} << 10) + 4095) & ~size_t{4095};
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0)
+    throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
+  Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
+  return File(std::move(f), name, nullptr);
 }
 
-void File::close() {
+std::string File::close_image() {
   auto lock = hdf5_lock();
   root_ = Group();
-  if (!file_.valid()) return;
+  NNFLEET_CHECK(file_.valid());
   const hid_t id = file_.get();
-  const herr_t flush = H5Fflush(id, H5F_SCOPE_GLOBAL);
+  std::string image;
+  ssize_t n = -1;
+  if (H5Fflush(id, H5F_SCOPE_GLOBAL) >= 0) n = H5Fget_file_image(id, nullptr, 0);
+  if (n > 0) {
+    image.resize(static_cast<size_t>(n));
+    if (H5Fget_file_image(id, image.data(), image.size()) != n) n = -1;
+  }
   file_.reset();
-  if (flush < 0) throw FileError("failed to write HDF5 file '" + name_ + "': flush failed");
+  if (n <= 0) throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
+  return image;
 }
 
 }  // namespace nnfleet::h5

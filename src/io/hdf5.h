@@ -148,13 +148,17 @@ class File {
   // Opens an in-memory image (e.g. model.weights.h5 read out of a .keras zip) read-only;
   // `name` is used in messages. The bytes must outlive the File.
   static File open_image(const std::string& name, const std::string& bytes);
-  // Creates (truncates) a file on disk; `name` (default: the path) is used in messages.
-  static File create(const std::string& path, const std::string& name = "");
+  // Creates a file in memory (HDF5's core driver, no backing file); `name` is used in messages.
+  // HDF5 itself never writes to disk: in HDF5 1.10, a write that fails there (a full disk) leaves
+  // the library holding a half-closed file that crashes the process at exit (H5F__close_cb from
+  // H5_term_library). The caller writes the image (close_image()) with its own file code.
+  // `expected_bytes`: about how large the file will be (memory is taken in steps of that much).
+  static File create(const std::string& name, size_t expected_bytes = 0);
 
   Group& root() { return root_; }
   const Group& root() const { return root_; }
-  // Flushes and closes; throws FileError when the final write fails.
-  void close();
+  // Flushes, closes, and returns the file's bytes; throws FileError.
+  std::string close_image();
 
  private:
   File(Handle f, std::string name, std::shared_ptr<RawSource> raw);

@@ -187,14 +187,16 @@ std::string now_string() {
   return buf;
 }
 
-// Writes the model.weights.h5 of a .keras file to `file`; `where` names the .keras in messages.
-void write_keras3_weights(const std::string& file, const Model& m, const float* params,
-                          const KerasSaveInfo& info, const std::string& where) {
+// The model.weights.h5 of a .keras file; `where` names the .keras in messages.
+std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
+                           const std::string& where) {
   auto lock = h5::hdf5_lock();
-  h5::File f = h5::File::create(file, where + ":model.weights.h5");
-  h5::Group& root = f.root();
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
+  const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
+  h5::File f = h5::File::create(where + ":model.weights.h5", 4 * total * (1 + slots) +
+                                                                 1024 * m.num_layers());
+  h5::Group& root = f.root();
   // The model's own (empty) variable group, named after the model.
   root.create_group("vars").write_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
   h5::Group layers = root.create_group("layers");
@@ -237,7 +239,7 @@ void write_keras3_weights(const std::string& file, const Model& m, const float* 
                      info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
     }
   }
-  f.close();
+  return f.close_image();
 }
 
 // Keras's save_attributes_to_hdf5_group: one attribute, or name0, name1, ... when the fixed-width
@@ -306,11 +308,13 @@ OJson legacy_training_config(const KerasSaveInfo& info) {
                  {"config", ordered(optimizer_keras_config(*info.optimizer))}}}};
 }
 
-// Writes a legacy Keras .h5 file to `file`; `where` names it in messages.
-void write_legacy_h5(const std::string& file, const Model& m, const float* params,
-                     const KerasSaveInfo& info, const std::string& where) {
+// A legacy Keras .h5 file; `where` names it in messages.
+std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& info,
+                      const std::string& where) {
   auto lock = h5::hdf5_lock();
-  h5::File f = h5::File::create(file, where);
+  size_t total = 0;
+  const auto offsets = param_offsets(m, &total);
+  h5::File f = h5::File::create(where, 4 * total + 2048 * m.num_layers());
   h5::Group& root = f.root();
   const auto ascii = h5::StrType::kVlenAscii;
   root.write_string_attr("backend", "tensorflow", ascii);
@@ -320,8 +324,6 @@ void write_legacy_h5(const std::string& file, const Model& m, const float* param
   if (compiled(info))
     root.write_string_attr("training_config", legacy_training_config(info).dump(), ascii);
   h5::Group mw = root.create_group("model_weights");
-  size_t total = 0;
-  const auto offsets = param_offsets(m, &total);
   std::vector<std::string> names;
   // tf.keras's model.layers: a Functional model lists its InputLayer, a Sequential one does not.
   if (fn) {
@@ -352,7 +354,7 @@ void write_legacy_h5(const std::string& file, const Model& m, const float* param
   write_split_names(mw, "layer_names", names);
   mw.write_string_attr("backend", "tensorflow", ascii);
   mw.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
-  f.close();
+  return f.close_image();
 }
 
 }  // namespace
@@ -374,26 +376,21 @@ Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
 }
 
 void save_keras(const std::string& path, const Model& m, const float* params,
-                const KerasSaveInfo& info) {
+                const KerasSaveInfo& info, Durability d) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
-  // The weights go through a file beside the archive, so a large model is never held in memory
-  // a second (and third) time while it is saved.
-  write_atomic_with(path, [&](const std::string& tmp) {
-    const std::string weights = tmp + ".weights.h5";
-    struct RemoveOnExit {
-      const std::string& file;
-      ~RemoveOnExit() { std::remove(file.c_str()); }
-    } remove_weights{weights};
-    write_keras3_weights(weights, m, params, info, path);
-    write_zip(tmp, {{"metadata.json", meta.dump(), ""},
-                    {"config.json", config_json(m, info).dump(), ""},
-                    {"model.weights.h5", "", weights}});
-  });
+  // The weights are made in memory (h5::File::create says why) and stored in the archive as they
+  // are: a model's weights are held twice for a moment, never written twice.
+  std::vector<ZipMember> members(3);
+  members[0] = {"metadata.json", meta.dump(), ""};
+  members[1] = {"config.json", config_json(m, info).dump(), ""};
+  members[2] = {"model.weights.h5", keras3_weights(m, params, info, path), ""};
+  write_atomic_with(
+      path, [&](const std::string& tmp) { write_zip(tmp, members); }, d);
 }
 
 void save_keras_h5(const std::string& path, const Model& m, const float* params,
-                   const KerasSaveInfo& info) {
-  write_atomic_with(path, [&](const std::string& tmp) { write_legacy_h5(tmp, m, params, info, path); });
+                   const KerasSaveInfo& info, Durability d) {
+  write_file_atomic(path, legacy_h5(m, params, info, path), d);
 }
 
 }  // namespace nnfleet

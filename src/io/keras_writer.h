@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/network.h"
 #include "optim/optimizer.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 
@@ -46,11 +47,12 @@ struct KerasSaveInfo {
 // inference network). The pointer stays valid while `net` lives.
 KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics = {});
 
-// `params` is laid out as Network::params().
+// `params` is laid out as Network::params(). Written atomically (a temporary, then a rename),
+// with an fsync unless `d` says otherwise (the fleet syncs its output folder once per run).
 void save_keras(const std::string& path, const Model& m, const float* params,
-                const KerasSaveInfo& info = {});
+                const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
 void save_keras_h5(const std::string& path, const Model& m, const float* params,
-                   const KerasSaveInfo& info = {});
+                   const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
 
 // The config.json object save_keras writes (compile_config included when compiled).
 Json keras_config_json(const Model& m, const KerasSaveInfo& info = {});

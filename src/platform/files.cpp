@@ -1,14 +1,23 @@
-// Whole-file reads and atomic writes.
+// Whole-file reads, atomic writes, appends, hashes, locks, free space, and the write budget of
+// fault injection.
 #include "platform/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+#include <xxhash.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "nnfleet/error.h"
@@ -21,11 +30,55 @@ std::string temp_name(const std::string& path) {
 }
 
 void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
   }
+}
+
+[[noreturn]] void fail_write(const std::string& path, int err) {
+  throw FileError("failed to write file '" + path + "': " + std::strerror(err));
+}
+
+// --- fault injection: bytes that may still be written (-1: no limit) ---------------------------
+
+std::atomic<int64_t> g_budget{-1}, g_free{-1};
+std::once_flag g_budget_from_env;
+
+void read_budget_from_env() {
+  std::call_once(g_budget_from_env, [] {
+    const char* v = std::getenv("NNFLEET_FAULT_WRITE_BUDGET");
+    if (v && *v) g_budget = std::strtoll(v, nullptr, 10);
+    const char* f = std::getenv("NNFLEET_FAULT_FREE_SPACE");
+    if (f && *f) g_free = std::strtoll(f, nullptr, 10);
+  });
+}
+
+// Takes n bytes from the budget; false (and the budget spent: a full disk stays full) when fewer
+// are left.
+bool take_budget(uint64_t n) {
+  read_budget_from_env();
+  int64_t b = g_budget.load();
+  for (;;) {
+    if (b < 0) return true;
+    const bool fits = static_cast<uint64_t>(b) >= n;
+    const int64_t left = fits ? b - static_cast<int64_t>(n) : 0;
+    if (g_budget.compare_exchange_weak(b, left)) return fits;
+  }
+}
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
 }
 
 }  // namespace
@@ -79,6 +132,16 @@ bool read_regular_file(const std::string& path, std::string& out, std::string& w
   return true;
 }
 
+void set_write_budget(int64_t bytes) {
+  read_budget_from_env();  // so that a later first write does not overwrite this
+  g_budget = bytes < 0 ? -1 : bytes;
+}
+
+void set_free_space(int64_t bytes) {
+  read_budget_from_env();
+  g_free = bytes < 0 ? -1 : bytes;
+}
+
 std::string read_file(const std::string& path) {
   std::string out, why;
   if (!read_regular_file(path, out, why))
@@ -91,6 +154,10 @@ void write_atomic_with(const std::string& path,
   const std::string tmp = temp_name(path);
   try {
     writer(tmp);
+    // Whatever wrote the temporary (this module, HDF5, libzip) counts against the budget.
+    struct stat st {};
+    if (::stat(tmp.c_str(), &st) == 0 && !take_budget(static_cast<uint64_t>(st.st_size)))
+      fail_write(path, ENOSPC);
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
@@ -116,12 +183,15 @@ void write_file_atomic(const std::string& path, std::span<const std::string_view
   write_atomic_with(
       path,
       [&](const std::string& tmp) {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw FileError("failed to write file '" + path + "': " + std::strerror(errno));
+        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) fail_write(path, errno);
         for (std::string_view piece : pieces)
-          f.write(piece.data(), static_cast<std::streamsize>(piece.size()));
-        f.flush();
-        if (!f) throw FileError("failed to write file '" + path + "': write error (disk full?)");
+          if (!write_all(fd, piece.data(), piece.size())) {
+            const int e = errno;
+            ::close(fd);
+            fail_write(path, e);
+          }
+        if (::close(fd) != 0) fail_write(path, errno);
       },
       d);
 }
@@ -135,6 +205,153 @@ void make_dirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) throw FileError("failed to create directory '" + path + "': " + ec.message());
+}
+
+uint64_t hash_file(const std::string& path, uint64_t* size) {
+  auto fail = [&](const std::string& why) -> uint64_t {
+    throw FileError("failed to hash file '" + path + "': " + why);
+  };
+  std::string why;
+  uint64_t bytes = 0;
+  const int fd = open_regular_file(path, why, &bytes);  // never blocks on a FIFO
+  if (fd < 0) return fail(why);
+  const size_t n = static_cast<size_t>(bytes);
+  if (size) *size = n;
+  if (n == 0) {
+    ::close(fd);
+    return XXH3_64bits(nullptr, 0);
+  }
+  void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return fail(std::strerror(errno));
+  ::madvise(p, n, MADV_SEQUENTIAL);
+  const uint64_t h = XXH3_64bits(p, n);
+  ::munmap(p, n);
+  return h;
+}
+
+uint64_t hash_bytes(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+uint64_t free_bytes(const std::string& path) {
+  struct statvfs s {};
+  if (::statvfs(path.c_str(), &s) != 0)
+    throw FileError("failed to check free space in '" + path + "': " + std::strerror(errno));
+  read_budget_from_env();
+  const int64_t fake = g_free.load();
+  return fake >= 0 ? static_cast<uint64_t>(fake) : static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
+}
+
+void sync_filesystem(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::syncfs(fd) != 0) {
+    const int e = errno;
+    if (fd >= 0) ::close(fd);
+    throw FileError("failed to sync '" + path + "' to disk: " + std::strerror(e));
+  }
+  ::close(fd);
+}
+
+// --- AppendFile --------------------------------------------------------------------------------
+
+AppendFile::AppendFile(const std::string& path, uint64_t keep) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0 ||
+      (static_cast<uint64_t>(st.st_size) > keep &&
+       ::ftruncate(fd_, static_cast<off_t>(keep)) != 0)) {
+    const int e = errno;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    fail_write(path, e);
+  }
+  size_ = std::min<uint64_t>(keep, static_cast<uint64_t>(st.st_size));
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendFile::AppendFile(AppendFile&& o) noexcept
+    : fd_(o.fd_), size_(o.size_), path_(std::move(o.path_)) {
+  o.fd_ = -1;
+}
+
+AppendFile& AppendFile::operator=(AppendFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void AppendFile::append(std::string_view bytes) {
+  NNFLEET_CHECK(fd_ >= 0);
+  int e = ENOSPC;
+  if (take_budget(bytes.size())) {
+    if (write_all(fd_, bytes.data(), bytes.size())) {
+      size_ += bytes.size();
+      return;
+    }
+    e = errno;
+  }
+  // Nothing half-written stays behind (if even this fails, a reader drops the torn record).
+  [[maybe_unused]] const int cut = ::ftruncate(fd_, static_cast<off_t>(size_));
+  fail_write(path_, e);
+}
+
+void AppendFile::sync() {
+  NNFLEET_CHECK(fd_ >= 0);
+  if (::fsync(fd_) != 0) fail_write(path_, errno);
+}
+
+// --- FileLock ----------------------------------------------------------------------------------
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+FileLock::FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+
+FileLock& FileLock::operator=(FileLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+bool FileLock::try_lock(const std::string& path, long* holder) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw FileError("failed to lock '" + path + "': " + std::string(std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ::close(fd);
+    if (e != EWOULDBLOCK)
+      throw FileError("failed to lock '" + path + "': " + std::string(std::strerror(e)));
+    if (holder) *holder = n > 0 ? std::strtol(buf, nullptr, 10) : 0;
+    return false;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+  // The holder's id, for the message another process shows (best effort: never fails a run).
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    [[maybe_unused]] const ssize_t w = ::pwrite(fd, pid.data(), pid.size(), 0);
+  }
+  return true;
 }
 
 }  // namespace nnfleet

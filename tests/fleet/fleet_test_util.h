@@ -5,10 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include "data/dataset.h"
 #include "layers/config.h"
+#include "nnfleet/error.h"
 #include "platform/files.h"
 #include "tensor/rng.h"
 
@@ -18,7 +21,8 @@ namespace nnfleet::testing_util {
 struct TempDir {
   std::string path;
   TempDir() {
-    path = std::filesystem::temp_directory_path() / ("nnfleet-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    path = std::filesystem::temp_directory_path() /
+           ("nnfleet-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
     std::filesystem::remove_all(path);
     std::filesystem::create_directories(path);
   }
@@ -110,19 +114,64 @@ class BlobsPlanTest : public ::testing::Test {
   std::string plan;
 };
 
+// Splits a CSV line without quoted fields.
+inline std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  for (size_t a = 0, b;; a = b + 1) {
+    b = line.find(',', a);
+    cells.push_back(line.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) return cells;
+  }
+}
+
+// The rows of history.csv for `model`, as column -> cell (the model column included).
+inline std::vector<std::map<std::string, std::string>> history_rows(const std::string& out_dir,
+                                                                    const std::string& model) {
+  const std::string text = read_file(out_dir + "/history.csv");
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  for (size_t a = 0, b; a < text.size(); a = b + 1) {
+    b = text.find('\n', a);
+    const std::vector<std::string> cells = csv_cells(text.substr(a, b - a));
+    if (header.empty()) {
+      header = cells;
+      continue;
+    }
+    if (cells.empty() || cells[0] != model) continue;
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < cells.size() && i < header.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Names of the models with a whole record in jobs.log ("<length> <hash> <json>" lines; a run may
+// be appending the last one).
+inline std::set<std::string> recorded_models(const std::string& out_dir) {
+  std::set<std::string> names;
+  std::ifstream f(out_dir + "/jobs.log");
+  for (std::string line; std::getline(f, line) && !f.eof();) {
+    const size_t a = line.find(' '), b = a == std::string::npos ? a : line.find(' ', a + 1);
+    if (b == std::string::npos) continue;
+    const Json j = Json::parse(line.substr(b + 1), nullptr, false);
+    if (j.is_object() && j.contains("name")) names.insert(j["name"].get<std::string>());
+  }
+  return names;
+}
+
 // What must match between two runs of a plan: every model's status, epochs, metrics, best epoch
 // and per-epoch history (the seconds column excepted), in plan order.
 inline std::string comparable(const std::string& out_dir) {
   Json r = Json::parse(read_file(out_dir + "/results.json"));
   std::string s;
   for (auto& m : r["models"]) {
-    s += m["name"].get<std::string>() + " " + m["status"].get<std::string>() + " " +
-         m["epochs"].dump() + " " + m["metrics"].dump() + " " + m["best"].dump() + "\n";
-    std::string hist = read_file(out_dir + "/history/" + m["name"].get<std::string>() + ".csv");
-    for (size_t a = 0, b; a < hist.size(); a = b + 1) {
-      b = hist.find('\n', a);
-      const std::string line = hist.substr(a, b - a);
-      s += line.substr(0, line.rfind(',')) + "\n";  // drop "seconds"
+    const std::string name = m["name"].get<std::string>();
+    s += name + " " + m["status"].get<std::string>() + " " + m["epochs"].dump() + " " +
+         m["metrics"].dump() + " " + m["best"].dump() + "\n";
+    for (auto row : history_rows(out_dir, name)) {
+      row.erase("seconds");
+      for (const auto& [k, v] : row) s += k + "=" + v + " ";
+      s += "\n";
     }
   }
   return s;

@@ -153,7 +153,7 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
     for (const Json& e : events(p.out))
       if (e["event"] == "start" && e["rank"] == 2) {
         const std::string m = e["model"].get<std::string>();
-        if (has_checkpoint(out, m) && !file_exists(out + "/jobs/" + m + ".json")) {
+        if (has_checkpoint(out, m) && testing_util::recorded_models(out).count(m) == 0) {
           victim = m;
           return true;
         }
@@ -164,10 +164,8 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
   ASSERT_GT(pid, 0);
   kill(pid, SIGKILL);
   EXPECT_NE(wait_for(p), 0);
-  ASSERT_FALSE(file_exists(out + "/jobs/" + victim + ".json")) << "the victim finished first";
-  std::set<std::string> finished;
-  for (const auto& e : std::filesystem::directory_iterator(out + "/jobs"))
-    finished.insert(e.path().stem().string());
+  const std::set<std::string> finished = testing_util::recorded_models(out);
+  ASSERT_EQ(finished.count(victim), 0u) << "the victim finished first";
 
   ASSERT_EQ(train(3, plan, out, {"--resume", "--json"}, "resumed"), 0)
       << testing_util::read_text(last.err);

@@ -1,0 +1,91 @@
+// The output folder of a run (README.md, "What you get"), internal to src/fleet.
+//
+// A fresh run's folder appears whole or not at all: it is built under <dir>.tmp.<pid> and renamed
+// (a run that loses a race for the same name removes its temporary). While a run uses the
+// folder it holds an exclusive lock on <dir>/lock, so a second run on it fails at once.
+//
+// run.json records what the run began with: the plan's hash (plan.yaml holds its text) and the
+// size and XXH3 hash of every data file; --resume refuses a changed plan or data file, naming the
+// first difference.
+//
+// jobs.log holds one record per finished model, each appended whole with one write:
+//   <length of the JSON> <XXH3 of the JSON, 16 hex digits> <JSON>\n
+// The JSON is job_result_to_json() (history included) plus the saved model's file and its hash.
+// A record counts only when its length and hash match (a record torn by a crash is dropped) and,
+// on --resume, when its model file is still there with that hash. So nothing per model needs an
+// fsync (a power loss costs at most the retraining of models whose files had not reached the
+// disk); the run syncs the folder's file system once, at its end.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fleet/job.h"
+#include "fleet/plan.h"
+#include "platform/files.h"
+
+namespace nnfleet::fleet_detail {
+
+// One file of a plan's data, as run.json records it.
+struct DataFile {
+  std::string role;  // "train x", "test", "train images", ...
+  std::string path;
+  uint64_t bytes = 0, xxh3 = 0;
+};
+// Every file of a plan's data sources, hashed. Throws FileError, DataError.
+std::vector<DataFile> hash_data_files(const DataSpec& spec);
+
+// Where two plan.yaml texts first differ: "line 12 was `  units: 8`, the plan now has `...`".
+std::string first_difference(const std::string& was, const std::string& now);
+
+// Throws FileError when the file system holding `dir` (or, before it exists, its nearest existing
+// parent) has less than `bytes` free; `what` says what they are for.
+void check_room(const std::string& dir, uint64_t bytes, const std::string& what);
+
+class RunFolder {
+ public:
+  // A fresh run (resume = false): creates the folder with plan.yaml, run.json, jobs.log and its
+  // sub-folders, locked; UsageError when it exists. --resume: locks the folder (UsageError when
+  // another run holds it), checks the plan and the data against run.json (UsageError naming the
+  // first difference), removes a killed run's temporaries and reads the records. Throws
+  // UsageError, FileError.
+  RunFolder(const Plan& plan, const std::string& dir, bool resume);
+  const std::string& dir() const { return dir_; }
+
+  // --resume: the record of model `index` (plan order), when it has one whose model file is
+  // intact; otherwise nullopt, with `why` saying why a record was not trusted (empty: none).
+  std::optional<JobResult> finished(size_t index, const std::string& name, std::string& why);
+  // Checks that the folder can be written (a probe file in each sub-folder) and that about
+  // `bytes` more fit. Throws FileError.
+  void check_writable(uint64_t bytes) const;
+  // Appends the record of finished model `index`; `model_file` is relative to the folder ("":
+  // none saved). Throws FileError (the record is then absent, never torn). Not thread-safe.
+  void append(size_t index, const JobResult& r, const std::string& model_file);
+  // history.csv: one row per epoch of every recorded model, in plan order, read back from
+  // jobs.log. Throws FileError.
+  void write_history();
+  // One syncfs(2) for everything the run wrote without an fsync. Throws FileError.
+  void sync();
+
+ private:
+  struct Span {
+    uint64_t offset = 0, length = 0;  // the JSON of a record in jobs.log; length 0: none
+  };
+  void create(const std::string& plan_yaml, const Json& manifest);
+  void check_resume(const std::string& plan_yaml, const Json& manifest);
+  void read_records();
+  Json record_json(Span s) const;
+  void add_columns(const JobResult& r);
+
+  std::string dir_;
+  FileLock lock_;
+  AppendFile log_;
+  uint64_t log_size_ = 0;
+  std::vector<std::pair<std::string, Span>> resumed_;  // by name (sorted), --resume only
+  std::vector<Span> records_;                          // by plan index
+  std::vector<std::string> columns_;                   // history.csv's metric columns
+};
+
+}  // namespace nnfleet::fleet_detail
