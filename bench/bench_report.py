@@ -1,16 +1,87 @@
-"""Renders what bench/run_bench.py measured as BENCHMARKS.md: the machine, the ceiling (sgemm,
-clock, peak), the targets of issue 5 with nnfleet, peer, ratio and whether each is met, the
-per-workload details with GFLOP/s and fractions of the sgemm rate and of the fp32 peak, every
-figure per round, the commands, and the method. Only measured figures appear; a figure that
-could not be measured is written as missing, with the reason.
-"""
-import os
-import platform
-import subprocess
+#!/usr/bin/python3
+"""Renders one run of bench/run_bench.py as BENCHMARKS.md, from that run's raw results only.
 
-import workloads
+  bench/bench_report.py RAW.json [--md PATH]     re-render a saved run without re-measuring
+
+BENCHMARKS.md holds one section per instruction set (AVX2, AVX-512, ...), each written whole by
+one full run on a machine of that kind and stamped with that run's machine, commit and date. A run
+replaces its own ISA's section and keeps the others verbatim; a --quick run writes its own file
+(BUILD/bench/BENCHMARKS-quick.md) and never BENCHMARKS.md.
+
+Every figure of a section comes from the raw results it is rendered from (raw.json: medians over
+the rounds, the machine as probed when the run started, the profiles it recorded of the scenarios
+whose targets it missed). Text written here carries no measured figures: what varies is computed,
+and the hand-written remedies (REMEDIES) name no numbers. A figure the run could not measure is
+written as missing, with the reason.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "peers"))
+import workloads  # noqa: E402
 
 MB = 1e6
+# workloads.md "The limit": the single-core fp32 peak counts two 256-bit FMA pipes.
+FLOP_PER_CYCLE = 32
+ISA_ORDER = ["AVX2", "AVX-512"]
+BEGIN = "<!-- bench-section isa={} begin -->"
+END = "<!-- bench-section isa={} end -->"
+SECTION_RE = re.compile(r"<!-- bench-section isa=(\S+) begin -->\n(.*?)"
+                        r"<!-- bench-section isa=\1 end -->\n", re.S)
+W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
+
+# What would close the gap of a missed target, by the profiled scenario (see scenario keys in
+# target_rows). Hand-written, so it must not carry figures: the profile above it, recorded by
+# the same run, says where the time goes.
+REMEDIES = {
+    "w1-conv1": "a direct convolution kernel for single-channel inputs (no im2col at all), fused "
+                "with the activation and the pooling, forward and backward, so that each image "
+                "is read once per step.",
+    "w1-conv": "a convolution backward without im2col (batch-reduce GEMMs over the taps for the "
+               "kernel gradient, a transposed-convolution form for the input gradient), and "
+               "Winograd for the small square kernels.",
+    "w1-mlp": "fewer passes over the activations: fuse the bias, the activation and its "
+              "gradient into the GEMMs' epilogues.",
+    "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
+                "serial steps per batch (loss, hand-offs, the optimizer update).",
+    "w1-launch": "read and decode the data once, in parallel with the set-up of the first model.",
+    "w1-memory": "reuse activation-gradient buffers whose lifetimes do not overlap, and make "
+                 "Flatten a view of its input instead of a copy.",
+    "w2-b256": "fewer FLOPs for the small square convolutions (Winograd) or hand-tuned "
+               "direct-convolution kernels.",
+    "w2-b1": "convolutions without the im2col copy at batch one (batch-reduce GEMMs over the "
+             "taps); the Dense layer's weight traffic is the same for every fp32 engine.",
+    "w3-fleet": "fewer fixed costs per model: fewer files per finished model, and the Adam "
+                "update fused with the gradient pass.",
+}
+SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
+    "w1-fleet": "W1 on all cores (`nnfleet train`, every model)",
+    "w1-launch": "launch to first step: `nnfleet train` of m1 alone on the full data",
+    "w1-memory": "W1 on all cores, heap at its peak",
+    "w2-b256": "`nnfleet predict` of m7 at batch 256, one worker",
+    "w2-b1": "`nnfleet predict` of m7 at batch 1, one worker",
+    "w3-fleet": "W3 on all cores (`nnfleet train`)",
+}
+
+
+class Run:
+    """One run's raw results (raw.json) as attributes."""
+
+    def __init__(self, raw):
+        self.__dict__.update(raw)
+        self.n = len(self.cores)
+        self.profiles = raw.get("profiles") or {}
+        self.failures = [tuple(f) for f in raw.get("failures", [])]
+
+
+def load(path):
+    with open(path) as f:
+        return Run(json.load(f))
 
 
 def med(b, key):
@@ -45,45 +116,18 @@ def f_pct(v):
     return "—" if v is None else f"{100 * v:.0f}%"
 
 
+def f_share(v):
+    return f"{100 * v:.1f}%"
+
+
 def f_acc(v):
     return "missing" if v is None else f"{v:.4f}"
 
 
-def sh(cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def machine(b):
-    lscpu = {}
-    for line in sh(["lscpu"]).splitlines():
-        k, _, v = line.partition(":")
-        lscpu[k.strip()] = v.strip()
-    mhz = [float(l.split(":")[1]) for l in open("/proc/cpuinfo") if l.startswith("cpu MHz")]
-    mem = next((int(l.split()[1]) * 1024 for l in open("/proc/meminfo")
-                if l.startswith("MemTotal")), None)
-    osname = next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release")
-                   if l.startswith("PRETTY_NAME")), "?")
-    commit = sh(["git", "-C", os.path.dirname(os.path.dirname(__file__)), "rev-parse", "--short",
-                 "HEAD"])
-    dirty = sh(["git", "-C", os.path.dirname(os.path.dirname(__file__)), "status", "--porcelain",
-                "--untracked-files=no"])
-    return {"cpu": lscpu.get("Model name", "?"),
-            "cores": f"{b.n} used ({', '.join(map(str, b.cores))}); lscpu: "
-                     f"{lscpu.get('Core(s) per socket', '?')} core(s) per socket x "
-                     f"{lscpu.get('Socket(s)', '?')} socket(s), "
-                     f"{lscpu.get('Thread(s) per core', '?')} thread(s) per core",
-            "nominal_mhz": max(mhz) if mhz else None,
-            "caches": f"L1d {lscpu.get('L1d cache', '?')}, L2 {lscpu.get('L2 cache', '?')}, "
-                      f"L3 {lscpu.get('L3 cache', '?')}",
-            "mem": mem, "os": f"{osname}, Linux {platform.release()}",
-            "hypervisor": lscpu.get("Hypervisor vendor", "none"),
-            "flags": "avx512f" in lscpu.get("Flags", "") and "AVX2, FMA, AVX-512" or "AVX2, FMA",
-            "avx512": "avx512f" in lscpu.get("Flags", "").split(),
-            "commit": commit + (" (with uncommitted changes)" if dirty else ""),
-            "node": sh(["node", "--version"])}
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(out)
 
 
 class Ctx:
@@ -96,7 +140,7 @@ class Ctx:
         self.sgemm_src = ("OpenBLAS cblas_sgemm" if med(b, "sgemm.openblas")
                           else "the best of torch.mm and numpy (no OpenBLAS)")
         self.clock = med(b, "clock.probe_mhz")
-        self.peak = 32 * self.clock / 1000 if self.clock else None
+        self.peak = FLOP_PER_CYCLE * self.clock / 1000 if self.clock else None
         self.w1_flops = {m: workloads.train_flops_per_sample(workloads.w1_spec(m))
                          for m in b.w1_models}
         self.w1_total = sum(self.w1_flops.values()) * b.n_train
@@ -114,162 +158,164 @@ class Ctx:
         return f"{gflops:.1f} ({', '.join(parts)})"
 
 
-def target_rows(b, c):
-    """(figure, nnfleet, peer, ratio, target, met?, nnfleet GFLOP/s, peer GFLOP/s)."""
+def w1_scenario(m):
+    """The profile key of W1 model m's one-core figure: m alone on one core."""
+    return f"w1-1core-{m}"
+
+
+def w1_model_of(scenario):
+    """The W1 model a 'w1-1core-<m>' profile key names, else None."""
+    m = scenario[len("w1-1core-"):] if scenario.startswith("w1-1core-") else None
+    return m if m in workloads.W1_MODELS else None
+
+
+def remedy_key(scenario):
+    """REMEDIES' key for a profile key (the W1 models share theirs by kind)."""
+    if w1_model_of(scenario):
+        layers = workloads.W1_MODELS[w1_model_of(scenario)]
+        if layers[0][0] != "conv":
+            return "w1-mlp"
+        return "w1-conv1" if len(layers) <= 4 else "w1-conv"
+    return scenario
+
+
+def scenario_text(scenario):
+    if w1_model_of(scenario):
+        return f"W1 {w1_model_of(scenario)} alone on one core (`nnfleet train --workers 1`)"
+    return SCENARIOS.get(scenario, scenario)
+
+
+def target_rows(b, c=None):
+    """One dict per target: label, the figures as text, met (True/False/None), the compared
+    value `have` against the threshold `need` (unit 'x' ratios or 's' seconds), and the scenario
+    a profile of it runs."""
+    c = c or Ctx(b)
     rows = []
 
-    def row(label, n, p, fmt, ratio, target, ok, ngf="—", pgf="—"):
-        met = "missing" if ok is None else ("yes" if ok else "**no**")
-        rows.append((label, fmt(n), fmt(p), f_x(ratio), target, met, ngf, pgf))
+    def row(label, n, p, fmt, ratio, target, have, need, unit, scenario, ngf="—", pgf="—"):
+        ok = None if have is None else (have < need if unit == "s" else have >= need)
+        rows.append({"label": label, "n": fmt(n), "p": fmt(p), "ratio": f_x(ratio),
+                     "target": target, "met": ok, "ngf": ngf, "pgf": pgf, "have": have,
+                     "need": need, "unit": unit, "scenario": scenario})
 
     for m in b.w1_models:
         t = W1_TARGETS[m]
         n, p = med(b, f"w1.sps.{m}.nnfleet"), med(b, f"w1.sps.{m}.peer")
         r = div(n, p)
         fl = c.w1_flops[m] / 1e9
-        row(f"W1 {m} training samples/s, 1 core", n, p, f_int, r, f"≥ {t}x",
-            None if r is None else r >= t, c.gf(n and n * fl), c.gf(p and p * fl))
+        row(f"W1 {m} training samples/s, 1 core", n, p, f_int, r, f"≥ {t}x", r, t, "x",
+            w1_scenario(m), c.gf(n and n * fl), c.gf(p and p * fl))
     n, p = med(b, "w1.wall.nnfleet"), med(b, "w1.wall.peer")
     r = div(p, n)
     row(f"W1 makespan, {b.n} cores (launch to last model done)", n, p, f_sec, r, "≥ 1.7x faster",
-        None if r is None else r >= 1.7, c.gf(div(c.w1_total / 1e9, n), b.n),
+        r, 1.7, "x", "w1-fleet", c.gf(div(c.w1_total / 1e9, n), b.n),
         c.gf(div(c.w1_total / 1e9, p), b.n))
     ns = div(med(b, "w1.wall1.nnfleet"), n)
     ps = div(med(b, "w1.wall1.peer"), p)
     row(f"W1 scaling, {b.n} workers vs 1 (makespan ratio)", ns, ps, f_x, None, "nnfleet ≥ 1.85x",
-        None if ns is None else ns >= 1.85)
+        ns, 1.85, "x", "w1-fleet")
     n, p = med(b, "w1.launch.nnfleet"), med(b, "w1.launch.peer")
     row("W1 launch to first training step (Fashion-MNIST .gz)", n, p, f_sec, div(p, n),
-        "nnfleet < 0.5 s", None if n is None else n < 0.5)
+        "nnfleet < 0.5 s", n, 0.5, "s", "w1-launch")
     n, p = med(b, "w1.rss.nnfleet"), med(b, "w1.rss.peer")
     r = div(p, n)
-    row(f"W1 peak resident memory, whole run on {b.n} cores", n, p, f_mb, r, "≥ 8x less",
-        None if r is None else r >= 8)
+    row(f"W1 peak resident memory, whole run on {b.n} cores", n, p, f_mb, r, "≥ 8x less", r, 8,
+        "x", "w1-memory")
     fl = c.m7_fwd / 1e9
     n, p = med(b, "w2.b256.nnfleet"), med(b, "w2.best.peer")
     r = div(n, p)
     bb = med(b, "w2.best_batch.peer")
     row("W2 m7 predict, batch 256, 1 core vs PyTorch at its best batch"
-        + (f" ({bb:.0f})" if bb else ""), n, p, f_int, r, "≥ 2x",
-        None if r is None else r >= 2, c.gf(n and n * fl), c.gf(p and p * fl))
+        + (f" ({bb:.0f})" if bb else ""), n, p, f_int, r, "≥ 2x", r, 2, "x", "w2-b256",
+        c.gf(n and n * fl), c.gf(p and p * fl))
     p = med(b, "w2.b256.ort")
     r = div(n, p)
-    row("W2 m7 predict, batch 256, 1 core vs ONNX Runtime (1 thread)", n, p, f_int, r, "≥ 1x",
-        None if r is None else r >= 1, c.gf(n and n * fl), c.gf(p and p * fl))
+    row("W2 m7 predict, batch 256, 1 core vs ONNX Runtime (1 thread)", n, p, f_int, r, "≥ 1x", r,
+        1, "x", "w2-b256", c.gf(n and n * fl), c.gf(p and p * fl))
     n, p = med(b, "w2.b1.nnfleet"), med(b, "w2.b1.peer")
     r = div(n, p)
-    row("W2 m7 predict, batch 1, 1 core vs PyTorch", n, p, f_int, r, "≥ 3x",
-        None if r is None else r >= 3, c.gf(n and n * fl), c.gf(p and p * fl))
+    row("W2 m7 predict, batch 1, 1 core vs PyTorch", n, p, f_int, r, "≥ 3x", r, 3, "x", "w2-b1",
+        c.gf(n and n * fl), c.gf(p and p * fl))
     n = med(b, "w3.wall.nnfleet")
     for mode, label, t in (("fresh", "the recipe (fresh process per model)", 50),
                            ("pool", "the pooled peer (long-lived workers)", 20)):
         p = med(b, f"w3.wall.{mode}")
         r = div(p, n)
-        row(f"W3 makespan, {b.n} cores vs {label}", n, p, f_sec, r, f"≥ {t}x faster",
-            None if r is None else r >= t, c.gf(div(c.w3_total / 1e9, n), b.n),
-            c.gf(div(c.w3_total / 1e9, p), b.n))
+        row(f"W3 makespan, {b.n} cores vs {label}", n, p, f_sec, r, f"≥ {t}x faster", r, t, "x",
+            "w3-fleet", c.gf(div(c.w3_total / 1e9, n), b.n), c.gf(div(c.w3_total / 1e9, p), b.n))
     ns = div(med(b, "w3.wall1.nnfleet"), n)
     row(f"W3 scaling, {b.n} workers vs 1 (makespan ratio)", ns, None, f_x, None,
-        "nnfleet ≥ 1.85x", None if ns is None else ns >= 1.85)
+        "nnfleet ≥ 1.85x", ns, 1.85, "x", "w3-fleet")
     return rows
 
 
-# For each target that can be missed: where the time (or memory) goes, as profiled on this
-# machine in session 2 (2026-11-29), and what would close the gap. Keyed by the start of the
-# figure's label in target_rows().
-MISSED_ANALYSIS = {
-    "W1 m5 training": (
-        "m5's one convolution has a single input channel (K = 9 per output pixel), so its GEMMs "
-        "are tiny and the work around them dominates. Profile (`perf record build/nnfleet train` "
-        "on m5 alone, after this session's vectorized 2x2 max pooling took m5 from 40,600 to "
-        "79,000 samples/s): 20% building the transposed im2col rows (done twice a step: forward, "
-        "and again for the kernel gradient), 12% the convolution's backward bookkeeping (bias "
-        "gradient, transposes), 13% max pooling forward and backward, 4% ReLU, only 18% in "
-        "libxsmm's GEMMs. The peer (PyTorch with OpenBLAS, 29,000 samples/s here, against the "
-        "issue's 10,000) runs the same small ops. What would close it: a direct 3x3 convolution "
-        "kernel for one input channel (no im2col at all), fused with ReLU and the 2x2 pooling, "
-        "forward and backward, so that each image is read once per step."),
-    "W1 m7 training": (
-        "m7 trains at 143 GFLOP/s here (3x-forward convention), above the AVX2 peak the workload "
-        "definition uses and 55% of the AVX-512 peak; the peer reaches 100 GFLOP/s with "
-        "OpenBLAS (the issue measured 36 GFLOP/s for it elsewhere, hence its 1.7x target). "
-        "Profile (`perf record`, m7 alone): 69% in libxsmm's GEMMs, 6% in dropout masks (2 "
-        "uniforms per random draw now, it was 12%), 4% zeroing gradients, 4% the convolution's "
-        "backward, 3% pooling backward, 3% Adam. What would close it: a convolution backward "
-        "without im2col (batch-reduce GEMMs over the taps for the kernel gradient and a "
-        "transposed-convolution form for the input gradient, as the forward already does), and "
-        "Winograd F(2x2,3x3) for the 3x3 layers (2.25x fewer multiplies), e.g. through oneDNN."),
-    "W2 m7 predict, batch 256, 1 core vs PyTorch": (
-        "Same profile as the ONNX Runtime comparison below: nnfleet runs m7's forward at about "
-        "200 GFLOP/s (88% of the time in libxsmm's kernels); the peer at its best batch reaches "
-        "109 GFLOP/s with OpenBLAS here, far above the issue's reference (1,620 samples/s)."),
-    "W2 m7 predict, batch 1": (
-        "Profile (`perf record build/nnfleet predict m7.keras --batch 1 ...`): 90% of the time in "
-        "libxsmm's JIT GEMM kernels. About half of it is the Dense 9216→128 layer, which at batch "
-        "1 is a matrix-vector product streaming its 4.7 MB of weights from L3 once per sample "
-        "(memory-bound, about 50 GB/s); the rest is the two convolutions' im2col GEMMs. What would "
-        "close it: convolutions without the im2col copy (a batch-reduce GEMM over the 9 taps, "
-        "libxsmm's brgemm or oneDNN's direct AVX-512 convolution, which is how ONNX Runtime's "
-        "MLAS reaches its batch-1 rate here); the Dense layer's weight traffic is the same for "
-        "every fp32 engine at batch 1."),
-    "W2 m7 predict, batch 256, 1 core vs ONNX": (
-        "Profile (`perf record build/nnfleet predict m7.keras --batch 256 ...`): 88% in "
-        "libxsmm's kernels (the second convolution as batch-reduce GEMMs over its 9 taps, no "
-        "im2col, at about 225 GFLOP/s, 85% of the AVX-512 peak; the Dense 9216x128 layer), 2% "
-        "pooling, 1% each for the other passes. This session took nnfleet from 5,600 to 8,400 "
-        "samples/s: each chunk runs 8 images at a time (activations stay in cache; 5,600 -> "
-        "8,200) and the convolution skips im2col (+4%). What is left is the GEMM rate itself: "
-        "MLAS's NCHWc convolution kernels run closer to the peak; closing the last 7% needs "
-        "fewer FLOPs (Winograd for the 3x3 layers) or such hand-tuned kernels (oneDNN)."),
-    "W1 scaling": (
-        "W1 on 1 core is m7 plus about 5 s of the other models; on 2 cores the second worker "
-        "trains those, then helps m7 with the second piece of each batch. What remains serial per "
-        "step: loading the batch, the loss, the display, and the two hand-offs per step (pieces, "
-        "then the optimizer update by parameter range); and both cores then stream the 1.2 M "
-        "parameters' Adam state through the shared L3. More pieces per batch would balance the "
-        "tail better at some GEMM efficiency."),
-    "W3 makespan": (
-        "W3's 120 models train in milliseconds each, so per-model fixed costs count: building "
-        "the network, writing its .keras file (fsynced: a finished model survives a power loss) "
-        "and its job record. Checkpoints at every epoch made W3 take 1.7 s on 2 cores; they are "
-        "now written every 2 s of training (--checkpoint-seconds), which took it to about 1.0 s "
-        "measured alone."),
-    "W3 scaling": (
-        "W3's 120 models take milliseconds each, so per-model fixed costs (building the "
-        "network, writing the .keras file, the history and the job record: about 5 file "
-        "creations per model, 15% of the run in the kernel's ext4 code by `perf record`) weigh "
-        "next to training, and the two workers share one disk and one output lock. Session 2 "
-        "runs measured 1.84x to 1.88x. What would close it: fewer files per model (history and "
-        "record in one), and Adam's update (13% of W3's time) fused with the gradient pass."),
-    "W1 peak resident memory": (
-        "Measured with heaptrack and /proc/PID/smaps: the data (55 MB, Fashion-MNIST kept as "
-        "uint8), m7's arena (about 52 MB: parameters, two pieces' gradients, Adam's state, "
-        "activations and their gradients), the other worker's model, and about 13 MB of process "
-        "and libraries. What would reduce it: reusing activation-gradient buffers whose "
-        "lifetimes do not overlap, and Flatten as a view of its input instead of a copy."),
-}
+def missed_scenarios(b):
+    """The profile keys of the targets this run missed, in target order (each once)."""
+    out = []
+    for r in target_rows(b):
+        if r["met"] is False and r["scenario"] not in out:
+            out.append(r["scenario"])
+    return out
 
 
-def missed_section(rows):
-    """For every target not met: the gap, the profile that explains it, what would close it."""
-    missed = [r for r in rows if r[5] == "**no**"]
+def gap_text(r):
+    if r["unit"] == "s":
+        return f"{r['have']:.3f} s against < {r['need']} s ({r['have'] - r['need']:.3f} s over)"
+    more = f"{f_pct(r['need'] / r['have'] - 1)} more needed" if r["have"] else "none measured"
+    return f"{r['have']:.2f}x against ≥ {r['need']}x ({more})"
+
+
+def profile_lines(p):
+    """A recorded profile as Markdown: how it was recorded, then its top symbols."""
+    if not p:
+        return ["No profile was recorded for this scenario (the run stopped before it)."]
+    how = {"perf": "`perf record` (cycles sampled), share of the samples",
+           "callgrind": "callgrind (this machine's `perf` cannot count cycles), share of the "
+                        "instructions executed (Ir), which is not a share of the time",
+           "massif": "valgrind massif, share of the heap at its peak by allocation site"}
+    L = [f"Profile: {how.get(p.get('tool'), p.get('tool'))}"
+         + (f", on a reduced run ({p['reduced']})" if p.get("reduced") else "")
+         + (f"; command: `{p['command']}`" if p.get("command") else "") + "."]
+    if p.get("error"):
+        L.append(f"The profile failed: {p['error']}")
+        return L
+    if p.get("total_text"):
+        L.append(f"Total: {p['total_text']}.")
+    top = p.get("top") or []
+    if not top:
+        L.append("The profile lists no symbols.")
+        return L
+    L.append("")
+    L.append(table(["symbol", "object", "share"],
+                   [(f"`{s[:110]}`", o or "?", f_share(sh)) for s, o, sh in top]))
+    return L
+
+
+def missed_section(b, rows):
+    """For every target missed: its gap, the profile this run recorded of its scenario, and a
+    hand-written remedy (no figures)."""
+    missed = [r for r in rows if r["met"] is False]
     if not missed:
-        return "Every target is met.\n"
-    L = ["### Targets missed: the gap, the profile, what would close it\n"]
-    for r in missed:
-        text = next((t for k, t in MISSED_ANALYSIS.items() if r[0].startswith(k)),
-                    "No profile recorded for this figure.")
-        L.append(f"- **{r[0]}**: nnfleet {r[1]}, peer {r[2]}, ratio {r[3]}, target {r[4]}. {text}")
-    return "\n".join(L) + "\n"
-
-
-W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
+        return "Every target with a measured figure is met.\n"
+    L = ["### Targets missed: the gap, the profile, what would close it\n",
+         "Gaps and profiles are this run's own; each profile was recorded by this run after its "
+         "rounds, of the scenario behind the target. The remedy lines are hand-written and carry "
+         "no figures.\n"]
+    for scen in dict.fromkeys(r["scenario"] for r in missed):
+        L.append(f"#### {scenario_text(scen)}\n")
+        for r in (r for r in missed if r["scenario"] == scen):
+            L.append(f"- **{r['label']}**: nnfleet {r['n']}, peer {r['p']}; {gap_text(r)}.")
+        L.append("")
+        L += profile_lines(b.profiles.get(scen))
+        L.append("")
+        L.append(f"What would close it: {REMEDIES.get(remedy_key(scen), 'not analysed yet.')}\n")
+    return "\n".join(L)
 
 
 def kernel_rows(b, c):
     """(kernel, samples/s, GFLOP/s, % of the single-core fp32 peak) per kernels_bench run."""
     rows = []
-    for k in getattr(b, "kernels", None) or []:
+    for k in b.kernels or []:
         sps, fps = k.get("samples_per_second"), k.get("flops_per_second")
         g = None if fps is None else fps / 1e9
         rows.append((f"`{k['name']}`", f_int(sps),
@@ -279,17 +325,17 @@ def kernel_rows(b, c):
 
 
 def kernel_section(b, c):
-    """The "Kernel microbenchmarks" section: bench/kernels/kernels_bench's table and command."""
-    L = ["## Kernel microbenchmarks\n"]
-    core = getattr(b, "kernels_core", None)
+    """The "Kernel microbenchmarks" part: bench/kernels/kernels_bench's table and command."""
+    L = ["### Kernel microbenchmarks\n"]
+    core = b.kernels_core
     L.append("`bench/kernels/kernels_bench` (Google Benchmark): each layer's kernel, forward and "
-             "backward, on W1's shapes at batch 32 (benchmark arguments: Dense in/out, Conv2D and "
-             "pooling input height = width h, channels c, filters f; dx:0 is a first layer's "
-             "backward, without the input gradient), run once after the rounds"
+             "backward, on W1's shapes (benchmark arguments: Dense in/out, Conv2D and pooling "
+             "input height = width h, channels c, filters f; dx:0 is a first layer's backward, "
+             "without the input gradient), run once after the rounds"
              + (f", pinned to core {core}" if core is not None else "") + ". samples/s: batch "
              "rows per second. GFLOP/s: a multiply-add counts 2; pooling and activations do no "
              "multiply-adds and count one FLOP per element visited. % peak: of the single-core "
-             "fp32 peak (32 FLOP/cycle x the measured clock"
+             f"fp32 peak ({FLOP_PER_CYCLE} FLOP/cycle x the measured clock"
              + (f", {c.peak:.1f} GFLOP/s" if c.peak else ", missing") + "). Dropout and Flatten "
              "have no kernel of their own.\n")
     rows = kernel_rows(b, c)
@@ -297,96 +343,84 @@ def kernel_section(b, c):
         L.append(table(["kernel", "samples/s", "GFLOP/s", "% peak"], rows))
         L.append("")
     else:
-        why = (getattr(b, "unavailable", {}) or {}).get("kernels") or next(
-            (msg for _, s, msg in getattr(b, "failures", []) if s == "kernels"), None)
+        why = (b.unavailable or {}).get("kernels") or next(
+            (msg for _, s, msg in b.failures if s == "kernels"), None)
         L.append(f"missing: {why or 'kernels_bench did not run'}\n")
-    cmd = (getattr(b, "commands", {}) or {}).get("kernels-bench")
+    cmd = (b.commands or {}).get("kernels-bench")
     if cmd:
         L.append(f"Command: `{cmd}`\n")
     return L
 
 
-def table(head, rows):
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
-    return "\n".join(out)
+def provenance(b):
+    mi = b.machine
+    return (f"Measured by `bench/run_bench.py` ({b.mode} mode, {b.rounds} interleaved round(s)) "
+            f"on {b.started}, nnfleet commit {mi['commit']}, on {mi['cpu']} ({mi['isa']}; "
+            f"hypervisor: {mi['hypervisor']}). Run time: {b.elapsed / 60:.1f} min. Every figure "
+            "in this section is the median over that run's rounds, and every ratio the ratio of "
+            "two such medians. Raw results: `" + b.raw_path + "` (re-render without measuring: "
+            "`bench/bench_report.py " + b.raw_path + "`).\n")
 
 
-def render(b):
-    c = Ctx(b)
-    mi = machine(b)
-    L = []
-    w = L.append
-    w("# Benchmarks\n")
-    if b.mode == "quick":
-        w("> **Quick run** (`bench/run_bench.py --quick`): the benchmark's structure on reduced "
-          f"work (W1 with {', '.join(b.w1_models)} on the first {b.n_train:,} training and "
-          f"{b.n_test:,} test images, W3 on "
-          f"{len(b.w3_jobs)} models for {b.w3_jobs[0]['epochs']} epochs, W2 on "
-          f"{b.n_train:,} images). It proves the harness; its figures are not the benchmark's.\n")
-    w(f"Measured by `bench/run_bench.py` ({b.mode} mode) on {b.started}, {b.a.rounds} interleaved "
-      "round(s): in each round every scenario runs nnfleet first, then its peers. Every figure "
-      "is the median over the rounds; every ratio is the ratio of the two medians, both "
-      "measured in this run. The workloads are those of `/work/shared/workloads.md` (W1: "
-      "`examples/w1.yaml`; W3: `examples/w3.yaml`). Only measured figures appear; anything "
-      f"that could not be measured is written as missing, with the reason. Run time: "
-      f"{b.elapsed / 60:.1f} min.\n")
-
-    w("## Machine\n")
+def machine_part(b, c):
+    mi = b.machine
+    L = ["### Machine\n"]
     loads = ", ".join(f"round {r}: {a:.1f} → {z:.1f}" for r, a, z in b.loads)
-    w(table(["", ""], [
+    L.append(table(["", ""], [
         ("CPU", f"{mi['cpu']} ({mi['flags']}; hypervisor: {mi['hypervisor']})"),
         ("cores", mi["cores"]),
-        ("clock", f"{mi['nominal_mhz']:.0f} MHz nominal (/proc/cpuinfo); "
-                  + (f"{c.clock:.0f} MHz measured on a busy core (bench/clock_probe.c, median "
-                     "of the rounds' best core)" if c.clock else "measured clock missing")),
+        ("clock", (f"{mi['nominal_mhz']:.0f} MHz nominal (/proc/cpuinfo); "
+                   if mi.get("nominal_mhz") else "nominal clock unknown; ")
+         + (f"{c.clock:.0f} MHz measured on a busy core (bench/clock_probe.c, median of the "
+            "rounds' best core)" if c.clock else "measured clock missing")),
         ("caches", mi["caches"]),
-        ("memory", f"{mi['mem'] / 2**30:.1f} GiB" if mi["mem"] else "?"),
+        ("memory", f"{mi['mem'] / 2**30:.1f} GiB" if mi.get("mem") else "?"),
         ("system", mi["os"]),
         ("load average (1 min) before → after each round", loads or "—"),
-        ("nnfleet", f"{b.version}, commit {mi['commit']}, `{os.path.relpath(b.nnfleet)}`"),
+        ("nnfleet", f"{b.version}, commit {mi['commit']}, `{b.nnfleet}`"),
         ("PyTorch peer", f"torch {b.info.get('torch', '?')} (Debian python3-torch), numpy "
                          f"{b.info.get('numpy', '?')}; BLAS loaded by the peer: "
                          f"{b.info.get('peer_blas', '?')}"),
         ("ONNX Runtime peer", f"onnxruntime-node {b.info.get('ort', 'missing')} on Node.js "
-                              f"{mi['node'] or 'missing'}"),
+                              f"{mi.get('node') or 'missing'}"),
     ]))
-    w("")
+    L.append("")
+    return L
 
-    w("## The ceiling\n")
-    w(table(["figure", "value"], [
-        ("sgemm 512x512x512, one thread, OpenBLAS `cblas_sgemm`",
-         f"{med(b, 'sgemm.openblas'):.1f} GFLOP/s" if med(b, "sgemm.openblas") else "missing"),
-        ("the same through `torch.mm` (the peer's BLAS)",
-         f"{med(b, 'sgemm.torch'):.1f} GFLOP/s" if med(b, "sgemm.torch") else "missing"),
-        ("the same through numpy `matmul`",
-         f"{med(b, 'sgemm.numpy'):.1f} GFLOP/s" if med(b, "sgemm.numpy") else "missing"),
-        ("single-core fp32 peak: 32 FLOP/cycle x measured clock",
-         f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
-        ("the same at the nominal clock",
-         f"{32 * mi['nominal_mhz'] / 1000:.1f} GFLOP/s" if mi["nominal_mhz"] else "missing"),
-    ] + ([("64 FLOP/cycle (two 512-bit FMAs per cycle, if the core has them) x measured clock",
-           f"{2 * c.peak:.1f} GFLOP/s")] if c.peak and mi["avx512"] else [])))
-    if mi["avx512"]:
-        w("\nThis CPU has AVX-512. The 32 FLOP/cycle peak of workloads.md is the AVX2 figure (two "
-          "256-bit FMA pipes); OpenBLAS here runs its Haswell (AVX2) kernels (OPENBLAS_CORETYPE="
-          f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}), while a library with 512-bit kernels "
-          "(ONNX Runtime's MLAS picks them at run time) can go past the AVX2 peak.")
-    w(f"\nGFLOP/s columns: training FLOPs = 3 x forward FLOPs of Dense and Conv2D (a "
-      f"multiply-add counts 2), prediction = 1 x forward. \"% sgemm\" divides by {c.sgemm_src} "
-      f"x the cores used, \"% peak\" by 32 FLOP/cycle x the measured clock x the cores used. "
-      "The 3x convention also counts the input gradient of the first layer, which no trainer "
-      "computes, so for the MLPs (whose first Dense layer dominates) the FLOPs actually done are "
-      "up to a third fewer than counted, and their implied GFLOP/s can exceed the sgemm rate.\n")
 
-    w("## Targets\n")
-    w(table(["figure", "nnfleet", "peer", "ratio", "target", "met?", "nnfleet GFLOP/s",
-             "peer GFLOP/s"], target_rows(b, c)))
-    w("\nRatios: for rates nnfleet ÷ peer; for times and memory peer ÷ nnfleet (how many times "
-      "faster or smaller nnfleet is).\n")
-    w(missed_section(target_rows(b, c)))
+def ceiling_part(b, c):
+    mi = b.machine
+    L = ["### The ceiling\n"]
+    sg = lambda k: f"{med(b, k):.1f} GFLOP/s" if med(b, k) else "missing"  # noqa: E731
+    rows = [("sgemm 512x512x512, one thread, OpenBLAS `cblas_sgemm`", sg("sgemm.openblas")),
+            ("the same through `torch.mm` (the peer's BLAS)", sg("sgemm.torch")),
+            ("the same through numpy `matmul`", sg("sgemm.numpy")),
+            (f"single-core fp32 peak: {FLOP_PER_CYCLE} FLOP/cycle x measured clock",
+             f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
+            ("the same at the nominal clock",
+             f"{FLOP_PER_CYCLE * mi['nominal_mhz'] / 1000:.1f} GFLOP/s"
+             if mi.get("nominal_mhz") else "missing")]
+    if c.peak and mi["isa"] == "AVX-512":
+        rows.append((f"{2 * FLOP_PER_CYCLE} FLOP/cycle (two 512-bit FMAs per cycle, if the core "
+                     "has them) x measured clock", f"{2 * c.peak:.1f} GFLOP/s"))
+    L.append(table(["figure", "value"], rows))
+    if mi["isa"] == "AVX-512":
+        L.append(f"\nThis CPU has AVX-512. The {FLOP_PER_CYCLE} FLOP/cycle peak of workloads.md "
+                 "is the AVX2 figure (two 256-bit FMA pipes); OpenBLAS here runs "
+                 f"{b.info.get('openblas', 'its detected kernels')}, while a library with 512-bit "
+                 "kernels (ONNX Runtime's MLAS picks them at run time) can go past the AVX2 peak.")
+    L.append(f"\nGFLOP/s columns: training FLOPs = 3 x forward FLOPs of Dense and Conv2D (a "
+             f"multiply-add counts 2), prediction = 1 x forward. \"% sgemm\" divides by "
+             f"{c.sgemm_src} x the cores used, \"% peak\" by {FLOP_PER_CYCLE} FLOP/cycle x the "
+             "measured clock x the cores used. The 3x convention also counts the input gradient "
+             "of the first layer, which no trainer computes, so for the MLPs (whose first Dense "
+             "layer dominates) the FLOPs actually done are fewer than counted, and their implied "
+             "GFLOP/s can exceed the sgemm rate.\n")
+    return L
 
-    w("## W1: the heterogeneous fleet\n")
+
+def w1_part(b, c):
+    L = ["### W1: the heterogeneous fleet\n"]
     rows = []
     for m in b.w1_models:
         fl = c.w1_flops[m]
@@ -395,16 +429,15 @@ def render(b):
                      c.gf(n and n * fl / 1e9), f_int(p), c.gf(p and p * fl / 1e9),
                      f_x(div(n, p)), f_acc(med(b, f"w1.acc.{m}.nnfleet")),
                      f_acc(med(b, f"w1.acc.{m}.peer"))))
-    w(table(["model", "train MFLOP/sample", "params", "nnfleet samples/s",
-             "nnfleet GFLOP/s", "peer samples/s", "peer GFLOP/s", "ratio",
-             "nnfleet test acc.", "peer test acc."], rows))
+    L.append(table(["model", "train MFLOP/sample", "params", "nnfleet samples/s",
+                    "nnfleet GFLOP/s", "peer samples/s", "peer GFLOP/s", "ratio",
+                    "nnfleet test acc.", "peer test acc."], rows))
     launches = [v for v in b.values.get("w1.launch.peer.all", []) if v is not None]
     share_n, share_p = med(b, "w1.m7share.nnfleet"), med(b, "w1.m7share.peer")
-    work_share = c.w1_flops["m7"] / sum(c.w1_flops.values())
-    w("\nOne core: `nnfleet train --workers 1` (samples/s from results.json: training samples "
-      "÷ the epoch's seconds) against one fresh pinned PyTorch process per model, run one "
-      "after the other on the same core (samples/s over its training loop).\n")
-    w(table(["figure", "nnfleet", "peer"], [
+    L.append("\nOne core: `nnfleet train --workers 1` (samples/s from results.json: training "
+             "samples ÷ the epoch's seconds) against one fresh pinned PyTorch process per model, "
+             "run one after the other on the same core (samples/s over its training loop).\n")
+    L.append(table(["figure", "nnfleet", "peer"], [
         (f"makespan on {b.n} cores", f_sec(med(b, "w1.wall.nnfleet")),
          f_sec(med(b, "w1.wall.peer"))),
         ("makespan on 1 core", f_sec(med(b, "w1.wall1.nnfleet")), f_sec(med(b, "w1.wall1.peer"))),
@@ -420,19 +453,24 @@ def render(b):
          f"{f_sec(med(b, 'w1.launch.peer'))} (range {f_sec(min(launches, default=None))} to "
          f"{f_sec(max(launches, default=None))})"),
     ]))
-    w(f"\nm7 is {100 * work_share:.0f}% of W1's training FLOPs. With one model per core (the "
-      f"peer's recipe) no schedule can make W1's makespan shorter than m7 alone on one core: the "
-      f"makespan is at least max(m7, total/{b.n}), which caps the {b.n}-vs-1 scaling at about "
-      f"{1 / max(work_share, 1 / b.n):.2f}x. nnfleet lifts that cap without giving up "
-      f"bit-identical results: m7 has over 1 GFLOP of work per batch, so each of its batches is "
-      f"split into 2 fixed pieces (`batch_split`, README \"Idle cores help the last models\") with "
-      f"their own activations, gradients and dropout streams; a worker without a model of its own "
-      f"computes whichever piece is free, the gradients are summed in piece order and the "
-      f"optimizer update is shared out by parameter range. Results depend on the pieces, never on "
-      f"who computed them (tests: Network.PiecesOnTwoThreadsEqualPiecesInOrderBitForBit and the "
-      f"fleet's 1-vs-2-worker comparisons); with one worker the pieces run in turn.\n")
+    if "m7" in c.w1_flops:
+        work_share = c.w1_flops["m7"] / sum(c.w1_flops.values())
+        per_batch = c.w1_flops["m7"] * workloads.w1_spec("m7")["batch_size"] / 1e9
+        L.append(f"\nm7 is {100 * work_share:.0f}% of this W1's training FLOPs. With one model per "
+                 "core (the peer's recipe) no schedule can make W1's makespan shorter than m7 "
+                 f"alone on one core: the makespan is at least max(m7, total/{b.n}), which caps "
+                 f"the {b.n}-vs-1 scaling at about {1 / max(work_share, 1 / b.n):.2f}x. nnfleet "
+                 f"lifts that cap without giving up bit-identical results: m7 has {per_batch:.1f} "
+                 "GFLOP of training work per batch, so its batches are split into fixed pieces "
+                 "(`batch_split`, README \"Idle cores help the last models\") with their own "
+                 "activations, gradients and dropout streams; a worker without a model of its own "
+                 "computes whichever piece is free, the gradients are summed in piece order and "
+                 "the optimizer update is shared out by parameter range.\n")
+    return L
 
-    w("## W2: m7 prediction with per-sample loss\n")
+
+def w2_part(b, c):
+    L = ["### W2: m7 prediction with per-sample loss\n"]
     rows = []
     fl = c.m7_fwd / 1e9
     for label, nk, tk, ok, cores in [
@@ -448,25 +486,28 @@ def render(b):
                      c.gf(o and o * fl, cores) if ok else "—"))
     rows.append(("model load", f_sec(med(b, "w2.load.nnfleet")), "", f_sec(med(b, "w2.load.peer")),
                  "", f_sec(med(b, "w2.load.ort")), ""))
-    w(table(["samples/s", "nnfleet", "GFLOP/s", "PyTorch", "GFLOP/s", "ONNX Runtime", "GFLOP/s"],
-            rows))
-    w(f"\nm7 after 1 epoch of W1 (each side's own: nnfleet's models/m7 file, the peer's "
-      f"state_dict exported to ONNX), predicting Fashion-MNIST's {b.n_train:,} training images "
-      f"with their per-sample cross-entropy; batch 1 on the first {b.cfg['w2_b1']:,} images "
-      f"only (a rate). Forward pass: {c.m7_fwd / 1e6:.1f} MFLOP/sample. Mean loss at batch 256: "
-      f"PyTorch {b.info.get('w2.torch_loss', 'missing')}, ONNX Runtime "
-      f"{b.info.get('w2.ort_loss', 'missing')} (the same model, so they must agree).\n")
+    L.append(table(["samples/s", "nnfleet", "GFLOP/s", "PyTorch", "GFLOP/s", "ONNX Runtime",
+                    "GFLOP/s"], rows))
+    L.append(f"\nm7 after 1 epoch of W1 (each side's own: nnfleet's models/m7 file, the peer's "
+             f"state_dict exported to ONNX), predicting Fashion-MNIST's {b.n_train:,} training "
+             f"images with their per-sample cross-entropy; batch 1 on the first {b.w2_b1:,} "
+             f"images only (a rate). Forward pass: {c.m7_fwd / 1e6:.1f} MFLOP/sample. Mean loss "
+             f"at batch 256: PyTorch {b.info.get('w2.torch_loss', 'missing')}, ONNX Runtime "
+             f"{b.info.get('w2.ort_loss', 'missing')} (the same model, so they must agree).\n")
+    return L
 
-    w("## W3: many tiny models\n")
+
+def w3_part(b, c):
+    L = ["### W3: many tiny models\n"]
     bests = lambda k: ", ".join(sorted(set(b.info.get(k, [])))) or "missing"  # noqa: E731
-    w(table(["figure", "nnfleet", "peer recipe (fresh process per model)",
-             "pooled peer (long-lived workers)"], [
+    gfr = lambda k: c.gf(div(c.w3_total / 1e9, med(b, k)), b.n)  # noqa: E731
+    L.append(table(["figure", "nnfleet", "peer recipe (fresh process per model)",
+                    "pooled peer (long-lived workers)"], [
         (f"makespan, {b.n} cores", f_sec(med(b, "w3.wall.nnfleet")),
          f_sec(med(b, "w3.wall.fresh")), f_sec(med(b, "w3.wall.pool"))),
         ("makespan, 1 core", f_sec(med(b, "w3.wall1.nnfleet")), "—", "—"),
-        ("GFLOP/s (whole run)", c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.nnfleet")), b.n),
-         c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.fresh")), b.n),
-         c.gf(div(c.w3_total / 1e9, med(b, "w3.wall.pool")), b.n)),
+        ("GFLOP/s (whole run)", gfr("w3.wall.nnfleet"), gfr("w3.wall.fresh"),
+         gfr("w3.wall.pool")),
         ("mean time per model", f_sec(med(b, "w3.mean_model.nnfleet")) + " (training)",
          f_sec(med(b, "w3.mean_model.fresh")) + " (process) / "
          + f_sec(med(b, "w3.mean_train.fresh")) + " (training)",
@@ -478,38 +519,86 @@ def render(b):
         (f"peak resident memory, {b.n} cores", f_mb(med(b, "w3.rss.nnfleet")),
          f_mb(med(b, "w3.rss.fresh")), f_mb(med(b, "w3.rss.pool"))),
     ]))
-    w(f"\n{len(b.w3_jobs)} MLPs, {c.w3_total / 1e9:.2f} training GFLOP in all.\n")
+    L.append(f"\n{len(b.w3_jobs)} MLPs, {c.w3_total / 1e9:.2f} training GFLOP in all.\n")
+    return L
 
-    for line in kernel_section(b, c):
-        w(line)
 
-    w("## Every figure, round by round\n")
-    rows = []
-    for k in sorted(b.values):
-        vs = b.values[k]
-        rows.append((f"`{k}`", ", ".join("—" if v is None else f"{v:.4g}" for v in vs)))
-    w(table(["figure", "rounds"], rows))
-    w("")
-
-    w("## Commands\n")
-    w("Everything runs from the repository's root. `make bench` (or `make bench ARGS=--quick`) "
-      "runs `scripts/setup --bench`, builds Release, runs `bench/setup_peers.sh` and then "
-      f"`bench/run_bench.py`. Inside a round (work folder `{os.path.relpath(b.work)}`, logs in "
-      "its `logs/`):\n")
-    w("```sh")
+def rounds_part(b):
+    L = ["### Every figure, round by round\n"]
+    rows = [(f"`{k}`", ", ".join("—" if v is None else f"{v:.4g}" for v in b.values[k]))
+            for k in sorted(b.values)]
+    L.append(table(["figure", "rounds"], rows))
+    L.append("")
+    L.append("### Commands\n")
+    L.append("Everything runs from the repository's root. Inside a round (work folder "
+             f"`{b.work}`, logs in its `logs/`):\n")
+    L.append("```sh")
     for label, cmd in b.commands.items():
-        w(f"# {label}\n{cmd}")
-    w("```\n")
+        L.append(f"# {label}\n{cmd}")
+    L.append("```\n")
+    if b.unavailable or b.failures:
+        L.append("### Missing\n")
+        for s, why in b.unavailable.items():
+            L.append(f"- **{s}**: not available: {why}")
+        for r, s, msg in b.failures:
+            L.append(f"- **{s}** (round {r}): failed: {msg}")
+        L.append("")
+    return L
 
-    w("## How each figure is measured\n")
-    w("""- **Interleaving.** Each round runs the scenarios in order (sgemm; W1 one core; W1 all
+
+def render_section(b):
+    """This run's section, without its markers: heading, provenance, every table."""
+    c = Ctx(b)
+    mi = b.machine
+    L = [f"## {mi['isa']}: {mi['cpu']}, commit {mi['commit']}, {b.started}\n"]
+    if b.mode == "quick":
+        L.append("> **Quick run** (`bench/run_bench.py --quick`): the benchmark's structure on "
+                 f"reduced work (W1 with {', '.join(b.w1_models)} on the first {b.n_train:,} "
+                 f"training and {b.n_test:,} test images, W3 on {len(b.w3_jobs)} models for "
+                 f"{b.w3_jobs[0]['epochs']} epochs, W2 on {b.n_train:,} images). It proves the "
+                 "harness; its figures are not the benchmark's.\n")
+    L.append(provenance(b))
+    L += machine_part(b, c)
+    L += ceiling_part(b, c)
+    L.append("### Targets\n")
+    rows = target_rows(b, c)
+    met = {True: "yes", False: "**no**", None: "missing"}
+    L.append(table(["figure", "nnfleet", "peer", "ratio", "target", "met?", "nnfleet GFLOP/s",
+                    "peer GFLOP/s"],
+                   [(r["label"], r["n"], r["p"], r["ratio"], r["target"], met[r["met"]],
+                     r["ngf"], r["pgf"]) for r in rows]))
+    L.append("\nRatios: for rates nnfleet ÷ peer; for times and memory peer ÷ nnfleet (how many "
+             "times faster or smaller nnfleet is).\n")
+    L.append(missed_section(b, rows))
+    L += w1_part(b, c)
+    L += w2_part(b, c)
+    L += w3_part(b, c)
+    L += kernel_section(b, c)
+    L += rounds_part(b)
+    return "\n".join(L)
+
+
+HEADER = """# Benchmarks
+
+nnfleet against its peers on the workloads of `/work/shared/workloads.md` (W1:
+`examples/w1.yaml`; W3: `examples/w3.yaml`), written by `make bench` (`bench/run_bench.py`, which
+`bench/README.md` describes). There is one section per instruction set, each written whole by one
+full run on a machine of that kind and headed by that run's machine, commit and date: a run
+replaces only its own instruction set's section and keeps the others as they were. Every figure
+in a section was measured by the run that wrote it. `make bench ARGS=--quick` never writes this
+file.
+"""
+
+METHOD = """## How each figure is measured
+
+- **Interleaving.** Each round runs the scenarios in order (sgemm; W1 one core; W1 all
   cores; W2; W3 one core; W3 all cores), nnfleet first and then its peers, so slow drifts of the
   machine hit both sides alike. Medians over the rounds; the spread is in "Every figure".
 - **The peer** (`bench/peers/`) is the recipe of workloads.md with Debian's PyTorch: one process
   per model (`torch_peer.py`), pinned with `os.sched_setaffinity`, `torch.set_num_threads(1)`,
   `OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1`, Keras initialisation (glorot_uniform, zero biases),
-  Adam with epsilon 1e-7, batches gathered from a shuffled permutation of in-memory tensors, the
-  data loaded from the Debian .gz files inside each process; at most one process per core,
+  Adam with the Keras epsilon, batches gathered from a shuffled permutation of in-memory tensors,
+  the data loaded from the Debian .gz files inside each process; at most one process per core,
   longest model first (`torch_fleet.py --mode fresh`). The pooled peer (`--mode pool`) keeps one
   long-lived pinned worker per core that imports torch and loads the data once. Debian's
   libtorch recommends OpenBLAS as its BLAS; the bench gives the peer processes Debian's
@@ -524,35 +613,106 @@ def render(b):
   and the writing of results count), for the peer from the first process spawned to the last
   process exited.
 - **Launch to first training step.** nnfleet: from `Popen` to the arrival on the pipe of the
-  first `{"event":"start"}` line of `--json` (nnfleet has no event at the first step itself;
-  `start` is printed when a worker takes its first model, after the plan and the data are
-  loaded and just before that model's set-up and first batch, so this slightly underestimates).
-  Peer: each process notes `time.time()` just before its first batch, against the launcher's
-  spawn time passed on its command line; median over the W1 one-core processes.
+  first `first_step` event of `--json` (older builds: the first `start`). Peer: each process
+  notes `time.time()` just before its first batch, against the launcher's spawn time passed on
+  its command line; median over the W1 one-core processes.
 - **Peak resident memory.** nnfleet: `peak_rss_bytes` of the `run_end` event (the process's
   maximum RSS). Peer: the peak of the summed RSS of all its live processes, sampled with psutil
-  every 20 ms (an upper bound, the sum over cores of each core's largest process peak, is given
-  beside it).
+  (`torch_fleet.py`; an upper bound, the sum over cores of each core's largest process peak, is
+  given beside it).
 - **W2.** nnfleet: `nnfleet predict` on the model file `nnfleet train` wrote, reading the same
   .gz files with `--scale 1/255`; the samples/s and load time it prints on stderr. PyTorch:
-  `torch_predict.py` (one pinned thread; batch 1, 32, 256; the best batch size is the peer's
-  figure; for all cores one process per core on its share of the images, total samples ÷ the
-  slowest process's loop). ONNX Runtime: `ort_predict.js` (onnxruntime-node, intra- and
-  inter-op threads 1, sequential), pinned with taskset, on the peer's m7 exported by
-  `export_m7_onnx.py`. Each times its prediction loop only, after one warm-up batch.
-- **The ceiling.** `bench/sgemm_rate.py`: 512^3 sgemm on one pinned thread, best of 3 runs,
-  operands hot; `bench/clock_probe.c`: a chain of dependent adds (one per cycle) gives the clock a
-  busy core really runs at (best of 5 runs, 2 in --quick; best core). Both count the thread's
-  CPU time, not the wall clock, so other processes sharing a core do not lower the ceiling;
-  nnfleet's and the peers' figures are wall-clock, so a busy machine (see the load averages
-  under Machine) lowers their fractions, never raises them.
-""")
+  `torch_predict.py` (one pinned thread; its best batch size is the peer's figure; for all cores
+  one process per core on its share of the images, total samples ÷ the slowest process's loop).
+  ONNX Runtime: `ort_predict.js` (onnxruntime-node, one intra- and inter-op thread, sequential),
+  pinned with taskset, on the peer's m7 exported by `export_m7_onnx.py`. Each times its
+  prediction loop only, after a warm-up batch.
+- **The ceiling.** `bench/sgemm_rate.py`: a single-thread sgemm on one pinned thread, best of
+  its timed runs, operands hot; `bench/clock_probe.c`: a chain of dependent adds (one per cycle)
+  gives the clock a busy core really runs at (best core). Both count the thread's CPU time, not
+  the wall clock, so other processes sharing a core do not lower the ceiling; nnfleet's and the
+  peers' figures are wall-clock, so a busy machine (see the load averages under Machine) lowers
+  their fractions, never raises them.
+- **Profiles of missed targets.** After the rounds, the run records a profile of each scenario
+  behind a missed target (`bench/bench_probe.py`): `perf record` where `perf stat -e
+  instructions` counts on this machine, else callgrind on a reduced run (shares of the
+  instructions executed); for memory, valgrind massif on a reduced run (shares of the heap at its
+  peak). The top symbols and their shares are printed with the target's own figures.
+"""
 
-    if b.unavailable or b.failures:
-        w("## Missing\n")
-        for s, why in b.unavailable.items():
-            w(f"- **{s}**: not available: {why}")
-        for r, s, msg in b.failures:
-            w(f"- **{s}** (round {r}): failed: {msg}")
-        w("")
+
+def split_sections(text):
+    """{isa: the section's text between its markers} of an existing BENCHMARKS.md."""
+    return {m.group(1): m.group(2) for m in SECTION_RE.finditer(text)}
+
+
+def assemble(sections):
+    """The whole BENCHMARKS.md from {isa: section text}; an ISA never measured says so."""
+    L = [HEADER]
+    for isa in ISA_ORDER + sorted(set(sections) - set(ISA_ORDER)):
+        if isa in sections:
+            L.append(BEGIN.format(isa) + "\n" + sections[isa].rstrip("\n") + "\n"
+                     + END.format(isa) + "\n")
+        else:
+            L.append(f"## {isa}\n\nNot measured yet: run `make bench` on a machine with {isa} "
+                     "to fill this section.\n")
+    L.append(METHOD)
     return "\n".join(L)
+
+
+def merge(existing, b):
+    """BENCHMARKS.md's text after run b: its ISA's section replaced, every other one kept."""
+    sections = split_sections(existing) if existing else {}
+    if existing and not sections and existing.strip():
+        raise ValueError("failed to merge into BENCHMARKS.md: it has no per-ISA sections; "
+                         f"expected '{BEGIN.format('<ISA>')}' markers, got none (restore it from "
+                         "git, or pass --md to write elsewhere)")
+    sections[b.machine["isa"]] = render_section(b)
+    return assemble(sections)
+
+
+def render(b):
+    """A standalone report of run b (the --quick report, or a first BENCHMARKS.md)."""
+    return assemble({b.machine["isa"]: render_section(b)})
+
+
+def is_benchmarks_md(path):
+    return os.path.realpath(path) == os.path.realpath(os.path.join(REPO, "BENCHMARKS.md"))
+
+
+def write(b, md):
+    """Writes run b's report to md atomically: BENCHMARKS.md is merged (full runs only), any
+    other path gets a standalone report."""
+    if is_benchmarks_md(md):
+        if b.mode != "full":
+            raise ValueError(f"failed to write {md}: a {b.mode} run never writes BENCHMARKS.md; "
+                             "expected a full run, got --quick (its report goes to "
+                             "BUILD/bench/BENCHMARKS-quick.md)")
+        existing = open(md).read() if os.path.exists(md) else ""
+        text = merge(existing, b)
+    else:
+        text = render(b)
+    tmp = f"{md}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, md)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Re-render a saved bench run (raw.json) as Markdown.")
+    ap.add_argument("raw", help="BUILD/bench/<mode>-<time>/raw.json of a run")
+    ap.add_argument("--md", help="where to write (default: BENCHMARKS.md for a full run, "
+                                 "BUILD/bench/BENCHMARKS-quick.md next to a quick run's folder)")
+    a = ap.parse_args()
+    b = load(a.raw)
+    md = a.md or (os.path.join(REPO, "BENCHMARKS.md") if b.mode == "full" else os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(a.raw))), "BENCHMARKS-quick.md"))
+    try:
+        write(b, md)
+    except ValueError as e:
+        sys.exit(f"bench_report: {e}")
+    print(f"bench_report: wrote {md} from {a.raw}")
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "peers"))
 sys.path.insert(0, HERE)
+import bench_probe  # noqa: E402
 import bench_report  # noqa: E402
 import workloads  # noqa: E402
 
@@ -51,15 +52,15 @@ DATA = os.path.join(REPO, "build", "bench-data")  # examples/w3.yaml reads the d
 SYS_OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 FMNIST_FILES = [("train-images-idx3-ubyte", 16, 784), ("train-labels-idx1-ubyte", 8, 1),
                 ("t10k-images-idx3-ubyte", 16, 784), ("t10k-labels-idx1-ubyte", 8, 1)]
-W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
-
 QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"],
          "w3_epochs": 3, "w2_b1": 300, "sgemm_seconds": 0.2, "clock_runs": 2,
-         "kernels_min_time": 0.05,
+         "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.05},
+         "profile_max": 2,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]}}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
-        "kernels_min_time": 0.2,
+        "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.3},
+        "profile_max": None,
         "w3_grid": workloads.W3_GRID}
 
 
@@ -100,6 +101,9 @@ class Bench:
         self.work = os.path.join(self.build, "bench", f"{self.mode}-{stamp}")
         self.md = a.md or (os.path.join(self.build, "bench", "BENCHMARKS-quick.md") if a.quick
                            else os.path.join(REPO, "BENCHMARKS.md"))
+        if a.quick and bench_report.is_benchmarks_md(self.md):
+            raise BenchError(f"failed to accept --md {a.md}: a --quick run never writes "
+                             "BENCHMARKS.md; expected another path, got BENCHMARKS.md")
         self.cores = sorted(os.sched_getaffinity(0))
         self.n = len(self.cores)
         self.values = {}       # figure key -> [value per round]
@@ -111,6 +115,7 @@ class Bench:
         self.loads = []        # (round, load average before, after)
         self.kernels = None    # [{name, samples_per_second, flops_per_second}] (kernels_bench)
         self.kernels_core = None  # the core it ran on
+        self.profiles = {}     # scenario -> {tool, command, reduced, top, ...} (bench_probe)
 
     # ---- recording ----------------------------------------------------------------------------
     def add(self, key, value):
@@ -237,6 +242,7 @@ class Bench:
     # ---- set-up -------------------------------------------------------------------------------
     def preflight(self):
         os.makedirs(os.path.join(self.work, "logs"), exist_ok=True)
+        self.machine = bench_probe.machine(REPO, self.cores)
         if not os.access(self.nnfleet, os.X_OK):
             raise BenchError(f"failed to find nnfleet at {self.nnfleet}; expected a built tool "
                              "(make build), or pass --nnfleet PATH")
@@ -288,34 +294,39 @@ class Bench:
 
     def make_plans(self):
         """Full: examples/w1.yaml and w3.yaml as they are. Quick: the same text with the data
-        set, epochs and grid swapped, written into the work folder."""
-        w1 = os.path.join(REPO, "examples", "w1.yaml")
-        w3 = os.path.join(REPO, "examples", "w3.yaml")
+        set, models, epochs and grid swapped, written into the work folder."""
         if not self.a.quick:
-            return {"w1": w1, "w3": w3}
-        d = self.fmnist_dir
+            return {"w1": os.path.join(REPO, "examples", "w1.yaml"),
+                    "w3": os.path.join(REPO, "examples", "w3.yaml")}
+        return {"w1": self.w1_plan(self.cfg["w1_models"], self.fmnist_dir, "w1-quick"),
+                "w3": self.w3_plan(self.cfg["w3_grid"], self.cfg["w3_epochs"], "w3-quick")}
+
+    def w1_plan(self, models, data_dir, name):
+        """examples/w1.yaml with only `models`, reading the IDX .gz files of data_dir."""
+        w1 = os.path.join(REPO, "examples", "w1.yaml")
         text = read(w1)
         for part, stem in (("train", "train"), ("test", "t10k")):
             text = must_sub(text, f"{part}: fashion-mnist:{part}",
-                            f"{part}: {{idx_images: {d}/{stem}-images-idx3-ubyte.gz, "
-                            f"idx_labels: {d}/{stem}-labels-idx1-ubyte.gz}}", 1, w1)
-        text = keep_models(text, self.cfg["w1_models"], w1)
-        q1 = os.path.join(self.work, "w1-quick.yaml")
-        write_atomic(q1, "# examples/w1.yaml on a subset, for bench/run_bench.py --quick\n" + text)
+                            f"{part}: {{idx_images: {data_dir}/{stem}-images-idx3-ubyte.gz, "
+                            f"idx_labels: {data_dir}/{stem}-labels-idx1-ubyte.gz}}", 1, w1)
+        text = keep_models(text, models, w1)
+        out = os.path.join(self.work, f"{name}.yaml")
+        write_atomic(out, f"# examples/w1.yaml on {', '.join(models)} and {data_dir}, "
+                          "for bench/run_bench.py\n" + text)
+        return out
+
+    def w3_plan(self, grid, epochs, name):
+        """examples/w3.yaml with its grid and epochs swapped."""
+        w3 = os.path.join(REPO, "examples", "w3.yaml")
         g = workloads.W3_GRID
-        full_grid = (f"grid: {{width: {list(g['width'])}, act: [{', '.join(g['act'])}], "
-                     f"lr: {list(g['lr'])}, bs: {list(g['bs'])}}}")
-        q = self.cfg["w3_grid"]
-        quick_grid = (f"grid: {{width: {list(q['width'])}, act: [{', '.join(q['act'])}], "
-                      f"lr: {list(q['lr'])}, bs: {list(q['bs'])}}}")
-        text = read(w3)
-        text = must_sub(text, full_grid, quick_grid, 2, w3)
-        text = must_sub(text, f"epochs: {workloads.W3_EPOCHS}", f"epochs: {self.cfg['w3_epochs']}",
-                        1, w3)
+        grid_text = lambda q: (f"grid: {{width: {list(q['width'])}, act: [{', '.join(q['act'])}], "  # noqa: E731
+                               f"lr: {list(q['lr'])}, bs: {list(q['bs'])}}}")
+        text = must_sub(read(w3), grid_text(g), grid_text(grid), 2, w3)
+        text = must_sub(text, f"epochs: {workloads.W3_EPOCHS}", f"epochs: {epochs}", 1, w3)
         text = must_sub(text, "../build/bench-data/", DATA + "/", 4, w3)
-        q3 = os.path.join(self.work, "w3-quick.yaml")
-        write_atomic(q3, "# examples/w3.yaml reduced, for bench/run_bench.py --quick\n" + text)
-        return {"w1": q1, "w3": q3}
+        out = os.path.join(self.work, f"{name}.yaml")
+        write_atomic(out, "# examples/w3.yaml reduced, for bench/run_bench.py\n" + text)
+        return out
 
     # ---- scenarios ----------------------------------------------------------------------------
     def sgemm(self):
@@ -556,9 +567,103 @@ class Bench:
         if not rows:
             raise BenchError(f"{label}: the JSON lists no benchmarks (log: {self.log_path(label)})")
 
+    # ---- profiles of the scenarios behind missed targets (bench_probe) -----------------------
+    def profile_missed(self):
+        """Records a profile of each scenario whose target this run missed."""
+        scenarios = bench_report.missed_scenarios(bench_report.Run(self.raw()))
+        if self.cfg["profile_max"] is not None:
+            scenarios = scenarios[:self.cfg["profile_max"]]
+        tools = {}
+        for scen in scenarios:
+            kind = "memory" if scen == "w1-memory" else "time"
+            if kind not in tools:
+                tools[kind] = bench_probe.tool_for(kind, self.a.profiler)
+            tool = tools[kind]
+            if tool is None:
+                continue
+            print(f"    profile {scen} ({tool}) ...", flush=True)
+            try:
+                cmd, reduced = self.profile_command(scen, tool)
+            except (BenchError, OSError, KeyError) as e:
+                self.profiles[scen] = {"tool": tool, "error": str(e)}
+                continue
+            p = bench_probe.record(tool, cmd, os.path.join(self.work, "profiles"), scen, {},
+                                   lambda label, c, env: self.run(label, c, env, timeout=1800))
+            p["command"] = self.commands.get(f"profile-{scen}")
+            p["reduced"] = reduced
+            self.profiles[scen] = p
+
+    def profile_size(self, rate, tool, lo, hi):
+        """How many samples make a short profile: the configured seconds at the measured rate."""
+        secs = self.cfg["profile_seconds"]["perf" if tool == "perf" else "valgrind"]
+        return int(max(lo, min(hi, (rate or 0) * secs)))
+
+    def profile_command(self, scen, tool):
+        """(the command, what was reduced or None) of a scenario to profile."""
+        out = os.path.join(self.work, "profiles", f"{scen}-out")
+        train = lambda plan, workers: [self.nnfleet, "train", plan, "--workers", str(workers),  # noqa: E731
+                                       "--out", out]
+        one = bench_report.w1_model_of(scen)
+        if one or scen in ("w1-fleet", "w1-memory"):
+            models = [one] if one else self.w1_models
+            rate = (median(self.values.get(f"w1.sps.{one}.nnfleet", [])) if one else
+                    div(self.n_train, median(self.values.get("w1.wall1.nnfleet", []))))
+            n = self.profile_size(rate, "massif" if scen == "w1-memory" else tool, 256,
+                                  self.n_train)
+            if n >= self.n_train:
+                return train(self.plans["w1"] if not one else self.w1_plan(
+                    models, self.fmnist_dir, f"profile-{scen}"), 1 if one else self.n), None
+            d = os.path.join(DATA, f"fmnist-first{n}-500")
+            write_idx_subset(d, n, 500)
+            plan = self.w1_plan(models, d, f"profile-{scen}")
+            return (train(plan, 1 if one else self.n),
+                    f"the first {n:,} training and 500 test images")
+        if scen == "w1-launch":
+            return train(self.w1_plan(["m1"], self.fmnist_dir, "profile-w1-launch"), 1), None
+        if scen in ("w2-b256", "w2-b1"):
+            batch = 256 if scen == "w2-b256" else 1
+            model = os.path.join(getattr(self, "w1_out", ""), "models", "m7.keras")
+            if not os.path.exists(model):
+                raise BenchError(f"no m7 model to predict with ({model} is missing)")
+            rate = median(self.values.get(f"w2.b{batch}.nnfleet", []))
+            n = self.profile_size(rate, tool, 256, self.n_train)
+            d = os.path.join(DATA, f"fmnist-first{n}")
+            write_idx_subset(d, n, 1)
+            cmd = [self.nnfleet, "predict", model, "--x", os.path.join(d, "train-images-idx3-ubyte.gz"),
+                   "--y", os.path.join(d, "train-labels-idx1-ubyte.gz"), "--scale", repr(1 / 255),
+                   "--loss", "sparse_categorical_crossentropy", "--batch", batch, "--workers", 1,
+                   "--out", os.path.join(self.work, "profiles", f"{scen}.npy")]
+            return cmd, f"the first {n:,} training images"
+        if scen == "w3-fleet":
+            if tool == "perf" or self.a.quick:
+                return train(self.plans["w3"], self.n), None
+            q = QUICK
+            plan = self.w3_plan(q["w3_grid"], q["w3_epochs"], "profile-w3")
+            return (train(plan, self.n), f"{len(workloads.w3_specs(grid=q['w3_grid']))} of the "
+                    f"grid's models for {q['w3_epochs']} epochs")
+        raise BenchError(f"no profile is defined for scenario '{scen}'")
+
     # ---- the run ------------------------------------------------------------------------------
+    def raw(self):
+        """Everything bench_report needs to render this run, as saved in raw.json."""
+        rel = lambda p: os.path.relpath(p, REPO) if p.startswith(REPO + "/") else p  # noqa: E731
+        return {"mode": self.mode, "rounds": self.a.rounds, "started": self.started,
+                "elapsed": getattr(self, "elapsed", time.time() - self.t0), "cores": self.cores,
+                "machine": self.machine, "version": self.version, "nnfleet": rel(self.nnfleet),
+                "work": rel(self.work), "raw_path": rel(os.path.join(self.work, "raw.json")),
+                "w1_models": self.w1_models, "n_train": self.n_train, "n_test": self.n_test,
+                "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs, "values": self.values,
+                "info": self.info, "unavailable": self.unavailable, "failures": self.failures,
+                "commands": self.commands, "loads": self.loads, "kernels": self.kernels,
+                "kernels_core": self.kernels_core, "profiles": self.profiles}
+
+    def save_raw(self):
+        raw = self.raw()
+        write_atomic(os.path.join(self.work, "raw.json"), json.dumps(raw, indent=1, default=str))
+        return json.loads(json.dumps(raw, default=str))
+
     def run_all(self):
-        t0 = time.time()
+        self.t0 = time.time()
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.preflight()
         for self.round in range(1, self.a.rounds + 1):
@@ -577,15 +682,17 @@ class Bench:
             self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
             self.loads.append((self.round, before, os.getloadavg()[0]))
         self.step("kernels", self.kernel_benchmarks)
-        self.elapsed = time.time() - t0
-        raw = {k: v for k, v in self.__dict__.items()
-               if k in ("values", "info", "unavailable", "failures", "commands", "loads",
-                        "elapsed", "mode", "cores", "kernels", "kernels_core")}
-        write_atomic(os.path.join(self.work, "raw.json"), json.dumps(raw, indent=1, default=str))
-        md = bench_report.render(self)
-        write_atomic(self.md, md)
+        self.save_raw()  # the measurements are safe before the profiles run
+        self.step("profiles", self.profile_missed)
+        self.elapsed = time.time() - self.t0
+        raw = self.save_raw()
+        try:
+            bench_report.write(bench_report.Run(raw), self.md)
+        except ValueError as e:
+            raise BenchError(f"{e} (raw results: {os.path.join(self.work, 'raw.json')})")
         print(f"\nrun_bench: wrote {self.md} ({self.mode}, {self.a.rounds} rounds, "
-              f"{self.elapsed:.0f} s); raw figures and logs in {self.work}")
+              f"{self.elapsed:.0f} s); raw figures and logs in {self.work}; re-render with "
+              f"bench/bench_report.py {os.path.join(self.work, 'raw.json')}")
         if self.a.quick and self.elapsed > 300:
             print(f"run_bench: warning: --quick took {self.elapsed:.0f} s (> 300 s)")
         for s, why in self.unavailable.items():
@@ -593,6 +700,10 @@ class Bench:
         for r, s, msg in self.failures:
             print(f"run_bench: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
         return 1 if self.failures else 0
+
+
+def div(a, b):
+    return a / b if a is not None and b else None
 
 
 def median(xs):
@@ -660,14 +771,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     ap.add_argument("--build", default="build", help="the build folder (default build)")
     ap.add_argument("--nnfleet", help="the tool to measure (default BUILD/nnfleet)")
+    ap.add_argument("--profiler", choices=["auto", "perf", "callgrind", "none"], default="auto",
+                    help="how missed targets are profiled (default auto: perf where `perf stat "
+                         "-e instructions` counts, else callgrind; memory always massif)")
     ap.add_argument("--md", help="where to write the tables (default BENCHMARKS.md; --quick: "
                                  "BUILD/bench/BENCHMARKS-quick.md)")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds: expected at least 1")
-    b = Bench(a)
     try:
-        sys.exit(b.run_all())
+        sys.exit(Bench(a).run_all())
     except BenchError as e:
         sys.exit(f"run_bench: {e}")
 

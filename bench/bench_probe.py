@@ -1,0 +1,205 @@
+"""What bench/run_bench.py learns about the machine, and where a scenario's time (or memory) goes.
+
+machine(): the CPU, its instruction set (AVX2 or AVX-512, from /proc/cpuinfo's flags), caches,
+memory, system and the commit, probed once when a run starts and saved in its raw.json, so that a
+re-render says what the run ran on, not what renders it.
+
+Profiles of the scenarios behind missed targets: `perf record` where `perf stat -e instructions`
+counts on this machine (many VMs expose no hardware counters), else callgrind on a reduced run;
+memory targets use valgrind massif on a reduced run. Each profile is reduced to its top symbols
+with their shares (parse_perf, parse_callgrind, parse_massif: pure functions over the tools' text).
+"""
+import os
+import platform
+import re
+import subprocess
+
+TOP = 12          # symbols kept per profile
+MIN_SHARE = 0.005  # and only those with at least this share
+
+
+def sh(cmd, timeout=30):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def isa_of(flags):
+    """The instruction set a section of BENCHMARKS.md is kept under, from cpuinfo's flags."""
+    flags = set(flags)
+    if "avx512f" in flags:
+        return "AVX-512"
+    if "avx2" in flags:
+        return "AVX2"
+    return "baseline (no AVX2)"
+
+
+def machine(repo, cores):
+    lscpu = {}
+    for line in sh(["lscpu"]).splitlines():
+        k, _, v = line.partition(":")
+        lscpu[k.strip()] = v.strip()
+    with open("/proc/cpuinfo") as f:
+        cpuinfo = f.read().splitlines()
+    flags = next((l.split(":", 1)[1].split() for l in cpuinfo if l.startswith("flags")), [])
+    mhz = [float(l.split(":")[1]) for l in cpuinfo if l.startswith("cpu MHz")]
+    with open("/proc/meminfo") as f:
+        mem = next((int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal")), None)
+    with open("/etc/os-release") as f:
+        osname = next((l.split("=", 1)[1].strip().strip('"') for l in f
+                       if l.startswith("PRETTY_NAME")), "?")
+    commit = sh(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
+    dirty = sh(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"])
+    isa = isa_of(flags)
+    have = [n for f, n in (("avx2", "AVX2"), ("fma", "FMA"), ("avx512f", "AVX-512")) if f in flags]
+    return {"cpu": lscpu.get("Model name", "?"), "isa": isa,
+            "flags": ", ".join(have) or "no AVX2",
+            "cores": f"{len(cores)} used ({', '.join(map(str, cores))}); lscpu: "
+                     f"{lscpu.get('Core(s) per socket', '?')} core(s) per socket x "
+                     f"{lscpu.get('Socket(s)', '?')} socket(s), "
+                     f"{lscpu.get('Thread(s) per core', '?')} thread(s) per core",
+            "nominal_mhz": max(mhz) if mhz else None,
+            "caches": f"L1d {lscpu.get('L1d cache', '?')}, L2 {lscpu.get('L2 cache', '?')}, "
+                      f"L3 {lscpu.get('L3 cache', '?')}",
+            "mem": mem, "os": f"{osname}, Linux {platform.release()}",
+            "hypervisor": lscpu.get("Hypervisor vendor", "none"),
+            "commit": commit + (" (with uncommitted changes)" if dirty else ""),
+            "node": sh(["node", "--version"])}
+
+
+def perf_counts():
+    """True when `perf stat -e instructions true` counts (a number, not '<not supported>')."""
+    try:
+        p = subprocess.run(["perf", "stat", "-x", ",", "-e", "instructions", "true"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    first = next((l for l in p.stderr.splitlines() if "instructions" in l), "")
+    return p.returncode == 0 and first.split(",")[0].strip().isdigit()
+
+
+def tool_for(kind, choice):
+    """The profiler for a scenario: memory -> massif; time -> perf if it counts, else callgrind
+    (choice 'auto'), or the one forced by --profiler."""
+    if choice == "none":
+        return None
+    if kind == "memory":
+        return "massif"
+    if choice == "auto":
+        return "perf" if perf_counts() else "callgrind"
+    return choice
+
+
+def _top(shares, total):
+    out = sorted(((s, o, v / total) for (s, o), v in shares.items()), key=lambda t: -t[2])
+    return [[s, o, round(v, 4)] for s, o, v in out[:TOP] if v >= MIN_SHARE]
+
+
+def parse_perf(text):
+    """`perf report --stdio --no-children --sort dso,symbol` -> [[symbol, object, share]]."""
+    shares = {}
+    for line in text.splitlines():
+        parts = re.split(r"\s{2,}", line.strip())
+        if len(parts) < 3 or not parts[0].endswith("%"):
+            continue
+        try:
+            pct = float(parts[0][:-1])
+        except ValueError:
+            continue
+        sym = re.sub(r"^\[.\]\s*", "", parts[2]).strip()
+        key = (sym, parts[1])
+        shares[key] = shares.get(key, 0) + pct
+    return _top(shares, 100.0)
+
+
+def parse_callgrind(text):
+    """`callgrind_annotate` -> ([[function, object, share of Ir]], total Ir). A function split
+    over several source files (inlined code) is summed."""
+    total = None
+    shares = {}
+    line_re = re.compile(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(.*?)(?:\s+\[(.*)\])?\s*$")
+    for line in text.splitlines():
+        m = line_re.match(line)
+        if not m:
+            continue
+        count = int(m.group(1).replace(",", ""))
+        what = m.group(2)
+        if what.startswith("PROGRAM TOTALS"):
+            total = count
+            continue
+        if ":" not in what:
+            continue
+        fn = what.split(":", 1)[1]
+        obj = os.path.basename(m.group(3)) if m.group(3) else ""
+        key = (fn, obj)
+        shares[key] = shares.get(key, 0) + count
+    if not total:
+        return [], None
+    # The same function seen with and without its object name: fold into the named one.
+    named = {fn: obj for fn, obj in shares if obj}
+    folded = {}
+    for (fn, obj), v in shares.items():
+        k = (fn, obj or named.get(fn, ""))
+        folded[k] = folded.get(k, 0) + v
+    return _top(folded, total), total
+
+
+def parse_massif(text):
+    """A massif.out file -> ([[allocation site, object, share of the peak heap]], peak bytes):
+    the direct children of the peak snapshot's heap tree."""
+    lines = text.splitlines()
+    try:
+        i = lines.index("heap_tree=peak")
+    except ValueError:
+        return [], None
+    m = re.match(r"n\d+: (\d+) ", lines[i + 1]) if i + 1 < len(lines) else None
+    if not m:
+        return [], None
+    total = int(m.group(1))
+    shares = {}
+    for line in lines[i + 2:]:
+        if not line.startswith(" "):
+            break
+        if line.startswith("  "):
+            continue  # deeper levels
+        c = re.match(r" n\d+: (\d+) (?:0x[0-9A-Fa-f]+: )?(.*?)(?: \((?:in )?([^()]*)\))?$", line)
+        if c:
+            site, where = c.group(2), c.group(3) or ""
+            shares[(site, os.path.basename(where))] = int(c.group(1))
+    return (_top(shares, total) if total else []), total
+
+
+def record(tool, cmd, out_dir, label, env, run):
+    """Runs cmd under tool and returns {tool, top, total_text} (or {tool, error}). run(label, cmd,
+    env) is the runner's logged subprocess call; it raises on a non-zero exit."""
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, label)
+    try:
+        if tool == "perf":
+            data = base + ".perf.data"
+            run(f"profile-{label}", ["perf", "record", "-q", "-F", "999", "-o", data, "--"] + cmd,
+                env)
+            p, _ = run(f"profile-{label}-report", ["perf", "report", "-i", data, "--stdio",
+                                                   "--no-children", "--sort", "dso,symbol",
+                                                   "--percent-limit", "0.3"], None)
+            return {"tool": tool, "top": parse_perf(p.stdout)}
+        if tool == "callgrind":
+            out = base + ".callgrind.out"
+            run(f"profile-{label}", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+                + cmd, env)
+            p, _ = run(f"profile-{label}-annotate", ["callgrind_annotate", out], None)
+            top, total = parse_callgrind(p.stdout)
+            return {"tool": tool, "top": top,
+                    "total_text": f"{total:,} instructions" if total else None}
+        if tool == "massif":
+            out = base + ".massif.out"
+            run(f"profile-{label}", ["valgrind", "--tool=massif", f"--massif-out-file={out}"]
+                + cmd, env)
+            with open(out) as f:
+                top, total = parse_massif(f.read())
+            return {"tool": tool, "top": top,
+                    "total_text": f"peak heap {total / 1e6:,.1f} MB" if total else None}
+        return {"tool": tool, "error": f"unknown profiler '{tool}'"}
+    except Exception as e:  # a profile that fails is reported, never fatal to the run
+        return {"tool": tool, "error": str(e)}

@@ -1,0 +1,291 @@
+"""bench/bench_report.py renders only what the raw results it is given say (issue 16).
+
+Synthetic raw results (the shape bench/run_bench.py saves in raw.json) are made here from a seed;
+two different seeds are two different runs. Run by CTest: /usr/bin/python3 -m pytest.
+"""
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import bench_probe  # noqa: E402
+import bench_report  # noqa: E402
+import workloads  # noqa: E402
+
+MODELS = list(workloads.W1_MODELS)
+# Each figure's order of magnitude; a run's value is this times a random factor.
+BASE = {"sgemm.openblas": 100, "sgemm.torch": 100, "sgemm.numpy": 100, "clock.probe_mhz": 3500,
+        "w1.launch.nnfleet": 0.3, "w1.wall1.nnfleet": 40, "w1.rss1.nnfleet": 1.4e8,
+        "w1.launch.peer": 1, "w1.wall1.peer": 80, "w1.wall.nnfleet": 20,
+        "w1.makespan_internal.nnfleet": 19, "w1.rss.nnfleet": 1.5e8, "w1.m7.nnfleet": 19,
+        "w1.m7share.nnfleet": 0.9, "w1.wall.peer": 50, "w1.rss.peer": 1.1e9,
+        "w1.rss_bound.peer": 1.5e9, "w1.m7.peer": 49, "w1.m7share.peer": 0.97,
+        "w2.b1.nnfleet": 5000, "w2.b256.nnfleet": 8000, "w2.b256-all.nnfleet": 16000,
+        "w2.load.nnfleet": 0.04, "w2.torch_b1.peer": 1800, "w2.torch_b32.peer": 4400,
+        "w2.torch_b256.peer": 2000, "w2.b1.peer": 1800, "w2.best.peer": 4400,
+        "w2.load.peer": 0.012, "w2.b256-all.peer": 4300, "w2.b1.ort": 6000, "w2.b256.ort": 8800,
+        "w2.load.ort": 0.025, "w3.wall1.nnfleet": 2.2, "w3.wall.nnfleet": 1.2,
+        "w3.rss.nnfleet": 3.6e7, "w3.mean_model.nnfleet": 0.015, "w3.wall.fresh": 78,
+        "w3.wall.pool": 23, "w3.rss.fresh": 5e8, "w3.rss.pool": 5e8, "w3.mean_model.fresh": 1.3,
+        "w3.mean_train.fresh": 0.37, "w3.mean_train.pool": 0.37}
+for _m, _r in zip(MODELS, (7e5, 2e5, 1e5, 4e5, 8e4, 3e4, 1900, 3.7e4)):
+    BASE[f"w1.sps.{_m}.nnfleet"] = _r
+    BASE[f"w1.sps.{_m}.peer"] = _r / 2.5
+
+
+def make_raw(seed, isa="AVX2", mode="full"):
+    """A complete synthetic raw.json of a 3-round run, every figure drawn from `seed`."""
+    rng = random.Random(seed)
+    fig = lambda base: base * rng.uniform(0.5, 2.0)  # noqa: E731
+    values = {k: [fig(v) for _ in range(3)] for k, v in BASE.items()}
+    for m in MODELS:
+        values[f"w1.acc.{m}.nnfleet"] = [rng.uniform(0.8, 0.9)] * 3
+        values[f"w1.acc.{m}.peer"] = [rng.uniform(0.8, 0.9)] * 3
+        values[f"w1.fleet_acc.{m}.nnfleet"] = values[f"w1.acc.{m}.nnfleet"]
+    for k in ("w3.best_acc.nnfleet", "w3.best_acc.fresh", "w3.best_acc.pool"):
+        values[k] = [rng.uniform(0.9, 0.95)] * 3
+    values["w1.launch.peer.all"] = [fig(1) for _ in range(24)]
+    values["w2.best_batch.peer"] = [32, 32, 32]
+    jobs = workloads.w3_specs()
+    info = {"torch": "1.13.0a0", "numpy": "1.24.2", "peer_blas": "libopenblas.so",
+            "openblas": "OpenBLAS (kernel Haswell)", "ort": "1.30.0",
+            "w2.torch_loss": rng.uniform(0.2, 0.4), "w2.ort_loss": rng.uniform(0.2, 0.4),
+            "w3.best.nnfleet": [jobs[rng.randrange(len(jobs))]["name"]],
+            "w3.best.fresh": [jobs[rng.randrange(len(jobs))]["name"]],
+            "w3.best.pool": [jobs[rng.randrange(len(jobs))]["name"]]}
+    for m in MODELS:
+        info[f"params.{m}.nnfleet"] = workloads.spec_stats(workloads.w1_spec(m))[0]
+    kernels = [{"name": f"BM_DenseForward/in:784/out:{u}", "samples_per_second": fig(1e6),
+                "flops_per_second": fig(2e11)} for u in (32, 128, 512)]
+    raw = {"mode": mode, "rounds": 3, "started": f"2030-01-{seed % 28 + 1:02d} 10:00:00 UTC",
+           "elapsed": fig(1500), "cores": [0, 1],
+           "machine": {"cpu": "Test CPU", "isa": isa, "flags": "AVX2, FMA", "cores": "2 used",
+                       "nominal_mhz": fig(2600), "caches": "L1d 64 KiB", "mem": fig(2.4e10),
+                       "os": "Debian", "hypervisor": "none", "commit": f"c{seed:06x}",
+                       "node": "v20"},
+           "version": "nnfleet 0.1.0", "nnfleet": "build/nnfleet",
+           "work": f"build/bench/full-{seed}", "raw_path": f"build/bench/full-{seed}/raw.json",
+           "w1_models": MODELS, "n_train": 60000, "n_test": 10000, "w2_b1": 10000,
+           "w3_jobs": jobs, "values": values, "info": info, "unavailable": {}, "failures": [],
+           "commands": {"nnfleet-w1-1core": "build/nnfleet train examples/w1.yaml --workers 1"},
+           "loads": [[r, fig(1), fig(1)] for r in (1, 2, 3)], "kernels": kernels,
+           "kernels_core": 0, "profiles": {}}
+    run = bench_report.Run(raw)
+    for scen in bench_report.missed_scenarios(run):
+        shares = sorted((rng.uniform(0.01, 0.3) for _ in range(4)), reverse=True)
+        raw["profiles"][scen] = {"tool": "callgrind", "command": f"valgrind {scen}",
+                                 "reduced": f"the first {rng.randrange(300, 9000):,} images",
+                                 "total_text": f"{rng.randrange(10**9, 10**11):,} instructions",
+                                 "top": [[f"fn_{scen}_{i}", "nnfleet", round(s, 4)]
+                                         for i, s in enumerate(shares)]}
+    return raw
+
+
+NUM = re.compile(r"\d[\d,]*(?:\.\d+)?(?:e[+-]\d+)?")
+
+
+def figures(text):
+    """The numbers of a report with at least 4 significant digits (shorter ones, such as
+    percentages and ratios, recur by chance between unrelated runs)."""
+    out = set()
+    for tok in NUM.findall(text):
+        digits = re.sub(r"e[+-]\d+$", "", tok).replace(",", "").replace(".", "").lstrip("0")
+        if len(digits) >= 4:
+            out.add(tok)
+    return out
+
+
+def render(raw):
+    return bench_report.render(bench_report.Run(raw))
+
+
+def perturbed(raw, seed):
+    """raw with every measured figure moved by its own 1-3%, so ratios move too."""
+    rng = random.Random(seed)
+    out = json.loads(json.dumps(raw))
+    for vs in out["values"].values():
+        vs[:] = [v * rng.uniform(1.01, 1.03) for v in vs]
+    for k in out["kernels"]:
+        k["samples_per_second"] *= rng.uniform(1.01, 1.03)
+        k["flops_per_second"] *= rng.uniform(1.01, 1.03)
+    for p in out["profiles"].values():
+        p["top"] = [[s, o, v * rng.uniform(1.01, 1.03)] for s, o, v in p["top"]]
+        p["total_text"] = f"{rng.randrange(10**9, 10**11):,} instructions"
+        p["reduced"] = f"the first {rng.randrange(300, 9000):,} images"
+    for k in ("w2.torch_loss", "w2.ort_loss"):
+        out["info"][k] *= rng.uniform(1.01, 1.03)
+    out["machine"]["nominal_mhz"] *= rng.uniform(1.01, 1.03)
+    out["machine"]["mem"] *= rng.uniform(1.01, 1.03)
+    out["elapsed"] *= rng.uniform(1.01, 1.03)
+    out["loads"] = [[r, a * rng.uniform(1.01, 1.03), z * rng.uniform(1.01, 1.03)]
+                    for r, a, z in out["loads"]]
+    return out
+
+
+def fixed_figures(text, raw):
+    """The figures of a report (text) of raw that do not follow raw's measurements: they stay
+    when the measurements move (three ways, so that a chance coincidence does not count)."""
+    out = figures(text)
+    for seed in (97, 98, 99):
+        out &= figures(render(perturbed(raw, seed)))
+    return out
+
+
+def own_figures(raw):
+    """The figures of raw's report computed from its measurements."""
+    text = render(raw)
+    return figures(text) - fixed_figures(text, raw)
+
+
+def test_no_figure_of_the_first_run_appears_in_the_report_of_the_second(monkeypatch):
+    first, second = make_raw(1), make_raw(2)
+    mine = own_figures(first)
+    assert len(mine) > 200  # the check below has something to find
+    report = render(second)
+    # A figure of the first run in the second's report would not follow the second run's
+    # measurements; numbers that merely coincide after rounding do follow them.
+    assert sorted(mine & fixed_figures(report, second)) == []
+    assert len(mine & figures(report)) < len(mine) / 20  # coincidences are rare
+    # The check finds a figure carried over by fixed text in the generator, as in issue 16.
+    carried = sorted(mine)[len(mine) // 2]
+    monkeypatch.setattr(bench_report, "HEADER",
+                        bench_report.HEADER + f"\nm7 trains at {carried} GFLOP/s here.\n")
+    assert mine & fixed_figures(render(second), second) == {carried}
+
+
+def test_a_run_replaces_its_own_isa_section_entirely():
+    first, second = make_raw(1), make_raw(2)
+    doc = bench_report.merge(render(first), bench_report.Run(second))
+    assert sorted(own_figures(first) & fixed_figures(doc, second)) == []
+    assert doc.count("bench-section isa=AVX2 begin") == 1
+    assert "c000002" in doc and "c000001" not in doc
+
+
+def test_a_run_keeps_the_other_isa_section_verbatim():
+    avx512, avx2 = make_raw(1, "AVX-512"), make_raw(2, "AVX2")
+    kept = bench_report.render_section(bench_report.Run(avx512))
+    doc = bench_report.merge(render(avx512), bench_report.Run(avx2))
+    sections = bench_report.split_sections(doc)
+    assert set(sections) == {"AVX2", "AVX-512"}
+    assert sections["AVX-512"].rstrip("\n") == kept.rstrip("\n")
+    # The first run's figures stay, but only inside its own section, under its provenance.
+    assert own_figures(avx512) <= figures(sections["AVX-512"])
+    assert sorted(own_figures(avx512) & fixed_figures(sections["AVX2"], avx2)) == []
+    assert doc.index("## AVX2: ") < doc.index("## AVX-512: ")
+
+
+def test_the_generator_prints_no_fixed_figures():
+    """Numbers that appear whatever the run measured are the targets and the definitions, never
+    measurements carried over from an earlier run."""
+    raw = make_raw(3)
+    fixed = fixed_figures(render(raw), raw)
+    defined = {"60,000", "10,000", "2030"}  # the data sets' sizes, the W2 batch-1 subset, the date
+    for m in MODELS:  # the models' parameter and FLOP counts
+        params, _ = workloads.spec_stats(workloads.w1_spec(m))
+        defined |= {str(params), f"{workloads.train_flops_per_sample(workloads.w1_spec(m)) / 1e6:.2f}"}
+    ctx = bench_report.Ctx(bench_report.Run(raw))
+    defined |= {f"{ctx.w3_total / 1e9:.2f}"}
+    assert sorted(fixed - defined) == []
+
+
+def test_missed_targets_carry_the_runs_gap_and_profile():
+    raw = make_raw(5)
+    run = bench_report.Run(raw)
+    text = render(raw)
+    missed = [r for r in bench_report.target_rows(run) if r["met"] is False]
+    assert missed
+    for r in missed:
+        assert f"**{r['label']}**: nnfleet {r['n']}, peer {r['p']}" in text
+    for scen, p in raw["profiles"].items():
+        for sym, _, share in p["top"]:
+            assert f"| `{sym}` | nnfleet | {100 * share:.1f}% |" in text
+        assert p["total_text"] in text
+
+
+def test_remedies_name_no_numbers():
+    for key, text in bench_report.REMEDIES.items():
+        words_without_digits = re.sub(r"\w*[A-Za-z]\w*", "", text)  # m7, im2col are names
+        assert not re.search(r"\d", words_without_digits), key
+
+
+def test_a_quick_run_never_writes_benchmarks_md(tmp_path):
+    md = os.path.join(REPO, "BENCHMARKS.md")
+    before = open(md).read()
+    with pytest.raises(ValueError, match="never writes BENCHMARKS.md"):
+        bench_report.write(bench_report.Run(make_raw(6, mode="quick")), md)
+    assert open(md).read() == before
+    out = tmp_path / "quick.md"
+    bench_report.write(bench_report.Run(make_raw(6, mode="quick")), str(out))
+    assert "Quick run" in out.read_text()
+
+
+def test_merging_refuses_a_file_without_sections():
+    with pytest.raises(ValueError, match="no per-ISA sections"):
+        bench_report.merge("# Benchmarks\n\nold text\n", bench_report.Run(make_raw(7)))
+
+
+def test_the_committed_benchmarks_md_has_per_isa_sections():
+    with open(os.path.join(REPO, "BENCHMARKS.md")) as f:
+        sections = bench_report.split_sections(f.read())
+    assert sections and set(sections) <= set(bench_report.ISA_ORDER)
+    for isa, text in sections.items():
+        assert text.startswith(f"## {isa}: ")
+        assert re.search(r"commit [0-9a-f]{7}", text.split("\n", 3)[2] + text.split("\n")[0])
+
+
+def test_a_saved_run_is_rerendered_without_measuring(tmp_path):
+    raw = make_raw(8)
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(raw))
+    out = tmp_path / "out.md"
+    subprocess.run(["/usr/bin/python3", os.path.join(REPO, "bench", "bench_report.py"), str(path),
+                    "--md", str(out)], check=True, capture_output=True, text=True)
+    assert out.read_text() == render(json.loads(path.read_text()))
+
+
+def test_isa_comes_from_the_cpu_flags():
+    assert bench_probe.isa_of(["fma", "avx2", "avx512f"]) == "AVX-512"
+    assert bench_probe.isa_of(["fma", "avx2"]) == "AVX2"
+
+
+PERF = """
+    24.76%  libpython3.11.so.1.0  [.] _PyEval_EvalFrameDefault                   -      -
+     7.99%  nnfleet               [.] nnfleet::dense_forward                     -      -
+"""
+CALLGRIND = """
+620,463 (100.0%)  PROGRAM TOTALS
+--------------------------------------------------------------------------------
+Ir                file:function
+--------------------------------------------------------------------------------
+100,435 (16.19%)  ./elf/dl-lookup.c:do_lookup_x [/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2]
+ 45,510 ( 7.33%)  ???:nnfleet::im2col(float const*) [/work/build/nnfleet]
+ 31,944 ( 5.15%)  ./elf/dl-new-hash.h:do_lookup_x
+"""
+MASSIF = """snapshot=3
+heap_tree=peak
+n2: 1000 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.
+ n1: 750 0x4953DA4: nnfleet::Arena::Arena(unsigned long) (arena.cpp:12)
+  n0: 750 0x4953E11: main (main.cpp:3)
+ n0: 250 in 5 places, all below massif's threshold (1.00%)
+snapshot=4
+heap_tree=empty
+"""
+
+
+def test_profiles_are_reduced_to_top_symbols_with_shares():
+    assert bench_probe.parse_perf(PERF) == [
+        ["_PyEval_EvalFrameDefault", "libpython3.11.so.1.0", 0.2476],
+        ["nnfleet::dense_forward", "nnfleet", 0.0799]]
+    top, total = bench_probe.parse_callgrind(CALLGRIND)
+    assert total == 620463
+    assert top[0] == ["do_lookup_x", "ld-linux-x86-64.so.2", round(132379 / 620463, 4)]
+    assert top[1] == ["nnfleet::im2col(float const*)", "nnfleet", round(45510 / 620463, 4)]
+    top, total = bench_probe.parse_massif(MASSIF)
+    assert total == 1000
+    assert top[0] == ["nnfleet::Arena::Arena(unsigned long)", "arena.cpp:12", 0.75]
