@@ -91,6 +91,25 @@ def tool_for(kind, choice):
     return choice
 
 
+JIT = ("(JIT-compiled code: libxsmm's kernels)", "anonymous memory")
+
+
+def short_name(sym):
+    """A demangled C++ name without its argument list (and trailing const), for the tables."""
+    sym = sym.strip()
+    if sym.endswith(" const"):
+        sym = sym[:-len(" const")]
+    if sym.endswith(")"):
+        depth = 0
+        for i in range(len(sym) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(sym[i], 0)
+            if depth == 0:
+                if i > 0:
+                    sym = sym[:i]
+                break
+    return sym
+
+
 def _top(shares, total):
     out = sorted(((s, o, v / total) for (s, o), v in shares.items()), key=lambda t: -t[2])
     return [[s, o, round(v, 4)] for s, o, v in out[:TOP] if v >= MIN_SHARE]
@@ -107,8 +126,9 @@ def parse_perf(text):
             pct = float(parts[0][:-1])
         except ValueError:
             continue
-        sym = re.sub(r"^\[.\]\s*", "", parts[2]).strip()
-        key = (sym, parts[1])
+        sym = short_name(re.sub(r"^\[.\]\s*", "", parts[2]))
+        key = JIT if parts[1] in ("[unknown]", "[anon]") or parts[1].startswith("[JIT]") else (
+            sym, parts[1])
         shares[key] = shares.get(key, 0) + pct
     return _top(shares, 100.0)
 
@@ -130,9 +150,9 @@ def parse_callgrind(text):
             continue
         if ":" not in what:
             continue
-        fn = what.split(":", 1)[1]
+        fn = short_name(what.split(":", 1)[1])
         obj = os.path.basename(m.group(3)) if m.group(3) else ""
-        key = (fn, obj)
+        key = JIT if obj == "???" and fn.startswith("0x") else (fn, obj)
         shares[key] = shares.get(key, 0) + count
     if not total:
         return [], None
@@ -165,7 +185,7 @@ def parse_massif(text):
             continue  # deeper levels
         c = re.match(r" n\d+: (\d+) (?:0x[0-9A-Fa-f]+: )?(.*?)(?: \((?:in )?([^()]*)\))?$", line)
         if c:
-            site, where = c.group(2), c.group(3) or ""
+            site, where = short_name(c.group(2)), c.group(3) or ""
             shares[(site, os.path.basename(where))] = int(c.group(1))
     return (_top(shares, total) if total else []), total
 

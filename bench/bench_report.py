@@ -269,9 +269,10 @@ def profile_lines(p):
     """A recorded profile as Markdown: how it was recorded, then its top symbols."""
     if not p:
         return ["No profile was recorded for this scenario (the run stopped before it)."]
+    why = "chosen by --profiler" if p.get("forced") else "`perf` counts no instructions here"
     how = {"perf": "`perf record` (cycles sampled), share of the samples",
-           "callgrind": "callgrind (this machine's `perf` cannot count cycles), share of the "
-                        "instructions executed (Ir), which is not a share of the time",
+           "callgrind": f"callgrind ({why}), share of the instructions executed (Ir), which is "
+                        "not a share of the time",
            "massif": "valgrind massif, share of the heap at its peak by allocation site"}
     L = [f"Profile: {how.get(p.get('tool'), p.get('tool'))}"
          + (f", on a reduced run ({p['reduced']})" if p.get("reduced") else "")

@@ -17,12 +17,17 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
 After the rounds, once:
   kernels   the kernel microbenchmarks (BUILD/bench/kernels/kernels_bench, Google Benchmark, W1's
             shapes) pinned to one core: samples/s and FLOP/s per kernel
+  profiles  for each target missed, a short profile of its scenario (bench_probe.py: perf where
+            `perf stat -e instructions` counts, else callgrind on a reduced run; massif for
+            memory): top symbols and their shares, into raw.json and the report
 
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
 8 of the 120 models for 3 epochs, W2 on those 2,000 images; it writes
-BUILD/bench/BENCHMARKS-quick.md, not BENCHMARKS.md.
-Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, raw.json).
+BUILD/bench/BENCHMARKS-quick.md, never BENCHMARKS.md.
+Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, profiles/, raw.json);
+`bench/bench_report.py BUILD/bench/<mode>-<time>/raw.json` re-renders a run without measuring.
+A full run replaces only its own ISA's section of BENCHMARKS.md (bench_report.py).
 """
 import argparse
 import gzip
@@ -319,8 +324,10 @@ class Bench:
         """examples/w3.yaml with its grid and epochs swapped."""
         w3 = os.path.join(REPO, "examples", "w3.yaml")
         g = workloads.W3_GRID
-        grid_text = lambda q: (f"grid: {{width: {list(q['width'])}, act: [{', '.join(q['act'])}], "  # noqa: E731
-                               f"lr: {list(q['lr'])}, bs: {list(q['bs'])}}}")
+
+        def grid_text(q):
+            return (f"grid: {{width: {list(q['width'])}, act: [{', '.join(q['act'])}], "
+                    f"lr: {list(q['lr'])}, bs: {list(q['bs'])}}}")
         text = must_sub(read(w3), grid_text(g), grid_text(grid), 2, w3)
         text = must_sub(text, f"epochs: {workloads.W3_EPOCHS}", f"epochs: {epochs}", 1, w3)
         text = must_sub(text, "../build/bench-data/", DATA + "/", 4, w3)
@@ -591,6 +598,7 @@ class Bench:
                                    lambda label, c, env: self.run(label, c, env, timeout=1800))
             p["command"] = self.commands.get(f"profile-{scen}")
             p["reduced"] = reduced
+            p["forced"] = self.a.profiler != "auto"
             self.profiles[scen] = p
 
     def profile_size(self, rate, tool, lo, hi):
@@ -601,8 +609,9 @@ class Bench:
     def profile_command(self, scen, tool):
         """(the command, what was reduced or None) of a scenario to profile."""
         out = os.path.join(self.work, "profiles", f"{scen}-out")
-        train = lambda plan, workers: [self.nnfleet, "train", plan, "--workers", str(workers),  # noqa: E731
-                                       "--out", out]
+
+        def train(plan, workers):
+            return [self.nnfleet, "train", plan, "--workers", str(workers), "--out", out]
         one = bench_report.w1_model_of(scen)
         if one or scen in ("w1-fleet", "w1-memory"):
             models = [one] if one else self.w1_models
@@ -629,7 +638,8 @@ class Bench:
             n = self.profile_size(rate, tool, 256, self.n_train)
             d = os.path.join(DATA, f"fmnist-first{n}")
             write_idx_subset(d, n, 1)
-            cmd = [self.nnfleet, "predict", model, "--x", os.path.join(d, "train-images-idx3-ubyte.gz"),
+            cmd = [self.nnfleet, "predict", model,
+                   "--x", os.path.join(d, "train-images-idx3-ubyte.gz"),
                    "--y", os.path.join(d, "train-labels-idx1-ubyte.gz"), "--scale", repr(1 / 255),
                    "--loss", "sparse_categorical_crossentropy", "--batch", batch, "--workers", 1,
                    "--out", os.path.join(self.work, "profiles", f"{scen}.npy")]
