@@ -61,7 +61,7 @@ REMEDIES = {
 }
 SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w1-fleet": "W1 on all cores (`nnfleet train`, every model)",
-    "w1-launch": "launch to first step: `nnfleet train` of m1 alone on the full data",
+    "w1-launch": "launch to first step: `nnfleet train` of m1 alone (loading the data, then m1)",
     "w1-memory": "W1 on all cores, heap at its peak",
     "w2-b256": "`nnfleet predict` of m7 at batch 256, one worker",
     "w2-b1": "`nnfleet predict` of m7 at batch 1, one worker",
@@ -269,6 +269,8 @@ def profile_lines(p):
     """A recorded profile as Markdown: how it was recorded, then its top symbols."""
     if not p:
         return ["No profile was recorded for this scenario (the run stopped before it)."]
+    if p.get("skipped"):
+        return [f"Not profiled: {p['skipped']}."]
     why = "chosen by --profiler" if p.get("forced") else "`perf` counts no instructions here"
     how = {"perf": "`perf record` (cycles sampled), share of the samples",
            "callgrind": f"callgrind ({why}), share of the instructions executed (Ir), which is "

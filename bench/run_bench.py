@@ -59,12 +59,12 @@ FMNIST_FILES = [("train-images-idx3-ubyte", 16, 784), ("train-labels-idx1-ubyte"
                 ("t10k-images-idx3-ubyte", 16, 784), ("t10k-labels-idx1-ubyte", 8, 1)]
 QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"],
          "w3_epochs": 3, "w2_b1": 300, "sgemm_seconds": 0.2, "clock_runs": 2,
-         "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.05},
+         "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.005},
          "profile_max": 2,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]}}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
-        "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.3},
+        "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.02},
         "profile_max": None,
         "w3_grid": workloads.W3_GRID}
 
@@ -319,6 +319,12 @@ class Bench:
         write_atomic(out, f"# examples/w1.yaml on {', '.join(models)} and {data_dir}, "
                           "for bench/run_bench.py\n" + text)
         return out
+
+    def w1_subset_plan(self, models, n_train, n_test, name):
+        """w1_plan on the first n_train training and n_test test images."""
+        d = os.path.join(DATA, f"fmnist-first{n_train}-{n_test}")
+        write_idx_subset(d, n_train, n_test)
+        return self.w1_plan(models, d, name)
 
     def w3_plan(self, grid, epochs, name):
         """examples/w3.yaml with its grid and epochs swapped."""
@@ -578,8 +584,11 @@ class Bench:
     def profile_missed(self):
         """Records a profile of each scenario whose target this run missed."""
         scenarios = bench_report.missed_scenarios(bench_report.Run(self.raw()))
-        if self.cfg["profile_max"] is not None:
-            scenarios = scenarios[:self.cfg["profile_max"]]
+        cap = self.cfg["profile_max"]
+        if cap is not None:
+            for scen in scenarios[cap:]:
+                self.profiles[scen] = {"skipped": f"a --quick run profiles only its first {cap}"}
+            scenarios = scenarios[:cap]
         tools = {}
         for scen in scenarios:
             kind = "memory" if scen == "w1-memory" else "time"
@@ -587,6 +596,7 @@ class Bench:
                 tools[kind] = bench_probe.tool_for(kind, self.a.profiler)
             tool = tools[kind]
             if tool is None:
+                self.profiles[scen] = {"skipped": "the run was told --profiler none"}
                 continue
             print(f"    profile {scen} ({tool}) ...", flush=True)
             try:
@@ -607,35 +617,43 @@ class Bench:
         return int(max(lo, min(hi, (rate or 0) * secs)))
 
     def profile_command(self, scen, tool):
-        """(the command, what was reduced or None) of a scenario to profile."""
+        """(the command, what was reduced or None) of a scenario to profile. Under valgrind a
+        fleet runs with one worker: valgrind runs threads one at a time, and nnfleet's helpers
+        spin while they wait for work, so more workers would profile the waiting."""
         out = os.path.join(self.work, "profiles", f"{scen}-out")
+        fleet = self.n if tool == "perf" else 1
+        cut = [] if fleet == self.n else ["one worker (valgrind runs one thread at a time)"]
+        n_test = 500 if tool == "perf" else 32  # valgrind runs nnfleet's kernels very slowly
+        reduced = lambda parts: "; ".join(parts) or None  # noqa: E731
 
         def train(plan, workers):
             return [self.nnfleet, "train", plan, "--workers", str(workers), "--out", out]
         one = bench_report.w1_model_of(scen)
         if one or scen in ("w1-fleet", "w1-memory"):
-            models = [one] if one else self.w1_models
+            models, workers = ([one], 1) if one else (self.w1_models, fleet)
             rate = (median(self.values.get(f"w1.sps.{one}.nnfleet", [])) if one else
                     div(self.n_train, median(self.values.get("w1.wall1.nnfleet", []))))
-            n = self.profile_size(rate, "massif" if scen == "w1-memory" else tool, 256,
-                                  self.n_train)
+            n = self.profile_size(rate, tool, 32, self.n_train)
+            cut = [] if one else cut
             if n >= self.n_train:
-                return train(self.plans["w1"] if not one else self.w1_plan(
-                    models, self.fmnist_dir, f"profile-{scen}"), 1 if one else self.n), None
-            d = os.path.join(DATA, f"fmnist-first{n}-500")
-            write_idx_subset(d, n, 500)
-            plan = self.w1_plan(models, d, f"profile-{scen}")
-            return (train(plan, 1 if one else self.n),
-                    f"the first {n:,} training and 500 test images")
+                plan = self.plans["w1"] if not one else self.w1_plan(
+                    models, self.fmnist_dir, f"profile-{scen}")
+                return train(plan, workers), reduced(cut)
+            return train(self.w1_subset_plan(models, n, n_test, f"profile-{scen}"), workers), \
+                reduced([f"the first {n:,} training and {n_test} test images"] + cut)
         if scen == "w1-launch":
-            return train(self.w1_plan(["m1"], self.fmnist_dir, "profile-w1-launch"), 1), None
+            if tool == "perf":
+                return train(self.w1_plan(["m1"], self.fmnist_dir, "profile-w1-launch"), 1), None
+            n = min(self.n_train, 2000)
+            return (train(self.w1_subset_plan(["m1"], n, n_test, "profile-w1-launch"), 1),
+                    f"the first {n:,} training and {n_test} test images")
         if scen in ("w2-b256", "w2-b1"):
             batch = 256 if scen == "w2-b256" else 1
             model = os.path.join(getattr(self, "w1_out", ""), "models", "m7.keras")
             if not os.path.exists(model):
                 raise BenchError(f"no m7 model to predict with ({model} is missing)")
             rate = median(self.values.get(f"w2.b{batch}.nnfleet", []))
-            n = self.profile_size(rate, tool, 256, self.n_train)
+            n = self.profile_size(rate, tool, 32, self.n_train)
             d = os.path.join(DATA, f"fmnist-first{n}")
             write_idx_subset(d, n, 1)
             cmd = [self.nnfleet, "predict", model,
@@ -646,11 +664,11 @@ class Bench:
             return cmd, f"the first {n:,} training images"
         if scen == "w3-fleet":
             if tool == "perf" or self.a.quick:
-                return train(self.plans["w3"], self.n), None
-            q = QUICK
-            plan = self.w3_plan(q["w3_grid"], q["w3_epochs"], "profile-w3")
-            return (train(plan, self.n), f"{len(workloads.w3_specs(grid=q['w3_grid']))} of the "
-                    f"grid's models for {q['w3_epochs']} epochs")
+                return train(self.plans["w3"], fleet), reduced(cut)
+            grid = {"width": [16], "act": ["relu"], "lr": [0.003], "bs": [32]}
+            plan = self.w3_plan(grid, 1, "profile-w3")
+            return train(plan, fleet), reduced(
+                [f"{len(workloads.w3_specs(grid=grid))} of the grid's models for 1 epoch"] + cut)
         raise BenchError(f"no profile is defined for scenario '{scen}'")
 
     # ---- the run ------------------------------------------------------------------------------
