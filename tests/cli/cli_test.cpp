@@ -52,7 +52,7 @@ Proc start(const std::vector<std::string>& args, const std::string& dir) {
 // Exit code, or 128 + signal number.
 int wait_for(const Proc& p) {
   int st = 0;
-  waitpid(p.pid, &st, 0);
+  EXPECT_EQ(waitpid(p.pid, &st, 0), p.pid) << "the process was already reaped";
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -64,7 +64,12 @@ bool wait_for_lines(const Proc& p, const std::string& needle, int count) {
     int n = 0;
     for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) ++n;
     if (n >= count) return true;
-    if (waitpid(p.pid, nullptr, WNOHANG) == p.pid) return false;
+    // WNOWAIT: only look. Reaping here would leave wait_for() nothing to wait for, and it would
+    // then read an exit code of 0 for a run that failed (seen with racing runs under load).
+    siginfo_t si{};
+    if (waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        si.si_pid == p.pid)
+      return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return false;
