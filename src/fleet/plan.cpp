@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -739,6 +740,14 @@ Json DataSource::to_json() const {
 
 Plan load_plan(const std::string& path) {
   const std::string text = read_plan_file(path);
+  if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                    std::to_string(line) + ": invalid text: byte " + byte +
+                    " is not UTF-8; expected a UTF-8 (or ASCII) plan file");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -63,6 +63,11 @@ struct TextPos {
   char what = 0;  // '[', '{', '"' or '\''
 };
 TextPos unclosed_construct(const std::string& text, size_t error_pos);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (overlong forms,
+// surrogates and code points past U+10FFFF included), or std::string::npos. YAML text is UTF-8,
+// and the plan's strings are later written as JSON, which must be.
+size_t invalid_utf8_at(const std::string& text);
 Json plain_scalar(const std::string& text);
 
 // Compact text of a number: 32, 0.001, 1e-08; the shortest text that reads back exactly.

@@ -28,8 +28,13 @@ bool keras_key_is_harmless(const std::string& key, const Json& v) {
 }
 
 std::string show(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;  // not inside a UTF-8 sequence: messages end up in JSON files
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fleet/plan.h"
+#include "fleet/plan_yaml.h"
 #include "platform/limits.h"
 
 namespace nnfleet {
@@ -202,6 +203,29 @@ TEST_F(PlanLimits, BracketsInsidePlainScalarsAndCommentsAreNotConstructs) {
   const std::string msg = error_of(kData + "models:  # [not a list\n  - name: a[1]\n\t- x\n");
   EXPECT_THAT(msg, HasSubstr("invalid YAML"));
   EXPECT_THAT(msg, Not(HasSubstr("never closed")));
+}
+
+// ---- Found by fuzz/fuzz_plan ----
+
+TEST_F(PlanLimits, BytesThatAreNotUtf8AreRefusedWithTheirLine) {
+  // A layer name with byte 0x9a made the error message's JSON dump throw type_error 316, which
+  // escaped load_plan.
+  const std::string msg =
+      error_of(kData + "models:\n  - name: m\n    layers: [Dense: {units: 3, name: \"a\x9a\"}]\n");
+  EXPECT_THAT(msg,
+              HasSubstr(path() + ":5: invalid text: byte 0x9a is not UTF-8; expected a UTF-8"));
+}
+
+TEST(Utf8, FirstInvalidByteIsFound) {
+  using plan_detail::invalid_utf8_at;
+  const size_t ok = std::string::npos;
+  EXPECT_EQ(invalid_utf8_at("plain ascii"), ok);
+  EXPECT_EQ(invalid_utf8_at("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), ok);  // é € 😀
+  EXPECT_EQ(invalid_utf8_at("ab\x9a"), 2u);            // a lone continuation
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(invalid_utf8_at("x\xed\xa0\x80"), 1u);     // a surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+  EXPECT_EQ(invalid_utf8_at("abc\xe2\x82"), 3u);       // cut short
 }
 
 }  // namespace
