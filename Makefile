@@ -1,9 +1,12 @@
 # nnfleet's entry points. `make demo` and `make test` first install what is missing
 # (scripts/setup), then configure and build in Release, leaving the tool at build/nnfleet.
 #   make demo        train the example fleet (examples/fashion-mnist.yaml) with the live display
-#   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check)
-#   make test-quick  the tests without the long W1 accuracy check
+#   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
+#                    run of every fuzzer (make fuzz-short)
+#   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
 #   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
+#   make fuzz        every libFuzzer harness for 5 minutes (FUZZ_SECONDS=300) in build-fuzz/
+#   make fuzz-short  the same for FUZZ_SHORT_SECONDS=15 each, as `make test` runs it
 #   make build       configure and build only
 #   make bench       the benchmark against the peers into BENCHMARKS.md (ARGS=--quick: < 5 min)
 BUILD ?= build
@@ -13,7 +16,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build demo test test-quick asan clean bench
+.PHONY: setup build demo test test-quick asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -27,6 +30,7 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+	$(MAKE) --no-print-directory fuzz-short
 
 test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
@@ -37,7 +41,25 @@ asan: setup
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE long
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz
+
+# libFuzzer harnesses (fuzz/): clang from Debian, ASan + UBSan, only the libraries they need.
+# Found inputs stay in build-fuzz/fuzz-corpus/; crashes go to build-fuzz/fuzz-crashes/.
+FUZZ_SECONDS ?= 300
+FUZZ_SHORT_SECONDS ?= 15
+FUZZ_CMAKE = cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DNNFLEET_FUZZ=ON \
+  -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF
+fuzz-build:
+	scripts/setup --fuzz
+	$(FUZZ_CMAKE) $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	scripts/fuzz --seconds $(FUZZ_SECONDS) --jobs $(JOBS)
+
+fuzz-short: fuzz-build
+	scripts/fuzz --seconds $(FUZZ_SHORT_SECONDS) --jobs $(JOBS)
 
 # The benchmark (bench/run_bench.py): nnfleet against its peers (PyTorch, ONNX Runtime) on W1, W2
 # and W3, interleaved rounds, medians into BENCHMARKS.md. ARGS=--quick runs the same structure on

@@ -21,6 +21,7 @@
 #include "model/network.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
+#include "platform/limits.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -116,6 +117,34 @@ LossSpec loss_of(const PredictArgs& a, const LoadedModel& lm) {
                    "' names no loss; expected --loss NAME (e.g. categorical_crossentropy)");
 }
 
+// The targets as class labels 0..k-1 for `loss`: each value of `y` (read from `file`) must be an
+// integer in that range. Checked on the values as stored, before any conversion to int32, so an
+// int64 label of 2^31 or a float of 1e300 is refused, never wrapped into another class.
+std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file,
+                                  const std::string& loss) {
+  const int64_t n = y.rows();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = y.at(i);
+    if (v == std::floor(v) && v >= 0 && v < k) continue;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    const std::string got = y.dtype() == DType::kI64
+                                ? std::to_string(static_cast<const int64_t*>(y.data())[i])
+                                : std::string(text);
+    throw DataError("failed to compute " + loss + ": '" + file + "' has the label " + got +
+                    " at sample " + std::to_string(i) + "; expected integer class labels 0.." +
+                    std::to_string(k - 1) + " (the model has " + std::to_string(k) + " outputs)");
+  }
+  if (n > limits::kMaxLabel)
+    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(n) +
+                    " labels; expected at most " + std::to_string(limits::kMaxLabel));
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  gather_labels(y, all.data(), static_cast<int>(n), labels.data());
+  return labels;
+}
+
 int run_predict(const PredictArgs& a) {
   if (a.batch < 1)
     throw UsageError("failed to parse --batch: expected a positive number, got " +
@@ -161,27 +190,14 @@ int run_predict(const PredictArgs& a) {
     if (y.rows() != n)
       throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
                       " targets for " + std::to_string(n) + " samples; expected one per sample");
-    std::vector<int64_t> all(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
     const bool one_per_row = y.row_size() == 1;
-    bool integral = true;
-    if (y.dtype() == DType::kF32 || y.dtype() == DType::kF64)
-      for (int64_t i = 0; i < y.shape().size() && integral; ++i)
-        integral = std::floor(y.at(i)) == y.at(i) && std::fabs(y.at(i)) < 2e9;
     if (loss.sparse() ||
         (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
-      if (!one_per_row || !integral)
+      if (!one_per_row)
         throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
                         "' have shape " + y.shape().str() + " (" + dtype_name(y.dtype()) +
                         "); expected integer class labels [" + std::to_string(n) + "]");
-      labels.resize(static_cast<size_t>(n));
-      gather_labels(y, all.data(), static_cast<int>(n), labels.data());
-      try {
-        validate_labels(static_cast<int>(n), k, labels.data());
-      } catch (const DataError& e) {
-        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                        "': " + e.what());
-      }
+      labels = class_labels(y, k, y_file, loss_name(loss));
       if (!loss.sparse()) {
         // Integer labels with categorical_crossentropy: one-hot rows of k.
         values.assign(static_cast<size_t>(n) * k, 0.0f);
@@ -195,6 +211,8 @@ int run_predict(const PredictArgs& a) {
                         "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) +
                         "," + std::to_string(k) + "] to match the model output " +
                         model.output_shape().str());
+      std::vector<int64_t> all(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
       values.resize(static_cast<size_t>(n) * k);
       gather_rows(y, all.data(), static_cast<int>(n), 1.0f, values.data());
     }

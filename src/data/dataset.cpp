@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "nnfleet/error.h"
 #include "platform/files.h"
@@ -26,13 +27,26 @@ void gather_rows_as(const Array& src, const int64_t* idx, int n, float scale, fl
   }
 }
 
+// int32(v) when it holds v's integer part; kBadLabel otherwise (the casts below are defined).
+template <typename T>
+int32_t to_label(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    const double d = static_cast<double>(v);
+    return d >= -2147483648.0 && d < 2147483648.0 ? static_cast<int32_t>(d) : kBadLabel;
+  } else if constexpr (sizeof(T) > sizeof(int32_t)) {
+    return v >= INT32_MIN && v <= INT32_MAX ? static_cast<int32_t>(v) : kBadLabel;
+  } else {
+    return static_cast<int32_t>(v);
+  }
+}
+
 template <typename T>
 void gather_labels_as(const Array& src, const int64_t* idx, int n, int32_t* dst) {
   const int64_t rows = src.rows();
   const T* base = static_cast<const T*>(src.data());
   for (int i = 0; i < n; ++i) {
     NNFLEET_CHECK(idx[i] >= 0 && idx[i] < rows);
-    dst[i] = static_cast<int32_t>(base[idx[i]]);
+    dst[i] = to_label(base[idx[i]]);
   }
 }
 

@@ -51,7 +51,10 @@ class Array {
 // dst[n, row_size] = float(src row idx[i]) * scale, for i < n.
 void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float* dst);
 // Integer class labels: dst[n] = int32(src[idx[i]]) (src must be an integer or integral array
-// with one value per row).
+// with one value per row). A value int32 cannot hold (int64 beyond it, a float that is NaN,
+// infinite or out of range) becomes kBadLabel, which no class index equals, so it is never
+// wrapped into a valid class (callers check the range with the file's name first).
+inline constexpr int32_t kBadLabel = INT32_MIN;
 void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst);
 
 // Loaders. Each throws DataError naming the file and the problem

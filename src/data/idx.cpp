@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "data/dataset.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 namespace {
@@ -22,8 +23,8 @@ namespace {
 constexpr uint8_t kUbyte = 0x08;
 // Deflate cannot expand data by more than about 1032:1, which bounds the decompressed size before
 // we trust a header enough to allocate what it declares.
-constexpr uint64_t kMaxDeflateRatio = 1032;
-constexpr int64_t kMaxElements = int64_t{1} << 40;
+constexpr uint64_t kMaxDeflateRatio = limits::kMaxDeflateRatio;
+constexpr int64_t kMaxElements = limits::kMaxArrayElements;
 
 std::string hex_bytes(const unsigned char* p, size_t n) {
   std::string s;

@@ -23,6 +23,7 @@
 
 #include "data/dataset.h"
 #include "platform/files.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 namespace {
@@ -31,8 +32,8 @@ static_assert(std::endian::native == std::endian::little, "the NPY reader assume
 
 constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
-constexpr uint32_t kMaxHeaderLen = 1 << 20;
-constexpr int64_t kMaxElements = int64_t{1} << 40;
+constexpr uint32_t kMaxHeaderLen = limits::kMaxNpyHeaderBytes;
+constexpr int64_t kMaxElements = limits::kMaxArrayElements;
 constexpr const char* kSupported = "|u1, |b1, |i1, <u2, <i2, <i4, <i8, <f4, <f8";
 
 // How a stored element type becomes an Array dtype.

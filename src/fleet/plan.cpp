@@ -3,9 +3,12 @@
 // merged over `defaults` and expanded over its grid into ModelSpecs.
 #include "fleet/plan.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -17,6 +20,7 @@
 #include "layers/activation_names.h"
 #include "layers/registry.h"
 #include "platform/files.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 namespace {
@@ -53,8 +57,8 @@ const std::vector<std::string> kYamlOrder = {
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
     "layers"};
 // clang-format on
-constexpr size_t kMaxModelsPerEntry = 100000;
-constexpr size_t kMaxNameLength = 100;
+constexpr size_t kMaxModelsPerEntry = limits::kMaxModelsPerEntry;
+constexpr size_t kMaxNameLength = limits::kMaxModelNameLength;
 const char* const kDefaultLoss = "sparse_categorical_crossentropy";
 
 bool is_identifier(const std::string& s) {
@@ -685,6 +689,10 @@ std::string read_plan_file(const std::string& path) {
     throw PlanError(head + "no such file; expected a YAML or JSON plan file");
   if (fs::is_directory(path, ec))
     throw PlanError(head + "not a file; expected a YAML or JSON plan file, got a directory");
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > limits::kMaxPlanBytes)
+    throw PlanError(head + "the file is too large for a plan; expected at most " +
+                    std::to_string(limits::kMaxPlanBytes) + " bytes, got " + std::to_string(size));
   std::string text, why;
   if (!read_regular_file(path, text, why)) throw PlanError(head + why);
   return text;
@@ -708,18 +716,60 @@ Json DataSource::to_json() const {
   return nullptr;
 }
 
+// The message of a YAML syntax error, at the line where the broken construct starts: yaml-cpp
+// notices an unclosed '[' or quote only where the text stops making sense, often lines later.
+[[noreturn]] void throw_yaml_error(const std::string& path, const std::string& text,
+                                   const YAML::ParserException& e) {
+  const int noticed = e.mark.line + 1;
+  const std::string head = "failed to load plan '" + path + "': 1 problem(s)\n" + path + ":";
+  // Whatever yaml-cpp says ("illegal block entry", "end of sequence flow not found", ...), a
+  // bracket or quote still open where it stopped is what broke the text.
+  const plan_detail::TextPos open =
+      e.mark.pos >= 0 ? plan_detail::unclosed_construct(text, static_cast<size_t>(e.mark.pos))
+                      : plan_detail::TextPos{};
+  if (open.what) {
+    const std::string c(1, open.what);
+    const char* closer = open.what == '[' ? "]" : open.what == '{' ? "}" : c.c_str();
+    throw PlanError(head + std::to_string(open.line) + ": invalid YAML: the '" + c +
+                    "' at column " + std::to_string(open.column) +
+                    " is never closed; expected a matching '" + closer + "' before line " +
+                    std::to_string(noticed) + " (" + e.msg + ")");
+  }
+  throw PlanError(head + std::to_string(noticed) + ": invalid YAML: " + e.msg);
+}
+
 Plan load_plan(const std::string& path) {
   const std::string text = read_plan_file(path);
+  if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                    std::to_string(line) + ": invalid text: byte " + byte +
+                    " is not UTF-8; expected a UTF-8 (or ASCII) plan file");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own guard (2000 levels), hit while parsing, before ours can be.
     throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
-                    std::to_string(e.mark.line + 1) + ": invalid YAML: " + e.msg);
+                    std::to_string(e.mark.line + 1) +
+                    ": invalid YAML: nested too deeply; expected at most " +
+                    std::to_string(limits::kMaxNestingDepth) + " levels of lists and mappings");
+  } catch (const YAML::ParserException& e) {
+    throw_yaml_error(path, text, e);
   } catch (const YAML::Exception& e) {
     throw PlanError("failed to load plan '" + path + "': invalid YAML: " + e.msg);
   }
-  const LocatedJson doc = plan_detail::yaml_to_json(root);
+  LocatedJson doc;
+  try {
+    doc = plan_detail::yaml_to_json(root);
+  } catch (const plan_detail::YamlLimitError& e) {
+    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                    std::to_string(e.line()) + ": " + (e.path().empty() ? "" : e.path() + ": ") +
+                    e.what());
+  }
   Problems pr(path, doc.lines);
   for (const auto& p : doc.problems) pr.add_at(p.line, p.path, p.message);
 

@@ -71,8 +71,13 @@ void Problems::throw_if_any() const {
 }
 
 std::string show(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;  // not inside a UTF-8 sequence: messages end up in JSON files
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -109,9 +114,16 @@ std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Js
                                 : "an integer >= " + std::to_string(min);
   double d = 0;
   bool ok = false;
-  if (v.is_number_unsigned()) {
-    ok = v.get<uint64_t>() <= static_cast<uint64_t>(max);
-    d = static_cast<double>(v.get<uint64_t>());
+  if (v.is_number_unsigned()) {  // compared as an integer: no rounding through double
+    const uint64_t u = v.get<uint64_t>();
+    ok = u <= static_cast<uint64_t>(max) && (min <= 0 || u >= static_cast<uint64_t>(min));
+    d = static_cast<double>(u);
+    if (ok) return static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    ok = i >= min && i <= max;
+    d = static_cast<double>(i);
+    if (ok) return i;
   } else if (v.is_number()) {
     d = v.get<double>();
     ok = std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(min) &&

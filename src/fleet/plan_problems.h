@@ -65,7 +65,7 @@ void check_keys(Problems& pr, const std::string& path, const Json& obj,
 // Typed checks: report and return nullopt on a bad value. Integers accept integral floats (1.0);
 // nothing accepts strings for numbers or bools.
 std::optional<int64_t> check_int(Problems& pr, const std::string& path, const Json& v, int64_t min,
-                                 int64_t max = INT32_MAX);
+                                 int64_t max = limits::kMaxConfigInt);
 std::optional<double> check_number(Problems& pr, const std::string& path, const Json& v, double lo,
                                    bool lo_open, double hi, bool hi_open, const std::string& what);
 std::optional<bool> check_bool(Problems& pr, const std::string& path, const Json& v);

@@ -6,6 +6,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+
+#include "platform/limits.h"
 
 namespace nnfleet::plan_detail {
 namespace {
@@ -39,9 +42,48 @@ bool looks_like_float(const std::string& s) {
 
 struct Converter {
   LocatedJson& out;
+  size_t values = 0, bytes = 0;
+  // The collections being converted, outermost first: an alias to one of them is a cycle.
+  std::vector<YAML::Node> open;
+
+  // Counts one value and the text it costs (its path, and its own text for a scalar) against the
+  // plan's limits. Each use of an alias counts again: that is what bounds an alias bomb.
+  void count(const YAML::Node& n, const std::string& path, int line) {
+    bytes += path.size() + (n.IsScalar() ? n.Scalar().size() : 0);
+    if (++values > limits::kMaxPlanValues)
+      throw YamlLimitError(path, line,
+                           "the plan holds more than " + std::to_string(limits::kMaxPlanValues) +
+                               " values (each use of a YAML alias counts its values again); "
+                               "expected at most " +
+                               std::to_string(limits::kMaxPlanValues));
+    if (bytes > limits::kMaxPlanTextBytes)
+      throw YamlLimitError(path, line,
+                           "the plan holds more than " + std::to_string(limits::kMaxPlanTextBytes) +
+                               " bytes of text and field paths (each use of a YAML alias counts "
+                               "its text again); expected at most " +
+                               std::to_string(limits::kMaxPlanTextBytes));
+  }
 
   Json convert(const YAML::Node& n, const std::string& path, int line) {
+    count(n, path, line);
     out.lines.emplace(path, line);
+    if (n.IsSequence() || n.IsMap()) {
+      for (const auto& o : open)
+        if (o.is(n))
+          throw YamlLimitError(path, line,
+                               "a YAML alias refers to a collection that contains it, so the "
+                               "value would be infinite; expected aliases to complete values");
+      if (open.size() >= static_cast<size_t>(limits::kMaxNestingDepth))
+        throw YamlLimitError(path, line,
+                             "nested more than " + std::to_string(limits::kMaxNestingDepth) +
+                                 " levels deep; expected at most " +
+                                 std::to_string(limits::kMaxNestingDepth) +
+                                 " levels of lists and mappings");
+      open.push_back(n);
+      Json j = convert_collection(n, path, line);
+      open.pop_back();
+      return j;
+    }
     switch (n.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -50,6 +92,13 @@ struct Converter {
         // yaml-cpp tags quoted and block scalars "!"; an explicit !!str keeps the text too.
         if (n.Tag() == "!" || n.Tag() == "tag:yaml.org,2002:str") return n.Scalar();
         return plain_scalar(n.Scalar());
+      default:
+        return nullptr;
+    }
+  }
+
+  Json convert_collection(const YAML::Node& n, const std::string& path, int line) {
+    switch (n.Type()) {
       case YAML::NodeType::Sequence: {
         Json a = Json::array();
         size_t i = 0;
@@ -87,8 +136,9 @@ struct Converter {
         }
         return o;
       }
+      default:
+        return nullptr;
     }
-    return nullptr;
   }
 
   static int line_of(const YAML::Node& n, int fallback) {
@@ -225,9 +275,90 @@ Json plain_scalar(const std::string& s) {
 
 LocatedJson yaml_to_json(const YAML::Node& root) {
   LocatedJson out;
-  Converter c{out};
+  Converter c{out, 0, 0, {}};
   out.value = c.convert(root, "", Converter::line_of(root, 1));
   return out;
+}
+
+TextPos unclosed_construct(const std::string& text, size_t error_pos) {
+  // A small scanner over flow brackets, quotes and comments: enough to find where an unclosed
+  // construct starts, not a YAML parser. A bracket or quote opens something only where a value
+  // starts (line start, after ':', '-', ',', '?' or another opener) or inside a flow collection;
+  // elsewhere it is part of a plain scalar ("name: a[1]", "it's").
+  std::vector<TextPos> flow;
+  TextPos quote;
+  int line = 1, column = 1;
+  char last = '\n';  // the last character on this line that is not a space
+  const size_t end = std::min(error_pos, text.size());
+  auto starts_value = [&] { return !flow.empty() || std::strchr("\n:-,?[{", last) != nullptr; };
+  for (size_t i = 0; i < end; ++i, ++column) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      column = 0;
+      if (!quote.what) last = '\n';
+      continue;
+    }
+    if (quote.what) {
+      if (quote.what == '"' && c == '\\' && i + 1 < end && text[i + 1] != '\n') {
+        ++i, ++column;
+      } else if (c == quote.what) {
+        if (c == '\'' && i + 1 < end && text[i + 1] == '\'') {
+          ++i, ++column;  // '' is a quote inside a single-quoted scalar
+        } else {
+          quote = {};
+          last = c;
+        }
+      }
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') continue;
+    if (c == '#' && (i == 0 || std::strchr(" \t\n", text[i - 1]))) {
+      while (i + 1 < end && text[i + 1] != '\n') ++i, ++column;
+      continue;
+    }
+    if ((c == '"' || c == '\'') && starts_value()) {
+      quote = {line, column, c};
+    } else if ((c == '[' || c == '{') && starts_value()) {
+      flow.push_back({line, column, c});
+    } else if ((c == ']' || c == '}') && !flow.empty()) {
+      flow.pop_back();
+    }
+    last = c;
+  }
+  if (quote.what) return quote;
+  return flow.empty() ? TextPos{} : flow.back();
+}
+
+size_t invalid_utf8_at(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;  // overlong
+      if (c == 0xed) hi = 0x9f;  // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;  // overlong
+      if (c == 0xf4) hi = 0x8f;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (s[i + k] < 0x80 || s[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return std::string::npos;
 }
 
 std::string number_text(double v) {

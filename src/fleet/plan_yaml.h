@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,40 @@ struct LocatedJson {
   std::vector<Problem> problems;  // duplicate keys, keys that are not names
 };
 
+// A document yaml_to_json refuses to walk any further: nested deeper than
+// limits::kMaxNestingDepth, more than limits::kMaxPlanValues values once aliases are expanded
+// (an alias bomb), or a collection that contains itself through an alias (`a: &x [*x]`).
+// what() is the rule; path and line say where.
+class YamlLimitError : public std::runtime_error {
+ public:
+  YamlLimitError(std::string path, int line, const std::string& what)
+      : std::runtime_error(what), path_(std::move(path)), line_(line) {}
+  const std::string& path() const { return path_; }
+  int line() const { return line_; }
+
+ private:
+  std::string path_;
+  int line_;
+};
+
 // Plain scalars become null (~, null, empty), bools (true/false), integers or numbers when they
 // read as one; quoted scalars and everything else stay strings (YAML 1.2 core schema).
+// Throws YamlLimitError (above) before walking past a limit.
 LocatedJson yaml_to_json(const YAML::Node& root);
+
+// Where a YAML syntax error starts: for an error yaml-cpp reports at `error_line` (1-based) while
+// looking for the end of a flow collection or a quoted scalar, the line and column (1-based) of
+// the '[', '{' or quote that is never closed before that point; {0, 0} when none is found.
+struct TextPos {
+  int line = 0, column = 0;
+  char what = 0;  // '[', '{', '"' or '\''
+};
+TextPos unclosed_construct(const std::string& text, size_t error_pos);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (overlong forms,
+// surrogates and code points past U+10FFFF included), or std::string::npos. YAML text is UTF-8,
+// and the plan's strings are later written as JSON, which must be.
+size_t invalid_utf8_at(const std::string& text);
 Json plain_scalar(const std::string& text);
 
 // Compact text of a number: 32, 0.001, 1e-08; the shortest text that reads back exactly.

@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "nnfleet/error.h"
+#include "platform/limits.h"
 
 namespace nnfleet::h5 {
 
 // Attributes and string lists beyond this size are treated as corrupt.
-inline constexpr size_t kMaxAttrBytes = size_t{64} << 20;
+inline constexpr size_t kMaxAttrBytes = limits::kMaxAttrBytes;
 
 std::unique_lock<std::recursive_mutex> hdf5_lock();
 

@@ -9,12 +9,13 @@
 
 #include "layers/layer_util.h"
 #include "layers/registry.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 namespace {
 
-// Deeper nesting than this is treated as a malformed (or hostile) file.
-constexpr int kMaxDepth = 16;
+// Deeper nesting of models than this is treated as a malformed (or hostile) file.
+constexpr int kMaxDepth = limits::kMaxModelNesting;
 
 bool is_model_class(const std::string& c) {
   return c == "Sequential" || c == "Functional" || c == "Model";
@@ -209,15 +210,17 @@ class Builder {
     Shape s;
     int64_t total = 1;
     for (size_t i = first; i < dims.size(); ++i) {
-      if (!dims[i].is_number_integer() || dims[i].get<int64_t>() < 1 ||
-          dims[i].get<int64_t>() > (int64_t{1} << 31))
+      const std::optional<int64_t> d = config_int(dims[i], 1);
+      if (!d || *d > limits::kMaxDimension)
         fail("input of '" + lname + "' has shape " + dims.dump() +
-             "; expected known positive sizes after the batch axis (nnfleet needs a fixed "
-             "input shape)");
-      s.push_back(dims[i].get<int64_t>());
-      total *= dims[i].get<int64_t>();
-      if (total > (int64_t{1} << 40))
-        fail("input of '" + lname + "' has shape " + dims.dump() + ", which is implausibly large");
+             "; expected known positive sizes after the batch axis, each at most " +
+             std::to_string(limits::kMaxDimension) + " (nnfleet needs a fixed input shape)");
+      s.push_back(*d);
+      if (*d > limits::kMaxSampleFloats / total)  // before multiplying: no overflow
+        fail("input of '" + lname + "' has shape " + dims.dump() +
+             ", which is implausibly large; expected at most " +
+             std::to_string(limits::kMaxSampleFloats) + " values per sample");
+      total *= *d;
     }
     out = s;
     return true;

@@ -16,17 +16,18 @@
 #include "io/hdf5.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 namespace {
 
-constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
-constexpr uint64_t kMaxWeightsBytes = uint64_t{8} << 30;
+using limits::kMaxJsonBytes;
+using limits::kMaxWeightsBytes;
 
 // nnfleet runs small models: a config beyond these sizes is refused (it is most likely corrupt)
 // before anything is allocated for it.
-constexpr size_t kMaxParams = size_t{1} << 28;
-constexpr int64_t kMaxSampleFloats = int64_t{1} << 26;
+using limits::kMaxParams;
+using limits::kMaxSampleFloats;
 
 enum class Kind { kHdf5, kZip, kJson, kUnknown };
 
@@ -57,11 +58,14 @@ Kind sniff(const std::string& path) {
   return Kind::kUnknown;
 }
 
+// Parses a config, refusing deep nesting while parsing (before any recursive copy or walk).
 Json parse_json(const std::string& text, const std::string& where, const std::string& what) {
   try {
-    return Json::parse(text);
+    return parse_json_bounded(text);
   } catch (const Json::exception& e) {
     fail(where, what + " is not valid JSON (" + e.what() + ")");
+  } catch (const JsonTooDeep& e) {
+    fail(where, what + " is " + e.what() + " (a corrupt or hostile file?)");
   }
 }
 
@@ -190,9 +194,9 @@ class Keras3Index {
 
  private:
   void visit(const h5::Group& g, const std::string& real, int depth) {
-    if (depth > 32) return;
+    if (depth > limits::kMaxWeightGroupDepth) return;
     for (const auto& child : g.children()) {
-      if (++count_ > 200000) g.fail("implausibly many groups below");
+      if (++count_ > limits::kMaxWeightGroups) g.fail("implausibly many groups below");
       if (!g.has_group(child)) continue;
       const std::string r = real.empty() ? child : real + "/" + child;
       std::string norm = r;
@@ -350,9 +354,11 @@ Json optional_json_attr(const h5::Group& root, const std::string& name) {
   if (!root.has_attr(name)) return Json();
   const std::string s = root.string_attr(name);
   try {
-    return Json::parse(s);
+    return parse_json_bounded(s);
   } catch (const Json::exception&) {
     return Json(s);  // kept as text for inspection
+  } catch (const JsonTooDeep&) {
+    return Json(s);
   }
 }
 

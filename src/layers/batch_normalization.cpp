@@ -18,8 +18,9 @@ class BatchNormalization final : public Layer {
     if (ax) {
       // -1, or the last axis given explicitly (3 for images, [3] in some Keras files).
       const Json& v = ax->is_array() && ax->size() == 1 ? (*ax)[0] : *ax;
-      if (!v.is_number_integer()) c.fail("axis", "the last axis (-1)");
-      axis_ = static_cast<int>(v.get<int64_t>());
+      const std::optional<int64_t> i = config_int(v, -1000);
+      if (!i) c.fail("axis", "the last axis (-1)");
+      axis_ = static_cast<int>(*i);
     }
     momentum_ = c.get_float("momentum", 0.99);
     epsilon_ = c.get_float("epsilon", 1e-3);

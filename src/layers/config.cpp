@@ -2,6 +2,7 @@
 #include "layers/config.h"
 
 #include <cmath>
+#include <limits>
 
 namespace nnfleet {
 namespace {
@@ -27,12 +28,49 @@ bool keras_key_is_harmless(const std::string& key, const Json& v) {
 }
 
 std::string show(const Json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > 60) {
+    size_t cut = 57;  // not inside a UTF-8 sequence: messages end up in JSON files
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
 }  // namespace
+
+JsonTooDeep::JsonTooDeep(int limit)
+    : std::runtime_error("nested more than " + std::to_string(limit) +
+                         " levels deep; expected at most " + std::to_string(limit) +
+                         " levels of lists and mappings"),
+      limit_(limit) {}
+
+Json parse_json_bounded(const std::string& text, int max_depth) {
+  // The callback sees each value as it is parsed, with the depth of the container it opens in
+  // (0 for the top level): a container opened at depth max_depth would be level max_depth + 1.
+  // nlohmann's parser itself keeps its stack on the heap, so only the limit bounds recursion.
+  auto guard = [max_depth](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= max_depth)
+      throw JsonTooDeep(max_depth);
+    return true;
+  };
+  return Json::parse(text, guard);
+}
+
+std::optional<int64_t> config_int(const Json& v, int64_t min) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(limits::kMaxConfigInt) || static_cast<int64_t>(u) < min)
+      return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (!v.is_number_integer()) return std::nullopt;
+  const int64_t i = v.get<int64_t>();
+  if (i < min || i > limits::kMaxConfigInt) return std::nullopt;
+  return i;
+}
 
 KerasObject split_keras_object(const Json& j, const std::string& key, const std::string& what) {
   KerasObject o;
@@ -102,23 +140,48 @@ bool as_number(const Json& v, double& out) {
   }
   return false;
 }
+
+// The integer `v` holds when it is one in [min, kMaxConfigInt]: a JSON integer (compared as one,
+// never through a double), an integral float or a numeric string. `over` says whether it failed
+// by being too large, for the message.
+std::optional<int64_t> as_config_int(const Json& v, int64_t min, bool& over) {
+  constexpr int64_t kMax = limits::kMaxConfigInt;
+  over = false;
+  if (v.is_boolean()) return std::nullopt;
+  if (v.is_number_integer()) {  // signed or unsigned
+    over = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(kMax)
+                                  : v.get<int64_t>() > kMax;
+    return config_int(v, min);
+  }
+  double d = 0;
+  if (!as_number(v, d) || std::isnan(d)) return std::nullopt;
+  over = d > static_cast<double>(kMax);
+  // Range first: the cast below is only defined for values that fit.
+  if (over || d < static_cast<double>(min) || d != std::floor(d)) return std::nullopt;
+  return static_cast<int64_t>(d);
+}
+
+std::string int_rule(int64_t min) {
+  return min == 1   ? "a positive integer"
+         : min == 0 ? "a non-negative integer"
+                    : "an integer >= " + std::to_string(min);
+}
+
+std::string at_most() { return " at most " + std::to_string(limits::kMaxConfigInt); }
 }  // namespace
 
 int64_t LayerConfig::get_int(const std::string& key, std::optional<int64_t> def, int64_t min) {
   used_.insert(key);
   const Json* v = find(key);
-  const std::string what = min == 1 ? "a positive integer"
-                           : min == 0 ? "a non-negative integer"
-                                      : "an integer >= " + std::to_string(min);
+  const std::string what = int_rule(min);
   if (!v) {
     if (def) return *def;
     throw ConfigError(key, "missing required key '" + key + "'; expected " + what);
   }
-  double d = 0;
-  if (v->is_boolean() || !as_number(*v, d) || d != std::floor(d) || d < static_cast<double>(min) ||
-      d > 1e15)
-    fail(key, what);
-  return static_cast<int64_t>(d);
+  bool over = false;
+  const std::optional<int64_t> i = as_config_int(*v, min, over);
+  if (!i) fail(key, what + (over ? at_most() : ""));
+  return *i;
 }
 
 double LayerConfig::get_float(const std::string& key, std::optional<double> def) {
@@ -174,18 +237,18 @@ std::vector<int64_t> LayerConfig::get_ints(const std::string& key, size_t n,
                                            std::optional<std::vector<int64_t>> def, int64_t min) {
   used_.insert(key);
   const Json* v = find(key);
-  const std::string what = "a positive integer or a list of " + std::to_string(n) +
-                           " positive integers";
+  const std::string rule = int_rule(min);
+  const std::string what = rule + " or a list of " + std::to_string(n) + " of them";
   if (!v) {
     if (def) return *def;
     throw ConfigError(key, "missing required key '" + key + "'; expected " + what);
   }
   std::vector<int64_t> out;
   auto one = [&](const Json& e) {
-    double d = 0;
-    if (e.is_boolean() || !as_number(e, d) || d != std::floor(d) || d < static_cast<double>(min))
-      fail(key, what);
-    out.push_back(static_cast<int64_t>(d));
+    bool over = false;
+    const std::optional<int64_t> i = as_config_int(e, min, over);
+    if (!i) fail(key, what + (over ? " (each" + at_most() + ")" : ""));
+    out.push_back(*i);
   };
   if (v->is_array()) {
     for (const auto& e : *v) one(e);

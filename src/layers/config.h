@@ -3,14 +3,14 @@
 // ConfigError naming the key and what was expected; finish() refuses keys nobody read.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "nnfleet/error.h"
+#include "platform/limits.h"
 
 namespace nnfleet {
 
@@ -27,6 +27,26 @@ class ConfigError : public ModelError {
  private:
   std::string key_;
 };
+
+// A JSON document nested deeper than parse_json_bounded allows. depth() is the limit.
+class JsonTooDeep : public std::runtime_error {
+ public:
+  explicit JsonTooDeep(int limit);
+  int limit() const { return limit_; }
+
+ private:
+  int limit_;
+};
+
+// Json::parse, refusing a document nested more than `max_depth` levels (a list or mapping inside
+// another is one level) while it is parsed, so nothing deeper is ever built, copied or walked by
+// the recursive code that follows (copies, dump(), the Keras graph builder). Throws
+// Json::parse_error on bad syntax and JsonTooDeep beyond the limit.
+Json parse_json_bounded(const std::string& text, int max_depth = limits::kMaxNestingDepth);
+
+// The value of a JSON integer (signed or unsigned) when it lies in [min, limits::kMaxConfigInt];
+// nullopt for anything else (floats, strings, larger values), never truncated.
+std::optional<int64_t> config_int(const Json& v, int64_t min);
 
 // How strictly unread keys are treated by finish().
 enum class ConfigMode {
@@ -53,6 +73,8 @@ class LayerConfig {
   ConfigMode mode() const { return mode_; }
   bool has(const std::string& key) const;  // present and not null
 
+  // Integers lie in [min, limits::kMaxConfigInt]; integral floats (3.0) and numeric strings
+  // ("3", from grid substitution) are accepted, fractions, non-finite and larger values refused.
   int64_t get_int(const std::string& key, std::optional<int64_t> def = {}, int64_t min = 1);
   double get_float(const std::string& key, std::optional<double> def = {});
   bool get_bool(const std::string& key, std::optional<bool> def = {});

@@ -1,6 +1,7 @@
 // Conv2D: y = activation(conv(x, W) + b), Keras semantics: NHWC input [N,H,W,C], kernel
 // [KH,KW,C,F], padding valid/same (extra pixel after), strides, dilation, optional bias.
 #include "kernels/conv2d.h"
+
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
 
@@ -19,9 +20,7 @@ class Conv2D final : public Layer {
   }
   const char* class_name() const override { return "Conv2D"; }
 
-  ConvGeometry geometry(const Shape& in) const {
-    return make_geometry(opt_, in, static_cast<int>(filters_));
-  }
+  ConvGeometry geometry(const Shape& in) const { return make_geometry(opt_, in, filters_); }
   Shape output_shape(const std::vector<Shape>& in) const override {
     ConvGeometry g = geometry(in[0]);
     return Shape{g.oh, g.ow, g.f};

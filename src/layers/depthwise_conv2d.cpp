@@ -22,7 +22,7 @@ class DepthwiseConv2D final : public Layer {
   const char* class_name() const override { return "DepthwiseConv2D"; }
 
   ConvGeometry geometry(const Shape& in) const {
-    return make_geometry(opt_, in, static_cast<int>(in.rank() == 3 ? in[2] * mult_ : 0));
+    return make_geometry(opt_, in, in.rank() == 3 ? in[2] * mult_ : 0);
   }
   Shape output_shape(const std::vector<Shape>& in) const override {
     ConvGeometry g = geometry(in[0]);

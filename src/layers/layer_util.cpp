@@ -15,9 +15,20 @@ Json base_keras_config(const Layer& l) {
   return Json{{"name", l.name()}, {"trainable", true}, {"dtype", "float32"}};
 }
 
-ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int out_channels) {
+ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int64_t out_channels) {
   require_rank(in, 3, "convolution and pooling layers take images [batch,height,width,channels]; "
                       "add a Reshape before it");
+  // conv_geometry computes in int: input + dilated window + stride must fit, per axis.
+  const int64_t ekh = (int64_t{o.kh} - 1) * o.dh + 1, ekw = (int64_t{o.kw} - 1) * o.dw + 1;
+  if (in[0] + ekh + o.sh > limits::kMaxDimension || in[1] + ekw + o.sw > limits::kMaxDimension ||
+      in[2] > limits::kMaxDimension || out_channels > limits::kMaxDimension)
+    throw ModelError("window " + std::to_string(o.kh) + "x" + std::to_string(o.kw) + " (strides " +
+                     std::to_string(o.sh) + "x" + std::to_string(o.sw) + ", dilation " +
+                     std::to_string(o.dh) + "x" + std::to_string(o.dw) + ") over input " +
+                     keras_shape(in) + " with " + std::to_string(out_channels) +
+                     " output channels is too large; expected input, window and stride sizes " +
+                     "that add up to at most " + std::to_string(limits::kMaxDimension) +
+                     " per axis");
   ConvGeometry g;
   g.h = static_cast<int>(in[0]);
   g.w = static_cast<int>(in[1]);
@@ -28,7 +39,7 @@ ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int out_chan
   g.sw = o.sw;
   g.dh = o.dh;
   g.dw = o.dw;
-  g.f = out_channels;
+  g.f = static_cast<int>(out_channels);
   if (!conv_geometry(g, o.same))
     throw ModelError("window " + std::to_string(o.kh) + "x" + std::to_string(o.kw) +
                      " does not fit input " + keras_shape(in) + " with padding '" +

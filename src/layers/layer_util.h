@@ -12,6 +12,16 @@
 namespace nnfleet {
 
 // Shape with a leading None batch axis, as Keras prints it: "[None,13,13,8]".
+// Whether s.size() <= limit, computed without overflowing (a shape's dimensions come from configs).
+inline bool size_at_most(const Shape& s, int64_t limit) {
+  int64_t n = 1;
+  for (int i = 0; i < s.rank(); ++i) {
+    if (s[i] < 0 || (s[i] > 0 && n > limit / s[i])) return false;
+    n *= s[i];
+  }
+  return n <= limit;
+}
+
 inline std::string keras_shape(const Shape& s) {
   Shape b = s.with_batch(-1);
   return b.str();
@@ -30,8 +40,10 @@ struct Conv2dOptions {
   bool same = false;
 };
 // Fills the geometry for a per-sample input [H,W,C]; throws ModelError when the output would be
-// empty ("kernel 5x5 does not fit input [None,3,3,8] with padding 'valid'").
-ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int out_channels);
+// empty ("kernel 5x5 does not fit input [None,3,3,8] with padding 'valid'"), or when the sizes
+// (each up to limits::kMaxConfigInt from a config) are too large for the geometry's int
+// arithmetic.
+ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int64_t out_channels);
 
 // n * s floats, the common cache/scratch size.
 inline size_t rows_floats(int n, const Shape& s) { return static_cast<size_t>(n) * s.size(); }

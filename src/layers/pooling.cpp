@@ -16,7 +16,7 @@ class WindowPool final : public Layer {
   }
   const char* class_name() const override { return max_ ? "MaxPooling2D" : "AveragePooling2D"; }
   ConvGeometry geometry(const Shape& in) const {
-    return make_geometry(opt_, in, static_cast<int>(in.rank() == 3 ? in[2] : 0));
+    return make_geometry(opt_, in, in.rank() == 3 ? in[2] : 0);
   }
   Shape output_shape(const std::vector<Shape>& in) const override {
     ConvGeometry g = geometry(in[0]);

@@ -42,9 +42,11 @@ class Reshape final : public Layer {
     if (!t || !t->is_array() || t->empty() || t->size() > Shape::kMaxRank)
       c.fail("target_shape", "a list of 1 to 6 dimensions (one may be -1)");
     for (const auto& d : *t) {
-      if (!d.is_number_integer() || (d.get<int64_t>() < 1 && d.get<int64_t>() != -1))
-        c.fail("target_shape", "a list of positive integers (one may be -1)");
-      target_.push_back(d.get<int64_t>());
+      const std::optional<int64_t> i = config_int(d, -1);
+      if (!i || *i == 0)
+        c.fail("target_shape", "a list of positive integers (one may be -1), each at most " +
+                                   std::to_string(limits::kMaxConfigInt));
+      target_.push_back(*i);
     }
   }
   const char* class_name() const override { return "Reshape"; }
@@ -57,6 +59,10 @@ class Reshape final : public Layer {
         if (unknown >= 0) throw ModelError("target_shape " + target_.str() + " has more than one -1");
         unknown = i;
       } else {
+        if (s[i] > in[0].size() / known)  // checked before multiplying: no overflow
+          throw ModelError("cannot reshape input " + keras_shape(in[0]) + " (" +
+                           std::to_string(in[0].size()) + " values) to target_shape " +
+                           target_.str() + "; expected the same number of values");
         known *= s[i];
       }
     }
@@ -86,8 +92,9 @@ class ZeroPadding2D final : public Layer {
     const Json* p = c.get_raw("padding");
     const char* what = "an integer, [pad_h, pad_w] or [[top, bottom], [left, right]]";
     auto nonneg = [&](const Json& v) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0) c.fail("padding", what);
-      return static_cast<int>(v.get<int64_t>());
+      const std::optional<int64_t> i = config_int(v, 0);
+      if (!i) c.fail("padding", what);
+      return static_cast<int>(*i);
     };
     if (!p) {
       top_ = bottom_ = left_ = right_ = 1;
@@ -110,7 +117,12 @@ class ZeroPadding2D final : public Layer {
   const char* class_name() const override { return "ZeroPadding2D"; }
   Shape output_shape(const std::vector<Shape>& in) const override {
     require_rank(in[0], 3, "ZeroPadding2D takes images [batch,height,width,channels]");
-    return Shape{in[0][0] + top_ + bottom_, in[0][1] + left_ + right_, in[0][2]};
+    const Shape out{in[0][0] + top_ + bottom_, in[0][1] + left_ + right_, in[0][2]};
+    if (!size_at_most(out, limits::kMaxSampleFloats))
+      throw ModelError("padding input " + keras_shape(in[0]) + " to " + keras_shape(out) +
+                       " is too large; expected at most " +
+                       std::to_string(limits::kMaxSampleFloats) + " values per sample");
+    return out;
   }
   void forward(const LayerArgs& a) const override {
     const Shape& s = a.in_shapes[0];

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -166,6 +167,32 @@ TEST_F(ArrayDeathTest, GatherWithAnIndexOutOfRangeIsACheckFailure) {
   const int64_t idx[] = {3};
   float dst[2];
   EXPECT_DEATH(gather_rows(a, idx, 1, 1.0f, dst), "internal check failed");
+}
+
+TEST(GatherLabels, ValuesInt32CannotHoldBecomeTheBadLabelNeverAnotherClass) {
+  // int64 2^32 + 3 would wrap to class 3 and 2^31 to a negative number; floats beyond int32 and
+  // NaN have no defined conversion at all.
+  Array i64 = Array::zeros(DType::kI64, Shape{4});
+  auto* l = static_cast<int64_t*>(i64.mutable_data());
+  l[0] = (int64_t{1} << 32) + 3;
+  l[1] = int64_t{1} << 31;
+  l[2] = -(int64_t{1} << 40);
+  l[3] = 2;
+  Array f64 = Array::zeros(DType::kF64, Shape{4});
+  auto* d = static_cast<double*>(f64.mutable_data());
+  d[0] = 1e300;
+  d[1] = std::nan("");
+  d[2] = 2147483648.0;
+  d[3] = 2.0;
+  const int64_t idx[] = {0, 1, 2, 3};
+  for (const Array* a : {&i64, &f64}) {
+    int32_t dst[4];
+    gather_labels(*a, idx, 4, dst);
+    EXPECT_EQ(dst[0], kBadLabel) << dtype_name(a->dtype());
+    EXPECT_EQ(dst[1], kBadLabel) << dtype_name(a->dtype());
+    EXPECT_EQ(dst[2], kBadLabel) << dtype_name(a->dtype());
+    EXPECT_EQ(dst[3], 2) << dtype_name(a->dtype());
+  }
 }
 
 }  // namespace

@@ -1,0 +1,16 @@
+// libFuzzer harness: a Keras HDF5 model file (.h5: model_config, legacy weights) through
+// load_keras_model; libhdf5 parses the container.
+#include "fuzz_input.h"
+#include "io/keras_reader.h"
+#include "nnfleet/error.h"
+
+NNFLEET_FUZZ_HDF5_SETTINGS
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static nnfleet::fuzz::InputFile file("model.h5");
+  try {
+    nnfleet::load_keras_model(file.write(data, size));
+  } catch (const nnfleet::Error&) {
+  }
+  return 0;
+}
