@@ -61,7 +61,7 @@ TEST(KerasLimits, DeeplyNestedH5ModelConfigIsRefusedNotACrash) {
     auto lock = h5::hdf5_lock();
     h5::File f = h5::File::create(path);
     f.root().write_string_attr("model_config", deep_config(300000), h5::StrType::kVlenUtf8);
-    f.close();
+    test::write_text(path, f.close_image());
   }
   EXPECT_THAT(load_error(path),
               HasSubstr("failed to read Keras model '" + path + "': model_config " + kTooDeep));
