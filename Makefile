@@ -50,9 +50,10 @@ FUZZ_SHORT_SECONDS ?= 15
 FUZZ_CMAKE = cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DNNFLEET_FUZZ=ON \
   -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF
+# Warnings are errors for the project's compiler (GCC) in CI; the clang-built fuzzers only warn.
 fuzz-build:
 	scripts/setup --fuzz
-	$(FUZZ_CMAKE) $(CMAKE_FLAGS)
+	$(FUZZ_CMAKE) $(CMAKE_FLAGS) -DNNFLEET_WERROR=OFF
 	cmake --build build-fuzz -j $(JOBS) --target fuzzers
 
 fuzz: fuzz-build

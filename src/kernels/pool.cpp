@@ -113,7 +113,9 @@ void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const flo
                         *__restrict dd = dx + t3;
       // Adding 0 where a tap does not win keeps the loop a branch-free vector select-and-add; it
       // can only turn a -0 gradient into +0.
+#if defined(__GNUC__) && !defined(__clang__)  // the fuzz build uses clang
 #pragma GCC ivdep
+#endif
       for (int k = 0; k < g.c; ++k) {
         const float t = target[k], gk = grad[k];
         const bool ea = a[k] == t, eb = b[k] == t, ec = c[k] == t, ed = d[k] == t;
