@@ -29,6 +29,7 @@ demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 test: build
+	@if [ -f $(BUILD)/real_files_absent.txt ]; then cat $(BUILD)/real_files_absent.txt; fi
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
 	$(MAKE) --no-print-directory fuzz-short
 

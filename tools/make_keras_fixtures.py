@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes small synthetic Keras-layout files for the edge cases of tests/io (the real files Keras
-wrote are in tests/io/fixtures/, see MANIFEST.md there). Needs only numpy and h5py (Debian
+wrote are read from ../shared/keras-models/, see MANIFEST.md there; they are never copied here). Needs only numpy and h5py (Debian
 python3-numpy, python3-h5py); Keras itself is not needed. The outputs are committed, so the tests
 never run this script:
 

@@ -1,5 +1,5 @@
 // Model -> .keras (Keras 3.10 layout) and legacy .h5 (tf.keras 2.x layout). Each structure was
-// checked group by group against files Keras wrote (tests/io/fixtures): fmnist_cnn_k310.keras
+// checked group by group against files Keras wrote (the shared real set, ../shared/keras-models): fmnist_cnn_k310.keras
 // for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
 #include "io/keras_writer.h"
 

@@ -428,10 +428,10 @@ TEST_F(Cli, KerasModelWithTheWrongInputShapeIsAPlanProblem) {
   const std::string p = dir.path + "/bad.yaml";
   testing_util::write_text(p, "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
                               "  - name: k\n    keras: " NNFLEET_SOURCE_DIR
-                              "/tests/io/fixtures/fmnist_cnn_k310.keras\n");
+                              "/tests/io/fixtures/synthetic/functional_k3.keras\n");
   std::string err;
   EXPECT_EQ(run({"train", p, "--out", dir.path + "/o"}, dir.path, nullptr, &err), 1);
-  EXPECT_THAT(err, HasSubstr("takes inputs of shape [None,28,28,1]; expected the data's shape [None,8,8,1]"));
+  EXPECT_THAT(err, HasSubstr("takes inputs of shape [None,6,6,2]; expected the data's shape [None,8,8,1]"));
   EXPECT_FALSE(file_exists(dir.path + "/o"));
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,8 +19,22 @@
 
 namespace nnfleet::test {
 
+// The shared set of real Keras files (made by others, never copied into this repository): the
+// NNFLEET_KERAS_MODELS environment variable when set, else the folder CMake found at configure
+// time (../shared/keras-models beside the clone). Tests that read it are named *RealFile* and
+// are registered with CTest only when the folder exists (tests/io/CMakeLists.txt).
+inline std::string real_models_dir() {
+  const char* env = std::getenv("NNFLEET_KERAS_MODELS");
+  return env && *env ? std::string(env) : std::string(NNFLEET_KERAS_MODELS);
+}
+
+// "synthetic/..." names a file of this repository (tests/io/fixtures/synthetic, written by
+// tools/make_keras_fixtures.py); any other name is a file of the shared real set, "expected/..."
+// included.
 inline std::string fixture(const std::string& name) {
-  return std::string(NNFLEET_SOURCE_DIR) + "/tests/io/fixtures/" + name;
+  if (name.rfind("synthetic/", 0) == 0)
+    return std::string(NNFLEET_SOURCE_DIR) + "/tests/io/fixtures/" + name;
+  return real_models_dir() + "/" + name;
 }
 
 // A fresh scratch directory under the build tree, removed first if it exists.

@@ -148,20 +148,30 @@ TEST_P(KerasCorruptMember, BitFlippedMembersLoadOrEndInFileError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Members, KerasCorruptMember,
+    RealFiles, KerasCorruptMember,
     ::testing::Values(std::make_tuple("fmnist_cnn_k310.keras", "model.weights.h5",
                                       "expected/fmnist_cnn_k310.input.npy"),
                       std::make_tuple("fmnist_cnn_k310.keras", "config.json",
                                       "expected/fmnist_cnn_k310.input.npy"),
                       std::make_tuple("fmnist_mlp_nested_tf214.keras", "model.weights.h5",
-                                      "expected/fmnist_mlp_nested_tf214.input.npy"),
-                      std::make_tuple("synthetic/functional_k3.keras", "model.weights.h5",
+                                      "expected/fmnist_mlp_nested_tf214.input.npy")));
+
+INSTANTIATE_TEST_SUITE_P(
+    Synthetic, KerasCorruptMember,
+    ::testing::Values(std::make_tuple("synthetic/functional_k3.keras", "model.weights.h5",
                                       "synthetic/functional_k3.input.npy"),
                       std::make_tuple("synthetic/functional_k3.keras", "config.json",
                                       "synthetic/functional_k3.input.npy")));
 
+std::string corrupt_case_name(const ::testing::TestParamInfo<CorruptCase>& info) {
+  std::string s = std::string(info.param.file);
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Files, KerasCorrupt,
+    RealFiles, KerasCorrupt,
     ::testing::Values(
         CorruptCase{"mnist_mlp_functional_tf224.h5", "",
                     "expected/mnist_mlp_functional_tf224.input.npy"},
@@ -171,16 +181,16 @@ INSTANTIATE_TEST_SUITE_P(
                     "expected/fmnist_mlp_nested_tf214.input.npy"},
         CorruptCase{"lenet5_weights_k224.h5", "lenet5_k224.json",
                     "expected/lenet5_weights_k224.input.npy"},
-        CorruptCase{"lenet5_k224.json", "", "expected/lenet5_weights_k224.input.npy"},
+        CorruptCase{"lenet5_k224.json", "", "expected/lenet5_weights_k224.input.npy"}),
+    corrupt_case_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Synthetic, KerasCorrupt,
+    ::testing::Values(
         CorruptCase{"synthetic/mlp_vlen_utf8.h5", "", "synthetic/mlp.input.npy"},
         CorruptCase{"synthetic/mlp_split.h5", "", "synthetic/mlp.input.npy"},
         CorruptCase{"synthetic/functional_k3.keras", "", "synthetic/functional_k3.input.npy"}),
-    [](const ::testing::TestParamInfo<CorruptCase>& info) {
-      std::string s = std::string(info.param.file);
-      for (char& ch : s)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return s;
-    });
+    corrupt_case_name);
 
 }  // namespace
 }  // namespace nnfleet

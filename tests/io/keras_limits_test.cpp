@@ -114,7 +114,7 @@ int run_predict(const std::vector<std::string>& args) {
   return run();
 }
 
-TEST(KerasLimits, PredictRefusesInt64LabelsThatDoNotFitNamingTheFile) {
+TEST(RealFileLimits, PredictRefusesInt64LabelsThatDoNotFitNamingTheFile) {
   const std::string dir = test::scratch_dir("limits_labels");
   const std::string x = fixture("expected/fmnist_mlp_k390.input.npy");
   const int64_t n = load_npy(x).rows();
@@ -136,7 +136,7 @@ TEST(KerasLimits, PredictRefusesInt64LabelsThatDoNotFitNamingTheFile) {
   }
 }
 
-TEST(KerasLimits, PredictRefusesFloatLabelsBeyondInt32) {
+TEST(RealFileLimits, PredictRefusesFloatLabelsBeyondInt32) {
   const std::string dir = test::scratch_dir("limits_float_labels");
   const std::string x = fixture("expected/fmnist_mlp_k390.input.npy");
   const int64_t n = load_npy(x).rows();

@@ -1,4 +1,4 @@
-// Loading real Keras files (tests/io/fixtures, see MANIFEST.md there) and checking their
+// Loading real Keras files (the shared real set, ../shared/keras-models, see its MANIFEST.md) and checking their
 // predictions against the reference outputs; refusing what nnfleet cannot run, by name.
 #include "io/keras_reader.h"
 
@@ -82,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
-TEST(KerasImport, ReadsVersionBackendAndTrainingConfigOfLegacyH5) {
+TEST(RealFileImport, ReadsVersionBackendAndTrainingConfigOfLegacyH5) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_bn_k216.h5"));
   EXPECT_EQ(lm.format, "h5");
   EXPECT_EQ(lm.class_name, "Sequential");
@@ -96,7 +96,7 @@ TEST(KerasImport, ReadsVersionBackendAndTrainingConfigOfLegacyH5) {
   EXPECT_EQ(lm.model->layer(0).name(), "conv2d_1");
 }
 
-TEST(KerasImport, ReadsFunctionalModelClassNamedModel) {
+TEST(RealFileImport, ReadsFunctionalModelClassNamedModel) {
   const LoadedModel lm = load_keras_model(fixture("mnist_mlp_functional_tf224.h5"));
   EXPECT_EQ(lm.class_name, "Functional");
   EXPECT_EQ(lm.model->name(), "3_layer_mlp");
@@ -105,7 +105,7 @@ TEST(KerasImport, ReadsFunctionalModelClassNamedModel) {
   EXPECT_EQ(lm.model->num_layers(), 3u);
 }
 
-TEST(KerasImport, ReadsKeras3ArchiveWithCompileConfigAndOptimizerState) {
+TEST(RealFileImport, ReadsKeras3ArchiveWithCompileConfigAndOptimizerState) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
   EXPECT_EQ(lm.format, "keras");
   EXPECT_EQ(lm.keras_version, "3.10.0");
@@ -118,7 +118,7 @@ TEST(KerasImport, ReadsKeras3ArchiveWithCompileConfigAndOptimizerState) {
   EXPECT_GT(lm.iterations, 0);
 }
 
-TEST(KerasImport, FlattensNestedSequentialWrittenOnWindows) {
+TEST(RealFileImport, FlattensNestedSequentialWrittenOnWindows) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_mlp_nested_tf214.keras"));
   ASSERT_EQ(lm.model->num_layers(), 4u);  // Flatten, Dense, Dense, Softmax
   EXPECT_EQ(lm.model->layer(0).class_name(), std::string("Flatten"));
@@ -126,7 +126,7 @@ TEST(KerasImport, FlattensNestedSequentialWrittenOnWindows) {
   EXPECT_EQ(lm.keras_version, "2.14.0");
 }
 
-TEST(KerasImport, ArchitectureJsonAloneHasNoWeights) {
+TEST(RealFileImport, ArchitectureJsonAloneHasNoWeights) {
   const LoadedModel lm = load_keras_model(fixture("lenet5_k224.json"));
   EXPECT_EQ(lm.format, "json");
   EXPECT_FALSE(lm.has_weights);
@@ -134,7 +134,7 @@ TEST(KerasImport, ArchitectureJsonAloneHasNoWeights) {
   EXPECT_EQ(lm.model->input_shape(), (Shape{32, 32, 1}));
 }
 
-TEST(KerasImport, LoadsSaveWeightsFileOntoAModelBuiltElsewhere) {
+TEST(RealFileImport, LoadsSaveWeightsFileOntoAModelBuiltElsewhere) {
   const LoadedModel arch = load_keras_model(fixture("lenet5_k224.json"));
   std::vector<float> params(arch.params.size(), 0.0f);
   load_weights_h5(fixture("lenet5_weights_k224.h5"), *arch.model, params.data());
@@ -144,7 +144,7 @@ TEST(KerasImport, LoadsSaveWeightsFileOntoAModelBuiltElsewhere) {
   EXPECT_LT(test::max_abs_diff(out, static_cast<const float*>(y.data()), out.size()), 1e-4);
 }
 
-TEST(KerasImport, RefusesTwoInputTwoOutputModelNamingThem) {
+TEST(RealFileImport, RefusesTwoInputTwoOutputModelNamingThem) {
   const std::string msg =
       file_error_of([] { load_keras_model(fixture("housing_widedeep_functional_tf240.h5")); });
   EXPECT_NE(msg.find("housing_widedeep_functional_tf240.h5"), std::string::npos) << msg;
@@ -153,14 +153,14 @@ TEST(KerasImport, RefusesTwoInputTwoOutputModelNamingThem) {
   EXPECT_NE(msg.find("expected exactly one input and one output"), std::string::npos) << msg;
 }
 
-TEST(KerasImport, RefusesWeightsOnlyFileAsModelWithHint) {
+TEST(RealFileImport, RefusesWeightsOnlyFileAsModelWithHint) {
   const std::string msg =
       file_error_of([] { load_keras_model(fixture("lenet5_weights_k224.h5")); });
   EXPECT_NE(msg.find("weights-only"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--weights"), std::string::npos) << msg;
 }
 
-TEST(KerasImport, RefusesWeightsOfAnotherArchitecture) {
+TEST(RealFileImport, RefusesWeightsOfAnotherArchitecture) {
   const std::string msg = file_error_of(
       [] { load_keras_model(fixture("lenet5_k224.json"), fixture("mnist_cnn_raw_k224.h5")); });
   EXPECT_NE(msg.find("the file has weights for 3 layers (conv2d_1, conv2d_2, dense_1)"),

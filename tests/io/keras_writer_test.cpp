@@ -107,7 +107,7 @@ KerasSaveInfo info_of(const LoadedModel& lm) {
   return info;
 }
 
-TEST(KerasExport, KerasWeightsFileHasTheGroupsDatasetsAndShapesKeras310Writes) {
+TEST(RealFileExport, KerasWeightsFileHasTheGroupsDatasetsAndShapesKeras310Writes) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
   ASSERT_FALSE(lm.optimizer_state.empty());
   const std::string out = test::scratch_dir("structure_k310") + "/m.keras";
@@ -117,7 +117,7 @@ TEST(KerasExport, KerasWeightsFileHasTheGroupsDatasetsAndShapesKeras310Writes) {
   EXPECT_EQ(want, got) << diff(want, got);
 }
 
-TEST(KerasExport, KerasConfigHasTheKeysKeras310Writes) {
+TEST(RealFileExport, KerasConfigHasTheKeysKeras310Writes) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
   const std::string out = test::scratch_dir("config_k310") + "/m.keras";
   save_keras(out, *lm.model, lm.params.data(), info_of(lm));
@@ -146,7 +146,7 @@ TEST(KerasExport, KerasConfigHasTheKeysKeras310Writes) {
   EXPECT_EQ(zip_json(out, "metadata.json")["keras_version"], "3.10.0");
 }
 
-TEST(KerasExport, LegacyH5HasTheLayoutOfTfKerasForSequential) {
+TEST(RealFileExport, LegacyH5HasTheLayoutOfTfKerasForSequential) {
   const LoadedModel lm = load_keras_model(fixture("mnist_cnn_raw_k224.h5"));
   const std::string out = test::scratch_dir("structure_h5_seq") + "/m.h5";
   KerasSaveInfo info;
@@ -160,7 +160,7 @@ TEST(KerasExport, LegacyH5HasTheLayoutOfTfKerasForSequential) {
   EXPECT_EQ(want, got) << diff(want, got);
 }
 
-TEST(KerasExport, LegacyH5HasTheLayoutOfTfKerasForFunctional) {
+TEST(RealFileExport, LegacyH5HasTheLayoutOfTfKerasForFunctional) {
   const LoadedModel lm = load_keras_model(fixture("asl_cnn_functional_tf290.h5"));
   const std::string out = test::scratch_dir("structure_h5_fn") + "/m.h5";
   KerasSaveInfo info;
@@ -219,14 +219,18 @@ TEST_P(KerasRoundTrip, WrittenFilesPredictIdentically) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    RealAndSynthetic, KerasRoundTrip,
+    RealFiles, KerasRoundTrip,
     ::testing::Values(
         std::make_pair("fmnist_cnn_bn_k216.h5", "expected/fmnist_cnn_bn_k216"),
         std::make_pair("mnist_mlp_functional_tf224.h5", "expected/mnist_mlp_functional_tf224"),
         std::make_pair("asl_cnn_functional_tf290.h5", "expected/asl_cnn_functional_tf290"),
         std::make_pair("fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"),
         std::make_pair("fmnist_cnn_k310.keras", "expected/fmnist_cnn_k310"),
-        std::make_pair("fmnist_mlp_nested_tf214.keras", "expected/fmnist_mlp_nested_tf214"),
+        std::make_pair("fmnist_mlp_nested_tf214.keras", "expected/fmnist_mlp_nested_tf214")));
+
+INSTANTIATE_TEST_SUITE_P(
+    Synthetic, KerasRoundTrip,
+    ::testing::Values(
         std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
         std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
 
@@ -289,7 +293,7 @@ TEST(KerasExport, SplitsLongLayerNameListsLikeKeras) {
   EXPECT_EQ(back.params, params);
 }
 
-TEST(KerasExport, WritesAtomicallyAndReportsUnwritablePaths) {
+TEST(RealFileExport, WritesAtomicallyAndReportsUnwritablePaths) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_mlp_k390.h5"));
   const std::string msg = test::file_error_of(
       [&] { save_keras("/nonexistent-dir/x.keras", *lm.model, lm.params.data()); });

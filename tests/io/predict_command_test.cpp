@@ -48,7 +48,7 @@ std::string write_labels(const std::string& dir, const Array& ref, int k) {
   return dir + "/labels.npy";
 }
 
-TEST(Predict, MatchesReferenceAndIsIdenticalForAnyWorkerCount) {
+TEST(RealFilePredict, MatchesReferenceAndIsIdenticalForAnyWorkerCount) {
   const std::string dir = test::scratch_dir("predict_workers");
   const std::string x = fixture("expected/fmnist_cnn_k310.input.npy");
   const Array ref = load_npy(fixture("expected/fmnist_cnn_k310.output.npy"));
@@ -76,7 +76,7 @@ TEST(Predict, MatchesReferenceAndIsIdenticalForAnyWorkerCount) {
   }
 }
 
-TEST(Predict, CategoricalCrossentropyAcceptsIntegerLabelsAsOneHot) {
+TEST(RealFilePredict, CategoricalCrossentropyAcceptsIntegerLabelsAsOneHot) {
   const std::string dir = test::scratch_dir("predict_onehot");
   const Array ref = load_npy(fixture("expected/fmnist_cnn_k310.output.npy"));
   const std::string y = write_labels(dir, ref, 10);
@@ -94,7 +94,7 @@ TEST(Predict, CategoricalCrossentropyAcceptsIntegerLabelsAsOneHot) {
   for (size_t i = 0; i < cce.size(); ++i) EXPECT_NEAR(cce[i], scce[i], 1e-5);
 }
 
-TEST(Predict, ReadsIdxWithScaleNpzKeyAndCsvWithLabel) {
+TEST(RealFilePredict, ReadsIdxWithScaleNpzKeyAndCsvWithLabel) {
   const std::string dir = test::scratch_dir("predict_formats");
   // IDX: the Fashion-MNIST images as uint8 (the reference input is them / 255).
   const Array x = load_npy(fixture("expected/fmnist_mlp_k390.input.npy"));
@@ -143,7 +143,7 @@ TEST(Predict, ReadsIdxWithScaleNpzKeyAndCsvWithLabel) {
   EXPECT_LT(test::max_abs_diff(mgot, mwant.data(), mwant.size()), 1e-5);
 }
 
-TEST(Predict, ArchitectureJsonTakesWeightsFile) {
+TEST(RealFilePredict, ArchitectureJsonTakesWeightsFile) {
   const std::string dir = test::scratch_dir("predict_json");
   ASSERT_EQ(run_cli({"predict", fixture("lenet5_k224.json"), "--weights",
                      fixture("lenet5_weights_k224.h5"), "--x",
@@ -161,7 +161,7 @@ TEST(Predict, ArchitectureJsonTakesWeightsFile) {
   }
 }
 
-TEST(Predict, ShapeMismatchNamesBothShapes) {
+TEST(RealFilePredict, ShapeMismatchNamesBothShapes) {
   const std::string dir = test::scratch_dir("predict_mismatch");
   try {
     run_cli({"predict", fixture("synthetic/mlp_vlen_utf8.h5"), "--x",
@@ -176,7 +176,7 @@ TEST(Predict, ShapeMismatchNamesBothShapes) {
 }
 
 // The label error of predict did not name the labels file.
-TEST(Predict, LabelOutOfRangeNamesTheLabelsFile) {
+TEST(RealFilePredict, LabelOutOfRangeNamesTheLabelsFile) {
   const std::string dir = test::scratch_dir("predict_label_range");
   const int64_t n = load_npy(fixture("expected/fmnist_cnn_k310.input.npy")).rows();
   Array labels = Array::zeros(DType::kI32, Shape{n});
@@ -198,7 +198,7 @@ TEST(Predict, LabelOutOfRangeNamesTheLabelsFile) {
 
 // A FIFO as the model or the inputs blocked predict in open() forever. It must fail at once; the
 // call runs on a detached thread so a regression fails the test instead of hanging it.
-TEST(Predict, FifoAsModelOrInputIsRefusedWithoutBlocking) {
+TEST(RealFilePredict, FifoAsModelOrInputIsRefusedWithoutBlocking) {
   const std::string dir = test::scratch_dir("predict_fifo");
   const std::string fifo = dir + "/pipe.keras";
   std::filesystem::remove(fifo);
@@ -228,7 +228,7 @@ TEST(Predict, FifoAsModelOrInputIsRefusedWithoutBlocking) {
   }
 }
 
-TEST(Inspect, SummaryListsLayersTotalsVersionAndTrainingConfig) {
+TEST(RealFileInspect, SummaryListsLayersTotalsVersionAndTrainingConfig) {
   const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
   const std::string s = model_summary(lm, "fmnist_cnn_k310.keras");
   for (const char* want :
