@@ -384,8 +384,7 @@ void save_keras(const std::string& path, const Model& m, const float* params,
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json(m, info).dump(), ""};
   members[2] = {"model.weights.h5", keras3_weights(m, params, info, path), ""};
-  write_atomic_with(
-      path, [&](const std::string& tmp) { write_zip(tmp, members); }, d);
+  write_file_atomic(path, zip_image(path, members), d);
 }
 
 void save_keras_h5(const std::string& path, const Model& m, const float* params,

@@ -97,10 +97,10 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
   return out;
 }
 
-void write_zip(const std::string& path, const std::vector<ZipMember>& members) {
-  int code = 0;
-  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
-  if (!z) fail("write", path, error_text(code));
+namespace {
+
+// Adds `members` to `z`, stored. On failure discards `z` and throws FileError naming `path`.
+void add_members(zip_t* z, const std::string& path, const std::vector<ZipMember>& members) {
   for (const auto& [name, bytes, file] : members) {
     zip_source_t* src = file.empty() ? zip_source_buffer(z, bytes.data(), bytes.size(), 0)
                                      : zip_source_file(z, file.c_str(), 0, -1);
@@ -121,10 +121,66 @@ void write_zip(const std::string& path, const std::vector<ZipMember>& members) {
       fail("write", path, "cannot store member '" + name + "': " + why);
     }
   }
+}
+
+void close_or_fail(zip_t* z, const std::string& path) {
   if (zip_close(z) != 0) {
     std::string why = zip_strerror(z);
     zip_discard(z);
     fail("write", path, why);
+  }
+}
+
+// The bytes a closed in-memory source holds.
+std::string source_bytes(zip_source_t* src, const std::string& path) {
+  std::string out;
+  zip_stat_t st;
+  zip_stat_init(&st);
+  bool ok = zip_source_open(src) == 0;
+  if (ok) {
+    ok = zip_source_stat(src, &st) == 0 && (st.valid & ZIP_STAT_SIZE);
+    if (ok) {
+      out.resize(static_cast<size_t>(st.size));
+      ok = zip_source_read(src, out.data(), st.size) == static_cast<zip_int64_t>(st.size);
+    }
+    zip_source_close(src);
+  }
+  if (!ok) fail("write", path, "cannot take the archive's bytes from memory");
+  return out;
+}
+
+}  // namespace
+
+void write_zip(const std::string& path, const std::vector<ZipMember>& members) {
+  int code = 0;
+  zip_t* z = zip_open(path.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!z) fail("write", path, error_text(code));
+  add_members(z, path, members);
+  close_or_fail(z, path);
+}
+
+std::string zip_image(const std::string& path, const std::vector<ZipMember>& members) {
+  zip_error_t err;
+  zip_error_init(&err);
+  zip_source_t* src = zip_source_buffer_create(nullptr, 0, 0, &err);
+  zip_t* z = src ? zip_open_from_source(src, ZIP_TRUNCATE, &err) : nullptr;
+  if (!z) {
+    const std::string why = zip_error_strerror(&err);
+    zip_error_fini(&err);
+    if (src) zip_source_free(src);
+    fail("write", path, "cannot make an archive in memory: " + why);
+  }
+  zip_error_fini(&err);
+  zip_source_keep(src);  // zip_close would free it; its bytes are the result
+  try {
+    add_members(z, path, members);
+    close_or_fail(z, path);
+    std::string out = source_bytes(src, path);
+    zip_source_free(src);
+    return out;
+  } catch (...) {
+    zip_source_free(src);
+    throw;
   }
 }
 
