@@ -293,6 +293,9 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         for (size_t m = 0; m < metrics.size(); ++m)
           rec.values.emplace_back("val_" + metrics[m].key, vm[m] / nv);
       }
+      // The rate the next update would use, as Keras's optimizer.learning_rate reports it.
+      if (spec.optimizer.schedule)
+        rec.values.emplace_back("learning_rate", learning_rate_at(spec.optimizer, net.iterations()));
       rec.seconds = ck.epoch_seconds;
       res.history.push_back(rec);
       if (ctx.observer) ctx.observer->on_epoch(spec, rec);

@@ -299,11 +299,13 @@ void read_keras3_optimizer(const h5::Group& root, const Keras3Index& index, Load
       }
   const auto slots = optimizer_state_slots(spec);
   const auto order = keras_optimizer_var_order(slots, vars_list.size());
-  if (n != 2 + order.size()) return;
+  // vars: iterations, the rate when it is a number (not a schedule), then the slots.
+  const size_t first_slot = spec.schedule ? 1 : 2;
+  if (n != first_slot + order.size()) return;
   std::vector<float> state(optimizer_state_floats(spec, n_trainable), 0.0f);
   for (size_t k = 0; k < order.size(); ++k) {
     const auto [li, j] = vars_list[order[k].var];
-    const h5::Dataset ds = vars.dataset(std::to_string(k + 2));
+    const h5::Dataset ds = vars.dataset(std::to_string(k + first_slot));
     if (!same_shape(ds.dims(), m.planned(li).params[j].shape)) return;
     ds.read_floats(state.data() + order[k].slot * n_trainable + offsets[li][j],
                    static_cast<size_t>(m.planned(li).params[j].shape.size()));

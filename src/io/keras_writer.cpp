@@ -222,8 +222,12 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
     v.write_string_attr("name", ocfg.value("name", std::string("optimizer")),
                         h5::StrType::kVlenUtf8);
     v.write_int64_scalar("0", info.iterations);
-    const float lr = static_cast<float>(spec.learning_rate);
-    v.write_floats("1", {}, &lr);
+    // Keras 3 keeps the rate as a variable only when it is a number, not a schedule.
+    const size_t first_slot = spec.schedule ? 1 : 2;
+    if (!spec.schedule) {
+      const float lr = static_cast<float>(spec.learning_rate);
+      v.write_floats("1", {}, &lr);
+    }
     std::vector<std::pair<size_t, size_t>> vars;
     size_t n_trainable = 0;
     for (size_t i = 0; i < m.num_layers(); ++i)
@@ -235,7 +239,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
     const auto order = keras_optimizer_var_order(optimizer_state_slots(spec), vars.size());
     for (size_t k = 0; k < order.size(); ++k) {
       const auto [li, j] = vars[order[k].var];
-      v.write_floats(std::to_string(k + 2), dims_of(m.planned(li).params[j].shape),
+      v.write_floats(std::to_string(k + first_slot), dims_of(m.planned(li).params[j].shape),
                      info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
     }
   }

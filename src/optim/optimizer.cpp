@@ -150,9 +150,17 @@ OptimizerSpec parse_optimizer(const Json& j) {
   LayerConfig c(config, mode, found->cls);
   const double kInf = INFINITY;
   const double def_lr = s.kind == OptKind::kSGD ? 0.01 : 0.001;
-  if (const Json* lr = c.get_raw("learning_rate"); lr && lr->is_object())
-    c.fail("learning_rate", "a number (learning-rate schedules are not supported)");
-  s.learning_rate = get_range(c, "learning_rate", def_lr, 0, kInf, true, false, "a number > 0");
+  if (const Json* lr = c.get_raw("learning_rate"); lr && lr->is_object()) {
+    if (!is_lr_schedule(*lr)) {
+      std::string names;
+      for (const auto& n : lr_schedule_names()) names += (names.empty() ? "" : ", ") + n;
+      c.fail("learning_rate", "a number > 0 or a learning-rate schedule (" + names + ")");
+    }
+    s.schedule = parse_lr_schedule(*lr);
+    s.learning_rate = lr_at(*s.schedule, 0);
+  } else {
+    s.learning_rate = get_range(c, "learning_rate", def_lr, 0, kInf, true, false, "a number > 0");
+  }
   s.weight_decay = get_range(c, "weight_decay", s.kind == OptKind::kAdamW ? 0.004 : 0.0, 0, kInf,
                              false, false, "a number >= 0");
   s.clipnorm = get_range(c, "clipnorm", 0.0, 0, kInf, false, false, "a number >= 0");
@@ -215,7 +223,8 @@ Json optimizer_keras_config(const OptimizerSpec& s) {
       break;
   }
   Json c = {{"name", name},
-            {"learning_rate", s.learning_rate},
+            {"learning_rate",
+             s.schedule ? lr_schedule_keras_config(*s.schedule) : Json(s.learning_rate)},
             {"weight_decay", or_null(s.weight_decay)},
             {"clipnorm", or_null(s.clipnorm)},
             {"global_clipnorm", or_null(s.global_clipnorm)},
@@ -288,9 +297,14 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
 }
 
 // Every loop runs over [begin, end) only; state slot k of element i is state[k * n + i].
+double learning_rate_at(const OptimizerSpec& s, int64_t iteration) {
+  return s.schedule ? lr_at(*s.schedule, iteration) : s.learning_rate;
+}
+
 void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float* p, float* g,
                       float* state, size_t begin, size_t end) {
-  const float lr = static_cast<float>(s.learning_rate);
+  const double rate = learning_rate_at(s, iteration);
+  const float lr = static_cast<float>(rate);
   if (s.weight_decay > 0) {
     const float wd = static_cast<float>(s.weight_decay);
     for (size_t i = begin; i < end; ++i) p[i] -= p[i] * wd * lr;
@@ -317,7 +331,7 @@ void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float
       // p -= alpha m / (sqrt(v) + eps).
       const double t = static_cast<double>(iteration + 1);
       const float alpha = static_cast<float>(
-          s.learning_rate * std::sqrt(1 - std::pow(s.beta_2, t)) / (1 - std::pow(s.beta_1, t)));
+          rate * std::sqrt(1 - std::pow(s.beta_2, t)) / (1 - std::pow(s.beta_1, t)));
       const float c1 = static_cast<float>(1 - s.beta_1), c2 = static_cast<float>(1 - s.beta_2);
       const float eps = static_cast<float>(s.epsilon);
       // Separate loops without aliasing so the compiler vectorizes them (this loop streams four

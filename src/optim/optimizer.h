@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/config.h"
+#include "optim/lr_schedule.h"
 
 namespace nnfleet {
 
@@ -17,7 +18,8 @@ enum class OptKind { kSGD, kAdam, kAdamW, kRMSprop, kAdagrad };
 
 struct OptimizerSpec {
   OptKind kind = OptKind::kAdam;
-  double learning_rate = 0.001;
+  double learning_rate = 0.001;        // the rate of the first update when `schedule` is set
+  std::optional<LrSchedule> schedule;  // a Keras learning-rate schedule in place of the number
   double momentum = 0.0;      // SGD, RMSprop
   bool nesterov = false;      // SGD
   double beta_1 = 0.9, beta_2 = 0.999;
@@ -33,9 +35,12 @@ struct OptimizerSpec {
 };
 
 // Parses {"Adam": {"learning_rate": 0.001}}, "adam", or Keras's {"class_name": "Adam", "config":
-// {...}}. Throws ConfigError naming the key, or listing valid optimizer names.
+// {...}}; learning_rate may be a schedule (lr_schedule.h). Throws ConfigError naming the key, or
+// listing valid optimizer names.
 OptimizerSpec parse_optimizer(const Json& j);
 std::string optimizer_class(OptKind k);  // "Adam"
+// The rate of the update after `iteration` earlier ones (Keras's optimizer.learning_rate then).
+double learning_rate_at(const OptimizerSpec& s, int64_t iteration);
 const std::vector<std::string>& optimizer_names();
 // Keras 3 config object ({"name": "adam", "learning_rate": ..., ...}).
 Json optimizer_keras_config(const OptimizerSpec& s);

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <chrono>
 #include <thread>
 
@@ -112,6 +114,29 @@ TEST_F(Fleet, WritesTheOutputFolder) {
   // Nothing temporary is left behind.
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path + "/out"))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+TEST_F(Fleet, ScheduledLearningRateIsInTheHistoryAsKerasReportsIt) {
+  testing_util::write_text(plan, testing_util::small_plan(R"(  - name: decayed
+    optimizer: {SGD: {learning_rate: {ExponentialDecay: {initial_learning_rate: 0.1,
+                                      decay_steps: 10, decay_rate: 0.5}}}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+)"));
+  run(plan, dir.path + "/out", 2);
+  const auto rows = testing_util::history_rows(dir.path + "/out", "decayed");
+  ASSERT_EQ(rows.size(), 3u);
+  // 960 training rows in batches of 16: 60 updates per epoch; after epoch e the next update's
+  // rate is 0.1 * 0.5^(60 e / 10).
+  for (size_t e = 0; e < rows.size(); ++e) {
+    const double want = 0.1 * std::pow(0.5, 6.0 * static_cast<double>(e + 1));
+    EXPECT_NEAR(std::stod(rows[e].at("learning_rate")), want, 1e-9 * want) << e;
+  }
+  // A model with a constant rate leaves the column empty.
+  const auto plain = testing_util::history_rows(dir.path + "/out", "tanh-sgd");
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain[0].at("learning_rate"), "");
 }
 
 TEST_F(Fleet, EarlyStoppingRestoresBestWeights) {

@@ -234,6 +234,34 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
         std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
 
+// Keras 3 keeps no learning-rate variable when the rate is a schedule: vars are the iteration
+// count and then the slots.
+TEST(KerasExport, ScheduledOptimizerRoundTripsWithItsStateAndSchedule) {
+  const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
+  TrainSpec spec;
+  spec.loss = parse_loss(Json("categorical_crossentropy"));
+  spec.optimizer = parse_optimizer(Json::parse(R"({"Adam": {"learning_rate": {"CosineDecay":
+      {"initial_learning_rate": 0.01, "decay_steps": 5}}}})"));
+  Network net(lm.model, 3, spec);
+  std::copy(lm.params.begin(), lm.params.end(), net.params());
+  const Array x = load_npy(fixture("synthetic/functional_k3.input.npy"));
+  std::vector<float> t = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  const int64_t idx[3] = {0, 1, 2};
+  for (int step = 0; step < 2; ++step) {
+    gather_rows(x, idx, 3, 1.0f, net.input());
+    net.train_step(3, Targets{t.data(), nullptr});
+  }
+  const std::string dir = test::scratch_dir("scheduled");
+  save_keras(dir + "/s.keras", net.model(), net.params(), keras_save_info(net, {}));
+  const LoadedModel back = load_keras_model(dir + "/s.keras");
+  EXPECT_EQ(back.optimizer_state_info["variables"], 1 + 2 * 8);  // no learning-rate variable
+  ASSERT_TRUE(back.optimizer.schedule.has_value());
+  EXPECT_DOUBLE_EQ(learning_rate_at(back.optimizer, 2), learning_rate_at(spec.optimizer, 2));
+  EXPECT_EQ(back.optimizer_state,
+            std::vector<float>(net.optimizer_state(),
+                               net.optimizer_state() + net.optimizer_state_floats()));
+}
+
 TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
   const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
   TrainSpec spec;
