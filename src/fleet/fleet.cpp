@@ -285,7 +285,8 @@ RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
 std::vector<FleetData> load_sources(const Plan& plan, Cluster* cluster, bool& loaded_data) {
   if (!cluster) return load_plan_data(plan.sources);
   std::vector<FleetData> out;
-  for (const DataSpec& spec : plan.sources) out.push_back(cluster->load_shared_data(spec, loaded_data));
+  for (const DataSpec& spec : plan.sources)
+    out.push_back(cluster->load_shared_data(spec, loaded_data));
   return out;
 }
 

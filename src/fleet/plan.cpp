@@ -45,7 +45,7 @@ const std::vector<std::string> kModelKeys = {
     "batch_size", "batch_split", "data",    "early_stopping", "epochs",    "grid",   "keras",
     "layers",     "loss",        "metrics", "name",           "optimizer", "shuffle"};
 const std::vector<std::string> kDefaultsKeys = {
-    "batch_size", "batch_split", "data",    "early_stopping", "epochs",  "keras",
+    "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
     "layers",     "loss",        "metrics", "optimizer",      "shuffle"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
@@ -317,9 +317,9 @@ DataSpec Loader::data(const std::string& path, const Json& v) {
                   .value_or(1.0);
   const std::string split = child_path(path, "validation_split");
   if (v.contains("validation_split") && !v["validation_split"].is_null())
-    d.validation_split = check_number(pr_, split, v["validation_split"], 0, false, 1, true,
-                                      "a number in [0, 1)")
-                             .value_or(0.0);
+    d.validation_split =
+        check_number(pr_, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
+            .value_or(0.0);
   d.validation_split_where = pr_.where(v.contains("validation_split") ? split : path);
   return d;
 }

@@ -88,10 +88,11 @@ struct Plan {
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
-// grid placeholders work in its paths: series_{k}_x.npy): types and ranges of every field, unique file-safe model
-// names, known layer classes and valid layer configs (every layer is constructed once through the
-// registry), known losses/optimizers/metrics/activations with the valid names listed. Does not
-// touch the data. Throws PlanError whose message lists every problem found, one per line.
+// grid placeholders work in its paths: series_{k}_x.npy): types and ranges of every field,
+// unique file-safe model names, known layer classes and valid layer configs (every layer is
+// constructed once through the registry), known losses/optimizers/metrics/activations with the
+// valid names listed, data for every model. Does not touch the data. Throws PlanError whose
+// message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
 
 // Serializes the expanded plan as YAML.

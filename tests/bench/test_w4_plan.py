@@ -61,3 +61,35 @@ def test_the_example_plan_is_the_whole_workload():
     for layer in ("LSTM: {units: 32", "GRU: {units: 32", "Conv1D: {filters: 16, kernel_size: 5",
                   "dilation_rate: 2", "GlobalAveragePooling1D"):
         assert layer in text
+
+
+def bench_with_fake_nnfleet(tmp_path, stderr, code):
+    """A Bench whose nnfleet is a script that prints `stderr` and exits with `code`."""
+    os.makedirs(tmp_path / "logs")
+    fake = tmp_path / "nnfleet"
+    fake.write_text("#!/bin/sh\ncat >&2 <<'EOF'\n" + stderr + "\nEOF\nexit " + str(code) + "\n")
+    fake.chmod(0o755)
+    b = object.__new__(run_bench.Bench)
+    b.work, b.round, b.n, b.commands, b.values = str(tmp_path), 1, 2, {}, {}
+    b.nnfleet = str(fake)
+    b.plans = {"w4": b.w4_plan(1, 1, "w4-test")}
+    return b
+
+
+def test_w4_is_not_available_while_nnfleet_lacks_the_layers_and_fails_otherwise(tmp_path):
+    b = bench_with_fake_nnfleet(
+        tmp_path, "failed to load plan 'w4-test.yaml': 2 problem(s)\n"
+        "w4-test.yaml:30: models[0].layers[0].LSTM: unknown layer class 'LSTM'; expected one of "
+        "Dense, ...\nw4-test.yaml:36: models[1].layers[0].GRU: unknown layer class 'GRU'; ...", 2)
+    try:
+        b.w4_fleet()
+        raise AssertionError("w4_fleet ran without the layers")
+    except run_bench.NotAvailable as e:
+        assert "this nnfleet has no GRU, LSTM layer" in str(e)
+    assert b.values == {}
+    other = bench_with_fake_nnfleet(tmp_path / "other", "failed to load data: disk on fire", 1)
+    try:
+        other.w4_fleet()
+        raise AssertionError("w4_fleet hid a real failure")
+    except run_bench.BenchError as e:
+        assert "disk on fire" in str(e)

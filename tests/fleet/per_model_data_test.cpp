@@ -14,11 +14,11 @@
 namespace nnfleet {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::TempDir;
 using testing_util::write_blobs;
 using testing_util::write_text;
-using ::testing::HasSubstr;
-using ::testing::Not;
 
 ModelIo raw_io() {
   ModelIo io;
