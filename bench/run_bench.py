@@ -613,7 +613,8 @@ class Bench:
                                     self.cores[0]], env)
         pool = os.path.join(self.work, "peer-w4-pool.json")
         self.run("peer-w4-pool", [PY, peer, "--data", W4_DATA, "--out", pool, "--mode", "pool",
-                                  "--workers", self.n, "--series-count", self.cfg["w4_series"],
+                                  "--workers", self.n, "--cores", ",".join(map(str, self.cores)),
+                                  "--series-count", self.cfg["w4_series"],
                                   "--epochs", self.cfg["w4_epochs"]], env)
         with open(single) as f:
             s = json.load(f)
