@@ -1,6 +1,8 @@
 # nnfleet's entry points. `make demo` and `make test` first install what is missing
 # (scripts/setup), then configure and build in Release, leaving the tool at build/nnfleet.
 #   make demo        train the example fleet (examples/fashion-mnist.yaml) with the live display
+#   make forecast    W4: one LSTM, GRU and Conv1D forecaster per series (examples/forecast.yaml),
+#                    its 32 series written by tools/make_w4_series.py into $(BUILD)/bench-data/w4
 #   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
 #                    run of every fuzzer (make fuzz-short)
 #   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
@@ -16,7 +18,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build demo test test-quick asan clean bench fuzz-build fuzz fuzz-short
+.PHONY: setup build demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -27,6 +29,14 @@ build: setup
 
 demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)
+
+# examples/forecast.yaml reads build/bench-data/w4/ (relative to examples/), whatever BUILD is.
+forecast-data:
+	scripts/setup --forecast
+	/usr/bin/python3 tools/make_w4_series.py build/bench-data/w4
+
+forecast: build forecast-data
+	$(BUILD)/nnfleet train examples/forecast.yaml --out runs/forecast-$$(date +%Y%m%d-%H%M%S)
 
 test: build
 	@if [ -f $(BUILD)/real_files_absent.txt ]; then cat $(BUILD)/real_files_absent.txt; fi

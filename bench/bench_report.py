@@ -58,6 +58,8 @@ REMEDIES = {
              "taps); the Dense layer's weight traffic is the same for every fp32 engine.",
     "w3-fleet": "fewer fixed costs per model: fewer files per finished model, and the Adam "
                 "update fused with the gradient pass.",
+    "w4-fleet": "batch the recurrent products of every time step into one GEMM per gate block, "
+                "and keep the gate activations of the whole sequence for the backward pass.",
 }
 SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w1-fleet": "W1 on all cores (`nnfleet train`, every model)",
@@ -66,6 +68,7 @@ SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w2-b256": "`nnfleet predict` of m7 at batch 256, one worker",
     "w2-b1": "`nnfleet predict` of m7 at batch 1, one worker",
     "w3-fleet": "W3 on all cores (`nnfleet train`)",
+    "w4-fleet": "W4 on all cores (`nnfleet train examples/forecast.yaml`)",
 }
 
 
@@ -118,6 +121,10 @@ def f_pct(v):
 
 def f_share(v):
     return f"{100 * v:.1f}%"
+
+
+def f_mse(v):
+    return "missing" if v is None else f"{v:.4g}"
 
 
 def f_acc(v):
@@ -246,7 +253,29 @@ def target_rows(b, c=None):
     ns = div(med(b, "w3.wall1.nnfleet"), n)
     row(f"W3 scaling, {b.n} workers vs 1 (makespan ratio)", ns, None, f_x, None,
         "nnfleet ≥ 1.85x", ns, 1.85, "x", "w3-fleet")
+    w4_target_rows(b, c, row)
     return rows
+
+
+def w4_target_rows(b, c, row):
+    """W4's targets (issue 11): each architecture 3x the peer's single-core samples/s, the
+    makespan 3x the pooled peer's, test MSE within 10% of the peer's."""
+    for arch in workloads.W4_ARCHS:
+        n, p = med(b, f"w4.sps.{arch}.nnfleet"), med(b, f"w4.sps.{arch}.peer")
+        r = div(n, p)
+        fl = workloads.w4_train_flops_per_sample(arch) / 1e9
+        row(f"W4 {arch} training samples/s, 1 core", n, p, f_int, r, "≥ 3x", r, 3, "x",
+            "w4-fleet", c.gf(n and n * fl), c.gf(p and p * fl))
+    n, p = med(b, "w4.wall.nnfleet"), med(b, "w4.wall.pool")
+    r = div(p, n)
+    row(f"W4 makespan, {b.n} cores vs the pooled peer", n, p, f_sec, r, "≥ 3x faster", r, 3, "x",
+        "w4-fleet")
+    for arch in workloads.W4_ARCHS:
+        n, p = med(b, f"w4.mse.{arch}.nnfleet"), med(b, f"w4.mse.{arch}.peer")
+        # peer ÷ nnfleet, as for times: at least 1/1.1 when nnfleet's MSE is within 10% above.
+        r = div(p, n)
+        row(f"W4 {arch} mean test MSE", n, p, f_mse, r, "within 10% (≥ 0.91x)", r, 0.91, "x",
+            "w4-fleet")
 
 
 def missed_scenarios(b):
@@ -526,6 +555,30 @@ def w3_part(b, c):
     return L
 
 
+def w4_part(b, c):
+    w4 = getattr(b, "w4", None) or {}
+    series, epochs = w4.get("series", workloads.W4_SERIES), w4.get("epochs", workloads.W4_EPOCHS)
+    L = ["### W4: one small model per series\n"]
+    rows = []
+    for arch in workloads.W4_ARCHS:
+        rows.append((f"{arch} training samples/s, 1 core", f_int(med(b, f"w4.sps.{arch}.nnfleet")),
+                     f_int(med(b, f"w4.sps.{arch}.peer")),
+                     f_int(med(b, f"w4.sps_pool.{arch}.peer"))))
+    for arch in workloads.W4_ARCHS:
+        rows.append((f"{arch} mean test MSE", f_mse(med(b, f"w4.mse.{arch}.nnfleet")), "—",
+                     f_mse(med(b, f"w4.mse.{arch}.peer"))))
+    rows.append((f"makespan, {b.n} cores", f_sec(med(b, "w4.wall.nnfleet")), "—",
+                 f_sec(med(b, "w4.wall.pool"))))
+    rows.append((f"peak resident memory, {b.n} cores", f_mb(med(b, "w4.rss.nnfleet")), "—", "—"))
+    L.append(table(["figure", "nnfleet", "peer, one core (series 5 alone)",
+                    "pooled peer (long-lived workers)"], rows))
+    L.append(f"\n{series} series x {len(workloads.W4_ARCHS)} architectures, {epochs} epoch(s) "
+             "each; the peer ran once in this run, not in every round (its models take minutes "
+             "each). The pooled peer's samples/s are each model's own while the other core "
+             "trained too.\n")
+    return L
+
+
 def rounds_part(b):
     L = ["### Every figure, round by round\n"]
     rows = [(f"`{k}`", ", ".join("—" if v is None else f"{v:.4g}" for v in b.values[k]))
@@ -576,6 +629,7 @@ def render_section(b):
     L += w1_part(b, c)
     L += w2_part(b, c)
     L += w3_part(b, c)
+    L += w4_part(b, c)
     L += kernel_section(b, c)
     L += rounds_part(b)
     return "\n".join(L)
@@ -584,7 +638,7 @@ def render_section(b):
 HEADER = """# Benchmarks
 
 nnfleet against its peers on the workloads of `/work/shared/workloads.md` (W1:
-`examples/w1.yaml`; W3: `examples/w3.yaml`), written by `make bench` (`bench/run_bench.py`, which
+`examples/w1.yaml`; W3: `examples/w3.yaml`; W4: `examples/forecast.yaml`), written by `make bench` (`bench/run_bench.py`, which
 `bench/README.md` describes). There is one section per instruction set, each written whole by one
 full run on a machine of that kind and headed by that run's machine, commit and date: a run
 replaces only its own instruction set's section and keeps the others as they were. Every figure

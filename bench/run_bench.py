@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""nnfleet's benchmark: nnfleet against its peers on W1, W2 and W3 (/work/shared/workloads.md), in
+"""nnfleet's benchmark: nnfleet against its peers on W1 to W4 (/work/shared/workloads.md), in
 one sitting, interleaved, then the medians into BENCHMARKS.md (bench/bench_report.py writes it).
 
   bench/run_bench.py [--quick] [--rounds N] [--build DIR] [--nnfleet PATH] [--md PATH]
@@ -14,7 +14,13 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
             b256, b256 x N processes); ONNX Runtime single-threaded (b1, b256)
   w3-1core  W3 on one core: nnfleet (for the scaling figure)
   w3-fleet  W3 on all cores: nnfleet; the peer recipe (fresh process per model); the pooled peer
+  w4-fleet  W4 on all cores: `nnfleet train examples/forecast.yaml` (per-architecture samples/s of
+            each model on its one core, makespan, test MSE); until nnfleet has LSTM, GRU and
+            Conv1D layers this step reports itself not available
 After the rounds, once:
+  w4 peer   W4's PyTorch peer (bench/peers/torch_w4.py) once, not in every round (about 12
+            minutes on 2 cores): the three models of series 5 one after another on one core
+            (single-core samples/s), then every model on the pooled peer (makespan, test MSE)
   kernels   the kernel microbenchmarks (BUILD/bench/kernels/kernels_bench, Google Benchmark, W1's
             shapes) pinned to one core: samples/s and FLOP/s per kernel
   profiles  for each target missed, a short profile of its scenario (bench_probe.py: perf where
@@ -23,7 +29,8 @@ After the rounds, once:
 
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
-8 of the 120 models for 3 epochs, W2 on those 2,000 images; it writes
+8 of the 120 models for 3 epochs, W2 on those 2,000 images, W4 on 2 of the 32 series for 1
+epoch; it writes
 BUILD/bench/BENCHMARKS-quick.md, never BENCHMARKS.md.
 Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, profiles/, raw.json);
 `bench/bench_report.py BUILD/bench/<mode>-<time>/raw.json` re-renders a run without measuring.
@@ -54,6 +61,8 @@ PY = "/usr/bin/python3"
 PEERS = os.path.join(HERE, "peers")
 FMNIST = "/usr/share/datasets/fashion-mnist"
 DATA = os.path.join(REPO, "build", "bench-data")  # examples/w3.yaml reads the digits from here
+W4_DATA = os.path.join(DATA, "w4")  # and examples/forecast.yaml the series
+W4_ARCHS = ("lstm", "gru", "tcn")
 SYS_OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 FMNIST_FILES = [("train-images-idx3-ubyte", 16, 784), ("train-labels-idx1-ubyte", 8, 1),
                 ("t10k-images-idx3-ubyte", 16, 784), ("t10k-labels-idx1-ubyte", 8, 1)]
@@ -61,12 +70,13 @@ QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"
          "w3_epochs": 3, "w2_b1": 300, "sgemm_seconds": 0.2, "clock_runs": 2,
          "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.005},
          "profile_max": 2,
-         "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]}}
+         "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]},
+         "w4_series": 2, "w4_epochs": 1}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
         "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.02},
         "profile_max": None,
-        "w3_grid": workloads.W3_GRID}
+        "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10}
 
 
 class BenchError(Exception):
@@ -263,6 +273,7 @@ class Bench:
                              f"sklearn): {e.stderr.strip().splitlines()[-1]}; expected "
                              "`scripts/setup --bench` to have installed them")
         self.run("digits-data", [PY, os.path.join(REPO, "tools", "make_digits_data.py"), DATA])
+        self.run("w4-data", [PY, os.path.join(REPO, "tools", "make_w4_series.py"), W4_DATA])
         unpacked = os.path.join(self.build, "bench-deps", "openblas", SYS_OPENBLAS[1:])
         for d in (SYS_OPENBLAS, unpacked):
             if os.path.exists(os.path.join(d, "libblas.so.3")):
@@ -298,13 +309,16 @@ class Bench:
         self.n_test = self.cfg["w1_test"] or workloads.W1_TEST
 
     def make_plans(self):
-        """Full: examples/w1.yaml and w3.yaml as they are. Quick: the same text with the data
+        """Full: examples/w1.yaml, w3.yaml and forecast.yaml as they are. Quick: the same text
+        with fewer series and epochs for W4, and for W1 and W3 with the data
         set, models, epochs and grid swapped, written into the work folder."""
         if not self.a.quick:
             return {"w1": os.path.join(REPO, "examples", "w1.yaml"),
-                    "w3": os.path.join(REPO, "examples", "w3.yaml")}
+                    "w3": os.path.join(REPO, "examples", "w3.yaml"),
+                    "w4": os.path.join(REPO, "examples", "forecast.yaml")}
         return {"w1": self.w1_plan(self.cfg["w1_models"], self.fmnist_dir, "w1-quick"),
-                "w3": self.w3_plan(self.cfg["w3_grid"], self.cfg["w3_epochs"], "w3-quick")}
+                "w3": self.w3_plan(self.cfg["w3_grid"], self.cfg["w3_epochs"], "w3-quick"),
+                "w4": self.w4_plan(self.cfg["w4_series"], self.cfg["w4_epochs"], "w4-quick")}
 
     def w1_plan(self, models, data_dir, name):
         """examples/w1.yaml with only `models`, reading the IDX .gz files of data_dir."""
@@ -342,6 +356,23 @@ class Bench:
         return out
 
     # ---- scenarios ----------------------------------------------------------------------------
+    def w4_plan(self, series, epochs, name):
+        """examples/forecast.yaml on series 0..series-1 for `epochs` epochs."""
+        path = os.path.join(REPO, "examples", "forecast.yaml")
+        text = read(path)
+        grids = re.findall(r"k: \[[^\]]*\]", text)
+        if len(grids) != len(W4_ARCHS):
+            raise BenchError(f"failed to derive the W4 plan from {path}: expected "
+                             f"{len(W4_ARCHS)} grids 'k: [...]', got {len(grids)}")
+        keep = "k: [" + ", ".join(f'"{k:02d}"' for k in range(series)) + "]"
+        for g in set(grids):
+            text = text.replace(g, keep)
+        text = must_sub(text, f"epochs: {workloads.W4_EPOCHS}", f"epochs: {epochs}", 1, path)
+        text = must_sub(text, "../build/bench-data/", DATA + "/", 4, path)
+        out = os.path.join(self.work, f"{name}.yaml")
+        write_atomic(out, "# examples/forecast.yaml reduced, for bench/run_bench.py\n" + text)
+        return out
+
     def sgemm(self):
         cmd = [PY, os.path.join(HERE, "sgemm_rate.py"), "--core", self.cores[0],
                "--seconds", self.cfg["sgemm_seconds"]]
@@ -549,6 +580,56 @@ class Bench:
                              f"{sorted(names - self.w3_names)[:5]}")
         self.check_same_models("W3", sorted(names))
 
+    def w4_fleet(self):
+        out = os.path.join(self.work, f"r{self.round}-w4-fleet")
+        try:
+            r = self.nnfleet_train("nnfleet-w4-fleet", self.plans["w4"], self.n, out)
+        except BenchError as e:
+            missing = sorted(set(re.findall(r"unknown layer class '(\w+)'",
+                                            read(self.log_path("nnfleet-w4-fleet")))))
+            if missing:
+                raise NotAvailable(f"this nnfleet has no {', '.join(missing)} layer (the plan "
+                                   f"{shown([self.plans['w4']])} needs them)") from e
+            raise
+        self.add("w4.wall.nnfleet", r["wall_to_run_end"])
+        self.add("w4.rss.nnfleet", r["run_end"]["peak_rss_bytes"])
+        for arch in W4_ARCHS:
+            ms = [m for name, m in r["models"].items() if name.startswith(arch + "-")]
+            if not ms:
+                raise BenchError(f"W4: no {arch}-<k> model in {out}/results.json")
+            self.add(f"w4.sps.{arch}.nnfleet",
+                     sum(m["samples_per_second"] for m in ms) / len(ms))
+            self.add(f"w4.mse.{arch}.nnfleet",
+                     sum(m["metrics"]["test_loss"] for m in ms) / len(ms))
+
+    def w4_peer(self):
+        """Once per run: the pooled peer's makespan and MSE, and the single-core rates."""
+        env = self.peer_env()
+        peer = os.path.join(PEERS, "torch_w4.py")
+        single = os.path.join(self.work, "peer-w4-single.json")
+        self.run("peer-w4-single", [PY, peer, "--data", W4_DATA, "--out", single, "--mode",
+                                    "single", "--series", min(5, self.cfg["w4_series"] - 1),
+                                    "--epochs", self.cfg["w4_epochs"], "--cores",
+                                    self.cores[0]], env)
+        pool = os.path.join(self.work, "peer-w4-pool.json")
+        self.run("peer-w4-pool", [PY, peer, "--data", W4_DATA, "--out", pool, "--mode", "pool",
+                                  "--workers", self.n, "--cores", ",".join(map(str, self.cores)),
+                                  "--series-count", self.cfg["w4_series"],
+                                  "--epochs", self.cfg["w4_epochs"]], env)
+        with open(single) as f:
+            s = json.load(f)
+        with open(pool) as f:
+            p = json.load(f)
+        for arch in W4_ARCHS:
+            self.add(f"w4.sps.{arch}.peer", s["per_arch"].get(arch, {}).get("samples_per_second"))
+            self.add(f"w4.sps_pool.{arch}.peer",
+                     p["per_arch"].get(arch, {}).get("samples_per_second"))
+            self.add(f"w4.mse.{arch}.peer", p["per_arch"].get(arch, {}).get("mean_test_mse"))
+        self.add("w4.wall.pool", p["makespan_seconds"])
+        if p["failed"] or s["failed"]:
+            raise BenchError(f"W4 peer: {p['failed'] + s['failed']} model(s) failed (logs: "
+                             f"{self.log_path('peer-w4-pool')})")
+
     def kernel_benchmarks(self):
         """bench/kernels/kernels_bench (Google Benchmark) once, pinned to one core, as JSON."""
         exe = os.path.join(self.build, "bench", "kernels", "kernels_bench")
@@ -662,6 +743,10 @@ class Bench:
                    "--loss", "sparse_categorical_crossentropy", "--batch", batch, "--workers", 1,
                    "--out", os.path.join(self.work, "profiles", f"{scen}.npy")]
             return cmd, f"the first {n:,} training images"
+        if scen == "w4-fleet":
+            series = 1 if tool != "perf" else self.cfg["w4_series"]
+            return train(self.w4_plan(series, 1, "profile-w4"), fleet), reduced(
+                [f"{series} series for 1 epoch"] + cut)
         if scen == "w3-fleet":
             if tool == "perf" or self.a.quick:
                 return train(self.plans["w3"], fleet), reduced(cut)
@@ -680,7 +765,9 @@ class Bench:
                 "machine": self.machine, "version": self.version, "nnfleet": rel(self.nnfleet),
                 "work": rel(self.work), "raw_path": rel(os.path.join(self.work, "raw.json")),
                 "w1_models": self.w1_models, "n_train": self.n_train, "n_test": self.n_test,
-                "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs, "values": self.values,
+                "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs,
+                "w4": {"series": self.cfg["w4_series"], "epochs": self.cfg["w4_epochs"]},
+                "values": self.values,
                 "info": self.info, "unavailable": self.unavailable, "failures": self.failures,
                 "commands": self.commands, "loads": self.loads, "kernels": self.kernels,
                 "kernels_core": self.kernels_core, "profiles": self.profiles}
@@ -708,7 +795,9 @@ class Bench:
             self.step("w3-fleet nnfleet", self.w3_fleet)
             self.step("w3-fleet peer recipe", lambda: self.w3_fleet_peer("fresh"))
             self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
+            self.step("w4-fleet nnfleet", self.w4_fleet)
             self.loads.append((self.round, before, os.getloadavg()[0]))
+        self.step("w4 peer (once)", self.w4_peer)
         self.step("kernels", self.kernel_benchmarks)
         self.save_raw()  # the measurements are safe before the profiles run
         self.step("profiles", self.profile_missed)

@@ -1,4 +1,4 @@
-"""The benchmark workloads W1 and W3 (/work/shared/workloads.md) as plain data, for the peers and
+"""The benchmark workloads W1, W3 and W4 (/work/shared/workloads.md) as plain data, for the peers and
 for bench/run_bench.py: the layer lists, the W3 grid, parameter and FLOP counts, and the cost
 estimate that orders a fleet longest first. No torch here, so the harness can import it cheaply.
 
@@ -130,3 +130,23 @@ def cost(spec, n_train):
     FLOPs plus a fixed per-step overhead (which dominates tiny models)."""
     steps = -(-n_train // spec["batch_size"]) * spec["epochs"]
     return train_flops_per_sample(spec) * n_train * spec["epochs"] + 2.0e5 * steps
+
+
+# W4: one small model per series (sequence models). Each series: windows of W4_WINDOW steps of
+# one feature; its first 80% train (W4_TRAIN windows). Models per series, as examples/forecast.yaml.
+W4_SERIES, W4_EPOCHS, W4_WINDOW, W4_TRAIN, W4_UNITS = 32, 10, 48, 3238, 32
+W4_ARCHS = {"lstm": "LSTM(32), Dense(1)", "gru": "GRU(32) (reset_after), Dense(1)",
+            "tcn": "Conv1D(16, 5, causal, relu), Conv1D(16, 5, causal, dilation 2, relu), "
+                   "GlobalAveragePooling1D, Dense(1)"}
+
+
+def w4_train_flops_per_sample(arch):
+    """workloads.md: 3x the forward multiply-adds x 2 of the kernel and recurrent-kernel products
+    (RNNs), of the convolutions (Conv1D) and of the Dense layers."""
+    u, t = W4_UNITS, W4_WINDOW
+    if arch in ("lstm", "gru"):
+        gates = 4 if arch == "lstm" else 3
+        macs = t * gates * u * (1 + u) + u
+    else:
+        macs = t * 5 * 1 * 16 + t * 5 * 16 * 16 + 16
+    return 6 * macs

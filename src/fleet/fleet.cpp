@@ -165,13 +165,15 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
 
 // Every model built and validated against the data before anything starts; all problems are
 // reported together (PlanError).
-void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, int workers,
-                  std::vector<PreparedJob>& jobs) {
+void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
+                  int workers, std::vector<PreparedJob>& jobs) {
   jobs.assign(plan.models.size(), PreparedJob{});
+  const size_t all_data = data_bytes(sources);
   std::vector<std::string> problems;
   std::vector<size_t> estimates;
   for (size_t i = 0; i < plan.models.size(); ++i) {
     const ModelSpec& s = plan.models[i];
+    const FleetData& data = sources[s.source];
     PreparedJob& j = jobs[i];
     j.spec = &s;
     j.index = i;
@@ -195,11 +197,10 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
         Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer}, j.pieces);
     estimates.push_back(est);
     const size_t phys = physical_memory_bytes();
-    if (est + data.bytes() > phys)
+    if (est + all_data > phys)
       problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
                          " of memory at batch_size " + std::to_string(s.batch_size) +
-                         "; expected at most " +
-                         gib(phys > data.bytes() ? phys - data.bytes() : 0) +
+                         "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
                          " (this machine's memory less the data); reduce batch_size or the model");
     j.cost = estimated_cost(s, *j.model, data.n_train);
     j.params = j.model->trainable_params() + j.model->non_trainable_params();
@@ -207,7 +208,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const FleetData& data, in
     j.model.reset();
   }
   std::sort(estimates.rbegin(), estimates.rend());
-  size_t concurrent = data.bytes();
+  size_t concurrent = all_data;
   for (size_t i = 0; i < estimates.size() && i < static_cast<size_t>(workers); ++i)
     concurrent += estimates[i];
   if (problems.empty() && concurrent > physical_memory_bytes())
@@ -264,6 +265,29 @@ OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunS
                    [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
   folder->check_writable(output_bytes(st.queue, workers));
   return o;
+}
+
+// Which figure ranks the models: validation and test ones only when every source has them.
+RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
+  std::vector<std::string> mkeys;
+  if (!plan.models.empty())
+    for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
+  bool val = !sources.empty(), test = !sources.empty();
+  for (const FleetData& d : sources) {
+    val = val && d.n_val > 0;
+    test = test && d.test.has_value();
+  }
+  return rank_key(mkeys, val, test);
+}
+
+// 1. Every source of the plan, loaded once (under MPI: once per node, every source on every
+// node, in Plan::sources order, since each load is collective) and shared read-only.
+std::vector<FleetData> load_sources(const Plan& plan, Cluster* cluster, bool& loaded_data) {
+  if (!cluster) return load_plan_data(plan.sources);
+  std::vector<FleetData> out;
+  for (const DataSpec& spec : plan.sources)
+    out.push_back(cluster->load_shared_data(spec, loaded_data));
+  return out;
 }
 
 // Rank 0 of a cluster run: every rank must run the same plan on the same data.
@@ -338,8 +362,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
 
   // 1. Data, loaded once (under MPI: once per node) and shared read-only by every worker.
   bool loaded_data = true;
-  FleetData data =
-      cluster ? cluster->load_shared_data(plan.data, loaded_data) : load_fleet_data(plan.data);
+  const std::vector<FleetData> data = load_sources(plan, cluster, loaded_data);
   std::vector<int> cores = allowed_cpus();
   if (cluster && opts.workers == 0) cores = cluster->share_cpus(cores);
   const int workers = opts.workers > 0 ? opts.workers : static_cast<int>(cores.size());
@@ -459,7 +482,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
         ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
           saved = io.save(net, sp, dir + "/models/" + sp.name);
         };
-      JobResult r = run_prepared(j, io, data, ctx);
+      JobResult r = run_prepared(j, io, data[s.source], ctx);
       if (ctx.helpers && j.pieces > 1) board.job_done();
       busy[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
       ++local_jobs;
@@ -513,10 +536,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   sum.busy_fraction = sum.makespan > 0 ? busy_total / (total_workers * sum.makespan) : 0.0;
   sum.peak_rss = peak_rss_bytes();
 
-  std::vector<std::string> mkeys;
-  if (!plan.models.empty())
-    for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
-  const RankKey key = rank_key(mkeys, data.n_val > 0, data.test.has_value());
+  const RankKey key = plan_rank_key(plan, data);
   // After a failed write the run has stopped; its results are written if they still can be.
   sum.write_error = st.write_error;
   try {

@@ -108,7 +108,9 @@ XY load_checked(const DataSource& s) {
 
 }  // namespace
 
-FleetData load_fleet_data(const DataSpec& spec) {
+namespace {
+
+FleetData load_one(const DataSpec& spec) {
   FleetData f;
   f.train = load_checked(spec.train);
   f.train_name = describe_source(spec.train);
@@ -136,6 +138,45 @@ FleetData load_fleet_data(const DataSpec& spec) {
   f.train_labels = label_stats(f.train.y);
   if (f.test) f.test_labels = label_stats(f.test->y);
   return f;
+}
+
+}  // namespace
+
+FleetData load_fleet_data(const DataSpec& spec) {
+  if (spec.where.empty()) return load_one(spec);
+  try {
+    return load_one(spec);
+  } catch (const DataError& e) {
+    throw DataError(spec.where + ": " + e.what());
+  }
+}
+
+std::vector<FleetData> load_plan_data(const std::vector<DataSpec>& sources) {
+  std::vector<FleetData> out;
+  std::vector<std::string> problems;
+  out.reserve(sources.size());
+  for (const DataSpec& s : sources) {
+    try {
+      out.push_back(load_fleet_data(s));
+    } catch (const DataError& e) {
+      problems.push_back(e.what());
+      out.emplace_back();  // keeps indices; never used, the load fails below
+    }
+  }
+  if (problems.size() == 1) throw DataError(problems[0]);
+  if (!problems.empty()) {
+    std::string msg = "failed to load the plan's data: " + std::to_string(problems.size()) +
+                      " of " + std::to_string(sources.size()) + " sources failed";
+    for (const auto& p : problems) msg += "\n  " + p;
+    throw DataError(msg);
+  }
+  return out;
+}
+
+size_t data_bytes(const std::vector<FleetData>& data) {
+  size_t b = 0;
+  for (const FleetData& d : data) b += d.bytes();
+  return b;
 }
 
 }  // namespace nnfleet

@@ -1,10 +1,12 @@
-// FleetData: the datasets of a plan, loaded once and shared read-only by every worker.
+// FleetData: the datasets of a plan, loaded once and shared read-only by every worker. A plan
+// has one FleetData per distinct source (Plan::sources): the plan's `data:` and the models' own.
 // Train rows [0, n_train) are trained on; rows [n_train, n_train + n_val) are the validation
 // split (Keras: the last fraction of the training data, taken before shuffling).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "fleet/plan.h"
@@ -37,6 +39,14 @@ std::string describe_source(const DataSource& s);
 XY load_source(const DataSource& s);
 // Loads train (and test) of a plan and checks they agree (same sample shape, x and y rows) and
 // hold only finite values; throws DataError naming the file, the row and the column.
+// A model's own source (spec.where set) names the model and the plan line in its errors.
 FleetData load_fleet_data(const DataSpec& spec);
+
+// Every source of a plan, in Plan::sources order, each loaded once. Throws DataError listing
+// every source that failed (all of them, not only the first).
+std::vector<FleetData> load_plan_data(const std::vector<DataSpec>& sources);
+
+// The bytes held by every source together (memory estimates).
+size_t data_bytes(const std::vector<FleetData>& data);
 
 }  // namespace nnfleet

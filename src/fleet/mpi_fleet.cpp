@@ -354,7 +354,7 @@ void remove_stale_folders(const std::filesystem::path& base) {
 class WorkerRank {
  public:
   WorkerRank(Cluster& cl, const Plan& plan, const FleetOptions& opts, const ModelIo& io,
-             const FleetData& data, const std::vector<int>& cores)
+             const std::vector<FleetData>& data, const std::vector<int>& cores)
       : cl_(cl),
         plan_(plan),
         opts_(opts),
@@ -554,10 +554,11 @@ class WorkerRank {
         if (!a.blobs.empty()) write_file_atomic(ckpt, a.blobs[0], Durability::kProcessCrash);
         std::vector<float> initial;
         std::shared_ptr<const Model> model;
+        const FleetData& data = data_[s.source];
         if (s.keras.empty())
-          model = build_model(s, data_.input_shape);
+          model = build_model(s, data.input_shape);
         else if (io_.load)
-          model = io_.load(s, data_.input_shape, initial);
+          model = io_.load(s, data.input_shape, initial);
         else
           throw ModelError("models from Keras files are not available in this build");
         JobContext ctx;
@@ -573,7 +574,7 @@ class WorkerRank {
             saved = io_.save(net, sp, tmp_ + "/models/" + sp.name);
           };
         fwd.begin(index, ckpt);
-        r = run_job(s, model, data_, ctx, initial.empty() ? nullptr : &initial);
+        r = run_job(s, model, data, ctx, initial.empty() ? nullptr : &initial);
         if (!saved.empty()) {
           files.emplace_back("models/" + std::filesystem::path(saved).filename().string(),
                              read_file(saved));
@@ -639,7 +640,7 @@ class WorkerRank {
   const Plan& plan_;
   const FleetOptions& opts_;
   const ModelIo& io_;
-  const FleetData& data_;
+  const std::vector<FleetData>& data_;  // Plan::sources, in order
   const std::vector<int>& cores_;
   std::string tmp_;
   std::atomic<bool> stop_{false};
@@ -682,14 +683,18 @@ uint64_t plan_hash(const Plan& plan) {
   return h;
 }
 
-uint64_t data_hash(const FleetData& d) {
-  uint64_t h = hash_name(std::to_string(d.scale) + "/" + std::to_string(d.n_train) + "/" +
-                         std::to_string(d.n_val));
-  h = hash_array(d.train.x, h);
-  h = hash_array(d.train.y, h);
-  if (d.test) {
-    h = hash_array(d.test->x, h);
-    h = hash_array(d.test->y, h);
+uint64_t data_hash(const std::vector<FleetData>& sources) {
+  uint64_t h = hash_name(std::to_string(sources.size()));
+  for (const FleetData& d : sources) {
+    h = (h ^ hash_name(std::to_string(d.scale) + "/" + std::to_string(d.n_train) + "/" +
+                       std::to_string(d.n_val))) *
+        0x100000001b3ull;
+    h = hash_array(d.train.x, h);
+    h = hash_array(d.train.y, h);
+    if (d.test) {
+      h = hash_array(d.test->x, h);
+      h = hash_array(d.test->y, h);
+    }
   }
   return h | 1;  // never 0, which means "not computed"
 }
@@ -733,7 +738,7 @@ void finish_cluster(Cluster& cluster, const std::vector<JobResult>& results, boo
 }
 
 FleetSummary run_worker_rank(Cluster& cluster, const Plan& plan, const FleetOptions& opts,
-                             const ModelIo& io, const FleetData& data,
+                             const ModelIo& io, const std::vector<FleetData>& data,
                              const std::vector<int>& cores) {
   Packet final = WorkerRank(cluster, plan, opts, io, data, cores).run();
   if (final.head.at("code").get<int>() != 0) throw PeerExit();

@@ -77,7 +77,7 @@ void measure_memory(RankSummary& r);
 // Hash of what must be equal on every rank for equal results: the seed and every expanded model.
 uint64_t plan_hash(const Plan& plan);
 // Hash of the data as loaded (arrays, shapes, dtypes, split, scale).
-uint64_t data_hash(const FleetData& data);
+uint64_t data_hash(const std::vector<FleetData>& sources);
 
 // Rank 0: serves the other ranks until they have all said bye and `local_workers` (rank 0's
 // own, counted down as they finish) reaches zero; meanwhile turns a stop seen anywhere into
@@ -93,7 +93,7 @@ void finish_cluster(Cluster& cluster, const std::vector<JobResult>& results, boo
 // Any other rank: runs `cores.size()` pinned workers on jobs from rank 0 until the queue is empty
 // or the run stops, ships every result, and returns the run's outcome as rank 0 told it.
 FleetSummary run_worker_rank(Cluster& cluster, const Plan& plan, const FleetOptions& opts,
-                             const ModelIo& io, const FleetData& data,
+                             const ModelIo& io, const std::vector<FleetData>& data,
                              const std::vector<int>& cores);
 
 }  // namespace nnfleet::fleet_detail

@@ -42,11 +42,11 @@ using plan_detail::show;
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
 const std::vector<std::string> kModelKeys = {
-    "batch_size", "batch_split", "early_stopping", "epochs",    "grid",   "keras",
-    "layers",     "loss",        "metrics",        "name",      "optimizer", "shuffle"};
+    "batch_size", "batch_split", "data",    "early_stopping", "epochs",    "grid",   "keras",
+    "layers",     "loss",        "metrics", "name",           "optimizer", "shuffle"};
 const std::vector<std::string> kDefaultsKeys = {
-    "batch_size", "batch_split", "early_stopping", "epochs",  "keras",
-    "layers",     "loss",        "metrics",        "optimizer", "shuffle"};
+    "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
+    "layers",     "loss",        "metrics", "optimizer",      "shuffle"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -185,7 +185,15 @@ class Loader {
   Loader(const LocatedJson& doc, Problems& pr, fs::path dir)
       : doc_(doc), pr_(pr), dir_(std::move(dir)) {}
 
-  DataSpec data(const Json& v);
+  // A data mapping at field path `path` ("data", "models[2].data").
+  DataSpec data(const std::string& path, const Json& v);
+  // The index of `d` in `sources`, appended when no source there has the same form.
+  size_t add_source(DataSpec d, std::vector<DataSpec>& sources) const;
+  // The plan's `data:` (sources[0]) when it has one: the source of models without their own.
+  void set_default_source(std::vector<DataSpec>* sources, bool has_default) {
+    sources_ = sources;
+    has_default_ = has_default;
+  }
   // Appends the models of every entry of `list`, merged over `defaults` and grid-expanded.
   void models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out);
 
@@ -212,6 +220,8 @@ class Loader {
   const LocatedJson& doc_;
   Problems& pr_;
   fs::path dir_;
+  std::vector<DataSpec>* sources_ = nullptr;
+  bool has_default_ = false;
   std::vector<Expanded> expanded_;  // parallel to the models appended
 };
 
@@ -285,31 +295,41 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
   return s;
 }
 
-DataSpec Loader::data(const Json& v) {
+DataSpec Loader::data(const std::string& path, const Json& v) {
   DataSpec d;
   if (!v.is_object()) {
-    pr_.add("data", "expected a mapping with keys " + join(kDataKeys) + ", got " + show(v));
+    pr_.add(path, "expected a mapping with keys " + join(kDataKeys) + ", got " + show(v));
     return d;
   }
-  check_keys(pr_, "data", v, kDataKeys);
+  check_keys(pr_, path, v, kDataKeys);
+  const std::string train = child_path(path, "train"), test = child_path(path, "test");
   if (!v.contains("train") || v["train"].is_null()) {
-    pr_.add("data.train",
+    pr_.add(train,
             "required key missing; expected a data source such as "
             "fashion-mnist:train or {x: x.npy, y: y.npy}");
-  } else if (auto s = source("data.train", v["train"])) {
+  } else if (auto s = source(train, v["train"])) {
     d.train = *s;
   }
-  if (v.contains("test") && !v["test"].is_null()) d.test = source("data.test", v["test"]);
+  if (v.contains("test") && !v["test"].is_null()) d.test = source(test, v["test"]);
   if (v.contains("scale") && !v["scale"].is_null())
-    d.scale =
-        check_number(pr_, "data.scale", v["scale"], 0, true, INFINITY, false, "a positive number")
-            .value_or(1.0);
+    d.scale = check_number(pr_, child_path(path, "scale"), v["scale"], 0, true, INFINITY, false,
+                           "a positive number")
+                  .value_or(1.0);
+  const std::string split = child_path(path, "validation_split");
   if (v.contains("validation_split") && !v["validation_split"].is_null())
-    d.validation_split = check_number(pr_, "data.validation_split", v["validation_split"], 0, false,
-                                      1, true, "a number in [0, 1)")
-                             .value_or(0.0);
-  d.validation_split_where = pr_.where(v.contains("validation_split") ? "data.validation_split" : "data");
+    d.validation_split =
+        check_number(pr_, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
+            .value_or(0.0);
+  d.validation_split_where = pr_.where(v.contains("validation_split") ? split : path);
   return d;
+}
+
+size_t Loader::add_source(DataSpec d, std::vector<DataSpec>& sources) const {
+  const Json form = d.to_json();
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (sources[i].to_json() == form) return i;
+  sources.push_back(std::move(d));
+  return sources.size() - 1;
 }
 
 void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out) {
@@ -493,6 +513,17 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
     ex["keras"] = s.keras;
   }
   if (has_layers) layers(m["layers"], at("layers"), s, ex);
+
+  if (m.contains("data")) {
+    DataSpec d = data(at("data"), m["data"]);
+    d.where = pr_.where(at("data")) + " (model '" + s.name + "')";
+    ex["data"] = d.to_json();
+    if (sources_) s.source = add_source(std::move(d), *sources_);
+  } else if (!has_default_) {
+    pr_.add(entry,
+            "no data for model '" + s.name +
+                "'; expected data: in the model entry, in defaults or at the top of the plan");
+  }
 
   if (m.contains("epochs"))
     s.epochs = static_cast<int>(check_int(pr_, at("epochs"), m["epochs"], 1).value_or(1));
@@ -700,6 +731,13 @@ std::string read_plan_file(const std::string& path) {
 
 }  // namespace
 
+Json DataSpec::to_json() const {
+  Json j = Json::object(
+      {{"train", train.to_json()}, {"scale", scale}, {"validation_split", validation_split}});
+  if (test) j["test"] = test->to_json();
+  return j;
+}
+
 Json DataSource::to_json() const {
   switch (kind) {
     case Kind::kFashionMnist:
@@ -794,10 +832,12 @@ Plan load_plan(const std::string& path) {
   }
 
   Loader loader(doc, pr, fs::absolute(fs::path(path)).parent_path());
-  if (!r.contains("data") || r["data"].is_null())
-    pr.add("data", "required key missing; expected a mapping with at least train");
-  else
-    plan.data = loader.data(r["data"]);
+  plan.has_data = r.contains("data") && !r["data"].is_null();
+  if (plan.has_data) {
+    plan.data = loader.data("data", r["data"]);
+    plan.sources.push_back(plan.data);
+  }
+  loader.set_default_source(&plan.sources, plan.has_data);
 
   const Json defaults = r.contains("defaults") ? r["defaults"] : Json();
   if (!defaults.is_null() && !defaults.is_object())
@@ -805,6 +845,12 @@ Plan load_plan(const std::string& path) {
   else if (defaults.is_object())
     check_keys(pr, "defaults", defaults, kDefaultsKeys);
 
+  const bool has_models = r.contains("models") && r["models"].is_array() && !r["models"].empty();
+  // Without models there is nobody to say that their data is missing: say it here.
+  if (!plan.has_data && !has_models && !(defaults.is_object() && defaults.contains("data")))
+    pr.add("data",
+           "required key missing; expected a mapping with at least train (or data: in defaults "
+           "or in each model entry)");
   if (!r.contains("models") || r["models"].is_null())
     pr.add("models", "required key missing; expected a non-empty list of models");
   else if (!r["models"].is_array() || r["models"].empty())
@@ -813,13 +859,10 @@ Plan load_plan(const std::string& path) {
     loader.models(defaults, r["models"], plan.models);
   pr.throw_if_any();
 
-  Json data = Json::object({{"train", plan.data.train.to_json()},
-                            {"scale", plan.data.scale},
-                            {"validation_split", plan.data.validation_split}});
-  if (plan.data.test) data["test"] = plan.data.test->to_json();
   Json models = Json::array();
   for (const auto& m : plan.models) models.push_back(m.expanded);
-  plan.expanded = Json::object({{"seed", plan.seed}, {"data", data}, {"models", models}});
+  plan.expanded = Json::object({{"seed", plan.seed}, {"models", models}});
+  if (plan.has_data) plan.expanded["data"] = plan.data.to_json();
   return plan;
 }
 

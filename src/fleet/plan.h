@@ -32,6 +32,11 @@ struct DataSpec {
   double scale = 1.0;             // applied to x
   double validation_split = 0.0;  // the last fraction of train, taken before shuffling
   std::string validation_split_where;  // "fleet.yaml:7: data.validation_split", for messages
+  // Where the source was first given, for its load errors: empty for the plan's own `data:`
+  // (its messages are named by the files), "fleet.yaml:21: models[1].data (model 'lstm-03')"
+  // for a model's own.
+  std::string where;
+  Json to_json() const;  // the plan form; two specs with the same form are one source
 };
 
 struct EarlyStopping {
@@ -54,6 +59,7 @@ struct ModelSpec {
   std::string where;  // "fleet.yaml:21: models[1]" (the entry the model came from)
   std::vector<LayerEntry> layers;
   std::string keras;  // path of a Keras model file to start from (instead of layers)
+  size_t source = 0;  // its data: Plan::sources[source] (the plan's `data:` or the model's own)
   int epochs = 1;
   int batch_size = 32;
   int batch_split = 0;  // pieces per batch (Network::pieces); 0: automatic (batch_pieces in job.h)
@@ -69,15 +75,24 @@ struct Plan {
   std::string path;  // as given
   std::string name;  // file stem, for the default output folder
   uint64_t seed = 0;
+  // The plan's top-level `data:`, the default of every model without its own (train.x empty and
+  // has_data false when the plan has none and every model gives its own). When given it is
+  // sources[0].
   DataSpec data;
+  bool has_data = false;
+  // Every distinct data source of the plan (same resolved files and options: one source), in the
+  // order first used. Each is loaded once and shared by the models whose `source` names it.
+  std::vector<DataSpec> sources;
   std::vector<ModelSpec> models;
   Json expanded;  // the whole expanded plan, written to plan.yaml
 };
 
-// Reads, expands and checks a plan: types and ranges of every field, unique file-safe model
-// names, known layer classes and valid layer configs (every layer is constructed once through the
-// registry), known losses/optimizers/metrics/activations with the valid names listed. Does not
-// touch the data. Throws PlanError whose message lists every problem found, one per line.
+// Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
+// grid placeholders work in its paths: series_{k}_x.npy): types and ranges of every field,
+// unique file-safe model names, known layer classes and valid layer configs (every layer is
+// constructed once through the registry), known losses/optimizers/metrics/activations with the
+// valid names listed, data for every model. Does not touch the data. Throws PlanError whose
+// message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
 
 // Serializes the expanded plan as YAML.

@@ -102,6 +102,17 @@ std::vector<DataFile> hash_data_files(const DataSpec& spec) {
   return files;
 }
 
+std::vector<DataFile> hash_data_files(const Plan& plan) {
+  std::vector<DataFile> files;
+  for (const DataSpec& spec : plan.sources)
+    for (DataFile& f : hash_data_files(spec)) {
+      const bool seen = std::any_of(files.begin(), files.end(),
+                                    [&](const DataFile& g) { return g.path == f.path; });
+      if (!seen) files.push_back(std::move(f));
+    }
+  return files;
+}
+
 std::string first_difference(const std::string& was, const std::string& now) {
   size_t line = 1, i = 0;
   for (; i < was.size() && i < now.size() && was[i] == now[i]; ++i)
@@ -128,7 +139,7 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume) : dir_(dir) {
   records_.resize(plan.models.size());
   const std::string plan_yaml = plan_to_yaml(plan);
-  const Json manifest = manifest_of(plan_yaml, hash_data_files(plan.data));
+  const Json manifest = manifest_of(plan_yaml, hash_data_files(plan));
   if (resume)
     check_resume(plan_yaml, manifest);
   else

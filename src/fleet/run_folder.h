@@ -36,6 +36,8 @@ struct DataFile {
 };
 // Every file of a plan's data sources, hashed. Throws FileError, DataError.
 std::vector<DataFile> hash_data_files(const DataSpec& spec);
+// Every file of every source of a plan (Plan::sources), each file once, in the order first used.
+std::vector<DataFile> hash_data_files(const Plan& plan);
 
 // Where two plan.yaml texts first differ: "line 12 was `  units: 8`, the plan now has `...`".
 std::string first_difference(const std::string& was, const std::string& now);

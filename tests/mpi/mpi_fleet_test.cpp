@@ -222,6 +222,39 @@ TEST_F(ClusterProtocol, ThreeRanksGiveTheResultsAndWeightsOfOneProcess) {
   EXPECT_EQ(results["workers"], 3);
 }
 
+// Each model its own data (issue 11): every rank loads every source, in plan order, and runs
+// each job on its model's own.
+TEST_F(ClusterProtocol, PerModelDataOnThreeRanksGivesTheResultsOfOneProcess) {
+  testing_util::write_blobs(dir.path, "s_a", 200, 41);
+  testing_util::write_blobs(dir.path, "s_b", 250, 42);
+  const std::string per_model = dir.path + "/per_model.yaml";
+  testing_util::write_text(per_model, R"(seed: 5
+defaults:
+  data: {train: {x: "s_{k}_x.npy", y: "s_{k}_y.npy"}, validation_split: 0.2}
+  epochs: 2
+  batch_size: 16
+  layers:
+    - Flatten: {}
+    - Dense: {units: 8, activation: relu}
+    - Dense: {units: 3, activation: softmax}
+models:
+  - name: mlp-{k}
+    grid: {k: [a, b]}
+  - name: wide-{k}
+    grid: {k: [b, a]}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 24, activation: tanh}
+      - Dense: {units: 3, activation: softmax}
+)");
+  ASSERT_EQ(load_plan(per_model).sources.size(), 2u);
+  const Outcome single = run_single(per_model, dir.path + "/single");
+  const Outcome three = run_ranks({per_model, per_model, per_model}, dir.path + "/three");
+  for (const auto& e : three.errors) EXPECT_EQ(e, "");
+  expect_same_results(three, single);
+  EXPECT_NE(single.ranks[0].results[0].metrics, single.ranks[0].results[1].metrics);
+}
+
 TEST_F(ClusterProtocol, StopThenResumeOnThreeRanksEqualsAnUninterruptedRun) {
   const Outcome single = run_single(plan, dir.path + "/single");
   int interrupted = 0;
