@@ -29,7 +29,13 @@
   X(Rescaling, rescaling)                                \
   X(ZeroPadding2D, zero_padding2d)                       \
   X(Add, add)                                            \
-  X(Concatenate, concatenate)
+  X(Concatenate, concatenate)                            \
+  X(Conv1D, conv1d)                                      \
+  X(MaxPooling1D, max_pooling1d)                         \
+  X(AveragePooling1D, average_pooling1d)                 \
+  X(GlobalAveragePooling1D, global_average_pooling1d)    \
+  X(GlobalMaxPooling1D, global_max_pooling1d)            \
+  X(Embedding, embedding)
 
 namespace nnfleet {
 

@@ -49,6 +49,12 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
     }
+    if (const int64_t lim = l.input_id_limit(); lim > 0) {
+      if (ins.size() != 1 || ins[0] != 0)
+        throw ModelError(at + "reads integer ids, which nnfleet checks as the data is loaded; "
+                              "expected it to take the model input directly");
+      if (id_input_.limit == 0 || lim < id_input_.limit) id_input_ = {l.name(), lim};
+    }
     for (const auto& ps : p.params)
       (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
     flops_ += l.forward_flops(p.in_shapes);
@@ -74,6 +80,21 @@ bool Model::mixes_samples() const {
   for (const auto& n : nodes_)
     if (n.layer->mixes_samples()) return true;
   return false;
+}
+
+std::string Model::regularized_layer() const {
+  for (const auto& n : nodes_) {
+    const Json c = n.layer->keras_config();
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      const std::string& k = it.key();
+      if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
+          !it.value().is_null())
+        return "layer '" + n.layer->name() + "' has " + k + " " +
+               (it.value().is_object() ? it.value().value("class_name", Json()).dump()
+                                       : it.value().dump());
+    }
+  }
+  return "";
 }
 
 bool Model::is_sequential() const {

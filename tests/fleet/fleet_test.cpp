@@ -182,10 +182,10 @@ TEST_F(Fleet, AllModelProblemsAreReportedTogetherBeforeAnythingRuns) {
     layers:
       - Flatten: {}
       - Dense: {units: 2, activation: softmax}
-  - name: no-flatten
+  - name: no-reshape
     layers:
       - Conv2D: {filters: 2, kernel_size: 3}
-      - Dense: {units: 3, activation: softmax}
+      - Conv1D: {filters: 3, kernel_size: 2}
 )"));
   try {
     run(bad, dir.path + "/out", 1);
@@ -193,7 +193,7 @@ TEST_F(Fleet, AllModelProblemsAreReportedTogetherBeforeAnythingRuns) {
   } catch (const PlanError& e) {
     EXPECT_THAT(e.what(), HasSubstr("2 problems"));
     EXPECT_THAT(e.what(), HasSubstr("model 'two-classes': labels out of range for sparse_categorical_crossentropy; expected integers in 0..1"));
-    EXPECT_THAT(e.what(), HasSubstr("model 'no-flatten': failed to build model 'no-flatten': layer 2 'dense' (Dense) expects rank 2 input, got [None,6,6,2]; add a Flatten before it"));
+    EXPECT_THAT(e.what(), HasSubstr("model 'no-reshape': failed to build model 'no-reshape': layer 2 'conv1d' (Conv1D) expects rank 3 input, got [None,6,6,2]"));
   }
   EXPECT_FALSE(file_exists(dir.path + "/out"));
 }
