@@ -1,8 +1,8 @@
 // Naive Conv1D, the oracle of the fast path: one output step at a time, input step
 // ot*stride - pad_left + k*dilation for tap k, taps outside [0, T) read as zero.
-#include "kernels/conv1d.h"
-
 #include <cstdint>
+
+#include "kernels/conv1d.h"
 
 namespace nnfleet {
 

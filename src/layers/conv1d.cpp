@@ -15,8 +15,7 @@ class Conv1D final : public Layer {
   Conv1D(LayerConfig& c, const std::string& name) : Layer(name) {
     filters_ = c.get_int("filters");
     opt_ = parse_conv1d_options(c, "kernel_size", false);
-    if (c.get_int("groups", 1) != 1)
-      c.fail("groups", "1 (grouped Conv1D is not supported yet)");
+    if (c.get_int("groups", 1) != 1) c.fail("groups", "1 (grouped Conv1D is not supported yet)");
     act_ = parse_activation(c.get_raw("activation"), "activation");
     use_bias_ = c.get_bool("use_bias", true);
     kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
@@ -96,10 +95,16 @@ std::unique_ptr<Layer> make_conv1d(LayerConfig& c, const std::string& name) {
 
 std::vector<LayerExample> conv1d_examples() {
   return {{{{"filters", 3}, {"kernel_size", 3}}, {Shape{6, 2}}},
-          {{{"filters", 2}, {"kernel_size", 2}, {"strides", 2}, {"padding", "same"},
+          {{{"filters", 2},
+            {"kernel_size", 2},
+            {"strides", 2},
+            {"padding", "same"},
             {"activation", "relu"}},
            {Shape{7, 3}}},
-          {{{"filters", 2}, {"kernel_size", 3}, {"padding", "causal"}, {"dilation_rate", 2},
+          {{{"filters", 2},
+            {"kernel_size", 3},
+            {"padding", "causal"},
+            {"dilation_rate", 2},
             {"activation", "tanh"}},
            {Shape{7, 2}}},
           {{{"filters", 1}, {"kernel_size", 2}, {"padding", "causal"}, {"use_bias", false}},

@@ -27,10 +27,13 @@ class Embedding final : public Layer {
     init_ = parse_init_option(c, "embeddings_initializer", "uniform");
     reg_ = parse_regularizer(c, "embeddings_regularizer");
     if (c.get_bool("mask_zero", false))
-      c.fail("mask_zero", "false: mask_zero is not supported yet (masks do not flow through "
-                          "nnfleet models yet)");
-    if (c.has("input_length")) input_length_ = c.get_int("input_length");
-    else c.ignore("input_length");
+      c.fail("mask_zero",
+             "false: mask_zero is not supported yet (masks do not flow through "
+             "nnfleet models yet)");
+    if (c.has("input_length"))
+      input_length_ = c.get_int("input_length");
+    else
+      c.ignore("input_length");
   }
   const char* class_name() const override { return "Embedding"; }
   int64_t input_id_limit() const override { return input_dim_; }

@@ -35,7 +35,13 @@
   X(AveragePooling1D, average_pooling1d)                 \
   X(GlobalAveragePooling1D, global_average_pooling1d)    \
   X(GlobalMaxPooling1D, global_max_pooling1d)            \
-  X(Embedding, embedding)
+  X(Embedding, embedding)                                \
+  X(UpSampling1D, up_sampling1d)                         \
+  X(Cropping1D, cropping1d)                              \
+  X(ZeroPadding1D, zero_padding1d)                       \
+  X(RepeatVector, repeat_vector)                         \
+  X(Permute, permute)                                    \
+  X(TimeDistributed, time_distributed)
 
 namespace nnfleet {
 

@@ -82,18 +82,28 @@ bool Model::mixes_samples() const {
   return false;
 }
 
-std::string Model::regularized_layer() const {
-  for (const auto& n : nodes_) {
-    const Json c = n.layer->keras_config();
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      const std::string& k = it.key();
-      if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
-          !it.value().is_null())
-        return "layer '" + n.layer->name() + "' has " + k + " " +
-               (it.value().is_object() ? it.value().value("class_name", Json()).dump()
-                                       : it.value().dump());
-    }
+namespace {
+// The first "<key>_regularizer" set in a layer config, looking into a wrapped layer's config
+// (TimeDistributed's "layer") too; "" when none is.
+std::string regularizer_in(const Json& c, int depth) {
+  if (!c.is_object() || depth > 8) return "";
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    const std::string& k = it.key();
+    if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
+        !it.value().is_null())
+      return k + " " + (it.value().is_object() ? it.value().value("class_name", Json()).dump()
+                                               : it.value().dump());
   }
+  if (c.contains("layer") && c["layer"].is_object())
+    return regularizer_in(c["layer"].value("config", Json()), depth + 1);
+  return "";
+}
+}  // namespace
+
+std::string Model::regularized_layer() const {
+  for (const auto& n : nodes_)
+    if (const std::string r = regularizer_in(n.layer->keras_config(), 0); !r.empty())
+      return "layer '" + n.layer->name() + "' has " + r;
   return "";
 }
 

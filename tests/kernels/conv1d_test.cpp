@@ -41,10 +41,10 @@ TEST(Conv1dKernel, ForwardAndBackwardMatchReferenceOverShapeSweep) {
   struct S {
     int n, t, c, k, s, d, f;
   };
-  const std::vector<S> sweep = {{1, 1, 1, 1, 1, 1, 1},  {1, 1, 3, 3, 1, 1, 2},
-                                {2, 7, 3, 3, 1, 1, 5},  {3, 9, 4, 2, 2, 1, 3},
-                                {1, 13, 2, 3, 1, 2, 4}, {2, 8, 12, 3, 1, 4, 16},
-                                {4, 60, 4, 3, 1, 1, 64}, {2, 31, 17, 5, 3, 1, 9},
+  const std::vector<S> sweep = {{1, 1, 1, 1, 1, 1, 1},    {1, 1, 3, 3, 1, 1, 2},
+                                {2, 7, 3, 3, 1, 1, 5},    {3, 9, 4, 2, 2, 1, 3},
+                                {1, 13, 2, 3, 1, 2, 4},   {2, 8, 12, 3, 1, 4, 16},
+                                {4, 60, 4, 3, 1, 1, 64},  {2, 31, 17, 5, 3, 1, 9},
                                 {5, 11, 32, 2, 1, 3, 33}, {1, 300, 8, 4, 1, 1, 8}};
   uint32_t seed = 1;
   for (const S& s : sweep)
@@ -85,8 +85,7 @@ TEST(Conv1dKernel, BackwardWithoutInputGradientStillFillsWeights) {
              dy = random_floats(2 * 9 * 4, 9);
   std::vector<float> scratch(conv1d_scratch_floats(g, 2) + 1);
   std::vector<float> dw(w.size(), 0.0f), dw_ref(w.size(), 0.0f);
-  conv1d_backward(g, 2, x.data(), w.data(), dy.data(), nullptr, dw.data(), nullptr,
-                  scratch.data());
+  conv1d_backward(g, 2, x.data(), w.data(), dy.data(), nullptr, dw.data(), nullptr, scratch.data());
   conv1d_backward_ref(g, 2, x.data(), w.data(), dy.data(), nullptr, dw_ref.data(), nullptr);
   expect_near_all(dw, dw_ref, 1e-4, 1e-5, "dw without dx and db");
 }
