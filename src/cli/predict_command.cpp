@@ -26,6 +26,13 @@
 namespace nnfleet::cli {
 namespace {
 
+// A data value as it reads in a message: 12, 3.5, -1.
+std::string json_number(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
 // Rows per forward pass inside a worker's chunk: activations of a few images stay in L1/L2, where
 // a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory. Measured on
 // m7 (W2), one core: 7,899 / 8,557 / 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows.
@@ -177,6 +184,17 @@ int run_predict(const PredictArgs& a) {
                     "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
                     "); expected the model input " + model.input_shape().str() +
                     "\nhint: reshape the data, or check that the file is the right one");
+  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0) {
+    if (a.scale != 1.0)
+      throw UsageError("failed to predict with '" + a.model + "': --scale " +
+                       std::to_string(a.scale) + " would change the ids its Embedding '" +
+                       ids.layer + "' reads; expected --scale 1");
+    if (const auto bad = first_bad_id(x, ids.limit))
+      throw DataError("failed to predict with '" + a.model + "': row " +
+                      std::to_string(bad->row) + " of '" + a.x + "' holds " +
+                      json_number(bad->value) + ", not an id the Embedding '" + ids.layer +
+                      "' has; expected integers in [0, " + std::to_string(ids.limit) + ")");
+  }
   const int k = static_cast<int>(model.output_shape().size());
 
   // Targets, converted once for all chunks.

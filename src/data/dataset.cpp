@@ -2,7 +2,9 @@
 // the file-reading helpers every loader shares.
 #include "data/dataset.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -166,6 +168,39 @@ void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float
     case DType::kF64:
       return gather_rows_as<double>(src, idx, n, scale, dst);
   }
+}
+
+namespace {
+template <typename T>
+std::optional<BadId> first_bad_id_as(const Array& src, int64_t limit) {
+  const T* v = static_cast<const T*>(src.data());
+  const int64_t total = src.shape().size(), row = std::max<int64_t>(src.row_size(), 1);
+  for (int64_t i = 0; i < total; ++i) {
+    bool ok;
+    if constexpr (std::is_floating_point_v<T>) {
+      const double d = static_cast<double>(v[i]);
+      ok = d >= 0 && d < static_cast<double>(limit) && d == std::floor(d);
+    } else if constexpr (std::is_signed_v<T>) {
+      ok = v[i] >= 0 && static_cast<int64_t>(v[i]) < limit;
+    } else {
+      ok = static_cast<int64_t>(v[i]) < limit;
+    }
+    if (!ok) return BadId{i / row, static_cast<double>(v[i])};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<BadId> first_bad_id(const Array& src, int64_t limit) {
+  if (src.empty()) return std::nullopt;
+  switch (src.dtype()) {
+    case DType::kU8: return first_bad_id_as<uint8_t>(src, limit);
+    case DType::kI32: return first_bad_id_as<int32_t>(src, limit);
+    case DType::kI64: return first_bad_id_as<int64_t>(src, limit);
+    case DType::kF32: return first_bad_id_as<float>(src, limit);
+    case DType::kF64: return first_bad_id_as<double>(src, limit);
+  }
+  return std::nullopt;
 }
 
 void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +51,16 @@ class Array {
 
 // dst[n, row_size] = float(src row idx[i]) * scale, for i < n.
 void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float* dst);
+// The first value of `src` that is not an integer id in [0, limit) (a model whose input feeds an
+// Embedding): its row (first axis) and value; nullopt when every value is one. Floats must hold
+// integers exactly (3.0, not 2.9999); with gather_rows at scale 1 every valid id below 2^24 then
+// arrives exactly. Run once when the data is loaded, so the model's hot path needs no check.
+struct BadId {
+  int64_t row = 0;
+  double value = 0;
+};
+std::optional<BadId> first_bad_id(const Array& src, int64_t limit);
+
 // Integer class labels: dst[n] = int32(src[idx[i]]) (src must be an integer or integral array
 // with one value per row). A value int32 cannot hold (int64 beyond it, a float that is NaN,
 // infinite or out of range) becomes kBadLabel, which no class index equals, so it is never

@@ -88,6 +88,32 @@ void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
     check_source_targets(at, "test", d.test_name, d.test->y, d.test_labels, s, m, problems);
 }
 
+// The inputs of a model whose Embedding reads them as ids: each must be an id it has, checked
+// here once so the training step indexes with them unchecked; adds problems.
+void check_input_ids(const ModelSpec& s, const Model& m, const FleetData& d,
+                     std::vector<std::string>& problems) {
+  const Model::IdInput& ids = m.id_input();
+  if (ids.limit == 0) return;
+  const std::string at = s.where + ": model '" + s.name + "': ";
+  if (d.scale != 1.0f) {
+    problems.push_back(at + "data.scale would change the ids its Embedding '" + ids.layer +
+                       "' reads; expected scale 1");
+    return;
+  }
+  auto check = [&](const Array& x, const char* role, const std::string& source) {
+    if (const auto bad = first_bad_id(x, ids.limit)) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.17g", bad->value);
+      problems.push_back(at + "row " + std::to_string(bad->row) + " of the " + role +
+                         " inputs holds " + v + ", not an id the Embedding '" + ids.layer +
+                         "' has; expected integers in [0, " + std::to_string(ids.limit) + ") (" +
+                         role + " data " + source + ")");
+    }
+  };
+  check(d.train.x, "training", d.train_name);
+  if (d.test) check(d.test->x, "test", d.test_name);
+}
+
 void check_early_stopping(const ModelSpec& s, const FleetData& d,
                           std::vector<std::string>& problems) {
   if (!s.early_stopping) return;
@@ -117,9 +143,20 @@ std::string default_out_dir(const Plan& plan) {
 // The model of a spec, and its initial weights when a Keras file has them. Throws Error.
 std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
                                        std::vector<float>& initial_params) {
-  if (s.keras.empty()) return build_model(s, data.input_shape);
-  if (!io.load) throw ModelError("models from Keras files are not available in this build");
-  return io.load(s, data.input_shape, initial_params);
+  std::shared_ptr<const Model> m;
+  if (s.keras.empty()) {
+    m = build_model(s, data.input_shape);
+  } else {
+    if (!io.load) throw ModelError("models from Keras files are not available in this build");
+    m = io.load(s, data.input_shape, initial_params);
+  }
+  // Issue 12 adds the penalty to the loss; until then training without it would silently give a
+  // different model than Keras trains.
+  if (const std::string r = m->regularized_layer(); !r.empty())
+    throw ModelError("failed to train model '" + s.name + "': " + r +
+                     "; regularizers are not applied in training yet\nhint: remove the "
+                     "regularizer from the config (predicting with it is supported)");
+  return m;
 }
 
 // Runs job `j` on this thread, its model built again (prepare_jobs() dropped it).
@@ -185,6 +222,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
       continue;
     }
     check_targets(s, *j.model, data, problems);
+    check_input_ids(s, *j.model, data, problems);
     check_early_stopping(s, data, problems);
     try {
       for (const auto& m : s.metrics)

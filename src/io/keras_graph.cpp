@@ -62,14 +62,23 @@ Json named_initializer(const Json& init) {
   return Json{{"class_name", name}, {"config", {{"seed", c.value("seed", Json())}}}};
 }
 
-Json normalize_layer_config(Json cfg) {
+Json normalize_layer_config(Json cfg, int depth = 0) {
   if (!cfg.is_object()) return cfg;
   for (auto it = cfg.begin(); it != cfg.end(); ++it) {
     const std::string& k = it.key();
     if (k.size() > 12 && k.compare(k.size() - 12, 12, "_initializer") == 0)
       it.value() = named_initializer(it.value());
   }
+  // A wrapper (TimeDistributed) holds its layer's config under "layer".
+  if (depth < kMaxDepth && cfg.contains("layer") && cfg["layer"].is_object() &&
+      cfg["layer"].contains("config"))
+    cfg["layer"]["config"] = normalize_layer_config(cfg["layer"]["config"], depth + 1);
   return cfg;
+}
+
+// Keras 3 keeps a wrapper's weights with its wrapped layer: layers/time_distributed/layer/vars.
+std::string keras3_weight_path(const std::string& path, const std::string& cls) {
+  return cls == "TimeDistributed" ? path + "/layer" : path;
 }
 
 struct PendingNode {
@@ -279,7 +288,8 @@ class Builder {
     }
     const bool frozen = frozen_depth_ > 0 ||
                         (d.config.is_object() && d.config.value("trainable", Json(true)) == false);
-    nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen, path, path_by_name});
+    nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen,
+                      keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls)});
     return static_cast<int>(nodes_.size());
   }
 
@@ -563,8 +573,9 @@ KerasGraph keras_graph_of(std::shared_ptr<const Model> model, bool functional) {
   if (functional) used["input_layer"] = 0;  // Functional.layers starts with the input
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    g.weight_paths.push_back("layers/" + unique_key(used, keras_snake_case(l.class_name())));
-    g.weight_paths_by_name.push_back("layers/" + l.name());
+    g.weight_paths.push_back(keras3_weight_path(
+        "layers/" + unique_key(used, keras_snake_case(l.class_name())), l.class_name()));
+    g.weight_paths_by_name.push_back(keras3_weight_path("layers/" + l.name(), l.class_name()));
     KerasGraph::Entry e{l.name(), l.class_name(), {}};
     const auto& specs = m.planned(i).params;
     for (int pass = 0; pass < 2; ++pass)

@@ -32,7 +32,7 @@ OJson batch_shape(const Shape& s) {
 // check shapes there); Flatten gets one as well in files Keras 3.9/3.10 wrote.
 bool has_build_config(const std::string& cls) {
   for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
-                        "Flatten", "Add", "Concatenate"})
+                        "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed"})
     if (cls == c) return true;
   return false;
 }
@@ -209,7 +209,16 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const std::string key = g.weight_paths[i].substr(std::string("layers/").size());
-    h5::Group v = layers.create_group(key).create_group("vars");
+    // A wrapper's weights live with its wrapped layer (time_distributed/layer/vars); the wrapper
+    // keeps an empty vars group of its own, as Keras writes it.
+    const size_t slash = key.find('/');
+    h5::Group group = layers.create_group(key.substr(0, slash));
+    if (slash != std::string::npos) {
+      group.create_group("vars").write_string_attr("name", m.layer(i).name(),
+                                                   h5::StrType::kVlenUtf8);
+      group = group.create_group(key.substr(slash + 1));
+    }
+    h5::Group v = group.create_group("vars");
     v.write_string_attr("name", m.layer(i).name(), h5::StrType::kVlenUtf8);
     const auto& specs = m.planned(i).params;
     for (size_t j = 0; j < specs.size(); ++j)

@@ -29,7 +29,19 @@
   X(Rescaling, rescaling)                                \
   X(ZeroPadding2D, zero_padding2d)                       \
   X(Add, add)                                            \
-  X(Concatenate, concatenate)
+  X(Concatenate, concatenate)                            \
+  X(Conv1D, conv1d)                                      \
+  X(MaxPooling1D, max_pooling1d)                         \
+  X(AveragePooling1D, average_pooling1d)                 \
+  X(GlobalAveragePooling1D, global_average_pooling1d)    \
+  X(GlobalMaxPooling1D, global_max_pooling1d)            \
+  X(Embedding, embedding)                                \
+  X(UpSampling1D, up_sampling1d)                         \
+  X(Cropping1D, cropping1d)                              \
+  X(ZeroPadding1D, zero_padding1d)                       \
+  X(RepeatVector, repeat_vector)                         \
+  X(Permute, permute)                                    \
+  X(TimeDistributed, time_distributed)
 
 namespace nnfleet {
 

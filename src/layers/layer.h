@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,10 @@ class Layer {
   // True when a training forward couples the samples of a batch (batch statistics), so the
   // batch cannot be split into pieces computed apart.
   virtual bool mixes_samples() const { return false; }
+  // Nonzero when the layer reads its input as integer ids in [0, limit) (Embedding). Such a layer
+  // must take the model input directly, whose values the data loaders check (Model::id_input());
+  // forward may then index with them unchecked. Ids get no gradient.
+  virtual int64_t input_id_limit() const { return 0; }
 
  private:
   std::string name_;

@@ -104,3 +104,87 @@ Initializer parse_init_option(LayerConfig& c, const std::string& key, const char
 }
 
 }  // namespace nnfleet
+
+namespace nnfleet {
+
+Conv1dOptions parse_conv1d_options(LayerConfig& c, const char* window_key, bool is_pool) {
+  Conv1dOptions o;
+  const std::vector<int64_t> k = is_pool ? c.get_ints(window_key, 1, std::vector<int64_t>{2})
+                                         : c.get_ints(window_key, 1);
+  o.k = static_cast<int>(k[0]);
+  // A pool's strides may be null (Keras 2 writes that): the pool size then.
+  o.s = static_cast<int>(c.get_ints("strides", 1, is_pool ? k : std::vector<int64_t>{1})[0]);
+  const std::string pad = c.get_string(
+      "padding", "valid",
+      is_pool ? std::vector<std::string>{"valid", "same"}
+              : std::vector<std::string>{"valid", "same", "causal"});
+  o.padding = pad == "same" ? Padding1d::kSame : pad == "causal" ? Padding1d::kCausal
+                                                                 : Padding1d::kValid;
+  if (!is_pool) {
+    o.d = static_cast<int>(c.get_ints("dilation_rate", 1, std::vector<int64_t>{1})[0]);
+    if (o.d > 1 && o.s > 1) c.fail("dilation_rate", "1 when strides > 1 (Keras does not allow both)");
+  }
+  c.get_string("data_format", "channels_last", {"channels_last"});
+  return o;
+}
+
+Json conv1d_options_to_keras(const Conv1dOptions& o, const char* window_key, bool is_pool) {
+  Json j;
+  j[window_key] = {o.k};
+  j["strides"] = {o.s};
+  j["padding"] = o.padding == Padding1d::kSame     ? "same"
+                 : o.padding == Padding1d::kCausal ? "causal"
+                                                   : "valid";
+  j["data_format"] = "channels_last";
+  if (!is_pool) j["dilation_rate"] = {o.d};
+  return j;
+}
+
+ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t out_channels) {
+  require_rank(in, 2, "1-D convolution and pooling layers take sequences [batch,steps,channels]; "
+                      "add a Reshape before it");
+  const int64_t ek = (int64_t{o.k} - 1) * o.d + 1;
+  if (in[0] + ek + o.s > limits::kMaxDimension || in[1] > limits::kMaxDimension ||
+      out_channels > limits::kMaxDimension)
+    throw ModelError("window " + std::to_string(o.k) + " (strides " + std::to_string(o.s) +
+                     ", dilation " + std::to_string(o.d) + ") over input " + keras_shape(in) +
+                     " with " + std::to_string(out_channels) +
+                     " output channels is too large; expected input, window and stride sizes " +
+                     "that add up to at most " + std::to_string(limits::kMaxDimension));
+  ConvGeometry g;
+  if (!conv1d_geometry(g, static_cast<int>(in[0]), static_cast<int>(in[1]), o.k, o.s, o.d,
+                       o.padding, static_cast<int>(out_channels)))
+    throw ModelError("window " + std::to_string(o.k) + " (dilation " + std::to_string(o.d) +
+                     ") does not fit input " + keras_shape(in) +
+                     " with padding 'valid'; expected at least " + std::to_string(ek) +
+                     " steps, or padding 'same' or 'causal'");
+  return g;
+}
+
+namespace {
+bool known_regularizer_name(const std::string& s) {
+  return s == "L1" || s == "L2" || s == "L1L2" || s == "l1" || s == "l2" || s == "l1_l2";
+}
+}  // namespace
+
+Json parse_regularizer(LayerConfig& c, const std::string& key) {
+  const Json* v = c.get_raw(key);
+  if (!v || v->is_null()) return nullptr;
+  const char* what = "null or a Keras L1, L2 or L1L2 regularizer with numeric l1/l2 factors";
+  if (v->is_string()) {
+    if (!known_regularizer_name(v->get<std::string>())) c.fail(key, what);
+    return *v;
+  }
+  if (!v->is_object() || !v->contains("class_name") || !(*v)["class_name"].is_string() ||
+      !known_regularizer_name((*v)["class_name"].get<std::string>()))
+    c.fail(key, what);
+  const Json cfg = v->value("config", Json::object());
+  if (!cfg.is_object()) c.fail(key, what);
+  for (auto it = cfg.begin(); it != cfg.end(); ++it)
+    if ((it.key() != "l1" && it.key() != "l2") || !it.value().is_number() ||
+        it.value().get<double>() < 0)
+      c.fail(key, what);
+  return *v;
+}
+
+}  // namespace nnfleet

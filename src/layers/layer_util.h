@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/conv1d.h"
 #include "kernels/conv2d.h"
 #include "layers/activation_names.h"
 #include "layers/layer.h"
@@ -74,4 +75,24 @@ const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t fe
                                  const LayerArgs& a, float* buf);
 // Reads an initializer option with its Keras default.
 Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def);
+}  // namespace nnfleet
+
+namespace nnfleet {
+// Spatial options of Conv1D and the 1-D pools: window (kernel_size or pool_size), stride,
+// dilation, padding (causal for Conv1D only).
+struct Conv1dOptions {
+  int k = 1, s = 1, d = 1;
+  Padding1d padding = Padding1d::kValid;
+};
+// Reads kernel_size/pool_size (an int or a list of one), strides, padding, dilation_rate and
+// data_format. For pools strides default to the pool size and null means that too (Keras).
+Conv1dOptions parse_conv1d_options(LayerConfig& c, const char* window_key, bool is_pool);
+Json conv1d_options_to_keras(const Conv1dOptions& o, const char* window_key, bool is_pool);
+// The geometry over a per-sample input [T,C]; throws ModelError when the output would be empty
+// or the sizes are too large for the geometry's int arithmetic.
+ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t out_channels);
+// A kernel_regularizer / bias_regularizer: null, or Keras's L1, L2 or L1L2 (Keras 2 and 3 forms,
+// or the names "l1", "l2", "l1_l2"), returned as given so it is written back unchanged. Throws
+// ConfigError for anything else.
+Json parse_regularizer(LayerConfig& c, const std::string& key);
 }  // namespace nnfleet

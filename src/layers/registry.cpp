@@ -21,6 +21,11 @@ const LayerKindInfo* find_layer_kind(std::string_view class_name) {
   if (class_name == "GlobalAvgPool2D") class_name = "GlobalAveragePooling2D";
   if (class_name == "GlobalMaxPool2D") class_name = "GlobalMaxPooling2D";
   if (class_name == "Convolution2D") class_name = "Conv2D";
+  if (class_name == "Convolution1D") class_name = "Conv1D";
+  if (class_name == "MaxPool1D") class_name = "MaxPooling1D";
+  if (class_name == "AvgPool1D") class_name = "AveragePooling1D";
+  if (class_name == "GlobalAvgPool1D") class_name = "GlobalAveragePooling1D";
+  if (class_name == "GlobalMaxPool1D") class_name = "GlobalMaxPooling1D";
   for (const auto& k : layer_kinds())
     if (class_name == k.class_name) return &k;
   return nullptr;

@@ -17,6 +17,8 @@ struct LayerExample {
   Json config;
   std::vector<Shape> inputs;
   bool training = false;  // run the gradient check in training mode (BatchNormalization)
+  int64_t id_limit = 0;   // > 0: the inputs are integer ids in [0, id_limit) (Embedding), which
+                          // the check draws as such and does not differentiate
 };
 
 struct LayerKindInfo {

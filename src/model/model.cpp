@@ -49,6 +49,12 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
     }
+    if (const int64_t lim = l.input_id_limit(); lim > 0) {
+      if (ins.size() != 1 || ins[0] != 0)
+        throw ModelError(at + "reads integer ids, which nnfleet checks as the data is loaded; "
+                              "expected it to take the model input directly");
+      if (id_input_.limit == 0 || lim < id_input_.limit) id_input_ = {l.name(), lim};
+    }
     for (const auto& ps : p.params)
       (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
     flops_ += l.forward_flops(p.in_shapes);
@@ -74,6 +80,31 @@ bool Model::mixes_samples() const {
   for (const auto& n : nodes_)
     if (n.layer->mixes_samples()) return true;
   return false;
+}
+
+namespace {
+// The first "<key>_regularizer" set in a layer config, looking into a wrapped layer's config
+// (TimeDistributed's "layer") too; "" when none is.
+std::string regularizer_in(const Json& c, int depth) {
+  if (!c.is_object() || depth > 8) return "";
+  for (auto it = c.begin(); it != c.end(); ++it) {
+    const std::string& k = it.key();
+    if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
+        !it.value().is_null())
+      return k + " " + (it.value().is_object() ? it.value().value("class_name", Json()).dump()
+                                               : it.value().dump());
+  }
+  if (c.contains("layer") && c["layer"].is_object())
+    return regularizer_in(c["layer"].value("config", Json()), depth + 1);
+  return "";
+}
+}  // namespace
+
+std::string Model::regularized_layer() const {
+  for (const auto& n : nodes_)
+    if (const std::string r = regularizer_in(n.layer->keras_config(), 0); !r.empty())
+      return "layer '" + n.layer->name() + "' has " + r;
+  return "";
 }
 
 bool Model::is_sequential() const {

@@ -52,8 +52,20 @@ class Model {
   double forward_flops() const { return flops_; }  // per sample
   // True when some layer couples the samples of a training batch (Layer::mixes_samples).
   bool mixes_samples() const;
+  // The layer that reads the model input as integer ids (Embedding) and the bound they must stay
+  // under (the smallest when several do); limit 0 when the input is plain floats. Data loaders
+  // check every input value against it before a model runs (first_bad_id in data/dataset.h).
+  struct IdInput {
+    std::string layer;
+    int64_t limit = 0;
+  };
+  const IdInput& id_input() const { return id_input_; }
+  // "layer 'conv1d' has kernel_regularizer \"L1\"" for the first layer whose config sets a weight
+  // regularizer, "" when none does. Training refuses such models: the penalty is not applied yet.
+  std::string regularized_layer() const;
 
  private:
+  IdInput id_input_;
   std::string name_, input_name_;
   Shape input_shape_;
   std::vector<ModelNode> nodes_;

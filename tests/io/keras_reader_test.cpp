@@ -219,7 +219,8 @@ TEST(KerasImport, RejectsCustomRegisteredClassEvenWithABuiltinName) {
 }
 
 TEST(KerasImport, RejectsUnsupportedOptionNamingLayerAndKey) {
-  const Json reg = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
+  // Regularizers are kept (L1/L2/L1L2); a constraint is still refused.
+  const Json reg = {{"class_name", "MaxNorm"}, {"config", {{"max_value", 2.0}}}};
   const Json m = {
       {"class_name", "Sequential"},
       {"config",
@@ -227,10 +228,10 @@ TEST(KerasImport, RejectsUnsupportedOptionNamingLayerAndKey) {
         {"layers",
          {input_layer({nullptr, 4}),
           {{"class_name", "Dense"},
-           {"config", {{"name", "dense_7"}, {"units", 2}, {"kernel_regularizer", reg}}}}}}}}};
+           {"config", {{"name", "dense_7"}, {"units", 2}, {"kernel_constraint", reg}}}}}}}}};
   const std::string msg = file_error_of([&] { load_keras_model(write_json("option", m)); });
   EXPECT_NE(msg.find("layer 'dense_7' (Dense)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("kernel_regularizer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kernel_constraint"), std::string::npos) << msg;
 }
 
 TEST(KerasImport, RejectsSharedLayer) {

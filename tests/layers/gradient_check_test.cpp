@@ -51,7 +51,8 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   std::vector<std::vector<float>> x(ins.size()), dx(ins.size()), p(specs.size()), dp;
   for (size_t i = 0; i < ins.size(); ++i) {
     x[i].resize(static_cast<size_t>(n * ins[i].size()));
-    for (auto& v : x[i]) v = draw(rng);
+    for (auto& v : x[i])
+      v = c.ex.id_limit > 0 ? static_cast<float>(static_cast<int64_t>(rng.uniform() * c.ex.id_limit) % c.ex.id_limit) : draw(rng);
     dx[i].assign(x[i].size(), 0.0f);
   }
   for (size_t j = 0; j < specs.size(); ++j) {
@@ -120,7 +121,10 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
     ++checked;
     EXPECT_NEAR(analytic, central, 2e-2 * scale) << c.kind << " example " << c.index << " " << what;
   };
-  for (size_t i = 0; i < x.size(); ++i)
+  // Integer ids are not differentiable; backward must leave their gradient untouched.
+  for (size_t i = 0; i < x.size() && c.ex.id_limit > 0; ++i)
+    for (float g : dx[i]) EXPECT_EQ(g, 0.0f) << c.kind << " example " << c.index << " id input";
+  for (size_t i = 0; i < x.size() && c.ex.id_limit == 0; ++i)
     for (size_t e = 0; e < x[i].size(); ++e) check(x[i][e], dx[i][e], "input " + std::to_string(i) + "[" + std::to_string(e) + "]");
   size_t t = 0;
   for (size_t j = 0; j < specs.size(); ++j) {
@@ -181,7 +185,23 @@ TEST(LayerConfig, BadValueNamesKeyAndExpectation) {
 
 TEST(LayerConfig, KerasModeToleratesDefaultsButRefusesRealOptions) {
   EXPECT_NO_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", nullptr}, {"dtype", "float32"}}, ConfigMode::kKeras, "x"));
-  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", Json{{"class_name", "L2"}}}}, ConfigMode::kKeras, "x"), ConfigError);
+  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"activity_regularizer", Json{{"class_name", "L2"}}}}, ConfigMode::kKeras, "x"), ConfigError);
+  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_constraint", Json{{"class_name", "MaxNorm"}}}}, ConfigMode::kKeras, "x"), ConfigError);
+}
+
+TEST(LayerConfig, KernelRegularizersAreKeptAndWrittenBack) {
+  const Json l1{{"module", "keras.regularizers"}, {"class_name", "L1"}, {"config", {{"l1", 1e-5}}}, {"registered_name", nullptr}};
+  auto d = make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", l1}}, ConfigMode::kKeras, "x");
+  EXPECT_EQ(d->keras_config()["kernel_regularizer"], l1);
+  auto c = make_layer("Conv1D", Json{{"filters", 2}, {"kernel_size", 2}, {"bias_regularizer", Json{{"class_name", "L1L2"}, {"config", {{"l1", 0.0}, {"l2", 0.01}}}}}}, ConfigMode::kKeras, "x");
+  EXPECT_EQ(c->keras_config()["bias_regularizer"]["class_name"], "L1L2");
+  try {
+    make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", Json{{"class_name", "OrthogonalRegularizer"}}}}, ConfigMode::kKeras, "x");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "kernel_regularizer");
+    EXPECT_NE(std::string(e.what()).find("expected null or a Keras L1, L2 or L1L2 regularizer"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LayerConfig, NumericStringsFromGridsAreAccepted) {

@@ -188,5 +188,67 @@ TEST(ReLU, MaxValueMakesReLU6) {
   EXPECT_EQ(y, (std::vector<float>{0.0f, 3.0f, 6.0f}));
 }
 
+TEST(Conv1D, CausalOutputSeesOnlyThePastWithDilation) {
+  // k=2, dilation 2, kernel of ones: y[t] = x[t-2] + x[t] (zeros before the start).
+  LayerRun r("Conv1D", {{"filters", 1}, {"kernel_size", 2}, {"padding", "causal"}, {"dilation_rate", 2}, {"use_bias", false}}, {Shape{5, 1}});
+  EXPECT_EQ(r.out, (Shape{5, 1}));
+  std::fill(r.params[0].begin(), r.params[0].end(), 1.0f);
+  auto& y = r.forward(1, {{1, 2, 3, 4, 5}}, false);
+  EXPECT_EQ(y, (std::vector<float>{1, 2, 4, 6, 8}));
+}
+
+TEST(Conv1D, RefusesGroupsOtherThanOne) {
+  try {
+    make_layer("Conv1D", Json{{"filters", 4}, {"kernel_size", 3}, {"groups", 2}}, ConfigMode::kKeras, "c");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "groups");
+    EXPECT_NE(std::string(e.what()).find("grouped Conv1D is not supported yet"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MaxPooling1D, OddLengthDropsThePartialWindow) {
+  LayerRun r("MaxPooling1D", {{"pool_size", 2}}, {Shape{5, 1}});
+  EXPECT_EQ(r.out, (Shape{2, 1}));
+  EXPECT_EQ(r.forward(1, {{1, 5, 2, 3, 9}}, false), (std::vector<float>{5, 3}));
+  LayerRun s("AveragePooling1D", {{"pool_size", 2}, {"padding", "same"}}, {Shape{5, 1}});
+  EXPECT_EQ(s.out, (Shape{3, 1}));
+  EXPECT_EQ(s.forward(1, {{1, 5, 2, 3, 9}}, false), (std::vector<float>{3, 2.5f, 9}));  // pad not counted
+}
+
+TEST(Embedding, LooksUpRowsAndRefusesMaskZero) {
+  LayerRun r("Embedding", {{"input_dim", 3}, {"output_dim", 2}}, {Shape{4}});
+  EXPECT_EQ(r.out, (Shape{4, 2}));
+  r.params[0] = {0, 1, 10, 11, 20, 21};
+  EXPECT_EQ(r.forward(1, {{2, 0, 1, 2}}, false), (std::vector<float>{20, 21, 0, 1, 10, 11, 20, 21}));
+  try {
+    make_layer("Embedding", Json{{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}}, ConfigMode::kKeras, "embedding_3");
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "mask_zero");
+    EXPECT_NE(std::string(e.what()).find("mask_zero is not supported yet"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SequenceReshaping, UpSamplingCroppingPaddingRepeatAndPermuteMoveValuesAsKeras) {
+  EXPECT_EQ(LayerRun("UpSampling1D", {{"size", 2}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false), (std::vector<float>{1, 1, 2, 2}));
+  EXPECT_EQ(LayerRun("Cropping1D", {{"cropping", Json{1, 2}}}, {Shape{5, 1}}).forward(1, {{1, 2, 3, 4, 5}}, false), (std::vector<float>{2, 3}));
+  EXPECT_EQ(LayerRun("ZeroPadding1D", {{"padding", Json{1, 2}}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false), (std::vector<float>{0, 1, 2, 0, 0}));
+  EXPECT_EQ(LayerRun("RepeatVector", {{"n", 2}}, {Shape{2}}).forward(1, {{1, 2}}, false), (std::vector<float>{1, 2, 1, 2}));
+  LayerRun p("Permute", {{"dims", Json{2, 1}}}, {Shape{2, 3}});
+  EXPECT_EQ(p.out, (Shape{3, 2}));
+  EXPECT_EQ(p.forward(1, {{1, 2, 3, 4, 5, 6}}, false), (std::vector<float>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(TimeDistributed, AppliesTheWrappedLayerToEveryStep) {
+  const Json cfg{{"layer", {{"class_name", "Dense"}, {"config", {{"units", 1}, {"use_bias", false}}}}}};
+  LayerRun r("TimeDistributed", cfg, {Shape{3, 2}});
+  EXPECT_EQ(r.out, (Shape{3, 1}));
+  ASSERT_EQ(r.params.size(), 1u);
+  r.params[0] = {1, 10};
+  EXPECT_EQ(r.forward(1, {{1, 2, 3, 4, 5, 6}}, false), (std::vector<float>{21, 43, 65}));
+  EXPECT_EQ(r.layer->keras_config()["layer"]["class_name"], "Dense");
+}
+
 }  // namespace
 }  // namespace nnfleet

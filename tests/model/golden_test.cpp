@@ -1,6 +1,7 @@
-// Golden parity with PyTorch (fixtures by tools/make_golden_fixtures.py, computed in float64
-// with Keras's formulas): outputs, gradients, and weights after 3 Adam and 3 SGD-momentum steps,
-// for a Dense model and a Conv2D model. Compared within 1e-5 relative.
+// Golden parity with PyTorch (fixtures by tools/make_golden_fixtures.py and
+// tools/make_sequence_golden_fixtures.py, computed in float64 with Keras's formulas): outputs,
+// gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
+// model, a causal Conv1D model and a dilated Conv1D model. Compared within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +35,22 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1");
     return Model::sequential("dense", Shape{5}, std::move(ls));
   }
+  if (prefix == "conv1d_causal") {
+    add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"activation", "relu"}},
+        "conv1d");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential("conv1d_causal", Shape{7, 2}, std::move(ls));
+  }
+  if (prefix == "conv1d_dilated") {
+    add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"dilation_rate", 2},
+                   {"activation", "tanh"}},
+        "conv1d");
+    add("Conv1D", {{"filters", 2}, {"kernel_size", 2}, {"dilation_rate", 3}}, "conv1d_1");
+    add("GlobalAveragePooling1D", Json::object(), "global_average_pooling1d");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential("conv1d_dilated", Shape{11, 2}, std::move(ls));
+  }
   add("Conv2D", {{"filters", 2}, {"kernel_size", 3}, {"activation", "relu"}}, "conv2d");
   add("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d");
   add("Flatten", Json::object(), "flatten");
@@ -54,7 +71,10 @@ class Golden : public ::testing::TestWithParam<std::string> {
     n_ = static_cast<int>(x_.rows());
     std::copy(floats(x_), floats(x_) + x_.shape().size(), net->input());
     float* dst = net->params();
-    for (int i = 0; i < 4; ++i) {
+    num_params_ = 0;
+    for (size_t l = 0; l < net->model().num_layers(); ++l)
+      num_params_ += static_cast<int>(net->model().planned(l).params.size());
+    for (int i = 0; i < num_params_; ++i) {
       Array w = load_npy(fixture(p + "_w" + std::to_string(i)));
       dst = std::copy(floats(w), floats(w) + w.shape().size(), dst);
     }
@@ -63,14 +83,14 @@ class Golden : public ::testing::TestWithParam<std::string> {
   }
   void expect_params(const Network& net, const std::string& kind) {
     const float* got = net.params();
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < num_params_; ++i) {
       Array w = load_npy(fixture(GetParam() + "_" + kind + std::to_string(i)));
       expect_close(got, w, kind + " param " + std::to_string(i));
       got += w.shape().size();
     }
   }
   Array x_, y_;
-  int n_ = 0;
+  int n_ = 0, num_params_ = 0;
   Targets t_;
 };
 
@@ -81,7 +101,7 @@ TEST_P(Golden, ForwardLossAndGradientsMatchPyTorch) {
   const double loss = net->train_step(n_, t_);
   EXPECT_NEAR(loss, floats(load_npy(fixture(GetParam() + "_loss")))[0], 1e-5 * loss);
   const float* g = net->gradients();
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < num_params_; ++i) {
     Array w = load_npy(fixture(GetParam() + "_grad" + std::to_string(i)));
     expect_close(g, w, "gradient " + std::to_string(i));
     g += w.shape().size();
@@ -100,7 +120,8 @@ TEST_P(Golden, ThreeSgdMomentumStepsMatch) {
   expect_params(*net, "sgdm");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv"));
+INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv", "conv1d_causal",
+                                                             "conv1d_dilated"));
 
 }  // namespace
 }  // namespace nnfleet

@@ -124,15 +124,44 @@ TEST(Model, ShapeErrorNamesModelLayerAndFix) {
   std::vector<std::unique_ptr<Layer>> ls;
   ls.push_back(L("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, "conv2d"));
   ls.push_back(L("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d"));
-  ls.push_back(L("Dense", {{"units", 10}}, "dense_1"));
+  ls.push_back(L("Conv1D", {{"filters", 10}, {"kernel_size", 3}}, "conv1d"));
   try {
     Model::sequential("cnn", Shape{28, 28, 1}, std::move(ls));
     FAIL() << "expected a ModelError";
   } catch (const ModelError& e) {
     EXPECT_STREQ(e.what(),
-                 "failed to build model 'cnn': layer 3 'dense_1' (Dense) expects rank 2 input, got "
-                 "[None,13,13,8]; add a Flatten before it");
+                 "failed to build model 'cnn': layer 3 'conv1d' (Conv1D) expects rank 3 input, got "
+                 "[None,13,13,8]; 1-D convolution and pooling layers take sequences "
+                 "[batch,steps,channels]; add a Reshape before it");
   }
+}
+
+TEST(Model, DenseAppliesToTheLastAxisOfAnyRank) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, "conv2d"));
+  ls.push_back(L("Dense", {{"units", 10}}, "dense_1"));
+  auto m = Model::sequential("cnn", Shape{28, 28, 1}, std::move(ls));
+  EXPECT_EQ(m->output_shape(), (Shape{26, 26, 10}));
+  EXPECT_EQ(m->planned(1).params[0].shape, (Shape{8, 10}));  // Keras: kernel [last axis, units]
+}
+
+TEST(Model, EmbeddingMustReadTheModelInput) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Reshape", {{"target_shape", Json{4}}}, "reshape"));
+  ls.push_back(L("Embedding", {{"input_dim", 10}, {"output_dim", 3}}, "embedding"));
+  try {
+    Model::sequential("m", Shape{2, 2}, std::move(ls));
+    FAIL() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2 'embedding' (Embedding) reads integer ids"),
+              std::string::npos) << e.what();
+  }
+  std::vector<std::unique_ptr<Layer>> ok;
+  ok.push_back(L("Embedding", {{"input_dim", 10}, {"output_dim", 3}}, "embedding"));
+  auto m = Model::sequential("m", Shape{4}, std::move(ok));
+  EXPECT_EQ(m->id_input().layer, "embedding");
+  EXPECT_EQ(m->id_input().limit, 10);
+  EXPECT_EQ(m->output_shape(), (Shape{4, 3}));
 }
 
 TEST(Model, CountsParametersAndFlops) {

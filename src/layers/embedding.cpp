@@ -1,0 +1,109 @@
+// Embedding: y[..., :] = E[id] for every integer id of the input, Keras semantics. Input [N,...]
+// of ids (any rank), table `embeddings` [input_dim, output_dim], output [N,..., output_dim].
+// Ids travel in the model's float input like every other value; float32 holds every integer
+// below 2^24 exactly, which bounds input_dim. They are checked to be integers in
+// [0, input_dim) when the data is loaded (Model::id_input(), first_bad_id() in src/data), never
+// here: forward only asserts it. Backward scatter-adds dy rows into the table's gradient; ids
+// get no gradient (Keras's neither). mask_zero true is refused until masks flow through models.
+#include <cstring>
+
+#include "layers/kinds.h"
+#include "layers/layer_util.h"
+
+namespace nnfleet {
+namespace {
+
+// The largest integer float32 represents exactly, with all integers below it.
+constexpr int64_t kMaxExactFloatInt = int64_t{1} << 24;
+
+class Embedding final : public Layer {
+ public:
+  Embedding(LayerConfig& c, const std::string& name) : Layer(name) {
+    input_dim_ = c.get_int("input_dim");
+    if (input_dim_ > kMaxExactFloatInt)
+      c.fail("input_dim", "at most " + std::to_string(kMaxExactFloatInt) +
+                              " (ids travel as float32, exact up to 2^24)");
+    output_dim_ = c.get_int("output_dim");
+    init_ = parse_init_option(c, "embeddings_initializer", "uniform");
+    reg_ = parse_regularizer(c, "embeddings_regularizer");
+    if (c.get_bool("mask_zero", false))
+      c.fail("mask_zero",
+             "false: mask_zero is not supported yet (masks do not flow through "
+             "nnfleet models yet)");
+    if (c.has("input_length"))
+      input_length_ = c.get_int("input_length");
+    else
+      c.ignore("input_length");
+  }
+  const char* class_name() const override { return "Embedding"; }
+  int64_t input_id_limit() const override { return input_dim_; }
+
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    if (input_length_ > 0 && in[0][in[0].rank() - 1] != input_length_)
+      throw ModelError("input_length is " + std::to_string(input_length_) + "; expected it to " +
+                       "match the input " + keras_shape(in[0]) + "'s last axis");
+    if (in[0].rank() >= Shape::kMaxRank)
+      throw ModelError("expects an input of rank at most " + std::to_string(Shape::kMaxRank) +
+                       ", got " + keras_shape(in[0]));
+    Shape out = in[0];
+    out.push_back(output_dim_);
+    if (!size_at_most(out, limits::kMaxSampleFloats))
+      throw ModelError("output " + keras_shape(out) + " is too large; expected at most " +
+                       std::to_string(limits::kMaxSampleFloats) + " values per sample");
+    return out;
+  }
+  std::vector<ParamSpec> param_specs(const std::vector<Shape>&) const override {
+    return {{"embeddings", Shape{input_dim_, output_dim_}, init_, true}};
+  }
+  void forward(const LayerArgs& a) const override {
+    const size_t ids = rows_floats(a.n, a.in_shapes[0]), d = static_cast<size_t>(output_dim_);
+    const float* table = a.params[0];
+    for (size_t i = 0; i < ids; ++i) {
+      const int64_t id = static_cast<int64_t>(a.x[0][i]);
+      NNFLEET_CHECK(id >= 0 && id < input_dim_);  // first_bad_id() checked the data
+      std::memcpy(a.y + i * d, table + static_cast<size_t>(id) * d, d * sizeof(float));
+    }
+  }
+  void backward(const LayerArgs& a) const override {
+    const size_t ids = rows_floats(a.n, a.in_shapes[0]), d = static_cast<size_t>(output_dim_);
+    float* dtable = a.dparams[0];
+    for (size_t i = 0; i < ids; ++i) {
+      float* __restrict dst = dtable + static_cast<size_t>(a.x[0][i]) * d;
+      const float* __restrict src = a.dy + i * d;
+      for (size_t j = 0; j < d; ++j) dst[j] += src[j];
+    }
+  }
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    j["input_dim"] = input_dim_;
+    j["output_dim"] = output_dim_;
+    j["embeddings_initializer"] = initializer_to_keras(init_);
+    j["embeddings_regularizer"] = reg_;
+    j["activity_regularizer"] = nullptr;
+    j["embeddings_constraint"] = nullptr;
+    j["mask_zero"] = false;
+    if (input_length_ > 0) j["input_length"] = input_length_;
+    return j;
+  }
+
+ private:
+  int64_t input_dim_ = 0, output_dim_ = 0, input_length_ = 0;
+  Initializer init_;
+  Json reg_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_embedding(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Embedding>(c, name);
+}
+
+std::vector<LayerExample> embedding_examples() {
+  LayerExample a{{{"input_dim", 5}, {"output_dim", 3}}, {Shape{4}}};
+  a.id_limit = 5;  // ids repeat within the batch: their gradients must add up
+  LayerExample b{{{"input_dim", 7}, {"output_dim", 2}, {"input_length", 3}}, {Shape{2, 3}}};
+  b.id_limit = 7;
+  return {a, b};
+}
+
+}  // namespace nnfleet
