@@ -29,7 +29,12 @@
   X(Rescaling, rescaling)                                \
   X(ZeroPadding2D, zero_padding2d)                       \
   X(Add, add)                                            \
-  X(Concatenate, concatenate)
+  X(Concatenate, concatenate)                            \
+  X(SimpleRNN, simple_rnn)                               \
+  X(LSTM, lstm)                                          \
+  X(GRU, gru)                                            \
+  X(Bidirectional, bidirectional)                        \
+  X(Masking, masking)
 
 namespace nnfleet {
 
