@@ -37,6 +37,33 @@ bool has_build_config(const std::string& cls) {
   return false;
 }
 
+// "hard_sigmoid" means 0.2 x + 0.5 in files older than Keras 3 and x / 6 + 0.5 in Keras 3 files
+// (recurrent layers call the old one hard_sigmoid_keras2, see keras_reader.cpp): each is written
+// under its name in the format that has it, and refused in the one that does not.
+void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
+  if (c.is_array()) {
+    for (auto& e : c) name_hard_sigmoid(e, keras3, l);
+    return;
+  }
+  if (!c.is_object()) return;
+  const bool recurrent = c.contains("units") && c.contains("recurrent_initializer");
+  for (auto& [k, v] : c.items()) {
+    if (!recurrent || (k != "activation" && k != "recurrent_activation") || !v.is_string()) {
+      name_hard_sigmoid(v, keras3, l);
+      continue;
+    }
+    const std::string a = v.get<std::string>();
+    if (a == "hard_sigmoid_keras2" && !keras3) v = "hard_sigmoid";
+    if ((a == "hard_sigmoid_keras2" && keras3) || (a == "hard_sigmoid" && !keras3))
+      throw FileError("failed to write Keras file: layer '" + l.name() + "' uses " +
+                      (keras3 ? "Keras 2's hard_sigmoid (0.2 x + 0.5)" :
+                                "Keras 3's hard_sigmoid (x / 6 + 0.5)") +
+                      " as its " + k + ", which the " + (keras3 ? ".keras" : "legacy .h5") +
+                      " format cannot name; expected the " + (keras3 ? "legacy .h5" : ".keras") +
+                      " format for this model");
+  }
+}
+
 // The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
 OJson layer_config(const Layer& l, bool keras3) {
   const Json src = l.keras_config();
@@ -53,6 +80,7 @@ OJson layer_config(const Layer& l, bool keras3) {
   for (auto it = src.begin(); it != src.end(); ++it)
     if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
       c[it.key()] = ordered(it.value());
+  name_hard_sigmoid(c, keras3, l);
   return c;
 }
 
