@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "io/io_test_util.h"
+#include "io_test_util.h"
 #include "io/keras_writer.h"
 #include "model/network.h"
 
