@@ -235,6 +235,30 @@ void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const flo
   }
 }
 
+// GRU without reset_after, step at time t: h~ = act(x W_h + (r * h_{s-1}) R_h), so
+// d(r * h_{s-1}) = dz_h R_h^T reaches the reset gate (its pre-activation gradient, written into
+// dz's r block) and h_{s-1} (added to dhp); R_h's gradient is (r * h_{s-1})^T dz_h.
+void gru_plain_back(const RnnDims& d, int t, const float* hp, const float* g, const float* r,
+                    const float* mask, float* dzt, float* drh, float* rhm, float* dhp, float* dr) {
+  const int N = d.n, U = d.units, GU = 3 * U, ldg = d.t * GU, ldh = d.t * U;
+  gemm(false, true, N, U, U, dzt + 2 * U, ldg, r + 2 * U, GU, 0.0f, drh, U);
+  for (int n = 0; n < N; ++n) {
+    const size_t ho = static_cast<size_t>(n) * ldh, go = static_cast<size_t>(n) * ldg;
+    float* dzn = dzt + go;
+    float* rm = rhm + static_cast<size_t>(n) * U;
+    const bool real = is_real(mask, d, n, t);
+    for (int j = 0; j < U; ++j) {
+      const float hpj = hp ? hp[ho + j] : 0.0f, rj = g[go + U + j];
+      rm[j] = real ? rj * hpj : 0.0f;
+      if (!real) continue;
+      const float dq = drh[static_cast<size_t>(n) * U + j];
+      dzn[U + j] = dq * hpj * act_grad(d.ract, rj);
+      dhp[static_cast<size_t>(n) * U + j] += dq * rj;
+    }
+  }
+  if (hp) gemm(true, false, U, U, N, rhm, U, dzt + 2 * U, ldg, 1.0f, dr + 2 * U, GU);
+}
+
 }  // namespace
 
 void rnn_backward(const RnnDims& d, const float* x, const float* w, const float* r,
@@ -304,25 +328,7 @@ void rnn_backward(const RnnDims& d, const float* x, const float* w, const float*
         }
       }
     }
-    if (gru_plain) {
-      // h~ = act(x W_h + (r * h_{s-1}) R_h): d(r * h_{s-1}) = dz_h R_h^T reaches r and h_{s-1}.
-      gemm(false, true, N, U, U, dzt + 2 * U, ldg, r + 2 * U, GU, 0.0f, drh, U);
-      for (int n = 0; n < N; ++n) {
-        const size_t ho = static_cast<size_t>(n) * ldh, go = static_cast<size_t>(n) * ldg;
-        float* dzn = dzt + go;
-        float* rm = rhm + static_cast<size_t>(n) * U;
-        const bool real = is_real(mask, d, n, t);
-        for (int j = 0; j < U; ++j) {
-          const float hpj = hp ? hp[ho + j] : 0.0f, rj = g[go + U + j];
-          rm[j] = real ? rj * hpj : 0.0f;
-          if (!real) continue;
-          const float dq = drh[static_cast<size_t>(n) * U + j];
-          dzn[U + j] = dq * hpj * act_grad(d.ract, rj);
-          dhp[static_cast<size_t>(n) * U + j] += dq * rj;
-        }
-      }
-      if (hp) gemm(true, false, U, U, N, rhm, U, dzt + 2 * U, ldg, 1.0f, dr + 2 * U, GU);
-    }
+    if (gru_plain) gru_plain_back(d, t, hp, g, r, mask, dzt, drh, rhm, dhp, dr);
     const float* src = gru && d.reset_after ? dzr : dzt;
     const int lds = gru && d.reset_after ? GU : ldg;
     if (gru && d.reset_after && db)

@@ -262,8 +262,6 @@ class Bidirectional final : public Layer {
                                        {"concat", "sum", "mul", "ave"});
     merge_ = m == "concat" ? MergeMode::kConcat : m == "sum" ? MergeMode::kSum
              : m == "mul" ? MergeMode::kMul : MergeMode::kAve;
-    inner_json_ = *inner;
-    if (back) back_json_ = *back;
     // tf.keras >= 2.2.4-tf and Keras 3 make both halves output zeros at masked steps.
     fwd_->set_zero_masked_output(fwd_->return_sequences());
     bwd_->set_zero_masked_output(bwd_->return_sequences());
@@ -428,7 +426,6 @@ class Bidirectional final : public Layer {
   std::unique_ptr<Recurrent> fwd_, bwd_;
   bool backward_given_ = true;
   MergeMode merge_ = MergeMode::kConcat;
-  Json inner_json_, back_json_;
 };
 
 }  // namespace
