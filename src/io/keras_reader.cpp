@@ -121,7 +121,32 @@ std::vector<float> zero_params(const Model& m, const std::string& where) {
 
 // Builds the model of a Keras config into `lm` (model, class name, zeroed parameters of the
 // checked size) and returns the graph the weight readers need.
-KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg, const std::string& path) {
+int major_version(const std::string& v);
+
+// Keras 2 (and tf.keras) computed hard_sigmoid as clip(0.2 x + 0.5), Keras 3 as clip(x / 6 + 0.5):
+// in a file older than Keras 3 the name means the old formula, which recurrent layers know as
+// hard_sigmoid_keras2. Walks nested objects (Bidirectional's layer, nested models) within the
+// bounded depth the config was parsed with.
+void mark_keras2_hard_sigmoid(Json& j) {
+  if (j.is_array()) {
+    for (auto& e : j) mark_keras2_hard_sigmoid(e);
+    return;
+  }
+  if (!j.is_object()) return;
+  for (auto& [k, v] : j.items()) {
+    if ((k == "activation" || k == "recurrent_activation") && v.is_string() &&
+        v.get<std::string>() == "hard_sigmoid" && j.contains("units") &&
+        (j.contains("recurrent_initializer") || j.contains("recurrent_activation")))
+      v = "hard_sigmoid_keras2";
+    else
+      mark_keras2_hard_sigmoid(v);
+  }
+}
+
+KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg_in, const std::string& path) {
+  Json cfg = cfg_in;
+  if (!lm.keras_version.empty() && major_version(lm.keras_version) < 3)
+    mark_keras2_hard_sigmoid(cfg);
   KerasGraph graph = build_keras_graph(cfg, path);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
@@ -228,33 +253,51 @@ size_t count_datasets(const h5::Group& g) {
   return n;
 }
 
+// One layer's weights: each parameter sits in the vars group its Layer::keras_var_path names
+// (recurrent layers keep theirs one level down, in "cell"), counted group by group.
+void read_keras3_layer(const h5::Group& root, const Keras3Index& index, const KerasGraph& graph,
+                       size_t i, const std::vector<size_t>& offsets, float* params,
+                       const std::string& where) {
+  const Model& m = *graph.model;
+  const Layer& layer = m.layer(i);
+  const auto& specs = m.planned(i).params;
+  const std::string who = "layer '" + layer.name() + "' (" + layer.class_name() + ")";
+  std::map<std::string, std::vector<size_t>> groups;  // sub-group -> params stored there
+  for (size_t j = 0; j < specs.size(); ++j) groups[layer.keras_var_path(j).group].push_back(j);
+  for (const auto& [sub, members] : groups) {
+    const std::string tail = (sub.empty() ? "" : "/" + sub) + "/vars";
+    std::string real;
+    for (const auto& cand : {graph.weight_paths[i], graph.weight_paths_by_name[i]}) {
+      real = index.find(cand + tail);
+      if (!real.empty()) break;
+    }
+    if (real.empty())
+      fail(where,
+           "no weights for " + who + "; expected the group '" + graph.weight_paths[i] + tail + "'");
+    const h5::Group vars = root.group(real);
+    const size_t n = count_datasets(vars);
+    if (n != members.size()) {
+      std::string names;
+      for (size_t j : members) names += (names.empty() ? "" : ", ") + specs[j].name;
+      fail(where, who + " has " + std::to_string(n) + " weights in the file ('" + real +
+                      "'); expected " + std::to_string(members.size()) + " (" + names + ")");
+    }
+    for (size_t j : members) {
+      const std::string ds = std::to_string(layer.keras_var_path(j).index);
+      if (!vars.has_dataset(ds))
+        fail(where, who + " has no weight '" + real + "/" + ds + "'; expected " + specs[j].name);
+      read_into(vars.dataset(ds), m, i, j, params + offsets[j], where);
+    }
+  }
+}
+
 void read_keras3(const h5::Group& root, const Keras3Index& index, const KerasGraph& graph,
                  float* params, const std::string& where) {
   const Model& m = *graph.model;
   const auto offsets = param_offsets(m, nullptr);
-  for (size_t i = 0; i < m.num_layers(); ++i) {
-    const auto& specs = m.planned(i).params;
-    if (specs.empty()) continue;
-    std::string real;
-    for (const auto& cand : {graph.weight_paths[i], graph.weight_paths_by_name[i]}) {
-      real = index.find(cand + "/vars");
-      if (!real.empty()) break;
-    }
-    const std::string who = "layer '" + m.layer(i).name() + "' (" + m.layer(i).class_name() + ")";
-    if (real.empty())
-      fail(where,
-           "no weights for " + who + "; expected the group '" + graph.weight_paths[i] + "/vars'");
-    const h5::Group vars = root.group(real);
-    const size_t n = count_datasets(vars);
-    if (n != specs.size()) {
-      std::string names;
-      for (const auto& s : specs) names += (names.empty() ? "" : ", ") + s.name;
-      fail(where, who + " has " + std::to_string(n) + " weights in the file ('" + real +
-                      "'); expected " + std::to_string(specs.size()) + " (" + names + ")");
-    }
-    for (size_t j = 0; j < specs.size(); ++j)
-      read_into(vars.dataset(std::to_string(j)), m, i, j, params + offsets[i][j], where);
-  }
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    if (!m.planned(i).params.empty())
+      read_keras3_layer(root, index, graph, i, offsets[i], params, where);
 }
 
 int major_version(const std::string& v) {

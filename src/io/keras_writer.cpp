@@ -32,9 +32,37 @@ OJson batch_shape(const Shape& s) {
 // check shapes there); Flatten gets one as well in files Keras 3.9/3.10 wrote.
 bool has_build_config(const std::string& cls) {
   for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
-                        "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed"})
+                        "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed",
+                        "SimpleRNN", "LSTM", "GRU"})
     if (cls == c) return true;
   return false;
+}
+
+// "hard_sigmoid" means 0.2 x + 0.5 in files older than Keras 3 and x / 6 + 0.5 in Keras 3 files
+// (recurrent layers call the old one hard_sigmoid_keras2, see keras_reader.cpp): each is written
+// under its name in the format that has it, and refused in the one that does not.
+void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
+  if (c.is_array()) {
+    for (auto& e : c) name_hard_sigmoid(e, keras3, l);
+    return;
+  }
+  if (!c.is_object()) return;
+  const bool recurrent = c.contains("units") && c.contains("recurrent_initializer");
+  for (auto& [k, v] : c.items()) {
+    if (!recurrent || (k != "activation" && k != "recurrent_activation") || !v.is_string()) {
+      name_hard_sigmoid(v, keras3, l);
+      continue;
+    }
+    const std::string a = v.get<std::string>();
+    if (a == "hard_sigmoid_keras2" && !keras3) v = "hard_sigmoid";
+    if ((a == "hard_sigmoid_keras2" && keras3) || (a == "hard_sigmoid" && !keras3))
+      throw FileError("failed to write Keras file: layer '" + l.name() + "' uses " +
+                      (keras3 ? "Keras 2's hard_sigmoid (0.2 x + 0.5)" :
+                                "Keras 3's hard_sigmoid (x / 6 + 0.5)") +
+                      " as its " + k + ", which the " + (keras3 ? ".keras" : "legacy .h5") +
+                      " format cannot name; expected the " + (keras3 ? "legacy .h5" : ".keras") +
+                      " format for this model");
+  }
 }
 
 // The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
@@ -53,6 +81,7 @@ OJson layer_config(const Layer& l, bool keras3) {
   for (auto it = src.begin(); it != src.end(); ++it)
     if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
       c[it.key()] = ordered(it.value());
+  name_hard_sigmoid(c, keras3, l);
   return c;
 }
 
@@ -178,6 +207,49 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
 
 std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
 
+// Opens base/path, creating the groups along it that are missing.
+h5::Group open_or_create(h5::Group& base, const std::string& path) {
+  std::string sofar;
+  for (size_t a = 0;;) {
+    const size_t b = path.find('/', a);
+    const std::string part = path.substr(a, b == std::string::npos ? std::string::npos : b - a);
+    const std::string next = sofar.empty() ? part : sofar + "/" + part;
+    if (!base.has_group(next)) {
+      if (sofar.empty())
+        base.create_group(part);
+      else
+        base.group(sofar).create_group(part);
+    }
+    sofar = next;
+    if (b == std::string::npos) break;
+    a = b + 1;
+  }
+  return base.group(path);
+}
+
+// Keras 3's groups for one layer: the layer's own vars (named after the layer), and each
+// sub-group of Layer::keras_var_path with its vars (a recurrent cell's named after the cell,
+// e.g. gru_cell, as Keras names the cell object).
+void write_keras3_layer(h5::Group lg, const Model& m, size_t i, const float* params,
+                        const std::vector<size_t>& offsets) {
+  const Layer& l = m.layer(i);
+  const auto& specs = m.planned(i).params;
+  lg.create_group("vars").write_string_attr("name", l.name(), h5::StrType::kVlenUtf8);
+  for (size_t j = 0; j < specs.size(); ++j) {
+    const KerasVarPath where = l.keras_var_path(j);
+    const std::string vpath = where.group.empty() ? "vars" : where.group + "/vars";
+    if (!lg.has_group(vpath)) {
+      h5::Group v = open_or_create(lg, vpath);
+      const std::string legacy = l.keras_legacy_weight_name(j, specs[j].name);
+      const size_t slash = legacy.rfind('/');
+      v.write_string_attr("name", slash == std::string::npos ? l.name() : legacy.substr(0, slash),
+                          h5::StrType::kVlenUtf8);
+    }
+    lg.group(vpath).write_floats(std::to_string(where.index), dims_of(specs[j].shape),
+                                 params + offsets[j]);
+  }
+}
+
 std::string now_string() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -218,11 +290,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                                                    h5::StrType::kVlenUtf8);
       group = group.create_group(key.substr(slash + 1));
     }
-    h5::Group v = group.create_group("vars");
-    v.write_string_attr("name", m.layer(i).name(), h5::StrType::kVlenUtf8);
-    const auto& specs = m.planned(i).params;
-    for (size_t j = 0; j < specs.size(); ++j)
-      v.write_floats(std::to_string(j), dims_of(specs[j].shape), params + offsets[i][j]);
+    write_keras3_layer(group, m, i, params, offsets[i]);
   }
   if (compiled(info) && info.optimizer_state) {
     const OptimizerSpec& spec = *info.optimizer;
@@ -354,12 +422,23 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
     for (int pass = 0; pass < 2; ++pass)
       for (size_t j = 0; j < specs.size(); ++j)
         if (specs[j].trainable == (pass == 0)) order.push_back(j);
-    for (size_t j : order) wnames.push_back(l.name() + "/" + specs[j].name + ":0");
+    for (size_t j : order)
+      wnames.push_back(l.name() + "/" + l.keras_legacy_weight_name(j, specs[j].name) + ":0");
     write_split_names(lg, "weight_names", wnames);
     if (order.empty()) continue;
     h5::Group inner = lg.create_group(l.name());
-    for (size_t j : order)
-      inner.write_floats(specs[j].name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
+    for (size_t j : order) {
+      // tf.keras nests a recurrent layer's weights under its cell's scope (lstm/lstm_cell/...).
+      const std::string name = l.keras_legacy_weight_name(j, specs[j].name);
+      const size_t slash = name.rfind('/');
+      if (slash == std::string::npos) {
+        inner.write_floats(name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
+        continue;
+      }
+      open_or_create(inner, name.substr(0, slash))
+          .write_floats(name.substr(slash + 1) + ":0", dims_of(specs[j].shape),
+                        params + offsets[i][j]);
+    }
   }
   // tf.keras >= 2.5 (and Keras 3) add the model's own weights, none here.
   mw.create_group("top_level_model_weights")

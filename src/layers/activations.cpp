@@ -14,6 +14,8 @@ class ActivationLayer final : public Layer {
       : Layer(std::move(name)), cls_(cls), act_(act) {}
   const char* class_name() const override { return cls_; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in[0]; }
+  // Keras's activation layers support masking: element-wise, the mask passes through.
+  MaskUse mask_use() const override { return MaskUse::kPropagate; }
   void forward(const LayerArgs& a) const override {
     const int64_t f = a.out_shape[-1];
     activation_forward(act_, static_cast<int64_t>(rows_floats(a.n, a.out_shape)) / f, f, a.x[0], a.y);

@@ -84,8 +84,9 @@ KerasObject split_keras_object(const Json& j, const std::string& key, const std:
       throw ConfigError(key, "bad class_name in a Keras " + what + "; expected a string, got " +
                                  show(j["class_name"]));
     for (auto it = j.begin(); it != j.end(); ++it)
+      // shared_object_id: Keras 3's tag for an object several configs share; no meaning here.
       if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
-          it.key() != "registered_name")
+          it.key() != "registered_name" && it.key() != "shared_object_id")
         throw ConfigError(key, "unknown key '" + it.key() + "' in a Keras " + what +
                                    "; expected one of: class_name, config, module, registered_name");
     o.name = j["class_name"].get<std::string>();

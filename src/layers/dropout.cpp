@@ -19,6 +19,7 @@ class Dropout final : public Layer {
     if (rate_ < 0.0 || rate_ >= 1.0) c.fail("rate", "a number in [0, 1)");
   }
   const char* class_name() const override { return "Dropout"; }
+  MaskUse mask_use() const override { return MaskUse::kPropagate; }  // as Keras's Dropout
   Shape output_shape(const std::vector<Shape>& in) const override { return in[0]; }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
     return rows_floats(n, in[0]);

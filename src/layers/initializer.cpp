@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace nnfleet {
 namespace {
@@ -32,6 +33,7 @@ const std::vector<NamedInit>& table() {
       {"random_normal", "RandomNormal", InitKind::kRandomNormal, 0.0, 0.05},
       {"random_uniform", "RandomUniform", InitKind::kRandomUniform, -0.05, 0.05},
       {"truncated_normal", "TruncatedNormal", InitKind::kTruncatedNormal, 0.0, 0.05},
+      {"orthogonal", "Orthogonal", InitKind::kOrthogonal, 1.0, 0},
   };
   return t;
 }
@@ -43,6 +45,7 @@ const NamedInit* lookup(const std::string& name) {
   if (n == "one") n = "ones";
   if (n == "normal") n = "random_normal";
   if (n == "uniform") n = "random_uniform";
+  if (n == "OrthogonalInitializer") n = "orthogonal";  // Keras 3.0-3.4's class name
   for (const auto& e : table())
     if (n == e.name || n == e.cls) return &e;
   return nullptr;
@@ -121,6 +124,9 @@ Initializer parse_initializer(const Json& j, const std::string& key) {
         init.b = c.get_float("maxval", e->b);
         if (init.b < init.a) c.fail("maxval", "a number >= minval " + std::to_string(init.a));
         break;
+      case InitKind::kOrthogonal:
+        init.a = c.get_float("gain", 1.0);
+        break;
       default:
         break;
     }
@@ -150,6 +156,9 @@ Json initializer_to_keras(const Initializer& init) {
     case InitKind::kRandomUniform:
       c = {{"seed", nullptr}, {"minval", init.a}, {"maxval", init.b}};
       break;
+    case InitKind::kOrthogonal:
+      c = {{"seed", nullptr}, {"gain", init.a}};
+      break;
     default:
       // Only "seed": older Keras 3 releases reject the newer input_axes/output_axes keys.
       c = {{"seed", nullptr}};
@@ -161,8 +170,51 @@ Json initializer_to_keras(const Initializer& init) {
           {"registered_name", nullptr}};
 }
 
+// Keras's Orthogonal: a normal matrix of shape (max(rows, cols), min(rows, cols)) with rows the
+// product of all but the last dimension, made orthonormal by QR with the signs of R's diagonal
+// folded in (which is what Gram-Schmidt gives: R's diagonal positive), transposed when
+// rows < cols, times the gain.
+static void fill_orthogonal(double gain, const Shape& shape, Rng& rng, float* out) {
+  const int64_t cols = shape.rank() == 0 ? 1 : shape[shape.rank() - 1];
+  const int64_t rows = cols == 0 ? 0 : shape.size() / cols;
+  const int64_t m = std::max(rows, cols), k = std::min(rows, cols);
+  std::vector<double> q(static_cast<size_t>(m * k));  // column j at q[j*m ...]
+  for (auto& v : q) v = rng.normal();
+  for (int64_t j = 0; j < k; ++j) {
+    double* qj = q.data() + j * m;
+    for (int pass = 0; pass < 2; ++pass)  // twice: one pass loses orthogonality in float error
+      for (int64_t p = 0; p < j; ++p) {
+        const double* qp = q.data() + p * m;
+        double dot = 0;
+        for (int64_t i = 0; i < m; ++i) dot += qp[i] * qj[i];
+        for (int64_t i = 0; i < m; ++i) qj[i] -= dot * qp[i];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i) norm += qj[i] * qj[i];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < m; ++i) qj[i] = norm > 0 ? qj[i] / norm : 0.0;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double v = rows >= cols ? q[static_cast<size_t>(c * m + r)]
+                                    : q[static_cast<size_t>(r * m + c)];
+      out[r * cols + c] = static_cast<float>(gain * v);
+    }
+}
+
+static void initialize_kind(const Initializer& init, const Shape& shape, Rng& rng, float* out);
+
 void initialize(const Initializer& init, const Shape& shape, Rng& rng, float* out) {
+  initialize_kind(init, shape, rng, out);
+  if (init.unit_forget_bias) {
+    const int64_t q = shape.size() / 4;
+    for (int64_t i = q; i < 2 * q; ++i) out[i] = 1.0f;
+  }
+}
+
+static void initialize_kind(const Initializer& init, const Shape& shape, Rng& rng, float* out) {
   const int64_t n = shape.size();
+  if (init.kind == InitKind::kOrthogonal) return fill_orthogonal(init.a, shape, rng, out);
   const Fans f = initializer_fans(shape);
   const double fan_in = f.in, fan_out = f.out;
   // Variance-scaling kinds: scale / max(1, fan), then normal or uniform.

@@ -24,11 +24,15 @@ enum class InitKind {
   kRandomNormal,    // a = mean (0.0), b = stddev (0.05)
   kRandomUniform,   // a = minval (-0.05), b = maxval (0.05)
   kTruncatedNormal, // a = mean (0.0), b = stddev (0.05)
+  kOrthogonal,      // a = gain (1.0)
 };
 
 struct Initializer {
   InitKind kind = InitKind::kZeros;
   double a = 0.0, b = 0.0;
+  // LSTM unit_forget_bias: the second quarter of the vector (the forget gate's bias) is then
+  // filled with ones, the rest with `kind` (Keras's LSTMCell bias initializer).
+  bool unit_forget_bias = false;
 };
 
 // Parses "glorot_uniform", {"class_name": "GlorotUniform", "config": {...}} (Keras), or

@@ -41,7 +41,12 @@
   X(ZeroPadding1D, zero_padding1d)                       \
   X(RepeatVector, repeat_vector)                         \
   X(Permute, permute)                                    \
-  X(TimeDistributed, time_distributed)
+  X(TimeDistributed, time_distributed)                   \
+  X(SimpleRNN, simple_rnn)                               \
+  X(LSTM, lstm)                                          \
+  X(GRU, gru)                                            \
+  X(Bidirectional, bidirectional)                        \
+  X(Masking, masking)
 
 namespace nnfleet {
 

@@ -34,6 +34,24 @@ struct ParamSpec {
   bool trainable = true;
 };
 
+// Where a Keras 3 weights file keeps one parameter, relative to the layer's own group: the
+// sub-group holding its "vars" ("" for the layer's group itself, "cell" for a recurrent cell,
+// "forward_layer/cell" inside Bidirectional) and its index there.
+struct KerasVarPath {
+  std::string group;
+  int index = 0;
+};
+
+// Keras masks: a sequence may carry a mask [n, T] over its first per-sample axis (1 = a real
+// step, 0 = padding), made by a layer from its input (Masking; Embedding with mask_zero) and
+// passed along by the network to the layers after it, as Keras's _keras_mask:
+enum class MaskUse {
+  kDrop,       // the output carries no mask (Keras layers that do not support masking)
+  kPropagate,  // the output carries the input's mask unchanged (Dropout, Activation, ...)
+  kConsume,    // reads the input's mask (LayerArgs::mask); passes it on when passes_mask()
+  kProduce,    // makes its output's mask from its input (writes LayerArgs::mask_out in forward)
+};
+
 struct LayerArgs {
   int n = 0;                              // batch rows in this call (<= the planned maximum)
   bool training = false;                  // dropout active, batch norm uses batch statistics
@@ -47,6 +65,8 @@ struct LayerArgs {
   float* cache = nullptr;                 // cache_floats(n) floats, kept from forward to backward
   float* scratch = nullptr;               // scratch_floats(n) floats
   Rng* rng = nullptr;                     // the model's training randomness (dropout)
+  const float* mask = nullptr;            // [n, in_shapes[0][0]] the input's mask, or null
+  float* mask_out = nullptr;              // kProduce only: [n, in_shapes[0][0]], written by forward
   // Backward only.
   const float* dy = nullptr;              // [n, out_shape]
   float* const* dx = nullptr;             // per input, += ; an entry may be null (not needed)
@@ -84,6 +104,22 @@ class Layer {
   // must take the model input directly, whose values the data loaders check (Model::id_input());
   // forward may then index with them unchecked. Ids get no gradient.
   virtual int64_t input_id_limit() const { return 0; }
+  // How the layer treats a mask on its input (see MaskUse); for kConsume, whether its output
+  // keeps the time axis and so carries the mask on (a recurrent layer with return_sequences).
+  virtual MaskUse mask_use() const { return MaskUse::kDrop; }
+  virtual bool passes_mask() const { return false; }
+  // Why this layer cannot be trained (an option accepted for inference whose training effect is
+  // not implemented, e.g. a regularizer), as "<rule>; expected <x>"; empty when it can.
+  virtual std::string training_refusal() const { return {}; }
+  // Keras file layout of param_specs() entry `param`: its place in a Keras 3 weights file, and
+  // its weight name in a legacy .h5 below the layer's name ("kernel", "lstm_cell/kernel").
+  virtual KerasVarPath keras_var_path(size_t param) const {
+    return {"", static_cast<int>(param)};
+  }
+  virtual std::string keras_legacy_weight_name(size_t /*param*/,
+                                               const std::string& spec_name) const {
+    return spec_name;
+  }
 
  private:
   std::string name_;

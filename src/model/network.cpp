@@ -36,6 +36,14 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (const auto& p : m.planned(i).params)
       (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
 
+  if (train_)
+    for (size_t i = 0; i < L; ++i) {
+      const std::string why = m.layer(i).training_refusal();
+      if (!why.empty())
+        throw ModelError("failed to train model '" + m.name() + "': layer " +
+                         std::to_string(i + 1) + " '" + m.layer(i).name() + "' (" +
+                         m.layer(i).class_name() + "): " + why);
+    }
   // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
   if (!train_ || m.mixes_samples()) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
@@ -75,6 +83,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
     }
     pc.scratch_off = arena_.reserve(scratch);
+    plan_masks(pc);
   }
   loss_off_ = arena_.reserve(static_cast<size_t>(max_batch));
   if (pieces > 1)
@@ -116,6 +125,34 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
+// Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers
+// that propagate pass their input's on, consumers read it and pass it on when their output keeps
+// the time axis, and every other layer (and every multi-input layer) drops it.
+void Network::plan_masks(Piece& pc) {
+  const Model& m = *model_;
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    NodeBuffers& nb = pc.nodes[i];
+    const auto& ins = m.layer_inputs(i);
+    if (ins.size() == 1 && ins[0] > 0)
+      nb.in_mask_off = pc.nodes[static_cast<size_t>(ins[0] - 1)].mask_off;
+    switch (m.layer(i).mask_use()) {
+      case MaskUse::kProduce:
+        nb.makes_mask = true;
+        nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
+                                     static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+        break;
+      case MaskUse::kPropagate:
+        nb.mask_off = nb.in_mask_off;
+        break;
+      case MaskUse::kConsume:
+        if (m.layer(i).passes_mask()) nb.mask_off = nb.in_mask_off;
+        break;
+      case MaskUse::kDrop:
+        break;
+    }
+  }
+}
+
 void Network::initialize(Rng& rng) {
   const Model& m = *model_;
   for (size_t i = 0; i < m.num_layers(); ++i) {
@@ -142,6 +179,8 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   a.cache = arena_.at(nb.cache_off);
   a.scratch = arena_.at(pc.scratch_off);
   a.rng = pieces_.size() == 1 ? &rng_ : &pc.rng;
+  if (nb.in_mask_off != NodeBuffers::kNoMask) a.mask = arena_.at(nb.in_mask_off);
+  if (nb.makes_mask) a.mask_out = arena_.at(nb.mask_off);
   return a;
 }
 

@@ -110,6 +110,11 @@ class Network {
 
   struct NodeBuffers {
     size_t y_off = 0, cache_off = 0, dy_off = 0;
+    // The Keras mask [capacity, T] its output carries (kNoMask: none), and the one its input
+    // carries; a producer's is its own arena block, others share their source's.
+    static constexpr size_t kNoMask = ~size_t{0};
+    size_t mask_off = kNoMask, in_mask_off = kNoMask;
+    bool makes_mask = false;
     std::vector<const float*> x;  // input pointers
     std::vector<float*> dx;       // input gradient pointers (null for the model input)
     std::vector<float*> dparams;  // trainable params' gradients
@@ -125,6 +130,8 @@ class Network {
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
+  // Where each node's output mask and input mask live (see Layer::mask_use).
+  void plan_masks(Piece& pc);
   // The arguments of layer i's forward/backward over a piece's buffers.
   LayerArgs layer_args(Piece& pc, size_t i, bool training);
   // Copies a piece's output rows into the gathered output (split networks).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/recurrent.h"
 #include "layers/registry.h"
 
 namespace nnfleet {
@@ -23,7 +24,8 @@ struct LayerRun {
     out = layer->output_shape(ins);
     for (const auto& s : layer->param_specs(ins)) params.emplace_back(static_cast<size_t>(s.shape.size()), 0.0f);
   }
-  std::vector<float>& forward(int n, std::vector<std::vector<float>> xs, bool training) {
+  std::vector<float>& forward(int n, std::vector<std::vector<float>> xs, bool training,
+                              const float* mask = nullptr) {
     std::vector<const float*> xp;
     for (auto& v : xs) xp.push_back(v.data());
     std::vector<float*> pp;
@@ -43,6 +45,7 @@ struct LayerRun {
     a.cache = cache.data();
     a.scratch = scratch.data();
     a.rng = &rng;
+    a.mask = mask;
     layer->forward(a);
     return y;
   }
@@ -248,6 +251,46 @@ TEST(TimeDistributed, AppliesTheWrappedLayerToEveryStep) {
   r.params[0] = {1, 10};
   EXPECT_EQ(r.forward(1, {{1, 2, 3, 4, 5, 6}}, false), (std::vector<float>{21, 43, 65}));
   EXPECT_EQ(r.layer->keras_config()["layer"]["class_name"], "Dense");
+}
+
+// Bidirectional over a post-padded, masked sequence: the forward half carries its state over
+// the padding, the backward half starts at the last real step, and with return_sequences both
+// output zeros at masked steps (tf.keras >= 2.2.4 and Keras 3); the backward half is reversed
+// back into time order before the concat.
+TEST(Bidirectional, MaskedBackwardHalfStartsAtLastRealStep) {
+  const Json lstm = {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_sequences", true}}}};
+  LayerRun r("Bidirectional", {{"layer", lstm}}, {Shape{4, 1}});
+  ASSERT_EQ(r.out, (Shape{4, 4}));
+  float v = 0.1f;
+  for (auto& p : r.params)
+    for (float& w : p) w = (v = -v * 1.3f + 0.05f);
+  const std::vector<float> x = {0.5f, -1.0f, 0.0f, 0.0f}, mask = {1, 1, 0, 0};
+  const auto y = r.forward(1, {x}, false, mask.data());
+  // Only the real steps [0.5, -1.0], run each way from a zero state.
+  RnnDims d;
+  d.n = 1, d.t = 2, d.in = 1, d.units = 2, d.return_sequences = true;
+  std::vector<float> yf(4), yb(4);
+  rnn_forward_ref(d, x.data(), r.params[0].data(), r.params[1].data(), r.params[2].data(),
+                  nullptr, yf.data());
+  d.go_backwards = true;
+  rnn_forward_ref(d, x.data(), r.params[3].data(), r.params[4].data(), r.params[5].data(),
+                  nullptr, yb.data());
+  const std::vector<float> want = {yf[0], yf[1], yb[2], yb[3],  // t = 0: backward's last step
+                                   yf[2], yf[3], yb[0], yb[1],  // t = 1: backward's first step
+                                   0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+}
+
+TEST(Recurrent, StatefulAndReturnStateAreRefusedByName) {
+  for (const char* key : {"stateful", "return_state"}) {
+    try {
+      make_layer("LSTM", {{"units", 2}, {key, true}}, ConfigMode::kKeras, "lstm");
+      ADD_FAILURE() << key << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), key);
+      EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Golden parity with PyTorch (fixtures by tools/make_golden_fixtures.py and
 // tools/make_sequence_golden_fixtures.py, computed in float64 with Keras's formulas): outputs,
 // gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
-// model, a causal Conv1D model and a dilated Conv1D model. Compared within 1e-5 relative.
+// model, a causal Conv1D model and a dilated Conv1D model; outputs, gradients and 3 Adam steps
+// for recurrent models (tools/make_recurrent_golden_fixtures.py). Compared within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "data/dataset.h"
 #include "layers/registry.h"
@@ -30,6 +32,28 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
   auto add = [&](const char* cls, Json cfg, const char* name) {
     ls.push_back(make_layer(cls, cfg, ConfigMode::kPlan, name));
   };
+  const std::map<std::string, std::pair<const char*, Json>> recurrent = {
+      {"lstm", {"LSTM", {{"units", 4}}}},
+      {"gru", {"GRU", {{"units", 4}}}},
+      {"gru_plain", {"GRU", {{"units", 4}, {"reset_after", false}}}},
+      {"simple_rnn", {"SimpleRNN", {{"units", 4}}}},
+  };
+  if (prefix == "bilstm") {
+    add("Bidirectional", {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 4}}}}}}, "bi");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "masked_lstm") {
+    add("Masking", {{"mask_value", 0.0}}, "masking");
+    add("LSTM", {{"units", 4}}, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (auto it = recurrent.find(prefix); it != recurrent.end()) {
+    add(it->second.first, it->second.second, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
   if (prefix == "dense") {
     add("Dense", {{"units", 6}, {"activation", "relu"}}, "dense");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1");
@@ -94,6 +118,21 @@ class Golden : public ::testing::TestWithParam<std::string> {
   Targets t_;
 };
 
+void expect_forward_and_gradients(Golden& g, Network& net, int n, const Targets& t,
+                                  int n_params) {
+  const std::string p = g.GetParam();
+  net.forward(n, false);
+  expect_close(net.output(), load_npy(fixture(p + "_out")), "output");
+  const double loss = net.train_step(n, t);
+  EXPECT_NEAR(loss, floats(load_npy(fixture(p + "_loss")))[0], 1e-5 * loss);
+  const float* grad = net.gradients();
+  for (int i = 0; i < n_params; ++i) {
+    Array w = load_npy(fixture(p + "_grad" + std::to_string(i)));
+    expect_close(grad, w, "gradient " + std::to_string(i));
+    grad += w.shape().size();
+  }
+}
+
 TEST_P(Golden, ForwardLossAndGradientsMatchPyTorch) {
   auto net = make("adam");
   net->forward(n_, false);
@@ -122,6 +161,24 @@ TEST_P(Golden, ThreeSgdMomentumStepsMatch) {
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv", "conv1d_causal",
                                                              "conv1d_dilated"));
+
+// Recurrent models: fixtures hold outputs, gradients and Adam steps (no SGD-momentum run).
+class GoldenRecurrent : public Golden {};
+
+TEST_P(GoldenRecurrent, ForwardLossAndGradientsMatchPyTorch) {
+  auto net = make("adam");
+  expect_forward_and_gradients(*this, *net, n_, t_, num_params_);
+}
+
+TEST_P(GoldenRecurrent, ThreeAdamStepsMatchKerasFormula) {
+  auto net = make("adam");
+  for (int s = 0; s < 3; ++s) net->train_step(n_, t_);
+  expect_params(*net, "adam");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenRecurrent,
+                         ::testing::Values("lstm", "gru", "gru_plain", "simple_rnn", "bilstm",
+                                           "masked_lstm"));
 
 }  // namespace
 }  // namespace nnfleet

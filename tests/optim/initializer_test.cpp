@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace nnfleet {
@@ -205,7 +206,8 @@ TEST(InitializerParse, ErrorsNameTheKeyAndListChoices) {
   }
   EXPECT_THROW(parse_initializer(Json::parse(R"({"RandomNormal": {"stddev": -1}})"), "k"),
                ConfigError);
-  EXPECT_THROW(parse_initializer(Json::parse(R"({"class_name": "Orthogonal", "config": {}})"), "k"),
+  // Orthogonal is supported now (recurrent kernels); Identity is still unknown.
+  EXPECT_THROW(parse_initializer(Json::parse(R"({"class_name": "Identity", "config": {}})"), "k"),
                ConfigError);
   EXPECT_THROW(parse_initializer(Json(5), "k"), ConfigError);
 }
@@ -223,6 +225,41 @@ TEST(InitializerParse, KerasFormRoundTrips) {
     EXPECT_DOUBLE_EQ(r.a, i.a);
     EXPECT_DOUBLE_EQ(r.b, i.b);
   }
+}
+
+// Keras's Orthogonal: columns orthonormal when rows >= cols, rows orthonormal otherwise (the
+// recurrent kernel [U,4U] is the wide case), scaled by the gain; the config round-trips.
+TEST(Initializer, OrthogonalGivesOrthonormalRowsOrColumnsTimesGain) {
+  for (const auto& [rows, cols, gain] :
+       std::vector<std::tuple<int, int, double>>{{6, 6, 1.0}, {8, 3, 2.0}, {3, 12, 0.5}}) {
+    std::vector<float> w;
+    draw(make(InitKind::kOrthogonal, gain), Shape{rows, cols}, &w, 7);
+    const bool tall = rows >= cols;
+    const int k = tall ? cols : rows, len = tall ? rows : cols;
+    for (int a = 0; a < k; ++a)
+      for (int b = 0; b < k; ++b) {
+        double dot = 0;
+        for (int i = 0; i < len; ++i)
+          dot += tall ? double(w[i * cols + a]) * w[i * cols + b]
+                      : double(w[a * cols + i]) * w[b * cols + i];
+        EXPECT_NEAR(dot, a == b ? gain * gain : 0.0, 1e-5) << rows << "x" << cols;
+      }
+  }
+  const Initializer o = parse_initializer(
+      Json{{"class_name", "OrthogonalInitializer"}, {"config", {{"gain", 1.5}, {"seed", nullptr}}}},
+      "recurrent_initializer");
+  EXPECT_EQ(o.kind, InitKind::kOrthogonal);
+  EXPECT_EQ(o.a, 1.5);
+  EXPECT_EQ(initializer_to_keras(o)["class_name"], "Orthogonal");
+}
+
+// LSTM unit_forget_bias: the forget gate's quarter of the bias is ones, the rest as initialized.
+TEST(Initializer, UnitForgetBiasSetsTheSecondQuarterToOnes) {
+  Initializer b = make(InitKind::kZeros);
+  b.unit_forget_bias = true;
+  std::vector<float> v;
+  draw(b, Shape{12}, &v);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(v[i], (i >= 3 && i < 6) ? 1.0f : 0.0f) << i;
 }
 
 }  // namespace

@@ -1,0 +1,351 @@
+// Recurrent kernels (see recurrent.h for shapes and the Keras cell equations they follow).
+//
+// Memory walk. The cache holds, per sample, in this order:
+//   gates [N,T,GU]  time order: first x W + b for every step (one GEMM), then overwritten step by
+//                   step with the post-activation gates, which backward differentiates from
+//   h     [N,T,U]   step order: the state after each step (h_{s-1} feeds step s's GEMM directly,
+//                   with row stride T*U, so no copy is made)
+//   LSTM: c [N,T,U] and act(c) [N,T,U], step order. GRU reset_after: h R_h + b_rh [N,T,U].
+// Backward writes the pre-activation gradient of every step into scratch dz [N,T,GU] in time
+// order, so that dW, db and dx each come from one GEMM or one pass over all steps at the end;
+// the recurrent kernel's gradient and the state gradient need one GEMM per step.
+#include "kernels/recurrent.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/gemm.h"
+
+namespace nnfleet {
+namespace {
+
+inline float act_fwd(RnnAct a, float x) {
+  switch (a) {
+    case RnnAct::kLinear: return x;
+    case RnnAct::kRelu: return x > 0.0f ? x : 0.0f;
+    case RnnAct::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case RnnAct::kTanh: return std::tanh(x);
+    case RnnAct::kHardSigmoid: return std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f);
+    case RnnAct::kHardSigmoidKeras2: return std::clamp(0.2f * x + 0.5f, 0.0f, 1.0f);
+  }
+  return x;
+}
+// Derivative from the output y (every kind allows it; the hard sigmoids' slope holds strictly
+// inside (0, 1), as TensorFlow's gradient).
+inline float act_grad(RnnAct a, float y) {
+  switch (a) {
+    case RnnAct::kLinear: return 1.0f;
+    case RnnAct::kRelu: return y > 0.0f ? 1.0f : 0.0f;
+    case RnnAct::kSigmoid: return y * (1.0f - y);
+    case RnnAct::kTanh: return 1.0f - y * y;
+    case RnnAct::kHardSigmoid: return (y > 0.0f && y < 1.0f) ? 1.0f / 6.0f : 0.0f;
+    case RnnAct::kHardSigmoidKeras2: return (y > 0.0f && y < 1.0f) ? 0.2f : 0.0f;
+  }
+  return 1.0f;
+}
+
+// Views into the cache.
+struct CacheView {
+  float *gates, *h, *c, *ac, *rh;
+};
+CacheView cache_view(const RnnDims& d, float* cache) {
+  const size_t nt = static_cast<size_t>(d.n) * d.t, U = d.units;
+  CacheView v{};
+  v.gates = cache;
+  v.h = v.gates + nt * rnn_gates(d.cell) * U;
+  float* end = v.h + nt * U;
+  if (d.cell == RnnCell::kLstm) {
+    v.c = end;
+    v.ac = v.c + nt * U;
+  } else if (d.cell == RnnCell::kGru && d.reset_after) {
+    v.rh = end;
+  }
+  return v;
+}
+
+bool is_real(const float* mask, const RnnDims& d, int n, int t) {
+  return !mask || mask[static_cast<size_t>(n) * d.t + t] != 0.0f;
+}
+
+// The element-wise part of forward step s, for one row. pre: x W + b of this step [GU] (becomes
+// the gates); rec: the recurrent product [GU]; hp/cp: the previous state (null at s = 0).
+void lstm_row(const RnnDims& d, float* pre, const float* rec, const float* cp, float* h, float* c,
+              float* ac) {
+  const int U = d.units;
+  for (int j = 0; j < U; ++j) {
+    const float i = act_fwd(d.ract, pre[j] + rec[j]);
+    const float f = act_fwd(d.ract, pre[U + j] + rec[U + j]);
+    const float g = act_fwd(d.act, pre[2 * U + j] + rec[2 * U + j]);
+    const float o = act_fwd(d.ract, pre[3 * U + j] + rec[3 * U + j]);
+    pre[j] = i, pre[U + j] = f, pre[2 * U + j] = g, pre[3 * U + j] = o;
+    c[j] = f * (cp ? cp[j] : 0.0f) + i * g;
+    ac[j] = act_fwd(d.act, c[j]);
+    h[j] = o * ac[j];
+  }
+}
+
+// GRU step for every row: rec holds h_{s-1} R (+ b_rh with reset_after) for the z and r blocks,
+// and for the h block too with reset_after; without it the h block is (r * h_{s-1}) R_h, made
+// here between the two element-wise passes.
+void gru_step(const RnnDims& d, float* pre, int ldp, float* rec, const float* hp, int ldh,
+              const float* w_rh, float* h, float* rh_keep, float* rhm) {
+  const int U = d.units, GU = 3 * U;
+  for (int n = 0; n < d.n; ++n) {
+    float* p = pre + static_cast<size_t>(n) * ldp;
+    const float* q = rec + static_cast<size_t>(n) * GU;
+    for (int j = 0; j < 2 * U; ++j) p[j] = act_fwd(d.ract, p[j] + q[j]);
+  }
+  if (!d.reset_after) {
+    if (hp) {
+      for (int n = 0; n < d.n; ++n)
+        for (int j = 0; j < U; ++j)
+          rhm[static_cast<size_t>(n) * U + j] =
+              pre[static_cast<size_t>(n) * ldp + U + j] * hp[static_cast<size_t>(n) * ldh + j];
+      gemm(false, false, d.n, U, U, rhm, U, w_rh, GU, 0.0f, rec + 2 * U, GU);
+    } else {
+      for (int n = 0; n < d.n; ++n) std::fill_n(rec + static_cast<size_t>(n) * GU + 2 * U, U, 0.0f);
+    }
+  }
+  for (int n = 0; n < d.n; ++n) {
+    float* p = pre + static_cast<size_t>(n) * ldp;
+    const float* q = rec + static_cast<size_t>(n) * GU + 2 * U;
+    float* hn = h + static_cast<size_t>(n) * ldh;
+    const float* hpn = hp ? hp + static_cast<size_t>(n) * ldh : nullptr;
+    float* keep = d.reset_after ? rh_keep + static_cast<size_t>(n) * ldh : nullptr;
+    for (int j = 0; j < U; ++j) {
+      const float z = p[j], r = p[U + j];
+      if (keep) keep[j] = q[j];
+      const float hh = act_fwd(d.act, p[2 * U + j] + (d.reset_after ? r * q[j] : q[j]));
+      p[2 * U + j] = hh;
+      hn[j] = z * (hpn ? hpn[j] : 0.0f) + (1.0f - z) * hh;
+    }
+  }
+}
+
+}  // namespace
+
+int rnn_gates(RnnCell c) { return c == RnnCell::kSimple ? 1 : c == RnnCell::kLstm ? 4 : 3; }
+
+size_t rnn_cache_floats(const RnnDims& d) {
+  const size_t nt = static_cast<size_t>(d.n) * d.t, U = d.units;
+  size_t f = nt * rnn_gates(d.cell) * U + nt * U;
+  if (d.cell == RnnCell::kLstm) f += 2 * nt * U;
+  if (d.cell == RnnCell::kGru && d.reset_after) f += nt * U;
+  return f;
+}
+
+size_t rnn_scratch_floats(const RnnDims& d) {
+  const size_t n = d.n, U = d.units, GU = rnn_gates(d.cell) * U;
+  return n * d.t * GU + n * GU + 5 * n * U;
+}
+
+void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* r, const float* b,
+                 const float* mask, float* cache, float* scratch, float* y) {
+  const int N = d.n, T = d.t, U = d.units, GU = rnn_gates(d.cell) * U;
+  const int ldg = T * GU, ldh = T * U;
+  const CacheView cv = cache_view(d, cache);
+  gemm(false, false, N * T, GU, d.in, x, d.in, w, GU, 0.0f, cv.gates, GU);
+  if (b)
+    for (size_t row = 0; row < static_cast<size_t>(N) * T; ++row)
+      for (int j = 0; j < GU; ++j) cv.gates[row * GU + j] += b[j];
+  float* rec = scratch;                                   // [N,GU]
+  float* rhm = rec + static_cast<size_t>(N) * GU;         // [N,U]
+  const bool gru_plain = d.cell == RnnCell::kGru && !d.reset_after;
+  const int rec_cols = gru_plain ? 2 * U : GU;
+  for (int s = 0; s < T; ++s) {
+    const int t = d.go_backwards ? T - 1 - s : s;
+    const float* hp = s > 0 ? cv.h + static_cast<size_t>(s - 1) * U : nullptr;
+    float* hs = cv.h + static_cast<size_t>(s) * U;
+    float* pre = cv.gates + static_cast<size_t>(t) * GU;
+    if (hp) {
+      gemm(false, false, N, rec_cols, U, hp, ldh, r, GU, 0.0f, rec, GU);
+    } else {
+      std::fill_n(rec, static_cast<size_t>(N) * GU, 0.0f);
+    }
+    if (b && d.cell == RnnCell::kGru && d.reset_after)
+      for (int n = 0; n < N; ++n)
+        for (int j = 0; j < GU; ++j) rec[static_cast<size_t>(n) * GU + j] += b[GU + j];
+    if (d.cell == RnnCell::kGru) {
+      gru_step(d, pre, ldg, rec, hp, ldh, r + 2 * U, hs,
+               cv.rh ? cv.rh + static_cast<size_t>(s) * U : nullptr, rhm);
+    }
+    for (int n = 0; n < N; ++n) {
+      const size_t ho = static_cast<size_t>(n) * ldh;
+      float* p = pre + static_cast<size_t>(n) * ldg;
+      const float* q = rec + static_cast<size_t>(n) * GU;
+      if (d.cell == RnnCell::kSimple) {
+        for (int j = 0; j < U; ++j) hs[ho + j] = p[j] = act_fwd(d.act, p[j] + q[j]);
+      } else if (d.cell == RnnCell::kLstm) {
+        const size_t so = static_cast<size_t>(s) * U + ho;
+        lstm_row(d, p, q, s > 0 ? cv.c + so - U : nullptr, hs + ho, cv.c + so, cv.ac + so);
+      }
+      if (is_real(mask, d, n, t)) continue;
+      // A skipped step carries the previous state over.
+      for (int j = 0; j < U; ++j) hs[ho + j] = hp ? hp[ho + j] : 0.0f;
+      if (d.cell == RnnCell::kLstm) {
+        float* cs = cv.c + static_cast<size_t>(s) * U + ho;
+        for (int j = 0; j < U; ++j) cs[j] = s > 0 ? cs[j - U] : 0.0f;
+      }
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    const float* hn = cv.h + static_cast<size_t>(n) * ldh;
+    if (!d.return_sequences) {
+      std::memcpy(y + static_cast<size_t>(n) * U, hn + static_cast<size_t>(T - 1) * U,
+                  sizeof(float) * U);
+      continue;
+    }
+    float* yn = y + static_cast<size_t>(n) * ldh;
+    std::memcpy(yn, hn, sizeof(float) * ldh);
+    if (d.zero_masked_output && mask)
+      for (int s = 0; s < T; ++s)
+        if (!is_real(mask, d, n, d.go_backwards ? T - 1 - s : s))
+          std::fill_n(yn + static_cast<size_t>(s) * U, U, 0.0f);
+  }
+}
+
+namespace {
+
+// The element-wise part of backward step s for one row: from dh (and dc), writes the
+// pre-activation gradient dz [GU], the direct part of dh_{s-1} (GRU: dh * z) into dhp, and the
+// new dc. GRU reset_after also writes the recurrent pre-activation gradient dzr [GU].
+void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const float* cp,
+                   const float* dh, float* dc, float* dz) {
+  const int U = d.units;
+  for (int j = 0; j < U; ++j) {
+    const float i = g[j], f = g[U + j], gg = g[2 * U + j], o = g[3 * U + j];
+    const float dct = dc[j] + dh[j] * o * act_grad(d.act, ac[j]);
+    dz[j] = dct * gg * act_grad(d.ract, i);
+    dz[U + j] = dct * (cp ? cp[j] : 0.0f) * act_grad(d.ract, f);
+    dz[2 * U + j] = dct * i * act_grad(d.act, gg);
+    dz[3 * U + j] = dh[j] * ac[j] * act_grad(d.ract, o);
+    dc[j] = dct * f;
+  }
+}
+
+void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const float* dh,
+                    float* dz, float* dhp) {
+  const int U = d.units;
+  for (int j = 0; j < U; ++j) {
+    const float z = g[j], hh = g[2 * U + j];
+    dhp[j] = dh[j] * z;
+    dz[j] = dh[j] * ((hp ? hp[j] : 0.0f) - hh) * act_grad(d.ract, z);
+    dz[2 * U + j] = dh[j] * (1.0f - z) * act_grad(d.act, hh);
+  }
+}
+
+// GRU without reset_after, step at time t: h~ = act(x W_h + (r * h_{s-1}) R_h), so
+// d(r * h_{s-1}) = dz_h R_h^T reaches the reset gate (its pre-activation gradient, written into
+// dz's r block) and h_{s-1} (added to dhp); R_h's gradient is (r * h_{s-1})^T dz_h.
+void gru_plain_back(const RnnDims& d, int t, const float* hp, const float* g, const float* r,
+                    const float* mask, float* dzt, float* drh, float* rhm, float* dhp, float* dr) {
+  const int N = d.n, U = d.units, GU = 3 * U, ldg = d.t * GU, ldh = d.t * U;
+  gemm(false, true, N, U, U, dzt + 2 * U, ldg, r + 2 * U, GU, 0.0f, drh, U);
+  for (int n = 0; n < N; ++n) {
+    const size_t ho = static_cast<size_t>(n) * ldh, go = static_cast<size_t>(n) * ldg;
+    float* dzn = dzt + go;
+    float* rm = rhm + static_cast<size_t>(n) * U;
+    const bool real = is_real(mask, d, n, t);
+    for (int j = 0; j < U; ++j) {
+      const float hpj = hp ? hp[ho + j] : 0.0f, rj = g[go + U + j];
+      rm[j] = real ? rj * hpj : 0.0f;
+      if (!real) continue;
+      const float dq = drh[static_cast<size_t>(n) * U + j];
+      dzn[U + j] = dq * hpj * act_grad(d.ract, rj);
+      dhp[static_cast<size_t>(n) * U + j] += dq * rj;
+    }
+  }
+  if (hp) gemm(true, false, U, U, N, rhm, U, dzt + 2 * U, ldg, 1.0f, dr + 2 * U, GU);
+}
+
+}  // namespace
+
+void rnn_backward(const RnnDims& d, const float* x, const float* w, const float* r,
+                  const float* mask, const float* cache, const float* dy, float* scratch,
+                  float* dx, float* dw, float* dr, float* db) {
+  const int N = d.n, T = d.t, U = d.units, GU = rnn_gates(d.cell) * U;
+  const int ldg = T * GU, ldh = T * U;
+  const CacheView cv = cache_view(d, const_cast<float*>(cache));
+  const size_t nu = static_cast<size_t>(N) * U;
+  float* dz = scratch;                                    // [N,T,GU] time order
+  float* dzr = dz + static_cast<size_t>(N) * T * GU;      // [N,GU]
+  float* dh = dzr + static_cast<size_t>(N) * GU;          // [N,U]
+  float* dhp = dh + nu;                                   // [N,U]
+  float* dc = dhp + nu;                                   // [N,U]
+  float* rhm = dc + nu;                                   // [N,U]
+  float* drh = rhm + nu;                                  // [N,U]
+  std::fill_n(dh, nu, 0.0f);
+  std::fill_n(dc, nu, 0.0f);
+  const bool gru = d.cell == RnnCell::kGru, gru_plain = gru && !d.reset_after;
+  const int rec_cols = gru_plain ? 2 * U : GU;
+  for (int s = T - 1; s >= 0; --s) {
+    const int t = d.go_backwards ? T - 1 - s : s;
+    const float* hp = s > 0 ? cv.h + static_cast<size_t>(s - 1) * U : nullptr;
+    const float* g = cv.gates + static_cast<size_t>(t) * GU;
+    float* dzt = dz + static_cast<size_t>(t) * GU;
+    for (int n = 0; n < N; ++n) {
+      float* dhn = dh + static_cast<size_t>(n) * U;
+      if (d.return_sequences) {
+        if (!(d.zero_masked_output && !is_real(mask, d, n, t)))
+          for (int j = 0; j < U; ++j) dhn[j] += dy[static_cast<size_t>(n) * ldh + s * U + j];
+      } else if (s == T - 1) {
+        for (int j = 0; j < U; ++j) dhn[j] += dy[static_cast<size_t>(n) * U + j];
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      const size_t ho = static_cast<size_t>(n) * ldh, go = static_cast<size_t>(n) * ldg;
+      const float* dhn = dh + static_cast<size_t>(n) * U;
+      float* dhpn = dhp + static_cast<size_t>(n) * U;
+      float* dzn = dzt + go;
+      if (!is_real(mask, d, n, t)) {
+        // The state passed through unchanged, so its gradient does too (dc stays as it is).
+        std::fill_n(dzn, GU, 0.0f);
+        std::copy_n(dhn, U, dhpn);
+        if (gru && d.reset_after) std::fill_n(dzr + static_cast<size_t>(n) * GU, GU, 0.0f);
+        continue;
+      }
+      if (d.cell == RnnCell::kSimple) {
+        const float* hs = cv.h + ho + static_cast<size_t>(s) * U;
+        for (int j = 0; j < U; ++j) dzn[j] = dhn[j] * act_grad(d.act, hs[j]);
+        std::fill_n(dhpn, U, 0.0f);
+      } else if (d.cell == RnnCell::kLstm) {
+        const size_t so = ho + static_cast<size_t>(s) * U;
+        lstm_row_back(d, g + go, cv.ac + so, s > 0 ? cv.c + so - U : nullptr, dhn,
+                      dc + static_cast<size_t>(n) * U, dzn);
+        std::fill_n(dhpn, U, 0.0f);
+      } else {
+        gru_row_back_a(d, g + go, hp ? hp + ho : nullptr, dhn, dzn, dhpn);
+        if (d.reset_after) {
+          const float* rh = cv.rh + ho + static_cast<size_t>(s) * U;
+          float* dzrn = dzr + static_cast<size_t>(n) * GU;
+          for (int j = 0; j < U; ++j) {
+            dzn[U + j] = dzn[2 * U + j] * rh[j] * act_grad(d.ract, g[go + U + j]);
+            dzrn[j] = dzn[j];
+            dzrn[U + j] = dzn[U + j];
+            dzrn[2 * U + j] = dzn[2 * U + j] * g[go + U + j];
+          }
+        }
+      }
+    }
+    if (gru_plain) gru_plain_back(d, t, hp, g, r, mask, dzt, drh, rhm, dhp, dr);
+    const float* src = gru && d.reset_after ? dzr : dzt;
+    const int lds = gru && d.reset_after ? GU : ldg;
+    if (gru && d.reset_after && db)
+      for (int n = 0; n < N; ++n)
+        for (int j = 0; j < GU; ++j) db[GU + j] += dzr[static_cast<size_t>(n) * GU + j];
+    if (hp) {
+      gemm(true, false, U, rec_cols, N, hp, ldh, src, lds, 1.0f, dr, GU);
+      gemm(false, true, N, U, rec_cols, src, lds, r, GU, 1.0f, dhp, U);
+    }
+    std::swap(dh, dhp);
+  }
+  const int rows = N * T;
+  gemm(true, false, d.in, GU, rows, x, d.in, dz, GU, 1.0f, dw, GU);
+  if (dx) gemm(false, true, rows, d.in, GU, dz, GU, w, GU, 1.0f, dx, d.in);
+  if (db)
+    for (int row = 0; row < rows; ++row)
+      for (int j = 0; j < GU; ++j) db[j] += dz[static_cast<size_t>(row) * GU + j];
+}
+
+}  // namespace nnfleet

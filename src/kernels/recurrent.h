@@ -1,0 +1,65 @@
+// Recurrent kernels: SimpleRNN, LSTM and GRU over a whole sequence, forward and backward through
+// time, with Keras's cell math, weight layouts and gate orders.
+// Dimension letters: N batch rows, T time steps, I input features, U units, G gates (SimpleRNN 1,
+// LSTM 4 in the order i f c o, GRU 3 in the order z r h); GU = G * U.
+// Weights use Keras's layout: kernel w [I,GU], recurrent kernel r [U,GU], bias b [GU], or for a
+// GRU with reset_after b [2,GU] (row 0 the input bias, row 1 the recurrent bias).
+// The fast kernels make the input projection of all steps with one GEMM and the recurrent
+// product with one GEMM per step (the GEMM library of gemm.h); the element-wise gate math is
+// plain scalar code, so results do not depend on buffer alignment. Each has a naive `_ref` twin
+// (no GEMM, double accumulation) used only by tests.
+#pragma once
+
+#include <cstddef>
+
+namespace nnfleet {
+
+enum class RnnCell { kSimple, kLstm, kGru };
+// The activations a recurrent cell accepts; all are differentiated from their output.
+enum class RnnAct {
+  kLinear,
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kHardSigmoid,        // Keras 3: clip(x / 6 + 0.5, 0, 1)
+  kHardSigmoidKeras2,  // Keras 2 and tf.keras: clip(0.2 x + 0.5, 0, 1)
+};
+
+struct RnnDims {
+  int n = 0, t = 0, in = 0, units = 0;
+  RnnCell cell = RnnCell::kLstm;
+  RnnAct act = RnnAct::kTanh;        // SimpleRNN output, LSTM candidate and o * act(c), GRU candidate
+  RnnAct ract = RnnAct::kSigmoid;    // LSTM i f o and GRU z r gates
+  bool reset_after = true;           // GRU only
+  bool go_backwards = false;         // step s reads time T-1-s; outputs stay in step order
+  bool return_sequences = false;     // y [N,T,U] in step order, else the last step's h [N,U]
+  bool zero_masked_output = false;   // with a mask: a masked step outputs 0 (else the carried h)
+};
+
+// Gates per cell (1, 4, 3).
+int rnn_gates(RnnCell c);
+// Floats of the cache forward fills and backward reads.
+size_t rnn_cache_floats(const RnnDims& d);
+// Floats of scratch space one forward or backward call uses.
+size_t rnn_scratch_floats(const RnnDims& d);
+
+// Forward over the sequence x [N,T,I] from a zero state. b may be null (use_bias false).
+// mask [N,T] (time order; 1 = real step, 0 = skipped) may be null: a skipped step keeps the state
+// (h, and c for LSTM) and outputs the carried h, or 0 with zero_masked_output, as Keras does.
+// Writes y (see RnnDims::return_sequences) and the cache.
+void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* r, const float* b,
+                 const float* mask, float* cache, float* scratch, float* y);
+// Backward through time from dy (shaped as y). Accumulates (+=): dx [N,T,I] (skipped when null),
+// dw [I,GU], dr [U,GU], db (shaped as b; skipped when null). cache is the forward's.
+void rnn_backward(const RnnDims& d, const float* x, const float* w, const float* r,
+                  const float* mask, const float* cache, const float* dy, float* scratch,
+                  float* dx, float* dw, float* dr, float* db);
+
+// Naive twins with the same contract (they allocate; tests only).
+void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
+                     const float* b, const float* mask, float* y);
+void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
+                      const float* b, const float* mask, const float* dy, float* dx, float* dw,
+                      float* dr, float* db);
+
+}  // namespace nnfleet

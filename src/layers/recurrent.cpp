@@ -1,0 +1,483 @@
+// SimpleRNN, LSTM and GRU with Keras semantics (keras/src/layers/rnn/{simple_rnn,lstm,gru}.py):
+// input [T,I] per sample, output [T,U] with return_sequences (in step order, so reversed time
+// with go_backwards, as Keras returns it) or the last state [U]. Weights in Keras's layout and
+// gate order: kernel [I,GU], recurrent_kernel [U,GU], bias [GU] (GRU with reset_after [2,GU]).
+// The math is in kernels/recurrent.h; the cache keeps the states and gates of every step for
+// backward through time.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/recurrent.h"
+#include "layers/kinds.h"
+#include "layers/layer_util.h"
+
+namespace nnfleet {
+namespace {
+
+// Keras 2's hard_sigmoid (0.2 x + 0.5) differs from Keras 3's (x / 6 + 0.5); the Keras importer
+// names the old one so for files older than Keras 3 (see keras_reader.cpp).
+constexpr const char* kHardSigmoidKeras2 = "hard_sigmoid_keras2";
+
+RnnAct parse_rnn_activation(LayerConfig& c, const std::string& key, const char* def) {
+  const Json* raw = c.get_raw(key);
+  if (raw && raw->is_string() && raw->get<std::string>() == kHardSigmoidKeras2)
+    return RnnAct::kHardSigmoidKeras2;
+  const Json fallback(def);
+  const Activation a = parse_activation(raw ? raw : &fallback, key);
+  const bool plain = a.alpha == 0.0f && a.threshold == 0.0f && std::isinf(a.max_value);
+  switch (a.kind) {
+    case Act::kLinear: return RnnAct::kLinear;
+    case Act::kRelu:
+      if (plain) return RnnAct::kRelu;
+      break;
+    case Act::kSigmoid: return RnnAct::kSigmoid;
+    case Act::kTanh: return RnnAct::kTanh;
+    case Act::kHardSigmoid: return RnnAct::kHardSigmoid;
+    default: break;
+  }
+  c.fail(key, "one of tanh, sigmoid, hard_sigmoid, relu, linear (the activations recurrent "
+              "layers support)");
+}
+
+const char* rnn_act_name(RnnAct a) {
+  switch (a) {
+    case RnnAct::kLinear: return "linear";
+    case RnnAct::kRelu: return "relu";
+    case RnnAct::kSigmoid: return "sigmoid";
+    case RnnAct::kTanh: return "tanh";
+    case RnnAct::kHardSigmoid: return "hard_sigmoid";
+    case RnnAct::kHardSigmoidKeras2: return kHardSigmoidKeras2;
+  }
+  return "linear";
+}
+
+// A regularizer config is kept as written so that the model can be saved back; it has no effect
+// at inference, and training refuses it (Layer::training_refusal) until the penalty is applied.
+Json read_regularizer(LayerConfig& c, const std::string& key) {
+  const Json* raw = c.get_raw(key);
+  return raw ? *raw : Json(nullptr);
+}
+
+class Recurrent final : public Layer {
+ public:
+  Recurrent(RnnCell cell, const char* cls, LayerConfig& c, const std::string& name)
+      : Layer(name), cls_(cls) {
+    d_.cell = cell;
+    units_ = c.get_int("units");
+    d_.act = parse_rnn_activation(c, "activation", "tanh");
+    if (cell != RnnCell::kSimple)
+      d_.ract = parse_rnn_activation(c, "recurrent_activation", "sigmoid");
+    use_bias_ = c.get_bool("use_bias", true);
+    d_.return_sequences = c.get_bool("return_sequences", false);
+    d_.go_backwards = c.get_bool("go_backwards", false);
+    unroll_ = c.get_bool("unroll", false);  // an execution strategy in Keras: no effect here
+    if (c.get_bool("stateful", false))
+      c.fail("stateful", "false (nnfleet does not keep a layer's state from one batch to the next)");
+    if (c.get_bool("return_state", false))
+      c.fail("return_state", "false (the states would be extra outputs of a single-output model)");
+    d_.zero_masked_output = c.get_bool("zero_output_for_mask", false);
+    if (cell == RnnCell::kLstm) unit_forget_bias_ = c.get_bool("unit_forget_bias", true);
+    // Keras 3 made reset_after true by default; Keras 2.0 files predate the key (false then).
+    if (cell == RnnCell::kGru)
+      d_.reset_after = c.get_bool("reset_after", c.mode() == ConfigMode::kPlan);
+    kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
+    rinit_ = parse_init_option(c, "recurrent_initializer", "orthogonal");
+    binit_ = parse_init_option(c, "bias_initializer", "zeros");
+    kreg_ = read_regularizer(c, "kernel_regularizer");
+    rreg_ = read_regularizer(c, "recurrent_regularizer");
+    breg_ = read_regularizer(c, "bias_regularizer");
+    dropout_ = c.get_float("dropout", 0.0);
+    rdropout_ = c.get_float("recurrent_dropout", 0.0);
+    if (dropout_ < 0.0 || dropout_ >= 1.0) c.fail("dropout", "a number in [0, 1)");
+    if (rdropout_ < 0.0 || rdropout_ >= 1.0) c.fail("recurrent_dropout", "a number in [0, 1)");
+    // Keras 2's implementation mode (1 or 2) and time_major=false change nothing numerically.
+    c.ignore("implementation");
+    if (c.get_bool("time_major", false))
+      c.fail("time_major", "false (inputs are [batch,time,features])");
+    if (c.mode() == ConfigMode::kKeras) c.ignore("use_cudnn");
+  }
+  const char* class_name() const override { return cls_; }
+  bool use_bias() const { return use_bias_; }
+  int64_t units() const { return units_; }
+  bool return_sequences() const { return d_.return_sequences; }
+  void set_zero_masked_output(bool z) { d_.zero_masked_output = z; }
+  // This layer's kernel dimensions for a per-sample input [T,I] and n rows.
+  RnnDims dims(const Shape& in, int n) const {
+    RnnDims d = d_;
+    d.n = n;
+    d.t = static_cast<int>(in[0]);
+    d.in = static_cast<int>(in[1]);
+    d.units = static_cast<int>(units_);
+    return d;
+  }
+
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    require_rank(in[0], 2, "recurrent layers take sequences [batch,time,features]");
+    if (in[0][0] < 1) throw ModelError("needs at least one time step, got " + keras_shape(in[0]));
+    return d_.return_sequences ? Shape{in[0][0], units_} : Shape{units_};
+  }
+  std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
+    const int64_t gu = rnn_gates(d_.cell) * units_;
+    std::vector<ParamSpec> p{{"kernel", Shape{in[0][1], gu}, kinit_, true},
+                             {"recurrent_kernel", Shape{units_, gu}, rinit_, true}};
+    if (use_bias_) {
+      Initializer b = binit_;
+      b.unit_forget_bias = unit_forget_bias_;
+      const bool two = d_.cell == RnnCell::kGru && d_.reset_after;
+      p.push_back({"bias", two ? Shape{2, gu} : Shape{gu}, b, true});
+    }
+    return p;
+  }
+  size_t cache_floats(const std::vector<Shape>& in, int n) const override {
+    return rnn_cache_floats(dims(in, n));
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
+    return rnn_scratch_floats(dims(in, n));
+  }
+  void forward(const LayerArgs& a) const override {
+    const RnnDims d = dims(a.in_shapes[0], a.n);
+    rnn_forward(d, a.x[0], a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask,
+                a.cache, a.scratch, a.y);
+  }
+  void backward(const LayerArgs& a) const override {
+    const RnnDims d = dims(a.in_shapes[0], a.n);
+    rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
+                 a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+  }
+  MaskUse mask_use() const override { return MaskUse::kConsume; }
+  bool passes_mask() const override { return d_.return_sequences; }
+  std::string training_refusal() const override {
+    if (!kreg_.is_null() || !rreg_.is_null() || !breg_.is_null())
+      return "regularizers are not applied in training yet; expected kernel_regularizer, "
+             "recurrent_regularizer and bias_regularizer null";
+    if (dropout_ > 0.0 || rdropout_ > 0.0)
+      return "dropout and recurrent_dropout inside recurrent layers are not applied in training "
+             "yet; expected 0, or a Dropout layer after the recurrent layer";
+    return {};
+  }
+  KerasVarPath keras_var_path(size_t param) const override {
+    return {"cell", static_cast<int>(param)};
+  }
+  std::string keras_legacy_weight_name(size_t, const std::string& spec_name) const override {
+    const char* cell = d_.cell == RnnCell::kSimple ? "simple_rnn_cell"
+                       : d_.cell == RnnCell::kLstm ? "lstm_cell"
+                                                   : "gru_cell";
+    return std::string(cell) + "/" + spec_name;
+  }
+
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    j["return_sequences"] = d_.return_sequences;
+    j["return_state"] = false;
+    j["go_backwards"] = d_.go_backwards;
+    j["stateful"] = false;
+    j["unroll"] = unroll_;
+    j["zero_output_for_mask"] = d_.zero_masked_output;
+    j["units"] = units_;
+    j["activation"] = rnn_act_name(d_.act);
+    if (d_.cell != RnnCell::kSimple) j["recurrent_activation"] = rnn_act_name(d_.ract);
+    j["use_bias"] = use_bias_;
+    j["kernel_initializer"] = initializer_to_keras(kinit_);
+    j["recurrent_initializer"] = initializer_to_keras(rinit_);
+    j["bias_initializer"] = initializer_to_keras(binit_);
+    if (d_.cell == RnnCell::kLstm) j["unit_forget_bias"] = unit_forget_bias_;
+    j["kernel_regularizer"] = kreg_;
+    j["recurrent_regularizer"] = rreg_;
+    j["bias_regularizer"] = breg_;
+    j["activity_regularizer"] = nullptr;
+    j["kernel_constraint"] = nullptr;
+    j["recurrent_constraint"] = nullptr;
+    j["bias_constraint"] = nullptr;
+    j["dropout"] = dropout_;
+    j["recurrent_dropout"] = rdropout_;
+    if (d_.cell == RnnCell::kGru) j["reset_after"] = d_.reset_after;
+    j["seed"] = nullptr;
+    return j;
+  }
+  double forward_flops(const std::vector<Shape>& in) const override {
+    const double gu = rnn_gates(d_.cell) * static_cast<double>(units_);
+    return 2.0 * static_cast<double>(in[0][0]) * gu * static_cast<double>(in[0][1] + units_);
+  }
+
+ private:
+  RnnDims dims(const std::vector<Shape>& in, int n) const { return dims(in[0], n); }
+
+  const char* cls_;
+  RnnDims d_;
+  int64_t units_ = 0;
+  bool use_bias_ = true, unroll_ = false, unit_forget_bias_ = false;
+  Initializer kinit_, rinit_, binit_;
+  Json kreg_, rreg_, breg_;
+  double dropout_ = 0.0, rdropout_ = 0.0;
+};
+
+std::string keras_snake(const std::string& cls) {
+  return cls == "LSTM" ? "lstm" : cls == "GRU" ? "gru" : "simple_rnn";
+}
+
+// The recurrent layer a Keras config object ({"class_name": "LSTM", "config": {...}}) describes,
+// for Bidirectional's `layer` and `backward_layer`.
+std::unique_ptr<Recurrent> make_recurrent(const Json& obj, ConfigMode mode, const std::string& key,
+                                          const std::string& prefix, bool flip_backwards) {
+  if (!obj.is_object() || !obj.contains("class_name") || !obj["class_name"].is_string())
+    throw ConfigError(key, "'" + key + "' must be a layer object {\"class_name\": ..., "
+                           "\"config\": ...}; expected LSTM, GRU or SimpleRNN");
+  const std::string cls = obj["class_name"].get<std::string>();
+  Json cfg = obj.contains("config") && obj["config"].is_object() ? obj["config"] : Json::object();
+  const char* known = cls == "LSTM" ? "LSTM" : cls == "GRU" ? "GRU" : cls == "SimpleRNN" ? "SimpleRNN" : nullptr;
+  if (!known)
+    throw ConfigError(key, "'" + key + "' wraps " + cls + "; expected LSTM, GRU or SimpleRNN");
+  // Keras builds the backward copy of `layer` with go_backwards flipped.
+  if (flip_backwards) cfg["go_backwards"] = !cfg.value("go_backwards", false);
+  const RnnCell cell = cls == "LSTM" ? RnnCell::kLstm : cls == "GRU" ? RnnCell::kGru : RnnCell::kSimple;
+  LayerConfig c(cfg, mode, known);
+  // Keras names the halves forward_<name> and backward_<name> (tf.keras: forward_lstm, ...).
+  const std::string inner =
+      cfg.contains("name") && cfg["name"].is_string() ? cfg["name"].get<std::string>()
+                                                      : keras_snake(cls);
+  c.ignore("name");
+  auto layer = std::make_unique<Recurrent>(cell, known, c, prefix.empty() ? inner : prefix + inner);
+  c.finish();
+  return layer;
+}
+
+enum class MergeMode { kConcat, kSum, kMul, kAve };
+
+// Bidirectional (keras/src/layers/rnn/bidirectional.py): the wrapped layer runs forward and a
+// second copy (its own weights, `backward_layer` when given) over reversed time; with
+// return_sequences the backward output is reversed back so both halves align by time step, then
+// the two are merged. Weights: the forward layer's, then the backward layer's.
+class Bidirectional final : public Layer {
+ public:
+  Bidirectional(LayerConfig& c, const std::string& name) : Layer(name) {
+    const Json* inner = c.get_raw("layer");
+    if (!inner) c.fail("layer", "a recurrent layer to wrap (LSTM, GRU or SimpleRNN)");
+    fwd_ = make_recurrent(*inner, c.mode(), "layer", "forward_", false);
+    const Json* back = c.get_raw("backward_layer");
+    bwd_ = back ? make_recurrent(*back, c.mode(), "backward_layer", "", false)
+                : make_recurrent(*inner, c.mode(), "layer", "backward_", true);
+    if (!back) backward_given_ = false;
+    const std::string m = c.get_string("merge_mode", std::string("concat"),
+                                       {"concat", "sum", "mul", "ave"});
+    merge_ = m == "concat" ? MergeMode::kConcat : m == "sum" ? MergeMode::kSum
+             : m == "mul" ? MergeMode::kMul : MergeMode::kAve;
+    // tf.keras >= 2.2.4-tf and Keras 3 make both halves output zeros at masked steps.
+    fwd_->set_zero_masked_output(fwd_->return_sequences());
+    bwd_->set_zero_masked_output(bwd_->return_sequences());
+    if (fwd_->return_sequences() != bwd_->return_sequences())
+      c.fail("backward_layer", "the same return_sequences as 'layer'");
+    if (merge_ != MergeMode::kConcat && fwd_->units() != bwd_->units())
+      c.fail("backward_layer", "as many units as 'layer' with merge_mode " + m);
+  }
+  const char* class_name() const override { return "Bidirectional"; }
+
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    Shape f = fwd_->output_shape(in);
+    const Shape b = bwd_->output_shape(in);
+    if (merge_ == MergeMode::kConcat) f[f.rank() - 1] += b[b.rank() - 1];
+    return f;
+  }
+  std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
+    auto p = fwd_->param_specs(in);
+    for (auto& s : bwd_->param_specs(in)) p.push_back(s);
+    return p;
+  }
+  size_t cache_floats(const std::vector<Shape>& in, int n) const override {
+    return rnn_cache_floats(fwd_->dims(in[0], n)) + rnn_cache_floats(bwd_->dims(in[0], n)) +
+           half_floats(in, n, *fwd_) + half_floats(in, n, *bwd_);
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
+    return std::max(rnn_scratch_floats(fwd_->dims(in[0], n)),
+                    rnn_scratch_floats(bwd_->dims(in[0], n))) +
+           half_floats(in, n, *fwd_) + half_floats(in, n, *bwd_);
+  }
+  void forward(const LayerArgs& a) const override {
+    const Views v = views(a);
+    run_forward(*fwd_, v.df, a, 0, v.cf, v.yf);
+    run_forward(*bwd_, v.db, a, nf_params(), v.cb, v.yb);
+    merge_forward(v, a);
+  }
+  void backward(const LayerArgs& a) const override {
+    const Views v = views(a);
+    float* dyf = v.scratch_end;
+    float* dyb = dyf + v.half_f;
+    merge_backward(v, a, dyf, dyb);
+    run_backward(*fwd_, v.df, a, 0, v.cf, dyf);
+    run_backward(*bwd_, v.db, a, nf_params(), v.cb, dyb);
+  }
+  MaskUse mask_use() const override { return MaskUse::kConsume; }
+  bool passes_mask() const override { return fwd_->return_sequences(); }
+  std::string training_refusal() const override {
+    const std::string f = fwd_->training_refusal();
+    return f.empty() ? bwd_->training_refusal() : f;
+  }
+  KerasVarPath keras_var_path(size_t param) const override {
+    const size_t nf = nf_params();
+    return param < nf ? KerasVarPath{"forward_layer/cell", static_cast<int>(param)}
+                      : KerasVarPath{"backward_layer/cell", static_cast<int>(param - nf)};
+  }
+  std::string keras_legacy_weight_name(size_t param, const std::string& spec) const override {
+    const size_t nf = nf_params();
+    return param < nf ? fwd_->name() + "/" + fwd_->keras_legacy_weight_name(param, spec)
+                      : bwd_->name() + "/" + bwd_->keras_legacy_weight_name(param - nf, spec);
+  }
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    Json inner = fwd_->keras_config();
+    inner["name"] = fwd_->name().substr(std::string("forward_").size());
+    j["layer"] = {{"module", "keras.layers"}, {"class_name", fwd_->class_name()},
+                  {"config", inner}, {"registered_name", nullptr}};
+    if (backward_given_)
+      j["backward_layer"] = {{"module", "keras.layers"}, {"class_name", bwd_->class_name()},
+                             {"config", bwd_->keras_config()}, {"registered_name", nullptr}};
+    const char* names[] = {"concat", "sum", "mul", "ave"};
+    j["merge_mode"] = names[static_cast<int>(merge_)];
+    return j;
+  }
+  double forward_flops(const std::vector<Shape>& in) const override {
+    return fwd_->forward_flops(in) + bwd_->forward_flops(in);
+  }
+
+ private:
+  struct Views {
+    RnnDims df, db;
+    float *cf, *cb, *yf, *yb, *scratch_end;
+    size_t half_f, half_b;
+  };
+  static size_t half_floats(const std::vector<Shape>& in, int n, const Recurrent& r) {
+    return rows_floats(n, r.output_shape(in));
+  }
+  size_t nf_params() const { return fwd_->use_bias() ? 3 : 2; }
+  Views views(const LayerArgs& a) const {
+    Views v{};
+    v.df = fwd_->dims(a.in_shapes[0], a.n);
+    v.db = bwd_->dims(a.in_shapes[0], a.n);
+    const std::vector<Shape> in{a.in_shapes[0]};
+    v.half_f = half_floats(in, a.n, *fwd_);
+    v.half_b = half_floats(in, a.n, *bwd_);
+    v.cf = a.cache;
+    v.cb = v.cf + rnn_cache_floats(v.df);
+    v.yf = v.cb + rnn_cache_floats(v.db);
+    v.yb = v.yf + v.half_f;
+    v.scratch_end = a.scratch + std::max(rnn_scratch_floats(v.df), rnn_scratch_floats(v.db));
+    return v;
+  }
+  void run_forward(const Recurrent& r, const RnnDims& d, const LayerArgs& a, size_t p0,
+                   float* cache, float* y) const {
+    rnn_forward(d, a.x[0], a.params[p0], a.params[p0 + 1], r.use_bias() ? a.params[p0 + 2] : nullptr,
+                a.mask, cache, a.scratch, y);
+  }
+  void run_backward(const Recurrent& r, const RnnDims& d, const LayerArgs& a, size_t p0,
+                    const float* cache, const float* dy) const {
+    rnn_backward(d, a.x[0], a.params[p0], a.params[p0 + 1], a.mask, cache, dy, a.scratch, a.dx[0],
+                 a.dparams[p0], a.dparams[p0 + 1], r.use_bias() ? a.dparams[p0 + 2] : nullptr);
+  }
+  // Row and step of the backward half that pairs with forward time step s (reversed back when
+  // the halves are sequences).
+  const float* back_at(const Views& v, int n, int s, int steps, int ub) const {
+    const int sb = steps > 1 ? steps - 1 - s : 0;
+    return v.yb + (static_cast<size_t>(n) * steps + sb) * ub;
+  }
+  void merge_forward(const Views& v, const LayerArgs& a) const {
+    const int steps = fwd_->return_sequences() ? v.df.t : 1, uf = v.df.units, ub = v.db.units;
+    for (int n = 0; n < a.n; ++n)
+      for (int s = 0; s < steps; ++s) {
+        const float* f = v.yf + (static_cast<size_t>(n) * steps + s) * uf;
+        const float* b = back_at(v, n, s, steps, ub);
+        if (merge_ == MergeMode::kConcat) {
+          float* y = a.y + (static_cast<size_t>(n) * steps + s) * (uf + ub);
+          std::copy_n(f, uf, y);
+          std::copy_n(b, ub, y + uf);
+          continue;
+        }
+        float* y = a.y + (static_cast<size_t>(n) * steps + s) * uf;
+        for (int j = 0; j < uf; ++j)
+          y[j] = merge_ == MergeMode::kSum ? f[j] + b[j]
+                 : merge_ == MergeMode::kMul ? f[j] * b[j]
+                                             : (f[j] + b[j]) / 2.0f;
+      }
+  }
+  void merge_backward(const Views& v, const LayerArgs& a, float* dyf, float* dyb) const {
+    const int steps = fwd_->return_sequences() ? v.df.t : 1, uf = v.df.units, ub = v.db.units;
+    for (int n = 0; n < a.n; ++n)
+      for (int s = 0; s < steps; ++s) {
+        const size_t fo = (static_cast<size_t>(n) * steps + s) * uf;
+        const size_t bo = static_cast<size_t>(back_at(v, n, s, steps, ub) - v.yb);
+        if (merge_ == MergeMode::kConcat) {
+          const float* dy = a.dy + (static_cast<size_t>(n) * steps + s) * (uf + ub);
+          std::copy_n(dy, uf, dyf + fo);
+          std::copy_n(dy + uf, ub, dyb + bo);
+          continue;
+        }
+        const float* dy = a.dy + fo;
+        for (int j = 0; j < uf; ++j) {
+          const float g = dy[j];
+          dyf[fo + j] = merge_ == MergeMode::kSum ? g
+                        : merge_ == MergeMode::kMul ? g * v.yb[bo + j]
+                                                    : g / 2.0f;
+          dyb[bo + j] = merge_ == MergeMode::kSum ? g
+                        : merge_ == MergeMode::kMul ? g * v.yf[fo + j]
+                                                    : g / 2.0f;
+        }
+      }
+  }
+
+  std::unique_ptr<Recurrent> fwd_, bwd_;
+  bool backward_given_ = true;
+  MergeMode merge_ = MergeMode::kConcat;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_bidirectional(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Bidirectional>(c, name);
+}
+std::vector<LayerExample> bidirectional_examples() {
+  const Json lstm = {{"class_name", "LSTM"}, {"config", {{"units", 2}}}};
+  const Json gru_seq = {{"class_name", "GRU"},
+                        {"config", {{"units", 2}, {"return_sequences", true}}}};
+  const Json rnn_seq = {{"class_name", "SimpleRNN"},
+                        {"config", {{"units", 3}, {"return_sequences", true}}}};
+  return {{{{"layer", lstm}}, {Shape{4, 2}}},
+          {{{"layer", gru_seq}, {"merge_mode", "mul"}}, {Shape{3, 2}}},
+          {{{"layer", rnn_seq}, {"merge_mode", "ave"},
+            {"backward_layer",
+             {{"class_name", "SimpleRNN"},
+              {"config", {{"units", 3}, {"return_sequences", true}, {"go_backwards", true},
+                          {"activation", "relu"}}}}}},
+           {Shape{4, 2}}},
+          {{{"layer", lstm}, {"merge_mode", "sum"}}, {Shape{1, 3}}}};
+}
+
+std::unique_ptr<Layer> make_simple_rnn(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Recurrent>(RnnCell::kSimple, "SimpleRNN", c, name);
+}
+std::unique_ptr<Layer> make_lstm(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Recurrent>(RnnCell::kLstm, "LSTM", c, name);
+}
+std::unique_ptr<Layer> make_gru(LayerConfig& c, const std::string& name) {
+  return std::make_unique<Recurrent>(RnnCell::kGru, "GRU", c, name);
+}
+
+std::vector<LayerExample> simple_rnn_examples() {
+  return {{{{"units", 3}}, {Shape{4, 2}}},
+          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
+          {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}}};
+}
+std::vector<LayerExample> lstm_examples() {
+  return {{{{"units", 3}}, {Shape{4, 2}}},
+          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{5, 3}}},
+          {{{"units", 3}, {"activation", "relu"}, {"recurrent_activation", "hard_sigmoid"},
+            {"use_bias", false}},
+           {Shape{3, 2}}},
+          {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}}};
+}
+std::vector<LayerExample> gru_examples() {
+  return {{{{"units", 3}}, {Shape{4, 2}}},
+          {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
+          {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
+          {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}}};
+}
+
+}  // namespace nnfleet
