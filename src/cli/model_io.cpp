@@ -10,8 +10,18 @@ namespace nnfleet::cli {
 
 ModelIo model_io(ModelFormat format) {
   ModelIo io;
-  io.load = [](const ModelSpec& spec, const Shape& input_shape, std::vector<float>& params) {
-    LoadedModel m = load_keras_model(spec.keras);
+  io.load = [format](const ModelSpec& spec, const Shape& input_shape,
+                     std::vector<float>& params) {
+    LoadedModel m = load_keras_model(spec.keras, "", &input_shape);  // free dims from the data
+    // What the trained model will be written as must be able to hold it: found before training
+    // (a Keras 2 hard_sigmoid has no name in .keras), not after.
+    if (format == ModelFormat::kKeras) {
+      try {
+        (void)keras_config_json(*m.model, KerasSaveInfo{});
+      } catch (const FileError& e) {
+        throw ModelError(std::string(e.what()) + "\nhint: train with --format h5");
+      }
+    }
     if (!(m.model->input_shape() == input_shape))
       throw ModelError("the model in '" + spec.keras + "' takes inputs of shape " +
                        keras_shape(m.model->input_shape()) + "; expected the data's shape " +

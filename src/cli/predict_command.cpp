@@ -165,20 +165,22 @@ int run_predict(const PredictArgs& a) {
         "failed to compute losses: --loss and --loss-out need targets; expected "
         "--y Y.npy (or a CSV with --label)");
 
+  // The data first: an input dimension the model file leaves free takes its size from it.
+  Array y;
+  const Array x = load_data(a.x, a.label, &y);
+  if (!a.y.empty()) y = load_data(a.y, "", nullptr);
+  const int64_t n = x.rows();
+  if (x.shape().rank() < 1 || n < 1) throw_data_error(a.x, "it holds no samples");
+  const Shape sample = x.sample_shape();
+
   const auto t_load = std::chrono::steady_clock::now();
-  const LoadedModel lm = load_keras_model(a.model, a.weights);
+  const LoadedModel lm = load_keras_model(a.model, a.weights, &sample);
   const double load_seconds = seconds_since(t_load);
   if (!lm.has_weights)
     throw UsageError("failed to predict with '" + a.model +
                      "': it holds no weights; expected "
                      "--weights WEIGHTS.h5 (model.save_weights) with an architecture file");
   const Model& model = *lm.model;
-
-  Array y;
-  const Array x = load_data(a.x, a.label, &y);
-  if (!a.y.empty()) y = load_data(a.y, "", nullptr);
-  const int64_t n = x.rows();
-  if (x.shape().rank() < 1 || n < 1) throw_data_error(a.x, "it holds no samples");
   if (!compatible(x.sample_shape(), model.input_shape()))
     throw DataError("failed to predict with '" + a.model + "': the samples of '" + a.x +
                     "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +

@@ -3,6 +3,7 @@
 // models flattened into the outer graph.
 #include "io/keras_graph.h"
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -97,7 +98,8 @@ struct LayerJson {
 
 class Builder {
  public:
-  explicit Builder(std::string where) : where_(std::move(where)) {}
+  Builder(std::string where, const Shape* data_shape)
+      : where_(std::move(where)), data_shape_(data_shape) {}
 
   KerasGraph build(const Json& top) {
     if (!top.is_object() || !top.contains("class_name") || !top["class_name"].is_string())
@@ -218,8 +220,12 @@ class Builder {
            std::to_string(Shape::kMaxRank) + " dimensions after the batch axis");
     Shape s;
     int64_t total = 1;
+    const bool any_free = std::any_of(dims.begin() + static_cast<std::ptrdiff_t>(first), dims.end(),
+                                      [](const Json& d) { return d.is_null(); });
+    if (any_free) check_free_dims(dims, first, lname);
     for (size_t i = first; i < dims.size(); ++i) {
-      const std::optional<int64_t> d = config_int(dims[i], 1);
+      std::optional<int64_t> d = config_int(dims[i], 1);
+      if (dims[i].is_null()) d = (*data_shape_)[static_cast<int>(i - first)];
       if (!d || *d > limits::kMaxDimension)
         fail("input of '" + lname + "' has shape " + dims.dump() +
              "; expected known positive sizes after the batch axis, each at most " +
@@ -233,6 +239,20 @@ class Builder {
     }
     out = s;
     return true;
+  }
+
+  // A free (None) input dimension takes the data's size: fails unless data of the same rank is
+  // given.
+  void check_free_dims(const Json& dims, size_t first, const std::string& lname) const {
+    const size_t rank = dims.size() - first;
+    if (!data_shape_)
+      fail("input of '" + lname + "' has shape " + dims.dump() +
+           ", with a free (None) dimension; expected the data to give its size (nnfleet predict "
+           "and train take it from their data)");
+    if (static_cast<size_t>(data_shape_->rank()) != rank)
+      fail("input of '" + lname + "' has shape " + dims.dump() + " (" + std::to_string(rank) +
+           " dimensions after the batch axis); expected data samples of that rank to size its "
+           "free dimensions, got samples of shape " + data_shape_->str());
   }
 
   // The input shape a nested model's config gives: its InputLayer, its first layer's
@@ -533,6 +553,7 @@ class Builder {
   }
 
   std::string where_;
+  const Shape* data_shape_ = nullptr;  // sizes free input dimensions; may be null
   std::string model_name_, input_name_ = "input_layer";
   Shape input_shape_;
   Json hint_;
@@ -556,9 +577,10 @@ std::string keras_snake_case(const std::string& class_name) {
   return s;
 }
 
-KerasGraph build_keras_graph(const Json& model_config, const std::string& where) {
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
+                             const Shape* data_shape) {
   try {
-    return Builder(where).build(model_config);
+    return Builder(where, data_shape).build(model_config);
   } catch (const Json::exception& e) {
     throw FileError("failed to read Keras model '" + where + "': malformed model config (" +
                     e.what() + ")");

@@ -36,7 +36,10 @@ struct KerasGraph {
 
 // Builds the graph from a model config object ({"class_name": ..., "config": ...}). `where` names
 // the file for messages. Throws FileError naming the layer, its class and what is supported.
-KerasGraph build_keras_graph(const Json& model_config, const std::string& where);
+// `data_shape` (may be null) sizes the input dimensions the config leaves free (see
+// load_keras_model).
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
+                             const Shape* data_shape = nullptr);
 
 // The same bookkeeping for a Model that did not come from a Keras file (each layer is its own
 // entry; paths as Keras 3 would write them). `functional` says whether it is saved as a

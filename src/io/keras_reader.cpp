@@ -143,11 +143,12 @@ void mark_keras2_hard_sigmoid(Json& j) {
   }
 }
 
-KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg_in, const std::string& path) {
+KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg_in, const std::string& path,
+                       const Shape* data_shape) {
   Json cfg = cfg_in;
   if (!lm.keras_version.empty() && major_version(lm.keras_version) < 3)
     mark_keras2_hard_sigmoid(cfg);
-  KerasGraph graph = build_keras_graph(cfg, path);
+  KerasGraph graph = build_keras_graph(cfg, path, data_shape);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
   lm.params = zero_params(*lm.model, path);
@@ -407,7 +408,8 @@ Json optional_json_attr(const h5::Group& root, const std::string& name) {
   }
 }
 
-LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
+LoadedModel load_h5(const std::string& path, const std::string& weights_path,
+                      const Shape* data_shape) {
   auto lock = h5::hdf5_lock();
   h5::File f = h5::File::open(path);
   const h5::Group& root = f.root();
@@ -425,7 +427,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
   if (root.has_attr("keras_version")) lm.keras_version = root.string_attr("keras_version");
   if (root.has_attr("backend")) lm.backend = root.string_attr("backend");
   lm.training_config = optional_json_attr(root, "training_config");
-  const KerasGraph graph = adopt_graph(lm, cfg, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
   if (weights_path.empty()) {
     if (!root.has_group("model_weights"))
       fail(path, "no model_weights group; expected the weights saved with the model");
@@ -438,7 +440,8 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path) {
   return lm;
 }
 
-LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
+LoadedModel load_zip(const std::string& path, const std::string& weights_path,
+                      const Shape* data_shape) {
   ZipReader z(path);
   if (!z.has("config.json"))
     fail(path,
@@ -453,7 +456,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
       lm.keras_version = meta["keras_version"].get<std::string>();
   }
   if (cfg.is_object() && cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
-  const KerasGraph graph = adopt_graph(lm, cfg, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -476,7 +479,8 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path) {
   return lm;
 }
 
-LoadedModel load_json(const std::string& path, const std::string& weights_path) {
+LoadedModel load_json(const std::string& path, const std::string& weights_path,
+                      const Shape* data_shape) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) fail(path, "cannot read it");
@@ -491,7 +495,7 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path) 
       lm.backend = cfg["backend"].get<std::string>();
     if (cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
   }
-  const KerasGraph graph = adopt_graph(lm, cfg, path);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -501,14 +505,15 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path) 
 
 }  // namespace
 
-LoadedModel load_keras_model(const std::string& path, const std::string& weights_path) {
+LoadedModel load_keras_model(const std::string& path, const std::string& weights_path,
+                             const Shape* data_shape) {
   switch (sniff(path)) {
     case Kind::kHdf5:
-      return load_h5(path, weights_path);
+      return load_h5(path, weights_path, data_shape);
     case Kind::kZip:
-      return load_zip(path, weights_path);
+      return load_zip(path, weights_path, data_shape);
     case Kind::kJson:
-      return load_json(path, weights_path);
+      return load_json(path, weights_path, data_shape);
     case Kind::kUnknown:
       break;
   }

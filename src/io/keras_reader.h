@@ -46,8 +46,12 @@ struct LoadedModel {
 
 // Loads a model file (.h5, .keras or a to_json() .json; recognized by content). With
 // `weights_path`, weights come from that file (a save_weights .h5, a Keras 3 .weights.h5, or
-// another full model file) instead. Throws FileError.
-LoadedModel load_keras_model(const std::string& path, const std::string& weights_path = "");
+// another full model file) instead. An input dimension the file leaves free (None: a sequence
+// length, an image size) takes its size from `data_shape`, the per-sample shape of the data the
+// model will see (one size per run); without it, or when the ranks differ, a free dimension is a
+// FileError naming both shapes. Throws FileError.
+LoadedModel load_keras_model(const std::string& path, const std::string& weights_path = "",
+                             const Shape* data_shape = nullptr);
 
 // Loads weights from `path` (legacy save_weights .h5, a full legacy .h5 model, a Keras 3
 // .weights.h5 or a .keras archive) onto `graph`'s model; `params` is laid out as

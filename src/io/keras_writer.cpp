@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "io/hdf5.h"
 #include "io/keras_graph.h"
@@ -290,7 +291,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                                                    h5::StrType::kVlenUtf8);
       group = group.create_group(key.substr(slash + 1));
     }
-    write_keras3_layer(group, m, i, params, offsets[i]);
+    write_keras3_layer(std::move(group), m, i, params, offsets[i]);
   }
   if (compiled(info) && info.optimizer_state) {
     const OptimizerSpec& spec = *info.optimizer;

@@ -22,6 +22,8 @@ class Dense final : public Layer {
     breg_ = parse_regularizer(c, "bias_regularizer");
   }
   const char* class_name() const override { return "Dense"; }
+  // Keras's Dense supports masking: a mask over the time axis passes through (Dense on sequences).
+  MaskUse mask_use() const override { return MaskUse::kPropagate; }
 
   Shape output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() < 1) throw ModelError("expects an input with a feature axis, got " +

@@ -4,7 +4,8 @@
 // below 2^24 exactly, which bounds input_dim. They are checked to be integers in
 // [0, input_dim) when the data is loaded (Model::id_input(), first_bad_id() in src/data), never
 // here: forward only asserts it. Backward scatter-adds dy rows into the table's gradient; ids
-// get no gradient (Keras's neither). mask_zero true is refused until masks flow through models.
+// get no gradient (Keras's neither). With mask_zero, id 0 is padding: the layer makes the mask
+// [N,T] (1 = real step) that the layers after it read (recurrent layers skip masked steps).
 #include <cstring>
 
 #include "layers/kinds.h"
@@ -26,10 +27,7 @@ class Embedding final : public Layer {
     output_dim_ = c.get_int("output_dim");
     init_ = parse_init_option(c, "embeddings_initializer", "uniform");
     reg_ = parse_regularizer(c, "embeddings_regularizer");
-    if (c.get_bool("mask_zero", false))
-      c.fail("mask_zero",
-             "false: mask_zero is not supported yet (masks do not flow through "
-             "nnfleet models yet)");
+    mask_zero_ = c.get_bool("mask_zero", false);
     if (c.has("input_length"))
       input_length_ = c.get_int("input_length");
     else
@@ -37,6 +35,7 @@ class Embedding final : public Layer {
   }
   const char* class_name() const override { return "Embedding"; }
   int64_t input_id_limit() const override { return input_dim_; }
+  MaskUse mask_use() const override { return mask_zero_ ? MaskUse::kProduce : MaskUse::kDrop; }
 
   Shape output_shape(const std::vector<Shape>& in) const override {
     if (input_length_ > 0 && in[0][in[0].rank() - 1] != input_length_)
@@ -45,6 +44,9 @@ class Embedding final : public Layer {
     if (in[0].rank() >= Shape::kMaxRank)
       throw ModelError("expects an input of rank at most " + std::to_string(Shape::kMaxRank) +
                        ", got " + keras_shape(in[0]));
+    if (mask_zero_ && in[0].rank() != 1)
+      throw ModelError("mask_zero makes a mask over the time axis; expected an input of ids "
+                       "[batch,time], got " + keras_shape(in[0]));
     Shape out = in[0];
     out.push_back(output_dim_);
     if (!size_at_most(out, limits::kMaxSampleFloats))
@@ -62,6 +64,7 @@ class Embedding final : public Layer {
       const int64_t id = static_cast<int64_t>(a.x[0][i]);
       NNFLEET_CHECK(id >= 0 && id < input_dim_);  // first_bad_id() checked the data
       std::memcpy(a.y + i * d, table + static_cast<size_t>(id) * d, d * sizeof(float));
+      if (a.mask_out) a.mask_out[i] = id != 0 ? 1.0f : 0.0f;
     }
   }
   void backward(const LayerArgs& a) const override {
@@ -81,13 +84,14 @@ class Embedding final : public Layer {
     j["embeddings_regularizer"] = reg_;
     j["activity_regularizer"] = nullptr;
     j["embeddings_constraint"] = nullptr;
-    j["mask_zero"] = false;
+    j["mask_zero"] = mask_zero_;
     if (input_length_ > 0) j["input_length"] = input_length_;
     return j;
   }
 
  private:
   int64_t input_dim_ = 0, output_dim_ = 0, input_length_ = 0;
+  bool mask_zero_ = false;
   Initializer init_;
   Json reg_;
 };
@@ -103,7 +107,9 @@ std::vector<LayerExample> embedding_examples() {
   a.id_limit = 5;  // ids repeat within the batch: their gradients must add up
   LayerExample b{{{"input_dim", 7}, {"output_dim", 2}, {"input_length", 3}}, {Shape{2, 3}}};
   b.id_limit = 7;
-  return {a, b};
+  LayerExample c{{{"input_dim", 6}, {"output_dim", 2}, {"mask_zero", true}}, {Shape{5}}};
+  c.id_limit = 6;
+  return {a, b, c};
 }
 
 }  // namespace nnfleet

@@ -34,6 +34,7 @@ const std::vector<NamedInit>& table() {
       {"random_uniform", "RandomUniform", InitKind::kRandomUniform, -0.05, 0.05},
       {"truncated_normal", "TruncatedNormal", InitKind::kTruncatedNormal, 0.0, 0.05},
       {"orthogonal", "Orthogonal", InitKind::kOrthogonal, 1.0, 0},
+      {"variance_scaling", "VarianceScaling", InitKind::kVarianceScaling, 1.0, 0},
   };
   return t;
 }
@@ -62,6 +63,19 @@ const NamedInit& entry(InitKind k) {
   for (const auto& n : initializer_names()) list += (list.empty() ? "" : ", ") + n;
   throw ConfigError(
       key, "unknown initializer " + j.dump() + " for '" + key + "'; expected one of " + list);
+}
+
+// Keras's VarianceScaling config; "normal" is Keras 2.2's name for the truncated normal.
+void parse_variance_scaling(LayerConfig& c, Initializer& init) {
+  init.a = c.get_float("scale", 1.0);
+  if (!(init.a > 0)) c.fail("scale", "a number > 0");
+  const std::string fan = c.get_string("mode", "fan_in", {"fan_in", "fan_out", "fan_avg"});
+  init.fan = fan == "fan_in" ? InitFan::kIn : fan == "fan_out" ? InitFan::kOut : InitFan::kAvg;
+  const std::string d = c.get_string("distribution", "truncated_normal",
+                                     {"truncated_normal", "normal", "untruncated_normal", "uniform"});
+  init.distribution = d == "uniform"              ? InitDistribution::kUniform
+                      : d == "untruncated_normal" ? InitDistribution::kUntruncatedNormal
+                                                  : InitDistribution::kTruncatedNormal;
 }
 
 double truncated(Rng& rng) {
@@ -127,6 +141,9 @@ Initializer parse_initializer(const Json& j, const std::string& key) {
       case InitKind::kOrthogonal:
         init.a = c.get_float("gain", 1.0);
         break;
+      case InitKind::kVarianceScaling:
+        parse_variance_scaling(c, init);
+        break;
       default:
         break;
     }
@@ -159,6 +176,15 @@ Json initializer_to_keras(const Initializer& init) {
     case InitKind::kOrthogonal:
       c = {{"seed", nullptr}, {"gain", init.a}};
       break;
+    case InitKind::kVarianceScaling: {
+      const char* fans[] = {"fan_in", "fan_out", "fan_avg"};
+      const char* dists[] = {"truncated_normal", "untruncated_normal", "uniform"};
+      c = {{"seed", nullptr},
+           {"scale", init.a},
+           {"mode", fans[static_cast<int>(init.fan)]},
+           {"distribution", dists[static_cast<int>(init.distribution)]}};
+      break;
+    }
     default:
       // Only "seed": older Keras 3 releases reject the newer input_axes/output_axes keys.
       c = {{"seed", nullptr}};
@@ -239,6 +265,19 @@ static void initialize_kind(const Initializer& init, const Shape& shape, Rng& rn
     case InitKind::kLecunNormal:
       scale = 1.0 / std::max(1.0, fan_in);
       break;
+    case InitKind::kVarianceScaling: {
+      const double fan = init.fan == InitFan::kIn    ? fan_in
+                         : init.fan == InitFan::kOut ? fan_out
+                                                     : (fan_in + fan_out) / 2.0;
+      scale = init.a / std::max(1.0, fan);
+      uniform = init.distribution == InitDistribution::kUniform;
+      if (init.distribution == InitDistribution::kUntruncatedNormal) {
+        const double stddev = std::sqrt(scale);
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(stddev * rng.normal());
+        return;
+      }
+      break;
+    }
     default:
       break;
   }

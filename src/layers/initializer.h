@@ -25,7 +25,11 @@ enum class InitKind {
   kRandomUniform,   // a = minval (-0.05), b = maxval (0.05)
   kTruncatedNormal, // a = mean (0.0), b = stddev (0.05)
   kOrthogonal,      // a = gain (1.0)
+  kVarianceScaling, // a = scale (1.0), fan and distribution below
 };
+
+enum class InitFan { kIn, kOut, kAvg };
+enum class InitDistribution { kTruncatedNormal, kUntruncatedNormal, kUniform };
 
 struct Initializer {
   InitKind kind = InitKind::kZeros;
@@ -33,6 +37,9 @@ struct Initializer {
   // LSTM unit_forget_bias: the second quarter of the vector (the forget gate's bias) is then
   // filled with ones, the rest with `kind` (Keras's LSTMCell bias initializer).
   bool unit_forget_bias = false;
+  // VarianceScaling only (Keras 2 files serialize glorot_uniform and friends this way).
+  InitFan fan = InitFan::kIn;
+  InitDistribution distribution = InitDistribution::kTruncatedNormal;
 };
 
 // Parses "glorot_uniform", {"class_name": "GlorotUniform", "config": {...}} (Keras), or

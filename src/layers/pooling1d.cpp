@@ -58,6 +58,9 @@ class GlobalPool1D final : public Layer {
   const char* class_name() const override {
     return max_ ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D";
   }
+  // Keras's GlobalAveragePooling1D averages over the real steps only when a mask comes in
+  // (sum of m x over sum of m; all steps masked gives 0/0 as in Keras); the max ignores masks.
+  MaskUse mask_use() const override { return max_ ? MaskUse::kDrop : MaskUse::kConsume; }
   Shape output_shape(const std::vector<Shape>& in) const override {
     require_rank(in[0], 2, "1-D global pooling takes sequences [batch,steps,channels]");
     return keepdims_ ? Shape{1, in[0][1]} : Shape{in[0][1]};
@@ -65,6 +68,10 @@ class GlobalPool1D final : public Layer {
   void forward(const LayerArgs& a) const override {
     const Shape& s = a.in_shapes[0];
     const int t = static_cast<int>(s[0]), c = static_cast<int>(s[1]);
+    if (!max_ && a.mask) {
+      masked_average(a, t, c, false);
+      return;
+    }
     if (max_)
       global_max_pool_forward(a.n, t, c, a.x[0], a.y);
     else
@@ -74,6 +81,10 @@ class GlobalPool1D final : public Layer {
     if (!a.dx[0]) return;
     const Shape& s = a.in_shapes[0];
     const int t = static_cast<int>(s[0]), c = static_cast<int>(s[1]);
+    if (!max_ && a.mask) {
+      masked_average(a, t, c, true);
+      return;
+    }
     if (max_)
       global_max_pool_backward(a.n, t, c, a.x[0], a.y, a.dy, a.dx[0]);
     else
@@ -87,6 +98,25 @@ class GlobalPool1D final : public Layer {
   }
 
  private:
+  // Forward: y[n,:] = sum_t m[n,t] x[n,t,:] / sum_t m[n,t]; backward: dx[n,t,:] += dy[n,:]
+  // m[n,t] / sum_t m[n,t].
+  static void masked_average(const LayerArgs& a, int t, int c, bool backward) {
+    for (int n = 0; n < a.n; ++n) {
+      const float* m = a.mask + static_cast<size_t>(n) * t;
+      float count = 0;
+      for (int i = 0; i < t; ++i) count += m[i];
+      const size_t in = static_cast<size_t>(n) * t * c, out = static_cast<size_t>(n) * c;
+      if (!backward) {
+        for (int j = 0; j < c; ++j) a.y[out + j] = 0;
+        for (int i = 0; i < t; ++i)
+          for (int j = 0; j < c; ++j) a.y[out + j] += m[i] * a.x[0][in + i * c + j];
+        for (int j = 0; j < c; ++j) a.y[out + j] /= count;
+      } else {
+        for (int i = 0; i < t; ++i)
+          for (int j = 0; j < c; ++j) a.dx[0][in + i * c + j] += a.dy[out + j] * m[i] / count;
+      }
+    }
+  }
   bool max_;
   bool keepdims_ = false;
 };

@@ -27,6 +27,7 @@ class TimeDistributed final : public Layer {
       c.fail("layer", "a single-input layer that is not an Embedding");
   }
   const char* class_name() const override { return "TimeDistributed"; }
+  MaskUse mask_use() const override { return MaskUse::kPropagate; }  // the time axis stays
 
   Shape output_shape(const std::vector<Shape>& in) const override {
     if (in[0].rank() < 2)

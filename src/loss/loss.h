@@ -60,6 +60,9 @@ enum class MetricKind {
   kBinaryAccuracy,
   kMeanAbsoluteError,
   kMeanSquaredError,
+  kTopKCategoricalAccuracy,        // Keras's default k = 5, one-hot targets
+  kSparseTopKCategoricalAccuracy,  // k = 5, integer labels
+  kMeanAbsolutePercentageError,    // 100 |y - p| / max(|y|, 1e-7), mean over K
 };
 
 // Resolves a metric name from a plan ("accuracy", "acc", "mae", "mse", or an explicit Keras name)
@@ -75,7 +78,8 @@ std::string metric_key(const std::string& name);
 // Sum over the batch of the metric's per-sample value (callers divide by the sample count).
 // binary_accuracy thresholds probabilities at 0.5, or logits at 0 when from_logits (Keras itself
 // thresholds at 0.5 whatever the loss); each of the K outputs counts 1/K. Argmax ties go to the
-// first maximum. mae/mse are means over K.
+// first maximum. mae/mse/mape are means over K. Top-k counts a hit when fewer than k outputs are
+// strictly greater than the true class's (TensorFlow's in_top_k: ties at the boundary are in).
 double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
                   bool from_logits);
 

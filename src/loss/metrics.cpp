@@ -1,5 +1,6 @@
 // Metrics: Keras 3's resolution of "accuracy" and the per-batch sums of the metrics nnfleet
 // reports (accuracies, mae, mse).
+#include <algorithm>
 #include <cmath>
 
 #include "loss/loss.h"
@@ -26,6 +27,13 @@ const std::vector<NamedMetric>& table() {
       {"mean_absolute_error", "mae", static_cast<int>(MetricKind::kMeanAbsoluteError)},
       {"mse", "mse", static_cast<int>(MetricKind::kMeanSquaredError)},
       {"mean_squared_error", "mse", static_cast<int>(MetricKind::kMeanSquaredError)},
+      {"top_k_categorical_accuracy", "top_k_categorical_accuracy",
+       static_cast<int>(MetricKind::kTopKCategoricalAccuracy)},
+      {"sparse_top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy",
+       static_cast<int>(MetricKind::kSparseTopKCategoricalAccuracy)},
+      {"mape", "mape", static_cast<int>(MetricKind::kMeanAbsolutePercentageError)},
+      {"mean_absolute_percentage_error", "mape",
+       static_cast<int>(MetricKind::kMeanAbsolutePercentageError)},
   };
   return t;
 }
@@ -36,6 +44,15 @@ const NamedMetric& find_metric(const std::string& name) {
   std::string list;
   for (const auto& e : table()) list += (list.empty() ? "" : ", ") + std::string(e.name);
   throw ConfigError("metrics", "unknown metric \"" + name + "\"; expected one of " + list);
+}
+
+constexpr int kTopK = 5;  // Keras's default k of the top-k accuracies
+
+// True when fewer than kTopK of x[k] are strictly greater than x[c].
+bool in_top_k(int k, const float* x, int c) {
+  int greater = 0;
+  for (int j = 0; j < k; ++j) greater += x[j] > x[c];
+  return greater < kTopK;
 }
 
 // Index of the first maximum of x[k].
@@ -63,13 +80,16 @@ MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k) 
     m = MetricKind::kCategoricalAccuracy;
   }
   const bool labels = loss.sparse();
-  if (m == MetricKind::kSparseCategoricalAccuracy && !labels)
+  if ((m == MetricKind::kSparseCategoricalAccuracy ||
+       m == MetricKind::kSparseTopKCategoricalAccuracy) &&
+      !labels)
     throw ConfigError("metrics", "metric \"" + name +
                                      "\" needs integer class labels; expected a sparse loss "
                                      "(sparse_categorical_crossentropy), got " +
                                      loss_name(loss));
   if ((m == MetricKind::kCategoricalAccuracy || m == MetricKind::kMeanAbsoluteError ||
-       m == MetricKind::kMeanSquaredError) &&
+       m == MetricKind::kMeanSquaredError || m == MetricKind::kTopKCategoricalAccuracy ||
+       m == MetricKind::kMeanAbsolutePercentageError) &&
       labels)
     throw ConfigError("metrics", "metric \"" + name +
                                      "\" needs targets shaped like the predictions; expected a "
@@ -115,6 +135,23 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
         double a = 0;
         for (int j = 0; j < k; ++j) a += std::fabs(static_cast<double>(p[j]) - y[j]);
         sum += a / k;
+        break;
+      }
+      case MetricKind::kTopKCategoricalAccuracy:
+        NNFLEET_DCHECK(y != nullptr);
+        sum += in_top_k(k, p, argmax(k, y)) ? 1.0 : 0.0;
+        break;
+      case MetricKind::kSparseTopKCategoricalAccuracy:
+        NNFLEET_DCHECK(t.labels != nullptr);
+        sum += in_top_k(k, p, t.labels[i]) ? 1.0 : 0.0;
+        break;
+      case MetricKind::kMeanAbsolutePercentageError: {
+        NNFLEET_DCHECK(y != nullptr);
+        double a = 0;
+        for (int j = 0; j < k; ++j)
+          a += std::fabs((static_cast<double>(y[j]) - p[j]) /
+                         std::max(std::fabs(static_cast<double>(y[j])), 1e-7));
+        sum += 100.0 * a / k;
         break;
       }
       case MetricKind::kMeanSquaredError: {

@@ -260,15 +260,26 @@ TEST(KerasImport, RejectsSubclassedModel) {
   EXPECT_NE(msg.find("class 'MyModel'"), std::string::npos) << msg;
 }
 
-TEST(KerasImport, RejectsUnknownInputDimensions) {
+// A free (None) input dimension takes the data's size; without data, or with data of another
+// rank, the error names the file's shape and the data's.
+TEST(KerasImport, FreeInputDimensionsTakeTheDataSize) {
   const Json m = {{"class_name", "Sequential"},
                   {"config",
                    {{"name", "s"},
                     {"layers",
                      {input_layer({nullptr, nullptr, nullptr, 3}),
-                      {{"class_name", "Flatten"}, {"config", {{"name", "f"}}}}}}}}};
-  const std::string msg = file_error_of([&] { load_keras_model(write_json("unknown_dims", m)); });
-  EXPECT_NE(msg.find("fixed input shape"), std::string::npos) << msg;
+                      {{"class_name", "GlobalAveragePooling2D"}, {"config", {{"name", "g"}}}}}}}}};
+  const std::string path = write_json("free_dims", m);
+  std::string msg = file_error_of([&] { load_keras_model(path); });
+  EXPECT_NE(msg.find("[null,null,null,3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("free (None) dimension"), std::string::npos) << msg;
+  const Shape images{5, 7, 3};
+  const LoadedModel lm = load_keras_model(path, "", &images);
+  EXPECT_EQ(lm.model->input_shape(), images);
+  EXPECT_EQ(lm.model->output_shape(), Shape{3});
+  const Shape flat{35, 3};
+  msg = file_error_of([&] { load_keras_model(path, "", &flat); });
+  EXPECT_NE(msg.find("got samples of shape [35,3]"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -18,11 +18,7 @@
 namespace nnfleet {
 namespace {
 
-std::string keras_models_dir() {
-  if (const char* d = std::getenv("NNFLEET_KERAS_MODELS"); d && *d) return d;
-  return std::string(NNFLEET_SOURCE_DIR) + "/../shared/keras-models";
-}
-std::string real_file(const std::string& name) { return keras_models_dir() + "/" + name; }
+std::string real_file(const std::string& name) { return test::real_models_dir() + "/" + name; }
 
 struct SequenceCase {
   const char* file;
@@ -86,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
-TEST(SequenceFiles, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
+TEST(RealFileSequence, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
   const LoadedModel lm = load_keras_model(real_file("iri_tcn_conv1d_causal_l1_k392.h5"));
   const Json reg = lm.model->layer(0).keras_config()["kernel_regularizer"];
   EXPECT_EQ(reg.value("class_name", ""), "L1");
@@ -96,7 +92,7 @@ TEST(SequenceFiles, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
             "layer '" + lm.model->layer(0).name() + "' has kernel_regularizer \"L1\"");
 }
 
-TEST(SequenceFiles, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {
+TEST(RealFileSequence, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {
   const LoadedModel lm = load_keras_model(real_file("imdb_embed_flatten_k224.h5"));
   EXPECT_EQ(lm.model->id_input().limit, 10000);
   EXPECT_EQ(lm.model->layer(0).keras_config()["input_length"], 100);
@@ -133,7 +129,7 @@ TEST(SequenceFiles, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {
   EXPECT_EQ(test::run_model(lm, ids), test::run_model(lm, as_float));
 }
 
-TEST(SequenceFiles, ConvPoolReshapePartOfTheConv1dLstmModelBuilds) {
+TEST(RealFileSequence, ConvPoolReshapePartOfTheConv1dLstmModelBuilds) {
   // The file's LSTMs come with the recurrent layers (issue 11); the layers before them must build
   // from the file's own configs: Conv1D 10 -> 8, MaxPooling1D -> 4, Conv1D -> 3, MaxPooling1D
   // over an odd length -> 1 (floor), Flatten -> 32, Reshape((-1, 16)) -> (2, 16).

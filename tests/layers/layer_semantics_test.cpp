@@ -219,18 +219,17 @@ TEST(MaxPooling1D, OddLengthDropsThePartialWindow) {
   EXPECT_EQ(s.forward(1, {{1, 5, 2, 3, 9}}, false), (std::vector<float>{3, 2.5f, 9}));  // pad not counted
 }
 
-TEST(Embedding, LooksUpRowsAndRefusesMaskZero) {
+TEST(Embedding, LooksUpRowsAndMaskZeroProducesAMask) {
   LayerRun r("Embedding", {{"input_dim", 3}, {"output_dim", 2}}, {Shape{4}});
   EXPECT_EQ(r.out, (Shape{4, 2}));
   r.params[0] = {0, 1, 10, 11, 20, 21};
   EXPECT_EQ(r.forward(1, {{2, 0, 1, 2}}, false), (std::vector<float>{20, 21, 0, 1, 10, 11, 20, 21}));
-  try {
-    make_layer("Embedding", Json{{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}}, ConfigMode::kKeras, "embedding_3");
-    FAIL() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_EQ(e.key(), "mask_zero");
-    EXPECT_NE(std::string(e.what()).find("mask_zero is not supported yet"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(r.layer->mask_use(), MaskUse::kDrop);
+  const auto masked = make_layer("Embedding", Json{{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}}, ConfigMode::kKeras, "embedding_3");
+  EXPECT_EQ(masked->mask_use(), MaskUse::kProduce);
+  EXPECT_EQ(masked->keras_config()["mask_zero"], true);
+  // The mask runs over the time axis: ids of rank 2 per sample have none.
+  EXPECT_THROW(masked->output_shape({Shape{2, 3}}), ModelError);
 }
 
 TEST(SequenceReshaping, UpSamplingCroppingPaddingRepeatAndPermuteMoveValuesAsKeras) {

@@ -114,5 +114,37 @@ TEST(Metrics, MeanErrorsAverageOverOutputs) {
       2.5 + 1.0);
 }
 
+TEST(Metrics, TopKCountsTiesAtTheBoundaryAsHits) {
+  // Seven classes; in row 0 the true class 2 has four strictly greater outputs (a hit), in row 1
+  // the true class 0 has five (a miss), in row 2 class 6 ties with the fifth largest (a hit).
+  const std::vector<float> p = {0.9f, 0.8f, 0.5f, 0.7f, 0.6f, 0.1f, 0.0f,
+                                0.1f, 0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.0f,
+                                0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.1f, 0.5f};
+  const std::vector<int32_t> labels = {2, 0, 6};
+  EXPECT_DOUBLE_EQ(metric_sum(MetricKind::kSparseTopKCategoricalAccuracy, 3, 7, p.data(),
+                              {nullptr, labels.data()}, false),
+                   2.0);
+  std::vector<float> onehot(21, 0.0f);
+  for (int i = 0; i < 3; ++i) onehot[static_cast<size_t>(i * 7 + labels[i])] = 1.0f;
+  EXPECT_DOUBLE_EQ(metric_sum(MetricKind::kTopKCategoricalAccuracy, 3, 7, p.data(),
+                              {onehot.data(), nullptr}, false),
+                   2.0);
+  EXPECT_EQ(resolve_metric("sparse_top_k_categorical_accuracy",
+                           spec(LossKind::kSparseCategoricalCrossentropy), 7),
+            MetricKind::kSparseTopKCategoricalAccuracy);
+  EXPECT_THROW(resolve_metric("top_k_categorical_accuracy",
+                              spec(LossKind::kSparseCategoricalCrossentropy), 7),
+               ConfigError);
+}
+
+TEST(Metrics, MeanAbsolutePercentageErrorGuardsZeroTargets) {
+  const std::vector<float> p = {110, 0.5f}, y = {100, 0};
+  // Row 0: 100 * 10 / 100 = 10; row 1: 100 * 0.5 / 1e-7 (Keras's epsilon guards the zero).
+  EXPECT_NEAR(metric_sum(MetricKind::kMeanAbsolutePercentageError, 2, 1, p.data(),
+                         {y.data(), nullptr}, false),
+              10.0 + 100.0 * 0.5 / 1e-7, 1e-3);
+  EXPECT_EQ(metric_key("mean_absolute_percentage_error"), "mape");
+}
+
 }  // namespace
 }  // namespace nnfleet

@@ -164,6 +164,25 @@ TEST(Model, EmbeddingMustReadTheModelInput) {
   EXPECT_EQ(m->output_shape(), (Shape{4, 3}));
 }
 
+// Embedding(mask_zero) masks the padding ids for the layers after it: Dense passes the mask on
+// and GlobalAveragePooling1D then averages over the real steps only, as Keras does.
+TEST(Network, MaskZeroPaddingIsLeftOutOfAMaskedAverage) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Embedding", {{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}}, "e"));
+  ls.push_back(L("Dense", {{"units", 2}, {"use_bias", false}}, "d"));
+  ls.push_back(L("GlobalAveragePooling1D", Json::object(), "g"));
+  auto m = Model::sequential("m", Shape{4}, std::move(ls));
+  const std::vector<float> params = {0, 1, 10, 11, 20, 21,  // embeddings [3,2]
+                                     1, 0, 0, 1};           // identity Dense kernel
+  Network net(m, 2, params.data());
+  const float ids[] = {2, 0, 1, 0,   // real steps 0 and 2: mean of rows 2 and 1
+                       0, 0, 2, 2};  // real steps 2 and 3: row 2
+  std::copy(ids, ids + 8, net.input());
+  net.forward(2, false);
+  EXPECT_EQ(std::vector<float>(net.output(), net.output() + 4),
+            (std::vector<float>{15, 16, 20, 21}));
+}
+
 TEST(Model, CountsParametersAndFlops) {
   auto m = cnn();
   // conv 3*3*1*4+4, bn 4+4 trainable (+8 fixed), dense 36*8+8, dense 8*3+3.
