@@ -26,17 +26,6 @@ struct Outcome {
   std::string comparable;                      // testing_util::comparable() of its folder
 };
 
-// Saves raw parameters so tests can compare weights bit for bit.
-ModelIo raw_io() {
-  ModelIo io;
-  io.save = [](const Network& net, const ModelSpec&, const std::string& path) {
-    write_file_atomic(path + ".bin", std::string(reinterpret_cast<const char*>(net.params()),
-                                                 net.num_params() * sizeof(float)));
-    return path + ".bin";
-  };
-  return io;
-}
-
 Outcome run(const std::string& plan_path, const std::string& out, int workers,
             const std::atomic<bool>* stop = nullptr, bool resume = false) {
   FleetOptions o;
@@ -46,7 +35,7 @@ Outcome run(const std::string& plan_path, const std::string& out, int workers,
   o.mode = Display::Mode::kQuiet;
   o.stop = stop;
   Outcome r;
-  r.summary = run_fleet(load_plan(plan_path), o, raw_io());
+  r.summary = run_fleet(load_plan(plan_path), o, testing_util::raw_io());
   for (const auto& m : r.summary.results)
     if (file_exists(out + "/models/" + m.name + ".bin"))
       r.weights[m.name] = read_file(out + "/models/" + m.name + ".bin");

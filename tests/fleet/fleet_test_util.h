@@ -10,6 +10,8 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "fleet/fleet.h"
+#include "model/network.h"
 #include "layers/config.h"
 #include "nnfleet/error.h"
 #include "platform/files.h"
@@ -58,6 +60,19 @@ inline void write_text(const std::string& path, const std::string& text) {
 inline std::string read_text(const std::string& path) {
   std::ifstream f(path);
   return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Model I/O that saves raw parameters (<path>.bin), so tests can compare weights bit for bit.
+inline ModelIo raw_io(Durability d = Durability::kSystemCrash) {
+  ModelIo io;
+  io.save = [d](const Network& net, const ModelSpec&, const std::string& path) {
+    write_file_atomic(
+        path + ".bin",
+        std::string(reinterpret_cast<const char*>(net.params()), net.num_params() * sizeof(float)),
+        d);
+    return path + ".bin";
+  };
+  return io;
 }
 
 // A plan with five small, different models on the blobs data (train_x/y, test_x/y in `dir`).

@@ -20,23 +20,13 @@ using testing_util::TempDir;
 using testing_util::write_blobs;
 using testing_util::write_text;
 
-ModelIo raw_io() {
-  ModelIo io;
-  io.save = [](const Network& net, const ModelSpec&, const std::string& path) {
-    write_file_atomic(path + ".bin", std::string(reinterpret_cast<const char*>(net.params()),
-                                                 net.num_params() * sizeof(float)));
-    return path + ".bin";
-  };
-  return io;
-}
-
 FleetSummary train(const std::string& plan, const std::string& out, bool resume = false) {
   FleetOptions o;
   o.out_dir = out;
   o.workers = 2;
   o.resume = resume;
   o.mode = Display::Mode::kQuiet;
-  return run_fleet(load_plan(plan), o, raw_io());
+  return run_fleet(load_plan(plan), o, testing_util::raw_io());
 }
 
 const char* const kModel = R"(

@@ -19,26 +19,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Saves raw parameters so tests can compare weights bit for bit.
-ModelIo raw_io() {
-  ModelIo io;
-  io.save = [](const Network& net, const ModelSpec&, const std::string& path) {
-    write_file_atomic(
-        path + ".bin",
-        std::string(reinterpret_cast<const char*>(net.params()), net.num_params() * sizeof(float)),
-        Durability::kProcessCrash);
-    return path + ".bin";
-  };
-  return io;
-}
-
 FleetSummary train(const std::string& plan, const std::string& out, bool resume = false) {
   FleetOptions o;
   o.out_dir = out;
   o.workers = 1;  // one order of jobs, so a write budget runs out at the same place every time
   o.resume = resume;
   o.mode = Display::Mode::kQuiet;
-  return run_fleet(load_plan(plan), o, raw_io());
+  return run_fleet(load_plan(plan), o, testing_util::raw_io(Durability::kProcessCrash));
 }
 
 // The fault-injection knobs of platform/files.h for one scope.
@@ -201,7 +188,7 @@ TEST_F(ResumeTrust, NotEnoughRoomIsReportedBeforeTraining) {
   o.out_dir = out();
   o.mode = Display::Mode::kQuiet;
   o.stop = &stop;  // nothing trains: the folder with no finished model
-  run_fleet(load_plan(plan), o, raw_io());
+  run_fleet(load_plan(plan), o, testing_util::raw_io(Durability::kProcessCrash));
   Faults f;
   set_write_budget(0);
   try {

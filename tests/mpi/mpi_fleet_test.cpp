@@ -114,16 +114,6 @@ class ThreadCluster final : public Cluster {
   std::string host_ = "localhost";
 };
 
-ModelIo raw_io() {
-  ModelIo io;
-  io.save = [](const Network& net, const ModelSpec&, const std::string& path) {
-    write_file_atomic(path + ".bin", std::string(reinterpret_cast<const char*>(net.params()),
-                                                 net.num_params() * sizeof(float)));
-    return path + ".bin";
-  };
-  return io;
-}
-
 struct Outcome {
   std::vector<FleetSummary> ranks;  // [0] is rank 0's
   std::vector<std::string> errors;  // what each rank threw ("" for nothing, "peer" for PeerExit)
@@ -153,7 +143,7 @@ Outcome run_ranks(const std::vector<std::string>& plans, const std::string& out,
       try {
         Plan plan;
         cluster.agree([&] { plan = load_plan(plans[static_cast<size_t>(r)]); });
-        o.ranks[static_cast<size_t>(r)] = run_fleet(plan, opts, raw_io());
+        o.ranks[static_cast<size_t>(r)] = run_fleet(plan, opts, testing_util::raw_io());
       } catch (const PeerExit&) {
         o.errors[static_cast<size_t>(r)] = "peer";
       } catch (const Error& e) {
@@ -174,7 +164,7 @@ Outcome run_single(const std::string& plan, const std::string& out) {
   opts.workers = 2;
   opts.mode = Display::Mode::kQuiet;
   Outcome o;
-  o.ranks.push_back(run_fleet(load_plan(plan), opts, raw_io()));
+  o.ranks.push_back(run_fleet(load_plan(plan), opts, testing_util::raw_io()));
   for (const auto& m : o.ranks[0].results)
     o.weights[m.name] = read_file(out + "/models/" + m.name + ".bin");
   o.comparable = testing_util::comparable(out);
