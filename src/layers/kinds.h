@@ -46,7 +46,8 @@
   X(LSTM, lstm)                                          \
   X(GRU, gru)                                            \
   X(Bidirectional, bidirectional)                        \
-  X(Masking, masking)
+  X(Masking, masking)                                    \
+  X(UpSampling2D, up_sampling2d)
 
 namespace nnfleet {
 

@@ -50,7 +50,9 @@ INSTANTIATE_TEST_SUITE_P(
         ParityCase{"lenet5_k224.json", "lenet5_weights_k224.h5", "expected/lenet5_weights_k224"},
         ParityCase{"fmnist_cnn_k310.keras", "", "expected/fmnist_cnn_k310"},
         ParityCase{"fmnist_mlp_nested_tf214.keras", "", "expected/fmnist_mlp_nested_tf214"},
-        ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"}),
+        ParityCase{"fmnist_mlp_k3_arch.json", "fmnist_mlp_k390.h5", "expected/fmnist_mlp_k390"},
+        ParityCase{"mnist_denoise_upsampling_k202.json", "mnist_denoise_upsampling_weights_k202.h5",
+                   "expected/mnist_denoise_upsampling_weights_k202"}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       std::string s = info.param.model;
       for (char& ch : s)

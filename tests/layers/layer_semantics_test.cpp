@@ -232,6 +232,14 @@ TEST(Embedding, LooksUpRowsAndMaskZeroProducesAMask) {
   EXPECT_THROW(masked->output_shape({Shape{2, 3}}), ModelError);
 }
 
+TEST(UpSampling2D, RepeatsEachPixelAndRefusesBilinear) {
+  LayerRun r("UpSampling2D", {{"size", Json{2, 1}}}, {Shape{1, 2, 1}});
+  EXPECT_EQ(r.out, (Shape{2, 2, 1}));
+  EXPECT_EQ(r.forward(1, {{3, 4}}, false), (std::vector<float>{3, 4, 3, 4}));
+  EXPECT_THROW(make_layer("UpSampling2D", Json{{"interpolation", "bilinear"}}, ConfigMode::kKeras, "u"),
+               ConfigError);
+}
+
 TEST(SequenceReshaping, UpSamplingCroppingPaddingRepeatAndPermuteMoveValuesAsKeras) {
   EXPECT_EQ(LayerRun("UpSampling1D", {{"size", 2}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false), (std::vector<float>{1, 1, 2, 2}));
   EXPECT_EQ(LayerRun("Cropping1D", {{"cropping", Json{1, 2}}}, {Shape{5, 1}}).forward(1, {{1, 2, 3, 4, 5}}, false), (std::vector<float>{2, 3}));
