@@ -150,12 +150,13 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
   }
-  // Issue 12 adds the penalty to the loss; until then training without it would silently give a
-  // different model than Keras trains.
-  if (const std::string r = m->regularized_layer(); !r.empty())
+  // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
+  // while the plan is validated, not when the model's turn comes. Training without its effect
+  // would silently give a different model than Keras trains.
+  if (const std::string r = m->training_refusal(); !r.empty())
     throw ModelError("failed to train model '" + s.name + "': " + r +
-                     "; regularizers are not applied in training yet\nhint: remove the "
-                     "regularizer from the config (predicting with it is supported)");
+                     "\nhint: remove the option from the config (predicting with it is "
+                     "supported)");
   return m;
 }
 

@@ -147,10 +147,8 @@ class Recurrent final : public Layer {
   }
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return d_.return_sequences; }
+  // Regularizers are refused by Model::training_refusal, which reads every layer's config.
   std::string training_refusal() const override {
-    if (!kreg_.is_null() || !rreg_.is_null() || !breg_.is_null())
-      return "regularizers are not applied in training yet; expected kernel_regularizer, "
-             "recurrent_regularizer and bias_regularizer null";
     if (dropout_ > 0.0 || rdropout_ > 0.0)
       return "dropout and recurrent_dropout inside recurrent layers are not applied in training "
              "yet; expected 0, or a Dropout layer after the recurrent layer";

@@ -100,10 +100,14 @@ std::string regularizer_in(const Json& c, int depth) {
 }
 }  // namespace
 
-std::string Model::regularized_layer() const {
-  for (const auto& n : nodes_)
-    if (const std::string r = regularizer_in(n.layer->keras_config(), 0); !r.empty())
-      return "layer '" + n.layer->name() + "' has " + r;
+std::string Model::training_refusal() const {
+  for (const auto& n : nodes_) {
+    const Layer& l = *n.layer;
+    if (const std::string r = regularizer_in(l.keras_config(), 0); !r.empty())
+      return "layer '" + l.name() + "' has " + r + "; regularizers are not applied in training yet";
+    if (const std::string why = l.training_refusal(); !why.empty())
+      return "layer '" + l.name() + "' (" + l.class_name() + "): " + why;
+  }
   return "";
 }
 

@@ -60,9 +60,12 @@ class Model {
     int64_t limit = 0;
   };
   const IdInput& id_input() const { return id_input_; }
-  // "layer 'conv1d' has kernel_regularizer \"L1\"" for the first layer whose config sets a weight
-  // regularizer, "" when none does. Training refuses such models: the penalty is not applied yet.
-  std::string regularized_layer() const;
+  // Why the model cannot be trained yet, "" when it can: the first layer whose config sets a
+  // weight regularizer ("layer 'conv1d' has kernel_regularizer \"L1\"; regularizers are not
+  // applied in training yet": the penalty is not in the loss yet), or whose
+  // Layer::training_refusal() gives a reason. Network refuses to train such a model, and the
+  // fleet checks it when it validates a plan.
+  std::string training_refusal() const;
 
  private:
   IdInput id_input_;

@@ -37,13 +37,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
 
   if (train_)
-    for (size_t i = 0; i < L; ++i) {
-      const std::string why = m.layer(i).training_refusal();
-      if (!why.empty())
-        throw ModelError("failed to train model '" + m.name() + "': layer " +
-                         std::to_string(i + 1) + " '" + m.layer(i).name() + "' (" +
-                         m.layer(i).class_name() + "): " + why);
-    }
+    if (const std::string why = m.training_refusal(); !why.empty())
+      throw ModelError("failed to train model '" + m.name() + "': " + why);
   // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
   if (!train_ || m.mixes_samples()) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
