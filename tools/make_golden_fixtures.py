@@ -77,7 +77,8 @@ def save(name, arr):
     np.save(os.path.join(OUT, name + ".npy"), np.asarray(arr, dtype=np.float32))
 
 
-def make(prefix, forward, x, labels, params):
+def make(prefix, forward, x, labels, params, sgd_momentum=True):
+    """Writes <prefix>_x, _y, _w<i>, _out, _loss, _grad<i>, _adam<i> (and _sgdm<i>) in OUT."""
     x_t = torch.tensor(x, dtype=torch.float64)
     lab = torch.tensor(labels, dtype=torch.int64)
     ps = [torch.tensor(p, dtype=torch.float64) for p in params]
@@ -92,8 +93,9 @@ def make(prefix, forward, x, labels, params):
         save(f"{prefix}_grad{i}", gi.numpy())
     for i, p in enumerate(adam_steps(forward, ps, x_t, lab)):
         save(f"{prefix}_adam{i}", p.numpy())
-    for i, p in enumerate(sgd_momentum_steps(forward, ps, x_t, lab)):
-        save(f"{prefix}_sgdm{i}", p.numpy())
+    if sgd_momentum:
+        for i, p in enumerate(sgd_momentum_steps(forward, ps, x_t, lab)):
+            save(f"{prefix}_sgdm{i}", p.numpy())
 
 
 def main():

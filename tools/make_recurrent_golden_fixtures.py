@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from make_golden_fixtures import OUT, adam_steps, keras_sparse_ce, save  # noqa: E402
+from make_golden_fixtures import OUT  # noqa: E402
+from make_golden_fixtures import make as make_fixture  # noqa: E402
 
 T, F, U, N = 5, 3, 4, 4
 
@@ -103,28 +104,9 @@ def check_against_torch_modules(x, rng):
     assert torch.allclose(s(x)[0][:, -1], simple_rnn(x, k, r, b), atol=1e-12)
 
 
-def grads(forward, params, x, labels):
-    ps = [p.clone().requires_grad_(True) for p in params]
-    loss = keras_sparse_ce(forward(ps, x), labels)
-    loss.backward()
-    return [p.grad.detach() for p in ps], loss.item()
-
-
-def make(prefix, forward, x, labels, params, mask_zero_rows=None):
-    x_t = torch.tensor(x, dtype=torch.float64)
-    lab = torch.tensor(labels, dtype=torch.int64)
-    ps = [torch.tensor(p, dtype=torch.float64) for p in params]
-    save(prefix + "_x", x)
-    np.save(os.path.join(OUT, prefix + "_y.npy"), np.asarray(labels, dtype=np.int32))
-    for i, p in enumerate(params):
-        save(f"{prefix}_w{i}", p)
-    save(prefix + "_out", forward(ps, x_t).numpy())
-    g, loss = grads(forward, ps, x_t, lab)
-    save(prefix + "_loss", np.array([loss]))
-    for i, gi in enumerate(g):
-        save(f"{prefix}_grad{i}", gi.numpy())
-    for i, p in enumerate(adam_steps(forward, ps, x_t, lab)):
-        save(f"{prefix}_adam{i}", p.numpy())
+def make(prefix, forward, x, labels, params):
+    """The shared fixture writer (outputs, loss, gradients, 3 Adam steps), without SGD steps."""
+    make_fixture(prefix, forward, x, labels, params, sgd_momentum=False)
 
 
 def main():
