@@ -15,12 +15,10 @@
 namespace nnfleet::test {
 namespace {
 
-std::string shared_models() { return real_models_dir(); }
-
 // Loads `file`, checks its outputs on expected/<stem>.input.npy against .output.npy, and
 // returns the loaded model for further checks.
 LoadedModel expect_parity(const std::string& file, const std::string& stem) {
-  const std::string dir = shared_models();
+  const std::string dir = real_models_dir();
   const Array x = load_npy(dir + "/expected/" + stem + ".input.npy");
   const Shape sample = x.sample_shape();  // sizes a free (None) time axis
   LoadedModel lm = load_keras_model(dir + "/" + file, "", &sample);
@@ -39,7 +37,7 @@ LoadedModel expect_parity(const std::string& file, const std::string& stem) {
 // formula, and writing it there is refused with a message saying so.
 void expect_round_trip(const LoadedModel& lm, const std::string& stem,
                        bool keras2_hard_sigmoid = false) {
-  const Array x = load_npy(shared_models() + "/expected/" + stem + ".input.npy");
+  const Array x = load_npy(real_models_dir() + "/expected/" + stem + ".input.npy");
   const auto before = run_model(lm, x);
   const std::string dir = scratch_dir("recurrent_" + stem);
   std::vector<std::string> files = {"/m.h5"};

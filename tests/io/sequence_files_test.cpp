@@ -18,7 +18,7 @@
 namespace nnfleet {
 namespace {
 
-std::string real_file(const std::string& name) { return test::real_models_dir() + "/" + name; }
+using test::fixture;  // a name outside synthetic/ is a file of the shared real set
 
 struct SequenceCase {
   const char* file;
@@ -30,12 +30,12 @@ class SequenceFileParity : public ::testing::TestWithParam<SequenceCase> {};
 
 TEST_P(SequenceFileParity, PredictionsMatchReferenceWithin1e4) {
   const SequenceCase& c = GetParam();
-  const LoadedModel lm = load_keras_model(real_file(c.file));
+  const LoadedModel lm = load_keras_model(fixture(c.file));
   ASSERT_TRUE(lm.has_weights);
   EXPECT_EQ(lm.model->input_shape(), c.input);
   EXPECT_EQ(lm.model->output_shape(), c.output);
-  const Array x = load_npy(real_file(std::string("expected/") + c.stem + ".input.npy"));
-  const Array y = load_npy(real_file(std::string("expected/") + c.stem + ".output.npy"));
+  const Array x = load_npy(fixture(std::string("expected/") + c.stem + ".input.npy"));
+  const Array y = load_npy(fixture(std::string("expected/") + c.stem + ".output.npy"));
   ASSERT_EQ(y.dtype(), DType::kF32);
   const std::vector<float> out = test::run_model(lm, x);
   ASSERT_EQ(out.size(), static_cast<size_t>(y.shape().size()));
@@ -47,8 +47,8 @@ TEST_P(SequenceFileParity, PredictionsMatchReferenceWithin1e4) {
 
 TEST_P(SequenceFileParity, WrittenBackAsKerasAndH5PredictsIdentically) {
   const SequenceCase& c = GetParam();
-  const LoadedModel lm = load_keras_model(real_file(c.file));
-  const Array x = load_npy(real_file(std::string("expected/") + c.stem + ".input.npy"));
+  const LoadedModel lm = load_keras_model(fixture(c.file));
+  const Array x = load_npy(fixture(std::string("expected/") + c.stem + ".input.npy"));
   const std::vector<float> want = test::run_model(lm, x);
   const std::string dir = test::scratch_dir(std::string("sequence_") + c.stem);
   KerasSaveInfo info;
@@ -83,7 +83,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(RealFileSequence, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
-  const LoadedModel lm = load_keras_model(real_file("iri_tcn_conv1d_causal_l1_k392.h5"));
+  const LoadedModel lm = load_keras_model(fixture("iri_tcn_conv1d_causal_l1_k392.h5"));
   const Json reg = lm.model->layer(0).keras_config()["kernel_regularizer"];
   EXPECT_EQ(reg.value("class_name", ""), "L1");
   EXPECT_NEAR(reg["config"]["l1"].get<double>(), 1e-5, 1e-12);
@@ -94,7 +94,7 @@ TEST(RealFileSequence, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
 }
 
 TEST(RealFileSequence, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {
-  const LoadedModel lm = load_keras_model(real_file("imdb_embed_flatten_k224.h5"));
+  const LoadedModel lm = load_keras_model(fixture("imdb_embed_flatten_k224.h5"));
   EXPECT_EQ(lm.model->id_input().limit, 10000);
   EXPECT_EQ(lm.model->layer(0).keras_config()["input_length"], 100);
   const std::string dir = test::scratch_dir("sequence_bad_id");
@@ -107,7 +107,7 @@ TEST(RealFileSequence, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {
   CLI::App app;
   cli::Run run;
   cli::add_predict_command(app, run);
-  const std::string model = real_file("imdb_embed_flatten_k224.h5"), x = dir + "/ids.npy",
+  const std::string model = fixture("imdb_embed_flatten_k224.h5"), x = dir + "/ids.npy",
                     out = dir + "/pred.npy";
   std::vector<const char*> argv = {"nnfleet", "predict", model.c_str(), "--x",
                                    x.c_str(), "--out",   out.c_str()};
@@ -137,7 +137,7 @@ TEST(RealFileSequence, ConvPoolReshapePartOfTheConv1dLstmModelBuilds) {
   Json cfg;
   {
     auto lock = h5::hdf5_lock();
-    const h5::File f = h5::File::open(real_file("synth_conv1d_maxpool_lstm_tf2131.h5"));
+    const h5::File f = h5::File::open(fixture("synth_conv1d_maxpool_lstm_tf2131.h5"));
     cfg = Json::parse(f.root().string_attr("model_config"));
   }
   std::vector<std::unique_ptr<Layer>> layers;
