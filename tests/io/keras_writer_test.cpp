@@ -234,23 +234,33 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
         std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
 
-// Keras 3 keeps no learning-rate variable when the rate is a schedule: vars are the iteration
-// count and then the slots.
-TEST(KerasExport, ScheduledOptimizerRoundTripsWithItsStateAndSchedule) {
+// The synthetic Functional model after `steps` training steps on its three input rows (one-hot
+// targets, categorical cross-entropy) with `optimizer`.
+std::unique_ptr<Network> trained_functional_k3(const OptimizerSpec& optimizer, int steps) {
   const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
   TrainSpec spec;
   spec.loss = parse_loss(Json("categorical_crossentropy"));
-  spec.optimizer = parse_optimizer(Json::parse(R"({"Adam": {"learning_rate": {"CosineDecay":
-      {"initial_learning_rate": 0.01, "decay_steps": 5}}}})"));
-  Network net(lm.model, 3, spec);
-  std::copy(lm.params.begin(), lm.params.end(), net.params());
+  spec.optimizer = optimizer;
+  auto net = std::make_unique<Network>(lm.model, 3, spec);
+  std::copy(lm.params.begin(), lm.params.end(), net->params());
   const Array x = load_npy(fixture("synthetic/functional_k3.input.npy"));
   std::vector<float> t = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   const int64_t idx[3] = {0, 1, 2};
-  for (int step = 0; step < 2; ++step) {
-    gather_rows(x, idx, 3, 1.0f, net.input());
-    net.train_step(3, Targets{t.data(), nullptr});
+  for (int step = 0; step < steps; ++step) {
+    gather_rows(x, idx, 3, 1.0f, net->input());
+    net->train_step(3, Targets{t.data(), nullptr});
   }
+  return net;
+}
+
+// Keras 3 keeps no learning-rate variable when the rate is a schedule: vars are the iteration
+// count and then the slots.
+TEST(KerasExport, ScheduledOptimizerRoundTripsWithItsStateAndSchedule) {
+  TrainSpec spec;
+  spec.optimizer = parse_optimizer(Json::parse(R"({"Adam": {"learning_rate": {"CosineDecay":
+      {"initial_learning_rate": 0.01, "decay_steps": 5}}}})"));
+  const auto trained = trained_functional_k3(spec.optimizer, 2);
+  const Network& net = *trained;
   const std::string dir = test::scratch_dir("scheduled");
   save_keras(dir + "/s.keras", net.model(), net.params(), keras_save_info(net, {}));
   const LoadedModel back = load_keras_model(dir + "/s.keras");
@@ -312,19 +322,9 @@ TEST(KerasExport, SequenceLayersRoundTripBothWays) {
 }
 
 TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
-  const LoadedModel lm = load_keras_model(fixture("synthetic/functional_k3.keras"));
-  TrainSpec spec;
-  spec.loss = parse_loss(Json("categorical_crossentropy"));
-  spec.optimizer = parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}, {"amsgrad", true}}}});
-  Network net(lm.model, 3, spec);
-  std::copy(lm.params.begin(), lm.params.end(), net.params());
-  const Array x = load_npy(fixture("synthetic/functional_k3.input.npy"));
-  std::vector<float> t = {1, 0, 0, 0, 1, 0, 0, 0, 1};
-  const int64_t idx[3] = {0, 1, 2};
-  for (int step = 0; step < 3; ++step) {
-    gather_rows(x, idx, 3, 1.0f, net.input());
-    net.train_step(3, Targets{t.data(), nullptr});
-  }
+  const auto trained = trained_functional_k3(
+      parse_optimizer(Json{{"Adam", {{"learning_rate", 0.01}, {"amsgrad", true}}}}), 3);
+  const Network& net = *trained;
   const std::string dir = test::scratch_dir("trained");
   save_keras(dir + "/t.keras", net.model(), net.params(), keras_save_info(net, {"accuracy"}));
   const LoadedModel back = load_keras_model(dir + "/t.keras");
