@@ -98,17 +98,28 @@ std::string model_summary(const LoadedModel& lm, const std::string& path) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     s += line + "\n";
   };
-  row(m.input_name(), "InputLayer", m.input_shape(), 0, "");
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    row(m.input(k).name, "InputLayer", m.input(k).shape, 0, "");
   for (size_t i = 0; i < m.num_layers(); ++i) {
     uint64_t params = 0;
     for (const auto& p : m.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
     std::string inputs;
-    for (int id : m.layer_inputs(i))
-      inputs += (inputs.empty() ? "" : ", ") +
-                (id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name());
+    for (int id : m.layer_inputs(i)) inputs += (inputs.empty() ? "" : ", ") + m.node_name(id);
     row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape, params, inputs);
   }
   s += double_rule + "\n";
+  if (m.num_inputs() > 1 || m.num_outputs() > 1) {
+    // The order predict takes its --x files and writes its outputs in.
+    s += "Inputs:";
+    for (size_t k = 0; k < m.num_inputs(); ++k)
+      s += std::string(k ? "," : "") + " " + m.input(k).name + " " +
+           keras_shape_str(m.input(k).shape);
+    s += "\nOutputs:";
+    for (size_t j = 0; j < m.num_outputs(); ++j)
+      s += std::string(j ? "," : "") + " " + m.output_name(j) + " " +
+           keras_shape_str(m.output_shape(j));
+    s += "\n";
+  }
   const uint64_t t = m.trainable_params(), f = m.non_trainable_params();
   s += "Total params: " + thousands(t + f) + " (" + human_bytes(4.0 * static_cast<double>(t + f)) +
        ")\n";
