@@ -42,16 +42,20 @@ std::string gib(size_t bytes) {
 // checked like the training ones: evaluation gathers them into the same buffers); adds problems.
 void check_source_targets(const std::string& at, const char* role, const std::string& source,
                           const Array& y, const LabelStats& st, const ModelSpec& s, const Model& m,
-                          std::vector<std::string>& problems) {
-  const int64_t k = m.output_shape().size();
+                          std::vector<std::string>& problems, size_t out = 0,
+                          const LossSpec* out_loss = nullptr) {
+  const int64_t k = m.output_shape(out).size();
+  const LossSpec& loss = out_loss ? *out_loss : s.loss;
   const Shape ys = y.sample_shape();
   char range_text[96];
   std::snprintf(range_text, sizeof range_text, "labels %g..%g", st.min, st.max);
   const std::string range = range_text;
+  const std::string which =
+      m.num_outputs() > 1 ? "output '" + m.output_name(out) + "': " : std::string();
   auto add = [&](const std::string& problem) {
-    problems.push_back(at + problem + " (" + role + " data " + source + ")");
+    problems.push_back(at + which + problem + " (" + role + " data " + source + ")");
   };
-  switch (s.loss.kind) {
+  switch (loss.kind) {
     case LossKind::kSparseCategoricalCrossentropy:
       if (ys.size() != 1)
         add("sparse_categorical_crossentropy needs one integer label per sample; expected y of "
@@ -69,7 +73,7 @@ void check_source_targets(const std::string& at, const char* role, const std::st
     default:
       if (ys.size() != k)
         add("targets do not match the model output; expected y samples of " + std::to_string(k) +
-            " values (output " + m.output_shape().str() + "), got " + ys.str() +
+            " values (output " + m.output_shape(out).str() + "), got " + ys.str() +
             (ys.size() == 1 && k > 1 ? "; for integer class labels use loss: "
                                        "sparse_categorical_crossentropy, for training and test "
                                        "targets alike"
@@ -81,11 +85,61 @@ void check_source_targets(const std::string& at, const char* role, const std::st
 void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
                    std::vector<std::string>& problems) {
   const std::string at = s.where + ": model '" + s.name + "': ";
-  const size_t before = problems.size();
-  check_source_targets(at, "training", d.train_name, d.train.y, d.train_labels, s, m, problems);
-  // The test targets' problem would mostly repeat the training targets' one: only when those pass.
-  if (d.test && problems.size() == before)
-    check_source_targets(at, "test", d.test_name, d.test->y, d.test_labels, s, m, problems);
+  if (m.num_outputs() == 1 && d.num_y() == 1) {
+    const size_t before = problems.size();
+    check_source_targets(at, "training", d.train_name, d.train.y, d.train_labels, s, m, problems);
+    // The test targets' problem would mostly repeat the training targets' one: only when those
+    // pass.
+    if (d.test && problems.size() == before)
+      check_source_targets(at, "test", d.test_name, d.test->y, d.test_labels, s, m, problems);
+    return;
+  }
+  // Several outputs: one target per output, each checked against its output and loss.
+  if (d.num_y() != m.num_outputs()) {
+    std::string names;
+    for (size_t j = 0; j < m.num_outputs(); ++j) names += (j ? ", " : "") + m.output_name(j);
+    problems.push_back(at + "the model has " + std::to_string(m.num_outputs()) + " outputs (" +
+                       names + "); expected one target per output in the data (y: [...]), got " +
+                       std::to_string(d.num_y()) + " (data " + d.train_name + ")");
+    return;
+  }
+  TrainSpec ts;
+  try {
+    ts = train_spec_of(s, m);
+  } catch (const Error& e) {
+    problems.push_back(at + e.what());
+    return;
+  }
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const size_t before = problems.size();
+    check_source_targets(at, "training", d.train_name, d.y(j), d.labels(j), s, m, problems, j,
+                         &ts.loss_of(j));
+    if (d.test && problems.size() == before)
+      check_source_targets(at, "test", d.test_name, d.y(j, true), d.labels(j, true), s, m,
+                           problems, j, &ts.loss_of(j));
+  }
+}
+
+// Several inputs: one array per input in the data, each of the input's shape; adds problems.
+void check_inputs(const ModelSpec& s, const Model& m, const FleetData& d,
+                  std::vector<std::string>& problems) {
+  const std::string at = s.where + ": model '" + s.name + "': ";
+  std::string names;
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    names += (k ? ", " : "") + m.input(k).name + " " + m.input(k).shape.str();
+  if (d.num_x() != m.num_inputs()) {
+    problems.push_back(at + "the model has " + std::to_string(m.num_inputs()) + " input" +
+                       (m.num_inputs() > 1 ? "s" : "") + " (" + names +
+                       "); expected one array per input in the data (x: [...]), got " +
+                       std::to_string(d.num_x()) + " (data " + d.train_name + ")");
+    return;
+  }
+  for (size_t k = 1; k < m.num_inputs(); ++k)
+    if (!(d.input_shapes[k] == m.input(k).shape))
+      problems.push_back(at + "input '" + m.input(k).name + "' takes samples of shape " +
+                         m.input(k).shape.str() + "; expected the data's x[" + std::to_string(k) +
+                         "] to match, got " + d.input_shapes[k].str() + " (data " + d.train_name +
+                         ")");
 }
 
 // The inputs of a model whose Embedding reads them as ids: each must be an id it has, checked
@@ -150,12 +204,6 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
   }
-  if (m->num_inputs() > 1 || m->num_outputs() > 1)
-    throw ModelError("failed to train model '" + s.name + "': it has " +
-                     std::to_string(m->num_inputs()) + " input(s) and " +
-                     std::to_string(m->num_outputs()) +
-                     " output(s); plans train models with one input and one output only so far "
-                     "(predict takes several)");
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
   // would silently give a different model than Keras trains.
@@ -228,18 +276,22 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
       continue;
     }
+    check_inputs(s, *j.model, data, problems);
     check_targets(s, *j.model, data, problems);
     check_input_ids(s, *j.model, data, problems);
     check_early_stopping(s, data, problems);
+    TrainSpec train{s.loss, s.optimizer};
     try {
-      for (const auto& m : s.metrics)
-        resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
+      train = train_spec_of(s, *j.model);
+      for (size_t o = 0; o < j.model->num_outputs(); ++o)
+        for (const auto& m : s.metrics)
+          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o).size()));
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+      continue;
     }
     j.pieces = batch_pieces(s, *j.model);
-    const size_t est =
-        Network::estimate_bytes(j.model, s.batch_size, TrainSpec{s.loss, s.optimizer}, j.pieces);
+    const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
     estimates.push_back(est);
     const size_t phys = physical_memory_bytes();
     if (est + all_data > phys)

@@ -10,6 +10,9 @@ namespace nnfleet {
 size_t FleetData::bytes() const {
   size_t b = train.x.size_bytes() + train.y.size_bytes();
   if (test) b += test->x.size_bytes() + test->y.size_bytes();
+  for (const More* m : {&more, &test_more})
+    for (const auto* v : {&m->x, &m->y})
+      for (const Array& a : *v) b += a.size_bytes();
   return b;
 }
 
@@ -106,6 +109,29 @@ XY load_checked(const DataSource& s) {
   return d;
 }
 
+// The second and later inputs and targets of a source, each with the first's rows and only
+// finite numbers.
+FleetData::More load_more(const DataSource& s, const XY& first) {
+  FleetData::More m;
+  const std::string what = describe_source(s);
+  auto one = [&](const std::string& name, const Array& like, const char* which, int k) {
+    Array a = s.kind == DataSource::Kind::kNpz ? load_npz(s.file, name) : load_npy(name);
+    const std::string label = std::string(which) + "[" + std::to_string(k) + "] ('" + name + "')";
+    if (a.shape().rank() < 1 || a.rows() != like.rows())
+      throw DataError("failed to load data " + what + ": " + label + " has " +
+                      (a.shape().rank() < 1 ? std::string("no sample axis") :
+                                              std::to_string(a.rows()) + " samples") +
+                      "; expected " + std::to_string(like.rows()) + ", as " + which + "[0]");
+    check_finite(a, what, which);
+    return a;
+  };
+  for (size_t i = 0; i < s.more_x.size(); ++i)
+    m.x.push_back(one(s.more_x[i], first.x, "x", static_cast<int>(i + 1)));
+  for (size_t i = 0; i < s.more_y.size(); ++i)
+    m.y.push_back(one(s.more_y[i], first.y, "y", static_cast<int>(i + 1)));
+  return m;
+}
+
 }  // namespace
 
 namespace {
@@ -114,9 +140,23 @@ FleetData load_one(const DataSpec& spec) {
   FleetData f;
   f.train = load_checked(spec.train);
   f.train_name = describe_source(spec.train);
+  f.more = load_more(spec.train, f.train);
   if (spec.test) {
     f.test = load_checked(*spec.test);
     f.test_name = describe_source(*spec.test);
+    f.test_more = load_more(*spec.test, *f.test);
+    if (f.test_more.x.size() != f.more.x.size() || f.test_more.y.size() != f.more.y.size())
+      throw DataError("failed to load data " + f.test_name + ": test has " +
+                      std::to_string(1 + f.test_more.x.size()) + " inputs and " +
+                      std::to_string(1 + f.test_more.y.size()) + " targets; expected " +
+                      std::to_string(1 + f.more.x.size()) + " and " +
+                      std::to_string(1 + f.more.y.size()) + ", as train");
+    for (size_t k = 0; k < f.more.x.size(); ++k)
+      if (!(f.test_more.x[k].sample_shape() == f.more.x[k].sample_shape()))
+        throw DataError("failed to load data " + f.test_name + ": test input " +
+                        std::to_string(k + 1) + " has samples of shape " +
+                        f.test_more.x[k].sample_shape().str() + "; expected the train shape " +
+                        f.more.x[k].sample_shape().str());
     if (!(f.test->x.sample_shape() == f.train.x.sample_shape()))
       throw DataError("failed to load data " + f.test_name + ": test samples have shape " +
                       f.test->x.sample_shape().str() + "; expected the train sample shape " +
@@ -124,6 +164,8 @@ FleetData load_one(const DataSpec& spec) {
   }
   f.scale = static_cast<float>(spec.scale);
   f.input_shape = f.train.x.sample_shape();
+  f.input_shapes = {f.input_shape};
+  for (const Array& a : f.more.x) f.input_shapes.push_back(a.sample_shape());
   const int64_t rows = f.train.x.rows();
   // Keras: split_at = int(n * (1 - validation_split)).
   f.n_train = static_cast<int64_t>(static_cast<double>(rows) * (1.0 - spec.validation_split));
@@ -137,6 +179,8 @@ FleetData load_one(const DataSpec& spec) {
   }
   f.train_labels = label_stats(f.train.y);
   if (f.test) f.test_labels = label_stats(f.test->y);
+  for (FleetData::More* m : {&f.more, &f.test_more})
+    for (const Array& y : m->y) m->y_labels.push_back(label_stats(y));
   return f;
 }
 

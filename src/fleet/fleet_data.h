@@ -29,6 +29,30 @@ struct FleetData {
   LabelStats train_labels;  // train and its validation split
   LabelStats test_labels;   // when test is set
   std::string train_name, test_name;  // "'x.npy' and 'y.npy'", for messages (describe_source)
+  // Models with several inputs or outputs: the second and later inputs and targets of train and
+  // of test (DataSource::more_x, more_y), each with the rows of train.x (test->x).
+  struct More {
+    std::vector<Array> x, y;
+    std::vector<LabelStats> y_labels;  // per y
+  };
+  More more, test_more;
+  // Every input's per-sample shape, in order (the first is input_shape).
+  std::vector<Shape> input_shapes;
+  // Input k (0: train.x) and target j (0: train.y) of train, or of test.
+  const Array& x(size_t k, bool of_test = false) const {
+    const XY& d = of_test ? *test : train;
+    return k == 0 ? d.x : (of_test ? test_more : more).x[k - 1];
+  }
+  const Array& y(size_t j, bool of_test = false) const {
+    const XY& d = of_test ? *test : train;
+    return j == 0 ? d.y : (of_test ? test_more : more).y[j - 1];
+  }
+  const LabelStats& labels(size_t j, bool of_test = false) const {
+    return j == 0 ? (of_test ? test_labels : train_labels)
+                  : (of_test ? test_more : more).y_labels[j - 1];
+  }
+  size_t num_x() const { return 1 + more.x.size(); }
+  size_t num_y() const { return 1 + more.y.size(); }
   size_t bytes() const;
 };
 

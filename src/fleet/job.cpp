@@ -17,45 +17,77 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// A value of the history: a metric of output `output`, or (is_loss) that output's own loss
+// (models with several outputs: "main_output_loss").
 struct MetricSlot {
   MetricKind kind;
   std::string key;
+  size_t output = 0;
+  bool is_loss = false;
 };
 
-// Reusable per-job batch buffers (allocated once per job, never inside a step).
+// Reusable per-job batch buffers (allocated once per job, never inside a step), one set per model
+// output.
 struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
-  int k;
+  const TrainSpec& train;
+  int k;  // output 0's features
+  std::vector<int> ks;
   std::vector<int64_t> idx;
-  std::vector<int32_t> labels;
-  std::vector<float> values;
+  std::vector<std::vector<int32_t>> labels;
+  std::vector<std::vector<float>> values;
+  std::vector<Targets> targets;  // of the last load, one per output
 
-  Batcher(const FleetData& d, const ModelSpec& s, int k_) : data(d), spec(s), k(k_) {
-    if (spec.loss.sparse())
-      labels.resize(static_cast<size_t>(spec.batch_size));
-    else
-      values.resize(static_cast<size_t>(spec.batch_size) * k);
+  Batcher(const FleetData& d, const ModelSpec& s, const TrainSpec& ts, const Model& m)
+      : data(d), spec(s), train(ts), k(static_cast<int>(m.output_shape().size())) {
+    const size_t outs = m.num_outputs();
+    labels.resize(outs);
+    values.resize(outs);
+    targets.resize(outs);
+    for (size_t j = 0; j < outs; ++j) {
+      ks.push_back(static_cast<int>(m.output_shape(j).size()));
+      if (train.loss_of(j).sparse())
+        labels[j].resize(static_cast<size_t>(spec.batch_size));
+      else
+        values[j].resize(static_cast<size_t>(spec.batch_size) * ks[j]);
+    }
     idx.resize(static_cast<size_t>(spec.batch_size));
   }
-  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
-  // The buffers were sized for the model: run_fleet's check_targets holds every source (training
-  // and test) to that shape before anything runs.
+  // Loads rows idx[0..n) of (x, y) (data.train or *data.test, with their further inputs and
+  // targets) into the network inputs and the target buffers; returns output 0's targets (all
+  // are in `targets`). The buffers were sized for the model: run_fleet's check_targets holds
+  // every source (training and test) to that shape before anything runs.
   Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
-    NNFLEET_CHECK(n <= spec.batch_size && (spec.loss.sparse() ? xy.y.row_size() == 1
-                                                               : xy.y.row_size() == k));
-    gather_rows(xy.x, rows, n, data.scale, net.input());
-    Targets t;
-    if (spec.loss.sparse()) {
-      gather_labels(xy.y, rows, n, labels.data());
-      t.labels = labels.data();
-    } else {
-      gather_rows(xy.y, rows, n, 1.0f, values.data());
-      t.values = values.data();
+    const bool of_test = &xy != &data.train;
+    NNFLEET_CHECK(n <= spec.batch_size && net.model().num_inputs() == data.num_x() &&
+                  targets.size() == data.num_y());
+    for (size_t i = 0; i < data.num_x(); ++i)
+      gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const Array& y = data.y(j, of_test);
+      const bool sparse = train.loss_of(j).sparse();
+      NNFLEET_CHECK(sparse ? y.row_size() == 1 : y.row_size() == ks[j]);
+      Targets t;
+      if (sparse) {
+        gather_labels(y, rows, n, labels[j].data());
+        t.labels = labels[j].data();
+      } else {
+        gather_rows(y, rows, n, 1.0f, values[j].data());
+        t.values = values[j].data();
+      }
+      targets[j] = t;
     }
-    return t;
+    return targets[0];
   }
 };
+
+// The value of slot `m` summed over a batch whose outputs the network holds.
+double slot_sum(const MetricSlot& m, Network& net, const Batcher& b, int n) {
+  const LossSpec& loss = b.train.loss_of(m.output);
+  return metric_sum(m.kind, n, b.ks[m.output], net.output(m.output), b.targets[m.output],
+                    loss.from_logits);
+}
 
 // Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
 // network's forward on the first n input rows.
@@ -66,23 +98,20 @@ void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end
   loss_sum = 0.0;
   msums.assign(metrics.size(), 0.0);
   const int bs = spec.batch_size;
+  std::vector<double> out_sums(b.targets.size());
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     Targets t = b.load(xy, b.idx.data(), n, net);
     infer(n);
-    loss_sum += net.output_loss(n, spec.loss, t, nullptr);
+    if (b.train.outputs.empty()) {
+      loss_sum += net.output_loss(n, spec.loss, t, nullptr);
+    } else {
+      loss_sum += net.output_losses(n, b.targets.data(), out_sums.data());
+    }
     for (size_t m = 0; m < metrics.size(); ++m)
-      msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
+      msums[m] += metrics[m].is_loss ? out_sums[metrics[m].output] : slot_sum(metrics[m], net, b, n);
   }
-}
-
-// Why a plan cannot train a model with several inputs or outputs yet (its data has one x and y).
-std::string multi_io_refusal(const ModelSpec& spec, const Model& model) {
-  return "failed to train model '" + spec.name + "': it has " + std::to_string(model.num_inputs()) +
-         " input(s) and " + std::to_string(model.num_outputs()) +
-         " output(s); plans train models with one input and one output only so far (predict "
-         "takes several)";
 }
 
 bool monitor_is_max(const EarlyStopping& es) {
@@ -143,6 +172,49 @@ double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train
   return (3.0 * model.forward_flops() + 1e3) * static_cast<double>(n_train) * spec.epochs;
 }
 
+// Resolves a list (output order) or map (output names) of per-output values; `what` names them.
+template <typename T>
+std::vector<T> per_output(const std::vector<std::pair<std::string, T>>& given, const Model& m,
+                          const T& fallback, const std::string& model, const char* what) {
+  std::vector<T> out(m.num_outputs(), fallback);
+  if (given.empty()) return out;
+  std::string names;
+  for (size_t j = 0; j < m.num_outputs(); ++j) names += (j ? ", " : "") + m.output_name(j);
+  const std::string where = "failed to train model '" + model + "': ";
+  if (given[0].first.empty()) {
+    if (given.size() != m.num_outputs())
+      throw ModelError(where + "it has " + std::to_string(m.num_outputs()) + " output" +
+                       (m.num_outputs() > 1 ? "s" : "") + " (" + names + "); expected one " +
+                       what + " per output, got " + std::to_string(given.size()));
+    for (size_t j = 0; j < given.size(); ++j) out[j] = given[j].second;
+    return out;
+  }
+  for (const auto& [name, v] : given) {
+    size_t j = 0;
+    while (j < m.num_outputs() && m.output_name(j) != name) ++j;
+    if (j == m.num_outputs())
+      throw ModelError(where + "its " + what + " names output '" + name +
+                       "', which it does not have; expected one of " + names);
+    out[j] = v;
+  }
+  return out;
+}
+
+TrainSpec train_spec_of(const ModelSpec& spec, const Model& model) {
+  TrainSpec t{spec.loss, spec.optimizer};
+  if (model.num_outputs() == 1 && spec.output_losses.size() <= 1 && spec.loss_weights.size() <= 1) {
+    if (!spec.output_losses.empty()) t.loss = spec.output_losses[0].second;
+    if (!spec.loss_weights.empty() && spec.loss_weights[0].second != 1.0)
+      t.outputs = {{t.loss, spec.loss_weights[0].second}};
+    return t;
+  }
+  const auto losses = per_output(spec.output_losses, model, spec.loss, spec.name, "loss");
+  const auto weights = per_output(spec.loss_weights, model, 1.0, spec.name, "loss weight");
+  for (size_t j = 0; j < model.num_outputs(); ++j) t.outputs.push_back({losses[j], weights[j]});
+  t.loss = losses[0];
+  return t;
+}
+
 JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
                   const JobContext& ctx, const std::vector<float>* initial_params) {
   JobResult res;
@@ -152,15 +224,13 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
-    if (model->num_inputs() > 1 || model->num_outputs() > 1)
-      throw ModelError(multi_io_refusal(spec, *model));
-    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
-                batch_pieces(spec, *model));
+    const TrainSpec train = train_spec_of(spec, *model);
+    Network net(model, spec.batch_size, train, batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.
     const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
     const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
     const std::function<void(int)> infer_piece = [&net](int p) { net.infer_piece(p); };
-    auto train_step = [&](int n, const Targets& t) {
+    auto train_step = [&](int n, const Targets* t) {
       if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
       net.begin_step(n, t);
       ctx.helpers->run(net.pieces(), train_piece);
@@ -173,10 +243,18 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       net.begin_inference(n);
       ctx.helpers->run(net.pieces(), infer_piece);
     };
-    const int k = static_cast<int>(net.output_features());
     std::vector<MetricSlot> metrics;
-    for (const auto& m : spec.metrics)
-      metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
+    const size_t outs = model->num_outputs();
+    // Keras's names with several outputs: main_output_loss, ..., then main_output_mae, ...
+    if (outs > 1)
+      for (size_t j = 0; j < outs; ++j)
+        metrics.push_back({MetricKind::kMeanSquaredError, model->output_name(j) + "_loss", j, true});
+    for (size_t j = 0; j < outs; ++j)
+      for (const auto& m : spec.metrics)
+        metrics.push_back({resolve_metric(m, train.loss_of(j),
+                                          static_cast<int>(model->output_shape(j).size())),
+                           outs > 1 ? model->output_name(j) + "_" + metric_key(m) : metric_key(m),
+                           j, false});
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -208,7 +286,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
-    Batcher batcher(data, spec, k);
+    Batcher batcher(data, spec, train, *model);
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
@@ -249,8 +327,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
-        const double loss = train_step(n, t);
+        batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        const double loss = train_step(n, batcher.targets.data());
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
@@ -262,9 +340,14 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
         ck.loss_sum += loss * n;
         ck.seen += n;
-        for (size_t m = 0; m < metrics.size(); ++m)
-          ck.metric_sums[m] +=
-              metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
+        for (size_t m = 0; m < metrics.size(); ++m) {
+          if (!metrics[m].is_loss) {
+            ck.metric_sums[m] += slot_sum(metrics[m], net, batcher, n);
+            continue;
+          }
+          const float* l = net.step_losses(metrics[m].output);
+          for (int i = 0; i < n; ++i) ck.metric_sums[m] += l[i];
+        }
         ck.samples += n;
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);

@@ -98,6 +98,11 @@ int batch_pieces(const ModelSpec& spec, const Model& model);
 // `keras:` spec the caller provides the model). Throws ModelError.
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape);
 
+// The losses a spec's model trains with: its plan's loss, or one per output (ModelSpec::
+// output_losses, a list in output order or a map by output name) with loss_weights; the training
+// loss is their weighted sum (Keras). Throws ModelError when they do not fit the outputs.
+TrainSpec train_spec_of(const ModelSpec& spec, const Model& model);
+
 // Estimated training cost (FLOPs x samples x epochs), for longest-first scheduling.
 double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train);
 

@@ -43,17 +43,17 @@ const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"}
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
 const std::vector<std::string> kModelKeys = {
     "batch_size", "batch_split", "data",    "early_stopping", "epochs",    "grid",   "keras",
-    "layers",     "loss",        "metrics", "name",           "optimizer", "shuffle"};
+    "layers",     "loss",        "loss_weights", "metrics", "name",    "optimizer", "shuffle"};
 const std::vector<std::string> kDefaultsKeys = {
     "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
-    "layers",     "loss",        "metrics", "optimizer",      "shuffle"};
+    "layers",     "loss",        "loss_weights", "metrics", "optimizer",      "shuffle"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
     "name", "seed", "data", "train", "test", "scale", "validation_split", "models", "keras",
-    "epochs", "batch_size", "batch_split", "shuffle", "loss", "metrics", "optimizer", "early_stopping",
+    "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
     "layers"};
 // clang-format on
@@ -229,7 +229,8 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
   static const std::string forms =
       "fashion-mnist:train, fashion-mnist:test, {x: x.npy, y: y.npy}, "
       "{npz: d.npz, x: key, y: key}, {csv: f.csv, label: column} or "
-      "{idx_images: file, idx_labels: file}";
+      "{idx_images: file, idx_labels: file} (x and y of npy and npz sources may be lists, one "
+      "per model input and output)";
   DataSource s;
   if (v.is_string()) {
     const std::string t = v.get<std::string>();
@@ -272,11 +273,39 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
     ok = false;
     return "";
   };
+  // x: [a, b] and y: [c, d] (several model inputs and outputs): the first stays in x and y, the
+  // others go to more_x and more_y.
+  auto list_field = [&](const std::string& key, bool is_file, const char* what, std::string& first,
+                        std::vector<std::string>& more) {
+    if (!v.contains(key) || !v[key].is_array()) {
+      first = field(key, is_file, what);
+      return;
+    }
+    const Json& a = v[key];
+    if (a.empty()) {
+      pr_.add(child_path(path, key), "expected at least one entry (" + std::string(what) + ")");
+      ok = false;
+      return;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string() || a[i].get<std::string>().empty()) {
+        pr_.add(index_path(child_path(path, key), i),
+                "expected " + std::string(what) + ", got " + show(a[i]));
+        ok = false;
+        continue;
+      }
+      const std::string e = is_file ? resolve(a[i].get<std::string>()) : a[i].get<std::string>();
+      if (i == 0)
+        first = e;
+      else
+        more.push_back(e);
+    }
+  };
   switch (s.kind) {
     case DataSource::Kind::kNpz:
       s.file = field("npz", true, "an .npz file path");
-      s.x = field("x", false, "the name of an array in the .npz");
-      s.y = field("y", false, "the name of an array in the .npz");
+      list_field("x", false, "the name of an array in the .npz", s.x, s.more_x);
+      list_field("y", false, "the name of an array in the .npz", s.y, s.more_y);
       break;
     case DataSource::Kind::kCsv:
       s.file = field("csv", true, "a .csv file path");
@@ -287,8 +316,8 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
       s.y = field("idx_labels", true, "an IDX labels file path");
       break;
     default:
-      s.x = field("x", true, "an .npy file path");
-      s.y = field("y", true, "an .npy file path");
+      list_field("x", true, "an .npy file path", s.x, s.more_x);
+      list_field("y", true, "an .npy file path", s.y, s.more_y);
       break;
   }
   if (!ok) return std::nullopt;
@@ -541,16 +570,65 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   ex["shuffle"] = s.shuffle;
 
   const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);
+  s.loss_given = m.contains("loss");
   bool loss_ok = true;
-  try {
-    s.loss = parse_loss(loss);
-  } catch (const ConfigError& e) {
-    pr_.add(
-        spec_error_path(at("loss"), loss, e, "loss"),
-        config_message(e) + (e.key() == "loss" ? near_miss(spec_name(loss), loss_names()) : ""));
+  // One loss, or one per output (a list in output order, a map by output name).
+  auto known_loss = [](const std::string& k) {
+    try {
+      parse_loss(Json(k));
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  const bool per_output =
+      loss.is_array() ||
+      (loss.is_object() && !loss.contains("class_name") &&
+       (loss.size() > 1 || (loss.size() == 1 && !known_loss(loss.begin().key()))));
+  auto parse_one = [&](const Json& l, const std::string& p) -> std::optional<LossSpec> {
+    try {
+      return parse_loss(l);
+    } catch (const ConfigError& e) {
+      pr_.add(spec_error_path(p, l, e, "loss"),
+              config_message(e) + (e.key() == "loss" ? near_miss(spec_name(l), loss_names()) : ""));
+      loss_ok = false;
+    }
+    return std::nullopt;
+  };
+  if (!per_output) {
+    if (auto l = parse_one(loss, at("loss"))) s.loss = *l;
+  } else if (loss.empty()) {
+    pr_.add(at("loss"), "expected a loss, or one per output, got " + show(loss));
     loss_ok = false;
+  } else if (loss.is_array()) {
+    for (size_t i = 0; i < loss.size(); ++i)
+      if (auto l = parse_one(loss[i], index_path(at("loss"), i))) s.output_losses.push_back({"", *l});
+  } else {
+    for (auto it = loss.begin(); it != loss.end(); ++it)
+      if (auto l = parse_one(it.value(), child_path(at("loss"), it.key())))
+        s.output_losses.push_back({it.key(), *l});
   }
+  if (!s.output_losses.empty()) s.loss = s.output_losses[0].second;
   ex["loss"] = loss;
+  if (m.contains("loss_weights") && !m["loss_weights"].is_null()) {
+    const Json& w = m["loss_weights"];
+    const std::string p = at("loss_weights");
+    if (w.is_array() && !w.empty()) {
+      for (size_t i = 0; i < w.size(); ++i)
+        if (auto x = check_number(pr_, index_path(p, i), w[i], 0, false, INFINITY, false,
+                                  "a weight >= 0"))
+          s.loss_weights.push_back({"", *x});
+    } else if (w.is_object() && !w.empty()) {
+      for (auto it = w.begin(); it != w.end(); ++it)
+        if (auto x = check_number(pr_, child_path(p, it.key()), it.value(), 0, false, INFINITY,
+                                  false, "a weight >= 0"))
+          s.loss_weights.push_back({it.key(), *x});
+    } else {
+      pr_.add(p, "expected a list of weights (one per output) or a map by output name, got " +
+                     show(w));
+    }
+    ex["loss_weights"] = w;
+  }
 
   // Metrics are resolved against the data's shape when the fleet starts; here the names and
   // whether they fit the loss.
@@ -739,13 +817,20 @@ Json DataSpec::to_json() const {
 }
 
 Json DataSource::to_json() const {
+  // One input (target): a string, as before; several: the list.
+  auto list = [](const std::string& first, const std::vector<std::string>& more) {
+    if (more.empty()) return Json(first);
+    Json a = Json::array({first});
+    for (const auto& m : more) a.push_back(m);
+    return a;
+  };
   switch (kind) {
     case Kind::kFashionMnist:
       return "fashion-mnist:" + split;
     case Kind::kNpy:
-      return Json::object({{"x", x}, {"y", y}});
+      return Json::object({{"x", list(x, more_x)}, {"y", list(y, more_y)}});
     case Kind::kNpz:
-      return Json::object({{"npz", file}, {"x", x}, {"y", y}});
+      return Json::object({{"npz", file}, {"x", list(x, more_x)}, {"y", list(y, more_y)}});
     case Kind::kCsv:
       return Json::object({{"csv", file}, {"label", label}});
     case Kind::kIdx:

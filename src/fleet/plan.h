@@ -23,6 +23,10 @@ struct DataSource {
   std::string x, y;          // npy: paths; idx: images, labels; npz: member keys
   std::string file;          // npz or csv path
   std::string label;         // csv label column
+  // npy and npz sources of models with several inputs or outputs (`x: [a.npy, b.npy]`): the
+  // second and later inputs and targets, in the model's input and output order (x and y hold
+  // the first).
+  std::vector<std::string> more_x, more_y;
   Json to_json() const;      // the plan form, for plan.yaml
 };
 
@@ -65,6 +69,12 @@ struct ModelSpec {
   int batch_split = 0;  // pieces per batch (Network::pieces); 0: automatic (batch_pieces in job.h)
   bool shuffle = true;
   LossSpec loss;
+  bool loss_given = false;  // the entry (or defaults) names a loss; else a Keras file's may apply
+  // A model with several outputs: one loss per output (`loss: [mse, mae]` in output order, or
+  // `loss: {main_output: mse, ...}` by output name; `loss` is then the first), and `loss_weights`
+  // likewise; names are "" in the list forms. Empty: `loss` on every output, weight 1.
+  std::vector<std::pair<std::string, LossSpec>> output_losses;
+  std::vector<std::pair<std::string, double>> loss_weights;
   std::vector<std::string> metrics;
   OptimizerSpec optimizer;
   std::optional<EarlyStopping> early_stopping;

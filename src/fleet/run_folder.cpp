@@ -44,6 +44,13 @@ void add_source(const DataSource& s, const std::string& part, std::vector<DataFi
     case DataSource::Kind::kIdx:
       add(part + " x", s.x);
       add(part + " y", s.y);
+      // Further inputs and targets of a model with several (npy sources only: an npz is one file).
+      if (s.kind == DataSource::Kind::kNpy) {
+        for (size_t i = 0; i < s.more_x.size(); ++i)
+          add(part + " x" + std::to_string(i + 1), s.more_x[i]);
+        for (size_t i = 0; i < s.more_y.size(); ++i)
+          add(part + " y" + std::to_string(i + 1), s.more_y[i]);
+      }
       break;
     case DataSource::Kind::kNpz:
     case DataSource::Kind::kCsv:

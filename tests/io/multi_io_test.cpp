@@ -9,6 +9,7 @@
 #include "io/model_summary.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
+#include "platform/files.h"
 
 namespace nnfleet {
 namespace {
@@ -22,6 +23,7 @@ int run_cli(const std::vector<std::string>& args) {
   cli::Run run;
   cli::add_predict_command(app, run);
   cli::add_inspect_command(app, run);
+  cli::add_train_command(app, run);
   std::vector<const char*> argv = {"nnfleet"};
   for (const auto& a : args) argv.push_back(a.c_str());
   app.parse(static_cast<int>(argv.size()), argv.data());
@@ -53,8 +55,7 @@ std::vector<std::vector<float>> run_all(std::shared_ptr<const Model> model, cons
   net.forward(n, false);
   std::vector<std::vector<float>> out;
   for (size_t j = 0; j < model->num_outputs(); ++j)
-    out.emplace_back(net.output(j),
-                     net.output(j) + static_cast<size_t>(n) * net.output_features(j));
+    out.emplace_back(net.output(j), net.output(j) + static_cast<size_t>(n) * net.output_features(j));
   return out;
 }
 
@@ -130,17 +131,10 @@ TEST(RealFilePredict, WideDeepTakesOneXPerInputAndWritesOneFilePerOutput) {
     save_npy(ys.back(), y);
   }
   for (const char* w : {"1", "2"}) {
-    ASSERT_EQ(run_cli({"predict",    fixture(kWideDeep),
-                       "--x",        x0,
-                       "--x",        x1,
-                       "--y",        ys[0],
-                       "--y",        ys[1],
-                       "--batch",    "3",
-                       "--workers",  w,
-                       "--out",      dir + "/main.npy",
-                       "--out",      dir + "/aux.npy",
-                       "--loss-out", dir + "/l0.npy",
-                       "--loss-out", dir + "/l1.npy"}),
+    ASSERT_EQ(run_cli({"predict", fixture(kWideDeep), "--x", x0, "--x", x1, "--y", ys[0], "--y",
+                       ys[1], "--batch", "3", "--workers", w, "--out", dir + "/main.npy", "--out",
+                       dir + "/aux.npy", "--loss-out", dir + "/l0.npy", "--loss-out",
+                       dir + "/l1.npy"}),
               0);
     const char* outs[] = {"/main.npy", "/aux.npy"};
     const char* losses[] = {"/l0.npy", "/l1.npy"};
@@ -155,13 +149,12 @@ TEST(RealFilePredict, WideDeepTakesOneXPerInputAndWritesOneFilePerOutput) {
   // matter: deep_input is stored first).
   write_zip(dir + "/in.npz", {{"deep_input.npy", test::read_text(x1), ""},
                               {"wide_input.npy", test::read_text(x0), ""}});
-  ASSERT_EQ(
-      run_cli({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out", dir + "/out.npz"}),
-      0);
+  ASSERT_EQ(run_cli({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out",
+                     dir + "/out.npz"}),
+            0);
   EXPECT_EQ(npz_keys(dir + "/out.npz"), (std::vector<std::string>{"main_output", "aux_output"}));
-  EXPECT_LT(
-      test::max_abs_diff(floats(load_npz(dir + "/out.npz", "main_output")), want[0].data(), 8),
-      1e-4);
+  EXPECT_LT(test::max_abs_diff(floats(load_npz(dir + "/out.npz", "main_output")), want[0].data(), 8),
+            1e-4);
   EXPECT_LT(test::max_abs_diff(floats(load_npz(dir + "/out.npz", "aux_output")), want[1].data(), 8),
             1e-4);
 }
@@ -170,20 +163,18 @@ TEST(RealFilePredict, WideDeepRefusesTooFewInputsAndOutputsNamingThem) {
   const std::string dir = test::scratch_dir("predict_multi_io_refusals");
   const std::string x0 = fixture("expected/housing_widedeep_functional_tf240.input0.npy");
   const std::string x1 = fixture("expected/housing_widedeep_functional_tf240.input1.npy");
-  std::string msg =
-      usage_error_of({"predict", fixture(kWideDeep), "--x", x0, "--out", dir + "/p.npy"});
-  EXPECT_NE(
-      msg.find("it has 2 inputs (wide_input [5], deep_input [6]); expected one --x per input"),
-      std::string::npos)
+  std::string msg = usage_error_of({"predict", fixture(kWideDeep), "--x", x0, "--out", dir + "/p.npy"});
+  EXPECT_NE(msg.find("it has 2 inputs (wide_input [5], deep_input [6]); expected one --x per input"),
+            std::string::npos)
       << msg;
   msg = usage_error_of(
       {"predict", fixture(kWideDeep), "--x", x0, "--x", x1, "--out", dir + "/p.npy"});
   EXPECT_NE(msg.find("the model has 2 outputs; expected one --out per output"), std::string::npos)
       << msg;
-  write_zip(dir + "/in.npz",
-            {{"deep_input.npy", test::read_text(x1), ""}, {"wide.npy", test::read_text(x0), ""}});
-  msg = usage_error_of(
-      {"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out", dir + "/o.npz"});
+  write_zip(dir + "/in.npz", {{"deep_input.npy", test::read_text(x1), ""},
+                              {"wide.npy", test::read_text(x0), ""}});
+  msg = usage_error_of({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out",
+                        dir + "/o.npz"});
   EXPECT_NE(msg.find("it has no array 'wide_input'"), std::string::npos) << msg;
 }
 
@@ -193,6 +184,91 @@ TEST(RealFileMultiIo, InspectListsEveryInputAndOutput) {
   EXPECT_NE(s.find("Inputs: wide_input (None, 5), deep_input (None, 6)"), std::string::npos) << s;
   EXPECT_NE(s.find("Outputs: main_output (None, 1), aux_output (None, 1)"), std::string::npos) << s;
   EXPECT_NE(s.find("concatenate"), std::string::npos) << s;
+}
+
+// Inputs in [-1, 1) and targets that are smooth functions of them, from a fixed generator.
+void write_widedeep_data(const std::string& dir, int64_t n) {
+  Array wide = Array::zeros(DType::kF32, Shape{n, 5}), deep = Array::zeros(DType::kF32, Shape{n, 6});
+  Array main = Array::zeros(DType::kF32, Shape{n, 1}), aux = Array::zeros(DType::kF32, Shape{n, 1});
+  auto* w = static_cast<float*>(wide.mutable_data());
+  auto* d = static_cast<float*>(deep.mutable_data());
+  auto* ym = static_cast<float*>(main.mutable_data());
+  auto* ya = static_cast<float*>(aux.mutable_data());
+  Rng rng(42);
+  for (int64_t i = 0; i < n; ++i) {
+    float s = 0, t = 0;
+    for (int j = 0; j < 5; ++j) s += (w[i * 5 + j] = 2 * rng.uniform() - 1) * (j + 1) * 0.2f;
+    for (int j = 0; j < 6; ++j) t += (d[i * 6 + j] = 2 * rng.uniform() - 1) * 0.3f;
+    ym[i] = s + t;
+    ya[i] = t;
+  }
+  save_npy(dir + "/wide.npy", wide);
+  save_npy(dir + "/deep.npy", deep);
+  save_npy(dir + "/main.npy", main);
+  save_npy(dir + "/aux.npy", aux);
+}
+
+// The two-output wide & deep file trained from a plan: one data source per input and target,
+// one loss per output with loss_weights, Keras's per-output history names; the result does not
+// depend on --workers, and the .keras and .h5 it writes read back with identical predictions.
+TEST(RealFileMultiIo, TwoOutputPlanTrainsAndWritesKerasAndH5) {
+  const std::string dir = test::scratch_dir("multi_io_train");
+  write_widedeep_data(dir, 48);
+  test::write_text(dir + "/plan.yaml", "seed: 5\ndata:\n"
+                   "  train: {x: [wide.npy, deep.npy], y: [main.npy, aux.npy]}\n"
+                   "  validation_split: 0.25\n"
+                   "models:\n  - name: wd\n    keras: " + fixture(kWideDeep) + "\n"
+                   "    epochs: 3\n    batch_size: 8\n    loss: [mse, mae]\n"
+                   "    loss_weights: {main_output: 0.9, aux_output: 0.1}\n"
+                   "    metrics: [mae]\n    optimizer: {SGD: {learning_rate: 0.01}}\n");
+  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/a", "--workers", "1",
+                     "--quiet"}),
+            0);
+  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/b", "--workers", "2",
+                     "--quiet"}),
+            0);
+  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/c", "--workers", "1",
+                     "--quiet", "--format", "h5"}),
+            0);
+  const Json r = Json::parse(read_file(dir + "/a/results.json"));
+  const Json& m = r["models"][0];
+  ASSERT_EQ(m["status"], "done") << m.dump();
+  EXPECT_EQ(m["history_order"].dump(),
+            R"(["loss","main_output_loss","aux_output_loss","main_output_mae","aux_output_mae",)"
+            R"("val_loss","val_main_output_loss","val_aux_output_loss","val_main_output_mae",)"
+            R"("val_aux_output_mae"])");
+  for (const Json& e : m["history"]) {
+    // The loss is the weighted sum of the outputs' losses (mae of aux is its loss too).
+    EXPECT_NEAR(e["loss"].get<double>(),
+                0.9 * e["main_output_loss"].get<double>() + 0.1 * e["aux_output_loss"].get<double>(),
+                1e-5);
+    EXPECT_NEAR(e["aux_output_loss"].get<double>(), e["aux_output_mae"].get<double>(), 1e-5);
+    EXPECT_NEAR(e["val_loss"].get<double>(),
+                0.9 * e["val_main_output_loss"].get<double>() +
+                    0.1 * e["val_aux_output_loss"].get<double>(),
+                1e-5);
+  }
+  EXPECT_LT(m["history"][2]["loss"].get<double>(), m["history"][0]["loss"].get<double>());
+  const Json rb = Json::parse(read_file(dir + "/b/results.json"));
+  for (size_t e = 0; e < 3; ++e)
+    for (const char* k : {"loss", "main_output_loss", "val_aux_output_mae"})
+      EXPECT_EQ(m["history"][e][k], rb["models"][0]["history"][e][k]) << e << " " << k;
+
+  const auto xs = widedeep_inputs();
+  const LoadedModel a = load_keras_model(dir + "/a/models/wd.keras");
+  const LoadedModel b = load_keras_model(dir + "/b/models/wd.keras");
+  const LoadedModel c = load_keras_model(dir + "/c/models/wd.h5");
+  EXPECT_EQ(a.params, b.params);  // independent of --workers
+  EXPECT_EQ(a.params, c.params);
+  const auto pa = run_all(a.model, a.params.data(), xs);
+  EXPECT_EQ(run_all(c.model, c.params.data(), xs), pa);
+  const LoadedModel start = load_keras_model(fixture(kWideDeep));
+  EXPECT_NE(pa, run_all(start.model, start.params.data(), xs));  // it trained
+  // Keras's layout of the compiled model: the loss list and loss_weights in output order.
+  EXPECT_EQ(a.training_config["loss_weights"].dump(), "[0.9,0.1]");
+  ASSERT_TRUE(a.training_config["loss"].is_array());
+  EXPECT_EQ(a.training_config["loss"].size(), 2u);
+  EXPECT_EQ(c.training_config["loss"].dump(), R"(["mean_squared_error","mean_absolute_error"])");
 }
 
 }  // namespace
