@@ -679,7 +679,7 @@ RankInfo RankInfo::from_json(const Json& j) {
 
 uint64_t plan_hash(const Plan& plan) {
   uint64_t h = hash_name(std::to_string(plan.seed));
-  for (const auto& m : plan.models) h = (h ^ hash_name(m.expanded.dump())) * 0x100000001b3ull;
+  for (const auto& m : plan.models) h = (h ^ hash_name(m.expanded)) * 0x100000001b3ull;
   return h;
 }
 

@@ -222,7 +222,8 @@ class Loader {
   fs::path dir_;
   std::vector<DataSpec>* sources_ = nullptr;
   bool has_default_ = false;
-  std::vector<Expanded> expanded_;  // parallel to the models appended
+  std::vector<Expanded> entries_;   // one per plan entry that expanded
+  std::vector<uint32_t> entry_of_;  // parallel to the models appended: its index in entries_
 };
 
 std::optional<DataSource> Loader::source(const std::string& path, const Json& v) {
@@ -332,7 +333,32 @@ size_t Loader::add_source(DataSpec d, std::vector<DataSpec>& sources) const {
   return sources.size() - 1;
 }
 
+// Models the entries of `list` expand to, counted before any is expanded, saturating just past
+// limits::kMaxPlanModels (a grid that is not a mapping of non-empty lists counts 1 here: its
+// problem is reported while expanding).
+size_t planned_models(const Json& list) {
+  constexpr size_t kPast = limits::kMaxPlanModels + 1;
+  size_t total = 0;
+  for (const auto& e : list) {
+    size_t count = 1;
+    if (e.is_object() && e.contains("grid") && e["grid"].is_object())
+      for (const auto& values : e["grid"])
+        if (values.is_array() && !values.empty()) count = std::min(count * values.size(), kPast);
+    total = std::min(total + count, kPast);
+  }
+  return total;
+}
+
 void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out) {
+  const size_t planned = planned_models(list);
+  if (planned > limits::kMaxPlanModels) {
+    pr_.add("models", "plan too large; expected at most " + std::to_string(limits::kMaxPlanModels) +
+                          " models from all entries and their grids together, got more" +
+                          "\nhint: split the fleet into several plans");
+    return;
+  }
+  out.reserve(out.size() + planned);  // growing by doubling would copy every spec made so far
+  entry_of_.reserve(entry_of_.size() + planned);
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string ep = index_path("models", i);
     const Json& e = list[i];
@@ -412,6 +438,8 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
     const std::string name_template =
         e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
     std::vector<size_t> idx(vars.size(), 0);
+    entries_.push_back(
+        {child_path(base.count("name") ? base["name"] : ep, "name"), ep, name_template, var_names});
     for (size_t c = 0; c < count; ++c) {
       std::map<std::string, Json> values;
       for (size_t v = 0; v < vars.size(); ++v) values[vars[v].first] = (*vars[v].second)[idx[v]];
@@ -420,8 +448,7 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
       for (auto it = m.begin(); it != m.end(); ++it)
         sub.apply(it.value(), child_path(base[it.key()], it.key()), it.key() != "name");
       out.push_back(model(m, base, ep));
-      expanded_.push_back({child_path(base.count("name") ? base["name"] : ep, "name"), ep,
-                           name_template, var_names});
+      entry_of_.push_back(static_cast<uint32_t>(entries_.size() - 1));
       for (size_t v = vars.size(); v-- > 0;) {
         if (++idx[v] < vars[v].second->size()) break;
         idx[v] = 0;
@@ -460,8 +487,8 @@ void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
     if (name.empty()) continue;  // already reported
     auto [it, fresh] = first.emplace(name, k);
     if (fresh) continue;
-    const Expanded& a = expanded_[it->second];
-    const Expanded& b = expanded_[k];
+    const Expanded& a = entries_[entry_of_[it->second]];
+    const Expanded& b = entries_[entry_of_[k]];
     std::string msg = "duplicate model name '" + name + "'; expected names unique across the " +
                       "expanded plan, got it again (first from " + a.entry + " at line " +
                       std::to_string(pr_.line(a.entry)) + ")";
@@ -636,7 +663,8 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
           {"mode", es.mode},           {"start_from_epoch", es.start_from_epoch}};
     }
   }
-  s.expanded = std::move(ex);
+  s.expanded = ex.dump();
+  s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
   return s;
 }
 
@@ -858,16 +886,14 @@ Plan load_plan(const std::string& path) {
   else
     loader.models(defaults, r["models"], plan.models);
   pr.throw_if_any();
-
-  Json models = Json::array();
-  for (const auto& m : plan.models) models.push_back(m.expanded);
-  plan.expanded = Json::object({{"seed", plan.seed}, {"models", models}});
-  if (plan.has_data) plan.expanded["data"] = plan.data.to_json();
   return plan;
 }
 
 std::string plan_to_yaml(const Plan& plan) {
-  return plan_detail::json_to_yaml(plan.expanded, kYamlOrder);
+  Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
+  if (plan.has_data) head["data"] = plan.data.to_json();
+  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(),
+                                   [&](size_t k) { return plan.models[k].expanded_json(); });
 }
 
 }  // namespace nnfleet

@@ -19,18 +19,18 @@ namespace nnfleet {
 struct DataSource {
   enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx };
   Kind kind = Kind::kNpy;
-  std::string split;         // fashion-mnist: "train" or "test"
-  std::string x, y;          // npy: paths; idx: images, labels; npz: member keys
-  std::string file;          // npz or csv path
-  std::string label;         // csv label column
-  Json to_json() const;      // the plan form, for plan.yaml
+  std::string split;     // fashion-mnist: "train" or "test"
+  std::string x, y;      // npy: paths; idx: images, labels; npz: member keys
+  std::string file;      // npz or csv path
+  std::string label;     // csv label column
+  Json to_json() const;  // the plan form, for plan.yaml
 };
 
 struct DataSpec {
   DataSource train;
   std::optional<DataSource> test;
-  double scale = 1.0;             // applied to x
-  double validation_split = 0.0;  // the last fraction of train, taken before shuffling
+  double scale = 1.0;                  // applied to x
+  double validation_split = 0.0;       // the last fraction of train, taken before shuffling
   std::string validation_split_where;  // "fleet.yaml:7: data.validation_split", for messages
   // Where the source was first given, for its load errors: empty for the plan's own `data:`
   // (its messages are named by the files), "fleet.yaml:21: models[1].data (model 'lstm-03')"
@@ -68,7 +68,11 @@ struct ModelSpec {
   std::vector<std::string> metrics;
   OptimizerSpec optimizer;
   std::optional<EarlyStopping> early_stopping;
-  Json expanded;  // the fully expanded entry (defaults applied, grid values substituted)
+  // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
+  // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
+  // are made from it; expanded_json() parses it).
+  std::string expanded;
+  Json expanded_json() const { return Json::parse(expanded); }
 };
 
 struct Plan {
@@ -84,7 +88,6 @@ struct Plan {
   // order first used. Each is loaded once and shared by the models whose `source` names it.
   std::vector<DataSpec> sources;
   std::vector<ModelSpec> models;
-  Json expanded;  // the whole expanded plan, written to plan.yaml
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
@@ -95,7 +98,8 @@ struct Plan {
 // message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
 
-// Serializes the expanded plan as YAML.
+// Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model at a
+// time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
 
 }  // namespace nnfleet
