@@ -26,14 +26,15 @@ struct MetricSlot {
 struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
-  int k;
+  int k, steps;
   std::vector<int64_t> idx;
   std::vector<int32_t> labels;
   std::vector<float> values;
 
-  Batcher(const FleetData& d, const ModelSpec& s, int k_) : data(d), spec(s), k(k_) {
+  Batcher(const FleetData& d, const ModelSpec& s, int k_, int steps_)
+      : data(d), spec(s), k(k_), steps(steps_) {
     if (spec.loss.sparse())
-      labels.resize(static_cast<size_t>(spec.batch_size));
+      labels.resize(static_cast<size_t>(spec.batch_size) * steps);
     else
       values.resize(static_cast<size_t>(spec.batch_size) * k);
     idx.resize(static_cast<size_t>(spec.batch_size));
@@ -42,8 +43,8 @@ struct Batcher {
   // The buffers were sized for the model: run_fleet's check_targets holds every source (training
   // and test) to that shape before anything runs.
   Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
-    NNFLEET_CHECK(n <= spec.batch_size && (spec.loss.sparse() ? xy.y.row_size() == 1
-                                                               : xy.y.row_size() == k));
+    NNFLEET_CHECK(n <= spec.batch_size &&
+                  (spec.loss.sparse() ? xy.y.row_size() == steps : xy.y.row_size() == k));
     gather_rows(xy.x, rows, n, data.scale, net.input());
     Targets t;
     if (spec.loss.sparse()) {
@@ -57,13 +58,14 @@ struct Batcher {
   }
 };
 
-// Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
-// network's forward on the first n input rows.
+// Loss and metric sums over rows [begin, end) of xy, in inference mode, and the weight the metric
+// sums are divided by; `infer(n)` runs the network's forward on the first n input rows.
 template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
               const std::vector<MetricSlot>& metrics, const ModelSpec& spec, Infer infer,
-              double& loss_sum, std::vector<double>& msums) {
+              double& loss_sum, std::vector<double>& msums, double& weight) {
   loss_sum = 0.0;
+  weight = 0.0;
   msums.assign(metrics.size(), 0.0);
   const int bs = spec.batch_size;
   for (int64_t r = begin; r < end; r += bs) {
@@ -72,6 +74,8 @@ void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end
     Targets t = b.load(xy, b.idx.data(), n, net);
     infer(n);
     loss_sum += net.output_loss(n, spec.loss, t, nullptr);
+    t = net.on_output(t);
+    weight += metric_weight(n, t);
     for (size_t m = 0; m < metrics.size(); ++m)
       msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
   }
@@ -166,7 +170,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     const int k = static_cast<int>(net.output_features());
     std::vector<MetricSlot> metrics;
     for (const auto& m : spec.metrics)
-      metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
+      metrics.push_back({resolve_metric(m, spec.loss, k / net.output_steps()), metric_key(m)});
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -198,7 +202,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
-    Batcher batcher(data, spec, k);
+    Batcher batcher(data, spec, k, net.output_steps());
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
@@ -231,6 +235,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         ck.loss_sum = 0.0;
         ck.metric_sums.assign(metrics.size(), 0.0);
         ck.seen = 0;
+        ck.metric_weight = 0.0;
         ck.epoch_seconds = 0.0;
       } else {
         net.rng().set_state(ck.rng);
@@ -239,8 +244,9 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
         const double loss = train_step(n, t);
+        t = net.on_output(t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
@@ -252,6 +258,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
         ck.loss_sum += loss * n;
         ck.seen += n;
+        ck.metric_weight += metric_weight(n, t);
         for (size_t m = 0; m < metrics.size(); ++m)
           ck.metric_sums[m] +=
               metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
@@ -259,7 +266,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);
           ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
-                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.seen,
+                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.metric_weight,
                                  el > 0 ? ck.seen / el : 0.0);
         }
         if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
@@ -282,16 +289,16 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       rec.epoch = epoch + 1;
       rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
       for (size_t m = 0; m < metrics.size(); ++m)
-        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.seen);
+        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.metric_weight);
       if (data.n_val > 0) {
-        double vl = 0;
+        double vl = 0, vw = 0;
         std::vector<double> vm;
         evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec,
-                 infer, vl, vm);
+                 infer, vl, vm, vw);
         const double nv = static_cast<double>(data.n_val);
         rec.values.emplace_back("val_loss", vl / nv);
         for (size_t m = 0; m < metrics.size(); ++m)
-          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / nv);
+          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / vw);
       }
       // The rate the next update would use, as Keras's optimizer.learning_rate reports it.
       if (spec.optimizer.schedule)
@@ -349,13 +356,13 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
     if (!res.history.empty()) res.metrics = res.history.back().values;
     if (data.test) {
-      double tl = 0;
+      double tl = 0, tw = 0;
       std::vector<double> tm;
-      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm);
+      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm, tw);
       const double nt = static_cast<double>(data.test->x.rows());
       res.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics.size(); ++m)
-        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / nt);
+        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / tw);
     }
     if (es && ck.best.epoch > 0) {
       res.best = ck.best;

@@ -39,8 +39,16 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   if (train_)
     if (const std::string why = m.training_refusal(); !why.empty())
       throw ModelError("failed to train model '" + m.name() + "': " + why);
-  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
-  if (!train_ || m.mixes_samples()) pieces = 1;
+  const int mask_steps = output_mask_steps(m);
+  const int out_steps = loss_steps(m.output_shape());
+  if (train_ && mask_steps > 0 && mask_steps != out_steps)
+    throw ModelError("failed to train model '" + m.name() +
+                     "': its output carries a Keras mask of " + std::to_string(mask_steps) +
+                     " steps, which the loss cannot weight; expected an output [" +
+                     std::to_string(mask_steps) + ", C], got " + m.output_shape().str());
+  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics
+  // nor a masked loss (whose normalizer, the kept steps of the batch, needs every row).
+  if (!train_ || m.mixes_samples() || mask_steps > 0) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
   const int capacity = (max_batch + pieces - 1) / pieces;
   pieces = (max_batch + capacity - 1) / capacity;
@@ -123,29 +131,62 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
 // Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers
 // that propagate pass their input's on, consumers read it and pass it on when their output keeps
 // the time axis, and every other layer (and every multi-input layer) drops it.
-void Network::plan_masks(Piece& pc) {
-  const Model& m = *model_;
+std::vector<int> Network::mask_sources(const Model& m) {
+  std::vector<int> src(m.num_layers(), -1);
   for (size_t i = 0; i < m.num_layers(); ++i) {
-    NodeBuffers& nb = pc.nodes[i];
     const auto& ins = m.layer_inputs(i);
-    if (ins.size() == 1 && ins[0] > 0)
-      nb.in_mask_off = pc.nodes[static_cast<size_t>(ins[0] - 1)].mask_off;
+    const int in = ins.size() == 1 && ins[0] > 0 ? src[static_cast<size_t>(ins[0] - 1)] : -1;
     switch (m.layer(i).mask_use()) {
       case MaskUse::kProduce:
-        nb.makes_mask = true;
-        nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
-                                     static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+        src[i] = static_cast<int>(i);
         break;
       case MaskUse::kPropagate:
-        nb.mask_off = nb.in_mask_off;
+        src[i] = in;
         break;
       case MaskUse::kConsume:
-        if (m.layer(i).passes_mask()) nb.mask_off = nb.in_mask_off;
+        if (m.layer(i).passes_mask()) src[i] = in;
         break;
       case MaskUse::kDrop:
         break;
     }
   }
+  return src;
+}
+
+void Network::plan_masks(Piece& pc) {
+  const Model& m = *model_;
+  const std::vector<int> src = mask_sources(m);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    NodeBuffers& nb = pc.nodes[i];
+    const auto& ins = m.layer_inputs(i);
+    if (ins.size() == 1 && ins[0] > 0)
+      nb.in_mask_off = pc.nodes[static_cast<size_t>(ins[0] - 1)].mask_off;
+    if (src[i] == static_cast<int>(i)) {
+      nb.makes_mask = true;
+      nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
+                                   static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+    } else if (src[i] >= 0) {
+      nb.mask_off = pc.nodes[static_cast<size_t>(src[i])].mask_off;
+    }
+  }
+}
+
+int Network::output_mask_steps(const Model& m) {
+  const int src = mask_sources(m)[static_cast<size_t>(m.output_node() - 1)];
+  return src < 0 ? 0 : static_cast<int>(m.planned(static_cast<size_t>(src)).in_shapes[0][0]);
+}
+
+const float* Network::output_mask() const {
+  const NodeBuffers& nb = pieces_[0].nodes[static_cast<size_t>(model_->output_node() - 1)];
+  if (nb.mask_off == NodeBuffers::kNoMask || output_mask_steps(*model_) != output_steps())
+    return nullptr;
+  return arena_.at(nb.mask_off);
+}
+
+Targets Network::on_output(Targets t) const {
+  t.steps = output_steps();
+  t.mask = output_mask();
+  return t;
 }
 
 void Network::initialize(Rng& rng) {
@@ -245,9 +286,12 @@ void Network::train_piece(int p) {
   const size_t out_node = static_cast<size_t>(model_->output_node() - 1);
   const float* out = arena_.at(pc.nodes[out_node].y_off);
   Targets t;
-  if (step_targets_.labels) t.labels = step_targets_.labels + pc.row0;
+  t.steps = output_steps();
+  if (step_targets_.labels)
+    t.labels = step_targets_.labels + static_cast<size_t>(pc.row0) * t.steps;
   if (step_targets_.values) t.values = step_targets_.values + static_cast<size_t>(pc.row0) * k;
-  loss_forward(spec_.loss, pc.n, k, out, t, arena_.at(loss_off_) + pc.row0);
+  if (pieces_.size() == 1) t.mask = output_mask();
+  pc.loss_sum = loss_forward(spec_.loss, pc.n, k, out, t, arena_.at(loss_off_) + pc.row0);
   loss_backward(spec_.loss, pc.n, k, out, t, arena_.at(pc.nodes[out_node].dy_off), step_n_);
   backward_piece(pc);
   if (pieces_.size() > 1) gather_output(pc);
@@ -289,9 +333,13 @@ void Network::update_piece(int p) {
 }
 
 double Network::end_step() {
-  const float* per_sample = arena_.at(loss_off_);
   double loss = 0.0;
-  for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  if (pieces_.size() == 1) {
+    loss = pieces_[0].loss_sum;
+  } else {
+    const float* per_sample = arena_.at(loss_off_);
+    for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  }
   ++iterations_;
   return loss / step_n_;
 }
@@ -310,10 +358,7 @@ double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, fl
 
 double Network::output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample) {
   float* ps = per_sample ? per_sample : arena_.at(loss_off_);
-  loss_forward(loss, n, static_cast<int>(output_features()), out_ptr_, t, ps);
-  double s = 0.0;
-  for (int i = 0; i < n; ++i) s += ps[i];
-  return s;
+  return loss_forward(loss, n, static_cast<int>(output_features()), out_ptr_, on_output(t), ps);
 }
 
 }  // namespace nnfleet

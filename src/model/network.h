@@ -53,6 +53,12 @@ class Network {
   // Output of the last forward() or training step [n, output features].
   const float* output() const { return out_ptr_; }
   int64_t output_features() const { return model_->output_shape().size(); }
+  // The steps of the output that the loss and metrics average over (loss_steps), and the Keras
+  // mask [n, steps] the output of the last forward carries (null when none reaches the output).
+  int output_steps() const { return loss_steps(model_->output_shape()); }
+  const float* output_mask() const;
+  // `t` with the output's steps and mask, for loss_forward and metric_sum on output().
+  Targets on_output(Targets t) const;
 
   // All parameters, trainable first (in layer and param_specs order), then non-trainable.
   float* params() { return params_; }
@@ -126,12 +132,17 @@ class Network {
     size_t grads_off = 0, scratch_off = 0;
     size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
     std::vector<NodeBuffers> nodes;
-    Rng rng;  // its dropout stream (split networks)
+    Rng rng;              // its dropout stream (split networks)
+    double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
   // Where each node's output mask and input mask live (see Layer::mask_use).
   void plan_masks(Piece& pc);
+  // For each node, the node whose made mask its output carries (-1: none).
+  static std::vector<int> mask_sources(const Model& m);
+  // The steps of the mask reaching the model's output (0: none).
+  static int output_mask_steps(const Model& m);
   // The arguments of layer i's forward/backward over a piece's buffers.
   LayerArgs layer_args(Piece& pc, size_t i, bool training);
   // Copies a piece's output rows into the gathered output (split networks).

@@ -300,5 +300,63 @@ TEST(Recurrent, StatefulAndReturnStateAreRefusedByName) {
   }
 }
 
+// Keras's input dropout in recurrent layers: one mask per sample and sequence (0 or 1/(1-rate)
+// for each feature), drawn from the layer's stream and applied at every step; inference ignores
+// it.
+TEST(RecurrentDropout, OneInputMaskPerSequenceReusedAtEveryStep) {
+  for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
+    SCOPED_TRACE(cls);
+    const int n = 3, t = 4, in = 5;
+    const Json cfg = {{"units", 2}, {"return_sequences", true}};
+    Json dropped = cfg;
+    dropped["dropout"] = 0.5;
+    LayerRun plain(cls, cfg, {Shape{t, in}}), drop(cls, dropped, {Shape{t, in}});
+    Rng w(3);
+    for (auto& p : plain.params)
+      for (float& v : p) v = 0.5f * static_cast<float>(w.normal());
+    drop.params = plain.params;
+    std::vector<float> x(static_cast<size_t>(n) * t * in);
+    for (float& v : x) v = static_cast<float>(w.normal());
+    // Inference: the dropout rate changes nothing.
+    EXPECT_EQ(drop.forward(n, {x}, false), plain.forward(n, {x}, false));
+    const std::vector<float> y = drop.forward(n, {x}, true);
+    RnnDims d;
+    d.cell = std::string(cls) == "LSTM" ? RnnCell::kLstm
+             : std::string(cls) == "GRU" ? RnnCell::kGru
+                                         : RnnCell::kSimple;
+    d.n = n, d.t = t, d.in = in, d.units = 2, d.return_sequences = true;
+    const float* mask = drop.cache.data() + rnn_cache_floats(d);
+    int zeros = 0;
+    for (int i = 0; i < n * in; ++i) {
+      EXPECT_TRUE(mask[i] == 0.0f || mask[i] == 2.0f) << mask[i];
+      zeros += mask[i] == 0.0f;
+    }
+    EXPECT_GT(zeros, 0);
+    EXPECT_LT(zeros, n * in);
+    // Training equals inference on the inputs times the per-sequence mask, broadcast over time.
+    std::vector<float> xm = x;
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < t; ++k)
+        for (int i = 0; i < in; ++i)
+          xm[(static_cast<size_t>(s) * t + k) * in + i] *= mask[s * in + i];
+    const std::vector<float> want = plain.forward(n, {xm}, false);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_FLOAT_EQ(y[i], want[i]) << i;
+  }
+}
+
+TEST(RecurrentDropout, RecurrentDropoutAndBidirectionalDropoutAreRefusedForTraining) {
+  auto l = make_layer("LSTM", {{"units", 2}, {"recurrent_dropout", 0.2}}, ConfigMode::kPlan, "l");
+  EXPECT_NE(l->training_refusal().find("recurrent_dropout inside recurrent layers is not applied"),
+            std::string::npos);
+  auto b = make_layer(
+      "Bidirectional",
+      {{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"dropout", 0.2}}}}}},
+      ConfigMode::kPlan, "b");
+  EXPECT_NE(b->training_refusal().find("dropout inside a Bidirectional layer"), std::string::npos);
+  EXPECT_EQ(make_layer("GRU", {{"units", 2}, {"dropout", 0.2}}, ConfigMode::kPlan, "g")
+                ->training_refusal(),
+            "");
+}
+
 }  // namespace
 }  // namespace nnfleet

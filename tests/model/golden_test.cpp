@@ -2,7 +2,9 @@
 // tools/make_sequence_golden_fixtures.py, computed in float64 with Keras's formulas): outputs,
 // gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
 // model, a causal Conv1D model and a dilated Conv1D model; outputs, gradients and 3 Adam steps
-// for recurrent models (tools/make_recurrent_golden_fixtures.py). Compared within 1e-5 relative.
+// for recurrent models (tools/make_recurrent_golden_fixtures.py), among them a per-timestep
+// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss. Compared
+// within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +50,17 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add("LSTM", {{"units", 4}}, "rnn");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "seq_lstm") {
+    add("LSTM", {{"units", 4}, {"return_sequences", true}}, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "masked_seq_lstm") {
+    add("Embedding", {{"input_dim", 6}, {"output_dim", 3}, {"mask_zero", true}}, "embedding");
+    add("LSTM", {{"units", 4}, {"return_sequences", true}}, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5}, std::move(ls));
   }
   if (auto it = recurrent.find(prefix); it != recurrent.end()) {
     add(it->second.first, it->second.second, "rnn");
@@ -178,7 +191,7 @@ TEST_P(GoldenRecurrent, ThreeAdamStepsMatchKerasFormula) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenRecurrent,
                          ::testing::Values("lstm", "gru", "gru_plain", "simple_rnn", "bilstm",
-                                           "masked_lstm"));
+                                           "masked_lstm", "seq_lstm", "masked_seq_lstm"));
 
 }  // namespace
 }  // namespace nnfleet
