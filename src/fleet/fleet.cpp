@@ -163,6 +163,12 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
   }
+  if (m->num_inputs() > 1 || m->num_outputs() > 1)
+    throw ModelError("failed to train model '" + s.name + "': it has " +
+                     std::to_string(m->num_inputs()) + " input(s) and " +
+                     std::to_string(m->num_outputs()) +
+                     " output(s); plans train models with one input and one output only so far "
+                     "(predict takes several)");
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
   // would silently give a different model than Keras trains.

@@ -81,6 +81,14 @@ void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end
   }
 }
 
+// Why a plan cannot train a model with several inputs or outputs yet (its data has one x and y).
+std::string multi_io_refusal(const ModelSpec& spec, const Model& model) {
+  return "failed to train model '" + spec.name + "': it has " + std::to_string(model.num_inputs()) +
+         " input(s) and " + std::to_string(model.num_outputs()) +
+         " output(s); plans train models with one input and one output only so far (predict "
+         "takes several)";
+}
+
 bool monitor_is_max(const EarlyStopping& es) {
   if (es.mode == "max") return true;
   if (es.mode == "min") return false;
@@ -148,6 +156,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
+    if (model->num_inputs() > 1 || model->num_outputs() > 1)
+      throw ModelError(multi_io_refusal(spec, *model));
     Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
                 batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.

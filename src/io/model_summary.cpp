@@ -114,17 +114,29 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     for (const auto& p : model.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
     return params;
   };
-  row(m.input_name(), "InputLayer", m.input_shape(), o ? &o->input_shape() : nullptr, 0, false, "");
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    row(m.input(k).name, "InputLayer", m.input(k).shape,
+        o && o->num_inputs() == m.num_inputs() ? &o->input(k).shape : nullptr, 0, false, "");
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const uint64_t params = count(m, i);
     std::string inputs;
-    for (int id : m.layer_inputs(i))
-      inputs += (inputs.empty() ? "" : ", ") +
-                (id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name());
+    for (int id : m.layer_inputs(i)) inputs += (inputs.empty() ? "" : ", ") + m.node_name(id);
     row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape,
         o ? &o->planned(i).out_shape : nullptr, params, o && count(*o, i) != params, inputs);
   }
   s += double_rule + "\n";
+  if (m.num_inputs() > 1 || m.num_outputs() > 1) {
+    // The order predict takes its --x files and writes its outputs in.
+    s += "Inputs:";
+    for (size_t k = 0; k < m.num_inputs(); ++k)
+      s += std::string(k ? "," : "") + " " + m.input(k).name + " " +
+           keras_shape_str(m.input(k).shape);
+    s += "\nOutputs:";
+    for (size_t j = 0; j < m.num_outputs(); ++j)
+      s += std::string(j ? "," : "") + " " + m.output_name(j) + " " +
+           keras_shape_str(m.output_shape(j));
+    s += "\n";
+  }
   const uint64_t t = m.trainable_params(), f = m.non_trainable_params();
   if (o && (o->trainable_params() != t || o->non_trainable_params() != f)) {
     s += "Total params: depend on the input's free (None) dimensions\n";

@@ -9,21 +9,34 @@ namespace nnfleet {
 
 Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
              std::string input_name)
+    : Model(std::move(name), {ModelInput{std::move(input_name), input_shape}}, std::move(nodes),
+            std::vector<int>{output}) {}
+
+Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<ModelNode> nodes,
+             std::vector<int> outputs)
     : name_(std::move(name)),
-      input_name_(std::move(input_name)),
-      input_shape_(input_shape),
+      inputs_(std::move(inputs)),
       nodes_(std::move(nodes)),
-      output_(output) {
+      outputs_(std::move(outputs)) {
   const std::string where = "failed to build model '" + name_ + "': ";
   if (nodes_.empty()) throw ModelError(where + "the model has no layers; expected at least one");
-  if (output_ < 1 || output_ > static_cast<int>(nodes_.size()))
-    throw ModelError(where + "output node " + std::to_string(output_) + " does not exist");
-  for (int64_t d : input_shape_)
-    if (d < 1)
-      throw ModelError(where + "input shape " + keras_shape(input_shape_) +
-                       " has an unknown or empty dimension; expected positive sizes");
-  std::vector<Shape> shapes{input_shape_};
+  if (inputs_.empty()) throw ModelError(where + "the model has no input; expected at least one");
   std::set<std::string> names;
+  for (const ModelInput& in : inputs_) {
+    for (int64_t d : in.shape)
+      if (d < 1)
+        throw ModelError(where + "input '" + in.name + "' has shape " + keras_shape(in.shape) +
+                         " with an unknown or empty dimension; expected positive sizes");
+    if (!names.insert(in.name).second)
+      throw ModelError(where + "two inputs are named '" + in.name + "'; expected unique names");
+  }
+  plan_nodes(where);
+  check_outputs(where);
+}
+
+void Model::plan_nodes(const std::string& where) {
+  std::set<std::string> names;
+  for (const ModelInput& in : inputs_) names.insert(in.name);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     const std::string at = where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" +
@@ -38,10 +51,10 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
                        std::to_string(ins.size()));
     PlannedNode p;
     for (int id : ins) {
-      if (id < 0 || id > static_cast<int>(i))
+      if (id < 0 || id >= node_id(i))
         throw ModelError(at + "uses node " + std::to_string(id) +
                          " which is not defined before it; expected layers in topological order");
-      p.in_shapes.push_back(shapes[static_cast<size_t>(id)]);
+      p.in_shapes.push_back(node_shape(id));
     }
     try {
       p.out_shape = l.output_shape(p.in_shapes);
@@ -50,21 +63,45 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
       throw ModelError(at + e.what());
     }
     if (const int64_t lim = l.input_id_limit(); lim > 0) {
-      if (ins.size() != 1 || ins[0] != 0)
-        throw ModelError(at + "reads integer ids, which nnfleet checks as the data is loaded; "
-                              "expected it to take the model input directly");
-      if (id_input_.limit == 0 || lim < id_input_.limit) id_input_ = {l.name(), lim};
+      if (ins.size() != 1 || !is_input(ins[0]))
+        throw ModelError(at +
+                         "reads integer ids, which nnfleet checks as the data is loaded; "
+                         "expected it to take a model input directly");
+      if (id_input_.limit > 0 && id_input_.input != static_cast<size_t>(ins[0]))
+        throw ModelError(at +
+                         "reads integer ids from a second model input; expected ids in "
+                         "one input only");
+      if (id_input_.limit == 0 || lim < id_input_.limit)
+        id_input_ = {l.name(), lim, static_cast<size_t>(ins[0])};
     }
     for (const auto& ps : p.params)
       (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
     flops_ += l.forward_flops(p.in_shapes);
-    shapes.push_back(p.out_shape);
     planned_.push_back(std::move(p));
   }
-  // planned_.back() is reported as the output shape: keep the output node last in the plan.
-  if (output_ != static_cast<int>(nodes_.size()))
-    throw ModelError(where + "the output must be the last layer; expected node " +
-                     std::to_string(nodes_.size()) + ", got " + std::to_string(output_));
+}
+
+// Outputs are distinct layers, and every layer leads to one (a dead branch would be computed
+// and trained for nothing, and Keras does not save it).
+void Model::check_outputs(const std::string& where) const {
+  if (outputs_.empty()) throw ModelError(where + "the model has no output; expected at least one");
+  std::vector<bool> used(nodes_.size(), false);
+  for (int o : outputs_) {
+    if (is_input(o) || o < 0 || o >= node_id(nodes_.size()))
+      throw ModelError(where + "output node " + std::to_string(o) +
+                       " is not a layer; expected the id of a layer's node");
+    if (used[layer_of(o)])
+      throw ModelError(where + "layer '" + layer(layer_of(o)).name() +
+                       "' is given twice as an output; expected distinct outputs");
+    used[layer_of(o)] = true;
+  }
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (!used[i])
+      throw ModelError(where + "layer '" + layer(i).name() +
+                       "' does not lead to an output; expected every layer to feed an output");
+    for (int id : nodes_[i].inputs)
+      if (!is_input(id)) used[layer_of(id)] = true;
+  }
 }
 
 std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_shape,
@@ -112,6 +149,7 @@ std::string Model::training_refusal() const {
 }
 
 bool Model::is_sequential() const {
+  if (inputs_.size() != 1 || outputs_.size() != 1) return false;
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i)) return false;
   return true;

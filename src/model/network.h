@@ -21,9 +21,21 @@
 
 namespace nnfleet {
 
+// One output's loss and its weight in the total (Keras's loss_weights).
+struct OutputLoss {
+  LossSpec loss;
+  double weight = 1.0;
+};
+
 struct TrainSpec {
   LossSpec loss;
   OptimizerSpec optimizer;
+  // For a model with several outputs: one entry per output in output order; the training loss is
+  // the weighted sum of the outputs' mean losses, as Keras's. Empty: `loss` on every output,
+  // each with weight 1 (Keras's single loss for all outputs).
+  std::vector<OutputLoss> outputs = {};
+  const LossSpec& loss_of(size_t j) const { return outputs.empty() ? loss : outputs[j].loss; }
+  double weight_of(size_t j) const { return outputs.empty() ? 1.0 : outputs[j].weight; }
 };
 
 class Network {
@@ -48,17 +60,18 @@ class Network {
   const TrainSpec& train_spec() const { return spec_; }
   size_t arena_bytes() const { return arena_.size_bytes(); }
 
-  // Input buffer [max_batch, input_shape]: fill the first n rows, then forward().
-  float* input() { return arena_.at(input_off_); }
-  // Output of the last forward() or training step [n, output features].
-  const float* output() const { return out_ptr_; }
-  int64_t output_features() const { return model_->output_shape().size(); }
-  // The steps of the output that the loss and metrics average over (loss_steps), and the Keras
-  // mask [n, steps] the output of the last forward carries (null when none reaches the output).
-  int output_steps() const { return loss_steps(model_->output_shape()); }
-  const float* output_mask() const;
-  // `t` with the output's steps and mask, for loss_forward and metric_sum on output().
-  Targets on_output(Targets t) const;
+  // Input buffer k [max_batch, input k's shape]: fill the first n rows of every input, then
+  // forward().
+  float* input(size_t k = 0) { return arena_.at(input_offs_[k]); }
+  // Output j of the last forward() or training step [n, output j's features].
+  const float* output(size_t j = 0) const { return out_ptrs_[j]; }
+  int64_t output_features(size_t j = 0) const { return model_->output_shape(j).size(); }
+  // The steps of output j that the loss and metrics average over (loss_steps), and the Keras
+  // mask [n, steps] it carries after the last forward (null when none reaches it).
+  int output_steps(size_t j = 0) const { return loss_steps(model_->output_shape(j)); }
+  const float* output_mask(size_t j = 0) const;
+  // `t` with output j's steps and mask, for loss_forward and metric_sum on output(j).
+  Targets on_output(Targets t, size_t j = 0) const;
 
   // All parameters, trainable first (in layer and param_specs order), then non-trainable.
   float* params() { return params_; }
@@ -73,20 +86,25 @@ class Network {
   void initialize(Rng& rng);
 
   void forward(int n, bool training);
-  // One optimizer step on the first n rows of input() with targets `t`; returns the batch's mean
-  // loss (not checked here: the caller stops a model whose loss is not finite). The same as
+  // One optimizer step on the first n rows of the inputs with targets `t`; returns the batch's
+  // mean loss (not checked here: the caller stops a model whose loss is not finite). The same as
   // begin_step, then train_piece for every piece, then update_piece for every piece, then
-  // end_step.
-  double train_step(int n, const Targets& t);
+  // end_step. A model with several outputs takes one Targets per output (`t[j]`, output order)
+  // and returns the weighted sum of their mean losses.
+  double train_step(int n, const Targets& t) { return train_step(n, &t); }
+  double train_step(int n, const Targets* t);
   // The step in parts, for running one model's step on several threads. train_piece(p) may run
   // concurrently for distinct p (each touches only its piece's buffers); once all have returned,
   // so may update_piece(p), which adds the pieces' gradients of its share of the parameters in
   // piece order and applies the optimizer to that share (with gradient clipping, which needs all
   // gradients at once, update_piece(0) does the whole update and the others nothing).
-  void begin_step(int n, const Targets& t);
+  void begin_step(int n, const Targets& t) { begin_step(n, &t); }
+  void begin_step(int n, const Targets* t);
   void train_piece(int p);
   void update_piece(int p);
   double end_step();
+  // Output j's per-sample losses [n] of the last step (unweighted), for per-output histories.
+  const float* step_losses(size_t j) const { return arena_.at(out_loss_offs_[j]); }
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
   // returned value is the loss summed over the batch.
   double evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample);
@@ -96,6 +114,9 @@ class Network {
   void begin_inference(int n);
   void infer_piece(int p);
   double output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample);
+  // The training losses of every output on the output the last forward left: out_sums[j] (one
+  // per output) receives output j's summed (unweighted) loss; returns the summed weighted total.
+  double output_losses(int n, const Targets* t, double* out_sums);
 
   Rng& rng() { return rng_; }
   void set_rng(const Rng& r) { rng_ = r; }
@@ -141,12 +162,14 @@ class Network {
   void plan_masks(Piece& pc);
   // For each node, the node whose made mask its output carries (-1: none).
   static std::vector<int> mask_sources(const Model& m);
-  // The steps of the mask reaching the model's output (0: none).
-  static int output_mask_steps(const Model& m);
+  // The steps of the mask reaching the model's output j (0: none).
+  static int output_mask_steps(const Model& m, size_t j);
   // The arguments of layer i's forward/backward over a piece's buffers.
   LayerArgs layer_args(Piece& pc, size_t i, bool training);
-  // Copies a piece's output rows into the gathered output (split networks).
+  // Copies a piece's output rows into the gathered outputs (split networks).
   void gather_output(const Piece& pc);
+  // The loss of output j over a piece's rows: per-sample values, and its weighted gradient.
+  void piece_loss(Piece& pc, size_t j);
 
   std::shared_ptr<const Model> model_;
   int max_batch_;
@@ -156,14 +179,17 @@ class Network {
   Rng rng_;
   int64_t iterations_ = 0;
 
-  size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, input_off_ = 0, loss_off_ = 0;
-  size_t out_off_ = 0;  // gathered output [max_batch, output features] (split networks)
+  size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, loss_off_ = 0;
+  std::vector<size_t> input_offs_;  // per input [max_batch, its shape]
+  // Per output: the gathered output [max_batch, its features] (split networks) and its
+  // per-sample losses [max_batch] (loss_off_ itself when there is one output).
+  std::vector<size_t> out_offs_, out_loss_offs_;
   size_t n_trainable_ = 0, n_fixed_ = 0, state_floats_ = 0;
   float* params_ = nullptr;
-  const float* out_ptr_ = nullptr;
+  std::vector<const float*> out_ptrs_;
   std::vector<Piece> pieces_;
   int step_n_ = 0;
-  Targets step_targets_;
+  std::vector<Targets> step_targets_;  // one per output, sized once
   std::vector<std::vector<float*>> param_ptrs_;
   std::vector<VarRange> vars_;
 };

@@ -83,7 +83,9 @@ void compare(const std::string& file, bool same_names, const Shape* data_shape =
     ASSERT_EQ(wb.size(), wa.size());
     for (size_t i = 0; i < wa.size(); ++i) {
       SCOPED_TRACE(wa[i].name);
-      if (same_names) EXPECT_EQ(wb[i].name, wa[i].name);
+      if (same_names) {
+        EXPECT_EQ(wb[i].name, wa[i].name);
+      }
       // The variable's own name (kernel, recurrent_kernel, bias, embeddings) in the same place.
       auto leaf = [](std::string n) {
         n = n.substr(n.rfind('/') + 1);
