@@ -54,9 +54,11 @@ struct Plan {
   std::string impl_fwd, impl_bwd;
 };
 
+// The engine, the plans and their mutex live until the process ends (never destroyed, so no
+// primitive can outlive the engine during static destruction).
 dnnl::engine& cpu_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
+  static auto* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
 }
 
 size_t round16(size_t floats) { return (floats + 15) / 16 * 16; }
@@ -69,12 +71,12 @@ Key key_of(const ConvGeometry& g) {
 }
 
 std::mutex& plans_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::map<Key, std::unique_ptr<Plan>>& plans() {
-  static std::map<Key, std::unique_ptr<Plan>> p;
-  return p;
+  static auto* p = new std::map<Key, std::unique_ptr<Plan>>;
+  return *p;
 }
 
 // Implementations worth using: oneDNN's JIT direct kernels ("jit:...", "brg:..."), not its
