@@ -64,6 +64,10 @@ class NoiseLayer final : public Layer {
       amount_ = parse_rate(c);
     }
     if (kind_ == Noise::kSpatial2d) c.get_string("data_format", "channels_last", {"channels_last"});
+    if (kind_ == Noise::kAlphaDropout) {
+      const Json* ns = c.get_raw("noise_shape");
+      if (ns && !ns->is_null()) c.fail("noise_shape", "null (noise over every value)");
+    }
   }
   const char* class_name() const override {
     switch (kind_) {

@@ -258,6 +258,9 @@ TEST(KerasOtherLayers, RefusesUnsupportedOptionsByKey) {
   EXPECT_NE(message("AlphaDropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 1, 4}}})
                 .find("noise_shape"),
             std::string::npos);
+  EXPECT_NE(
+      message("Dropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 1, 4}}}).find("noise_shape"),
+      std::string::npos);
   EXPECT_NE(message("SpatialDropout2D", {{"rate", 0.1}, {"data_format", "channels_first"}})
                 .find("data_format"),
             std::string::npos);
