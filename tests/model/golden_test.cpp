@@ -3,8 +3,9 @@
 // gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
 // model, a causal Conv1D model and a dilated Conv1D model; outputs, gradients and 3 Adam steps
 // for recurrent models (tools/make_recurrent_golden_fixtures.py), among them a per-timestep
-// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss. Compared
-// within 1e-5 relative.
+// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss; and the same
+// four for LayerNormalization (trailing and non-trailing axis) and UnitNormalization models
+// (tools/make_norm_golden_fixtures.py). Compared within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +67,21 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add(it->second.first, it->second.second, "rnn");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "layer_norm") {
+    add("Dense", {{"units", 5}, {"activation", "relu"}}, "dense");
+    add("LayerNormalization", {{"axis", -1}, {"epsilon", 1e-3}}, "layer_normalization");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1");
+    return Model::sequential(prefix, Shape{3, 4}, std::move(ls));
+  }
+  if (prefix == "layer_norm_axes") {
+    add("LayerNormalization", {{"axis", 1}, {"epsilon", 1e-5}, {"center", false}},
+        "layer_normalization");
+    add("UnitNormalization", {{"axis", -1}}, "unit_normalization");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{3, 4}, std::move(ls));
   }
   if (prefix == "dense") {
     add("Dense", {{"units", 6}, {"activation", "relu"}}, "dense");
@@ -173,7 +189,8 @@ TEST_P(Golden, ThreeSgdMomentumStepsMatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv", "conv1d_causal",
-                                                             "conv1d_dilated"));
+                                                             "conv1d_dilated", "layer_norm",
+                                                             "layer_norm_axes"));
 
 // Recurrent models: fixtures hold outputs, gradients and Adam steps (no SGD-momentum run).
 class GoldenRecurrent : public Golden {};
