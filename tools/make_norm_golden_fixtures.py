@@ -4,9 +4,10 @@
 Models, on an input [T=3, F=4] per sample, batch 4:
   layer_norm:      Dense(5, relu) -> LayerNormalization(axis=-1, epsilon=1e-3) -> Flatten
                    -> Dense(3, softmax)
-  layer_norm_axes: LayerNormalization(axis=1, epsilon=1e-5, center=False) (over the steps of each
-                   feature, not the trailing axis) -> UnitNormalization(axis=-1) -> Flatten
-                   -> Dense(3, softmax)
+  layer_norm_axes: LayerNormalization(axis=1, epsilon=1e-5) (over the steps of each feature, not
+                   the trailing axis) -> UnitNormalization(axis=-1) -> Flatten -> Dense(3, softmax)
+                   (with center=False the unit norm would cancel gamma: its gradient would be
+                   float noise, which Adam turns into full-size steps of random sign)
 LayerNormalization is written out from Keras's formula (mean and biased variance over the axes,
 epsilon inside the square root, gamma and beta shaped by the axes) and checked against
 torch.nn.functional.layer_norm before saving; UnitNormalization is x * rsqrt(max(sum(x^2), 1e-24))
@@ -83,9 +84,9 @@ def main():
                  [w(F, 5), w(5), f32(1 + rng.normal(scale=0.3, size=5)), w(5), w(T * 5, 3), w(3)])
 
     def axes_model(p, x):
-        return head(unit_norm(layer_norm(x, [1], 1e-5, p[0]), 2), p[1], p[2])
+        return head(unit_norm(layer_norm(x, [1], 1e-5, p[0], p[1]), 2), p[2], p[3])
     make_fixture("layer_norm_axes", axes_model, x, labels,
-                 [f32(1 + rng.normal(scale=0.3, size=T)), w(T * F, 3), w(3)])
+                 [f32(1 + rng.normal(scale=0.3, size=T)), w(T), w(T * F, 3), w(3)])
 
 
 if __name__ == "__main__":

@@ -76,8 +76,7 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     return Model::sequential(prefix, Shape{3, 4}, std::move(ls));
   }
   if (prefix == "layer_norm_axes") {
-    add("LayerNormalization", {{"axis", 1}, {"epsilon", 1e-5}, {"center", false}},
-        "layer_normalization");
+    add("LayerNormalization", {{"axis", 1}, {"epsilon", 1e-5}}, "layer_normalization");
     add("UnitNormalization", {{"axis", -1}}, "unit_normalization");
     add("Flatten", Json::object(), "flatten");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
