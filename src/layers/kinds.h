@@ -47,7 +47,10 @@
   X(GRU, gru)                                            \
   X(Bidirectional, bidirectional)                        \
   X(Masking, masking)                                    \
-  X(UpSampling2D, up_sampling2d)
+  X(UpSampling2D, up_sampling2d)                         \
+  X(Conv2DTranspose, conv2d_transpose)                   \
+  X(SeparableConv2D, separable_conv2d)                   \
+  X(Cropping2D, cropping2d)
 
 namespace nnfleet {
 
