@@ -34,7 +34,7 @@ OJson batch_shape(const Shape& s) {
 bool has_build_config(const std::string& cls) {
   for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
                         "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed",
-                        "SimpleRNN", "LSTM", "GRU", "LayerNormalization", "PReLU", "Multiply",
+                        "Conv2DTranspose", "SeparableConv2D", "SimpleRNN", "LSTM", "GRU", "LayerNormalization", "PReLU", "Multiply",
                         "Subtract", "Average", "Maximum", "Minimum", "Dot"})
     if (cls == c) return true;
   return false;

@@ -61,7 +61,10 @@
   X(SpatialDropout2D, spatial_dropout2d)                 \
   X(GaussianNoise, gaussian_noise)                       \
   X(GaussianDropout, gaussian_dropout)                   \
-  X(AlphaDropout, alpha_dropout)
+  X(AlphaDropout, alpha_dropout) \
+  X(Conv2DTranspose, conv2d_transpose)                   \
+  X(SeparableConv2D, separable_conv2d)                   \
+  X(Cropping2D, cropping2d)
 
 namespace nnfleet {
 

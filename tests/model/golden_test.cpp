@@ -3,9 +3,11 @@
 // gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
 // model, a causal Conv1D model and a dilated Conv1D model; outputs, gradients and 3 Adam steps
 // for recurrent models (tools/make_recurrent_golden_fixtures.py), among them a per-timestep
-// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss; and the same
+// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss; the same
 // four for LayerNormalization (trailing and non-trailing axis) and UnitNormalization models
-// (tools/make_norm_golden_fixtures.py). Compared within 1e-5 relative.
+// (tools/make_norm_golden_fixtures.py), and for the convolution variants
+// (tools/make_conv_variants_golden_fixtures.py: Conv2DTranspose, SeparableConv2D, grouped Conv2D
+// + bilinear UpSampling2D + Cropping2D). Compared within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -103,6 +105,48 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential("conv1d_dilated", Shape{11, 2}, std::move(ls));
   }
+  if (prefix == "conv_transpose") {
+    add("Conv2DTranspose",
+        {{"filters", 3},
+         {"kernel_size", 3},
+         {"strides", 2},
+         {"padding", "same"},
+         {"activation", "relu"}},
+        "conv2d_transpose");
+    add("Conv2DTranspose",
+        {{"filters", 2},
+         {"kernel_size", 3},
+         {"strides", 2},
+         {"output_padding", 1},
+         {"activation", "tanh"}},
+        "conv2d_transpose_1");
+    add("GlobalAveragePooling2D", Json::object(), "global_average_pooling2d");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{3, 3, 2}, std::move(ls));
+  }
+  if (prefix == "separable_conv") {
+    add("SeparableConv2D",
+        {{"filters", 4},
+         {"kernel_size", 3},
+         {"depth_multiplier", 2},
+         {"strides", 2},
+         {"padding", "same"},
+         {"activation", "relu"}},
+        "separable_conv2d");
+    add("SeparableConv2D", {{"filters", 3}, {"kernel_size", 2}}, "separable_conv2d_1");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{6, 6, 2}, std::move(ls));
+  }
+  if (prefix == "grouped_bilinear") {
+    add("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"groups", 2}, {"activation", "relu"}},
+        "conv2d");
+    add("UpSampling2D", {{"interpolation", "bilinear"}}, "up_sampling2d");
+    add("Cropping2D", {{"cropping", Json{Json{1, 0}, Json{0, 2}}}}, "cropping2d");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 5, 4}, std::move(ls));
+  }
   add("Conv2D", {{"filters", 2}, {"kernel_size", 3}, {"activation", "relu"}}, "conv2d");
   add("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d");
   add("Flatten", Json::object(), "flatten");
@@ -187,9 +231,10 @@ TEST_P(Golden, ThreeSgdMomentumStepsMatch) {
   expect_params(*net, "sgdm");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv", "conv1d_causal",
-                                                             "conv1d_dilated", "layer_norm",
-                                                             "layer_norm_axes"));
+INSTANTIATE_TEST_SUITE_P(Models, Golden,
+                         ::testing::Values("dense", "conv", "conv1d_causal", "conv1d_dilated",
+                                           "layer_norm", "layer_norm_axes", "conv_transpose",
+                                           "separable_conv", "grouped_bilinear"));
 
 // Recurrent models: fixtures hold outputs, gradients and Adam steps (no SGD-momentum run).
 class GoldenRecurrent : public Golden {};
