@@ -66,9 +66,10 @@ void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
   }
 }
 
-// The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
-OJson layer_config(const Layer& l, bool keras3) {
-  const Json src = l.keras_config();
+// Layer i's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
+OJson layer_config(const Model& m, size_t i, bool keras3) {
+  const Layer& l = m.layer(i);
+  const Json src = m.layer_keras_config(i);
   OJson c;
   c["name"] = l.name();
   c["trainable"] = src.value("trainable", true);
@@ -119,7 +120,7 @@ OJson keras3_layers(const Model& m, bool functional) {
     const Layer& l = m.layer(i);
     OJson e{{"module", "keras.layers"},
             {"class_name", l.class_name()},
-            {"config", layer_config(l, true)},
+            {"config", layer_config(m, i, true)},
             {"registered_name", nullptr}};
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
@@ -360,7 +361,7 @@ OJson legacy_model_config(const Model& m, bool functional) {
   layers.push_back(in);
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    OJson e{{"class_name", l.class_name()}, {"config", layer_config(l, false)}};
+    OJson e{{"class_name", l.class_name()}, {"config", layer_config(m, i, false)}};
     if (functional) {
       OJson refs = OJson::array();
       for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});

@@ -39,6 +39,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   if (train_)
     if (const std::string why = m.training_refusal(); !why.empty())
       throw ModelError("failed to train model '" + m.name() + "': " + why);
+  plan_training();
   const int mask_steps = output_mask_steps(m);
   const int out_steps = loss_steps(m.output_shape());
   if (train_ && mask_steps > 0 && mask_steps != out_steps)
@@ -67,6 +68,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
+      pc.sink_off = arena_.reserve(sink_floats());
       for (size_t i = 0; i < L; ++i)
         pc.nodes[i].dy_off =
             arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
@@ -99,8 +101,14 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(L);
   for (size_t i = 0; i < L; ++i) {
-    for (const auto& p : m.planned(i).params) {
+    size_t sink = 0;
+    for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
+      const ParamSpec& p = m.planned(i).params[j];
       const size_t sz = static_cast<size_t>(p.shape.size());
+      if (train_ && !p.trainable && m.planned(i).layer_trainable[j]) {
+        for (Piece& pc : pieces_) pc.nodes[i].dparams.push_back(arena_.at(pc.sink_off) + sink);
+        sink += sz;
+      }
       if (p.trainable) {
         param_ptrs_[i].push_back(params_ + t_off);
         if (train_)
@@ -119,7 +127,9 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
         nb.x.push_back(id == 0 ? arena_.at(input_off_) +
                                      static_cast<size_t>(pc.row0) * m.input_shape().size()
                                : arena_.at(pc.nodes[src].y_off));
-        nb.dx.push_back(id == 0 || !train_ ? nullptr : arena_.at(pc.nodes[src].dy_off));
+        nb.dx.push_back(id == 0 || !train_ || !needs_backward_[src]
+                            ? nullptr
+                            : arena_.at(pc.nodes[src].dy_off));
       }
     }
   }
@@ -205,7 +215,7 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   NodeBuffers& nb = pc.nodes[i];
   LayerArgs a;
   a.n = pc.n;
-  a.training = training;
+  a.training = training && !inference_mode_[i];
   a.n_inputs = static_cast<int>(nb.x.size());
   a.in_shapes = p.in_shapes.data();
   a.out_shape = p.out_shape;
@@ -223,10 +233,12 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
 void Network::forward_piece(Piece& pc, bool training) {
   for (size_t i = 0; i < model_->num_layers(); ++i)
     model_->layer(i).forward(layer_args(pc, i, training));
+  if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
 void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
+    if (!needs_backward_[i]) continue;  // nothing trainable at or before it
     LayerArgs a = layer_args(pc, i, true);
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
@@ -300,6 +312,8 @@ void Network::train_piece(int p) {
 void Network::update_piece(int p) {
   const OptimizerSpec& o = spec_.optimizer;
   const bool clips = o.clipnorm > 0 || o.global_clipnorm > 0 || o.clipvalue > 0;
+  double& penalty = pieces_[static_cast<size_t>(p)].weight_penalty;
+  penalty = 0.0;
   if (clips && p > 0) return;
   // This piece's share of the parameters: [begin, end), in whole cache lines.
   const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
@@ -320,6 +334,7 @@ void Network::update_piece(int p) {
   };
   if (clips || pieces_.size() == 1) {
     sum_pieces(begin, end);
+    if (!reg_vars_.empty()) penalty += regularize(begin, end);
     if (clips) clip_gradients(o, n_trainable_, g, vars_);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
     return;
@@ -328,6 +343,7 @@ void Network::update_piece(int p) {
   for (size_t b0 = begin; b0 < end; b0 += kBlock) {
     const size_t b1 = std::min(end, b0 + kBlock);
     sum_pieces(b0, b1);
+    if (!reg_vars_.empty()) penalty += regularize(b0, b1);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
   }
 }
@@ -341,7 +357,13 @@ double Network::end_step() {
     for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
   }
   ++iterations_;
-  return loss / step_n_;
+  double penalty = 0.0, activity = 0.0;
+  for (const Piece& pc : pieces_) {
+    penalty += pc.weight_penalty;
+    if (pc.n > 0) activity += pc.activity;
+  }
+  if (!constrained_.empty()) apply_constraints();
+  return loss / step_n_ + penalty + activity / step_n_;
 }
 
 double Network::train_step(int n, const Targets& t) {
