@@ -135,8 +135,7 @@ TEST(FineTuneRealFile, TeachableMachineNestedModelKeepsItsBaseBitForBit) {
           "\n"
           "    unfreeze_from: dense_1\n"
           "    epochs: 2\n"
-          "    batch_size: 8\n"
-          "    loss: {sparse_categorical_crossentropy: {from_logits: false}}\n",
+          "    batch_size: 8\n",
       dir);
   ASSERT_EQ(t.result.status, JobStatus::kDone) << t.result.message;
   // dense (784x128 + 128) is frozen, dense_1 (128x10 + 10) trains.
