@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fleet/checkpoint.h"
+#include "fleet/fine_tune.h"
 #include "fleet/fleet_data.h"
 #include "fleet/mpi_fleet.h"
 #include "fleet/results.h"
@@ -162,6 +163,7 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
   } else {
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
+    m = apply_fine_tuning(s, std::move(m), initial_params);
   }
   if (m->num_inputs() > 1 || m->num_outputs() > 1)
     throw ModelError("failed to train model '" + s.name + "': it has " +

@@ -68,12 +68,15 @@ void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end
   weight = 0.0;
   msums.assign(metrics.size(), 0.0);
   const int bs = spec.batch_size;
+  // Keras's val_loss and test loss include the regularizers, as its training loss does.
+  const double weight_penalty = net.weight_penalty();
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     Targets t = b.load(xy, b.idx.data(), n, net);
     infer(n);
-    loss_sum += net.output_loss(n, spec.loss, t, nullptr);
+    loss_sum += net.output_loss(n, spec.loss, t, nullptr) + net.activity_penalty_sum() +
+                n * weight_penalty;
     t = net.on_output(t);
     weight += metric_weight(n, t);
     for (size_t m = 0; m < metrics.size(); ++m)
@@ -128,11 +131,16 @@ const double* find_metric(const Metrics& m, const std::string& key) {
 
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
   // load_plan gives every layer its Keras default name ("dense_1") in its config.
-  std::vector<std::unique_ptr<Layer>> layers;
-  for (size_t i = 0; i < spec.layers.size(); ++i)
-    layers.push_back(make_layer(spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
-                                "layer_" + std::to_string(i)));
-  return Model::sequential(spec.name, input_shape, std::move(layers));
+  // Training keys (regularizers, constraints, trainable) stay with the node (layer_training.h).
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    auto [layer, training] = make_layer_with_training(
+        spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
+        "layer_" + std::to_string(i));
+    nodes.push_back({std::move(layer), {static_cast<int>(i)}, std::move(training)});
+  }
+  const int out = static_cast<int>(nodes.size());
+  return std::make_shared<const Model>(spec.name, input_shape, std::move(nodes), out);
 }
 
 int batch_pieces(const ModelSpec& spec, const Model& model) {

@@ -80,10 +80,11 @@ void legacy_leaky_relu_keys(OJson& c, bool is_leaky_relu) {
       legacy_leaky_relu_keys(v["config"], true);
 }
 
-// The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
+// Layer i's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
 // A layer whose Keras config has no trainable (Keras 3's SpatialDropout) gets none.
-OJson layer_config(const Layer& l, bool keras3) {
-  const Json src = l.keras_config();
+OJson layer_config(const Model& m, size_t i, bool keras3) {
+  const Layer& l = m.layer(i);
+  const Json src = m.layer_keras_config(i);
   OJson c;
   c["name"] = l.name();
   if (src.contains("trainable")) c["trainable"] = src["trainable"].get<bool>();
@@ -150,7 +151,7 @@ OJson keras3_layers(const Model& m, bool functional) {
     const Layer& l = m.layer(i);
     OJson e{{"module", "keras.layers"},
             {"class_name", l.class_name()},
-            {"config", layer_config(l, true)},
+            {"config", layer_config(m, i, true)},
             {"registered_name", nullptr}};
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
@@ -410,7 +411,7 @@ OJson legacy_model_config(const Model& m, bool functional) {
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    OJson e{{"class_name", l.class_name()}, {"config", layer_config(l, false)}};
+    OJson e{{"class_name", l.class_name()}, {"config", layer_config(m, i, false)}};
     if (functional) {
       OJson refs = OJson::array();
       for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});

@@ -44,6 +44,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
           "failed to train model '" + m.name() + "': it has " + std::to_string(m.num_outputs()) +
           " outputs; expected a loss for each, got " + std::to_string(spec_.outputs.size()));
   }
+  plan_training();
   step_targets_.assign(m.num_outputs(), Targets{});
   bool masked = false;
   for (size_t j = 0; j < m.num_outputs(); ++j) {
@@ -77,6 +78,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
+      pc.sink_off = arena_.reserve(sink_floats());
       for (size_t i = 0; i < L; ++i)
         pc.nodes[i].dy_off =
             arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
@@ -116,8 +118,14 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(L);
   for (size_t i = 0; i < L; ++i) {
-    for (const auto& p : m.planned(i).params) {
+    size_t sink = 0;
+    for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
+      const ParamSpec& p = m.planned(i).params[j];
       const size_t sz = static_cast<size_t>(p.shape.size());
+      if (train_ && !p.trainable && m.planned(i).layer_trainable[j]) {
+        for (Piece& pc : pieces_) pc.nodes[i].dparams.push_back(arena_.at(pc.sink_off) + sink);
+        sink += sz;
+      }
       if (p.trainable) {
         param_ptrs_[i].push_back(params_ + t_off);
         if (train_)
@@ -141,7 +149,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
         }
         const size_t src = m.layer_of(id);
         nb.x.push_back(arena_.at(pc.nodes[src].y_off));
-        nb.dx.push_back(train_ ? arena_.at(pc.nodes[src].dy_off) : nullptr);
+        nb.dx.push_back(train_ && needs_backward_[src] ? arena_.at(pc.nodes[src].dy_off)
+                                                       : nullptr);
       }
     }
   }
@@ -230,7 +239,7 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   NodeBuffers& nb = pc.nodes[i];
   LayerArgs a;
   a.n = pc.n;
-  a.training = training;
+  a.training = training && !inference_mode_[i];
   a.n_inputs = static_cast<int>(nb.x.size());
   a.in_shapes = p.in_shapes.data();
   a.out_shape = p.out_shape;
@@ -248,10 +257,12 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
 void Network::forward_piece(Piece& pc, bool training) {
   for (size_t i = 0; i < model_->num_layers(); ++i)
     model_->layer(i).forward(layer_args(pc, i, training));
+  if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
 void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
+    if (!needs_backward_[i]) continue;  // nothing trainable at or before it
     LayerArgs a = layer_args(pc, i, true);
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
@@ -350,6 +361,8 @@ void Network::piece_loss(Piece& pc, size_t j) {
 void Network::update_piece(int p) {
   const OptimizerSpec& o = spec_.optimizer;
   const bool clips = o.clipnorm > 0 || o.global_clipnorm > 0 || o.clipvalue > 0;
+  double& penalty = pieces_[static_cast<size_t>(p)].weight_penalty;
+  penalty = 0.0;
   if (clips && p > 0) return;
   // This piece's share of the parameters: [begin, end), in whole cache lines.
   const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
@@ -370,6 +383,7 @@ void Network::update_piece(int p) {
   };
   if (clips || pieces_.size() == 1) {
     sum_pieces(begin, end);
+    if (!reg_vars_.empty()) penalty += regularize(begin, end);
     if (clips) clip_gradients(o, n_trainable_, g, vars_);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
     return;
@@ -378,6 +392,7 @@ void Network::update_piece(int p) {
   for (size_t b0 = begin; b0 < end; b0 += kBlock) {
     const size_t b1 = std::min(end, b0 + kBlock);
     sum_pieces(b0, b1);
+    if (!reg_vars_.empty()) penalty += regularize(b0, b1);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
   }
 }
@@ -391,7 +406,13 @@ double Network::end_step() {
     for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
   }
   ++iterations_;
-  return loss / step_n_;
+  double penalty = 0.0, activity = 0.0;
+  for (const Piece& pc : pieces_) {
+    penalty += pc.weight_penalty;
+    if (pc.n > 0) activity += pc.activity;
+  }
+  if (!constrained_.empty()) apply_constraints();
+  return loss / step_n_ + penalty + activity / step_n_;
 }
 
 double Network::train_step(int n, const Targets* t) {

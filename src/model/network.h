@@ -118,6 +118,14 @@ class Network {
   // per output) receives output j's summed (unweighted) loss; returns the summed weighted total.
   double output_losses(int n, const Targets* t, double* out_sums);
 
+  // Regularization (model/layer_training.h), as Keras adds it to the loss: train_step's loss
+  // includes the weight penalties of the trainable weights (before the update) and the activity
+  // penalties of the batch divided by its size. For evaluation, the same parts of the current
+  // state: the weight penalty (0 without weight regularizers) and the activity penalties of the
+  // last forward() or inference, summed over its rows (not divided).
+  double weight_penalty() const;
+  double activity_penalty_sum() const;
+
   Rng& rng() { return rng_; }
   void set_rng(const Rng& r) { rng_ = r; }
   int64_t iterations() const { return iterations_; }
@@ -144,7 +152,7 @@ class Network {
     bool makes_mask = false;
     std::vector<const float*> x;  // input pointers
     std::vector<float*> dx;       // input gradient pointers (null for the model input)
-    std::vector<float*> dparams;  // trainable params' gradients
+    std::vector<float*> dparams;  // trainable params' gradients (a frozen layer's: a sink)
   };
   // The buffers of one piece of the batch (a single piece when the batch is not split).
   struct Piece {
@@ -155,6 +163,8 @@ class Network {
     std::vector<NodeBuffers> nodes;
     Rng rng;              // its dropout stream (split networks)
     double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
+    size_t sink_off = 0;  // gradients of frozen layers' weights, written and never read
+    double activity = 0.0, weight_penalty = 0.0;  // this step's regularization parts
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
@@ -192,6 +202,31 @@ class Network {
   std::vector<Targets> step_targets_;  // one per output, sized once
   std::vector<std::vector<float*>> param_ptrs_;
   std::vector<VarRange> vars_;
+
+  // Regularization and constraints (network_training.cpp).
+  struct RegularizedVar {
+    size_t offset, size;  // in params()
+    Regularizer reg;
+  };
+  struct ConstrainedVar {
+    size_t offset;  // in params()
+    Shape shape;
+    Constraint constraint;
+  };
+  std::vector<RegularizedVar> reg_vars_;
+  std::vector<ConstrainedVar> constrained_;
+  std::vector<std::pair<size_t, Regularizer>> activity_;  // (node, regularizer)
+  std::vector<char> needs_backward_;  // a node with trainable weights at or before it
+  std::vector<char> inference_mode_;  // a frozen layer with batch statistics
+  // Fills the members above from the model (before the arena is laid out).
+  void plan_training();
+  // Adds the weight regularizers' gradients over trainable parameters [begin, end) and returns
+  // their penalty there.
+  double regularize(size_t begin, size_t end);
+  // The piece's activity penalties of its last forward (and their gradients when training).
+  void activity_forward(Piece& pc, bool add_grads);
+  void apply_constraints();
+  size_t sink_floats() const;
 };
 
 }  // namespace nnfleet
