@@ -212,8 +212,7 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
     n.training.keras.erase("trainable");
     nodes.push_back(std::move(n));
   }
-  return std::make_shared<const Model>(name_, input_shape_, std::move(nodes), output_,
-                                       input_name_);
+  return std::make_shared<const Model>(name_, inputs_, std::move(nodes), outputs_);
 }
 
 std::vector<std::vector<size_t>> param_layout(const Model& m) {
