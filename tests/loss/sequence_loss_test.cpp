@@ -135,7 +135,9 @@ TEST(SequenceLoss, MaskWeightsTheBatchLossByTheKeptSteps) {
   loss_backward(spec(LossKind::kSparseCategoricalCrossentropy), kN, kK, b.pred.data(), t, g.data());
   for (int r = 0; r < kN * kT; ++r)
     for (int j = 0; j < kC; ++j)
-      if (b.mask[static_cast<size_t>(r)] == 0) EXPECT_EQ(g[static_cast<size_t>(r) * kC + j], 0.0f);
+      if (b.mask[static_cast<size_t>(r)] == 0) {
+        EXPECT_EQ(g[static_cast<size_t>(r) * kC + j], 0.0f);
+      }
 }
 
 TEST(SequenceLoss, NothingKeptGivesZeroLossAndGradient) {
