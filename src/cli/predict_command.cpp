@@ -134,8 +134,8 @@ LossSpec loss_of(const PredictArgs& a, const LoadedModel& lm) {
 // int64 label of 2^31 or a float of 1e300 is refused, never wrapped into another class.
 std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file,
                                   const std::string& loss) {
-  const int64_t n = y.rows();
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t n = y.rows(), values = y.shape().size();
+  for (int64_t i = 0; i < values; ++i) {
     const double v = y.at(i);
     if (v == std::floor(v) && v >= 0 && v < k) continue;
     char text[32];
@@ -144,15 +144,17 @@ std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file
                                 ? std::to_string(static_cast<const int64_t*>(y.data())[i])
                                 : std::string(text);
     throw DataError("failed to compute " + loss + ": '" + file + "' has the label " + got +
-                    " at sample " + std::to_string(i) + "; expected integer class labels 0.." +
-                    std::to_string(k - 1) + " (the model has " + std::to_string(k) + " outputs)");
+                    " at sample " + std::to_string(i / y.row_size()) +
+                    (y.row_size() > 1 ? ", step " + std::to_string(i % y.row_size()) : "") +
+                    "; expected integer class labels 0.." + std::to_string(k - 1) +
+                    " (the model has " + std::to_string(k) + " outputs)");
   }
-  if (n > limits::kMaxLabel)
-    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(n) +
+  if (values > limits::kMaxLabel)
+    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(values) +
                     " labels; expected at most " + std::to_string(limits::kMaxLabel));
   std::vector<int64_t> all(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-  std::vector<int32_t> labels(static_cast<size_t>(n));
+  std::vector<int32_t> labels(static_cast<size_t>(values));
   gather_labels(y, all.data(), static_cast<int>(n), labels.data());
   return labels;
 }
@@ -276,18 +278,26 @@ OutputTargets make_targets(const Array& y, const std::string& y_file, const Loss
   if (y.rows() != n)
     throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
                     " targets for " + std::to_string(n) + " samples; expected one per sample");
-  const bool one_per_row = y.row_size() == 1;
-  if (loss.sparse() || (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
-    if (!one_per_row)
-      throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                      "' have shape " + y.shape().str() + " (" + dtype_name(y.dtype()) +
-                      "); expected integer class labels [" + std::to_string(n) + "]");
-    o.labels = class_labels(y, k, y_file, loss_name(loss));
+  // Per-timestep outputs [T, C]: the loss applies to each of the `steps` rows of C (Targets).
+  const int steps = loss_steps(out_shape), classes = k / steps;
+  const bool one_per_row = y.row_size() == steps;
+  if (loss.sparse() ||
+      (one_per_row && classes > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
+    if (!one_per_row) {
+      Shape want = out_shape.with_batch(n);
+      want[-1] = 1;
+      throw DataError(
+          "failed to compute " + loss_name(loss) + ": the targets in '" + y_file + "' have shape " +
+          y.shape().str() + " (" + dtype_name(y.dtype()) + "); expected integer class labels " +
+          (steps == 1 ? "[" + std::to_string(n) + "]"
+                      : want.str() + ", one per timestep of the output " + out_shape.str()));
+    }
+    o.labels = class_labels(y, classes, y_file, loss_name(loss));
     if (!loss.sparse()) {
-      // Integer labels with categorical_crossentropy: one-hot rows of k.
+      // Integer labels with categorical_crossentropy: one-hot rows of `classes`.
       o.values.assign(static_cast<size_t>(n) * k, 0.0f);
-      for (int64_t i = 0; i < n; ++i)
-        o.values[static_cast<size_t>(i) * k + o.labels[static_cast<size_t>(i)]] = 1.0f;
+      for (size_t r = 0; r < o.labels.size(); ++r)
+        o.values[r * classes + static_cast<size_t>(o.labels[r])] = 1.0f;
       o.labels.clear();
     }
     return o;
@@ -430,10 +440,12 @@ Predictions run_workers(const PredictArgs& a, const LoadedModel& lm, const Input
             if (targets.empty()) continue;
             Targets t;
             if (!targets[j].labels.empty())
-              t.labels = targets[j].labels.data() + begin;
+              t.labels =
+                  targets[j].labels.data() + static_cast<size_t>(begin) * net.output_steps(j);
             else
               t.values = targets[j].values.data() + static_cast<size_t>(begin) * k;
-            loss_forward(targets[j].loss, rows, k, net.output(j), t, loss_data[j] + begin);
+            loss_forward(targets[j].loss, rows, k, net.output(j), net.on_output(t, j),
+                         loss_data[j] + begin);
           }
         }
       }

@@ -79,6 +79,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<con
   h["loss_sum"] = c.loss_sum;
   h["metric_sums"] = c.metric_sums;
   h["seen"] = c.seen;
+  h["metric_weight"] = c.metric_weight;
   h["epoch_seconds"] = c.epoch_seconds;
   h["seconds"] = c.seconds;
   h["samples"] = c.samples;
@@ -135,6 +136,8 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
     c.loss_sum = h.at("loss_sum").get<double>();
     c.metric_sums = h.at("metric_sums").get<std::vector<double>>();
     c.seen = h.at("seen").get<int64_t>();
+    c.metric_weight = h.contains("metric_weight") ? h.at("metric_weight").get<double>()
+                                                  : static_cast<double>(c.seen);
     c.epoch_seconds = h.at("epoch_seconds").get<double>();
     c.seconds = h.at("seconds").get<double>();
     c.samples = h.at("samples").get<int64_t>();

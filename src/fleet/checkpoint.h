@@ -23,6 +23,7 @@ struct Checkpoint {
   double loss_sum = 0.0;    // running sums of the interrupted epoch
   std::vector<double> metric_sums;
   int64_t seen = 0;
+  double metric_weight = 0.0;  // what metric_sums are divided by (seen, or the kept mask share)
   double epoch_seconds = 0.0;
   double seconds = 0.0;     // training time so far
   int64_t samples = 0;      // samples trained so far

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fleet/checkpoint.h"
+#include "fleet/fine_tune.h"
 #include "fleet/fleet_data.h"
 #include "fleet/mpi_fleet.h"
 #include "fleet/results.h"
@@ -44,7 +45,9 @@ void check_source_targets(const std::string& at, const char* role, const std::st
                           const Array& y, const LabelStats& st, const ModelSpec& s, const Model& m,
                           std::vector<std::string>& problems, size_t out = 0,
                           const LossSpec* out_loss = nullptr) {
-  const int64_t k = m.output_shape(out).size();
+  const Shape& shape = m.output_shape(out);
+  const int64_t k = shape.size();
+  const int64_t steps = loss_steps(shape), classes = k / steps;
   const LossSpec& loss = out_loss ? *out_loss : s.loss;
   const Shape ys = y.sample_shape();
   char range_text[96];
@@ -57,14 +60,25 @@ void check_source_targets(const std::string& at, const char* role, const std::st
   };
   switch (loss.kind) {
     case LossKind::kSparseCategoricalCrossentropy:
-      if (ys.size() != 1)
-        add("sparse_categorical_crossentropy needs one integer label per sample; expected y of "
-            "shape [N] or [N,1], got y samples of shape " +
-            ys.str() + "; use categorical_crossentropy for one-hot targets");
-      else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(k))
+      if (ys.size() != steps) {
+        // Per-timestep outputs [T, C] take labels [N, T] (or [N, T, 1]), as Keras does.
+        Shape labels;
+        for (int a = 0; a + 1 < shape.rank(); ++a) labels.push_back(shape[a]);
+        Shape labels1 = labels;
+        labels1.push_back(1);
+        add("sparse_categorical_crossentropy needs one integer label per " +
+            (steps == 1
+                 ? std::string("sample; expected y of shape [N] or [N,1]")
+                 : "timestep of the output " + shape.str() +
+                       "; expected y samples of shape " + labels.str() + " or " + labels1.str()) +
+            ", got y samples of shape " + ys.str() +
+            "; use categorical_crossentropy for one-hot targets");
+      } else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(classes)) {
         add("labels out of range for sparse_categorical_crossentropy; expected integers in 0.." +
-            std::to_string(k - 1) + " (the model outputs " + std::to_string(k) + " classes), got " +
-            range + (st.integral ? "" : " with fractional values"));
+            std::to_string(classes - 1) + " (the model outputs " + std::to_string(classes) +
+            " classes" + (steps > 1 ? " per timestep" : "") + "), got " + range +
+            (st.integral ? "" : " with fractional values"));
+      }
       break;
     case LossKind::kBinaryCrossentropy:
       if (st.min < 0 || st.max > 1)
@@ -73,11 +87,12 @@ void check_source_targets(const std::string& at, const char* role, const std::st
     default:
       if (ys.size() != k)
         add("targets do not match the model output; expected y samples of " + std::to_string(k) +
-            " values (output " + m.output_shape(out).str() + "), got " + ys.str() +
-            (ys.size() == 1 && k > 1 ? "; for integer class labels use loss: "
-                                       "sparse_categorical_crossentropy, for training and test "
-                                       "targets alike"
-                                     : ""));
+            " values (output " + shape.str() + "), got " + ys.str() +
+            (ys.size() == steps && classes > 1
+                 ? "; for integer class labels use loss: "
+                   "sparse_categorical_crossentropy, for training and test "
+                   "targets alike"
+                 : ""));
   }
 }
 
@@ -203,6 +218,7 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
   } else {
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
+    m = apply_fine_tuning(s, std::move(m), initial_params);
   }
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
@@ -285,7 +301,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
       train = train_spec_of(s, *j.model);
       for (size_t o = 0; o < j.model->num_outputs(); ++o)
         for (const auto& m : s.metrics)
-          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o).size()));
+          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
       continue;

@@ -17,101 +17,79 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// A value of the history: a metric of output `output`, or (is_loss) that output's own loss
-// (models with several outputs: "main_output_loss").
 struct MetricSlot {
   MetricKind kind;
   std::string key;
-  size_t output = 0;
-  bool is_loss = false;
 };
 
-// Reusable per-job batch buffers (allocated once per job, never inside a step), one set per model
-// output.
+// Reusable per-job batch buffers (allocated once per job, never inside a step).
 struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
-  const TrainSpec& train;
-  int k;  // output 0's features
-  std::vector<int> ks;
+  int k, steps;
   std::vector<int64_t> idx;
-  std::vector<std::vector<int32_t>> labels;
-  std::vector<std::vector<float>> values;
-  std::vector<Targets> targets;  // of the last load, one per output
+  std::vector<int32_t> labels;
+  std::vector<float> values;
 
-  Batcher(const FleetData& d, const ModelSpec& s, const TrainSpec& ts, const Model& m)
-      : data(d), spec(s), train(ts), k(static_cast<int>(m.output_shape().size())) {
-    const size_t outs = m.num_outputs();
-    labels.resize(outs);
-    values.resize(outs);
-    targets.resize(outs);
-    for (size_t j = 0; j < outs; ++j) {
-      ks.push_back(static_cast<int>(m.output_shape(j).size()));
-      if (train.loss_of(j).sparse())
-        labels[j].resize(static_cast<size_t>(spec.batch_size));
-      else
-        values[j].resize(static_cast<size_t>(spec.batch_size) * ks[j]);
-    }
+  Batcher(const FleetData& d, const ModelSpec& s, int k_, int steps_)
+      : data(d), spec(s), k(k_), steps(steps_) {
+    if (spec.loss.sparse())
+      labels.resize(static_cast<size_t>(spec.batch_size) * steps);
+    else
+      values.resize(static_cast<size_t>(spec.batch_size) * k);
     idx.resize(static_cast<size_t>(spec.batch_size));
   }
-  // Loads rows idx[0..n) of (x, y) (data.train or *data.test, with their further inputs and
-  // targets) into the network inputs and the target buffers; returns output 0's targets (all
-  // are in `targets`). The buffers were sized for the model: run_fleet's check_targets holds
-  // every source (training and test) to that shape before anything runs.
+  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
+  // The buffers were sized for the model: run_fleet's check_targets holds every source (training
+  // and test) to that shape before anything runs.
   Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
-    const bool of_test = &xy != &data.train;
-    NNFLEET_CHECK(n <= spec.batch_size && net.model().num_inputs() == data.num_x() &&
-                  targets.size() == data.num_y());
-    for (size_t i = 0; i < data.num_x(); ++i)
-      gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
-    for (size_t j = 0; j < targets.size(); ++j) {
-      const Array& y = data.y(j, of_test);
-      const bool sparse = train.loss_of(j).sparse();
-      NNFLEET_CHECK(sparse ? y.row_size() == 1 : y.row_size() == ks[j]);
-      Targets t;
-      if (sparse) {
-        gather_labels(y, rows, n, labels[j].data());
-        t.labels = labels[j].data();
-      } else {
-        gather_rows(y, rows, n, 1.0f, values[j].data());
-        t.values = values[j].data();
-      }
-      targets[j] = t;
+    NNFLEET_CHECK(n <= spec.batch_size &&
+                  (spec.loss.sparse() ? xy.y.row_size() == steps : xy.y.row_size() == k));
+    gather_rows(xy.x, rows, n, data.scale, net.input());
+    Targets t;
+    if (spec.loss.sparse()) {
+      gather_labels(xy.y, rows, n, labels.data());
+      t.labels = labels.data();
+    } else {
+      gather_rows(xy.y, rows, n, 1.0f, values.data());
+      t.values = values.data();
     }
-    return targets[0];
+    return t;
   }
 };
 
-// The value of slot `m` summed over a batch whose outputs the network holds.
-double slot_sum(const MetricSlot& m, Network& net, const Batcher& b, int n) {
-  const LossSpec& loss = b.train.loss_of(m.output);
-  return metric_sum(m.kind, n, b.ks[m.output], net.output(m.output), b.targets[m.output],
-                    loss.from_logits);
-}
-
-// Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
-// network's forward on the first n input rows.
+// Loss and metric sums over rows [begin, end) of xy, in inference mode, and the weight the metric
+// sums are divided by; `infer(n)` runs the network's forward on the first n input rows.
 template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
               const std::vector<MetricSlot>& metrics, const ModelSpec& spec, Infer infer,
-              double& loss_sum, std::vector<double>& msums) {
+              double& loss_sum, std::vector<double>& msums, double& weight) {
   loss_sum = 0.0;
+  weight = 0.0;
   msums.assign(metrics.size(), 0.0);
   const int bs = spec.batch_size;
-  std::vector<double> out_sums(b.targets.size());
+  // Keras's val_loss and test loss include the regularizers, as its training loss does.
+  const double weight_penalty = net.weight_penalty();
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     Targets t = b.load(xy, b.idx.data(), n, net);
     infer(n);
-    if (b.train.outputs.empty()) {
-      loss_sum += net.output_loss(n, spec.loss, t, nullptr);
-    } else {
-      loss_sum += net.output_losses(n, b.targets.data(), out_sums.data());
-    }
+    loss_sum += net.output_loss(n, spec.loss, t, nullptr) + net.activity_penalty_sum() +
+                n * weight_penalty;
+    t = net.on_output(t);
+    weight += metric_weight(n, t);
     for (size_t m = 0; m < metrics.size(); ++m)
-      msums[m] += metrics[m].is_loss ? out_sums[metrics[m].output] : slot_sum(metrics[m], net, b, n);
+      msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
   }
+}
+
+// Why a plan cannot train a model with several inputs or outputs yet (its data has one x and y).
+std::string multi_io_refusal(const ModelSpec& spec, const Model& model) {
+  return "failed to train model '" + spec.name + "': it has " + std::to_string(model.num_inputs()) +
+         " input(s) and " + std::to_string(model.num_outputs()) +
+         " output(s); plans train models with one input and one output only so far (predict "
+         "takes several)";
 }
 
 bool monitor_is_max(const EarlyStopping& es) {
@@ -153,11 +131,16 @@ const double* find_metric(const Metrics& m, const std::string& key) {
 
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
   // load_plan gives every layer its Keras default name ("dense_1") in its config.
-  std::vector<std::unique_ptr<Layer>> layers;
-  for (size_t i = 0; i < spec.layers.size(); ++i)
-    layers.push_back(make_layer(spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
-                                "layer_" + std::to_string(i)));
-  return Model::sequential(spec.name, input_shape, std::move(layers));
+  // Training keys (regularizers, constraints, trainable) stay with the node (layer_training.h).
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    auto [layer, training] = make_layer_with_training(
+        spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
+        "layer_" + std::to_string(i));
+    nodes.push_back({std::move(layer), {static_cast<int>(i)}, std::move(training)});
+  }
+  const int out = static_cast<int>(nodes.size());
+  return std::make_shared<const Model>(spec.name, input_shape, std::move(nodes), out);
 }
 
 int batch_pieces(const ModelSpec& spec, const Model& model) {
@@ -172,49 +155,6 @@ double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train
   return (3.0 * model.forward_flops() + 1e3) * static_cast<double>(n_train) * spec.epochs;
 }
 
-// Resolves a list (output order) or map (output names) of per-output values; `what` names them.
-template <typename T>
-std::vector<T> per_output(const std::vector<std::pair<std::string, T>>& given, const Model& m,
-                          const T& fallback, const std::string& model, const char* what) {
-  std::vector<T> out(m.num_outputs(), fallback);
-  if (given.empty()) return out;
-  std::string names;
-  for (size_t j = 0; j < m.num_outputs(); ++j) names += (j ? ", " : "") + m.output_name(j);
-  const std::string where = "failed to train model '" + model + "': ";
-  if (given[0].first.empty()) {
-    if (given.size() != m.num_outputs())
-      throw ModelError(where + "it has " + std::to_string(m.num_outputs()) + " output" +
-                       (m.num_outputs() > 1 ? "s" : "") + " (" + names + "); expected one " +
-                       what + " per output, got " + std::to_string(given.size()));
-    for (size_t j = 0; j < given.size(); ++j) out[j] = given[j].second;
-    return out;
-  }
-  for (const auto& [name, v] : given) {
-    size_t j = 0;
-    while (j < m.num_outputs() && m.output_name(j) != name) ++j;
-    if (j == m.num_outputs())
-      throw ModelError(where + "its " + what + " names output '" + name +
-                       "', which it does not have; expected one of " + names);
-    out[j] = v;
-  }
-  return out;
-}
-
-TrainSpec train_spec_of(const ModelSpec& spec, const Model& model) {
-  TrainSpec t{spec.loss, spec.optimizer};
-  if (model.num_outputs() == 1 && spec.output_losses.size() <= 1 && spec.loss_weights.size() <= 1) {
-    if (!spec.output_losses.empty()) t.loss = spec.output_losses[0].second;
-    if (!spec.loss_weights.empty() && spec.loss_weights[0].second != 1.0)
-      t.outputs = {{t.loss, spec.loss_weights[0].second}};
-    return t;
-  }
-  const auto losses = per_output(spec.output_losses, model, spec.loss, spec.name, "loss");
-  const auto weights = per_output(spec.loss_weights, model, 1.0, spec.name, "loss weight");
-  for (size_t j = 0; j < model.num_outputs(); ++j) t.outputs.push_back({losses[j], weights[j]});
-  t.loss = losses[0];
-  return t;
-}
-
 JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
                   const JobContext& ctx, const std::vector<float>* initial_params) {
   JobResult res;
@@ -224,13 +164,15 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
-    const TrainSpec train = train_spec_of(spec, *model);
-    Network net(model, spec.batch_size, train, batch_pieces(spec, *model));
+    if (model->num_inputs() > 1 || model->num_outputs() > 1)
+      throw ModelError(multi_io_refusal(spec, *model));
+    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
+                batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.
     const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
     const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
     const std::function<void(int)> infer_piece = [&net](int p) { net.infer_piece(p); };
-    auto train_step = [&](int n, const Targets* t) {
+    auto train_step = [&](int n, const Targets& t) {
       if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
       net.begin_step(n, t);
       ctx.helpers->run(net.pieces(), train_piece);
@@ -243,18 +185,10 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       net.begin_inference(n);
       ctx.helpers->run(net.pieces(), infer_piece);
     };
+    const int k = static_cast<int>(net.output_features());
     std::vector<MetricSlot> metrics;
-    const size_t outs = model->num_outputs();
-    // Keras's names with several outputs: main_output_loss, ..., then main_output_mae, ...
-    if (outs > 1)
-      for (size_t j = 0; j < outs; ++j)
-        metrics.push_back({MetricKind::kMeanSquaredError, model->output_name(j) + "_loss", j, true});
-    for (size_t j = 0; j < outs; ++j)
-      for (const auto& m : spec.metrics)
-        metrics.push_back({resolve_metric(m, train.loss_of(j),
-                                          static_cast<int>(model->output_shape(j).size())),
-                           outs > 1 ? model->output_name(j) + "_" + metric_key(m) : metric_key(m),
-                           j, false});
+    for (const auto& m : spec.metrics)
+      metrics.push_back({resolve_metric(m, spec.loss, k / net.output_steps()), metric_key(m)});
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -286,7 +220,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
-    Batcher batcher(data, spec, train, *model);
+    Batcher batcher(data, spec, k, net.output_steps());
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
@@ -319,6 +253,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         ck.loss_sum = 0.0;
         ck.metric_sums.assign(metrics.size(), 0.0);
         ck.seen = 0;
+        ck.metric_weight = 0.0;
         ck.epoch_seconds = 0.0;
       } else {
         net.rng().set_state(ck.rng);
@@ -327,8 +262,9 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
-        const double loss = train_step(n, batcher.targets.data());
+        Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        const double loss = train_step(n, t);
+        t = net.on_output(t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
@@ -340,19 +276,15 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
         ck.loss_sum += loss * n;
         ck.seen += n;
-        for (size_t m = 0; m < metrics.size(); ++m) {
-          if (!metrics[m].is_loss) {
-            ck.metric_sums[m] += slot_sum(metrics[m], net, batcher, n);
-            continue;
-          }
-          const float* l = net.step_losses(metrics[m].output);
-          for (int i = 0; i < n; ++i) ck.metric_sums[m] += l[i];
-        }
+        ck.metric_weight += metric_weight(n, t);
+        for (size_t m = 0; m < metrics.size(); ++m)
+          ck.metric_sums[m] +=
+              metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
         ck.samples += n;
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);
           ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
-                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.seen,
+                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.metric_weight,
                                  el > 0 ? ck.seen / el : 0.0);
         }
         if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
@@ -375,16 +307,16 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       rec.epoch = epoch + 1;
       rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
       for (size_t m = 0; m < metrics.size(); ++m)
-        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.seen);
+        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.metric_weight);
       if (data.n_val > 0) {
-        double vl = 0;
+        double vl = 0, vw = 0;
         std::vector<double> vm;
         evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec,
-                 infer, vl, vm);
+                 infer, vl, vm, vw);
         const double nv = static_cast<double>(data.n_val);
         rec.values.emplace_back("val_loss", vl / nv);
         for (size_t m = 0; m < metrics.size(); ++m)
-          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / nv);
+          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / vw);
       }
       // The rate the next update would use, as Keras's optimizer.learning_rate reports it.
       if (spec.optimizer.schedule)
@@ -442,13 +374,13 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
     if (!res.history.empty()) res.metrics = res.history.back().values;
     if (data.test) {
-      double tl = 0;
+      double tl = 0, tw = 0;
       std::vector<double> tm;
-      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm);
+      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm, tw);
       const double nt = static_cast<double>(data.test->x.rows());
       res.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics.size(); ++m)
-        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / nt);
+        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / tw);
     }
     if (es && ck.best.epoch > 0) {
       res.best = ck.best;

@@ -19,6 +19,7 @@
 #include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
+#include "model/layer_training.h"
 #include "platform/files.h"
 #include "platform/limits.h"
 
@@ -43,10 +44,12 @@ const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"}
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
 const std::vector<std::string> kModelKeys = {
     "batch_size", "batch_split", "data",    "early_stopping", "epochs",    "grid",   "keras",
-    "layers",     "loss",        "loss_weights", "metrics", "name",    "optimizer", "shuffle"};
-const std::vector<std::string> kDefaultsKeys = {
-    "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
-    "layers",     "loss",        "loss_weights", "metrics", "optimizer",      "shuffle"};
+      "layers",     "loss",        "loss_weights", "metrics", "name",    "optimizer", "shuffle",
+      "freeze",     "unfreeze_from"};
+  const std::vector<std::string> kDefaultsKeys = {
+      "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
+      "layers",     "loss",        "loss_weights", "metrics", "optimizer",      "shuffle",
+      "freeze",     "unfreeze_from"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -214,6 +217,9 @@ class Loader {
   ModelSpec model(const Json& m, const std::map<std::string, std::string>& base,
                   const std::string& entry);
   void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
+  // freeze and unfreeze_from of a `keras:` model (`at` gives a key's path).
+  template <typename At>
+  void fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex);
   void check_name(const std::string& path, const std::string& name);
   void check_unique_names(const std::vector<ModelSpec>& models);
 
@@ -222,7 +228,8 @@ class Loader {
   fs::path dir_;
   std::vector<DataSpec>* sources_ = nullptr;
   bool has_default_ = false;
-  std::vector<Expanded> expanded_;  // parallel to the models appended
+  std::vector<Expanded> entries_;   // one per plan entry that expanded
+  std::vector<uint32_t> entry_of_;  // parallel to the models appended: its index in entries_
 };
 
 std::optional<DataSource> Loader::source(const std::string& path, const Json& v) {
@@ -361,7 +368,32 @@ size_t Loader::add_source(DataSpec d, std::vector<DataSpec>& sources) const {
   return sources.size() - 1;
 }
 
+// Models the entries of `list` expand to, counted before any is expanded, saturating just past
+// limits::kMaxPlanModels (a grid that is not a mapping of non-empty lists counts 1 here: its
+// problem is reported while expanding).
+size_t planned_models(const Json& list) {
+  constexpr size_t kPast = limits::kMaxPlanModels + 1;
+  size_t total = 0;
+  for (const auto& e : list) {
+    size_t count = 1;
+    if (e.is_object() && e.contains("grid") && e["grid"].is_object())
+      for (const auto& values : e["grid"])
+        if (values.is_array() && !values.empty()) count = std::min(count * values.size(), kPast);
+    total = std::min(total + count, kPast);
+  }
+  return total;
+}
+
 void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out) {
+  const size_t planned = planned_models(list);
+  if (planned > limits::kMaxPlanModels) {
+    pr_.add("models", "plan too large; expected at most " + std::to_string(limits::kMaxPlanModels) +
+                          " models from all entries and their grids together, got more" +
+                          "\nhint: split the fleet into several plans");
+    return;
+  }
+  out.reserve(out.size() + planned);  // growing by doubling would copy every spec made so far
+  entry_of_.reserve(entry_of_.size() + planned);
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string ep = index_path("models", i);
     const Json& e = list[i];
@@ -441,6 +473,8 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
     const std::string name_template =
         e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
     std::vector<size_t> idx(vars.size(), 0);
+    entries_.push_back(
+        {child_path(base.count("name") ? base["name"] : ep, "name"), ep, name_template, var_names});
     for (size_t c = 0; c < count; ++c) {
       std::map<std::string, Json> values;
       for (size_t v = 0; v < vars.size(); ++v) values[vars[v].first] = (*vars[v].second)[idx[v]];
@@ -449,8 +483,7 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
       for (auto it = m.begin(); it != m.end(); ++it)
         sub.apply(it.value(), child_path(base[it.key()], it.key()), it.key() != "name");
       out.push_back(model(m, base, ep));
-      expanded_.push_back({child_path(base.count("name") ? base["name"] : ep, "name"), ep,
-                           name_template, var_names});
+      entry_of_.push_back(static_cast<uint32_t>(entries_.size() - 1));
       for (size_t v = vars.size(); v-- > 0;) {
         if (++idx[v] < vars[v].second->size()) break;
         idx[v] = 0;
@@ -489,8 +522,8 @@ void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
     if (name.empty()) continue;  // already reported
     auto [it, fresh] = first.emplace(name, k);
     if (fresh) continue;
-    const Expanded& a = expanded_[it->second];
-    const Expanded& b = expanded_[k];
+    const Expanded& a = entries_[entry_of_[it->second]];
+    const Expanded& b = entries_[entry_of_[k]];
     std::string msg = "duplicate model name '" + name + "'; expected names unique across the " +
                       "expanded plan, got it again (first from " + a.entry + " at line " +
                       std::to_string(pr_.line(a.entry)) + ")";
@@ -542,6 +575,7 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
     ex["keras"] = s.keras;
   }
   if (has_layers) layers(m["layers"], at("layers"), s, ex);
+  fine_tuning(m, at, s, ex);
 
   if (m.contains("data")) {
     DataSpec d = data(at("data"), m["data"]);
@@ -714,7 +748,8 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
           {"mode", es.mode},           {"start_from_epoch", es.start_from_epoch}};
     }
   }
-  s.expanded = std::move(ex);
+  s.expanded = ex.dump();
+  s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
   return s;
 }
 
@@ -768,7 +803,7 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       cfg["name"] = name;
     }
     try {
-      make_layer(cls, cfg, ConfigMode::kPlan, "");
+      make_layer_with_training(cls, cfg, ConfigMode::kPlan, "");
     } catch (const ConfigError& e) {
       std::string hint;
       if (e.key() == "activation" && cfg["activation"].is_string())
@@ -789,6 +824,44 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
     out.push_back(Json::object({{cls, cfg}}));
   }
   ex["layers"] = std::move(out);
+}
+
+template <typename At>
+void Loader::fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex) {
+  const bool keras = m.contains("keras");
+  auto needs_keras = [&](const char* k) {
+    if (m.contains(k) && !m[k].is_null() && !keras)
+      pr_.add(at(k), std::string(k) + " applies to a `keras:` model; expected it with keras: "
+                                      "(a plan's own layers take trainable: false instead)");
+  };
+  if (m.contains("freeze") && !m["freeze"].is_null()) {
+    needs_keras("freeze");
+    const Json& f = m["freeze"];
+    if (!f.is_array()) {
+      pr_.add(at("freeze"), "expected a list of layer names or indices, got " + show(f));
+    } else {
+      for (size_t i = 0; i < f.size(); ++i) {
+        const std::string p = index_path(at("freeze"), i);
+        if (f[i].is_string() || (f[i].is_number_integer() && f[i].get<int64_t>() >= 0)) {
+          s.freeze.push_back(f[i]);
+          s.freeze_where.push_back(pr_.where(p));
+        } else {
+          pr_.add(p, "expected a layer name or an index >= 0, got " + show(f[i]));
+        }
+      }
+    }
+    ex["freeze"] = f;
+  }
+  if (m.contains("unfreeze_from") && !m["unfreeze_from"].is_null()) {
+    needs_keras("unfreeze_from");
+    if (m["unfreeze_from"].is_string() && !m["unfreeze_from"].get<std::string>().empty()) {
+      s.unfreeze_from = m["unfreeze_from"].get<std::string>();
+      s.unfreeze_from_where = pr_.where(at("unfreeze_from"));
+    } else {
+      pr_.add(at("unfreeze_from"), "expected a layer name, got " + show(m["unfreeze_from"]));
+    }
+    ex["unfreeze_from"] = m["unfreeze_from"];
+  }
 }
 
 std::string read_plan_file(const std::string& path) {
@@ -943,16 +1016,14 @@ Plan load_plan(const std::string& path) {
   else
     loader.models(defaults, r["models"], plan.models);
   pr.throw_if_any();
-
-  Json models = Json::array();
-  for (const auto& m : plan.models) models.push_back(m.expanded);
-  plan.expanded = Json::object({{"seed", plan.seed}, {"models", models}});
-  if (plan.has_data) plan.expanded["data"] = plan.data.to_json();
   return plan;
 }
 
 std::string plan_to_yaml(const Plan& plan) {
-  return plan_detail::json_to_yaml(plan.expanded, kYamlOrder);
+  Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
+  if (plan.has_data) head["data"] = plan.data.to_json();
+  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(),
+                                   [&](size_t k) { return plan.models[k].expanded_json(); });
 }
 
 }  // namespace nnfleet

@@ -33,8 +33,8 @@ struct DataSource {
 struct DataSpec {
   DataSource train;
   std::optional<DataSource> test;
-  double scale = 1.0;             // applied to x
-  double validation_split = 0.0;  // the last fraction of train, taken before shuffling
+  double scale = 1.0;                  // applied to x
+  double validation_split = 0.0;       // the last fraction of train, taken before shuffling
   std::string validation_split_where;  // "fleet.yaml:7: data.validation_split", for messages
   // Where the source was first given, for its load errors: empty for the plan's own `data:`
   // (its messages are named by the files), "fleet.yaml:21: models[1].data (model 'lstm-03')"
@@ -78,7 +78,18 @@ struct ModelSpec {
   std::vector<std::string> metrics;
   OptimizerSpec optimizer;
   std::optional<EarlyStopping> early_stopping;
-  Json expanded;  // the fully expanded entry (defaults applied, grid values substituted)
+  // Fine-tuning a `keras:` model: layers to freeze (names or indices into the model's layers, a
+  // nested model's name freezing all of its layers), or the layer from which on everything
+  // trains (every layer before it frozen, as Keras's transfer-learning recipe does); each with
+  // where it was given ("fleet.yaml:9: models[0].freeze[1]") for its errors.
+  std::vector<Json> freeze;
+  std::vector<std::string> freeze_where;
+  std::string unfreeze_from, unfreeze_from_where;
+  // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
+  // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
+  // are made from it; expanded_json() parses it).
+  std::string expanded;
+  Json expanded_json() const { return Json::parse(expanded); }
 };
 
 struct Plan {
@@ -94,7 +105,6 @@ struct Plan {
   // order first used. Each is loaded once and shared by the models whose `source` names it.
   std::vector<DataSpec> sources;
   std::vector<ModelSpec> models;
-  Json expanded;  // the whole expanded plan, written to plan.yaml
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
@@ -105,7 +115,8 @@ struct Plan {
 // message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
 
-// Serializes the expanded plan as YAML.
+// Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model at a
+// time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
 
 }  // namespace nnfleet

@@ -381,4 +381,30 @@ std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first)
   return std::string(out.c_str()) + "\n";
 }
 
+std::string json_to_yaml(const Json& head, const std::vector<std::string>& first,
+                         const std::string& list_key, size_t n,
+                         const std::function<Json(size_t)>& item) {
+  NNFLEET_CHECK(head.is_object() && head.contains(list_key));
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out.SetNullFormat(YAML::LowerNull);
+  Writer w{out, first};
+  out << YAML::BeginMap;
+  for (const auto& k : w.ordered_keys(head)) {
+    out << YAML::Key;
+    if (needs_quotes(k)) out << YAML::DoubleQuoted;
+    out << k << YAML::Value;
+    if (k != list_key) {
+      w.emit(head[k]);
+      continue;
+    }
+    out << YAML::BeginSeq;
+    for (size_t i = 0; i < n; ++i) w.emit(item(i));
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  NNFLEET_CHECK(out.good());
+  return std::string(out.c_str()) + "\n";
+}
+
 }  // namespace nnfleet::plan_detail

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -77,5 +78,10 @@ std::string number_text(double v);
 // read back as another type, so yaml_to_json(YAML::Load(json_to_yaml(doc))).value == doc.
 // Mapping keys in `first` come first, in that order; the others follow sorted.
 std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first);
+// The same for a mapping whose key `list_key` (present in `head`, its value ignored) holds a list
+// of `n` items made one at a time by `item(k)`: only one item is held at once.
+std::string json_to_yaml(const Json& head, const std::vector<std::string>& first,
+                         const std::string& list_key, size_t n,
+                         const std::function<Json(size_t)>& item);
 
 }  // namespace nnfleet::plan_detail

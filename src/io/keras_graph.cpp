@@ -90,6 +90,7 @@ struct PendingNode {
   int entry = -1;           // the top-level Keras layer it belongs to
   bool frozen = false;      // trainable: false here or on an enclosing model
   std::string path, path_by_name;
+  LayerTraining training;
 };
 
 // One layer entry of a config: {"class_name", "config", ["name"], ["inbound_nodes"], ...}.
@@ -129,7 +130,7 @@ class Builder {
     for (auto& n : nodes_) {
       g.weight_paths.push_back(n.path);
       g.weight_paths_by_name.push_back(n.path_by_name);
-      nodes.push_back({std::move(n.layer), n.inputs});
+      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training)});
     }
     if (nodes.empty()) fail("the model has no layers between its input and its output");
     try {
@@ -307,15 +308,19 @@ class Builder {
     }
     names_.insert(name);
     std::unique_ptr<Layer> layer;
+    LayerTraining training;
     try {
+      training = take_layer_training(cfg);
       layer = make_layer(d.cls, cfg, ConfigMode::kKeras, name);
     } catch (const ModelError& e) {
       fail("layer '" + d.name + "' (" + d.cls + "): " + e.what());
     }
-    const bool frozen = frozen_depth_ > 0 ||
-                        (d.config.is_object() && d.config.value("trainable", Json(true)) == false);
+    const bool frozen = frozen_depth_ > 0 || training.frozen;
+    training.frozen = frozen;
+    training.scopes = scopes_;
     nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen,
-                      keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls)});
+                      keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls),
+                      std::move(training)});
     return num_inputs_ + static_cast<int>(nodes_.size()) - 1;
   }
 
@@ -336,11 +341,14 @@ class Builder {
       fail("models are nested more than " + std::to_string(kMaxDepth) + " deep");
     const bool frozen = cfg.is_object() && cfg.value("trainable", Json(true)) == false;
     frozen_depth_ += frozen;
+    if (depth > 0)
+      scopes_.push_back(cfg.is_object() ? cfg.value("name", std::string()) : std::string());
     const std::vector<int> out =
         cls == "Sequential"
             ? std::vector<int>{add_sequential(cfg, input, prefix, prefix_by_name, entry, depth)}
             : add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
     frozen_depth_ -= frozen;
+    if (depth > 0) scopes_.pop_back();
     return out;
   }
 
@@ -608,6 +616,7 @@ class Builder {
   Json hint_;
   std::vector<PendingNode> nodes_;
   int frozen_depth_ = 0;
+  std::vector<std::string> scopes_;  // names of the nested models being read
   std::vector<std::string> entry_names_, entry_classes_;
   std::set<std::string> names_;
   std::map<std::string, int> default_names_;

@@ -34,7 +34,8 @@ OJson batch_shape(const Shape& s) {
 bool has_build_config(const std::string& cls) {
   for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
                         "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed",
-                        "SimpleRNN", "LSTM", "GRU"})
+                        "Conv2DTranspose", "SeparableConv2D", "SimpleRNN", "LSTM", "GRU", "LayerNormalization", "PReLU", "Multiply",
+                        "Subtract", "Average", "Maximum", "Minimum", "Dot"})
     if (cls == c) return true;
   return false;
 }
@@ -66,12 +67,27 @@ void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
   }
 }
 
-// The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
-OJson layer_config(const Layer& l, bool keras3) {
-  const Json src = l.keras_config();
+// tf.keras 2's LeakyReLU takes `alpha` where Keras 3 writes `negative_slope` (Keras 3 reads
+// both): in a legacy file the layer, and an activation given as a LeakyReLU object, use alpha.
+void legacy_leaky_relu_keys(OJson& c, bool is_leaky_relu) {
+  if (is_leaky_relu && c.contains("negative_slope")) {
+    c["alpha"] = c["negative_slope"];
+    c.erase("negative_slope");
+  }
+  for (auto& [k, v] : c.items())
+    if (v.is_object() && v.value("class_name", "") == "LeakyReLU" && v.contains("config") &&
+        v["config"].is_object())
+      legacy_leaky_relu_keys(v["config"], true);
+}
+
+// Layer i's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
+// A layer whose Keras config has no trainable (Keras 3's SpatialDropout) gets none.
+OJson layer_config(const Model& m, size_t i, bool keras3) {
+  const Layer& l = m.layer(i);
+  const Json src = m.layer_keras_config(i);
   OJson c;
   c["name"] = l.name();
-  c["trainable"] = src.value("trainable", true);
+  if (src.contains("trainable")) c["trainable"] = src["trainable"].get<bool>();
   if (keras3)
     c["dtype"] = OJson{{"module", "keras"},
                        {"class_name", "DTypePolicy"},
@@ -83,6 +99,7 @@ OJson layer_config(const Layer& l, bool keras3) {
     if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
       c[it.key()] = ordered(it.value());
   name_hard_sigmoid(c, keras3, l);
+  if (!keras3) legacy_leaky_relu_keys(c, std::string(l.class_name()) == "LeakyReLU");
   return c;
 }
 
@@ -134,7 +151,7 @@ OJson keras3_layers(const Model& m, bool functional) {
     const Layer& l = m.layer(i);
     OJson e{{"module", "keras.layers"},
             {"class_name", l.class_name()},
-            {"config", layer_config(l, true)},
+            {"config", layer_config(m, i, true)},
             {"registered_name", nullptr}};
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
@@ -394,7 +411,7 @@ OJson legacy_model_config(const Model& m, bool functional) {
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    OJson e{{"class_name", l.class_name()}, {"config", layer_config(l, false)}};
+    OJson e{{"class_name", l.class_name()}, {"config", layer_config(m, i, false)}};
     if (functional) {
       OJson refs = OJson::array();
       for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});

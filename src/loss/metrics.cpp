@@ -103,17 +103,17 @@ MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k) 
   return m;
 }
 
-double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
+namespace {
+
+// The metric's value on one step: k predictions p with targets y (null: the label).
+double step_value(MetricKind m, int k, const float* p, const float* y, int32_t label,
                   bool from_logits) {
   double sum = 0;
-  for (int i = 0; i < n; ++i) {
-    const size_t off = static_cast<size_t>(i) * k;
-    const float* p = pred + off;
-    const float* y = t.values ? t.values + off : nullptr;
+  {
     switch (m) {
       case MetricKind::kSparseCategoricalAccuracy:
-        NNFLEET_DCHECK(t.labels != nullptr);
-        sum += argmax(k, p) == t.labels[i] ? 1.0 : 0.0;
+        NNFLEET_DCHECK(label >= 0);
+        sum += argmax(k, p) == label ? 1.0 : 0.0;
         break;
       case MetricKind::kCategoricalAccuracy:
         NNFLEET_DCHECK(y != nullptr);
@@ -124,7 +124,7 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
         int hits = 0;
         for (int j = 0; j < k; ++j) {
           const float predicted = p[j] > thr ? 1.0f : 0.0f;
-          const float truth = y ? y[j] : static_cast<float>(t.labels[i]);
+          const float truth = y ? y[j] : static_cast<float>(label);
           hits += predicted == truth;
         }
         sum += static_cast<double>(hits) / k;
@@ -142,8 +142,8 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
         sum += in_top_k(k, p, argmax(k, y)) ? 1.0 : 0.0;
         break;
       case MetricKind::kSparseTopKCategoricalAccuracy:
-        NNFLEET_DCHECK(t.labels != nullptr);
-        sum += in_top_k(k, p, t.labels[i]) ? 1.0 : 0.0;
+        NNFLEET_DCHECK(label >= 0);
+        sum += in_top_k(k, p, label) ? 1.0 : 0.0;
         break;
       case MetricKind::kMeanAbsolutePercentageError: {
         NNFLEET_DCHECK(y != nullptr);
@@ -165,6 +165,39 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
         break;
       }
     }
+  }
+  return sum;
+}
+
+}  // namespace
+
+double metric_weight(int n, const Targets& t) {
+  if (!t.mask) return n;
+  double w = 0;
+  for (int i = 0; i < n; ++i) {
+    double kept = 0;
+    for (int j = 0; j < t.steps; ++j) kept += t.mask[static_cast<size_t>(i) * t.steps + j];
+    w += kept / t.steps;
+  }
+  return w;
+}
+
+double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
+                  bool from_logits) {
+  NNFLEET_DCHECK(t.steps >= 1 && k % t.steps == 0);
+  const int s = t.steps, c = k / s;
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    double row = 0;
+    for (int j = 0; j < s; ++j) {
+      const size_t r = static_cast<size_t>(i) * s + j;
+      const double w = t.mask ? t.mask[r] : 1.0;
+      if (w == 0) continue;
+      const float* y = t.values ? t.values + r * c : nullptr;
+      const int32_t label = t.labels ? t.labels[r] : -1;
+      row += w * step_value(m, c, pred + r * c, y, label, from_logits);
+    }
+    sum += s == 1 ? row : row / s;
   }
   return sum;
 }

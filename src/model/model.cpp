@@ -1,11 +1,75 @@
 // Model: graph validation and shape planning.
 #include "model/model.h"
 
+#include <algorithm>
 #include <set>
 
 #include "layers/layer_util.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
+namespace {
+
+// Attaches a layer's training options to its planned weights; throws ModelError for an option
+// that names a weight the layer does not have (as Keras's constructors refuse unknown kwargs).
+void plan_training(const LayerTraining& t, const std::string& at, PlannedNode& p) {
+  p.frozen = t.frozen;
+  for (auto& s : p.params) {
+    p.layer_trainable.push_back(s.trainable);
+    if (t.frozen) s.trainable = false;
+  }
+  p.regularizers.assign(p.params.size(), Regularizer{});
+  p.constraints.assign(p.params.size(), std::nullopt);
+  auto attach = [&](const std::string& stem, const char* what, auto apply) {
+    bool found = false;
+    for (size_t j = 0; j < p.params.size(); ++j)
+      if (p.layer_trainable[j] && stem_names_param(stem, p.params[j].name)) {
+        apply(j);
+        found = true;
+      }
+    if (!found)
+      throw ModelError(at + "has " + stem + what + " but no trainable weight '" + stem +
+                       "'; expected it only on a layer with that weight");
+  };
+  for (const auto& [stem, r] : t.regularizers)
+    attach(stem, "_regularizer", [&](size_t j) { p.regularizers[j] = r; });
+  for (const auto& [stem, c] : t.constraints)
+    attach(stem, "_constraint", [&](size_t j) {
+      Constraint cj = c;
+      if (!resolve_constraint_axes(cj, p.params[j].shape))
+        throw ModelError(at + "has " + stem + "_constraint over an axis outside its weight " +
+                         p.params[j].name + " " + p.params[j].shape.str() +
+                         "; expected axes within its rank " +
+                         std::to_string(p.params[j].shape.rank()));
+      p.constraints[j] = cj;
+    });
+}
+
+// A layer built from a config that kept its regularizers (make_layer rather than
+// make_layer_with_training) writes them itself; the node takes them over so that training
+// applies them all the same.
+void adopt_layer_options(const Layer& l, LayerTraining& t) {
+  Json cfg = l.keras_config();
+  LayerTraining own;
+  try {
+    own = take_layer_training(cfg);
+  } catch (const ConfigError&) {
+    return;  // the layer checked its own options
+  }
+  auto has = [](const auto& list, const std::string& stem) {
+    for (const auto& e : list)
+      if (e.first == stem) return true;
+    return false;
+  };
+  for (auto& r : own.regularizers)
+    if (!has(t.regularizers, r.first)) t.regularizers.push_back(r);
+  for (auto& c : own.constraints)
+    if (!has(t.constraints, c.first)) t.constraints.push_back(c);
+  if (!t.activity && own.activity) t.activity = own.activity;
+  if (t.refusal.empty()) t.refusal = own.refusal;
+}
+
+}  // namespace
 
 Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
              std::string input_name)
@@ -62,6 +126,8 @@ void Model::plan_nodes(const std::string& where) {
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
     }
+    adopt_layer_options(l, nodes_[i].training);
+    plan_training(nodes_[i].training, at, p);
     if (const int64_t lim = l.input_id_limit(); lim > 0) {
       if (ins.size() != 1 || !is_input(ins[0]))
         throw ModelError(at +
@@ -114,38 +180,65 @@ std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_sha
 }
 
 bool Model::mixes_samples() const {
+  // A frozen layer with batch statistics runs in inference mode (Network), as in Keras.
   for (const auto& n : nodes_)
-    if (n.layer->mixes_samples()) return true;
+    if (n.layer->mixes_samples() && !n.training.frozen) return true;
   return false;
 }
-
-namespace {
-// The first "<key>_regularizer" set in a layer config, looking into a wrapped layer's config
-// (TimeDistributed's "layer") too; "" when none is.
-std::string regularizer_in(const Json& c, int depth) {
-  if (!c.is_object() || depth > 8) return "";
-  for (auto it = c.begin(); it != c.end(); ++it) {
-    const std::string& k = it.key();
-    if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
-        !it.value().is_null())
-      return k + " " + (it.value().is_object() ? it.value().value("class_name", Json()).dump()
-                                               : it.value().dump());
-  }
-  if (c.contains("layer") && c["layer"].is_object())
-    return regularizer_in(c["layer"].value("config", Json()), depth + 1);
-  return "";
-}
-}  // namespace
 
 std::string Model::training_refusal() const {
   for (const auto& n : nodes_) {
     const Layer& l = *n.layer;
-    if (const std::string r = regularizer_in(l.keras_config(), 0); !r.empty())
-      return "layer '" + l.name() + "' has " + r + "; regularizers are not applied in training yet";
+    if (!n.training.refusal.empty())
+      return "layer '" + l.name() + "' (" + l.class_name() + "): " + n.training.refusal;
     if (const std::string why = l.training_refusal(); !why.empty())
       return "layer '" + l.name() + "' (" + l.class_name() + "): " + why;
   }
   return "";
+}
+
+Json Model::layer_keras_config(size_t i) const {
+  return put_layer_training(nodes_[i].layer->keras_config(), nodes_[i].training);
+}
+
+std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen) const {
+  NNFLEET_CHECK(frozen.size() == nodes_.size());
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Layer& l = *nodes_[i].layer;
+    ModelNode n{make_layer(l.class_name(), l.keras_config(), ConfigMode::kKeras, l.name()),
+                nodes_[i].inputs, nodes_[i].training};
+    n.training.frozen = frozen[i];
+    n.training.keras.erase("trainable");
+    nodes.push_back(std::move(n));
+  }
+  return std::make_shared<const Model>(name_, inputs_, std::move(nodes), outputs_);
+}
+
+std::vector<std::vector<size_t>> param_layout(const Model& m) {
+  size_t trainable = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params)
+      if (p.trainable) trainable += static_cast<size_t>(p.shape.size());
+  std::vector<std::vector<size_t>> off(m.num_layers());
+  size_t t = 0, f = trainable;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params) {
+      size_t& at = p.trainable ? t : f;
+      off[i].push_back(at);
+      at += static_cast<size_t>(p.shape.size());
+    }
+  return off;
+}
+
+void remap_params(const Model& from, const float* src, const Model& to, float* dst) {
+  NNFLEET_CHECK(from.num_layers() == to.num_layers());
+  const auto a = param_layout(from), b = param_layout(to);
+  for (size_t i = 0; i < from.num_layers(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      const size_t n = static_cast<size_t>(from.planned(i).params[j].shape.size());
+      std::copy(src + a[i][j], src + a[i][j] + n, dst + b[i][j]);
+    }
 }
 
 bool Model::is_sequential() const {

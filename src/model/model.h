@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "model/layer_training.h"
 #include "tensor/shape.h"
 
 namespace nnfleet {
@@ -18,12 +19,21 @@ namespace nnfleet {
 struct ModelNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;
+  LayerTraining training = {};  // regularizers, constraints, trainable: false
 };
 
 struct PlannedNode {
   std::vector<Shape> in_shapes;
   Shape out_shape;
+  // The layer's param_specs(), except that every weight of a frozen layer is non-trainable (as
+  // in Keras's weight lists): the model's trainable parameters are what training updates.
   std::vector<ParamSpec> params;
+  bool frozen = false;
+  // ParamSpec::trainable as the layer gives it: the weights its backward() writes dparams for.
+  std::vector<bool> layer_trainable;
+  // Per params entry: its weight regularizer (inactive: none) and constraint.
+  std::vector<Regularizer> regularizers;
+  std::vector<std::optional<Constraint>> constraints;
 };
 
 // A model input: its name (the Keras InputLayer's) and per-sample shape.
@@ -92,12 +102,18 @@ class Model {
     size_t input = 0;  // which model input it reads
   };
   const IdInput& id_input() const { return id_input_; }
-  // Why the model cannot be trained yet, "" when it can: the first layer whose config sets a
-  // weight regularizer ("layer 'conv1d' has kernel_regularizer \"L1\"; regularizers are not
-  // applied in training yet": the penalty is not in the loss yet), or whose
+  // Why the model cannot be trained yet, "" when it can: the first layer with a training option
+  // nnfleet does not apply (an OrthogonalRegularizer, LayerTraining::refusal) or whose
   // Layer::training_refusal() gives a reason. Network refuses to train such a model, and the
   // fleet checks it when it validates a plan.
   std::string training_refusal() const;
+  // Layer i's regularizers, constraints and frozen flag (layer_training.h).
+  const LayerTraining& training(size_t i) const { return nodes_[i].training; }
+  // Layer i's Keras config as a file holds it: Layer::keras_config() with its training keys.
+  Json layer_keras_config(size_t i) const;
+  // The same model with layer i frozen when frozen[i] (its other training options kept); each
+  // layer is built again from its Keras config. Throws ModelError.
+  std::shared_ptr<const Model> with_frozen(const std::vector<bool>& frozen) const;
 
  private:
   void plan_nodes(const std::string& where);
@@ -112,5 +128,12 @@ class Model {
   size_t trainable_params_ = 0, non_trainable_params_ = 0;
   double flops_ = 0.0;
 };
+
+// Offsets of every parameter in the Network::params() layout (trainable ones first, in layer and
+// param_specs order, then the others): [layer][param].
+std::vector<std::vector<size_t>> param_layout(const Model& m);
+// Copies parameters laid out for `from` into the layout of `to`, a model with the same layers
+// (e.g. from Model::with_frozen).
+void remap_params(const Model& from, const float* src, const Model& to, float* dst);
 
 }  // namespace nnfleet

@@ -44,9 +44,22 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
           "failed to train model '" + m.name() + "': it has " + std::to_string(m.num_outputs()) +
           " outputs; expected a loss for each, got " + std::to_string(spec_.outputs.size()));
   }
+  plan_training();
   step_targets_.assign(m.num_outputs(), Targets{});
-  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
-  if (!train_ || m.mixes_samples()) pieces = 1;
+  bool masked = false;
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const int mask_steps = output_mask_steps(m, j);
+    const int out_steps = loss_steps(m.output_shape(j));
+    masked = masked || mask_steps > 0;
+    if (train_ && mask_steps > 0 && mask_steps != out_steps)
+      throw ModelError("failed to train model '" + m.name() + "': its output " + std::to_string(j) +
+                       " carries a Keras mask of " + std::to_string(mask_steps) +
+                       " steps, which the loss cannot weight; " + "expected an output [" +
+                       std::to_string(mask_steps) + ", C], got " + m.output_shape(j).str());
+  }
+  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics
+  // nor a masked loss (whose normalizer, the kept steps of the batch, needs every row).
+  if (!train_ || m.mixes_samples() || masked) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
   const int capacity = (max_batch + pieces - 1) / pieces;
   pieces = (max_batch + capacity - 1) / capacity;
@@ -65,6 +78,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
+      pc.sink_off = arena_.reserve(sink_floats());
       for (size_t i = 0; i < L; ++i)
         pc.nodes[i].dy_off =
             arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
@@ -104,8 +118,14 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(L);
   for (size_t i = 0; i < L; ++i) {
-    for (const auto& p : m.planned(i).params) {
+    size_t sink = 0;
+    for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
+      const ParamSpec& p = m.planned(i).params[j];
       const size_t sz = static_cast<size_t>(p.shape.size());
+      if (train_ && !p.trainable && m.planned(i).layer_trainable[j]) {
+        for (Piece& pc : pieces_) pc.nodes[i].dparams.push_back(arena_.at(pc.sink_off) + sink);
+        sink += sz;
+      }
       if (p.trainable) {
         param_ptrs_[i].push_back(params_ + t_off);
         if (train_)
@@ -129,7 +149,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
         }
         const size_t src = m.layer_of(id);
         nb.x.push_back(arena_.at(pc.nodes[src].y_off));
-        nb.dx.push_back(train_ ? arena_.at(pc.nodes[src].dy_off) : nullptr);
+        nb.dx.push_back(train_ && needs_backward_[src] ? arena_.at(pc.nodes[src].dy_off)
+                                                       : nullptr);
       }
     }
   }
@@ -144,29 +165,62 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
 // Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers
 // that propagate pass their input's on, consumers read it and pass it on when their output keeps
 // the time axis, and every other layer (and every multi-input layer) drops it.
-void Network::plan_masks(Piece& pc) {
-  const Model& m = *model_;
+std::vector<int> Network::mask_sources(const Model& m) {
+  std::vector<int> src(m.num_layers(), -1);
   for (size_t i = 0; i < m.num_layers(); ++i) {
-    NodeBuffers& nb = pc.nodes[i];
     const auto& ins = m.layer_inputs(i);
-    if (ins.size() == 1 && !m.is_input(ins[0]))
-      nb.in_mask_off = pc.nodes[m.layer_of(ins[0])].mask_off;
+    const int in = ins.size() == 1 && !m.is_input(ins[0]) ? src[m.layer_of(ins[0])] : -1;
     switch (m.layer(i).mask_use()) {
       case MaskUse::kProduce:
-        nb.makes_mask = true;
-        nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
-                                     static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+        src[i] = static_cast<int>(i);
         break;
       case MaskUse::kPropagate:
-        nb.mask_off = nb.in_mask_off;
+        src[i] = in;
         break;
       case MaskUse::kConsume:
-        if (m.layer(i).passes_mask()) nb.mask_off = nb.in_mask_off;
+        if (m.layer(i).passes_mask()) src[i] = in;
         break;
       case MaskUse::kDrop:
         break;
     }
   }
+  return src;
+}
+
+void Network::plan_masks(Piece& pc) {
+  const Model& m = *model_;
+  const std::vector<int> src = mask_sources(m);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    NodeBuffers& nb = pc.nodes[i];
+    const auto& ins = m.layer_inputs(i);
+    if (ins.size() == 1 && !m.is_input(ins[0]))
+      nb.in_mask_off = pc.nodes[m.layer_of(ins[0])].mask_off;
+    if (src[i] == static_cast<int>(i)) {
+      nb.makes_mask = true;
+      nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
+                                   static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+    } else if (src[i] >= 0) {
+      nb.mask_off = pc.nodes[static_cast<size_t>(src[i])].mask_off;
+    }
+  }
+}
+
+int Network::output_mask_steps(const Model& m, size_t j) {
+  const int src = mask_sources(m)[m.layer_of(m.output_node(j))];
+  return src < 0 ? 0 : static_cast<int>(m.planned(static_cast<size_t>(src)).in_shapes[0][0]);
+}
+
+const float* Network::output_mask(size_t j) const {
+  const NodeBuffers& nb = pieces_[0].nodes[model_->layer_of(model_->output_node(j))];
+  if (nb.mask_off == NodeBuffers::kNoMask || output_mask_steps(*model_, j) != output_steps(j))
+    return nullptr;
+  return arena_.at(nb.mask_off);
+}
+
+Targets Network::on_output(Targets t, size_t j) const {
+  t.steps = output_steps(j);
+  t.mask = output_mask(j);
+  return t;
 }
 
 void Network::initialize(Rng& rng) {
@@ -185,7 +239,7 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   NodeBuffers& nb = pc.nodes[i];
   LayerArgs a;
   a.n = pc.n;
-  a.training = training;
+  a.training = training && !inference_mode_[i];
   a.n_inputs = static_cast<int>(nb.x.size());
   a.in_shapes = p.in_shapes.data();
   a.out_shape = p.out_shape;
@@ -203,10 +257,12 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
 void Network::forward_piece(Piece& pc, bool training) {
   for (size_t i = 0; i < model_->num_layers(); ++i)
     model_->layer(i).forward(layer_args(pc, i, training));
+  if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
 void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
+    if (!needs_backward_[i]) continue;  // nothing trainable at or before it
     LayerArgs a = layer_args(pc, i, true);
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
@@ -264,6 +320,7 @@ void Network::train_piece(int p) {
   if (pc.n == 0) return;
   std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
   forward_piece(pc, true);
+  pc.loss_sum = 0;
   for (size_t j = 0; j < model_->num_outputs(); ++j) piece_loss(pc, j);
   if (model_->num_outputs() > 1) {
     // The per-sample total: the outputs' losses weighted (Keras's loss_weights).
@@ -286,21 +343,26 @@ void Network::piece_loss(Piece& pc, size_t j) {
   const LossSpec& loss = spec_.loss_of(j);
   const Targets& st = step_targets_[j];
   Targets t;
-  if (st.labels) t.labels = st.labels + pc.row0;
+  t.steps = output_steps(j);
+  if (st.labels) t.labels = st.labels + static_cast<size_t>(pc.row0) * t.steps;
   if (st.values) t.values = st.values + static_cast<size_t>(pc.row0) * k;
-  loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
+  if (pieces_.size() == 1) t.mask = output_mask(j);
+  const double w = spec_.weight_of(j);
+  pc.loss_sum += w * loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
   // The gradient lands in the output's (zeroed) activation gradient before any consumer of the
   // output adds to it in backward.
   float* dy = arena_.at(pc.nodes[out_node].dy_off);
   loss_backward(loss, pc.n, k, out, t, dy, step_n_);
-  const float w = static_cast<float>(spec_.weight_of(j));
-  if (w != 1.0f)
-    for (size_t i = 0; i < static_cast<size_t>(pc.n) * static_cast<size_t>(k); ++i) dy[i] *= w;
+  if (w != 1.0)
+    for (size_t i = 0; i < static_cast<size_t>(pc.n) * static_cast<size_t>(k); ++i)
+      dy[i] *= static_cast<float>(w);
 }
 
 void Network::update_piece(int p) {
   const OptimizerSpec& o = spec_.optimizer;
   const bool clips = o.clipnorm > 0 || o.global_clipnorm > 0 || o.clipvalue > 0;
+  double& penalty = pieces_[static_cast<size_t>(p)].weight_penalty;
+  penalty = 0.0;
   if (clips && p > 0) return;
   // This piece's share of the parameters: [begin, end), in whole cache lines.
   const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
@@ -321,6 +383,7 @@ void Network::update_piece(int p) {
   };
   if (clips || pieces_.size() == 1) {
     sum_pieces(begin, end);
+    if (!reg_vars_.empty()) penalty += regularize(begin, end);
     if (clips) clip_gradients(o, n_trainable_, g, vars_);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
     return;
@@ -329,16 +392,27 @@ void Network::update_piece(int p) {
   for (size_t b0 = begin; b0 < end; b0 += kBlock) {
     const size_t b1 = std::min(end, b0 + kBlock);
     sum_pieces(b0, b1);
+    if (!reg_vars_.empty()) penalty += regularize(b0, b1);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
   }
 }
 
 double Network::end_step() {
-  const float* per_sample = arena_.at(loss_off_);
   double loss = 0.0;
-  for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  if (pieces_.size() == 1) {
+    loss = pieces_[0].loss_sum;
+  } else {
+    const float* per_sample = arena_.at(loss_off_);
+    for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  }
   ++iterations_;
-  return loss / step_n_;
+  double penalty = 0.0, activity = 0.0;
+  for (const Piece& pc : pieces_) {
+    penalty += pc.weight_penalty;
+    if (pc.n > 0) activity += pc.activity;
+  }
+  if (!constrained_.empty()) apply_constraints();
+  return loss / step_n_ + penalty + activity / step_n_;
 }
 
 double Network::train_step(int n, const Targets* t) {
@@ -355,19 +429,15 @@ double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, fl
 
 double Network::output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample) {
   float* ps = per_sample ? per_sample : arena_.at(loss_off_);
-  loss_forward(loss, n, static_cast<int>(output_features()), out_ptrs_[0], t, ps);
-  double s = 0.0;
-  for (int i = 0; i < n; ++i) s += ps[i];
-  return s;
+  return loss_forward(loss, n, static_cast<int>(output_features()), out_ptrs_[0], on_output(t), ps);
 }
 
 double Network::output_losses(int n, const Targets* t, double* out_sums) {
   double total = 0.0;
   float* ps = arena_.at(loss_off_);
   for (size_t j = 0; j < model_->num_outputs(); ++j) {
-    loss_forward(spec_.loss_of(j), n, static_cast<int>(output_features(j)), out_ptrs_[j], t[j], ps);
-    double s = 0.0;
-    for (int i = 0; i < n; ++i) s += ps[i];
+    const double s = loss_forward(spec_.loss_of(j), n, static_cast<int>(output_features(j)),
+                                  out_ptrs_[j], on_output(t[j], j), ps);
     out_sums[j] = s;
     total += spec_.weight_of(j) * s;
   }

@@ -66,6 +66,12 @@ class Network {
   // Output j of the last forward() or training step [n, output j's features].
   const float* output(size_t j = 0) const { return out_ptrs_[j]; }
   int64_t output_features(size_t j = 0) const { return model_->output_shape(j).size(); }
+  // The steps of output j that the loss and metrics average over (loss_steps), and the Keras
+  // mask [n, steps] it carries after the last forward (null when none reaches it).
+  int output_steps(size_t j = 0) const { return loss_steps(model_->output_shape(j)); }
+  const float* output_mask(size_t j = 0) const;
+  // `t` with output j's steps and mask, for loss_forward and metric_sum on output(j).
+  Targets on_output(Targets t, size_t j = 0) const;
 
   // All parameters, trainable first (in layer and param_specs order), then non-trainable.
   float* params() { return params_; }
@@ -112,6 +118,14 @@ class Network {
   // per output) receives output j's summed (unweighted) loss; returns the summed weighted total.
   double output_losses(int n, const Targets* t, double* out_sums);
 
+  // Regularization (model/layer_training.h), as Keras adds it to the loss: train_step's loss
+  // includes the weight penalties of the trainable weights (before the update) and the activity
+  // penalties of the batch divided by its size. For evaluation, the same parts of the current
+  // state: the weight penalty (0 without weight regularizers) and the activity penalties of the
+  // last forward() or inference, summed over its rows (not divided).
+  double weight_penalty() const;
+  double activity_penalty_sum() const;
+
   Rng& rng() { return rng_; }
   void set_rng(const Rng& r) { rng_ = r; }
   int64_t iterations() const { return iterations_; }
@@ -138,7 +152,7 @@ class Network {
     bool makes_mask = false;
     std::vector<const float*> x;  // input pointers
     std::vector<float*> dx;       // input gradient pointers (null for the model input)
-    std::vector<float*> dparams;  // trainable params' gradients
+    std::vector<float*> dparams;  // trainable params' gradients (a frozen layer's: a sink)
   };
   // The buffers of one piece of the batch (a single piece when the batch is not split).
   struct Piece {
@@ -147,12 +161,19 @@ class Network {
     size_t grads_off = 0, scratch_off = 0;
     size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
     std::vector<NodeBuffers> nodes;
-    Rng rng;  // its dropout stream (split networks)
+    Rng rng;              // its dropout stream (split networks)
+    double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
+    size_t sink_off = 0;  // gradients of frozen layers' weights, written and never read
+    double activity = 0.0, weight_penalty = 0.0;  // this step's regularization parts
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
   // Where each node's output mask and input mask live (see Layer::mask_use).
   void plan_masks(Piece& pc);
+  // For each node, the node whose made mask its output carries (-1: none).
+  static std::vector<int> mask_sources(const Model& m);
+  // The steps of the mask reaching the model's output j (0: none).
+  static int output_mask_steps(const Model& m, size_t j);
   // The arguments of layer i's forward/backward over a piece's buffers.
   LayerArgs layer_args(Piece& pc, size_t i, bool training);
   // Copies a piece's output rows into the gathered outputs (split networks).
@@ -181,6 +202,31 @@ class Network {
   std::vector<Targets> step_targets_;  // one per output, sized once
   std::vector<std::vector<float*>> param_ptrs_;
   std::vector<VarRange> vars_;
+
+  // Regularization and constraints (network_training.cpp).
+  struct RegularizedVar {
+    size_t offset, size;  // in params()
+    Regularizer reg;
+  };
+  struct ConstrainedVar {
+    size_t offset;  // in params()
+    Shape shape;
+    Constraint constraint;
+  };
+  std::vector<RegularizedVar> reg_vars_;
+  std::vector<ConstrainedVar> constrained_;
+  std::vector<std::pair<size_t, Regularizer>> activity_;  // (node, regularizer)
+  std::vector<char> needs_backward_;  // a node with trainable weights at or before it
+  std::vector<char> inference_mode_;  // a frozen layer with batch statistics
+  // Fills the members above from the model (before the arena is laid out).
+  void plan_training();
+  // Adds the weight regularizers' gradients over trainable parameters [begin, end) and returns
+  // their penalty there.
+  double regularize(size_t begin, size_t end);
+  // The piece's activity penalties of its last forward (and their gradients when training).
+  void activity_forward(Piece& pc, bool add_grads);
+  void apply_constraints();
+  size_t sink_floats() const;
 };
 
 }  // namespace nnfleet

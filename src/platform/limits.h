@@ -27,6 +27,10 @@ inline constexpr size_t kMaxPlanTextBytes = size_t{128} << 20;
 inline constexpr uint64_t kMaxPlanBytes = uint64_t{64} << 20;
 // Models one plan entry may expand to over its grid.
 inline constexpr size_t kMaxModelsPerEntry = 100'000;
+// Models of one plan in all (its entries and grids together). A model's spec costs about 2 KB
+// while the plan is loaded, and loading 8,000 tiny models takes about a second: split larger
+// fleets into several plans.
+inline constexpr size_t kMaxPlanModels = 100'000;
 // Characters of a model name (it becomes a file name).
 inline constexpr size_t kMaxModelNameLength = 100;
 

@@ -64,6 +64,25 @@ std::string with_layer(const std::string& layer) {
 
 // ---- Item 4: aliases and nesting ----
 
+// ---- Plan size ----
+
+// Two entries of 60,000 models each pass the per-entry limit but not the plan's: refused before
+// either is expanded (which would take seconds and hundreds of MB).
+TEST_F(PlanLimits, PlanOfMoreModelsThanTheLimitIsRefusedBeforeExpanding) {
+  std::string a, b;
+  for (int i = 0; i < 300; ++i) a += (i ? ", " : "") + std::to_string(i);
+  for (int i = 0; i < 200; ++i) b += (i ? ", " : "") + std::to_string(i);
+  std::string entry = "  - name: m{a}-{b}-X\n    grid: {a: [" + a + "], b: [" + b + "]}\n" +
+                      "    layers: [Flatten, {Dense: {units: 10}}]\n";
+  std::string second = entry;
+  second.replace(second.find("-X"), 2, "-Y");
+  entry.replace(entry.find("-X"), 2, "");
+  const std::string err = error_of(kData + "models:\n" + entry + second);
+  EXPECT_THAT(err, HasSubstr(": models: plan too large; expected at most 100000 models from all "
+                             "entries and their grids together, got more"));
+  EXPECT_THAT(err, HasSubstr("hint: split the fleet into several plans"));
+}
+
 TEST_F(PlanLimits, SelfReferencingAliasIsRefusedNotACrash) {
   const std::string msg = error_of("seed: &s [*s]\n" + kData);
   EXPECT_THAT(msg, HasSubstr(path() + ":1: seed[0]: a YAML alias refers to a collection that "
@@ -77,17 +96,16 @@ TEST_F(PlanLimits, AliasCycleThroughAMappingIsRefused) {
 
 TEST_F(PlanLimits, AliasBombStopsAtTheValueLimit) {
   // "Billion laughs": nine levels of ten aliases each expand to 10^9 values.
-  const char* const levels[] = {
-      "l0: &l0 [x, x, x, x, x, x, x, x, x, x]",
-      "l1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0]",
-      "l2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]",
-      "l3: &l3 [*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]",
-      "l4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3]",
-      "l5: &l5 [*l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4]",
-      "l6: &l6 [*l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5]",
-      "l7: &l7 [*l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6]",
-      "l8: &l8 [*l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7]",
-      "l9: &l9 [*l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8]"};
+  const char* const levels[] = {"l0: &l0 [x, x, x, x, x, x, x, x, x, x]",
+                                "l1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0]",
+                                "l2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]",
+                                "l3: &l3 [*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]",
+                                "l4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3]",
+                                "l5: &l5 [*l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4, *l4]",
+                                "l6: &l6 [*l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5, *l5]",
+                                "l7: &l7 [*l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6, *l6]",
+                                "l8: &l8 [*l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7, *l7]",
+                                "l9: &l9 [*l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8]"};
   std::string text;
   for (const char* l : levels) text.append(l).append("\n");
   const std::string msg = error_of(text);
