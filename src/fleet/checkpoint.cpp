@@ -86,6 +86,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<con
   h["wait"] = c.wait;
   h["stopped"] = c.stopped;
   h["has_best_params"] = c.has_best_params;
+  h["plateau"] = {{"has_best", c.plateau.has_best},
+                  {"best", c.plateau.best},
+                  {"wait", c.plateau.wait},
+                  {"cooldown_counter", c.plateau.cooldown_counter},
+                  {"learning_rate", c.learning_rate}};
   Json hist = Json::array();
   for (const auto& r : c.history)
     hist.push_back({{"epoch", r.epoch}, {"seconds", r.seconds}, {"values", Json::array()}});
@@ -144,6 +149,14 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
     c.wait = h.at("wait").get<int>();
     c.stopped = h.at("stopped").get<bool>();
     c.has_best_params = h.at("has_best_params").get<bool>();
+    if (h.contains("plateau")) {  // absent in checkpoints written before ReduceLROnPlateau
+      const Json& p = h.at("plateau");
+      c.plateau.has_best = p.at("has_best").get<bool>();
+      c.plateau.best = p.at("best").get<double>();
+      c.plateau.wait = p.at("wait").get<int>();
+      c.plateau.cooldown_counter = p.at("cooldown_counter").get<int>();
+      c.learning_rate = p.at("learning_rate").get<double>();
+    }
     c.history.clear();
     for (const auto& e : h.at("history")) {
       EpochRecord rec;

@@ -114,19 +114,24 @@ void check_input_ids(const ModelSpec& s, const Model& m, const FleetData& d,
   if (d.test) check(d.test->x, "test", d.test_name);
 }
 
-void check_early_stopping(const ModelSpec& s, const FleetData& d,
-                          std::vector<std::string>& problems) {
-  if (!s.early_stopping) return;
-  const std::string& mon = s.early_stopping->monitor;
+// A callback's monitor must be a quantity the job computes (early_stopping,
+// reduce_lr_on_plateau).
+void check_monitor(const ModelSpec& s, const FleetData& d, const std::string& option,
+                   const std::string& mon, std::vector<std::string>& problems) {
   std::vector<std::string> valid{"loss"};
   for (const auto& name : s.metrics) valid.push_back(metric_key(name));
+  for (const auto& name : s.weighted_metrics) {  // as the job names them (JobMetrics)
+    const std::string key = metric_key(name);
+    const bool taken = std::find(valid.begin(), valid.end(), key) != valid.end();
+    valid.push_back(taken ? "weighted_" + key : key);
+  }
   const size_t base = valid.size();
   if (d.n_val > 0)
     for (size_t i = 0; i < base; ++i) valid.push_back("val_" + valid[i]);
   if (std::find(valid.begin(), valid.end(), mon) != valid.end()) return;
   std::string list;
   for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
-  problems.push_back(s.where + ": model '" + s.name + "': early_stopping.monitor '" + mon +
+  problems.push_back(s.where + ": model '" + s.name + "': " + option + ".monitor '" + mon +
                      "' is not computed; expected one of " + list +
                      (mon.rfind("val_", 0) == 0 && d.n_val == 0
                           ? " (validation metrics need data.validation_split > 0)"
@@ -224,10 +229,18 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
     }
     check_targets(s, *j.model, data, problems);
     check_input_ids(s, *j.model, data, problems);
-    check_early_stopping(s, data, problems);
+    if (s.early_stopping)
+      check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
+    if (s.reduce_lr_on_plateau)
+      check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
+    if (!s.class_weight.empty() && !data.train_weights.empty())
+      problems.push_back(s.where + ": model '" + s.name +
+                         "': class_weight with a sample_weight data source; expected one of "
+                         "them (Keras refuses both at the same time)");
     try {
-      for (const auto& m : s.metrics)
-        resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
+      for (const auto* names : {&s.metrics, &s.weighted_metrics})
+        for (const auto& m : *names)
+          resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     }

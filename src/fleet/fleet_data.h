@@ -29,6 +29,9 @@ struct FleetData {
   LabelStats train_labels;  // train and its validation split
   LabelStats test_labels;   // when test is set
   std::string train_name, test_name;  // "'x.npy' and 'y.npy'", for messages (describe_source)
+  // Keras's sample_weight of every train row (validation rows included) and of every test row,
+  // as float32; empty: the source has none.
+  std::vector<float> train_weights, test_weights;
   size_t bytes() const;
 };
 

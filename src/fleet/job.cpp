@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "fleet/checkpoint.h"
+#include "fleet/lr_plateau.h"
 #include "layers/registry.h"
 
 namespace nnfleet {
@@ -17,9 +18,34 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-struct MetricSlot {
-  MetricKind kind;
-  std::string key;
+// The job's metrics: the plan's `metrics` (unweighted) and `weighted_metrics` (weighted by the
+// samples' weights), as Keras's compile() has them, with their history keys (a weighted metric
+// whose key is taken is "weighted_<key>", as Keras names it). One state array holds both sets.
+struct JobMetrics {
+  MetricSet plain, weighted;
+  std::vector<std::string> keys;  // plain, then weighted
+
+  JobMetrics(const ModelSpec& spec, int k)
+      : plain(spec.metrics, spec.loss, k), weighted(spec.weighted_metrics, spec.loss, k) {
+    for (size_t m = 0; m < plain.size(); ++m) keys.push_back(plain.key(m));
+    for (size_t m = 0; m < weighted.size(); ++m) {
+      const std::string& key = weighted.key(m);
+      const bool taken = std::find(keys.begin(), keys.end(), key) != keys.end();
+      keys.push_back(taken ? "weighted_" + key : key);
+    }
+  }
+  size_t size() const { return keys.size(); }
+  bool empty() const { return keys.empty(); }
+  const std::string& key(size_t m) const { return keys[m]; }
+  size_t state_size() const { return plain.state_size() + weighted.state_size(); }
+  void accumulate(double* state, int n, const float* pred, const Targets& t) const {
+    plain.accumulate(state, n, pred, t, nullptr);
+    weighted.accumulate(state + plain.state_size(), n, pred, t, t.weights);
+  }
+  double value(size_t m, const double* state) const {
+    return m < plain.size() ? plain.value(m, state)
+                            : weighted.value(m - plain.size(), state + plain.state_size());
+  }
 };
 
 // Reusable per-job batch buffers (allocated once per job, never inside a step).
@@ -30,6 +56,8 @@ struct Batcher {
   std::vector<int64_t> idx;
   std::vector<int32_t> labels;
   std::vector<float> values;
+  std::vector<float> weights;       // of the batch, when weighted
+  std::vector<float> class_weight;  // by class index (1 for classes the plan does not list)
 
   Batcher(const FleetData& d, const ModelSpec& s, int k_) : data(d), spec(s), k(k_) {
     if (spec.loss.sparse())
@@ -37,13 +65,48 @@ struct Batcher {
     else
       values.resize(static_cast<size_t>(spec.batch_size) * k);
     idx.resize(static_cast<size_t>(spec.batch_size));
+    weights.resize(static_cast<size_t>(spec.batch_size));
+    if (!spec.class_weight.empty()) {
+      class_weight.assign(static_cast<size_t>(spec.class_weight.rbegin()->first) + 1, 1.0f);
+      for (const auto& [c, w] : spec.class_weight) class_weight[static_cast<size_t>(c)] = w;
+    }
   }
-  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
+  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers, with the
+  // rows' weights from `sample_weights` (indexed by row; empty: none) or, with `by_class`, the
+  // plan's class weights.
   // The buffers were sized for the model: run_fleet's check_targets holds every source (training
   // and test) to that shape before anything runs.
-  Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
-    NNFLEET_CHECK(n <= spec.batch_size && (spec.loss.sparse() ? xy.y.row_size() == 1
-                                                               : xy.y.row_size() == k));
+  Targets load(const XY& xy, const int64_t* rows, int n, Network& net,
+               const std::vector<float>& sample_weights, bool by_class) {
+    Targets t = load_targets(xy, rows, n, net);
+    if (!sample_weights.empty()) {
+      for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i)] = sample_weights[rows[i]];
+      t.weights = weights.data();
+    } else if (by_class && !class_weight.empty()) {
+      for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i)] = weight_of_class(t, i);
+      t.weights = weights.data();
+    }
+    return t;
+  }
+  // Keras's class_weight_to_sample_weights: the class of a sample is its label, the argmax of a
+  // one-hot row, or a single target rounded half to even (np.round); classes not listed weigh 1.
+  float weight_of_class(const Targets& t, int i) const {
+    int64_t c;
+    if (t.labels) {
+      c = t.labels[i];
+    } else if (k == 1) {
+      c = static_cast<int64_t>(std::nearbyint(t.values[i]));
+    } else {
+      const float* y = t.values + static_cast<size_t>(i) * k;
+      c = std::max_element(y, y + k) - y;
+    }
+    return c >= 0 && c < static_cast<int64_t>(class_weight.size())
+               ? class_weight[static_cast<size_t>(c)]
+               : 1.0f;
+  }
+  Targets load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
+    NNFLEET_CHECK(n <= spec.batch_size &&
+                  (spec.loss.sparse() ? xy.y.row_size() == 1 : xy.y.row_size() == k));
     gather_rows(xy.x, rows, n, data.scale, net.input());
     Targets t;
     if (spec.loss.sparse()) {
@@ -60,27 +123,34 @@ struct Batcher {
 // Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
 // network's forward on the first n input rows.
 template <typename Infer>
-void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
-              const std::vector<MetricSlot>& metrics, const ModelSpec& spec, Infer infer,
-              double& loss_sum, std::vector<double>& msums) {
+void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
+              int64_t begin, int64_t end, const JobMetrics& metrics, const ModelSpec& spec,
+              Infer infer, double& loss_sum, std::vector<double>& msums) {
   loss_sum = 0.0;
-  msums.assign(metrics.size(), 0.0);
+  msums.assign(metrics.state_size(), 0.0);
   const int bs = spec.batch_size;
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
-    Targets t = b.load(xy, b.idx.data(), n, net);
+    Targets t = b.load(xy, b.idx.data(), n, net, sample_weights, false);
     infer(n);
     loss_sum += net.output_loss(n, spec.loss, t, nullptr);
-    for (size_t m = 0; m < metrics.size(); ++m)
-      msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
+    metrics.accumulate(msums.data(), n, net.output(), t);
   }
 }
 
-bool monitor_is_max(const EarlyStopping& es) {
-  if (es.mode == "max") return true;
-  if (es.mode == "min") return false;
-  return es.monitor.find("acc") != std::string::npos;
+// ReduceLROnPlateau at an epoch end, before early stopping (as when listed first in Keras's
+// callbacks). A monitor the epoch did not compute changes nothing (Keras warns and skips).
+void reduce_on_plateau(const ReduceLrOnPlateau& r, const EpochRecord& rec, Network& net,
+                       Checkpoint& ck) {
+  const double* cur = find_metric(rec.values, r.monitor);
+  if (!cur) return;
+  const double rate = net.train_spec().optimizer.learning_rate;
+  const double next =
+      plateau_epoch_end(r, monitor_goes_up(r.monitor, r.mode), *cur, rate, ck.plateau);
+  if (next == rate) return;
+  net.set_learning_rate(next);
+  ck.learning_rate = next;
 }
 
 }  // namespace
@@ -164,9 +234,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ctx.helpers->run(net.pieces(), infer_piece);
     };
     const int k = static_cast<int>(net.output_features());
-    std::vector<MetricSlot> metrics;
-    for (const auto& m : spec.metrics)
-      metrics.push_back({resolve_metric(m, spec.loss, k), metric_key(m)});
+    const JobMetrics metrics(spec, k);
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -174,7 +242,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     const bool resumed = !ctx.checkpoint_path.empty() && load_checkpoint(ctx.checkpoint_path, ck);
     if (resumed) {
       if (ck.model != spec.name || ck.params.size() != net.num_params() ||
-          ck.opt_state.size() != net.optimizer_state_floats())
+          ck.opt_state.size() != net.optimizer_state_floats() ||
+          (ck.batch > 0 && ck.metric_sums.size() != metrics.state_size()))
         throw FileError("failed to resume model '" + spec.name + "' from '" + ctx.checkpoint_path +
                         "': the checkpoint does not match the plan's model; expected " +
                         std::to_string(net.num_params()) + " parameters, got " +
@@ -185,6 +254,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ck.params = {};  // the network holds them now
       ck.opt_state = {};
       net.set_iterations(ck.iterations);
+      if (ck.learning_rate > 0) net.set_learning_rate(ck.learning_rate);
     } else {
       Rng init(ctx.seed, spec.name, "init");
       net.initialize(init);
@@ -194,7 +264,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.history = ck.history;
 
     const EarlyStopping* es = spec.early_stopping ? &*spec.early_stopping : nullptr;
-    const bool es_max = es && monitor_is_max(*es);
+    const bool es_max = es && monitor_goes_up(es->monitor, es->mode);
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
@@ -229,7 +299,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       if (first_batch == 0) {
         net.set_rng(Rng(ctx.seed, spec.name, "dropout/" + std::to_string(epoch)));
         ck.loss_sum = 0.0;
-        ck.metric_sums.assign(metrics.size(), 0.0);
+        ck.metric_sums.assign(metrics.state_size(), 0.0);
         ck.seen = 0;
         ck.epoch_seconds = 0.0;
       } else {
@@ -239,7 +309,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net,
+                                       data.train_weights, true);
         const double loss = train_step(n, t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
@@ -252,14 +323,12 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
         ck.loss_sum += loss * n;
         ck.seen += n;
-        for (size_t m = 0; m < metrics.size(); ++m)
-          ck.metric_sums[m] +=
-              metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
+        metrics.accumulate(ck.metric_sums.data(), n, net.output(), t);
         ck.samples += n;
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);
           ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
-                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.seen,
+                                 metrics.empty() ? NAN : metrics.value(0, ck.metric_sums.data()),
                                  el > 0 ? ck.seen / el : 0.0);
         }
         if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
@@ -282,23 +351,26 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       rec.epoch = epoch + 1;
       rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
       for (size_t m = 0; m < metrics.size(); ++m)
-        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.seen);
+        rec.values.emplace_back(metrics.key(m), metrics.value(m, ck.metric_sums.data()));
       if (data.n_val > 0) {
         double vl = 0;
         std::vector<double> vm;
-        evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec,
-                 infer, vl, vm);
+        evaluate(net, batcher, data.train, data.train_weights, data.n_train,
+                 data.n_train + data.n_val, metrics, spec, infer, vl, vm);
         const double nv = static_cast<double>(data.n_val);
         rec.values.emplace_back("val_loss", vl / nv);
         for (size_t m = 0; m < metrics.size(); ++m)
-          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / nv);
+          rec.values.emplace_back("val_" + metrics.key(m), metrics.value(m, vm.data()));
       }
-      // The rate the next update would use, as Keras's optimizer.learning_rate reports it.
-      if (spec.optimizer.schedule)
-        rec.values.emplace_back("learning_rate", learning_rate_at(spec.optimizer, net.iterations()));
+      // The rate the next update would use, as Keras's optimizer.learning_rate reports it (with
+      // ReduceLROnPlateau: the rate of this epoch, logged before any reduction, as Keras does).
+      if (spec.optimizer.schedule || spec.reduce_lr_on_plateau)
+        rec.values.emplace_back("learning_rate",
+                                learning_rate_at(net.train_spec().optimizer, net.iterations()));
       rec.seconds = ck.epoch_seconds;
       res.history.push_back(rec);
       if (ctx.observer) ctx.observer->on_epoch(spec, rec);
+      if (spec.reduce_lr_on_plateau) reduce_on_plateau(*spec.reduce_lr_on_plateau, rec, net, ck);
 
       if (es) {
         // Keras's EarlyStopping.on_epoch_end.
@@ -351,11 +423,12 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (data.test) {
       double tl = 0;
       std::vector<double> tm;
-      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm);
+      evaluate(net, batcher, *data.test, data.test_weights, 0, data.test->x.rows(), metrics, spec,
+               infer, tl, tm);
       const double nt = static_cast<double>(data.test->x.rows());
       res.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics.size(); ++m)
-        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / nt);
+        res.metrics.emplace_back("test_" + metrics.key(m), metrics.value(m, tm.data()));
     }
     if (es && ck.best.epoch > 0) {
       res.best = ck.best;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct DataSource {
   std::string x, y;      // npy: paths; idx: images, labels; npz: member keys
   std::string file;      // npz or csv path
   std::string label;     // csv label column
+  // Keras's sample_weight, one non-negative weight per sample: an .npy path, or the npz key
+  // (npy and npz sources only); empty: none.
+  std::string sample_weight;
   Json to_json() const;  // the plan form, for plan.yaml
 };
 
@@ -48,6 +52,20 @@ struct EarlyStopping {
   int start_from_epoch = 0;
 };
 
+// Keras's ReduceLROnPlateau callback (keras/src/callbacks/reduce_lr_on_plateau.py) with its
+// defaults: after `patience` epochs without an improvement of `monitor` by more than
+// `min_delta`, the rate becomes max(rate * factor, min_lr), then `cooldown` epochs pass before
+// epochs without improvement count again. Refused with a learning-rate schedule, as Keras does.
+struct ReduceLrOnPlateau {
+  std::string monitor = "val_loss";
+  double factor = 0.1;  // in [0, 1)
+  int patience = 10;
+  double min_delta = 1e-4;
+  int cooldown = 0;
+  double min_lr = 0.0;
+  std::string mode = "auto";  // auto, min, max
+};
+
 struct LayerEntry {
   std::string class_name;
   Json config;
@@ -65,9 +83,14 @@ struct ModelSpec {
   int batch_split = 0;  // pieces per batch (Network::pieces); 0: automatic (batch_pieces in job.h)
   bool shuffle = true;
   LossSpec loss;
-  std::vector<std::string> metrics;
+  std::vector<std::string> metrics;           // unweighted, as Keras's compile(metrics=...)
+  std::vector<std::string> weighted_metrics;  // weighted by the samples' weights
   OptimizerSpec optimizer;
   std::optional<EarlyStopping> early_stopping;
+  std::optional<ReduceLrOnPlateau> reduce_lr_on_plateau;
+  // Keras's class_weight: the weight of each class's samples in the training loss (classes not
+  // listed weigh 1); empty: none. Refused with a sample_weight source, as Keras does.
+  std::map<int, float> class_weight;
   // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
   // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
   // are made from it; expanded_json() parses it).

@@ -353,7 +353,8 @@ void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targ
     const float* y = l.sparse() ? nullptr : t.values + static_cast<size_t>(i) * k;
     const int32_t label = l.sparse() ? t.labels[i] : -1;
     NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
-    per_sample[i] = static_cast<float>(row_loss(l, k, p, y, label));
+    const double w = t.weights ? static_cast<double>(t.weights[i]) : 1.0;
+    per_sample[i] = static_cast<float>(w * row_loss(l, k, p, y, label));
   }
 }
 
@@ -366,7 +367,7 @@ void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Tar
     const float* y = l.sparse() ? nullptr : t.values + off;
     const int32_t label = l.sparse() ? t.labels[i] : -1;
     NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
-    row_grad(l, k, pred + off, y, label, scale, dpred + off);
+    row_grad(l, k, pred + off, y, label, t.weights ? scale * t.weights[i] : scale, dpred + off);
   }
 }
 

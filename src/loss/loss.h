@@ -30,6 +30,10 @@ struct LossSpec {
 struct Targets {
   const float* values = nullptr;    // [N,K] for dense targets
   const int32_t* labels = nullptr;  // [N] for sparse targets
+  // [N] Keras's sample_weight (class weights become these too); null: every weight 1. The loss
+  // of a sample is multiplied by its weight and the batch's loss stays the sum over the batch
+  // size (Keras 3's sum_over_batch_size divides by N, not by the sum of the weights).
+  const float* weights = nullptr;
 };
 
 // Parses "sparse_categorical_crossentropy", "mse", {"CategoricalCrossentropy": {"from_logits":
@@ -46,10 +50,10 @@ void validate_labels(int n, int k, const int32_t* labels);
 // Every kind with its variants (from_logits), for the gradient-check test.
 std::vector<LossSpec> all_loss_specs();
 
-// per_sample[N] = the loss of each sample.
+// per_sample[N] = the loss of each sample (times its weight when t.weights is set).
 void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                   float* per_sample);
-// dpred[N,K] = d(mean over the batch of the loss)/d pred (overwrites; includes the 1/N). With
+// dpred[N,K] = d(mean over the batch of the weighted loss)/d pred (overwrites; includes the 1/N). With
 // `batch` > 0, the N rows are one piece of a batch of that many samples, and the mean is over it.
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                    float* dpred, int batch = 0);
@@ -63,6 +67,12 @@ enum class MetricKind {
   kTopKCategoricalAccuracy,        // Keras's default k = 5, one-hot targets
   kSparseTopKCategoricalAccuracy,  // k = 5, integer labels
   kMeanAbsolutePercentageError,    // 100 |y - p| / max(|y|, 1e-7), mean over K
+  // Epoch-level statistics (MetricSet), not means of per-sample values:
+  kPrecision,             // tp / (tp + fp) at threshold 0.5, over all N*K outputs
+  kRecall,                // tp / (tp + fn) at threshold 0.5
+  kAuc,                   // ROC AUC, 200 thresholds, trapezoidal interpolation
+  kRootMeanSquaredError,  // sqrt of the epoch's mean squared error
+  kR2Score,               // 1 - SS_res / SS_tot per output, averaged over the K outputs
 };
 
 // Resolves a metric name from a plan ("accuracy", "acc", "mae", "mse", or an explicit Keras name)
@@ -74,13 +84,59 @@ enum class MetricKind {
 MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k);
 // The key used in histories and results ("accuracy", "mae", "mse" as the user wrote it).
 std::string metric_key(const std::string& name);
+// Whether a higher value of the metric (a name or a history key) is better, as its Keras
+// class's _direction says (accuracies up, errors down). Throws ConfigError for an unknown name.
+bool metric_goes_up(const std::string& name);
 
 // Sum over the batch of the metric's per-sample value (callers divide by the sample count).
 // binary_accuracy thresholds probabilities at 0.5, or logits at 0 when from_logits (Keras itself
 // thresholds at 0.5 whatever the loss); each of the K outputs counts 1/K. Argmax ties go to the
 // first maximum. mae/mse/mape are means over K. Top-k counts a hit when fewer than k outputs are
 // strictly greater than the true class's (TensorFlow's in_top_k: ties at the boundary are in).
+// Only for the kinds that are means of per-sample values (not precision, recall, AUC,
+// root_mean_squared_error, r2_score: NNFLEET_CHECK).
 double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
                   bool from_logits);
+
+// The metrics of one model, accumulated over the batches of an epoch as Keras's stateful metrics
+// are (update_state per batch, result() at the end): a mean keeps its weighted sum and the sum
+// of the weights; precision and recall their true positive, false positive and false negative
+// counts; AUC the weight of positive and of negative targets in each of its 200 buckets; r2_score
+// four sums per output. All the state is one array of doubles (state_size(), zeroed to start an
+// epoch), so accumulating never allocates and a checkpoint keeps the state as it is.
+//
+// Keras semantics: precision/recall count y != 0 as positive and p > 0.5 as predicted positive;
+// AUC buckets clip(p, 0, 1) at ceil(p * 199) - 1 (Keras's evenly spaced thresholds
+// {-1e-7, 1/199, ..., 198/199, 1 + 1e-7}), then sums the ROC curve's trapezoids. With a
+// from_logits loss the predictions are squashed by a sigmoid first (the threshold 0.5 on
+// probabilities is 0 on logits, as binary_accuracy does). Weights weigh each sample as Keras's
+// sample_weight does (a sample's K outputs share its weight).
+class MetricSet {
+ public:
+  MetricSet() = default;
+  // Resolves every name (resolve_metric) for a model with k outputs; throws ConfigError.
+  MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k);
+  size_t size() const { return slots_.size(); }
+  const std::string& key(size_t m) const { return slots_[m].key; }
+  MetricKind kind(size_t m) const { return slots_[m].kind; }
+  size_t state_size() const { return state_size_; }
+  // Adds n rows (predictions pred[n,k], targets t); weights[n] may be null (every weight 1).
+  void accumulate(double* state, int n, const float* pred, const Targets& t,
+                  const float* weights) const;
+  // Metric m over everything accumulated since the state was zeroed (0 when nothing counts,
+  // as Keras's divide_no_nan).
+  double value(size_t m, const double* state) const;
+
+ private:
+  struct Slot {
+    MetricKind kind;
+    std::string key;
+    size_t offset;
+  };
+  std::vector<Slot> slots_;
+  int k_ = 0;
+  bool from_logits_ = false;
+  size_t state_size_ = 0;
+};
 
 }  // namespace nnfleet

@@ -247,6 +247,7 @@ void Network::train_piece(int p) {
   Targets t;
   if (step_targets_.labels) t.labels = step_targets_.labels + pc.row0;
   if (step_targets_.values) t.values = step_targets_.values + static_cast<size_t>(pc.row0) * k;
+  if (step_targets_.weights) t.weights = step_targets_.weights + pc.row0;
   loss_forward(spec_.loss, pc.n, k, out, t, arena_.at(loss_off_) + pc.row0);
   loss_backward(spec_.loss, pc.n, k, out, t, arena_.at(pc.nodes[out_node].dy_off), step_n_);
   backward_piece(pc);
@@ -294,6 +295,11 @@ double Network::end_step() {
   for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
   ++iterations_;
   return loss / step_n_;
+}
+
+void Network::set_learning_rate(double lr) {
+  NNFLEET_CHECK(train_ && !spec_.optimizer.schedule);
+  spec_.optimizer.learning_rate = lr;
 }
 
 double Network::train_step(int n, const Targets& t) {
