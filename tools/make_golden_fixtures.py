@@ -18,10 +18,15 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "model", "fixtures"
 EPS = 1e-7  # Keras's clipping epsilon
 
 
-def keras_sparse_ce(probs, labels):
-    p = probs / probs.sum(dim=1, keepdim=True)
+def keras_sparse_ce(probs, labels, mask=None):
+    """Keras's sparse CE along the last axis ([N,K] or per timestep [N,T,K] with labels [N,T]),
+    reduced as Keras 3 does: the mean over every step, or with a mask sum(loss*mask)/sum(mask)."""
+    p = probs / probs.sum(dim=-1, keepdim=True)
     p = p.clamp(EPS, 1 - EPS)
-    return -torch.log(p[torch.arange(len(labels)), labels]).mean()
+    loss = -torch.log(torch.gather(p, -1, labels.unsqueeze(-1)).squeeze(-1))
+    if mask is None:
+        return loss.mean()
+    return (loss * mask).sum() / mask.sum()
 
 
 def dense_forward(params, x):
@@ -41,19 +46,20 @@ def conv_forward(params, x):
     return torch.softmax(y @ k2 + b2, dim=1)
 
 
-def grads(forward, params, x, labels):
+def grads(forward, params, x, labels, mask=None):
     ps = [p.clone().requires_grad_(True) for p in params]
-    loss = keras_sparse_ce(forward(ps, x), labels)
+    loss = keras_sparse_ce(forward(ps, x), labels, mask)
     loss.backward()
     return [p.grad.detach() for p in ps], loss.item()
 
 
-def adam_steps(forward, params, x, labels, steps=3, lr=1e-3, b1=0.9, b2=0.999, eps=1e-7):
+def adam_steps(forward, params, x, labels, steps=3, lr=1e-3, b1=0.9, b2=0.999, eps=1e-7,
+               mask=None):
     ps = [p.clone() for p in params]
     m = [torch.zeros_like(p) for p in ps]
     v = [torch.zeros_like(p) for p in ps]
     for t in range(1, steps + 1):
-        g, _ = grads(forward, ps, x, labels)
+        g, _ = grads(forward, ps, x, labels, mask)
         alpha = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
         for i in range(len(ps)):
             m[i] = m[i] + (g[i] - m[i]) * (1 - b1)
@@ -77,8 +83,9 @@ def save(name, arr):
     np.save(os.path.join(OUT, name + ".npy"), np.asarray(arr, dtype=np.float32))
 
 
-def make(prefix, forward, x, labels, params, sgd_momentum=True):
-    """Writes <prefix>_x, _y, _w<i>, _out, _loss, _grad<i>, _adam<i> (and _sgdm<i>) in OUT."""
+def make(prefix, forward, x, labels, params, sgd_momentum=True, mask=None):
+    """Writes <prefix>_x, _y, _w<i>, _out, _loss, _grad<i>, _adam<i> (and _sgdm<i>) in OUT.
+    With `mask` ([N,T], the Keras mask on the output), the loss is weighted by it."""
     x_t = torch.tensor(x, dtype=torch.float64)
     lab = torch.tensor(labels, dtype=torch.int64)
     ps = [torch.tensor(p, dtype=torch.float64) for p in params]
@@ -87,11 +94,11 @@ def make(prefix, forward, x, labels, params, sgd_momentum=True):
     for i, p in enumerate(params):
         save(f"{prefix}_w{i}", p)
     save(prefix + "_out", forward(ps, x_t).numpy())
-    g, loss = grads(forward, ps, x_t, lab)
+    g, loss = grads(forward, ps, x_t, lab, mask)
     save(prefix + "_loss", np.array([loss]))
     for i, gi in enumerate(g):
         save(f"{prefix}_grad{i}", gi.numpy())
-    for i, p in enumerate(adam_steps(forward, ps, x_t, lab)):
+    for i, p in enumerate(adam_steps(forward, ps, x_t, lab, mask=mask)):
         save(f"{prefix}_adam{i}", p.numpy())
     if sgd_momentum:
         for i, p in enumerate(sgd_momentum_steps(forward, ps, x_t, lab)):

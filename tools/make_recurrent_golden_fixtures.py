@@ -74,7 +74,7 @@ def simple_rnn(x, k, r, b):
 
 
 def head(h, k2, b2):
-    return torch.softmax(h @ k2 + b2, dim=1)
+    return torch.softmax(h @ k2 + b2, dim=-1)
 
 
 def check_against_torch_modules(x, rng):
@@ -104,9 +104,9 @@ def check_against_torch_modules(x, rng):
     assert torch.allclose(s(x)[0][:, -1], simple_rnn(x, k, r, b), atol=1e-12)
 
 
-def make(prefix, forward, x, labels, params):
+def make(prefix, forward, x, labels, params, mask=None):
     """The shared fixture writer (outputs, loss, gradients, 3 Adam steps), without SGD steps."""
-    make_fixture(prefix, forward, x, labels, params, sgd_momentum=False)
+    make_fixture(prefix, forward, x, labels, params, sgd_momentum=False, mask=mask)
 
 
 def main():
@@ -145,6 +145,28 @@ def main():
     mask = torch.tensor((np.abs(xm).sum(axis=2) != 0).astype(np.float64))
     make("masked_lstm", lambda p, x: head(lstm(x, p[0], p[1], p[2], mask=mask)[0], p[3], p[4]),
          xm, labels, [w(F, 4 * U), w(U, 4 * U), w(4 * U), w(U, 3), w(3)])
+
+    # Per-timestep classifier: LSTM(return_sequences) + Dense(3, softmax) on every step, labels
+    # [N,T]; the loss is the mean over every step of every sample (Keras's sum_over_batch_size).
+    seq_labels = rng.integers(0, 3, size=(N, T)).tolist()
+    make("seq_lstm", lambda p, x: head(lstm(x, p[0], p[1], p[2])[1], p[3], p[4]), x, seq_labels,
+         [w(F, 4 * U), w(U, 4 * U), w(4 * U), w(U, 3), w(3)])
+
+    # Embedding(6, 3, mask_zero) + LSTM(return_sequences) + Dense(3, softmax): id 0 pads (rows of
+    # lengths 5, 3, 1, 4, and one 0 inside row 3); the mask reaches the output, so the loss is
+    # sum(loss*mask)/sum(mask) (Keras 3 and tf.keras >= 2.11). A masked step's output is the
+    # carried state.
+    ids = rng.integers(1, 6, size=(N, T))
+    for row, length in enumerate([5, 3, 1, 4]):
+        ids[row, length:] = 0
+    ids[3, 1] = 0
+    id_mask = torch.tensor((ids != 0).astype(np.float64))
+    lookup = torch.tensor(ids, dtype=torch.int64)
+
+    def embedded_seq(p, _x):
+        return head(lstm(p[0][lookup], p[1], p[2], p[3], mask=id_mask)[1], p[4], p[5])
+    make("masked_seq_lstm", embedded_seq, f32(ids), seq_labels,
+         [w(6, 3), w(F, 4 * U), w(U, 4 * U), w(4 * U), w(U, 3), w(3)], mask=id_mask)
 
 
 if __name__ == "__main__":

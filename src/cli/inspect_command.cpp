@@ -14,8 +14,7 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
-  const LoadedModel lm = load_keras_model(a.model, a.weights);
-  std::fputs(model_summary(lm, a.model).c_str(), stdout);
+  std::fputs(describe_model_file(a.model, a.weights).c_str(), stdout);
   return 0;
 }
 

@@ -1,7 +1,9 @@
 // `nnfleet predict MODEL --x X --out PRED.npy`: predictions (and per-sample losses) of one Keras
-// model over a data set, on pinned workers that share the model's weights read-only. The data is
-// cut into fixed-size contiguous chunks handed out from an atomic counter; each chunk's outputs
-// land in its rows of one preallocated result, so results do not depend on --workers.
+// model over a data set (a model with several inputs and outputs takes one --x per input and
+// writes one file per output, or .npz archives keyed by input and output names), on pinned workers
+// that share the model's weights read-only. The data is cut into fixed-size contiguous chunks
+// handed out from an atomic counter; each chunk's outputs land in its rows of one preallocated
+// result, so results do not depend on --workers.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "cli/commands.h"
 #include "data/dataset.h"
 #include "io/keras_reader.h"
+#include "io/zip_archive.h"
 #include "model/network.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
@@ -39,7 +42,9 @@ std::string json_number(double v) {
 constexpr int kForwardRows = 8;
 
 struct PredictArgs {
-  std::string model, weights, x, y, label, loss, out, loss_out;
+  std::string model, weights, label, loss;
+  // One per model input (x), output (y, out, loss_out), in Keras's order, or a single .npz.
+  std::vector<std::string> x, y, out, loss_out;
   double scale = 1.0;
   int batch = 256;
   int workers = 0;
@@ -129,8 +134,8 @@ LossSpec loss_of(const PredictArgs& a, const LoadedModel& lm) {
 // int64 label of 2^31 or a float of 1e300 is refused, never wrapped into another class.
 std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file,
                                   const std::string& loss) {
-  const int64_t n = y.rows();
-  for (int64_t i = 0; i < n; ++i) {
+  const int64_t n = y.rows(), values = y.shape().size();
+  for (int64_t i = 0; i < values; ++i) {
     const double v = y.at(i);
     if (v == std::floor(v) && v >= 0 && v < k) continue;
     char text[32];
@@ -139,111 +144,270 @@ std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file
                                 ? std::to_string(static_cast<const int64_t*>(y.data())[i])
                                 : std::string(text);
     throw DataError("failed to compute " + loss + ": '" + file + "' has the label " + got +
-                    " at sample " + std::to_string(i) + "; expected integer class labels 0.." +
-                    std::to_string(k - 1) + " (the model has " + std::to_string(k) + " outputs)");
+                    " at sample " + std::to_string(i / y.row_size()) +
+                    (y.row_size() > 1 ? ", step " + std::to_string(i % y.row_size()) : "") +
+                    "; expected integer class labels 0.." + std::to_string(k - 1) +
+                    " (the model has " + std::to_string(k) + " outputs)");
   }
-  if (n > limits::kMaxLabel)
-    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(n) +
+  if (values > limits::kMaxLabel)
+    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(values) +
                     " labels; expected at most " + std::to_string(limits::kMaxLabel));
   std::vector<int64_t> all(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-  std::vector<int32_t> labels(static_cast<size_t>(n));
+  std::vector<int32_t> labels(static_cast<size_t>(values));
   gather_labels(y, all.data(), static_cast<int>(n), labels.data());
   return labels;
 }
 
-int run_predict(const PredictArgs& a) {
-  if (a.batch < 1)
-    throw UsageError("failed to parse --batch: expected a positive number, got " +
-                     std::to_string(a.batch));
-  if (a.workers < 0)
-    throw UsageError("failed to parse --workers: expected a positive number, got " +
-                     std::to_string(a.workers));
-  if (!std::isfinite(a.scale)) throw UsageError("failed to parse --scale: expected a number");
-  if ((!a.loss.empty() || !a.loss_out.empty()) && a.y.empty() && a.label.empty())
+// The inputs of a run: one array per model input once matched (input_layers order), each with
+// the file (or file:key) it came from.
+struct InputData {
+  std::vector<Array> x;
+  std::vector<std::string> where;
+  std::vector<std::string> keys;  // an .npz of named inputs: its keys (else empty)
+  Array csv_y;                    // a CSV --x's label column
+};
+
+// One --x per input, or a single .npz whose keys name the inputs (more than one key).
+InputData load_inputs(const PredictArgs& a) {
+  InputData d;
+  if (a.x.size() == 1 && ends_with(a.x[0], ".npz")) {
+    std::string why;
+    const int fd = open_regular_file(a.x[0], why);
+    if (fd < 0) throw_data_error(a.x[0], why);
+    ::close(fd);
+    const auto keys = npz_keys(a.x[0]);
+    if (keys.size() > 1) {
+      for (const auto& k : keys) {
+        d.x.push_back(load_npz(a.x[0], k));
+        d.where.push_back(a.x[0] + ":" + k);
+      }
+      d.keys = keys;
+      return d;
+    }
+  }
+  if (!a.label.empty() && a.x.size() > 1)
     throw UsageError(
-        "failed to compute losses: --loss and --loss-out need targets; expected "
-        "--y Y.npy (or a CSV with --label)");
+        "failed to read the inputs: --label takes the targets from a single CSV --x; "
+        "expected one --x, got " +
+        std::to_string(a.x.size()));
+  for (const auto& f : a.x) {
+    d.x.push_back(load_data(f, a.label, &d.csv_y));
+    d.where.push_back(f);
+  }
+  return d;
+}
 
-  // The data first: an input dimension the model file leaves free takes its size from it.
-  Array y;
-  const Array x = load_data(a.x, a.label, &y);
-  if (!a.y.empty()) y = load_data(a.y, "", nullptr);
-  const int64_t n = x.rows();
-  if (x.shape().rank() < 1 || n < 1) throw_data_error(a.x, "it holds no samples");
-  const Shape sample = x.sample_shape();
+std::string input_list(const Model& m) {
+  std::string s;
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    s += (k ? ", " : "") + m.input(k).name + " " + m.input(k).shape.str();
+  return s;
+}
 
-  const auto t_load = std::chrono::steady_clock::now();
-  const LoadedModel lm = load_keras_model(a.model, a.weights, &sample);
-  const double load_seconds = seconds_since(t_load);
-  if (!lm.has_weights)
-    throw UsageError("failed to predict with '" + a.model +
-                     "': it holds no weights; expected "
-                     "--weights WEIGHTS.h5 (model.save_weights) with an architecture file");
-  const Model& model = *lm.model;
-  if (!compatible(x.sample_shape(), model.input_shape()))
-    throw DataError("failed to predict with '" + a.model + "': the samples of '" + a.x +
+// Puts the inputs in the model's input order (by name for an .npz of named inputs).
+void match_inputs(const PredictArgs& a, const Model& m, InputData& d) {
+  if (!d.keys.empty()) {
+    std::vector<Array> x;
+    std::vector<std::string> where;
+    for (size_t k = 0; k < m.num_inputs(); ++k) {
+      const auto it = std::find(d.keys.begin(), d.keys.end(), m.input(k).name);
+      if (it == d.keys.end()) {
+        std::string list;
+        for (const auto& key : d.keys) list += (list.empty() ? "" : ", ") + key;
+        if (m.num_inputs() == 1)
+          throw UsageError("failed to choose an array of '" + a.x[0] + "': it holds " +
+                           std::to_string(d.keys.size()) + " (" + list + "); expected '" + a.x[0] +
+                           ":KEY'");
+        throw UsageError("failed to read the inputs of '" + a.model + "' from '" + a.x[0] +
+                         "': it has no array '" + m.input(k).name + "'; expected one per input (" +
+                         input_list(m) + "), got " + list);
+      }
+      const size_t i = static_cast<size_t>(it - d.keys.begin());
+      x.push_back(d.x[i]);
+      where.push_back(d.where[i]);
+    }
+    d.x = std::move(x);
+    d.where = std::move(where);
+    return;
+  }
+  if (d.x.size() != m.num_inputs())
+    throw UsageError("failed to predict with '" + a.model + "': it has " +
+                     std::to_string(m.num_inputs()) + " input" + (m.num_inputs() > 1 ? "s" : "") +
+                     " (" + input_list(m) +
+                     "); expected one --x per input in this order (or an "
+                     ".npz with one array per input name), got " +
+                     std::to_string(d.x.size()));
+}
+
+void check_input(const PredictArgs& a, const Model& model, size_t k, const Array& x,
+                 const std::string& file) {
+  const Shape& want = model.input(k).shape;
+  const std::string what =
+      model.num_inputs() > 1 ? "input '" + model.input(k).name + "' " : "input ";
+  if (!compatible(x.sample_shape(), want))
+    throw DataError("failed to predict with '" + a.model + "': the samples of '" + file +
                     "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
-                    "); expected the model input " + model.input_shape().str() +
+                    "); expected the model " + what + want.str() +
                     "\nhint: reshape the data, or check that the file is the right one");
-  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0) {
+  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0 && ids.input == k) {
     if (a.scale != 1.0)
       throw UsageError("failed to predict with '" + a.model + "': --scale " +
                        std::to_string(a.scale) + " would change the ids its Embedding '" +
                        ids.layer + "' reads; expected --scale 1");
     if (const auto bad = first_bad_id(x, ids.limit))
-      throw DataError("failed to predict with '" + a.model + "': row " +
-                      std::to_string(bad->row) + " of '" + a.x + "' holds " +
-                      json_number(bad->value) + ", not an id the Embedding '" + ids.layer +
+      throw DataError("failed to predict with '" + a.model + "': row " + std::to_string(bad->row) +
+                      " of '" + file + "' holds " + json_number(bad->value) +
+                      ", not an id the Embedding '" + ids.layer +
                       "' has; expected integers in [0, " + std::to_string(ids.limit) + ")");
   }
-  const int k = static_cast<int>(model.output_shape().size());
+}
 
-  // Targets, converted once for all chunks.
-  const bool with_loss = !y.empty() && (!a.y.empty() || !a.loss.empty() || !a.loss_out.empty());
+// One output's targets, converted once for all chunks, and its loss.
+struct OutputTargets {
   LossSpec loss;
   std::vector<int32_t> labels;
   std::vector<float> values;
-  if (with_loss) {
-    loss = loss_of(a, lm);
-    const std::string y_file = a.y.empty() ? a.x : a.y;  // a CSV's label column, or --y
-    if (y.rows() != n)
-      throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
-                      " targets for " + std::to_string(n) + " samples; expected one per sample");
-    const bool one_per_row = y.row_size() == 1;
-    if (loss.sparse() ||
-        (one_per_row && k > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
-      if (!one_per_row)
-        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                        "' have shape " + y.shape().str() + " (" + dtype_name(y.dtype()) +
-                        "); expected integer class labels [" + std::to_string(n) + "]");
-      labels = class_labels(y, k, y_file, loss_name(loss));
-      if (!loss.sparse()) {
-        // Integer labels with categorical_crossentropy: one-hot rows of k.
-        values.assign(static_cast<size_t>(n) * k, 0.0f);
-        for (int64_t i = 0; i < n; ++i)
-          values[static_cast<size_t>(i) * k + labels[static_cast<size_t>(i)]] = 1.0f;
-        labels.clear();
+};
+
+OutputTargets make_targets(const Array& y, const std::string& y_file, const LossSpec& loss,
+                           const Shape& out_shape, int64_t n) {
+  OutputTargets o;
+  o.loss = loss;
+  const int k = static_cast<int>(out_shape.size());
+  if (y.rows() != n)
+    throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
+                    " targets for " + std::to_string(n) + " samples; expected one per sample");
+  // Per-timestep outputs [T, C]: the loss applies to each of the `steps` rows of C (Targets).
+  const int steps = loss_steps(out_shape), classes = k / steps;
+  const bool one_per_row = y.row_size() == steps;
+  if (loss.sparse() ||
+      (one_per_row && classes > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
+    if (!one_per_row) {
+      Shape want = out_shape.with_batch(n);
+      want[-1] = 1;
+      throw DataError(
+          "failed to compute " + loss_name(loss) + ": the targets in '" + y_file + "' have shape " +
+          y.shape().str() + " (" + dtype_name(y.dtype()) + "); expected integer class labels " +
+          (steps == 1 ? "[" + std::to_string(n) + "]"
+                      : want.str() + ", one per timestep of the output " + out_shape.str()));
+    }
+    o.labels = class_labels(y, classes, y_file, loss_name(loss));
+    if (!loss.sparse()) {
+      // Integer labels with categorical_crossentropy: one-hot rows of `classes`.
+      o.values.assign(static_cast<size_t>(n) * k, 0.0f);
+      for (size_t r = 0; r < o.labels.size(); ++r)
+        o.values[r * classes + static_cast<size_t>(o.labels[r])] = 1.0f;
+      o.labels.clear();
+    }
+    return o;
+  }
+  if (y.row_size() != k)
+    throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                    "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) + "," +
+                    std::to_string(k) + "] to match the model output " + out_shape.str());
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  o.values.resize(static_cast<size_t>(n) * k);
+  gather_rows(y, all.data(), static_cast<int>(n), 1.0f, o.values.data());
+  return o;
+}
+
+// The targets of every output: one --y per output (output_layers order), a CSV's label column
+// (one output), or a single .npz whose keys name the outputs.
+std::vector<std::pair<Array, std::string>> load_targets(const PredictArgs& a, const Model& m,
+                                                        const InputData& d) {
+  std::vector<std::pair<Array, std::string>> ys;
+  if (a.y.empty()) {
+    if (!d.csv_y.empty()) ys.push_back({d.csv_y, a.x[0]});
+  } else if (a.y.size() == 1 && m.num_outputs() > 1 && ends_with(a.y[0], ".npz")) {
+    for (size_t j = 0; j < m.num_outputs(); ++j)
+      ys.push_back({load_npz(a.y[0], m.output_name(j)), a.y[0] + ":" + m.output_name(j)});
+  } else {
+    for (const auto& f : a.y) ys.push_back({load_data(f, "", nullptr), f});
+  }
+  if (!ys.empty() && ys.size() != m.num_outputs())
+    throw UsageError("failed to compute losses: '" + a.model + "' has " +
+                     std::to_string(m.num_outputs()) +
+                     " outputs; expected one --y per output in "
+                     "output order (or an .npz with one array per output name), got " +
+                     std::to_string(ys.size()));
+  return ys;
+}
+
+// Where output j's predictions (or losses) go: the j-th of the files given, or key j of one .npz.
+void save_outputs(const std::vector<std::string>& files, const std::vector<Array>& arrays,
+                  const Model& m, const char* flag) {
+  if (files.size() == 1 && ends_with(files[0], ".npz")) {
+    std::vector<ZipMember> members;
+    std::vector<std::string> temps;
+    for (size_t j = 0; j < arrays.size(); ++j) {
+      temps.push_back(files[0] + ".part" + std::to_string(j) + ".npy");
+      save_npy(temps.back(), arrays[j]);
+      members.push_back({m.output_name(j) + ".npy", "", temps.back()});
+    }
+    try {
+      write_zip(files[0] + ".part", members);
+    } catch (...) {
+      for (const auto& t : temps) std::remove(t.c_str());
+      throw;
+    }
+    for (const auto& t : temps) std::remove(t.c_str());
+    if (std::rename((files[0] + ".part").c_str(), files[0].c_str()) != 0)
+      throw_data_error(files[0], "cannot rename the finished file into place");
+    return;
+  }
+  if (files.size() != arrays.size())
+    throw UsageError(std::string("failed to write ") + flag + ": the model has " +
+                     std::to_string(arrays.size()) + " outputs; expected one " + flag +
+                     " per output in output order, or one .npz, got " +
+                     std::to_string(files.size()));
+  for (size_t j = 0; j < arrays.size(); ++j) save_npy(files[j], arrays[j]);
+}
+
+// Each output's loss: --loss for all, or the model file's (one for all, a list in output order,
+// or a dict by output name, as Keras's compile takes them).
+LossSpec output_loss_of(const PredictArgs& a, const LoadedModel& lm, size_t j) {
+  const Model& m = *lm.model;
+  const Json& tc = lm.training_config;
+  if (a.loss.empty() && m.num_outputs() > 1 && tc.is_object() && tc.contains("loss")) {
+    const Json& l = tc["loss"];
+    const Json* pick = nullptr;
+    if (l.is_array() && l.size() == m.num_outputs()) pick = &l[j];
+    if (l.is_object() && l.contains(m.output_name(j))) pick = &l[m.output_name(j)];
+    if (pick) {
+      try {
+        return parse_loss(*pick);
+      } catch (const Error& e) {
+        throw UsageError("failed to use the loss of '" + a.model + "' for output '" +
+                         m.output_name(j) + "' (" + e.what() + "); expected --loss NAME");
       }
-    } else {
-      if (y.row_size() != k)
-        throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                        "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) +
-                        "," + std::to_string(k) + "] to match the model output " +
-                        model.output_shape().str());
-      std::vector<int64_t> all(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-      values.resize(static_cast<size_t>(n) * k);
-      gather_rows(y, all.data(), static_cast<int>(n), 1.0f, values.data());
     }
   }
+  return loss_of(a, lm);
+}
 
-  Shape out_shape = model.output_shape().with_batch(n);
-  Array pred = Array::zeros(DType::kF32, out_shape);
-  Array losses = Array::zeros(DType::kF32, Shape{n});
-  auto* pred_data = static_cast<float*>(pred.mutable_data());
-  auto* loss_data = static_cast<float*>(losses.mutable_data());
+struct Predictions {
+  std::vector<Array> pred, losses;
+  double seconds = 0.0;
+  int workers = 1;
+};
 
+// Runs the model over all n rows on pinned workers.
+Predictions run_workers(const PredictArgs& a, const LoadedModel& lm, const InputData& d,
+                        const std::vector<OutputTargets>& targets, int64_t n) {
+  const Model& model = *lm.model;
+  const size_t outs = model.num_outputs();
+  Predictions r;
+  std::vector<float*> pred_data, loss_data;
+  std::vector<int> ks;
+  for (size_t j = 0; j < outs; ++j) {
+    r.pred.push_back(Array::zeros(DType::kF32, model.output_shape(j).with_batch(n)));
+    r.losses.push_back(Array::zeros(DType::kF32, Shape{n}));
+    pred_data.push_back(static_cast<float*>(r.pred[j].mutable_data()));
+    loss_data.push_back(static_cast<float*>(r.losses[j].mutable_data()));
+    ks.push_back(static_cast<int>(model.output_shape(j).size()));
+  }
   const std::vector<int> cpus = allowed_cpus();
   const int64_t chunks = (n + a.batch - 1) / a.batch;
   int workers = a.workers > 0 ? a.workers : std::max<int>(1, static_cast<int>(cpus.size()));
@@ -266,17 +430,22 @@ int run_predict(const PredictArgs& a) {
         for (int64_t begin = c * a.batch; begin < end; begin += step) {
           const int rows = static_cast<int>(std::min<int64_t>(step, end - begin));
           for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
-          gather_rows(x, idx.data(), rows, scale, net.input());
+          for (size_t k = 0; k < d.x.size(); ++k)
+            gather_rows(d.x[k], idx.data(), rows, scale, net.input(k));
           net.forward(rows, false);
-          std::copy(net.output(), net.output() + static_cast<size_t>(rows) * k,
-                    pred_data + static_cast<size_t>(begin) * k);
-          if (with_loss) {
+          for (size_t j = 0; j < outs; ++j) {
+            const int k = ks[j];
+            std::copy(net.output(j), net.output(j) + static_cast<size_t>(rows) * k,
+                      pred_data[j] + static_cast<size_t>(begin) * k);
+            if (targets.empty()) continue;
             Targets t;
-            if (!labels.empty())
-              t.labels = labels.data() + begin;
+            if (!targets[j].labels.empty())
+              t.labels =
+                  targets[j].labels.data() + static_cast<size_t>(begin) * net.output_steps(j);
             else
-              t.values = values.data() + static_cast<size_t>(begin) * k;
-            loss_forward(loss, rows, k, net.output(), t, loss_data + begin);
+              t.values = targets[j].values.data() + static_cast<size_t>(begin) * k;
+            loss_forward(targets[j].loss, rows, k, net.output(j), net.on_output(t, j),
+                         loss_data[j] + begin);
           }
         }
       }
@@ -291,22 +460,80 @@ int run_predict(const PredictArgs& a) {
   for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
   work(0);
   for (auto& t : threads) t.join();
-  const double secs = seconds_since(t0);
+  r.seconds = seconds_since(t0);
+  r.workers = workers;
   if (failure) std::rethrow_exception(failure);
+  return r;
+}
 
-  save_npy(a.out, pred);
-  if (!a.loss_out.empty()) save_npy(a.loss_out, losses);
-  if (with_loss) {
+int run_predict(const PredictArgs& a) {
+  if (a.batch < 1)
+    throw UsageError("failed to parse --batch: expected a positive number, got " +
+                     std::to_string(a.batch));
+  if (a.workers < 0)
+    throw UsageError("failed to parse --workers: expected a positive number, got " +
+                     std::to_string(a.workers));
+  if (!std::isfinite(a.scale)) throw UsageError("failed to parse --scale: expected a number");
+  if ((!a.loss.empty() || !a.loss_out.empty()) && a.y.empty() && a.label.empty())
+    throw UsageError(
+        "failed to compute losses: --loss and --loss-out need targets; expected "
+        "--y Y.npy (or a CSV with --label)");
+
+  // The data first: an input dimension the model file leaves free takes its size from it.
+  InputData d = load_inputs(a);
+  std::vector<ModelInput> shapes;
+  for (size_t k = 0; k < d.x.size(); ++k) {
+    if (d.x[k].shape().rank() < 1 || d.x[k].rows() < 1)
+      throw_data_error(d.where[k], "it holds no samples");
+    shapes.push_back({d.keys.empty() ? std::string() : d.keys[k], d.x[k].sample_shape()});
+  }
+  const int64_t n = d.x[0].rows();
+
+  const auto t_load = std::chrono::steady_clock::now();
+  const LoadedModel lm = load_keras_model(a.model, a.weights, shapes);
+  const double load_seconds = seconds_since(t_load);
+  if (!lm.has_weights)
+    throw UsageError("failed to predict with '" + a.model +
+                     "': it holds no weights; expected "
+                     "--weights WEIGHTS.h5 (model.save_weights) with an architecture file");
+  const Model& model = *lm.model;
+  match_inputs(a, model, d);
+  for (size_t k = 0; k < d.x.size(); ++k) {
+    if (d.x[k].rows() != n)
+      throw DataError("failed to predict with '" + a.model + "': '" + d.where[k] + "' has " +
+                      std::to_string(d.x[k].rows()) + " samples and '" + d.where[0] + "' " +
+                      std::to_string(n) + "; expected the same number in every input");
+    check_input(a, model, k, d.x[k], d.where[k]);
+  }
+
+  // Targets, converted once for all chunks.
+  const auto ys = load_targets(a, model, d);
+  const bool with_loss = !ys.empty() && (!a.y.empty() || !a.loss.empty() || !a.loss_out.empty());
+  std::vector<OutputTargets> targets;
+  if (with_loss)
+    for (size_t j = 0; j < model.num_outputs(); ++j)
+      targets.push_back(make_targets(ys[j].first, ys[j].second, output_loss_of(a, lm, j),
+                                     model.output_shape(j), n));
+
+  const Predictions r = run_workers(a, lm, d, targets, n);
+  save_outputs(a.out, r.pred, model, "--out");
+  if (!a.loss_out.empty()) save_outputs(a.loss_out, r.losses, model, "--loss-out");
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const auto* ld = static_cast<const float*>(r.losses[j].data());
     double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += loss_data[i];
-    std::fprintf(stderr, "nnfleet predict: mean %s %.6g over %lld samples\n",
-                 loss_name(loss).c_str(), sum / static_cast<double>(n), static_cast<long long>(n));
+    for (int64_t i = 0; i < n; ++i) sum += ld[i];
+    const std::string which =
+        model.num_outputs() > 1 ? " of output '" + model.output_name(j) + "'" : "";
+    std::fprintf(stderr, "nnfleet predict: mean %s%s %.6g over %lld samples\n",
+                 loss_name(targets[j].loss).c_str(), which.c_str(), sum / static_cast<double>(n),
+                 static_cast<long long>(n));
   }
   std::fprintf(stderr,
                "nnfleet predict: %lld samples in %.3f s = %.0f samples/s (%d worker%s, batch %d; "
                "model loaded in %.3f s)\n",
-               static_cast<long long>(n), secs, static_cast<double>(n) / std::max(secs, 1e-9),
-               workers, workers == 1 ? "" : "s", a.batch, load_seconds);
+               static_cast<long long>(n), r.seconds,
+               static_cast<double>(n) / std::max(r.seconds, 1e-9), r.workers,
+               r.workers == 1 ? "" : "s", a.batch, load_seconds);
   return 0;
 }
 
@@ -317,9 +544,15 @@ void add_predict_command(CLI::App& app, Run& run) {
   CLI::App* c = app.add_subcommand(
       "predict", "Predict with a Keras model (.keras, .h5, or to_json() .json with --weights)");
   c->add_option("model", args->model, "The model file")->required();
-  c->add_option("--x", args->x, "Inputs: X.npy, X.npz:KEY, an IDX file, or X.csv with --label")
-      ->required();
-  c->add_option("--y", args->y, "Targets for per-sample losses (npy, npz:KEY or IDX)");
+  c->add_option("--x", args->x,
+                "Inputs: X.npy, X.npz:KEY, an IDX file, or X.csv with --label; one --x per model "
+                "input (in its input order), or one .npz with an array per input name")
+      ->required()
+      ->allow_extra_args(false);
+  c->add_option("--y", args->y,
+                "Targets for per-sample losses (npy, npz:KEY or IDX); one per model output, or "
+                "one .npz with an array per output name")
+      ->allow_extra_args(false);
   c->add_option("--label", args->label, "The label column of a CSV --x");
   c->add_option("--loss", args->loss,
                 "Loss for --y (default: the model file's), e.g. categorical_crossentropy");
@@ -331,8 +564,14 @@ void add_predict_command(CLI::App& app, Run& run) {
   c->add_option(
       "--workers", args->workers,
       "Worker threads, each pinned to one core (default: the cores this process may use)");
-  c->add_option("--out", args->out, "Predictions file (.npy, float32 [N, outputs])")->required();
-  c->add_option("--loss-out", args->loss_out, "Per-sample losses file (.npy, float32 [N])");
+  c->add_option("--out", args->out,
+                "Predictions file (.npy, float32 [N, outputs]); one per model output, or one .npz "
+                "with an array per output name")
+      ->required()
+      ->allow_extra_args(false);
+  c->add_option("--loss-out", args->loss_out,
+                "Per-sample losses file (.npy, float32 [N]); one per model output, or one .npz")
+      ->allow_extra_args(false);
   c->callback([&run, args] { run = [args] { return run_predict(*args); }; });
 }
 

@@ -44,11 +44,11 @@ int32_t to_label(T v) {
 
 template <typename T>
 void gather_labels_as(const Array& src, const int64_t* idx, int n, int32_t* dst) {
-  const int64_t rows = src.rows();
+  const int64_t rows = src.rows(), r = src.row_size();
   const T* base = static_cast<const T*>(src.data());
   for (int i = 0; i < n; ++i) {
     NNFLEET_CHECK(idx[i] >= 0 && idx[i] < rows);
-    dst[i] = to_label(base[idx[i]]);
+    for (int64_t j = 0; j < r; ++j) dst[i * r + j] = to_label(base[idx[i] * r + j]);
   }
 }
 
@@ -204,7 +204,7 @@ std::optional<BadId> first_bad_id(const Array& src, int64_t limit) {
 }
 
 void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {
-  NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && src.row_size() == 1 && n >= 0);
+  NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && n >= 0);
   switch (src.dtype()) {
     case DType::kU8:
       return gather_labels_as<uint8_t>(src, idx, n, dst);

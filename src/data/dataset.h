@@ -61,8 +61,9 @@ struct BadId {
 };
 std::optional<BadId> first_bad_id(const Array& src, int64_t limit);
 
-// Integer class labels: dst[n] = int32(src[idx[i]]) (src must be an integer or integral array
-// with one value per row). A value int32 cannot hold (int64 beyond it, a float that is NaN,
+// Integer class labels: dst[n, R] = int32(src[idx[i]]) (src an integer or integral array of R
+// values per row: one label per sample, or one per timestep). A value int32 cannot hold (int64
+// beyond it, a float that is NaN,
 // infinite or out of range) becomes kBadLabel, which no class index equals, so it is never
 // wrapped into a valid class (callers check the range with the file's name first).
 inline constexpr int32_t kBadLabel = INT32_MIN;

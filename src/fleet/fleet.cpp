@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fleet/checkpoint.h"
+#include "fleet/fine_tune.h"
 #include "fleet/fleet_data.h"
 #include "fleet/mpi_fleet.h"
 #include "fleet/results.h"
@@ -44,6 +45,7 @@ void check_source_targets(const std::string& at, const char* role, const std::st
                           const Array& y, const LabelStats& st, const ModelSpec& s, const Model& m,
                           std::vector<std::string>& problems) {
   const int64_t k = m.output_shape().size();
+  const int64_t steps = loss_steps(m.output_shape()), classes = k / steps;
   const Shape ys = y.sample_shape();
   char range_text[96];
   std::snprintf(range_text, sizeof range_text, "labels %g..%g", st.min, st.max);
@@ -53,14 +55,25 @@ void check_source_targets(const std::string& at, const char* role, const std::st
   };
   switch (s.loss.kind) {
     case LossKind::kSparseCategoricalCrossentropy:
-      if (ys.size() != 1)
-        add("sparse_categorical_crossentropy needs one integer label per sample; expected y of "
-            "shape [N] or [N,1], got y samples of shape " +
-            ys.str() + "; use categorical_crossentropy for one-hot targets");
-      else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(k))
+      if (ys.size() != steps) {
+        // Per-timestep outputs [T, C] take labels [N, T] (or [N, T, 1]), as Keras does.
+        Shape labels;
+        for (int a = 0; a + 1 < m.output_shape().rank(); ++a) labels.push_back(m.output_shape()[a]);
+        Shape labels1 = labels;
+        labels1.push_back(1);
+        add("sparse_categorical_crossentropy needs one integer label per " +
+            (steps == 1
+                 ? std::string("sample; expected y of shape [N] or [N,1]")
+                 : "timestep of the output " + m.output_shape().str() +
+                       "; expected y samples of shape " + labels.str() + " or " + labels1.str()) +
+            ", got y samples of shape " + ys.str() +
+            "; use categorical_crossentropy for one-hot targets");
+      } else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(classes)) {
         add("labels out of range for sparse_categorical_crossentropy; expected integers in 0.." +
-            std::to_string(k - 1) + " (the model outputs " + std::to_string(k) + " classes), got " +
-            range + (st.integral ? "" : " with fractional values"));
+            std::to_string(classes - 1) + " (the model outputs " + std::to_string(classes) +
+            " classes" + (steps > 1 ? " per timestep" : "") + "), got " + range +
+            (st.integral ? "" : " with fractional values"));
+      }
       break;
     case LossKind::kBinaryCrossentropy:
       if (st.min < 0 || st.max > 1)
@@ -70,10 +83,11 @@ void check_source_targets(const std::string& at, const char* role, const std::st
       if (ys.size() != k)
         add("targets do not match the model output; expected y samples of " + std::to_string(k) +
             " values (output " + m.output_shape().str() + "), got " + ys.str() +
-            (ys.size() == 1 && k > 1 ? "; for integer class labels use loss: "
-                                       "sparse_categorical_crossentropy, for training and test "
-                                       "targets alike"
-                                     : ""));
+            (ys.size() == steps && classes > 1
+                 ? "; for integer class labels use loss: "
+                   "sparse_categorical_crossentropy, for training and test "
+                   "targets alike"
+                 : ""));
   }
 }
 
@@ -154,7 +168,14 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
   } else {
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
+    m = apply_fine_tuning(s, std::move(m), initial_params);
   }
+  if (m->num_inputs() > 1 || m->num_outputs() > 1)
+    throw ModelError("failed to train model '" + s.name + "': it has " +
+                     std::to_string(m->num_inputs()) + " input(s) and " +
+                     std::to_string(m->num_outputs()) +
+                     " output(s); plans train models with one input and one output only so far "
+                     "(predict takes several)");
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
   // would silently give a different model than Keras trains.
@@ -237,10 +258,16 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
       problems.push_back(s.where + ": model '" + s.name +
                          "': class_weight with a sample_weight data source; expected one of "
                          "them (Keras refuses both at the same time)");
+    if (!s.class_weight.empty() && j.model->output_shape().rank() > 1)
+      problems.push_back(s.where + ": model '" + s.name +
+                         "': class_weight with an output of shape " +
+                         j.model->output_shape().str() +
+                         "; expected one target per sample (Keras refuses class_weight for "
+                         "targets of 3 or more dimensions: use a sample_weight source)");
     try {
       for (const auto* names : {&s.metrics, &s.weighted_metrics})
         for (const auto& m : *names)
-          resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape().size()));
+          resolve_metric(m, s.loss, static_cast<int>(j.model->output_shape()[-1]));
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     }

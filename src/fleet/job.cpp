@@ -25,8 +25,10 @@ struct JobMetrics {
   MetricSet plain, weighted;
   std::vector<std::string> keys;  // plain, then weighted
 
-  JobMetrics(const ModelSpec& spec, int k)
-      : plain(spec.metrics, spec.loss, k), weighted(spec.weighted_metrics, spec.loss, k) {
+  // k outputs per sample in `steps` steps (the metrics' classes are k / steps).
+  JobMetrics(const ModelSpec& spec, int k, int steps)
+      : plain(spec.metrics, spec.loss, k, steps),
+        weighted(spec.weighted_metrics, spec.loss, k, steps) {
     for (size_t m = 0; m < plain.size(); ++m) keys.push_back(plain.key(m));
     for (size_t m = 0; m < weighted.size(); ++m) {
       const std::string& key = weighted.key(m);
@@ -52,16 +54,17 @@ struct JobMetrics {
 struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
-  int k;
+  int k, steps;
   std::vector<int64_t> idx;
   std::vector<int32_t> labels;
   std::vector<float> values;
   std::vector<float> weights;       // of the batch, when weighted
   std::vector<float> class_weight;  // by class index (1 for classes the plan does not list)
 
-  Batcher(const FleetData& d, const ModelSpec& s, int k_) : data(d), spec(s), k(k_) {
+  Batcher(const FleetData& d, const ModelSpec& s, int k_, int steps_)
+      : data(d), spec(s), k(k_), steps(steps_) {
     if (spec.loss.sparse())
-      labels.resize(static_cast<size_t>(spec.batch_size));
+      labels.resize(static_cast<size_t>(spec.batch_size) * steps);
     else
       values.resize(static_cast<size_t>(spec.batch_size) * k);
     idx.resize(static_cast<size_t>(spec.batch_size));
@@ -106,7 +109,7 @@ struct Batcher {
   }
   Targets load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
     NNFLEET_CHECK(n <= spec.batch_size &&
-                  (spec.loss.sparse() ? xy.y.row_size() == 1 : xy.y.row_size() == k));
+                  (spec.loss.sparse() ? xy.y.row_size() == steps : xy.y.row_size() == k));
     gather_rows(xy.x, rows, n, data.scale, net.input());
     Targets t;
     if (spec.loss.sparse()) {
@@ -120,8 +123,8 @@ struct Batcher {
   }
 };
 
-// Loss and metric sums over rows [begin, end) of xy, in inference mode; `infer(n)` runs the
-// network's forward on the first n input rows.
+// The loss sum and the metrics' state over rows [begin, end) of xy, in inference mode (weighted
+// by `sample_weights` when given, as Keras weighs validation data); `infer(n)` runs the network's forward on the first n input rows.
 template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
               int64_t begin, int64_t end, const JobMetrics& metrics, const ModelSpec& spec,
@@ -129,13 +132,16 @@ void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& 
   loss_sum = 0.0;
   msums.assign(metrics.state_size(), 0.0);
   const int bs = spec.batch_size;
+  // Keras's val_loss and test loss include the regularizers, as its training loss does.
+  const double weight_penalty = net.weight_penalty();
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     Targets t = b.load(xy, b.idx.data(), n, net, sample_weights, false);
     infer(n);
-    loss_sum += net.output_loss(n, spec.loss, t, nullptr);
-    metrics.accumulate(msums.data(), n, net.output(), t);
+    loss_sum += net.output_loss(n, spec.loss, t, nullptr) + net.activity_penalty_sum() +
+                n * weight_penalty;
+    metrics.accumulate(msums.data(), n, net.output(), net.on_output(t));
   }
 }
 
@@ -151,6 +157,14 @@ void reduce_on_plateau(const ReduceLrOnPlateau& r, const EpochRecord& rec, Netwo
   if (next == rate) return;
   net.set_learning_rate(next);
   ck.learning_rate = next;
+}
+
+// Why a plan cannot train a model with several inputs or outputs yet (its data has one x and y).
+std::string multi_io_refusal(const ModelSpec& spec, const Model& model) {
+  return "failed to train model '" + spec.name + "': it has " + std::to_string(model.num_inputs()) +
+         " input(s) and " + std::to_string(model.num_outputs()) +
+         " output(s); plans train models with one input and one output only so far (predict "
+         "takes several)";
 }
 
 }  // namespace
@@ -186,11 +200,16 @@ const double* find_metric(const Metrics& m, const std::string& key) {
 
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
   // load_plan gives every layer its Keras default name ("dense_1") in its config.
-  std::vector<std::unique_ptr<Layer>> layers;
-  for (size_t i = 0; i < spec.layers.size(); ++i)
-    layers.push_back(make_layer(spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
-                                "layer_" + std::to_string(i)));
-  return Model::sequential(spec.name, input_shape, std::move(layers));
+  // Training keys (regularizers, constraints, trainable) stay with the node (layer_training.h).
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    auto [layer, training] = make_layer_with_training(
+        spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
+        "layer_" + std::to_string(i));
+    nodes.push_back({std::move(layer), {static_cast<int>(i)}, std::move(training)});
+  }
+  const int out = static_cast<int>(nodes.size());
+  return std::make_shared<const Model>(spec.name, input_shape, std::move(nodes), out);
 }
 
 int batch_pieces(const ModelSpec& spec, const Model& model) {
@@ -214,6 +233,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
+    if (model->num_inputs() > 1 || model->num_outputs() > 1)
+      throw ModelError(multi_io_refusal(spec, *model));
     Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
                 batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.
@@ -234,7 +255,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ctx.helpers->run(net.pieces(), infer_piece);
     };
     const int k = static_cast<int>(net.output_features());
-    const JobMetrics metrics(spec, k);
+    const JobMetrics metrics(spec, k, net.output_steps());
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -268,7 +289,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
-    Batcher batcher(data, spec, k);
+    Batcher batcher(data, spec, k, net.output_steps());
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
@@ -309,9 +330,10 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        const Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net,
+        Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net,
                                        data.train_weights, true);
         const double loss = train_step(n, t);
+        t = net.on_output(t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
@@ -353,7 +375,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       for (size_t m = 0; m < metrics.size(); ++m)
         rec.values.emplace_back(metrics.key(m), metrics.value(m, ck.metric_sums.data()));
       if (data.n_val > 0) {
-        double vl = 0;
+        double vl = 0, vw = 0;
         std::vector<double> vm;
         evaluate(net, batcher, data.train, data.train_weights, data.n_train,
                  data.n_train + data.n_val, metrics, spec, infer, vl, vm);
@@ -421,7 +443,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
     if (!res.history.empty()) res.metrics = res.history.back().values;
     if (data.test) {
-      double tl = 0;
+      double tl = 0, tw = 0;
       std::vector<double> tm;
       evaluate(net, batcher, *data.test, data.test_weights, 0, data.test->x.rows(), metrics, spec,
                infer, tl, tm);

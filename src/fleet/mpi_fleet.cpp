@@ -36,6 +36,7 @@
 #include <optional>
 #include <thread>
 
+#include "fleet/fine_tune.h"
 #include "fleet/results.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
@@ -558,7 +559,7 @@ class WorkerRank {
         if (s.keras.empty())
           model = build_model(s, data.input_shape);
         else if (io_.load)
-          model = io_.load(s, data.input_shape, initial);
+          model = apply_fine_tuning(s, io_.load(s, data.input_shape, initial), initial);
         else
           throw ModelError("models from Keras files are not available in this build");
         JobContext ctx;

@@ -20,6 +20,7 @@
 #include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
+#include "model/layer_training.h"
 #include "platform/files.h"
 #include "platform/limits.h"
 
@@ -43,14 +44,17 @@ using plan_detail::show;
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
 const std::vector<std::string> kModelKeys = {
-    "batch_size", "batch_split", "class_weight", "data",      "early_stopping",
-    "epochs",     "grid",        "keras",        "layers",    "loss",
-    "metrics",    "name",        "optimizer",    "reduce_lr_on_plateau", "shuffle",
-    "weighted_metrics"};
-const std::vector<std::string> kDefaultsKeys = {
-    "batch_size", "batch_split", "class_weight", "data",      "early_stopping",
-    "epochs",     "keras",       "layers",       "loss",      "metrics",
-    "optimizer",  "reduce_lr_on_plateau",        "shuffle",   "weighted_metrics"};
+      "batch_size",     "batch_split", "class_weight",         "data",
+      "early_stopping", "epochs",      "freeze",               "grid",
+      "keras",          "layers",      "loss",                 "metrics",
+      "name",           "optimizer",   "reduce_lr_on_plateau", "shuffle",
+      "unfreeze_from",  "weighted_metrics"};
+  const std::vector<std::string> kDefaultsKeys = {
+      "batch_size",     "batch_split", "class_weight", "data",
+      "early_stopping", "epochs",      "freeze",       "keras",
+      "layers",         "loss",        "metrics",      "optimizer",
+      "reduce_lr_on_plateau",          "shuffle",      "unfreeze_from",
+      "weighted_metrics"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -219,6 +223,9 @@ class Loader {
   ModelSpec model(const Json& m, const std::map<std::string, std::string>& base,
                   const std::string& entry);
   void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
+  // freeze and unfreeze_from of a `keras:` model (`at` gives a key's path).
+  template <typename At>
+  void fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex);
   void check_name(const std::string& path, const std::string& name);
   void check_unique_names(const std::vector<ModelSpec>& models);
 
@@ -549,6 +556,7 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
     ex["keras"] = s.keras;
   }
   if (has_layers) layers(m["layers"], at("layers"), s, ex);
+  fine_tuning(m, at, s, ex);
 
   if (m.contains("data")) {
     DataSpec d = data(at("data"), m["data"]);
@@ -728,7 +736,7 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       cfg["name"] = name;
     }
     try {
-      make_layer(cls, cfg, ConfigMode::kPlan, "");
+      make_layer_with_training(cls, cfg, ConfigMode::kPlan, "");
     } catch (const ConfigError& e) {
       std::string hint;
       if (e.key() == "activation" && cfg["activation"].is_string())
@@ -749,6 +757,44 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
     out.push_back(Json::object({{cls, cfg}}));
   }
   ex["layers"] = std::move(out);
+}
+
+template <typename At>
+void Loader::fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex) {
+  const bool keras = m.contains("keras");
+  auto needs_keras = [&](const char* k) {
+    if (m.contains(k) && !m[k].is_null() && !keras)
+      pr_.add(at(k), std::string(k) + " applies to a `keras:` model; expected it with keras: "
+                                      "(a plan's own layers take trainable: false instead)");
+  };
+  if (m.contains("freeze") && !m["freeze"].is_null()) {
+    needs_keras("freeze");
+    const Json& f = m["freeze"];
+    if (!f.is_array()) {
+      pr_.add(at("freeze"), "expected a list of layer names or indices, got " + show(f));
+    } else {
+      for (size_t i = 0; i < f.size(); ++i) {
+        const std::string p = index_path(at("freeze"), i);
+        if (f[i].is_string() || (f[i].is_number_integer() && f[i].get<int64_t>() >= 0)) {
+          s.freeze.push_back(f[i]);
+          s.freeze_where.push_back(pr_.where(p));
+        } else {
+          pr_.add(p, "expected a layer name or an index >= 0, got " + show(f[i]));
+        }
+      }
+    }
+    ex["freeze"] = f;
+  }
+  if (m.contains("unfreeze_from") && !m["unfreeze_from"].is_null()) {
+    needs_keras("unfreeze_from");
+    if (m["unfreeze_from"].is_string() && !m["unfreeze_from"].get<std::string>().empty()) {
+      s.unfreeze_from = m["unfreeze_from"].get<std::string>();
+      s.unfreeze_from_where = pr_.where(at("unfreeze_from"));
+    } else {
+      pr_.add(at("unfreeze_from"), "expected a layer name, got " + show(m["unfreeze_from"]));
+    }
+    ex["unfreeze_from"] = m["unfreeze_from"];
+  }
 }
 
 std::string read_plan_file(const std::string& path) {

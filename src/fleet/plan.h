@@ -91,6 +91,13 @@ struct ModelSpec {
   // Keras's class_weight: the weight of each class's samples in the training loss (classes not
   // listed weigh 1); empty: none. Refused with a sample_weight source, as Keras does.
   std::map<int, float> class_weight;
+  // Fine-tuning a `keras:` model: layers to freeze (names or indices into the model's layers, a
+  // nested model's name freezing all of its layers), or the layer from which on everything
+  // trains (every layer before it frozen, as Keras's transfer-learning recipe does); each with
+  // where it was given ("fleet.yaml:9: models[0].freeze[1]") for its errors.
+  std::vector<Json> freeze;
+  std::vector<std::string> freeze_where;
+  std::string unfreeze_from, unfreeze_from_where;
   // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
   // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
   // are made from it; expanded_json() parses it).

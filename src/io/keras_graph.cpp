@@ -17,6 +17,8 @@ namespace {
 
 // Deeper nesting of models than this is treated as a malformed (or hostile) file.
 constexpr int kMaxDepth = limits::kMaxModelNesting;
+// More model inputs than this is treated as a malformed file.
+constexpr size_t kMaxInputs = 64;
 
 bool is_model_class(const std::string& c) {
   return c == "Sequential" || c == "Functional" || c == "Model";
@@ -84,10 +86,11 @@ std::string keras3_weight_path(const std::string& path, const std::string& cls) 
 
 struct PendingNode {
   std::unique_ptr<Layer> layer;
-  std::vector<int> inputs;  // tensor ids: 0 = model input, k + 1 = output of node k
+  std::vector<int> inputs;  // tensor ids: k < K = model input k, K + i = output of node i
   int entry = -1;           // the top-level Keras layer it belongs to
   bool frozen = false;      // trainable: false here or on an enclosing model
   std::string path, path_by_name;
+  LayerTraining training;
 };
 
 // One layer entry of a config: {"class_name", "config", ["name"], ["inbound_nodes"], ...}.
@@ -98,8 +101,8 @@ struct LayerJson {
 
 class Builder {
  public:
-  Builder(std::string where, const Shape* data_shape)
-      : where_(std::move(where)), data_shape_(data_shape) {}
+  Builder(std::string where, const std::vector<ModelInput>* data_shapes)
+      : where_(std::move(where)), data_shapes_(data_shapes) {}
 
   KerasGraph build(const Json& top) {
     if (!top.is_object() || !top.contains("class_name") || !top["class_name"].is_string())
@@ -119,7 +122,7 @@ class Builder {
     model_name_ = cfg.is_object() && cfg.contains("name") && cfg["name"].is_string()
                       ? cfg["name"].get<std::string>()
                       : std::string("model");
-    const int out = add_model(cls, cfg, -1, "", "", -1, 0);
+    const std::vector<int> outs = add_model_outputs(cls, cfg, -1, "", "", -1, 0);
 
     KerasGraph g;
     g.class_name = cls == "Sequential" ? "Sequential" : "Functional";
@@ -127,15 +130,11 @@ class Builder {
     for (auto& n : nodes_) {
       g.weight_paths.push_back(n.path);
       g.weight_paths_by_name.push_back(n.path_by_name);
-      nodes.push_back({std::move(n.layer), n.inputs});
+      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training)});
     }
     if (nodes.empty()) fail("the model has no layers between its input and its output");
-    if (out != static_cast<int>(nodes.size()))
-      fail("layer '" + nodes.back().layer->name() +
-           "' does not lead to the output; expected every layer to feed the single output");
     try {
-      g.model = std::make_shared<const Model>(model_name_, input_shape_, std::move(nodes), out,
-                                              input_name_);
+      g.model = std::make_shared<const Model>(model_name_, inputs_, std::move(nodes), outs);
     } catch (const ModelError& e) {
       fail(e.what());
     }
@@ -275,10 +274,18 @@ class Builder {
            parse_dims(cfg["build_input_shape"], true, lname, out);
   }
 
-  void set_input(const Shape& s, const std::string& name) {
-    input_shape_ = s;
-    input_name_ = name;
+  // The data shape that sizes free dimensions of model input k, named `name` (null when none is
+  // given): the data entry of that name when the entries are named, else the k-th.
+  void use_data_shape(size_t k, const std::string& name) {
+    data_shape_ = nullptr;
+    if (!data_shapes_) return;
+    for (const ModelInput& d : *data_shapes_)
+      if (!d.name.empty() && d.name == name) data_shape_ = &d.shape;
+    if (!data_shape_ && k < data_shapes_->size() && (*data_shapes_)[k].name.empty())
+      data_shape_ = &(*data_shapes_)[k].shape;
   }
+
+  void set_input(const Shape& s, const std::string& name) { inputs_ = {ModelInput{name, s}}; }
 
   int new_entry(const std::string& name, const std::string& cls) {
     entry_names_.push_back(name);
@@ -301,28 +308,47 @@ class Builder {
     }
     names_.insert(name);
     std::unique_ptr<Layer> layer;
+    LayerTraining training;
     try {
+      training = take_layer_training(cfg);
       layer = make_layer(d.cls, cfg, ConfigMode::kKeras, name);
     } catch (const ModelError& e) {
       fail("layer '" + d.name + "' (" + d.cls + "): " + e.what());
     }
-    const bool frozen = frozen_depth_ > 0 ||
-                        (d.config.is_object() && d.config.value("trainable", Json(true)) == false);
+    const bool frozen = frozen_depth_ > 0 || training.frozen;
+    training.frozen = frozen;
+    training.scopes = scopes_;
     nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen,
-                      keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls)});
-    return static_cast<int>(nodes_.size());
+                      keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls),
+                      std::move(training)});
+    return num_inputs_ + static_cast<int>(nodes_.size()) - 1;
   }
 
+  // A nested model, called on one tensor: its single output.
   int add_model(const std::string& cls, const Json& cfg, int input, const std::string& prefix,
                 const std::string& prefix_by_name, int entry, int depth) {
+    const std::vector<int> outs =
+        add_model_outputs(cls, cfg, input, prefix, prefix_by_name, entry, depth);
+    if (outs.size() != 1)
+      fail("a nested model has " + std::to_string(outs.size()) + " outputs; expected one");
+    return outs[0];
+  }
+
+  std::vector<int> add_model_outputs(const std::string& cls, const Json& cfg, int input,
+                                     const std::string& prefix, const std::string& prefix_by_name,
+                                     int entry, int depth) {
     if (depth > kMaxDepth)
       fail("models are nested more than " + std::to_string(kMaxDepth) + " deep");
     const bool frozen = cfg.is_object() && cfg.value("trainable", Json(true)) == false;
     frozen_depth_ += frozen;
-    const int out = cls == "Sequential"
-                        ? add_sequential(cfg, input, prefix, prefix_by_name, entry, depth)
-                        : add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
+    if (depth > 0)
+      scopes_.push_back(cfg.is_object() ? cfg.value("name", std::string()) : std::string());
+    const std::vector<int> out =
+        cls == "Sequential"
+            ? std::vector<int>{add_sequential(cfg, input, prefix, prefix_by_name, entry, depth)}
+            : add_functional(cfg, input, prefix, prefix_by_name, entry, depth);
     frozen_depth_ -= frozen;
+    if (depth > 0) scopes_.pop_back();
     return out;
   }
 
@@ -344,6 +370,7 @@ class Builder {
         first = false;
         if (cur < 0) {
           Shape s;
+          use_data_shape(0, d.name);
           if (!shape_from(d.config, d.name, s))
             fail("InputLayer '" + d.name + "' has no batch_shape or batch_input_shape");
           set_input(s, d.name);
@@ -355,6 +382,7 @@ class Builder {
       if (cur < 0) {
         // No InputLayer: the first layer carries the shape, or the model its build shape.
         Shape s;
+        use_data_shape(0, "");
         const bool found = shape_from(d.config, d.name, s) ||
                            (is_model_class(d.cls) && nested_input_shape(d.config, d.name, s, 0)) ||
                            (cfg.is_object() && cfg.contains("build_input_shape") &&
@@ -456,8 +484,11 @@ class Builder {
     return names;
   }
 
-  int add_functional(const Json& cfg, int input, const std::string& prefix,
-                     const std::string& prefix_by_name, int entry, int depth) {
+  // A Functional model's layers; returns its output tensors in output_layers order. At the top
+  // level (input < 0) its InputLayers become the model inputs in input_layers order (not the order
+  // the config lists them in); a nested one has a single input, fed by tensor `input`.
+  std::vector<int> add_functional(const Json& cfg, int input, const std::string& prefix,
+                                  const std::string& prefix_by_name, int entry, int depth) {
     if (!cfg.is_object() || !cfg.contains("layers") || !cfg["layers"].is_array())
       fail("a Functional model has no list of layers; expected \"layers\": [...]");
     const Json& layers = cfg["layers"];
@@ -466,15 +497,26 @@ class Builder {
                                   : std::string("model");
     const auto ins = tensor_refs(cfg, "input_layers");
     const auto outs = tensor_refs(cfg, "output_layers");
-    if (ins.size() != 1 || outs.size() != 1) {
-      auto list = [](const std::vector<std::string>& v) {
-        std::string s;
-        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-        return s;
-      };
-      fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) (" + list(ins) +
-           ") and " + std::to_string(outs.size()) + " output(s) (" + list(outs) +
-           "); expected exactly one input and one output");
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+      return s;
+    };
+    if (ins.empty() || outs.empty())
+      fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) and " +
+           std::to_string(outs.size()) + " output(s); expected at least one of each");
+    if (input >= 0 && (ins.size() != 1 || outs.size() != 1))
+      fail("nested model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) (" +
+           list(ins) + ") and " + std::to_string(outs.size()) + " output(s) (" + list(outs) +
+           "); expected one input and one output in a nested model");
+    if (std::set<std::string>(ins.begin(), ins.end()).size() != ins.size())
+      fail("model '" + mname + "' lists an input twice in input_layers (" + list(ins) + ")");
+    if (ins.size() > kMaxInputs)
+      fail("model '" + mname + "' has " + std::to_string(ins.size()) +
+           " inputs; expected at most " + std::to_string(kMaxInputs));
+    if (input < 0) {
+      num_inputs_ = static_cast<int>(ins.size());
+      inputs_.assign(ins.size(), ModelInput{});
     }
     const size_t n = layers.size();
     std::vector<LayerJson> ds;
@@ -491,21 +533,27 @@ class Builder {
     for (size_t i = 0; i < n; ++i) {
       if (ds[i].cls != "InputLayer") continue;
       done[i] = true;
-      if (ds[i].name != ins[0])
-        fail("InputLayer '" + ds[i].name + "' of model '" + mname + "' is not its input '" +
-             ins[0] + "'; expected one input");
+      const auto pos = std::find(ins.begin(), ins.end(), ds[i].name);
+      if (pos == ins.end())
+        fail("InputLayer '" + ds[i].name + "' of model '" + mname +
+             "' is not one of its inputs; expected one of " + list(ins));
+      if (tensor_of.count(ds[i].name))
+        fail("model '" + mname + "' has two layers named '" + ds[i].name + "'");
       if (input < 0) {
+        const size_t k = static_cast<size_t>(pos - ins.begin());
         Shape s;
+        use_data_shape(k, ds[i].name);
         if (!shape_from(ds[i].config, ds[i].name, s))
           fail("InputLayer '" + ds[i].name + "' has no batch_shape or batch_input_shape");
-        set_input(s, ds[i].name);
-        tensor_of[ds[i].name] = 0;
+        inputs_[k] = ModelInput{ds[i].name, s};
+        tensor_of[ds[i].name] = static_cast<int>(k);
       } else {
         tensor_of[ds[i].name] = input;
       }
     }
-    if (!tensor_of.count(ins[0]))
-      fail("the input '" + ins[0] + "' of model '" + mname + "' is not one of its InputLayers");
+    for (const auto& in : ins)
+      if (!tensor_of.count(in))
+        fail("the input '" + in + "' of model '" + mname + "' is not one of its InputLayers");
     // Resolve layers once their inputs exist (configs are normally in topological order).
     for (bool progress = true; progress;) {
       progress = false;
@@ -546,19 +594,29 @@ class Builder {
         fail("layer '" + ds[i].name + "' of model '" + mname + "' takes its input from '" +
              missing + "', which is not defined before it (or the graph has a cycle)");
       }
-    auto it = tensor_of.find(outs[0]);
-    if (it == tensor_of.end())
-      fail("the output '" + outs[0] + "' of model '" + mname + "' is not one of its layers");
-    return it->second;
+    std::vector<int> out_ids;
+    for (const auto& o : outs) {
+      auto it = tensor_of.find(o);
+      if (it == tensor_of.end())
+        fail("the output '" + o + "' of model '" + mname + "' is not one of its layers");
+      if (it->second < num_inputs_)
+        fail("the output '" + o + "' of model '" + mname +
+             "' is an input; expected the output of a layer");
+      out_ids.push_back(it->second);
+    }
+    return out_ids;
   }
 
   std::string where_;
-  const Shape* data_shape_ = nullptr;  // sizes free input dimensions; may be null
-  std::string model_name_, input_name_ = "input_layer";
-  Shape input_shape_;
+  const std::vector<ModelInput>* data_shapes_ = nullptr;  // the data's; may be null
+  const Shape* data_shape_ = nullptr;  // the input being read's: sizes free dimensions; may be null
+  std::string model_name_;
+  std::vector<ModelInput> inputs_;
+  int num_inputs_ = 1;  // K: tensor ids below it are model inputs
   Json hint_;
   std::vector<PendingNode> nodes_;
   int frozen_depth_ = 0;
+  std::vector<std::string> scopes_;  // names of the nested models being read
   std::vector<std::string> entry_names_, entry_classes_;
   std::set<std::string> names_;
   std::map<std::string, int> default_names_;
@@ -579,8 +637,15 @@ std::string keras_snake_case(const std::string& class_name) {
 
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
                              const Shape* data_shape) {
+  std::vector<ModelInput> shapes;
+  if (data_shape) shapes.push_back({"", *data_shape});
+  return build_keras_graph(model_config, where, data_shape ? &shapes : nullptr);
+}
+
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
+                             const std::vector<ModelInput>* data_shapes) {
   try {
-    return Builder(where, data_shape).build(model_config);
+    return Builder(where, data_shapes).build(model_config);
   } catch (const Json::exception& e) {
     throw FileError("failed to read Keras model '" + where + "': malformed model config (" +
                     e.what() + ")");

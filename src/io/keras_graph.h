@@ -40,6 +40,9 @@ struct KerasGraph {
 // load_keras_model).
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
                              const Shape* data_shape = nullptr);
+// The same with the data's shapes for models with several inputs (see load_keras_model).
+KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
+                             const std::vector<ModelInput>* data_shapes);
 
 // The same bookkeeping for a Model that did not come from a Keras file (each layer is its own
 // entry; paths as Keras 3 would write them). `functional` says whether it is saved as a

@@ -106,8 +106,9 @@ std::vector<std::string> list_attr_or_empty(const h5::Group& g, const std::strin
 
 // Zeroed parameters for `m`, after checking its sizes are plausible.
 std::vector<float> zero_params(const Model& m, const std::string& where) {
-  if (m.input_shape().size() > kMaxSampleFloats)
-    fail(where, "the model input " + m.input_shape().str() + " is implausibly large");
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    if (m.input(k).shape.size() > kMaxSampleFloats)
+      fail(where, "the model input " + m.input(k).shape.str() + " is implausibly large");
   for (size_t i = 0; i < m.num_layers(); ++i)
     if (m.planned(i).out_shape.size() > kMaxSampleFloats)
       fail(where, "layer '" + m.layer(i).name() + "' has an implausibly large output " +
@@ -144,11 +145,11 @@ void mark_keras2_hard_sigmoid(Json& j) {
 }
 
 KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg_in, const std::string& path,
-                       const Shape* data_shape) {
+                       const std::vector<ModelInput>* data_shapes) {
   Json cfg = cfg_in;
   if (!lm.keras_version.empty() && major_version(lm.keras_version) < 3)
     mark_keras2_hard_sigmoid(cfg);
-  KerasGraph graph = build_keras_graph(cfg, path, data_shape);
+  KerasGraph graph = build_keras_graph(cfg, path, data_shapes);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
   lm.params = zero_params(*lm.model, path);
@@ -409,7 +410,7 @@ Json optional_json_attr(const h5::Group& root, const std::string& name) {
 }
 
 LoadedModel load_h5(const std::string& path, const std::string& weights_path,
-                      const Shape* data_shape) {
+                    const std::vector<ModelInput>* data_shapes) {
   auto lock = h5::hdf5_lock();
   h5::File f = h5::File::open(path);
   const h5::Group& root = f.root();
@@ -427,7 +428,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path,
   if (root.has_attr("keras_version")) lm.keras_version = root.string_attr("keras_version");
   if (root.has_attr("backend")) lm.backend = root.string_attr("backend");
   lm.training_config = optional_json_attr(root, "training_config");
-  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shapes);
   if (weights_path.empty()) {
     if (!root.has_group("model_weights"))
       fail(path, "no model_weights group; expected the weights saved with the model");
@@ -441,7 +442,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path,
 }
 
 LoadedModel load_zip(const std::string& path, const std::string& weights_path,
-                      const Shape* data_shape) {
+                     const std::vector<ModelInput>* data_shapes) {
   ZipReader z(path);
   if (!z.has("config.json"))
     fail(path,
@@ -456,7 +457,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path,
       lm.keras_version = meta["keras_version"].get<std::string>();
   }
   if (cfg.is_object() && cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
-  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shapes);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -480,7 +481,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path,
 }
 
 LoadedModel load_json(const std::string& path, const std::string& weights_path,
-                      const Shape* data_shape) {
+                      const std::vector<ModelInput>* data_shapes) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) fail(path, "cannot read it");
@@ -495,7 +496,7 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path,
       lm.backend = cfg["backend"].get<std::string>();
     if (cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
   }
-  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shape);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shapes);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;
@@ -507,13 +508,22 @@ LoadedModel load_json(const std::string& path, const std::string& weights_path,
 
 LoadedModel load_keras_model(const std::string& path, const std::string& weights_path,
                              const Shape* data_shape) {
+  std::vector<ModelInput> shapes;
+  if (data_shape) shapes.push_back({"", *data_shape});
+  return load_keras_model(path, weights_path, shapes);
+}
+
+LoadedModel load_keras_model(const std::string& path, const std::string& weights_path,
+                             const std::vector<ModelInput>& data_shapes_given) {
+  const std::vector<ModelInput>* data_shapes =
+      data_shapes_given.empty() ? nullptr : &data_shapes_given;
   switch (sniff(path)) {
     case Kind::kHdf5:
-      return load_h5(path, weights_path, data_shape);
+      return load_h5(path, weights_path, data_shapes);
     case Kind::kZip:
-      return load_zip(path, weights_path, data_shape);
+      return load_zip(path, weights_path, data_shapes);
     case Kind::kJson:
-      return load_json(path, weights_path, data_shape);
+      return load_json(path, weights_path, data_shapes);
     case Kind::kUnknown:
       break;
   }

@@ -6,10 +6,10 @@
 //  - Keras 3 .keras zip archives (config.json, metadata.json, model.weights.h5);
 //  - architecture-only JSON from model.to_json().
 // Layers are built through the registry (src/layers/registry.h); a model with a layer outside it,
-// a custom class, several inputs or outputs, or a shared layer is refused with a FileError naming
-// the layer, its class and what is supported. Nothing in a file is executed. A truncated or
-// corrupt file ends in a FileError, never a crash.
-// Thread-safety: the functions may be called from any thread (HDF5 access is serialized).
+// a custom class, a nested model with several inputs or outputs, or a shared layer is refused with
+// a FileError naming the layer, its class and what is supported. Nothing in a file is executed. A
+// truncated or corrupt file ends in a FileError, never a crash. Thread-safety: the functions may be
+// called from any thread (HDF5 access is serialized).
 #pragma once
 
 #include <cstdint>
@@ -52,6 +52,11 @@ struct LoadedModel {
 // FileError naming both shapes. Throws FileError.
 LoadedModel load_keras_model(const std::string& path, const std::string& weights_path = "",
                              const Shape* data_shape = nullptr);
+// The same for a model with several inputs: the data's per-sample shapes, each sizing the free
+// dimensions of the model input of its name, or (unnamed) of the input at its position in
+// input_layers order; empty: none given.
+LoadedModel load_keras_model(const std::string& path, const std::string& weights_path,
+                             const std::vector<ModelInput>& data_shapes);
 
 // Loads weights from `path` (legacy save_weights .h5, a full legacy .h5 model, a Keras 3
 // .weights.h5 or a .keras archive) onto `graph`'s model; `params` is laid out as

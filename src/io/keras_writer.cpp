@@ -1,6 +1,6 @@
 // Model -> .keras (Keras 3.10 layout) and legacy .h5 (tf.keras 2.x layout). Each structure was
-// checked group by group against files Keras wrote (the shared real set, ../shared/keras-models): fmnist_cnn_k310.keras
-// for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
+// checked group by group against files Keras wrote (the shared real set, ../shared/keras-models):
+// fmnist_cnn_k310.keras for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
 #include "io/keras_writer.h"
 
 #include <cstdio>
@@ -34,7 +34,8 @@ OJson batch_shape(const Shape& s) {
 bool has_build_config(const std::string& cls) {
   for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
                         "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed",
-                        "SimpleRNN", "LSTM", "GRU"})
+                        "Conv2DTranspose", "SeparableConv2D", "SimpleRNN", "LSTM", "GRU", "LayerNormalization", "PReLU", "Multiply",
+                        "Subtract", "Average", "Maximum", "Minimum", "Dot"})
     if (cls == c) return true;
   return false;
 }
@@ -66,12 +67,27 @@ void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
   }
 }
 
-// The layer's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
-OJson layer_config(const Layer& l, bool keras3) {
-  const Json src = l.keras_config();
+// tf.keras 2's LeakyReLU takes `alpha` where Keras 3 writes `negative_slope` (Keras 3 reads
+// both): in a legacy file the layer, and an activation given as a LeakyReLU object, use alpha.
+void legacy_leaky_relu_keys(OJson& c, bool is_leaky_relu) {
+  if (is_leaky_relu && c.contains("negative_slope")) {
+    c["alpha"] = c["negative_slope"];
+    c.erase("negative_slope");
+  }
+  for (auto& [k, v] : c.items())
+    if (v.is_object() && v.value("class_name", "") == "LeakyReLU" && v.contains("config") &&
+        v["config"].is_object())
+      legacy_leaky_relu_keys(v["config"], true);
+}
+
+// Layer i's config with name, trainable and dtype first; Keras 3 writes dtype as a policy.
+// A layer whose Keras config has no trainable (Keras 3's SpatialDropout) gets none.
+OJson layer_config(const Model& m, size_t i, bool keras3) {
+  const Layer& l = m.layer(i);
+  const Json src = m.layer_keras_config(i);
   OJson c;
   c["name"] = l.name();
-  c["trainable"] = src.value("trainable", true);
+  if (src.contains("trainable")) c["trainable"] = src["trainable"].get<bool>();
   if (keras3)
     c["dtype"] = OJson{{"module", "keras"},
                        {"class_name", "DTypePolicy"},
@@ -83,43 +99,59 @@ OJson layer_config(const Layer& l, bool keras3) {
     if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
       c[it.key()] = ordered(it.value());
   name_hard_sigmoid(c, keras3, l);
+  if (!keras3) legacy_leaky_relu_keys(c, std::string(l.class_name()) == "LeakyReLU");
   return c;
 }
 
-OJson input_layer_config(const Model& m, bool keras3) {
+OJson input_layer_config(const Model& m, size_t k, bool keras3) {
   OJson c;
-  c[keras3 ? "batch_shape" : "batch_input_shape"] = batch_shape(m.input_shape());
+  c[keras3 ? "batch_shape" : "batch_input_shape"] = batch_shape(m.input(k).shape);
   c["dtype"] = "float32";
   c["sparse"] = false;
   c["ragged"] = false;
-  c["name"] = m.input_name();
+  c["name"] = m.input(k).name;
   return c;
 }
 
-// Name of the tensor with id `id` (0 = the model input).
-std::string tensor_name(const Model& m, int id) {
-  return id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name();
+// Name and shape of the tensor with id `id` (a model input or a layer's output).
+std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
+const Shape& tensor_shape(const Model& m, int id) { return m.node_shape(id); }
+
+// A Functional config's input_layers and output_layers: [["name", 0, 0], ...].
+OJson input_refs(const Model& m) {
+  OJson a = OJson::array();
+  for (size_t k = 0; k < m.num_inputs(); ++k) a.push_back({m.input(k).name, 0, 0});
+  return a;
 }
-const Shape& tensor_shape(const Model& m, int id) {
-  return id == 0 ? m.input_shape() : m.planned(static_cast<size_t>(id - 1)).out_shape;
+OJson output_refs(const Model& m) {
+  OJson a = OJson::array();
+  for (size_t j = 0; j < m.num_outputs(); ++j) a.push_back({m.output_name(j), 0, 0});
+  return a;
+}
+
+// Keras 3's key of input k's group in model.weights.h5 (input_layer, input_layer_1, ...).
+std::string input_layer_key(size_t k) {
+  return k == 0 ? std::string("input_layer") : "input_layer_" + std::to_string(k);
 }
 
 OJson keras3_layers(const Model& m, bool functional) {
   OJson layers = OJson::array();
-  OJson in{{"module", "keras.layers"},
-           {"class_name", "InputLayer"},
-           {"config", input_layer_config(m, true)},
-           {"registered_name", nullptr}};
-  if (functional) {
-    in["name"] = m.input_name();
-    in["inbound_nodes"] = OJson::array();
+  for (size_t k = 0; k < m.num_inputs(); ++k) {
+    OJson in{{"module", "keras.layers"},
+             {"class_name", "InputLayer"},
+             {"config", input_layer_config(m, k, true)},
+             {"registered_name", nullptr}};
+    if (functional) {
+      in["name"] = m.input(k).name;
+      in["inbound_nodes"] = OJson::array();
+    }
+    layers.push_back(in);
   }
-  layers.push_back(in);
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     OJson e{{"module", "keras.layers"},
             {"class_name", l.class_name()},
-            {"config", layer_config(l, true)},
+            {"config", layer_config(m, i, true)},
             {"registered_name", nullptr}};
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
@@ -162,6 +194,21 @@ OJson metrics_json(const KerasSaveInfo& info) {
   return a;
 }
 
+// The loss of compile_config: one serialized loss, or a list of them in output order.
+OJson keras3_loss(const KerasSaveInfo& info) {
+  if (info.outputs.empty()) return ordered(loss_to_keras(*info.loss));
+  OJson a = OJson::array();
+  for (const auto& o : info.outputs) a.push_back(ordered(loss_to_keras(o.loss)));
+  return a;
+}
+
+OJson loss_weights_json(const KerasSaveInfo& info) {
+  if (info.outputs.empty()) return nullptr;
+  OJson a = OJson::array();
+  for (const auto& o : info.outputs) a.push_back(o.weight);
+  return a;
+}
+
 OJson config_json(const Model& m, const KerasSaveInfo& info) {
   const bool fn = functional(m, info);
   OJson top;
@@ -172,8 +219,8 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
     top["module"] = "keras.src.models.functional";
     top["class_name"] = "Functional";
     cfg["layers"] = keras3_layers(m, true);
-    cfg["input_layers"] = OJson::array({{m.input_name(), 0, 0}});
-    cfg["output_layers"] = OJson::array({{tensor_name(m, m.output_node()), 0, 0}});
+    cfg["input_layers"] = input_refs(m);
+    cfg["output_layers"] = output_refs(m);
     top["config"] = cfg;
     top["registered_name"] = "Functional";
   } else {
@@ -195,8 +242,8 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
                                {"class_name", optimizer_class(info.optimizer->kind)},
                                {"config", ordered(optimizer_keras_config(*info.optimizer))},
                                {"registered_name", nullptr}}},
-                             {"loss", ordered(loss_to_keras(*info.loss))},
-                             {"loss_weights", nullptr},
+                             {"loss", keras3_loss(info)},
+                             {"loss_weights", loss_weights_json(info)},
                              {"metrics", metrics_json(info)},
                              {"weighted_metrics", nullptr},
                              {"run_eagerly", false},
@@ -276,9 +323,11 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   const bool fn = functional(m, info);
   const KerasGraph g = keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), fn);
   if (fn) {
-    // Functional.layers starts with the InputLayer, which gets a (variable-less) group.
-    h5::Group v = layers.create_group("input_layer").create_group("vars");
-    v.write_string_attr("name", m.input_name(), h5::StrType::kVlenUtf8);
+    // Functional.layers starts with the InputLayers, which get (variable-less) groups.
+    for (size_t k = 0; k < m.num_inputs(); ++k) {
+      h5::Group v = layers.create_group(input_layer_key(k)).create_group("vars");
+      v.write_string_attr("name", m.input(k).name, h5::StrType::kVlenUtf8);
+    }
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const std::string key = g.weight_paths[i].substr(std::string("layers/").size());
@@ -352,15 +401,17 @@ void write_split_names(h5::Group& g, const std::string& name, const std::vector<
 
 OJson legacy_model_config(const Model& m, bool functional) {
   OJson layers = OJson::array();
-  OJson in{{"class_name", "InputLayer"}, {"config", input_layer_config(m, false)}};
-  if (functional) {
-    in["name"] = m.input_name();
-    in["inbound_nodes"] = OJson::array();
+  for (size_t k = 0; k < m.num_inputs(); ++k) {
+    OJson in{{"class_name", "InputLayer"}, {"config", input_layer_config(m, k, false)}};
+    if (functional) {
+      in["name"] = m.input(k).name;
+      in["inbound_nodes"] = OJson::array();
+    }
+    layers.push_back(in);
   }
-  layers.push_back(in);
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    OJson e{{"class_name", l.class_name()}, {"config", layer_config(l, false)}};
+    OJson e{{"class_name", l.class_name()}, {"config", layer_config(m, i, false)}};
     if (functional) {
       OJson refs = OJson::array();
       for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});
@@ -371,20 +422,27 @@ OJson legacy_model_config(const Model& m, bool functional) {
   }
   OJson cfg{{"name", m.name()}, {"layers", layers}};
   if (functional) {
-    cfg["input_layers"] = OJson::array({{m.input_name(), 0, 0}});
-    cfg["output_layers"] = OJson::array({{tensor_name(m, m.output_node()), 0, 0}});
+    cfg["input_layers"] = input_refs(m);
+    cfg["output_layers"] = output_refs(m);
   }
   return OJson{{"class_name", functional ? "Functional" : "Sequential"}, {"config", cfg}};
 }
 
+OJson legacy_loss(const LossSpec& l) {
+  return l.from_logits || l.kind == LossKind::kHuber ? ordered(loss_to_keras(l))
+                                                     : OJson(loss_name(l));
+}
+
 OJson legacy_training_config(const KerasSaveInfo& info) {
-  const LossSpec& l = *info.loss;
-  OJson loss =
-      l.from_logits || l.kind == LossKind::kHuber ? ordered(loss_to_keras(l)) : OJson(loss_name(l));
+  OJson loss = legacy_loss(*info.loss);
+  if (!info.outputs.empty()) {
+    loss = OJson::array();
+    for (const auto& o : info.outputs) loss.push_back(legacy_loss(o.loss));
+  }
   return OJson{{"loss", loss},
                {"metrics", metrics_json(info)},
                {"weighted_metrics", nullptr},
-               {"loss_weights", nullptr},
+               {"loss_weights", loss_weights_json(info)},
                {"optimizer_config",
                 {{"class_name", optimizer_class(info.optimizer->kind)},
                  {"config", ordered(optimizer_keras_config(*info.optimizer))}}}};
@@ -408,11 +466,12 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   h5::Group mw = root.create_group("model_weights");
   std::vector<std::string> names;
   // tf.keras's model.layers: a Functional model lists its InputLayer, a Sequential one does not.
-  if (fn) {
-    names.push_back(m.input_name());
-    mw.create_group(m.input_name())
-        .write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
-  }
+  if (fn)
+    for (size_t k = 0; k < m.num_inputs(); ++k) {
+      names.push_back(m.input(k).name);
+      mw.create_group(m.input(k).name)
+          .write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
+    }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     names.push_back(l.name());
@@ -457,6 +516,7 @@ KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metri
   info.metrics = std::move(metrics);
   if (net.trainable()) {
     info.loss = net.train_spec().loss;
+    info.outputs = net.train_spec().outputs;
     info.optimizer = net.train_spec().optimizer;
     info.optimizer_state = net.optimizer_state();
     info.iterations = net.iterations();

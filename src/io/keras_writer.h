@@ -36,6 +36,9 @@ struct KerasSaveInfo {
   // With both set, the model is saved as compiled (compile_config / training_config).
   std::optional<LossSpec> loss;
   std::optional<OptimizerSpec> optimizer;
+  // A model with several outputs: each output's loss and weight (written as Keras's loss list and
+  // loss_weights); empty: `loss` for every output.
+  std::vector<OutputLoss> outputs;
   std::vector<std::string> metrics;  // as the user named them ("accuracy")
   // Optimizer state in Network::optimizer_state() layout (optimizer_state_floats() floats) and
   // the step count; written as optimizer/vars in .keras files when set.

@@ -2,15 +2,21 @@
 #include "io/model_summary.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "loss/loss.h"
 
 namespace nnfleet {
 namespace {
 
-std::string keras_shape_str(const Shape& s) {
+// With `other` (the same tensor at another free input length), a dimension the two disagree on
+// prints as None.
+std::string keras_shape_str(const Shape& s, const Shape* other = nullptr) {
   std::string out = "(None";
-  for (int64_t d : s) out += ", " + std::to_string(d);
+  for (int i = 0; i < s.rank(); ++i)
+    out +=
+        ", " + (other && (other->rank() != s.rank() || (*other)[i] != s[i]) ? std::string("None")
+                                                                            : std::to_string(s[i]));
   return out + ")";
 }
 
@@ -72,8 +78,11 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
-std::string model_summary(const LoadedModel& lm, const std::string& path) {
+std::string model_summary(const LoadedModel& lm, const std::string& path,
+                          const LoadedModel* other_length) {
   const Model& m = *lm.model;
+  const Model* o = other_length ? other_length->model.get() : nullptr;
+  if (o && o->num_layers() != m.num_layers()) o = nullptr;
   const bool functional = lm.class_name == "Functional" || !m.is_sequential();
   const size_t w1 = 34, w2 = 26, w3 = 12;
   const size_t width = w1 + w2 + w3 + (functional ? 24 : 0);
@@ -91,31 +100,67 @@ std::string model_summary(const LoadedModel& lm, const std::string& path) {
   while (!head.empty() && head.back() == ' ') head.pop_back();
   s += head + "\n";
   s += double_rule + "\n";
-  auto row = [&](const std::string& name, const std::string& cls, const Shape& out, uint64_t params,
+  auto row = [&](const std::string& name, const std::string& cls, const Shape& out,
+                 const Shape* out_other, uint64_t params, bool params_vary,
                  const std::string& inputs) {
-    std::string line = pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out), w2) +
-                       pad(thousands(params), w3) + (functional ? inputs : "");
+    std::string line = pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out, out_other), w2) +
+                       pad(params_vary ? "per length" : thousands(params), w3) +
+                       (functional ? inputs : "");
     while (!line.empty() && line.back() == ' ') line.pop_back();
     s += line + "\n";
   };
-  row(m.input_name(), "InputLayer", m.input_shape(), 0, "");
-  for (size_t i = 0; i < m.num_layers(); ++i) {
+  auto count = [](const Model& model, size_t i) {
     uint64_t params = 0;
-    for (const auto& p : m.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
+    for (const auto& p : model.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
+    return params;
+  };
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    row(m.input(k).name, "InputLayer", m.input(k).shape,
+        o && o->num_inputs() == m.num_inputs() ? &o->input(k).shape : nullptr, 0, false, "");
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const uint64_t params = count(m, i);
     std::string inputs;
-    for (int id : m.layer_inputs(i))
-      inputs += (inputs.empty() ? "" : ", ") +
-                (id == 0 ? m.input_name() : m.layer(static_cast<size_t>(id - 1)).name());
-    row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape, params, inputs);
+    for (int id : m.layer_inputs(i)) inputs += (inputs.empty() ? "" : ", ") + m.node_name(id);
+    row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape,
+        o ? &o->planned(i).out_shape : nullptr, params, o && count(*o, i) != params, inputs);
   }
   s += double_rule + "\n";
+  if (m.num_inputs() > 1 || m.num_outputs() > 1) {
+    // The order predict takes its --x files and writes its outputs in.
+    s += "Inputs:";
+    for (size_t k = 0; k < m.num_inputs(); ++k)
+      s += std::string(k ? "," : "") + " " + m.input(k).name + " " +
+           keras_shape_str(m.input(k).shape);
+    s += "\nOutputs:";
+    for (size_t j = 0; j < m.num_outputs(); ++j)
+      s += std::string(j ? "," : "") + " " + m.output_name(j) + " " +
+           keras_shape_str(m.output_shape(j));
+    s += "\n";
+  }
   const uint64_t t = m.trainable_params(), f = m.non_trainable_params();
-  s += "Total params: " + thousands(t + f) + " (" + human_bytes(4.0 * static_cast<double>(t + f)) +
-       ")\n";
-  s += "Trainable params: " + thousands(t) + " (" + human_bytes(4.0 * static_cast<double>(t)) +
-       ")\n";
-  s += "Non-trainable params: " + thousands(f) + " (" + human_bytes(4.0 * static_cast<double>(f)) +
-       ")\n";
+  if (o && (o->trainable_params() != t || o->non_trainable_params() != f)) {
+    s += "Total params: depend on the input's free (None) dimensions\n";
+  } else {
+    s += "Total params: " + thousands(t + f) + " (" +
+         human_bytes(4.0 * static_cast<double>(t + f)) + ")\n";
+    s += "Trainable params: " + thousands(t) + " (" + human_bytes(4.0 * static_cast<double>(t)) +
+         ")\n";
+    s += "Non-trainable params: " + thousands(f) + " (" +
+         human_bytes(4.0 * static_cast<double>(f)) + ")\n";
+  }
+  if (o && o->forward_flops() != m.forward_flops()) {
+    char b[160];
+    std::snprintf(b, sizeof b,
+                  "Forward FLOPs per sample: depend on the free (None) dimensions (%s at input "
+                  "%s)\n",
+                  thousands(static_cast<uint64_t>(m.forward_flops())).c_str(),
+                  m.input_shape().str().c_str());
+    s += b;
+  } else {
+    s += "Forward FLOPs per sample: " + thousands(static_cast<uint64_t>(m.forward_flops())) + "\n";
+  }
+  if (o)
+    s += "Free (None) input dimensions take their size from the data given to predict or train\n";
   s += rule + "\n";
   s += "Keras version: " +
        (lm.keras_version.empty() ? std::string("(not recorded)") : lm.keras_version);
@@ -146,6 +191,41 @@ std::string model_summary(const LoadedModel& lm, const std::string& path) {
     s += lm.optimizer_state.empty() ? " (not restored)\n" : " (restorable)\n";
   }
   return s;
+}
+
+namespace {
+
+// Two sizes for the free (None) input dimensions of a file, to tell which shapes, parameters and
+// FLOPs depend on them: multiples of 32 so that strided and pooled lengths stay whole.
+constexpr int64_t kProbeLengths[2] = {64, 96};
+
+// The file loaded with every free input dimension at `length`, for the first input rank that
+// fits; nullopt when none does.
+std::optional<LoadedModel> load_with_free_length(const std::string& path,
+                                                 const std::string& weights, int64_t length) {
+  for (int rank = 1; rank <= Shape::kMaxRank; ++rank) {
+    Shape probe;
+    for (int i = 0; i < rank; ++i) probe.push_back(length);
+    try {
+      return load_keras_model(path, weights, &probe);
+    } catch (const Error&) {
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string describe_model_file(const std::string& path, const std::string& weights) {
+  try {
+    return model_summary(load_keras_model(path, weights), path);
+  } catch (const Error&) {
+    // A free (None) dimension has no size without data: describe the model at two sizes.
+    std::optional<LoadedModel> lm = load_with_free_length(path, weights, kProbeLengths[0]);
+    std::optional<LoadedModel> other = load_with_free_length(path, weights, kProbeLengths[1]);
+    if (!lm || !other) throw;
+    return model_summary(*lm, path, &*other);
+  }
 }
 
 }  // namespace nnfleet

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/conv2d_onednn.h"
 #include "kernels/gemm.h"
 
 namespace nnfleet {
@@ -318,14 +319,17 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t k = patch_size(g);
   const int64_t im2col = 2 * chunk_rows(g, n) * k + k * g.f;
   const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
-  return static_cast<size_t>(std::max(im2col, direct));
+  // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it).
+  const size_t onednn = onednn_conv_scratch_floats(g, n);
+  return std::max(static_cast<size_t>(std::max(im2col, direct)), onednn);
 }
 
 // y[N*OH*OW, F] = im2col(x)[N*OH*OW, KH*KW*C] w[KH*KW*C, F] + b, chunk by chunk: each chunk of R
 // output pixels is unrolled into scratch (the col part) and one GEMM writes its R rows of y, which
 // are contiguous in NHWC. With a bias, y's rows are first filled with b and the GEMM adds on top.
-void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
-                    float* y, float* scratch, const Activation* act, float* act_out) {
+void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
+                         const float* b, float* y, float* scratch, const Activation* act,
+                         float* act_out) {
   const int64_t total = int64_t{n} * g.oh * g.ow;
   const int k = static_cast<int>(patch_size(g));
   if (is_pointwise(g)) {
@@ -354,13 +358,28 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
   }
 }
 
+// The winner per pass (bench/kernels/conv_candidates_bench.cpp): oneDNN's JIT convolution for
+// the forward and input-gradient passes of the shapes it serves (conv2d_onednn.h), the GEMM path
+// for everything else and for the kernel gradient.
+void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
+                    float* y, float* scratch, const Activation* act, float* act_out) {
+  if (onednn_conv_forward(g, n, x, w, b, y, scratch, act, act_out)) return;
+  conv2d_forward_gemm(g, n, x, w, b, y, scratch, act, act_out);
+}
+
+void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
+                     float* dx, float* dw, float* db, float* scratch) {
+  if (dx != nullptr && onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
+  conv2d_backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
+}
+
 // Per chunk of R output pixels, with col = im2col(x) for the chunk and dy_c its rows of dy:
 //   dw[KH*KW*C, F] += col^T dy_c                   (GEMM with A transposed)
 //   dcol[R, KH*KW*C] = dy_c w^T, then dx += col2im(dcol)
 // w^T [F, KH*KW*C] is materialized once per call in scratch so the dx GEMM is a plain NN product
 // (the fastest path of gemm()). db sums dy's rows, contiguous over F.
-void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
-                     float* dx, float* dw, float* db, float* scratch) {
+void conv2d_backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
+                          const float* dy, float* dx, float* dw, float* db, float* scratch) {
   const int64_t total = int64_t{n} * g.oh * g.ow;
   const int k = static_cast<int>(patch_size(g));
   const int64_t chunk = chunk_rows(g, n);

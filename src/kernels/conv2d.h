@@ -3,6 +3,12 @@
 // channel c*D+d). Dimension letters: N batch, H W C input, OH OW F output, KH KW kernel.
 // Padding: Keras/TensorFlow "same" puts the extra pixel after (bottom/right); conv_geometry()
 // computes it. Each fast kernel keeps a naive `_ref` twin used only by tests.
+// conv2d_forward/conv2d_backward pick the fastest path per pass (oneDNN's JIT convolution where
+// it serves the shape, see conv2d_onednn.h; else the im2col/GEMM path, also callable directly as
+// conv2d_forward_gemm/conv2d_backward_gemm). conv2d_scratch_floats is the plan step: call it
+// (thread-safe) before the passes for a geometry; any later batch of at most n can then run.
+// The passes are thread-safe, start no threads, and give results independent of buffer
+// alignment and of the batch an image comes in.
 #pragma once
 
 #include <cstddef>
@@ -34,11 +40,16 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n);
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
                     float* y, float* scratch, const Activation* act = nullptr,
                     float* act_out = nullptr);
+void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
+                         const float* b, float* y, float* scratch, const Activation* act = nullptr,
+                         float* act_out = nullptr);
 void conv2d_forward_ref(const ConvGeometry& g, int n, const float* x, const float* w,
                         const float* b, float* y);
 // Accumulates (+=) dx[N,H,W,C] (skipped when null), dw[KH,KW,C,F], db[F] (skipped when null).
 void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db, float* scratch);
+void conv2d_backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
+                          const float* dy, float* dx, float* dw, float* db, float* scratch);
 void conv2d_backward_ref(const ConvGeometry& g, int n, const float* x, const float* w,
                          const float* dy, float* dx, float* dw, float* db);
 

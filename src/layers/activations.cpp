@@ -1,7 +1,10 @@
 // Element-wise activation layers: Activation (any named activation), and Keras's dedicated
 // classes ReLU (max_value, negative_slope, threshold: ReLU6 is max_value 6), LeakyReLU
-// (negative_slope, Keras 2's alpha; default 0.3), ELU (alpha 1.0), Softmax (last axis) and
-// Rescaling (y = x * scale + offset).
+// (negative_slope, Keras 2's alpha; default 0.3), ELU (alpha 1.0), Softmax (over `axis`, an
+// int or a list, default -1) and Rescaling (y = x * scale + offset).
+#include <algorithm>
+
+#include "layers/axes.h"
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
 
@@ -18,7 +21,8 @@ class ActivationLayer final : public Layer {
   MaskUse mask_use() const override { return MaskUse::kPropagate; }
   void forward(const LayerArgs& a) const override {
     const int64_t f = a.out_shape[-1];
-    activation_forward(act_, static_cast<int64_t>(rows_floats(a.n, a.out_shape)) / f, f, a.x[0], a.y);
+    activation_forward(act_, static_cast<int64_t>(rows_floats(a.n, a.out_shape)) / f, f, a.x[0],
+                       a.y);
   }
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
@@ -30,7 +34,7 @@ class ActivationLayer final : public Layer {
     Json j = base_keras_config(*this);
     const std::string cls = cls_;
     if (cls == "Activation") {
-      j["activation"] = activation_name(act_);
+      j["activation"] = activation_to_keras(act_);
     } else if (cls == "ReLU") {
       if (std::isinf(act_.max_value))
         j["max_value"] = nullptr;
@@ -51,6 +55,76 @@ class ActivationLayer final : public Layer {
  private:
   const char* cls_;
   Activation act_;
+};
+
+// Softmax over axes other than the last one alone: each sample is viewed as rows of the
+// softmax axes (layers/axes.h), gathered into scratch when they are not the trailing ones.
+class AxisSoftmax final : public Layer {
+ public:
+  AxisSoftmax(std::string name, KerasAxes axes) : Layer(std::move(name)), axes_(std::move(axes)) {}
+  const char* class_name() const override { return "Softmax"; }
+  MaskUse mask_use() const override { return MaskUse::kPropagate; }
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    resolve_axes(axes_, in[0], "takes the softmax over");
+    return in[0];
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int) const override {
+    return 3 * static_cast<size_t>(in[0].size());
+  }
+  void forward(const LayerArgs& a) const override {
+    const Shape& s = a.in_shapes[0];
+    const unsigned mask = resolve_axes_unchecked(axes_, s);
+    const AxisSplit sp = split_axes(s, mask);
+    const Activation act{Act::kSoftmax};
+    if (sp.trailing) {
+      activation_forward(act, a.n * sp.rows, sp.cols, a.x[0], a.y);
+      return;
+    }
+    const int64_t per = s.size();
+    float* xs = a.scratch;
+    for (int i = 0; i < a.n; ++i) {
+      const float* xi = a.x[0] + i * per;
+      float* yi = a.y + i * per;
+      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { xs[k] = xi[o]; });
+      activation_forward(act, sp.rows, sp.cols, xs, xs);
+      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { yi[o] = xs[k]; });
+    }
+  }
+  void backward(const LayerArgs& a) const override {
+    if (!a.dx[0]) return;
+    const Shape& s = a.in_shapes[0];
+    const unsigned mask = resolve_axes_unchecked(axes_, s);
+    const AxisSplit sp = split_axes(s, mask);
+    const Activation act{Act::kSoftmax};
+    if (sp.trailing) {
+      activation_backward(act, a.n * sp.rows, sp.cols, a.x[0], a.y, a.dy, a.dx[0]);
+      return;
+    }
+    const int64_t per = s.size();
+    float* ys = a.scratch;
+    float* dys = ys + per;
+    float* dxs = dys + per;
+    for (int i = 0; i < a.n; ++i) {
+      const float* yi = a.y + i * per;
+      const float* dyi = a.dy + i * per;
+      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) {
+        ys[k] = yi[o];
+        dys[k] = dyi[o];
+        dxs[k] = 0.0f;
+      });
+      activation_backward(act, sp.rows, sp.cols, ys, ys, dys, dxs);
+      float* dxi = a.dx[0] + i * per;
+      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { dxi[o] += dxs[k]; });
+    }
+  }
+  Json keras_config() const override {
+    Json j = base_keras_config(*this);
+    j["axis"] = keras_axes_json(axes_);
+    return j;
+  }
+
+ private:
+  KerasAxes axes_;
 };
 
 class Rescaling final : public Layer {
@@ -104,8 +178,10 @@ std::unique_ptr<Layer> make_relu(LayerConfig& c, const std::string& name) {
 
 std::unique_ptr<Layer> make_leaky_relu(LayerConfig& c, const std::string& name) {
   Activation a{Act::kLeakyRelu, 0.3f};
-  if (c.has("alpha")) a.alpha = static_cast<float>(c.get_float("alpha"));
-  else c.ignore("alpha");
+  if (c.has("alpha"))
+    a.alpha = static_cast<float>(c.get_float("alpha"));
+  else
+    c.ignore("alpha");
   a.alpha = static_cast<float>(c.get_float("negative_slope", a.alpha));
   return std::make_unique<ActivationLayer>(name, "LeakyReLU", a);
 }
@@ -116,13 +192,10 @@ std::unique_ptr<Layer> make_elu(LayerConfig& c, const std::string& name) {
 }
 
 std::unique_ptr<Layer> make_softmax(LayerConfig& c, const std::string& name) {
-  const Json* ax = c.get_raw("axis");
-  if (ax) {
-    const Json& v = ax->is_array() && ax->size() == 1 ? (*ax)[0] : *ax;
-    if (!v.is_number_integer() || v.get<int64_t>() != -1)
-      c.fail("axis", "-1 (softmax over the last axis)");
-  }
-  return std::make_unique<ActivationLayer>(name, "Softmax", Activation{Act::kSoftmax});
+  KerasAxes axes = parse_keras_axes(c, "axis", -1);
+  if (axes.values.size() == 1 && axes.values[0] == -1)
+    return std::make_unique<ActivationLayer>(name, "Softmax", Activation{Act::kSoftmax});
+  return std::make_unique<AxisSoftmax>(name, std::move(axes));
 }
 
 std::unique_ptr<Layer> make_rescaling(LayerConfig& c, const std::string& name) {
@@ -143,7 +216,12 @@ std::vector<LayerExample> leaky_relu_examples() {
   return {{{}, {Shape{6}}}, {{{"negative_slope", 0.05}}, {Shape{3, 2}}}};
 }
 std::vector<LayerExample> elu_examples() { return {{{{"alpha", 0.7}}, {Shape{6}}}}; }
-std::vector<LayerExample> softmax_examples() { return {{{}, {Shape{2, 4}}}}; }
+std::vector<LayerExample> softmax_examples() {
+  return {{{}, {Shape{2, 4}}},
+          {{{"axis", 1}}, {Shape{3, 2}}},
+          {{{"axis", Json{1, 3}}}, {Shape{2, 2, 3}}},
+          {{{"axis", Json{-2, -1}}}, {Shape{2, 3, 2}}}};
+}
 std::vector<LayerExample> rescaling_examples() {
   return {{{{"scale", 0.5}, {"offset", -1.0}}, {Shape{2, 3}}}};
 }

@@ -62,7 +62,7 @@ class Conv1D final : public Layer {
     j["filters"] = filters_;
     j.update(conv1d_options_to_keras(opt_, "kernel_size", false));
     j["groups"] = 1;
-    j["activation"] = activation_name(act_);
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["kernel_initializer"] = initializer_to_keras(kinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);

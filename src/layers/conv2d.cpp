@@ -1,7 +1,10 @@
 // Conv2D: y = activation(conv(x, W) + b), Keras semantics: NHWC input [N,H,W,C], kernel
-// [KH,KW,C,F], padding valid/same (extra pixel after), strides, dilation, optional bias.
+// [KH,KW,C/G,F], padding valid/same (extra pixel after), strides, dilation, optional bias, and
+// groups G (Keras 2.5+/3): output channel f sees only the C/G input channels of its group
+// f / (F/G); G must divide both C and F.
 #include "kernels/conv2d.h"
 
+#include "kernels/conv2d_variants.h"
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
 
@@ -13,6 +16,9 @@ class Conv2D final : public Layer {
   Conv2D(LayerConfig& c, const std::string& name) : Layer(name) {
     filters_ = c.get_int("filters");
     opt_ = parse_conv_options(c, "kernel_size", false);
+    groups_ = c.get_int("groups", 1);
+    if (filters_ % groups_ != 0)
+      c.fail("groups", "a divisor of filters " + std::to_string(filters_) + " (Keras's rule)");
     act_ = parse_activation(c.get_raw("activation"), "activation");
     use_bias_ = c.get_bool("use_bias", true);
     kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
@@ -20,13 +26,20 @@ class Conv2D final : public Layer {
   }
   const char* class_name() const override { return "Conv2D"; }
 
-  ConvGeometry geometry(const Shape& in) const { return make_geometry(opt_, in, filters_); }
+  ConvGeometry geometry(const Shape& in) const {
+    if (in.rank() == 3 && in[2] % groups_ != 0)
+      throw ModelError("groups " + std::to_string(groups_) + " does not divide the " +
+                       std::to_string(in[2]) + " channels of input " + keras_shape(in) +
+                       "; expected input channels divisible by groups");
+    return make_geometry(opt_, in, filters_);
+  }
   Shape output_shape(const std::vector<Shape>& in) const override {
     ConvGeometry g = geometry(in[0]);
     return Shape{g.oh, g.ow, g.f};
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
-    std::vector<ParamSpec> p{{"kernel", Shape{opt_.kh, opt_.kw, in[0][2], filters_}, kinit_, true}};
+    std::vector<ParamSpec> p{
+        {"kernel", Shape{opt_.kh, opt_.kw, in[0][2] / groups_, filters_}, kinit_, true}};
     if (use_bias_) p.push_back({"bias", Shape{filters_}, binit_, true});
     return p;
   }
@@ -34,13 +47,19 @@ class Conv2D final : public Layer {
     return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
-    size_t s = conv2d_scratch_floats(geometry(in[0]), n);
+    size_t s = kernel_scratch(geometry(in[0]), n);
     if (act_.kind != Act::kLinear) s += rows_floats(n, output_shape(in));
     return s;
   }
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     const float* b = use_bias_ ? a.params[1] : nullptr;
+    if (groups_ > 1) {
+      conv2d_grouped_forward(g, static_cast<int>(groups_), a.n, a.x[0], a.params[0], b,
+                             fused_z(act_, a), a.scratch);
+      fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
+      return;
+    }
     // The activation runs on each chunk of z as the kernel produces it.
     conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch,
                    act_.kind == Act::kLinear ? nullptr : &act_, a.y);
@@ -49,7 +68,12 @@ class Conv2D final : public Layer {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     // The conv kernel's scratch comes first, the pre-activation gradient after it.
     const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
-                                          a.scratch + conv2d_scratch_floats(g, a.n));
+                                          a.scratch + kernel_scratch(g, a.n));
+    if (groups_ > 1) {
+      conv2d_grouped_backward(g, static_cast<int>(groups_), a.n, a.x[0], a.params[0], dz, a.dx[0],
+                              a.dparams[0], use_bias_ ? a.dparams[1] : nullptr, a.scratch);
+      return;
+    }
     conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                     use_bias_ ? a.dparams[1] : nullptr, a.scratch);
   }
@@ -57,8 +81,8 @@ class Conv2D final : public Layer {
     Json j = base_keras_config(*this);
     j["filters"] = filters_;
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
-    j["groups"] = 1;
-    j["activation"] = activation_name(act_);
+    j["groups"] = groups_;
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["kernel_initializer"] = initializer_to_keras(kinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);
@@ -71,10 +95,15 @@ class Conv2D final : public Layer {
   }
   double forward_flops(const std::vector<Shape>& in) const override {
     const ConvGeometry g = geometry(in[0]);
-    return 2.0 * g.oh * g.ow * g.f * static_cast<double>(g.kh) * g.kw * g.c;
+    return 2.0 * g.oh * g.ow * g.f * static_cast<double>(g.kh) * g.kw * g.c / groups_;
   }
 
  private:
+  size_t kernel_scratch(const ConvGeometry& g, int n) const {
+    return groups_ > 1 ? conv2d_grouped_scratch_floats(g, static_cast<int>(groups_), n)
+                       : conv2d_scratch_floats(g, n);
+  }
+  int64_t groups_ = 1;
   int64_t filters_ = 0;
   Conv2dOptions opt_;
   Activation act_;
@@ -95,7 +124,11 @@ std::vector<LayerExample> conv2d_examples() {
            {Shape{5, 7, 3}}},
           {{{"filters", 2}, {"kernel_size", 2}, {"dilation_rate", 2}, {"use_bias", false},
             {"activation", "tanh"}},
-           {Shape{6, 6, 1}}}};
+           {Shape{6, 6, 1}}},
+          {{{"filters", 4}, {"kernel_size", 3}, {"groups", 2}, {"padding", "same"},
+            {"activation", "relu"}},
+           {Shape{4, 5, 6}}},
+          {{{"filters", 3}, {"kernel_size", 2}, {"groups", 3}, {"strides", 2}}, {Shape{5, 5, 3}}}};
 }
 
 }  // namespace nnfleet

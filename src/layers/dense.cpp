@@ -63,7 +63,7 @@ class Dense final : public Layer {
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["units"] = units_;
-    j["activation"] = activation_name(act_);
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["kernel_initializer"] = initializer_to_keras(kinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);

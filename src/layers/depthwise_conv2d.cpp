@@ -57,7 +57,7 @@ class DepthwiseConv2D final : public Layer {
     Json j = base_keras_config(*this);
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
     j["depth_multiplier"] = mult_;
-    j["activation"] = activation_name(act_);
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["depthwise_initializer"] = initializer_to_keras(kinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);

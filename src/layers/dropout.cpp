@@ -17,6 +17,9 @@ class Dropout final : public Layer {
   Dropout(LayerConfig& c, const std::string& name) : Layer(name) {
     rate_ = c.get_float("rate");
     if (rate_ < 0.0 || rate_ >= 1.0) c.fail("rate", "a number in [0, 1)");
+    // A noise_shape shares one draw along some axes: not implemented, so refused, not ignored.
+    const Json* ns = c.get_raw("noise_shape");
+    if (ns && !ns->is_null()) c.fail("noise_shape", "null (a draw for every value)");
   }
   const char* class_name() const override { return "Dropout"; }
   MaskUse mask_use() const override { return MaskUse::kPropagate; }  // as Keras's Dropout

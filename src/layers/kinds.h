@@ -47,7 +47,24 @@
   X(GRU, gru)                                            \
   X(Bidirectional, bidirectional)                        \
   X(Masking, masking)                                    \
-  X(UpSampling2D, up_sampling2d)
+  X(UpSampling2D, up_sampling2d)                         \
+  X(LayerNormalization, layer_normalization)             \
+  X(UnitNormalization, unit_normalization)               \
+  X(PReLU, prelu)                                        \
+  X(Multiply, multiply)                                  \
+  X(Subtract, subtract)                                  \
+  X(Average, average)                                    \
+  X(Maximum, maximum)                                    \
+  X(Minimum, minimum)                                    \
+  X(Dot, dot)                                            \
+  X(SpatialDropout1D, spatial_dropout1d)                 \
+  X(SpatialDropout2D, spatial_dropout2d)                 \
+  X(GaussianNoise, gaussian_noise)                       \
+  X(GaussianDropout, gaussian_dropout)                   \
+  X(AlphaDropout, alpha_dropout) \
+  X(Conv2DTranspose, conv2d_transpose)                   \
+  X(SeparableConv2D, separable_conv2d)                   \
+  X(Cropping2D, cropping2d)
 
 namespace nnfleet {
 

@@ -187,4 +187,32 @@ Json parse_regularizer(LayerConfig& c, const std::string& key) {
   return *v;
 }
 
+std::array<int, 4> parse_pairs2d(LayerConfig& c, const char* key, int def) {
+  std::array<int, 4> out{};
+  const Json* p = c.get_raw(key);
+  const char* what = "an integer, [h, w] or [[top, bottom], [left, right]]";
+  auto nonneg = [&](const Json& v) {
+    const std::optional<int64_t> i = config_int(v, 0);
+    if (!i) c.fail(key, what);
+    return static_cast<int>(*i);
+  };
+  if (!p) {
+    out[0] = out[1] = out[2] = out[3] = def;
+  } else if (p->is_number_integer()) {
+    out[0] = out[1] = out[2] = out[3] = nonneg(*p);
+  } else if (p->is_array() && p->size() == 2 && (*p)[0].is_number_integer()) {
+    out[0] = out[1] = nonneg((*p)[0]);
+    out[2] = out[3] = nonneg((*p)[1]);
+  } else if (p->is_array() && p->size() == 2 && (*p)[0].is_array() && (*p)[1].is_array() &&
+             (*p)[0].size() == 2 && (*p)[1].size() == 2) {
+    out[0] = nonneg((*p)[0][0]);
+    out[1] = nonneg((*p)[0][1]);
+    out[2] = nonneg((*p)[1][0]);
+    out[3] = nonneg((*p)[1][1]);
+  } else {
+    c.fail(key, what);
+  }
+  return out;
+}
+
 }  // namespace nnfleet

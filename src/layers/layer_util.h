@@ -2,6 +2,7 @@
 // Keras config keys, and conv geometry from a config.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -95,4 +96,8 @@ ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t ou
 // or the names "l1", "l2", "l1_l2"), returned as given so it is written back unchanged. Throws
 // ConfigError for anything else.
 Json parse_regularizer(LayerConfig& c, const std::string& key);
+// Keras's 2-D padding and cropping forms (ZeroPadding2D, Cropping2D): an int, [sym_h, sym_w] or
+// [[top, bottom], [left, right]], each value >= 0; absent or null means `def` everywhere. Returns
+// {top, bottom, left, right}; throws ConfigError for anything else.
+std::array<int, 4> parse_pairs2d(LayerConfig& c, const char* key, int def);
 }  // namespace nnfleet

@@ -129,29 +129,61 @@ class Recurrent final : public Layer {
     }
     return p;
   }
+  // With dropout, the cache also holds the sequence's input mask [N,I] and the masked inputs
+  // [N,T,I], and scratch the masked inputs' gradient [N,T,I].
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return rnn_cache_floats(dims(in, n));
+    return rnn_cache_floats(dims(in, n)) + dropout_floats(in[0], n, true);
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
-    return rnn_scratch_floats(dims(in, n));
+    return rnn_scratch_floats(dims(in, n)) + dropout_floats(in[0], n, false);
   }
+  // Keras's input dropout (DropoutRNNCell): one mask per sample and sequence, 0 or 1/(1-rate)
+  // for each input feature, drawn when the sequence starts and applied at every step. Inference
+  // ignores it.
   void forward(const LayerArgs& a) const override {
     const RnnDims d = dims(a.in_shapes[0], a.n);
-    rnn_forward(d, a.x[0], a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask,
-                a.cache, a.scratch, a.y);
+    const float* x = a.x[0];
+    if (a.training && dropout_ > 0.0) {
+      float* mask = a.cache + rnn_cache_floats(d);
+      float* xd = mask + static_cast<size_t>(d.n) * d.in;
+      draw_input_mask(*a.rng, static_cast<size_t>(d.n) * d.in, mask);
+      for (int n = 0; n < d.n; ++n)
+        for (int t = 0; t < d.t; ++t)
+          for (int i = 0; i < d.in; ++i) {
+            const size_t o = (static_cast<size_t>(n) * d.t + t) * d.in + i;
+            xd[o] = x[o] * mask[static_cast<size_t>(n) * d.in + i];
+          }
+      x = xd;
+    }
+    rnn_forward(d, x, a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask, a.cache,
+                a.scratch, a.y);
   }
   void backward(const LayerArgs& a) const override {
     const RnnDims d = dims(a.in_shapes[0], a.n);
-    rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
+    if (!a.training || dropout_ == 0.0) {
+      rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
+                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+      return;
+    }
+    const float* mask = a.cache + rnn_cache_floats(d);
+    const float* xd = mask + static_cast<size_t>(d.n) * d.in;
+    const size_t nti = static_cast<size_t>(d.n) * d.t * d.in;
+    float* dxd = a.dx[0] ? a.scratch + rnn_scratch_floats(d) : nullptr;
+    if (dxd) std::fill_n(dxd, nti, 0.0f);
+    rnn_backward(d, xd, a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, dxd,
                  a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+    if (!dxd) return;
+    for (size_t o = 0; o < nti; ++o)
+      a.dx[0][o] += dxd[o] * mask[(o / (static_cast<size_t>(d.t) * d.in)) * d.in + o % d.in];
   }
+  double dropout() const { return dropout_; }
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return d_.return_sequences; }
   // Regularizers are refused by Model::training_refusal, which reads every layer's config.
   std::string training_refusal() const override {
-    if (dropout_ > 0.0 || rdropout_ > 0.0)
-      return "dropout and recurrent_dropout inside recurrent layers are not applied in training "
-             "yet; expected 0, or a Dropout layer after the recurrent layer";
+    if (rdropout_ > 0.0)
+      return "recurrent_dropout inside recurrent layers is not applied in training yet; "
+             "expected 0, or a Dropout layer after the recurrent layer";
     return {};
   }
   KerasVarPath keras_var_path(size_t param) const override {
@@ -200,6 +232,24 @@ class Recurrent final : public Layer {
 
  private:
   RnnDims dims(const std::vector<Shape>& in, int n) const { return dims(in[0], n); }
+  size_t dropout_floats(const Shape& in, int n, bool cache) const {
+    if (dropout_ == 0.0) return 0;
+    const size_t ni = static_cast<size_t>(n) * static_cast<size_t>(in[1]);
+    return (cache ? ni : 0) + ni * static_cast<size_t>(in[0]);
+  }
+  // mask[m] = 0 or 1/(1 - rate), kept with probability 1 - rate, drawn as the Dropout layer does
+  // (two 24-bit uniforms per 64-bit draw of the stream).
+  void draw_input_mask(Rng& rng, size_t m, float* mask) const {
+    const float scale = static_cast<float>(1.0 / (1.0 - dropout_));
+    const auto threshold = static_cast<uint32_t>(
+        std::ceil(static_cast<double>(static_cast<float>(dropout_)) * 16777216.0));
+    for (size_t j = 0; j < m; j += 2) {
+      const uint64_t r = rng.next();
+      mask[j] = static_cast<uint32_t>(r >> 40) >= threshold ? scale : 0.0f;
+      if (j + 1 < m)
+        mask[j + 1] = (static_cast<uint32_t>(r >> 8) & 0xFFFFFFu) >= threshold ? scale : 0.0f;
+    }
+  }
 
   const char* cls_;
   RnnDims d_;
@@ -307,6 +357,9 @@ class Bidirectional final : public Layer {
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return fwd_->return_sequences(); }
   std::string training_refusal() const override {
+    if (fwd_->dropout() > 0.0 || bwd_->dropout() > 0.0)
+      return "dropout inside a Bidirectional layer is not applied in training yet; expected 0, or "
+             "a Dropout layer after it";
     const std::string f = fwd_->training_refusal();
     return f.empty() ? bwd_->training_refusal() : f;
   }
@@ -461,7 +514,8 @@ std::unique_ptr<Layer> make_gru(LayerConfig& c, const std::string& name) {
 std::vector<LayerExample> simple_rnn_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
           {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}}};
+          {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
+          {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true}};
 }
 std::vector<LayerExample> lstm_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
@@ -469,13 +523,16 @@ std::vector<LayerExample> lstm_examples() {
           {{{"units", 3}, {"activation", "relu"}, {"recurrent_activation", "hard_sigmoid"},
             {"use_bias", false}},
            {Shape{3, 2}}},
-          {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}}};
+          {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
+          {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true}};
 }
 std::vector<LayerExample> gru_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
           {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
           {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}}};
+          {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
+          {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
+          {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true}};
 }
 
 }  // namespace nnfleet

@@ -89,29 +89,11 @@ class Reshape final : public Layer {
 class ZeroPadding2D final : public Layer {
  public:
   ZeroPadding2D(LayerConfig& c, const std::string& name) : Layer(name) {
-    const Json* p = c.get_raw("padding");
-    const char* what = "an integer, [pad_h, pad_w] or [[top, bottom], [left, right]]";
-    auto nonneg = [&](const Json& v) {
-      const std::optional<int64_t> i = config_int(v, 0);
-      if (!i) c.fail("padding", what);
-      return static_cast<int>(*i);
-    };
-    if (!p) {
-      top_ = bottom_ = left_ = right_ = 1;
-    } else if (p->is_number_integer()) {
-      top_ = bottom_ = left_ = right_ = nonneg(*p);
-    } else if (p->is_array() && p->size() == 2 && (*p)[0].is_number_integer()) {
-      top_ = bottom_ = nonneg((*p)[0]);
-      left_ = right_ = nonneg((*p)[1]);
-    } else if (p->is_array() && p->size() == 2 && (*p)[0].is_array() && (*p)[1].is_array() &&
-               (*p)[0].size() == 2 && (*p)[1].size() == 2) {
-      top_ = nonneg((*p)[0][0]);
-      bottom_ = nonneg((*p)[0][1]);
-      left_ = nonneg((*p)[1][0]);
-      right_ = nonneg((*p)[1][1]);
-    } else {
-      c.fail("padding", what);
-    }
+    const std::array<int, 4> p = parse_pairs2d(c, "padding", 1);
+    top_ = p[0];
+    bottom_ = p[1];
+    left_ = p[2];
+    right_ = p[3];
     c.get_string("data_format", "channels_last", {"channels_last"});
   }
   const char* class_name() const override { return "ZeroPadding2D"; }

@@ -1,8 +1,12 @@
-// UpSampling2D, Keras semantics with interpolation "nearest" (the Keras default and the only one
-// of Keras 2.0-2.2): [H,W,C] -> [H*sh, W*sw, C], each pixel repeated sh x sw times. Backward adds
-// each output pixel's gradient back to the pixel it came from. Bilinear interpolation is refused.
+// UpSampling2D, Keras semantics: [H,W,C] -> [H*sh, W*sw, C]. Interpolation "nearest" (the Keras
+// default and the only one of Keras 2.0-2.2) repeats each pixel sh x sw times, and backward adds
+// each output pixel's gradient back to the pixel it came from; "bilinear" is TensorFlow's
+// half-pixel resize_bilinear (kernels/resize.h), what tf.keras 2.3+ and Keras 3 compute. Keras
+// 2.2's TensorFlow 1 bilinear (no half-pixel centres) and Keras 3's other interpolations
+// ("bicubic", "lanczos3", ...) are refused.
 #include <cstring>
 
+#include "kernels/resize.h"
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
 
@@ -16,7 +20,7 @@ class UpSampling2D final : public Layer {
     sh_ = s[0];
     sw_ = s[1];
     c.get_string("data_format", "channels_last", {"channels_last"});
-    c.get_string("interpolation", "nearest", {"nearest"});
+    bilinear_ = c.get_string("interpolation", "nearest", {"nearest", "bilinear"}) == "bilinear";
   }
   const char* class_name() const override { return "UpSampling2D"; }
   Shape output_shape(const std::vector<Shape>& in) const override {
@@ -31,12 +35,26 @@ class UpSampling2D final : public Layer {
     return out;
   }
   void forward(const LayerArgs& a) const override {
+    if (bilinear_) {
+      const Shape& s = a.in_shapes[0];
+      resize_bilinear_forward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
+                              static_cast<int>(s[2]), static_cast<int>(sh_), static_cast<int>(sw_),
+                              a.x[0], a.y);
+      return;
+    }
     each_pixel(a, [&](const float* src, size_t dst) {
       std::memcpy(a.y + dst, src, channels(a) * sizeof(float));
     });
   }
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
+    if (bilinear_) {
+      const Shape& s = a.in_shapes[0];
+      resize_bilinear_backward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
+                               static_cast<int>(s[2]), static_cast<int>(sh_), static_cast<int>(sw_),
+                               a.dy, a.dx[0]);
+      return;
+    }
     const size_t c = channels(a);
     // The source pointer walks x; the same offset into dx receives the gradient.
     each_pixel(a, [&](const float* src, size_t dst) {
@@ -48,7 +66,7 @@ class UpSampling2D final : public Layer {
     Json j = base_keras_config(*this);
     j["size"] = Json{sh_, sw_};
     j["data_format"] = "channels_last";
-    j["interpolation"] = "nearest";
+    j["interpolation"] = bilinear_ ? "bilinear" : "nearest";
     return j;
   }
 
@@ -57,7 +75,8 @@ class UpSampling2D final : public Layer {
   // Calls f(input pixel, output offset) for every output pixel of the batch.
   template <typename F>
   void each_pixel(const LayerArgs& a, F f) const {
-    const size_t h = static_cast<size_t>(a.in_shapes[0][0]), w = static_cast<size_t>(a.in_shapes[0][1]);
+    const size_t h = static_cast<size_t>(a.in_shapes[0][0]),
+                 w = static_cast<size_t>(a.in_shapes[0][1]);
     const size_t c = channels(a), sh = static_cast<size_t>(sh_), sw = static_cast<size_t>(sw_);
     const size_t oh = h * sh, ow = w * sw;
     for (size_t n = 0; n < static_cast<size_t>(a.n); ++n)
@@ -66,6 +85,7 @@ class UpSampling2D final : public Layer {
           f(a.x[0] + ((n * h + y / sh) * w + x / sw) * c, ((n * oh + y) * ow + x) * c);
   }
   int64_t sh_ = 2, sw_ = 2;
+  bool bilinear_ = false;
 };
 
 }  // namespace
@@ -75,7 +95,10 @@ std::unique_ptr<Layer> make_up_sampling2d(LayerConfig& c, const std::string& nam
 }
 
 std::vector<LayerExample> up_sampling2d_examples() {
-  return {{{}, {Shape{2, 3, 2}}}, {{{"size", Json{1, 3}}}, {Shape{3, 1, 1}}}};
+  return {{{}, {Shape{2, 3, 2}}},
+          {{{"size", Json{1, 3}}}, {Shape{3, 1, 1}}},
+          {{{"interpolation", "bilinear"}}, {Shape{3, 2, 2}}},
+          {{{"size", Json{3, 2}}, {"interpolation", "bilinear"}}, {Shape{2, 3, 1}}}};
 }
 
 }  // namespace nnfleet

@@ -345,29 +345,63 @@ void validate_labels(int n, int k, const int32_t* labels) {
                       std::to_string(k - 1) + ", got " + std::to_string(labels[i]));
 }
 
-void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
-                  float* per_sample) {
+int loss_steps(const Shape& out) {
+  return out.rank() >= 2 ? static_cast<int>(out.size() / out[-1]) : 1;
+}
+
+double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                    float* per_sample) {
   NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
+  NNFLEET_DCHECK(t.steps >= 1 && k % t.steps == 0);
+  const int s = t.steps, c = k / s;
+  double sum = 0, masked_sum = 0, kept = 0;
   for (int i = 0; i < n; ++i) {
-    const float* p = pred + static_cast<size_t>(i) * k;
-    const float* y = l.sparse() ? nullptr : t.values + static_cast<size_t>(i) * k;
-    const int32_t label = l.sparse() ? t.labels[i] : -1;
-    NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
     const double w = t.weights ? static_cast<double>(t.weights[i]) : 1.0;
-    per_sample[i] = static_cast<float>(w * row_loss(l, k, p, y, label));
+    double row = 0, row_kept = 0;
+    for (int j = 0; j < s; ++j) {
+      const size_t r = static_cast<size_t>(i) * s + j;  // the step's row of c values
+      const float* y = l.sparse() ? nullptr : t.values + r * c;
+      const int32_t label = l.sparse() ? t.labels[r] : -1;
+      NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < c));
+      const double m = t.mask ? t.mask[r] : 1.0;
+      if (m == 0) continue;
+      row += w * m * row_loss(l, c, pred + r * c, y, label);
+      row_kept += m;
+    }
+    per_sample[i] = static_cast<float>(t.mask ? (row_kept > 0 ? row / row_kept : 0.0) : row / s);
+    sum += per_sample[i];
+    masked_sum += row;
+    kept += row_kept;
   }
+  if (!t.mask) return sum;
+  return kept > 0 ? n * (masked_sum / kept) : 0.0;
 }
 
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                    float* dpred, int batch) {
   NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
-  const double scale = 1.0 / (batch > 0 ? batch : n);
-  for (int i = 0; i < n; ++i) {
-    const size_t off = static_cast<size_t>(i) * k;
+  NNFLEET_DCHECK(t.steps >= 1 && k % t.steps == 0);
+  NNFLEET_DCHECK(!t.mask || batch <= 0 || batch == n);
+  const int s = t.steps, c = k / s;
+  const size_t rows = static_cast<size_t>(n) * s;
+  double scale = 1.0 / (static_cast<double>(batch > 0 ? batch : n) * s);
+  if (t.mask) {
+    double kept = 0;
+    for (size_t r = 0; r < rows; ++r) kept += t.mask[r];
+    scale = kept > 0 ? 1.0 / kept : 0.0;
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t off = r * c;
+    const double m = t.mask ? t.mask[r] : 1.0;
+    if (m == 0) {
+      std::fill(dpred + off, dpred + off + c, 0.0f);
+      continue;
+    }
     const float* y = l.sparse() ? nullptr : t.values + off;
-    const int32_t label = l.sparse() ? t.labels[i] : -1;
-    NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < k));
-    row_grad(l, k, pred + off, y, label, t.weights ? scale * t.weights[i] : scale, dpred + off);
+    const int32_t label = l.sparse() ? t.labels[r] : -1;
+    NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < c));
+    const double w = t.weights ? static_cast<double>(t.weights[r / s]) : 1.0;
+    row_grad(l, c, pred + off, y, label, scale * m * w, dpred + off);
   }
 }
 

@@ -1,6 +1,13 @@
 // Losses and metrics with Keras formulas (clipping epsilon 1e-7, reduction "sum over batch size").
 // A prediction is [N,K] (K = all features of the model's output per sample). A target is either
-// float values [N,K] (one-hot, regression targets) or integer class labels [N] (sparse losses).
+// float values [N,K] (one-hot, regression targets) or integer class labels [N,S] (sparse losses).
+//
+// Per-timestep outputs: a row of K values holds S steps of C = K/S values (S = every output axis
+// but the last, see loss_steps), and every loss and metric applies along the last axis, then
+// averages over the steps, as Keras computes a loss on [N,T,C] (sparse labels are [N,T]). With a
+// Keras mask on the output ([N,S], 1 kept and 0 masked), the batch's loss is sum(loss*mask) /
+// sum(mask) (Keras 3 and tf.keras >= 2.11: apply_mask/apply_valid_mask; tf.keras <= 2.10 divided
+// by N*S instead) and a metric is sum(value*mask) / sum(mask) over everything it has seen.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +15,7 @@
 #include <vector>
 
 #include "layers/config.h"
+#include "tensor/shape.h"
 
 namespace nnfleet {
 
@@ -29,12 +37,19 @@ struct LossSpec {
 
 struct Targets {
   const float* values = nullptr;    // [N,K] for dense targets
-  const int32_t* labels = nullptr;  // [N] for sparse targets
+  const int32_t* labels = nullptr;  // [N,S] for sparse targets
+  int steps = 1;                    // S: the steps a row of K predictions holds
+  const float* mask = nullptr;      // [N,S] the output's Keras mask, or null
   // [N] Keras's sample_weight (class weights become these too); null: every weight 1. The loss
-  // of a sample is multiplied by its weight and the batch's loss stays the sum over the batch
-  // size (Keras 3's sum_over_batch_size divides by N, not by the sum of the weights).
+  // of a sample (each of its steps) is multiplied by its weight and the batch's loss stays the
+  // sum over the batch size (Keras 3's sum_over_batch_size divides by N, or by sum(mask) with a
+  // mask, not by the sum of the weights).
   const float* weights = nullptr;
 };
+
+// S for a model output of (per-sample) shape `out`: the product of all axes but the last (1 for
+// a rank-1 output).
+int loss_steps(const Shape& out);
 
 // Parses "sparse_categorical_crossentropy", "mse", {"CategoricalCrossentropy": {"from_logits":
 // true}} or Keras's {"class_name": ..., "config": ...}. Throws ConfigError listing valid names.
@@ -50,11 +65,16 @@ void validate_labels(int n, int k, const int32_t* labels);
 // Every kind with its variants (from_logits), for the gradient-check test.
 std::vector<LossSpec> all_loss_specs();
 
-// per_sample[N] = the loss of each sample (times its weight when t.weights is set).
-void loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
-                  float* per_sample);
-// dpred[N,K] = d(mean over the batch of the weighted loss)/d pred (overwrites; includes the 1/N). With
-// `batch` > 0, the N rows are one piece of a batch of that many samples, and the mean is over it.
+// per_sample[N] = the loss of each sample (the mean over its steps; with a mask, over its kept
+// steps, 0 when it has none), times its weight when t.weights is set. Returns N times the batch's
+// loss as Keras reduces it: the sum of per_sample, or with a mask N * sum(w*loss*mask) / sum(mask)
+// (0 when nothing is kept).
+double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
+                    float* per_sample);
+// dpred[N,K] = d(batch loss)/d pred (overwrites; includes the 1/(N*S), or with a mask
+// mask/sum(mask); times each sample's weight). With `batch` > 0, the N rows are one piece of a
+// batch of that many samples, and the mean is over it (a masked batch is never split: its
+// normalizer needs every row).
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                    float* dpred, int batch = 0);
 
@@ -88,7 +108,11 @@ std::string metric_key(const std::string& name);
 // class's _direction says (accuracies up, errors down). Throws ConfigError for an unknown name.
 bool metric_goes_up(const std::string& name);
 
-// Sum over the batch of the metric's per-sample value (callers divide by the sample count).
+// What metric_sum's values are divided by: N, or with a mask the sum over the samples of their
+// kept fraction of steps (Keras's Mean count with the mask as sample weight).
+double metric_weight(int n, const Targets& t);
+// Sum over the batch of the metric's per-sample value, the mean over its steps of the per-step
+// value times the mask (callers divide by the summed metric_weight).
 // binary_accuracy thresholds probabilities at 0.5, or logits at 0 when from_logits (Keras itself
 // thresholds at 0.5 whatever the loss); each of the K outputs counts 1/K. Argmax ties go to the
 // first maximum. mae/mse/mape are means over K. Top-k counts a hit when fewer than k outputs are
@@ -114,8 +138,9 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
 class MetricSet {
  public:
   MetricSet() = default;
-  // Resolves every name (resolve_metric) for a model with k outputs; throws ConfigError.
-  MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k);
+  // Resolves every name (resolve_metric) for a model with k outputs per sample in `steps` steps
+  // of k / steps classes each (Targets::steps); throws ConfigError.
+  MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k, int steps = 1);
   size_t size() const { return slots_.size(); }
   const std::string& key(size_t m) const { return slots_[m].key; }
   MetricKind kind(size_t m) const { return slots_[m].kind; }

@@ -82,18 +82,15 @@ bool is_mean(MetricKind m) {
          m != MetricKind::kR2Score && m != MetricKind::kRootMeanSquaredError;
 }
 
-// The per-sample value of a mean metric for row i.
-double row_value(MetricKind m, int i, int k, const float* pred, const Targets& t,
-                 bool from_logits) {
+// The metric's value on one step: k predictions p with targets y (null: the label).
+double step_value(MetricKind m, int k, const float* p, const float* y, int32_t label,
+                  bool from_logits) {
   double sum = 0;
   {
-    const size_t off = static_cast<size_t>(i) * k;
-    const float* p = pred + off;
-    const float* y = t.values ? t.values + off : nullptr;
     switch (m) {
       case MetricKind::kSparseCategoricalAccuracy:
-        NNFLEET_DCHECK(t.labels != nullptr);
-        sum += argmax(k, p) == t.labels[i] ? 1.0 : 0.0;
+        NNFLEET_DCHECK(label >= 0);
+        sum += argmax(k, p) == label ? 1.0 : 0.0;
         break;
       case MetricKind::kCategoricalAccuracy:
         NNFLEET_DCHECK(y != nullptr);
@@ -104,7 +101,7 @@ double row_value(MetricKind m, int i, int k, const float* pred, const Targets& t
         int hits = 0;
         for (int j = 0; j < k; ++j) {
           const float predicted = p[j] > thr ? 1.0f : 0.0f;
-          const float truth = y ? y[j] : static_cast<float>(t.labels[i]);
+          const float truth = y ? y[j] : static_cast<float>(label);
           hits += predicted == truth;
         }
         sum += static_cast<double>(hits) / k;
@@ -122,8 +119,8 @@ double row_value(MetricKind m, int i, int k, const float* pred, const Targets& t
         sum += in_top_k(k, p, argmax(k, y)) ? 1.0 : 0.0;
         break;
       case MetricKind::kSparseTopKCategoricalAccuracy:
-        NNFLEET_DCHECK(t.labels != nullptr);
-        sum += in_top_k(k, p, t.labels[i]) ? 1.0 : 0.0;
+        NNFLEET_DCHECK(label >= 0);
+        sum += in_top_k(k, p, label) ? 1.0 : 0.0;
         break;
       case MetricKind::kMeanAbsolutePercentageError: {
         NNFLEET_DCHECK(y != nullptr);
@@ -144,11 +141,44 @@ double row_value(MetricKind m, int i, int k, const float* pred, const Targets& t
         sum += a / k;
         break;
       }
-      default:
-        NNFLEET_CHECK(false);
     }
   }
   return sum;
+}
+
+// The per-sample value of a mean metric for row i: the mean over its S steps of the per-step
+// value times the step's mask (as metric_sum sums it).
+double row_value(MetricKind m, int i, int k, const float* pred, const Targets& t,
+                 bool from_logits) {
+  NNFLEET_DCHECK(t.steps >= 1 && k % t.steps == 0);
+  const int s = t.steps, c = k / s;
+  double row = 0;
+  for (int j = 0; j < s; ++j) {
+    const size_t r = static_cast<size_t>(i) * s + j;
+    const double w = t.mask ? t.mask[r] : 1.0;
+    if (w == 0) continue;
+    const float* y = t.values ? t.values + r * c : nullptr;
+    const int32_t label = t.labels ? t.labels[r] : -1;
+    row += w * step_value(m, c, pred + r * c, y, label, from_logits);
+  }
+  return s == 1 ? row : row / s;
+}
+
+// Sample i's kept fraction of its steps (1 without a mask): its weight in a mean metric.
+double kept_fraction(int i, const Targets& t) {
+  if (!t.mask) return 1.0;
+  double kept = 0;
+  for (int j = 0; j < t.steps; ++j) kept += t.mask[static_cast<size_t>(i) * t.steps + j];
+  return kept / t.steps;
+}
+
+// The weight of output o (of a row of k) of sample i in the epoch-level metrics: the sample's
+// weight times its step's mask.
+inline double output_weight(int i, int k, int o, const Targets& t, const float* weights) {
+  const double w = weights ? weights[i] : 1.0;
+  if (!t.mask) return w;
+  const int c = k / t.steps;
+  return w * t.mask[static_cast<size_t>(i) * t.steps + o / c];
 }
 
 }  // namespace
@@ -224,6 +254,13 @@ double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& 
   return sum;
 }
 
+double metric_weight(int n, const Targets& t) {
+  if (!t.mask) return n;
+  double w = 0;
+  for (int i = 0; i < n; ++i) w += kept_fraction(i, t);
+  return w;
+}
+
 // ---- MetricSet: epoch-level state ----
 
 namespace {
@@ -280,10 +317,12 @@ double auc_value(const double* pos, const double* neg) {
 
 }  // namespace
 
-MetricSet::MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k)
+MetricSet::MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k,
+                     int steps)
     : k_(k), from_logits_(loss.from_logits) {
+  NNFLEET_CHECK(steps >= 1 && k % steps == 0);
   for (const auto& name : names) {
-    const MetricKind m = resolve_metric(name, loss, k);
+    const MetricKind m = resolve_metric(name, loss, k / steps);
     slots_.push_back({m, metric_key(name), state_size_});
     state_size_ += state_floats(m, k);
   }
@@ -299,8 +338,8 @@ void MetricSet::accumulate(double* state, int n, const float* pred, const Target
       case MetricKind::kRecall: {
         double tp = 0, fp = 0, fn = 0;
         for (int i = 0; i < n; ++i) {
-          const double w = weights ? weights[i] : 1.0;
           for (int j = 0; j < k; ++j) {
+            const double w = output_weight(i, k, j, t, weights);
             const size_t o = static_cast<size_t>(i) * k + j;
             const bool truth = t.values[o] != 0;
             const bool predicted = probability(pred[o], from_logits_) > 0.5f;
@@ -316,8 +355,8 @@ void MetricSet::accumulate(double* state, int n, const float* pred, const Target
       }
       case MetricKind::kAuc:
         for (int i = 0; i < n; ++i) {
-          const double w = weights ? weights[i] : 1.0;
           for (int j = 0; j < k; ++j) {
+            const double w = output_weight(i, k, j, t, weights);
             const size_t o = static_cast<size_t>(i) * k + j;
             const int b = auc_bucket(probability(pred[o], from_logits_));
             (t.values[o] != 0 ? st : st + kAucThresholds)[b] += w;
@@ -326,8 +365,8 @@ void MetricSet::accumulate(double* state, int n, const float* pred, const Target
         break;
       case MetricKind::kR2Score:
         for (int i = 0; i < n; ++i) {
-          const double w = weights ? weights[i] : 1.0;
           for (int j = 0; j < k; ++j) {
+            const double w = output_weight(i, k, j, t, weights);
             const size_t o = static_cast<size_t>(i) * k + j;
             const double y = t.values[o], e = y - pred[o];
             double* sj = st + 4 * static_cast<size_t>(j);
@@ -348,13 +387,13 @@ void MetricSet::accumulate(double* state, int n, const float* pred, const Target
           const double v = row_value(per_sample, i, k, pred, t, from_logits_);
           if (weights) {
             sum += weights[i] * v;
-            wsum += weights[i];
+            wsum += weights[i] * kept_fraction(i, t);
           } else {
             sum += v;
           }
         }
         st[0] += sum;
-        st[1] += weights ? wsum : static_cast<double>(n);
+        st[1] += weights ? wsum : metric_weight(n, t);
         break;
       }
     }

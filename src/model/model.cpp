@@ -1,29 +1,106 @@
 // Model: graph validation and shape planning.
 #include "model/model.h"
 
+#include <algorithm>
 #include <set>
 
 #include "layers/layer_util.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
+namespace {
+
+// Attaches a layer's training options to its planned weights; throws ModelError for an option
+// that names a weight the layer does not have (as Keras's constructors refuse unknown kwargs).
+void plan_training(const LayerTraining& t, const std::string& at, PlannedNode& p) {
+  p.frozen = t.frozen;
+  for (auto& s : p.params) {
+    p.layer_trainable.push_back(s.trainable);
+    if (t.frozen) s.trainable = false;
+  }
+  p.regularizers.assign(p.params.size(), Regularizer{});
+  p.constraints.assign(p.params.size(), std::nullopt);
+  auto attach = [&](const std::string& stem, const char* what, auto apply) {
+    bool found = false;
+    for (size_t j = 0; j < p.params.size(); ++j)
+      if (p.layer_trainable[j] && stem_names_param(stem, p.params[j].name)) {
+        apply(j);
+        found = true;
+      }
+    if (!found)
+      throw ModelError(at + "has " + stem + what + " but no trainable weight '" + stem +
+                       "'; expected it only on a layer with that weight");
+  };
+  for (const auto& [stem, r] : t.regularizers)
+    attach(stem, "_regularizer", [&](size_t j) { p.regularizers[j] = r; });
+  for (const auto& [stem, c] : t.constraints)
+    attach(stem, "_constraint", [&](size_t j) {
+      Constraint cj = c;
+      if (!resolve_constraint_axes(cj, p.params[j].shape))
+        throw ModelError(at + "has " + stem + "_constraint over an axis outside its weight " +
+                         p.params[j].name + " " + p.params[j].shape.str() +
+                         "; expected axes within its rank " +
+                         std::to_string(p.params[j].shape.rank()));
+      p.constraints[j] = cj;
+    });
+}
+
+// A layer built from a config that kept its regularizers (make_layer rather than
+// make_layer_with_training) writes them itself; the node takes them over so that training
+// applies them all the same.
+void adopt_layer_options(const Layer& l, LayerTraining& t) {
+  Json cfg = l.keras_config();
+  LayerTraining own;
+  try {
+    own = take_layer_training(cfg);
+  } catch (const ConfigError&) {
+    return;  // the layer checked its own options
+  }
+  auto has = [](const auto& list, const std::string& stem) {
+    for (const auto& e : list)
+      if (e.first == stem) return true;
+    return false;
+  };
+  for (auto& r : own.regularizers)
+    if (!has(t.regularizers, r.first)) t.regularizers.push_back(r);
+  for (auto& c : own.constraints)
+    if (!has(t.constraints, c.first)) t.constraints.push_back(c);
+  if (!t.activity && own.activity) t.activity = own.activity;
+  if (t.refusal.empty()) t.refusal = own.refusal;
+}
+
+}  // namespace
 
 Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
              std::string input_name)
+    : Model(std::move(name), {ModelInput{std::move(input_name), input_shape}}, std::move(nodes),
+            std::vector<int>{output}) {}
+
+Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<ModelNode> nodes,
+             std::vector<int> outputs)
     : name_(std::move(name)),
-      input_name_(std::move(input_name)),
-      input_shape_(input_shape),
+      inputs_(std::move(inputs)),
       nodes_(std::move(nodes)),
-      output_(output) {
+      outputs_(std::move(outputs)) {
   const std::string where = "failed to build model '" + name_ + "': ";
   if (nodes_.empty()) throw ModelError(where + "the model has no layers; expected at least one");
-  if (output_ < 1 || output_ > static_cast<int>(nodes_.size()))
-    throw ModelError(where + "output node " + std::to_string(output_) + " does not exist");
-  for (int64_t d : input_shape_)
-    if (d < 1)
-      throw ModelError(where + "input shape " + keras_shape(input_shape_) +
-                       " has an unknown or empty dimension; expected positive sizes");
-  std::vector<Shape> shapes{input_shape_};
+  if (inputs_.empty()) throw ModelError(where + "the model has no input; expected at least one");
   std::set<std::string> names;
+  for (const ModelInput& in : inputs_) {
+    for (int64_t d : in.shape)
+      if (d < 1)
+        throw ModelError(where + "input '" + in.name + "' has shape " + keras_shape(in.shape) +
+                         " with an unknown or empty dimension; expected positive sizes");
+    if (!names.insert(in.name).second)
+      throw ModelError(where + "two inputs are named '" + in.name + "'; expected unique names");
+  }
+  plan_nodes(where);
+  check_outputs(where);
+}
+
+void Model::plan_nodes(const std::string& where) {
+  std::set<std::string> names;
+  for (const ModelInput& in : inputs_) names.insert(in.name);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     const std::string at = where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" +
@@ -38,10 +115,10 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
                        std::to_string(ins.size()));
     PlannedNode p;
     for (int id : ins) {
-      if (id < 0 || id > static_cast<int>(i))
+      if (id < 0 || id >= node_id(i))
         throw ModelError(at + "uses node " + std::to_string(id) +
                          " which is not defined before it; expected layers in topological order");
-      p.in_shapes.push_back(shapes[static_cast<size_t>(id)]);
+      p.in_shapes.push_back(node_shape(id));
     }
     try {
       p.out_shape = l.output_shape(p.in_shapes);
@@ -49,22 +126,48 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
     }
+    adopt_layer_options(l, nodes_[i].training);
+    plan_training(nodes_[i].training, at, p);
     if (const int64_t lim = l.input_id_limit(); lim > 0) {
-      if (ins.size() != 1 || ins[0] != 0)
-        throw ModelError(at + "reads integer ids, which nnfleet checks as the data is loaded; "
-                              "expected it to take the model input directly");
-      if (id_input_.limit == 0 || lim < id_input_.limit) id_input_ = {l.name(), lim};
+      if (ins.size() != 1 || !is_input(ins[0]))
+        throw ModelError(at +
+                         "reads integer ids, which nnfleet checks as the data is loaded; "
+                         "expected it to take a model input directly");
+      if (id_input_.limit > 0 && id_input_.input != static_cast<size_t>(ins[0]))
+        throw ModelError(at +
+                         "reads integer ids from a second model input; expected ids in "
+                         "one input only");
+      if (id_input_.limit == 0 || lim < id_input_.limit)
+        id_input_ = {l.name(), lim, static_cast<size_t>(ins[0])};
     }
     for (const auto& ps : p.params)
       (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
     flops_ += l.forward_flops(p.in_shapes);
-    shapes.push_back(p.out_shape);
     planned_.push_back(std::move(p));
   }
-  // planned_.back() is reported as the output shape: keep the output node last in the plan.
-  if (output_ != static_cast<int>(nodes_.size()))
-    throw ModelError(where + "the output must be the last layer; expected node " +
-                     std::to_string(nodes_.size()) + ", got " + std::to_string(output_));
+}
+
+// Outputs are distinct layers, and every layer leads to one (a dead branch would be computed
+// and trained for nothing, and Keras does not save it).
+void Model::check_outputs(const std::string& where) const {
+  if (outputs_.empty()) throw ModelError(where + "the model has no output; expected at least one");
+  std::vector<bool> used(nodes_.size(), false);
+  for (int o : outputs_) {
+    if (is_input(o) || o < 0 || o >= node_id(nodes_.size()))
+      throw ModelError(where + "output node " + std::to_string(o) +
+                       " is not a layer; expected the id of a layer's node");
+    if (used[layer_of(o)])
+      throw ModelError(where + "layer '" + layer(layer_of(o)).name() +
+                       "' is given twice as an output; expected distinct outputs");
+    used[layer_of(o)] = true;
+  }
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (!used[i])
+      throw ModelError(where + "layer '" + layer(i).name() +
+                       "' does not lead to an output; expected every layer to feed an output");
+    for (int id : nodes_[i].inputs)
+      if (!is_input(id)) used[layer_of(id)] = true;
+  }
 }
 
 std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_shape,
@@ -77,41 +180,69 @@ std::shared_ptr<const Model> Model::sequential(std::string name, Shape input_sha
 }
 
 bool Model::mixes_samples() const {
+  // A frozen layer with batch statistics runs in inference mode (Network), as in Keras.
   for (const auto& n : nodes_)
-    if (n.layer->mixes_samples()) return true;
+    if (n.layer->mixes_samples() && !n.training.frozen) return true;
   return false;
 }
-
-namespace {
-// The first "<key>_regularizer" set in a layer config, looking into a wrapped layer's config
-// (TimeDistributed's "layer") too; "" when none is.
-std::string regularizer_in(const Json& c, int depth) {
-  if (!c.is_object() || depth > 8) return "";
-  for (auto it = c.begin(); it != c.end(); ++it) {
-    const std::string& k = it.key();
-    if (k.size() > 12 && k.compare(k.size() - 12, 12, "_regularizer") == 0 &&
-        !it.value().is_null())
-      return k + " " + (it.value().is_object() ? it.value().value("class_name", Json()).dump()
-                                               : it.value().dump());
-  }
-  if (c.contains("layer") && c["layer"].is_object())
-    return regularizer_in(c["layer"].value("config", Json()), depth + 1);
-  return "";
-}
-}  // namespace
 
 std::string Model::training_refusal() const {
   for (const auto& n : nodes_) {
     const Layer& l = *n.layer;
-    if (const std::string r = regularizer_in(l.keras_config(), 0); !r.empty())
-      return "layer '" + l.name() + "' has " + r + "; regularizers are not applied in training yet";
+    if (!n.training.refusal.empty())
+      return "layer '" + l.name() + "' (" + l.class_name() + "): " + n.training.refusal;
     if (const std::string why = l.training_refusal(); !why.empty())
       return "layer '" + l.name() + "' (" + l.class_name() + "): " + why;
   }
   return "";
 }
 
+Json Model::layer_keras_config(size_t i) const {
+  return put_layer_training(nodes_[i].layer->keras_config(), nodes_[i].training);
+}
+
+std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen) const {
+  NNFLEET_CHECK(frozen.size() == nodes_.size());
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Layer& l = *nodes_[i].layer;
+    ModelNode n{make_layer(l.class_name(), l.keras_config(), ConfigMode::kKeras, l.name()),
+                nodes_[i].inputs, nodes_[i].training};
+    n.training.frozen = frozen[i];
+    n.training.keras.erase("trainable");
+    nodes.push_back(std::move(n));
+  }
+  return std::make_shared<const Model>(name_, inputs_, std::move(nodes), outputs_);
+}
+
+std::vector<std::vector<size_t>> param_layout(const Model& m) {
+  size_t trainable = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params)
+      if (p.trainable) trainable += static_cast<size_t>(p.shape.size());
+  std::vector<std::vector<size_t>> off(m.num_layers());
+  size_t t = 0, f = trainable;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params) {
+      size_t& at = p.trainable ? t : f;
+      off[i].push_back(at);
+      at += static_cast<size_t>(p.shape.size());
+    }
+  return off;
+}
+
+void remap_params(const Model& from, const float* src, const Model& to, float* dst) {
+  NNFLEET_CHECK(from.num_layers() == to.num_layers());
+  const auto a = param_layout(from), b = param_layout(to);
+  for (size_t i = 0; i < from.num_layers(); ++i)
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      const size_t n = static_cast<size_t>(from.planned(i).params[j].shape.size());
+      std::copy(src + a[i][j], src + a[i][j] + n, dst + b[i][j]);
+    }
+}
+
 bool Model::is_sequential() const {
+  if (inputs_.size() != 1 || outputs_.size() != 1) return false;
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i)) return false;
   return true;

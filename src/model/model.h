@@ -1,6 +1,7 @@
-// Model: an immutable, validated DAG of layers with one input and one output (Sequential is the
-// chain case). Built once; shapes, parameter specs and FLOPs are planned at construction, and one
-// Model can be shared read-only by any number of Networks (instances with their own arena).
+// Model: an immutable, validated DAG of layers with one or more inputs and one or more outputs
+// (Sequential is the one-input, one-output chain case). Built once; shapes, parameter specs and
+// FLOPs are planned at construction, and one Model can be shared read-only by any number of
+// Networks (instances with their own arena).
 #pragma once
 
 #include <memory>
@@ -8,27 +9,48 @@
 #include <vector>
 
 #include "layers/layer.h"
+#include "model/layer_training.h"
 #include "tensor/shape.h"
 
 namespace nnfleet {
 
-// One layer application. inputs are node ids; node id 0 is the model input.
+// One layer application. inputs are node ids: ids 0 .. K-1 are the model's K inputs (in Keras's
+// input_layers order) and id K + i is the output of layer i, so with one input layer i is id i + 1.
 struct ModelNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;
+  LayerTraining training = {};  // regularizers, constraints, trainable: false
 };
 
 struct PlannedNode {
   std::vector<Shape> in_shapes;
   Shape out_shape;
+  // The layer's param_specs(), except that every weight of a frozen layer is non-trainable (as
+  // in Keras's weight lists): the model's trainable parameters are what training updates.
   std::vector<ParamSpec> params;
+  bool frozen = false;
+  // ParamSpec::trainable as the layer gives it: the weights its backward() writes dparams for.
+  std::vector<bool> layer_trainable;
+  // Per params entry: its weight regularizer (inactive: none) and constraint.
+  std::vector<Regularizer> regularizers;
+  std::vector<std::optional<Constraint>> constraints;
+};
+
+// A model input: its name (the Keras InputLayer's) and per-sample shape.
+struct ModelInput {
+  std::string name;
+  Shape shape;
 };
 
 class Model {
  public:
-  // Builds and validates. nodes[i] has id i + 1 and may only use ids <= i (topological order).
-  // `output` is the id of the output node (0 would be the input itself). Throws ModelError:
+  // Builds and validates. With K inputs, nodes[i] has id K + i and may only use ids < K + i
+  // (topological order). `outputs` are the ids of the output nodes (layers, not inputs, distinct),
+  // in Keras's output_layers order; every layer must lead to one of them. Throws ModelError:
   // "failed to build model 'cnn': layer 3 'dense_1' expects rank 2 input, got [32,13,13,8]; ..."
+  Model(std::string name, std::vector<ModelInput> inputs, std::vector<ModelNode> nodes,
+        std::vector<int> outputs);
+  // The one-input, one-output case.
   Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
         std::string input_name = "input_layer");
   // The chain case.
@@ -36,15 +58,34 @@ class Model {
                                                  std::vector<std::unique_ptr<Layer>> layers);
 
   const std::string& name() const { return name_; }
-  const std::string& input_name() const { return input_name_; }
-  const Shape& input_shape() const { return input_shape_; }
-  const Shape& output_shape() const { return planned_.back().out_shape; }
-  // Layers in topological order; node id = index + 1.
+  size_t num_inputs() const { return inputs_.size(); }
+  const ModelInput& input(size_t k) const { return inputs_[k]; }
+  // The first input's (the only one's, in one-input models).
+  const std::string& input_name() const { return inputs_[0].name; }
+  const Shape& input_shape() const { return inputs_[0].shape; }
+  // Outputs in output_layers order; their names are their layers' names.
+  size_t num_outputs() const { return outputs_.size(); }
+  int output_node(size_t j = 0) const { return outputs_[j]; }
+  const Shape& output_shape(size_t j = 0) const {
+    return planned_[layer_of(outputs_[j])].out_shape;
+  }
+  const std::string& output_name(size_t j) const { return layer(layer_of(outputs_[j])).name(); }
+  // Layers in topological order; node id = num_inputs() + index.
   size_t num_layers() const { return nodes_.size(); }
   const Layer& layer(size_t i) const { return *nodes_[i].layer; }
   const std::vector<int>& layer_inputs(size_t i) const { return nodes_[i].inputs; }
   const PlannedNode& planned(size_t i) const { return planned_[i]; }
-  int output_node() const { return output_; }
+  // Node ids: whether an id is a model input, the layer index of a layer's id, and back.
+  bool is_input(int id) const { return id < static_cast<int>(inputs_.size()); }
+  size_t layer_of(int id) const { return static_cast<size_t>(id) - inputs_.size(); }
+  int node_id(size_t layer) const { return static_cast<int>(inputs_.size() + layer); }
+  // The name of a node's tensor: the input's name or the layer's.
+  const std::string& node_name(int id) const {
+    return is_input(id) ? inputs_[static_cast<size_t>(id)].name : layer(layer_of(id)).name();
+  }
+  const Shape& node_shape(int id) const {
+    return is_input(id) ? inputs_[static_cast<size_t>(id)].shape : planned_[layer_of(id)].out_shape;
+  }
   bool is_sequential() const;
 
   size_t trainable_params() const { return trainable_params_; }
@@ -58,24 +99,41 @@ class Model {
   struct IdInput {
     std::string layer;
     int64_t limit = 0;
+    size_t input = 0;  // which model input it reads
   };
   const IdInput& id_input() const { return id_input_; }
-  // Why the model cannot be trained yet, "" when it can: the first layer whose config sets a
-  // weight regularizer ("layer 'conv1d' has kernel_regularizer \"L1\"; regularizers are not
-  // applied in training yet": the penalty is not in the loss yet), or whose
+  // Why the model cannot be trained yet, "" when it can: the first layer with a training option
+  // nnfleet does not apply (an OrthogonalRegularizer, LayerTraining::refusal) or whose
   // Layer::training_refusal() gives a reason. Network refuses to train such a model, and the
   // fleet checks it when it validates a plan.
   std::string training_refusal() const;
+  // Layer i's regularizers, constraints and frozen flag (layer_training.h).
+  const LayerTraining& training(size_t i) const { return nodes_[i].training; }
+  // Layer i's Keras config as a file holds it: Layer::keras_config() with its training keys.
+  Json layer_keras_config(size_t i) const;
+  // The same model with layer i frozen when frozen[i] (its other training options kept); each
+  // layer is built again from its Keras config. Throws ModelError.
+  std::shared_ptr<const Model> with_frozen(const std::vector<bool>& frozen) const;
 
  private:
+  void plan_nodes(const std::string& where);
+  void check_outputs(const std::string& where) const;
+
   IdInput id_input_;
-  std::string name_, input_name_;
-  Shape input_shape_;
+  std::string name_;
+  std::vector<ModelInput> inputs_;
   std::vector<ModelNode> nodes_;
   std::vector<PlannedNode> planned_;
-  int output_ = 0;
+  std::vector<int> outputs_;
   size_t trainable_params_ = 0, non_trainable_params_ = 0;
   double flops_ = 0.0;
 };
+
+// Offsets of every parameter in the Network::params() layout (trainable ones first, in layer and
+// param_specs order, then the others): [layer][param].
+std::vector<std::vector<size_t>> param_layout(const Model& m);
+// Copies parameters laid out for `from` into the layout of `to`, a model with the same layers
+// (e.g. from Model::with_frozen).
+void remap_params(const Model& from, const float* src, const Model& to, float* dst);
 
 }  // namespace nnfleet

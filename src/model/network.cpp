@@ -36,11 +36,30 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (const auto& p : m.planned(i).params)
       (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
 
-  if (train_)
+  if (train_) {
     if (const std::string why = m.training_refusal(); !why.empty())
       throw ModelError("failed to train model '" + m.name() + "': " + why);
-  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics.
-  if (!train_ || m.mixes_samples()) pieces = 1;
+    if (!spec_.outputs.empty() && spec_.outputs.size() != m.num_outputs())
+      throw ModelError(
+          "failed to train model '" + m.name() + "': it has " + std::to_string(m.num_outputs()) +
+          " outputs; expected a loss for each, got " + std::to_string(spec_.outputs.size()));
+  }
+  plan_training();
+  step_targets_.assign(m.num_outputs(), Targets{});
+  bool masked = false;
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const int mask_steps = output_mask_steps(m, j);
+    const int out_steps = loss_steps(m.output_shape(j));
+    masked = masked || mask_steps > 0;
+    if (train_ && mask_steps > 0 && mask_steps != out_steps)
+      throw ModelError("failed to train model '" + m.name() + "': its output " + std::to_string(j) +
+                       " carries a Keras mask of " + std::to_string(mask_steps) +
+                       " steps, which the loss cannot weight; " + "expected an output [" +
+                       std::to_string(mask_steps) + ", C], got " + m.output_shape(j).str());
+  }
+  // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics
+  // nor a masked loss (whose normalizer, the kept steps of the batch, needs every row).
+  if (!train_ || m.mixes_samples() || masked) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
   const int capacity = (max_batch + pieces - 1) / pieces;
   pieces = (max_batch + capacity - 1) / capacity;
@@ -59,6 +78,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
+      pc.sink_off = arena_.reserve(sink_floats());
       for (size_t i = 0; i < L; ++i)
         pc.nodes[i].dy_off =
             arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
@@ -68,7 +88,9 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     state_floats_ = nnfleet::optimizer_state_floats(spec_.optimizer, n_trainable_);
     state_off_ = arena_.reserve(state_floats_);
   }
-  input_off_ = arena_.reserve(static_cast<size_t>(max_batch) * m.input_shape().size());
+  input_offs_.clear();
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    input_offs_.push_back(arena_.reserve(static_cast<size_t>(max_batch) * m.input(k).shape.size()));
   for (Piece& pc : pieces_) {
     size_t scratch = 0;
     for (size_t i = 0; i < L; ++i) {
@@ -81,8 +103,13 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     plan_masks(pc);
   }
   loss_off_ = arena_.reserve(static_cast<size_t>(max_batch));
-  if (pieces > 1)
-    out_off_ = arena_.reserve(static_cast<size_t>(max_batch) * m.output_shape().size());
+  out_offs_.assign(m.num_outputs(), 0);
+  out_loss_offs_.assign(m.num_outputs(), loss_off_);
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    if (m.num_outputs() > 1) out_loss_offs_[j] = arena_.reserve(static_cast<size_t>(max_batch));
+    if (pieces > 1)
+      out_offs_[j] = arena_.reserve(static_cast<size_t>(max_batch) * m.output_shape(j).size());
+  }
   if (!allocate) return;
   arena_.allocate();
 
@@ -91,8 +118,14 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(L);
   for (size_t i = 0; i < L; ++i) {
-    for (const auto& p : m.planned(i).params) {
+    size_t sink = 0;
+    for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
+      const ParamSpec& p = m.planned(i).params[j];
       const size_t sz = static_cast<size_t>(p.shape.size());
+      if (train_ && !p.trainable && m.planned(i).layer_trainable[j]) {
+        for (Piece& pc : pieces_) pc.nodes[i].dparams.push_back(arena_.at(pc.sink_off) + sink);
+        sink += sz;
+      }
       if (p.trainable) {
         param_ptrs_[i].push_back(params_ + t_off);
         if (train_)
@@ -107,45 +140,87 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (Piece& pc : pieces_) {
       NodeBuffers& nb = pc.nodes[i];
       for (int id : m.layer_inputs(i)) {
-        const size_t src = static_cast<size_t>(id - 1);
-        nb.x.push_back(id == 0 ? arena_.at(input_off_) +
-                                     static_cast<size_t>(pc.row0) * m.input_shape().size()
-                               : arena_.at(pc.nodes[src].y_off));
-        nb.dx.push_back(id == 0 || !train_ ? nullptr : arena_.at(pc.nodes[src].dy_off));
+        if (m.is_input(id)) {
+          const size_t k = static_cast<size_t>(id);
+          nb.x.push_back(arena_.at(input_offs_[k]) +
+                         static_cast<size_t>(pc.row0) * m.input(k).shape.size());
+          nb.dx.push_back(nullptr);
+          continue;
+        }
+        const size_t src = m.layer_of(id);
+        nb.x.push_back(arena_.at(pc.nodes[src].y_off));
+        nb.dx.push_back(train_ && needs_backward_[src] ? arena_.at(pc.nodes[src].dy_off)
+                                                       : nullptr);
       }
     }
   }
-  const size_t out_node = static_cast<size_t>(m.output_node() - 1);
-  out_ptr_ = pieces > 1 ? arena_.at(out_off_) : arena_.at(pieces_[0].nodes[out_node].y_off);
+  out_ptrs_.clear();
+  for (size_t j = 0; j < m.num_outputs(); ++j)
+    out_ptrs_.push_back(pieces > 1
+                            ? arena_.at(out_offs_[j])
+                            : arena_.at(pieces_[0].nodes[m.layer_of(m.output_node(j))].y_off));
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
 // Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers
 // that propagate pass their input's on, consumers read it and pass it on when their output keeps
 // the time axis, and every other layer (and every multi-input layer) drops it.
-void Network::plan_masks(Piece& pc) {
-  const Model& m = *model_;
+std::vector<int> Network::mask_sources(const Model& m) {
+  std::vector<int> src(m.num_layers(), -1);
   for (size_t i = 0; i < m.num_layers(); ++i) {
-    NodeBuffers& nb = pc.nodes[i];
     const auto& ins = m.layer_inputs(i);
-    if (ins.size() == 1 && ins[0] > 0)
-      nb.in_mask_off = pc.nodes[static_cast<size_t>(ins[0] - 1)].mask_off;
+    const int in = ins.size() == 1 && !m.is_input(ins[0]) ? src[m.layer_of(ins[0])] : -1;
     switch (m.layer(i).mask_use()) {
       case MaskUse::kProduce:
-        nb.makes_mask = true;
-        nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
-                                     static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+        src[i] = static_cast<int>(i);
         break;
       case MaskUse::kPropagate:
-        nb.mask_off = nb.in_mask_off;
+        src[i] = in;
         break;
       case MaskUse::kConsume:
-        if (m.layer(i).passes_mask()) nb.mask_off = nb.in_mask_off;
+        if (m.layer(i).passes_mask()) src[i] = in;
         break;
       case MaskUse::kDrop:
         break;
     }
   }
+  return src;
+}
+
+void Network::plan_masks(Piece& pc) {
+  const Model& m = *model_;
+  const std::vector<int> src = mask_sources(m);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    NodeBuffers& nb = pc.nodes[i];
+    const auto& ins = m.layer_inputs(i);
+    if (ins.size() == 1 && !m.is_input(ins[0]))
+      nb.in_mask_off = pc.nodes[m.layer_of(ins[0])].mask_off;
+    if (src[i] == static_cast<int>(i)) {
+      nb.makes_mask = true;
+      nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
+                                   static_cast<size_t>(m.planned(i).in_shapes[0][0]));
+    } else if (src[i] >= 0) {
+      nb.mask_off = pc.nodes[static_cast<size_t>(src[i])].mask_off;
+    }
+  }
+}
+
+int Network::output_mask_steps(const Model& m, size_t j) {
+  const int src = mask_sources(m)[m.layer_of(m.output_node(j))];
+  return src < 0 ? 0 : static_cast<int>(m.planned(static_cast<size_t>(src)).in_shapes[0][0]);
+}
+
+const float* Network::output_mask(size_t j) const {
+  const NodeBuffers& nb = pieces_[0].nodes[model_->layer_of(model_->output_node(j))];
+  if (nb.mask_off == NodeBuffers::kNoMask || output_mask_steps(*model_, j) != output_steps(j))
+    return nullptr;
+  return arena_.at(nb.mask_off);
+}
+
+Targets Network::on_output(Targets t, size_t j) const {
+  t.steps = output_steps(j);
+  t.mask = output_mask(j);
+  return t;
 }
 
 void Network::initialize(Rng& rng) {
@@ -164,7 +239,7 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   NodeBuffers& nb = pc.nodes[i];
   LayerArgs a;
   a.n = pc.n;
-  a.training = training;
+  a.training = training && !inference_mode_[i];
   a.n_inputs = static_cast<int>(nb.x.size());
   a.in_shapes = p.in_shapes.data();
   a.out_shape = p.out_shape;
@@ -182,10 +257,12 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
 void Network::forward_piece(Piece& pc, bool training) {
   for (size_t i = 0; i < model_->num_layers(); ++i)
     model_->layer(i).forward(layer_args(pc, i, training));
+  if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
 void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
+    if (!needs_backward_[i]) continue;  // nothing trainable at or before it
     LayerArgs a = layer_args(pc, i, true);
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
@@ -195,10 +272,12 @@ void Network::backward_piece(Piece& pc) {
 }
 
 void Network::gather_output(const Piece& pc) {
-  const size_t k = static_cast<size_t>(output_features());
-  const size_t out_node = static_cast<size_t>(model_->output_node() - 1);
-  std::memcpy(arena_.at(out_off_) + static_cast<size_t>(pc.row0) * k,
-              arena_.at(pc.nodes[out_node].y_off), static_cast<size_t>(pc.n) * k * sizeof(float));
+  for (size_t j = 0; j < model_->num_outputs(); ++j) {
+    const size_t k = static_cast<size_t>(output_features(j));
+    const size_t out_node = model_->layer_of(model_->output_node(j));
+    std::memcpy(arena_.at(out_offs_[j]) + static_cast<size_t>(pc.row0) * k,
+                arena_.at(pc.nodes[out_node].y_off), static_cast<size_t>(pc.n) * k * sizeof(float));
+  }
 }
 
 void Network::forward(int n, bool training) {
@@ -222,11 +301,11 @@ void Network::infer_piece(int p) {
   if (pieces_.size() > 1) gather_output(pc);
 }
 
-void Network::begin_step(int n, const Targets& t) {
+void Network::begin_step(int n, const Targets* t) {
   NNFLEET_CHECK(train_);
   NNFLEET_DCHECK(n > 0 && n <= max_batch_);
   step_n_ = n;
-  step_targets_ = t;
+  for (size_t j = 0; j < step_targets_.size(); ++j) step_targets_[j] = t[j];
   // Each piece's dropout stream for this step derives from the network's stream only.
   const uint64_t seed = pieces_.size() > 1 ? rng_.next() : 0;
   for (size_t p = 0; p < pieces_.size(); ++p) {
@@ -241,22 +320,50 @@ void Network::train_piece(int p) {
   if (pc.n == 0) return;
   std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
   forward_piece(pc, true);
-  const int k = static_cast<int>(output_features());
-  const size_t out_node = static_cast<size_t>(model_->output_node() - 1);
-  const float* out = arena_.at(pc.nodes[out_node].y_off);
-  Targets t;
-  if (step_targets_.labels) t.labels = step_targets_.labels + pc.row0;
-  if (step_targets_.values) t.values = step_targets_.values + static_cast<size_t>(pc.row0) * k;
-  if (step_targets_.weights) t.weights = step_targets_.weights + pc.row0;
-  loss_forward(spec_.loss, pc.n, k, out, t, arena_.at(loss_off_) + pc.row0);
-  loss_backward(spec_.loss, pc.n, k, out, t, arena_.at(pc.nodes[out_node].dy_off), step_n_);
+  pc.loss_sum = 0;
+  for (size_t j = 0; j < model_->num_outputs(); ++j) piece_loss(pc, j);
+  if (model_->num_outputs() > 1) {
+    // The per-sample total: the outputs' losses weighted (Keras's loss_weights).
+    float* total = arena_.at(loss_off_) + pc.row0;
+    for (int i = 0; i < pc.n; ++i) total[i] = 0.0f;
+    for (size_t j = 0; j < model_->num_outputs(); ++j) {
+      const float w = static_cast<float>(spec_.weight_of(j));
+      const float* lj = arena_.at(out_loss_offs_[j]) + pc.row0;
+      for (int i = 0; i < pc.n; ++i) total[i] += w * lj[i];
+    }
+  }
   backward_piece(pc);
   if (pieces_.size() > 1) gather_output(pc);
+}
+
+void Network::piece_loss(Piece& pc, size_t j) {
+  const int k = static_cast<int>(output_features(j));
+  const size_t out_node = model_->layer_of(model_->output_node(j));
+  const float* out = arena_.at(pc.nodes[out_node].y_off);
+  const LossSpec& loss = spec_.loss_of(j);
+  const Targets& st = step_targets_[j];
+  Targets t;
+  t.steps = output_steps(j);
+  if (st.labels) t.labels = st.labels + static_cast<size_t>(pc.row0) * t.steps;
+  if (st.values) t.values = st.values + static_cast<size_t>(pc.row0) * k;
+  if (st.weights) t.weights = st.weights + pc.row0;
+  if (pieces_.size() == 1) t.mask = output_mask(j);
+  const double w = spec_.weight_of(j);
+  pc.loss_sum += w * loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
+  // The gradient lands in the output's (zeroed) activation gradient before any consumer of the
+  // output adds to it in backward.
+  float* dy = arena_.at(pc.nodes[out_node].dy_off);
+  loss_backward(loss, pc.n, k, out, t, dy, step_n_);
+  if (w != 1.0)
+    for (size_t i = 0; i < static_cast<size_t>(pc.n) * static_cast<size_t>(k); ++i)
+      dy[i] *= static_cast<float>(w);
 }
 
 void Network::update_piece(int p) {
   const OptimizerSpec& o = spec_.optimizer;
   const bool clips = o.clipnorm > 0 || o.global_clipnorm > 0 || o.clipvalue > 0;
+  double& penalty = pieces_[static_cast<size_t>(p)].weight_penalty;
+  penalty = 0.0;
   if (clips && p > 0) return;
   // This piece's share of the parameters: [begin, end), in whole cache lines.
   const size_t share = clips ? n_trainable_ : (n_trainable_ / pieces_.size() + 15) / 16 * 16;
@@ -277,6 +384,7 @@ void Network::update_piece(int p) {
   };
   if (clips || pieces_.size() == 1) {
     sum_pieces(begin, end);
+    if (!reg_vars_.empty()) penalty += regularize(begin, end);
     if (clips) clip_gradients(o, n_trainable_, g, vars_);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
     return;
@@ -285,16 +393,27 @@ void Network::update_piece(int p) {
   for (size_t b0 = begin; b0 < end; b0 += kBlock) {
     const size_t b1 = std::min(end, b0 + kBlock);
     sum_pieces(b0, b1);
+    if (!reg_vars_.empty()) penalty += regularize(b0, b1);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
   }
 }
 
 double Network::end_step() {
-  const float* per_sample = arena_.at(loss_off_);
   double loss = 0.0;
-  for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  if (pieces_.size() == 1) {
+    loss = pieces_[0].loss_sum;
+  } else {
+    const float* per_sample = arena_.at(loss_off_);
+    for (int i = 0; i < step_n_; ++i) loss += per_sample[i];
+  }
   ++iterations_;
-  return loss / step_n_;
+  double penalty = 0.0, activity = 0.0;
+  for (const Piece& pc : pieces_) {
+    penalty += pc.weight_penalty;
+    if (pc.n > 0) activity += pc.activity;
+  }
+  if (!constrained_.empty()) apply_constraints();
+  return loss / step_n_ + penalty + activity / step_n_;
 }
 
 void Network::set_learning_rate(double lr) {
@@ -302,7 +421,7 @@ void Network::set_learning_rate(double lr) {
   spec_.optimizer.learning_rate = lr;
 }
 
-double Network::train_step(int n, const Targets& t) {
+double Network::train_step(int n, const Targets* t) {
   begin_step(n, t);
   for (int p = 0; p < pieces(); ++p) train_piece(p);
   for (int p = 0; p < pieces(); ++p) update_piece(p);
@@ -316,10 +435,19 @@ double Network::evaluate_batch(int n, const LossSpec& loss, const Targets& t, fl
 
 double Network::output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample) {
   float* ps = per_sample ? per_sample : arena_.at(loss_off_);
-  loss_forward(loss, n, static_cast<int>(output_features()), out_ptr_, t, ps);
-  double s = 0.0;
-  for (int i = 0; i < n; ++i) s += ps[i];
-  return s;
+  return loss_forward(loss, n, static_cast<int>(output_features()), out_ptrs_[0], on_output(t), ps);
+}
+
+double Network::output_losses(int n, const Targets* t, double* out_sums) {
+  double total = 0.0;
+  float* ps = arena_.at(loss_off_);
+  for (size_t j = 0; j < model_->num_outputs(); ++j) {
+    const double s = loss_forward(spec_.loss_of(j), n, static_cast<int>(output_features(j)),
+                                  out_ptrs_[j], on_output(t[j], j), ps);
+    out_sums[j] = s;
+    total += spec_.weight_of(j) * s;
+  }
+  return total;
 }
 
 }  // namespace nnfleet

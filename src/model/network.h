@@ -21,9 +21,21 @@
 
 namespace nnfleet {
 
+// One output's loss and its weight in the total (Keras's loss_weights).
+struct OutputLoss {
+  LossSpec loss;
+  double weight = 1.0;
+};
+
 struct TrainSpec {
   LossSpec loss;
   OptimizerSpec optimizer;
+  // For a model with several outputs: one entry per output in output order; the training loss is
+  // the weighted sum of the outputs' mean losses, as Keras's. Empty: `loss` on every output,
+  // each with weight 1 (Keras's single loss for all outputs).
+  std::vector<OutputLoss> outputs = {};
+  const LossSpec& loss_of(size_t j) const { return outputs.empty() ? loss : outputs[j].loss; }
+  double weight_of(size_t j) const { return outputs.empty() ? 1.0 : outputs[j].weight; }
 };
 
 class Network {
@@ -51,11 +63,18 @@ class Network {
   void set_learning_rate(double lr);
   size_t arena_bytes() const { return arena_.size_bytes(); }
 
-  // Input buffer [max_batch, input_shape]: fill the first n rows, then forward().
-  float* input() { return arena_.at(input_off_); }
-  // Output of the last forward() or training step [n, output features].
-  const float* output() const { return out_ptr_; }
-  int64_t output_features() const { return model_->output_shape().size(); }
+  // Input buffer k [max_batch, input k's shape]: fill the first n rows of every input, then
+  // forward().
+  float* input(size_t k = 0) { return arena_.at(input_offs_[k]); }
+  // Output j of the last forward() or training step [n, output j's features].
+  const float* output(size_t j = 0) const { return out_ptrs_[j]; }
+  int64_t output_features(size_t j = 0) const { return model_->output_shape(j).size(); }
+  // The steps of output j that the loss and metrics average over (loss_steps), and the Keras
+  // mask [n, steps] it carries after the last forward (null when none reaches it).
+  int output_steps(size_t j = 0) const { return loss_steps(model_->output_shape(j)); }
+  const float* output_mask(size_t j = 0) const;
+  // `t` with output j's steps and mask, for loss_forward and metric_sum on output(j).
+  Targets on_output(Targets t, size_t j = 0) const;
 
   // All parameters, trainable first (in layer and param_specs order), then non-trainable.
   float* params() { return params_; }
@@ -70,20 +89,25 @@ class Network {
   void initialize(Rng& rng);
 
   void forward(int n, bool training);
-  // One optimizer step on the first n rows of input() with targets `t`; returns the batch's mean
-  // loss (not checked here: the caller stops a model whose loss is not finite). The same as
+  // One optimizer step on the first n rows of the inputs with targets `t`; returns the batch's
+  // mean loss (not checked here: the caller stops a model whose loss is not finite). The same as
   // begin_step, then train_piece for every piece, then update_piece for every piece, then
-  // end_step.
-  double train_step(int n, const Targets& t);
+  // end_step. A model with several outputs takes one Targets per output (`t[j]`, output order)
+  // and returns the weighted sum of their mean losses.
+  double train_step(int n, const Targets& t) { return train_step(n, &t); }
+  double train_step(int n, const Targets* t);
   // The step in parts, for running one model's step on several threads. train_piece(p) may run
   // concurrently for distinct p (each touches only its piece's buffers); once all have returned,
   // so may update_piece(p), which adds the pieces' gradients of its share of the parameters in
   // piece order and applies the optimizer to that share (with gradient clipping, which needs all
   // gradients at once, update_piece(0) does the whole update and the others nothing).
-  void begin_step(int n, const Targets& t);
+  void begin_step(int n, const Targets& t) { begin_step(n, &t); }
+  void begin_step(int n, const Targets* t);
   void train_piece(int p);
   void update_piece(int p);
   double end_step();
+  // Output j's per-sample losses [n] of the last step (unweighted), for per-output histories.
+  const float* step_losses(size_t j) const { return arena_.at(out_loss_offs_[j]); }
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
   // returned value is the loss summed over the batch.
   double evaluate_batch(int n, const LossSpec& loss, const Targets& t, float* per_sample);
@@ -93,6 +117,17 @@ class Network {
   void begin_inference(int n);
   void infer_piece(int p);
   double output_loss(int n, const LossSpec& loss, const Targets& t, float* per_sample);
+  // The training losses of every output on the output the last forward left: out_sums[j] (one
+  // per output) receives output j's summed (unweighted) loss; returns the summed weighted total.
+  double output_losses(int n, const Targets* t, double* out_sums);
+
+  // Regularization (model/layer_training.h), as Keras adds it to the loss: train_step's loss
+  // includes the weight penalties of the trainable weights (before the update) and the activity
+  // penalties of the batch divided by its size. For evaluation, the same parts of the current
+  // state: the weight penalty (0 without weight regularizers) and the activity penalties of the
+  // last forward() or inference, summed over its rows (not divided).
+  double weight_penalty() const;
+  double activity_penalty_sum() const;
 
   Rng& rng() { return rng_; }
   void set_rng(const Rng& r) { rng_ = r; }
@@ -120,7 +155,7 @@ class Network {
     bool makes_mask = false;
     std::vector<const float*> x;  // input pointers
     std::vector<float*> dx;       // input gradient pointers (null for the model input)
-    std::vector<float*> dparams;  // trainable params' gradients
+    std::vector<float*> dparams;  // trainable params' gradients (a frozen layer's: a sink)
   };
   // The buffers of one piece of the batch (a single piece when the batch is not split).
   struct Piece {
@@ -129,16 +164,25 @@ class Network {
     size_t grads_off = 0, scratch_off = 0;
     size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
     std::vector<NodeBuffers> nodes;
-    Rng rng;  // its dropout stream (split networks)
+    Rng rng;              // its dropout stream (split networks)
+    double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
+    size_t sink_off = 0;  // gradients of frozen layers' weights, written and never read
+    double activity = 0.0, weight_penalty = 0.0;  // this step's regularization parts
   };
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
   // Where each node's output mask and input mask live (see Layer::mask_use).
   void plan_masks(Piece& pc);
+  // For each node, the node whose made mask its output carries (-1: none).
+  static std::vector<int> mask_sources(const Model& m);
+  // The steps of the mask reaching the model's output j (0: none).
+  static int output_mask_steps(const Model& m, size_t j);
   // The arguments of layer i's forward/backward over a piece's buffers.
   LayerArgs layer_args(Piece& pc, size_t i, bool training);
-  // Copies a piece's output rows into the gathered output (split networks).
+  // Copies a piece's output rows into the gathered outputs (split networks).
   void gather_output(const Piece& pc);
+  // The loss of output j over a piece's rows: per-sample values, and its weighted gradient.
+  void piece_loss(Piece& pc, size_t j);
 
   std::shared_ptr<const Model> model_;
   int max_batch_;
@@ -148,16 +192,44 @@ class Network {
   Rng rng_;
   int64_t iterations_ = 0;
 
-  size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, input_off_ = 0, loss_off_ = 0;
-  size_t out_off_ = 0;  // gathered output [max_batch, output features] (split networks)
+  size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, loss_off_ = 0;
+  std::vector<size_t> input_offs_;  // per input [max_batch, its shape]
+  // Per output: the gathered output [max_batch, its features] (split networks) and its
+  // per-sample losses [max_batch] (loss_off_ itself when there is one output).
+  std::vector<size_t> out_offs_, out_loss_offs_;
   size_t n_trainable_ = 0, n_fixed_ = 0, state_floats_ = 0;
   float* params_ = nullptr;
-  const float* out_ptr_ = nullptr;
+  std::vector<const float*> out_ptrs_;
   std::vector<Piece> pieces_;
   int step_n_ = 0;
-  Targets step_targets_;
+  std::vector<Targets> step_targets_;  // one per output, sized once
   std::vector<std::vector<float*>> param_ptrs_;
   std::vector<VarRange> vars_;
+
+  // Regularization and constraints (network_training.cpp).
+  struct RegularizedVar {
+    size_t offset, size;  // in params()
+    Regularizer reg;
+  };
+  struct ConstrainedVar {
+    size_t offset;  // in params()
+    Shape shape;
+    Constraint constraint;
+  };
+  std::vector<RegularizedVar> reg_vars_;
+  std::vector<ConstrainedVar> constrained_;
+  std::vector<std::pair<size_t, Regularizer>> activity_;  // (node, regularizer)
+  std::vector<char> needs_backward_;  // a node with trainable weights at or before it
+  std::vector<char> inference_mode_;  // a frozen layer with batch statistics
+  // Fills the members above from the model (before the arena is laid out).
+  void plan_training();
+  // Adds the weight regularizers' gradients over trainable parameters [begin, end) and returns
+  // their penalty there.
+  double regularize(size_t begin, size_t end);
+  // The piece's activity penalties of its last forward (and their gradients when training).
+  void activity_forward(Piece& pc, bool add_grads);
+  void apply_constraints();
+  size_t sink_floats() const;
 };
 
 }  // namespace nnfleet

@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
+#include "io/keras_writer.h"
 #include "layers/config.h"
+#include "layers/registry.h"
 #include "platform/files.h"
 
 extern char** environ;
@@ -454,6 +456,37 @@ TEST_F(Cli, KerasModelWithTheWrongInputShapeIsAPlanProblem) {
   EXPECT_THAT(
       err, HasSubstr("takes inputs of shape [None,6,6,2]; expected the data's shape [None,8,8,1]"));
   EXPECT_FALSE(file_exists(dir.path + "/o"));
+}
+
+// The .keras preflight: a `keras:` model that a .keras file cannot hold (an LSTM whose
+// recurrent_activation is Keras 2's hard_sigmoid, read from a legacy .h5) is refused before
+// anything trains, with the --format h5 hint; with --format h5 the same plan trains.
+TEST_F(Cli, KerasModelThatDotKerasCannotHoldIsRefusedBeforeTraining) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(make_layer("Reshape", {{"target_shape", {8, 8}}}, ConfigMode::kPlan, "reshape"));
+  ls.push_back(make_layer("LSTM", {{"units", 3}, {"recurrent_activation", "hard_sigmoid_keras2"}},
+                          ConfigMode::kPlan, "lstm"));
+  ls.push_back(make_layer("Dense", {{"units", 3}, {"activation", "softmax"}}, ConfigMode::kPlan,
+                          "dense"));
+  auto model = Model::sequential("old", Shape{8, 8, 1}, std::move(ls));
+  Network net(model, 1);
+  Rng init(1);
+  net.initialize(init);
+  save_keras_h5(dir.path + "/old_lstm.h5", *model, net.params());
+  const std::string p = dir.path + "/old.yaml";
+  testing_util::write_text(p, "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
+                              "  - name: old\n    keras: old_lstm.h5\n    epochs: 1\n");
+  std::string err;
+  EXPECT_EQ(run({"train", p, "--out", dir.path + "/o", "--quiet"}, dir.path, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("layer 'lstm' uses Keras 2's hard_sigmoid (0.2 x + 0.5) as its "
+                             "recurrent_activation, which the .keras format cannot name"));
+  EXPECT_THAT(err, HasSubstr("hint: train with --format h5"));
+  EXPECT_FALSE(file_exists(dir.path + "/o")) << "refused before anything is written";
+  EXPECT_EQ(run({"train", p, "--out", dir.path + "/h", "--quiet", "--format", "h5"}, dir.path,
+                nullptr, &err),
+            0)
+      << err;
+  EXPECT_TRUE(file_exists(dir.path + "/h/models/old.h5"));
 }
 
 }  // namespace

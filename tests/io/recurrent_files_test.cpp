@@ -105,22 +105,17 @@ TEST(RealFileRecurrent, GruWithTimeDistributedDenseKeras204MatchesReference) {
   expect_round_trip(lm, "en_fr_gru_timedist_k204", /*keras2_hard_sigmoid=*/true);
 }
 
-TEST(RealFileRecurrent, L2RegularizedLstmKeras341PredictsAndRefusesTraining) {
+TEST(RealFileRecurrent, L2RegularizedLstmKeras341PredictsAndTrainsWithItsPenalty) {
   const auto lm = expect_parity("rice_lstm_stacked_l2_k341.keras", "rice_lstm_stacked_l2_k341");
   expect_round_trip(lm, "rice_lstm_stacked_l2_k341");
   // The regularizer is kept for writing back...
   const Json cfg = keras_config_json(*lm.model, {});
   EXPECT_NE(cfg.dump().find("\"l2\":0.01"), std::string::npos);
-  // ...but training such a model is refused until the penalty is applied.
-  TrainSpec spec;
-  try {
-    Network net(lm.model, 4, spec, 1);
-    ADD_FAILURE() << "training a model with an L2 regularizer was not refused";
-  } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("regularizers are not applied in training yet"),
-              std::string::npos)
-        << e.what();
-  }
+  // ...and its penalty is part of the training loss.
+  EXPECT_EQ(lm.model->training_refusal(), "");
+  Network net(lm.model, 4, TrainSpec{}, 1);
+  std::copy(lm.params.begin(), lm.params.end(), net.params());
+  EXPECT_GT(net.weight_penalty(), 0.0);
 }
 
 }  // namespace

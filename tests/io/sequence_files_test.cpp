@@ -82,15 +82,15 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
-TEST(RealFileSequence, CausalTcnKeepsItsL1RegularizersAndTrainingRefusesThem) {
+TEST(RealFileSequence, CausalTcnKeepsItsL1RegularizersAndTrainsWithThem) {
   const LoadedModel lm = load_keras_model(fixture("iri_tcn_conv1d_causal_l1_k392.h5"));
-  const Json reg = lm.model->layer(0).keras_config()["kernel_regularizer"];
+  const Json reg = lm.model->layer_keras_config(0)["kernel_regularizer"];
   EXPECT_EQ(reg.value("class_name", ""), "L1");
   EXPECT_NEAR(reg["config"]["l1"].get<double>(), 1e-5, 1e-12);
   EXPECT_EQ(lm.model->layer(0).keras_config()["padding"], "causal");
-  EXPECT_EQ(lm.model->training_refusal(),
-            "layer '" + lm.model->layer(0).name() +
-                "' has kernel_regularizer \"L1\"; regularizers are not applied in training yet");
+  EXPECT_EQ(lm.model->training_refusal(), "");
+  ASSERT_FALSE(lm.model->training(0).regularizers.empty());
+  EXPECT_NEAR(lm.model->training(0).regularizers[0].second.l1, 1e-5, 1e-12);
 }
 
 TEST(RealFileSequence, EmbeddingModelReadsIdsAndNamesTheRowOfABadOne) {

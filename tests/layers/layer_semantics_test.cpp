@@ -232,12 +232,103 @@ TEST(Embedding, LooksUpRowsAndMaskZeroProducesAMask) {
   EXPECT_THROW(masked->output_shape({Shape{2, 3}}), ModelError);
 }
 
-TEST(UpSampling2D, RepeatsEachPixelAndRefusesBilinear) {
+TEST(UpSampling2D, RepeatsEachPixelOrInterpolatesBilinearAndRefusesOtherInterpolations) {
   LayerRun r("UpSampling2D", {{"size", Json{2, 1}}}, {Shape{1, 2, 1}});
   EXPECT_EQ(r.out, (Shape{2, 2, 1}));
   EXPECT_EQ(r.forward(1, {{3, 4}}, false), (std::vector<float>{3, 4, 3, 4}));
-  EXPECT_THROW(make_layer("UpSampling2D", Json{{"interpolation", "bilinear"}}, ConfigMode::kKeras, "u"),
+  // Half-pixel centres along the doubled width: samples at -0.25 (edge), 0.25, 0.75, 1.25 (edge).
+  LayerRun b("UpSampling2D", {{"size", Json{1, 2}}, {"interpolation", "bilinear"}}, {Shape{1, 2, 1}});
+  EXPECT_EQ(b.forward(1, {{3, 4}}, false), (std::vector<float>{3, 3.25f, 3.75f, 4}));
+  EXPECT_EQ(b.layer->keras_config()["interpolation"], "bilinear");
+  EXPECT_THROW(make_layer("UpSampling2D", Json{{"interpolation", "bicubic"}}, ConfigMode::kKeras, "u"),
                ConfigError);
+}
+
+TEST(Conv2DTranspose, OutputSizesFollowKerasDeconvLength) {
+  auto out = [](Json cfg, Shape in) { return LayerRun("Conv2DTranspose", cfg, {in}).out; };
+  const Json base{{"filters", 2}, {"kernel_size", 3}, {"strides", 2}};
+  Json same = base, valid_op = base, k1 = base;
+  same["padding"] = "same";
+  valid_op["output_padding"] = Json{1, 0};
+  k1["kernel_size"] = 1;
+  k1["strides"] = 3;
+  EXPECT_EQ(out(base, Shape{7, 5, 4}), (Shape{15, 11, 2}));     // in*s + max(k - s, 0)
+  EXPECT_EQ(out(same, Shape{7, 5, 4}), (Shape{14, 10, 2}));     // in*s
+  EXPECT_EQ(out(valid_op, Shape{7, 5, 4}), (Shape{16, 11, 2}));  // (in-1)*s + k + p
+  EXPECT_EQ(out(k1, Shape{2, 2, 1}), (Shape{6, 6, 2}));          // kernel below the stride
+  LayerRun r("Conv2DTranspose", base, {Shape{7, 5, 4}});
+  EXPECT_EQ(r.layer->param_specs(r.ins)[0].shape, (Shape{3, 3, 2, 4}));  // (kh, kw, out, in)
+}
+
+TEST(Conv2DTranspose, EachInputPixelAddsItsKernelWindowAtItsStride) {
+  // 1x1 input of 2, kernel w[ky,kx] = 3*ky + kx + 1: valid gives 2*w; same (strides 2) keeps
+  // output rows/cols [0, 2) of it (TensorFlow pads the associated convolution after).
+  std::vector<float> w{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  LayerRun v("Conv2DTranspose", {{"filters", 1}, {"kernel_size", 3}, {"use_bias", false}},
+             {Shape{1, 1, 1}});
+  v.params[0] = w;
+  EXPECT_EQ(v.forward(1, {{2}}, false), (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16, 18}));
+  LayerRun s("Conv2DTranspose",
+             {{"filters", 1}, {"kernel_size", 3}, {"strides", 2}, {"padding", "same"}},
+             {Shape{1, 1, 1}});
+  s.params[0] = w;
+  s.params[1] = {0.5f};
+  EXPECT_EQ(s.forward(1, {{2}}, false), (std::vector<float>{2.5f, 4.5f, 8.5f, 10.5f}));
+}
+
+TEST(Conv2DTranspose, RefusesDilationAnOutputPaddingNotBelowTheStrideAndSizesTensorFlowRefuses) {
+  EXPECT_THROW(make_layer("Conv2DTranspose", {{"filters", 1}, {"kernel_size", 3}, {"dilation_rate", 2}},
+                          ConfigMode::kKeras, "t"),
+               ConfigError);
+  EXPECT_THROW(make_layer("Conv2DTranspose",
+                          {{"filters", 1}, {"kernel_size", 3}, {"strides", 2}, {"output_padding", 2}},
+                          ConfigMode::kKeras, "t"),
+               ConfigError);
+  // Even kernel, "same", output_padding 0: (3-1)*2 + 0 = 4 rows, whose convolution gives 2, not 3.
+  auto l = make_layer("Conv2DTranspose",
+                      {{"filters", 1}, {"kernel_size", 2}, {"strides", 2}, {"padding", "same"},
+                       {"output_padding", 0}},
+                      ConfigMode::kKeras, "t");
+  EXPECT_THROW(l->output_shape({Shape{3, 3, 1}}), ModelError);
+}
+
+TEST(Conv2D, GroupsSplitChannelsAndFiltersAndMustDivideBoth) {
+  // 2 groups, 1x1 kernel: output 0 sees input channel 0, output 1 input channel 1.
+  LayerRun r("Conv2D", {{"filters", 2}, {"kernel_size", 1}, {"groups", 2}, {"use_bias", false}},
+             {Shape{1, 1, 2}});
+  ASSERT_EQ(r.layer->param_specs(r.ins)[0].shape, (Shape{1, 1, 1, 2}));
+  r.params[0] = {10, 100};
+  EXPECT_EQ(r.forward(1, {{1, 2}}, false), (std::vector<float>{10, 200}));
+  EXPECT_EQ(r.layer->keras_config()["groups"], 2);
+  EXPECT_THROW(make_layer("Conv2D", {{"filters", 3}, {"kernel_size", 1}, {"groups", 2}},
+                          ConfigMode::kKeras, "c"),
+               ConfigError);
+  auto l = make_layer("Conv2D", {{"filters", 4}, {"kernel_size", 1}, {"groups", 2}},
+                      ConfigMode::kKeras, "c");
+  EXPECT_THROW(l->output_shape({Shape{3, 3, 3}}), ModelError);
+}
+
+TEST(SeparableConv2D, DepthwiseThenPointwiseWithKerasWeightNames) {
+  LayerRun r("SeparableConv2D", {{"filters", 1}, {"kernel_size", 1}, {"depth_multiplier", 2}},
+             {Shape{1, 1, 1}});
+  const auto specs = r.layer->param_specs(r.ins);
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].name, "depthwise_kernel");
+  EXPECT_EQ(specs[0].shape, (Shape{1, 1, 1, 2}));
+  EXPECT_EQ(specs[1].name, "pointwise_kernel");
+  EXPECT_EQ(specs[1].shape, (Shape{1, 1, 2, 1}));
+  r.params[0] = {2, 3};
+  r.params[1] = {10, 100};
+  r.params[2] = {0.5f};
+  EXPECT_EQ(r.forward(1, {{1}}, false), (std::vector<float>{320.5f}));  // 2*10 + 3*100 + 0.5
+}
+
+TEST(Cropping2D, KeepsTheInnerRowsAndColumns) {
+  LayerRun r("Cropping2D", {{"cropping", Json{Json{1, 0}, Json{0, 1}}}}, {Shape{2, 3, 1}});
+  EXPECT_EQ(r.out, (Shape{1, 2, 1}));
+  EXPECT_EQ(r.forward(1, {{1, 2, 3, 4, 5, 6}}, false), (std::vector<float>{4, 5}));
+  auto l = make_layer("Cropping2D", {{"cropping", 1}}, ConfigMode::kKeras, "c");
+  EXPECT_THROW(l->output_shape({Shape{2, 5, 1}}), ModelError);
 }
 
 TEST(SequenceReshaping, UpSamplingCroppingPaddingRepeatAndPermuteMoveValuesAsKeras) {
@@ -298,6 +389,64 @@ TEST(Recurrent, StatefulAndReturnStateAreRefusedByName) {
       EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
     }
   }
+}
+
+// Keras's input dropout in recurrent layers: one mask per sample and sequence (0 or 1/(1-rate)
+// for each feature), drawn from the layer's stream and applied at every step; inference ignores
+// it.
+TEST(RecurrentDropout, OneInputMaskPerSequenceReusedAtEveryStep) {
+  for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
+    SCOPED_TRACE(cls);
+    const int n = 3, t = 4, in = 5;
+    const Json cfg = {{"units", 2}, {"return_sequences", true}};
+    Json dropped = cfg;
+    dropped["dropout"] = 0.5;
+    LayerRun plain(cls, cfg, {Shape{t, in}}), drop(cls, dropped, {Shape{t, in}});
+    Rng w(3);
+    for (auto& p : plain.params)
+      for (float& v : p) v = 0.5f * static_cast<float>(w.normal());
+    drop.params = plain.params;
+    std::vector<float> x(static_cast<size_t>(n) * t * in);
+    for (float& v : x) v = static_cast<float>(w.normal());
+    // Inference: the dropout rate changes nothing.
+    EXPECT_EQ(drop.forward(n, {x}, false), plain.forward(n, {x}, false));
+    const std::vector<float> y = drop.forward(n, {x}, true);
+    RnnDims d;
+    d.cell = std::string(cls) == "LSTM" ? RnnCell::kLstm
+             : std::string(cls) == "GRU" ? RnnCell::kGru
+                                         : RnnCell::kSimple;
+    d.n = n, d.t = t, d.in = in, d.units = 2, d.return_sequences = true;
+    const float* mask = drop.cache.data() + rnn_cache_floats(d);
+    int zeros = 0;
+    for (int i = 0; i < n * in; ++i) {
+      EXPECT_TRUE(mask[i] == 0.0f || mask[i] == 2.0f) << mask[i];
+      zeros += mask[i] == 0.0f;
+    }
+    EXPECT_GT(zeros, 0);
+    EXPECT_LT(zeros, n * in);
+    // Training equals inference on the inputs times the per-sequence mask, broadcast over time.
+    std::vector<float> xm = x;
+    for (int s = 0; s < n; ++s)
+      for (int k = 0; k < t; ++k)
+        for (int i = 0; i < in; ++i)
+          xm[(static_cast<size_t>(s) * t + k) * in + i] *= mask[s * in + i];
+    const std::vector<float> want = plain.forward(n, {xm}, false);
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_FLOAT_EQ(y[i], want[i]) << i;
+  }
+}
+
+TEST(RecurrentDropout, RecurrentDropoutAndBidirectionalDropoutAreRefusedForTraining) {
+  auto l = make_layer("LSTM", {{"units", 2}, {"recurrent_dropout", 0.2}}, ConfigMode::kPlan, "l");
+  EXPECT_NE(l->training_refusal().find("recurrent_dropout inside recurrent layers is not applied"),
+            std::string::npos);
+  auto b = make_layer(
+      "Bidirectional",
+      {{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"dropout", 0.2}}}}}},
+      ConfigMode::kPlan, "b");
+  EXPECT_NE(b->training_refusal().find("dropout inside a Bidirectional layer"), std::string::npos);
+  EXPECT_EQ(make_layer("GRU", {{"units", 2}, {"dropout", 0.2}}, ConfigMode::kPlan, "g")
+                ->training_refusal(),
+            "");
 }
 
 }  // namespace

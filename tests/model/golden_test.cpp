@@ -2,7 +2,12 @@
 // tools/make_sequence_golden_fixtures.py, computed in float64 with Keras's formulas): outputs,
 // gradients, and weights after 3 Adam and 3 SGD-momentum steps, for a Dense model, a Conv2D
 // model, a causal Conv1D model and a dilated Conv1D model; outputs, gradients and 3 Adam steps
-// for recurrent models (tools/make_recurrent_golden_fixtures.py). Compared within 1e-5 relative.
+// for recurrent models (tools/make_recurrent_golden_fixtures.py), among them a per-timestep
+// classifier (labels [N,T]) and one whose Embedding(mask_zero) mask weights the loss; the same
+// four for LayerNormalization (trailing and non-trailing axis) and UnitNormalization models
+// (tools/make_norm_golden_fixtures.py), and for the convolution variants
+// (tools/make_conv_variants_golden_fixtures.py: Conv2DTranspose, SeparableConv2D, grouped Conv2D
+// + bilinear UpSampling2D + Cropping2D). Compared within 1e-5 relative.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,10 +54,35 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
   }
+  if (prefix == "seq_lstm") {
+    add("LSTM", {{"units", 4}, {"return_sequences", true}}, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "masked_seq_lstm") {
+    add("Embedding", {{"input_dim", 6}, {"output_dim", 3}, {"mask_zero", true}}, "embedding");
+    add("LSTM", {{"units", 4}, {"return_sequences", true}}, "rnn");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5}, std::move(ls));
+  }
   if (auto it = recurrent.find(prefix); it != recurrent.end()) {
     add(it->second.first, it->second.second, "rnn");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential(prefix, Shape{5, 3}, std::move(ls));
+  }
+  if (prefix == "layer_norm") {
+    add("Dense", {{"units", 5}, {"activation", "relu"}}, "dense");
+    add("LayerNormalization", {{"axis", -1}, {"epsilon", 1e-3}}, "layer_normalization");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense_1");
+    return Model::sequential(prefix, Shape{3, 4}, std::move(ls));
+  }
+  if (prefix == "layer_norm_axes") {
+    add("LayerNormalization", {{"axis", 1}, {"epsilon", 1e-5}}, "layer_normalization");
+    add("UnitNormalization", {{"axis", -1}}, "unit_normalization");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{3, 4}, std::move(ls));
   }
   if (prefix == "dense") {
     add("Dense", {{"units", 6}, {"activation", "relu"}}, "dense");
@@ -74,6 +104,48 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     add("GlobalAveragePooling1D", Json::object(), "global_average_pooling1d");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential("conv1d_dilated", Shape{11, 2}, std::move(ls));
+  }
+  if (prefix == "conv_transpose") {
+    add("Conv2DTranspose",
+        {{"filters", 3},
+         {"kernel_size", 3},
+         {"strides", 2},
+         {"padding", "same"},
+         {"activation", "relu"}},
+        "conv2d_transpose");
+    add("Conv2DTranspose",
+        {{"filters", 2},
+         {"kernel_size", 3},
+         {"strides", 2},
+         {"output_padding", 1},
+         {"activation", "tanh"}},
+        "conv2d_transpose_1");
+    add("GlobalAveragePooling2D", Json::object(), "global_average_pooling2d");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{3, 3, 2}, std::move(ls));
+  }
+  if (prefix == "separable_conv") {
+    add("SeparableConv2D",
+        {{"filters", 4},
+         {"kernel_size", 3},
+         {"depth_multiplier", 2},
+         {"strides", 2},
+         {"padding", "same"},
+         {"activation", "relu"}},
+        "separable_conv2d");
+    add("SeparableConv2D", {{"filters", 3}, {"kernel_size", 2}}, "separable_conv2d_1");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{6, 6, 2}, std::move(ls));
+  }
+  if (prefix == "grouped_bilinear") {
+    add("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"groups", 2}, {"activation", "relu"}},
+        "conv2d");
+    add("UpSampling2D", {{"interpolation", "bilinear"}}, "up_sampling2d");
+    add("Cropping2D", {{"cropping", Json{Json{1, 0}, Json{0, 2}}}}, "cropping2d");
+    add("Flatten", Json::object(), "flatten");
+    add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
+    return Model::sequential(prefix, Shape{5, 5, 4}, std::move(ls));
   }
   add("Conv2D", {{"filters", 2}, {"kernel_size", 3}, {"activation", "relu"}}, "conv2d");
   add("MaxPooling2D", {{"pool_size", 2}}, "max_pooling2d");
@@ -159,8 +231,10 @@ TEST_P(Golden, ThreeSgdMomentumStepsMatch) {
   expect_params(*net, "sgdm");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Golden, ::testing::Values("dense", "conv", "conv1d_causal",
-                                                             "conv1d_dilated"));
+INSTANTIATE_TEST_SUITE_P(Models, Golden,
+                         ::testing::Values("dense", "conv", "conv1d_causal", "conv1d_dilated",
+                                           "layer_norm", "layer_norm_axes", "conv_transpose",
+                                           "separable_conv", "grouped_bilinear"));
 
 // Recurrent models: fixtures hold outputs, gradients and Adam steps (no SGD-momentum run).
 class GoldenRecurrent : public Golden {};
@@ -178,7 +252,7 @@ TEST_P(GoldenRecurrent, ThreeAdamStepsMatchKerasFormula) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenRecurrent,
                          ::testing::Values("lstm", "gru", "gru_plain", "simple_rnn", "bilstm",
-                                           "masked_lstm"));
+                                           "masked_lstm", "seq_lstm", "masked_seq_lstm"));
 
 }  // namespace
 }  // namespace nnfleet

@@ -299,3 +299,129 @@ TEST(Network, SharedParametersServeSeveralInferenceNetworks) {
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// wide [2] and deep [3] -> d = Dense(4, tanh)(deep) -> main = Dense(1)(concat(wide, d)),
+// aux = Dense(1)(d): the shape of the Keras wide & deep model (ids 0, 1 are the inputs).
+std::shared_ptr<const Model> wide_deep() {
+  std::vector<ModelNode> nodes;
+  nodes.push_back({L("Dense", {{"units", 4}, {"activation", "tanh"}}, "d"), {1}});
+  nodes.push_back({L("Concatenate", Json::object(), "cat"), {0, 2}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "main"), {3}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "aux"), {2}});
+  return std::make_shared<const Model>(
+      "wd", std::vector<ModelInput>{{"wide", Shape{2}}, {"deep", Shape{3}}}, std::move(nodes),
+      std::vector<int>{4, 5});
+}
+
+TrainSpec two_losses(double w_main, double w_aux) {
+  TrainSpec s{parse_loss("mse"), parse_optimizer(Json{{"SGD", {{"learning_rate", 0.05}}}})};
+  s.outputs = {{parse_loss("mse"), w_main}, {parse_loss("mae"), w_aux}};
+  return s;
+}
+
+// Fills both inputs and both targets of a batch of 8 from rng.
+void fill_batch(Network& net, Rng& rng, std::vector<float>& y0, std::vector<float>& y1) {
+  for (int i = 0; i < 8; ++i) {
+    float s = 0;
+    for (int j = 0; j < 2; ++j) s += net.input(0)[2 * i + j] = rng.uniform() - 0.5f;
+    for (int j = 0; j < 3; ++j) s -= net.input(1)[3 * i + j] = rng.uniform() - 0.5f;
+    y0[static_cast<size_t>(i)] = s;
+    y1[static_cast<size_t>(i)] = 0.5f * s;
+  }
+}
+
+TEST(Model, SeveralInputsAndOutputsArePlannedInOrder) {
+  auto m = wide_deep();
+  EXPECT_EQ(m->num_inputs(), 2u);
+  EXPECT_EQ(m->input(1).name, "deep");
+  EXPECT_EQ(m->num_outputs(), 2u);
+  EXPECT_EQ(m->output_name(0), "main");
+  EXPECT_EQ(m->output_name(1), "aux");
+  EXPECT_EQ(m->planned(1).out_shape, (Shape{6}));  // concat(wide [2], d [4])
+  EXPECT_FALSE(m->is_sequential());
+  EXPECT_EQ(m->node_name(1), "deep");
+  EXPECT_EQ(m->node_name(3), "cat");
+}
+
+TEST(Model, ALayerThatFeedsNoOutputIsRefused) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back({L("Dense", {{"units", 4}}, "dead"), {0}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "out"), {1}});
+  try {
+    Model("m", std::vector<ModelInput>{{"a", Shape{3}}, {"b", Shape{2}}}, std::move(nodes),
+          std::vector<int>{3});
+    FAIL() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'dead' does not lead to an output"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The training loss is the weighted sum of the outputs' mean losses (Keras's loss_weights), each
+// output's own losses are kept, and an output of weight 0 sends no gradient into its head.
+TEST(Network, TwoOutputLossIsTheWeightedSumAndWeightsScaleGradients) {
+  Network net(wide_deep(), 8, two_losses(0.9, 0.1));
+  Rng rng(3);
+  net.initialize(rng);
+  std::vector<float> y0(8), y1(8);
+  fill_batch(net, rng, y0, y1);
+  Targets t[2];
+  t[0].values = y0.data();
+  t[1].values = y1.data();
+  const double total = net.train_step(8, t);
+  double l0 = 0, l1 = 0;
+  for (int i = 0; i < 8; ++i) {
+    l0 += net.step_losses(0)[i];
+    l1 += net.step_losses(1)[i];
+  }
+  EXPECT_NEAR(total, 0.9 * l0 / 8 + 0.1 * l1 / 8, 1e-6);
+  EXPECT_GT(l1, 0.0);
+
+  Network frozen_aux(wide_deep(), 8, two_losses(1.0, 0.0));
+  Rng rng2(3);
+  frozen_aux.initialize(rng2);
+  fill_batch(frozen_aux, rng2, y0, y1);
+  frozen_aux.train_step(8, t);
+  // Layer 'aux' (layer 3) holds the last trainable parameters: kernel [4,1] and bias [1].
+  const float* g = frozen_aux.gradients();
+  for (size_t i = frozen_aux.num_trainable() - 5; i < frozen_aux.num_trainable(); ++i)
+    EXPECT_EQ(g[i], 0.0f) << i;
+  EXPECT_NE(g[0], 0.0f);  // 'd' still learns from main
+}
+
+TEST(Network, TwoInputTwoOutputModelTrainsSplitOrWholeAlike) {
+  Network whole(wide_deep(), 8, two_losses(0.9, 0.1));
+  Network split(wide_deep(), 8, two_losses(0.9, 0.1), 2);
+  ASSERT_EQ(split.pieces(), 2);
+  Rng r1(11), r2(11);
+  whole.initialize(r1);
+  split.initialize(r2);
+  std::vector<float> y0(8), y1(8);
+  Targets t[2];
+  t[0].values = y0.data();
+  t[1].values = y1.data();
+  double first = 0, last = 0;
+  Rng data(7);
+  for (int step = 0; step < 300; ++step) {
+    fill_batch(whole, data, y0, y1);
+    std::copy(whole.input(0), whole.input(0) + 16, split.input(0));
+    std::copy(whole.input(1), whole.input(1) + 24, split.input(1));
+    const double lw = whole.train_step(8, t), ls = split.train_step(8, t);
+    ASSERT_NEAR(lw, ls, 1e-5) << step;
+    if (step == 0) first = lw;
+    last = lw;
+  }
+  EXPECT_LT(last, 0.2 * first);
+  for (size_t j = 0; j < 2; ++j)
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(split.output(j)[i], whole.output(j)[i], 1e-4);
+  const long before = allocation_count();
+  for (int s = 0; s < 3; ++s) split.train_step(s % 2 ? 8 : 5, t);
+  EXPECT_EQ(allocation_count() - before, 0);
+}
+
+}  // namespace
+}  // namespace nnfleet
