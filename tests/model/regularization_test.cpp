@@ -259,8 +259,9 @@ TEST(Frozen, WeightsStayBitForBitAndHaveNoOptimizerState) {
   for (int s = 0; s < 3; ++s) {
     std::copy(b.x.begin(), b.x.end(), net.input());
     net.train_step(6, t);
-    if (s == 0)  // the step's forward ran the frozen BN on its moving statistics
+    if (s == 0) {  // the step's forward ran the frozen BN on its moving statistics
       for (int i = 0; i < 18; ++i) EXPECT_FLOAT_EQ(net.output()[i], inference[i]);
+    }
   }
   const size_t fixed0 = net.num_trainable();
   for (size_t i = fixed0; i < net.num_params(); ++i)
