@@ -375,7 +375,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       for (size_t m = 0; m < metrics.size(); ++m)
         rec.values.emplace_back(metrics.key(m), metrics.value(m, ck.metric_sums.data()));
       if (data.n_val > 0) {
-        double vl = 0, vw = 0;
+        double vl = 0;
         std::vector<double> vm;
         evaluate(net, batcher, data.train, data.train_weights, data.n_train,
                  data.n_train + data.n_val, metrics, spec, infer, vl, vm);
@@ -443,7 +443,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
     if (!res.history.empty()) res.metrics = res.history.back().values;
     if (data.test) {
-      double tl = 0, tw = 0;
+      double tl = 0;
       std::vector<double> tm;
       evaluate(net, batcher, *data.test, data.test_weights, 0, data.test->x.rows(), metrics, spec,
                infer, tl, tm);

@@ -141,6 +141,8 @@ double step_value(MetricKind m, int k, const float* p, const float* y, int32_t l
         sum += a / k;
         break;
       }
+      default:  // the epoch-level kinds have no per-step value (MetricSet)
+        NNFLEET_CHECK(false);
     }
   }
   return sum;
