@@ -22,7 +22,7 @@ double factor(const Json& cfg, const char* k, double def, const std::string& key
   if (!cfg.contains(k) || cfg[k].is_null()) return def;
   const Json& v = cfg[k];
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-    throw ConfigError(key, "regularizer factor '" + std::string(k) +
+    throw ConfigError(key, key + ": regularizer factor '" + std::string(k) +
                                "' must be a finite number >= 0; expected e.g. 0.01, got " +
                                show(v));
   return v.get<double>();
@@ -31,7 +31,7 @@ double factor(const Json& cfg, const char* k, double def, const std::string& key
 double number(const Json& cfg, const char* k, double def, const std::string& key) {
   if (!cfg.contains(k) || cfg[k].is_null()) return def;
   if (!cfg[k].is_number() || !std::isfinite(cfg[k].get<double>()))
-    throw ConfigError(key, "constraint option '" + std::string(k) +
+    throw ConfigError(key, key + ": constraint option '" + std::string(k) +
                                "' must be a finite number; got " + show(cfg[k]));
   return cfg[k].get<double>();
 }
@@ -42,7 +42,7 @@ void check_keys(const Json& cfg, const std::vector<std::string>& allowed, const 
     if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      throw ConfigError(key, "unknown option '" + it.key() + "' of " + cls + "; expected one of " +
+      throw ConfigError(key, key + ": unknown option '" + it.key() + "' of " + cls + "; expected one of " +
                                  (list.empty() ? std::string("(none)") : list));
     }
 }
@@ -70,7 +70,7 @@ Regularizer parse_regularizer_spec(const Json& v, const std::string& key) {
         "the OrthogonalRegularizer penalty is not computed in training; expected L1, L2 "
         "or L1L2";
   } else {
-    throw ConfigError(key, "unknown regularizer '" + o.name +
+    throw ConfigError(key, key + ": unknown regularizer '" + o.name +
                                "'; expected L1, L2 or L1L2 (or l1, l2, l1_l2), or null");
   }
   return r;
@@ -112,10 +112,10 @@ Constraint parse_constraint_spec(const Json& v, const std::string& key) {
     for (const Json& e : a.is_array() ? a : Json::array({a})) {
       if (!e.is_number_integer() || std::abs(e.get<int64_t>()) > Shape::kMaxRank)
         throw ConfigError(
-            key, "constraint axis must be an integer or a list of integers; got " + show(a));
+            key, key + ": constraint axis must be an integer or a list of integers; got " + show(a));
       c.axes.push_back(static_cast<int>(e.get<int64_t>()));
     }
-    if (c.axes.empty()) throw ConfigError(key, "constraint axis list is empty; expected e.g. 0");
+    if (c.axes.empty()) throw ConfigError(key, key + ": constraint axis list is empty; expected e.g. 0");
   };
   if (n == "maxnorm") {
     check_keys(o.config, {"max_value", "axis"}, key, "MaxNorm");
@@ -136,14 +136,14 @@ Constraint parse_constraint_spec(const Json& v, const std::string& key) {
     c.max_value = number(o.config, "max_value", 1.0, key);
     c.rate = number(o.config, "rate", 1.0, key);
     if (c.min_value < 0 || c.min_value > c.max_value)
-      throw ConfigError(key, "MinMaxNorm needs 0 <= min_value <= max_value; got " + show(o.config));
+      throw ConfigError(key, key + ": MinMaxNorm needs 0 <= min_value <= max_value; got " + show(o.config));
     axes();
   } else if (n == "radialconstraint") {
     c.refusal =
         "the RadialConstraint projection is not applied in training; expected MaxNorm, "
         "NonNeg, UnitNorm or MinMaxNorm";
   } else {
-    throw ConfigError(key, "unknown constraint '" + o.name +
+    throw ConfigError(key, key + ": unknown constraint '" + o.name +
                                "'; expected MaxNorm, NonNeg, UnitNorm or MinMaxNorm (or "
                                "max_norm, non_neg, unit_norm, min_max_norm), or null");
   }
