@@ -231,13 +231,6 @@ FleetSummary run_quiet(const std::string& plan, const std::string& out,
   return s;
 }
 
-const JobResult& result(const FleetSummary& s, const std::string& name) {
-  for (const auto& r : s.results)
-    if (r.name == name) return r;
-  ADD_FAILURE() << "no model " << name;
-  return s.results[0];
-}
-
 TEST_F(FitOptions, ClassWeightTrainsAsTheSampleWeightsKerasMakesOfIt) {
   const std::vector<int32_t> y = labels_of(dir.path + "/train_y.npy");
   const float cw[3] = {2.5f, 1.0f, 0.25f};
@@ -245,36 +238,48 @@ TEST_F(FitOptions, ClassWeightTrainsAsTheSampleWeightsKerasMakesOfIt) {
   for (int32_t c : y) by_class.push_back(cw[c]);
   write_weights(dir.path + "/w_class.npy", by_class, DType::kF64);
   write_weights(dir.path + "/w_ones.npy", ones);
-  testing_util::write_text(plan, weighted_plan(R"(  - name: plain
-    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}
-  - name: ones
-    data: {train: {x: train_x.npy, y: train_y.npy, sample_weight: w_ones.npy},
-           validation_split: 0.25}
-  - name: class
-    class_weight: {0: 2.5, 2: 0.25}
-    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}
-  - name: sample
-    data: {train: {x: train_x.npy, y: train_y.npy, sample_weight: w_class.npy},
-           validation_split: 0.25}
-)"));
-  std::map<std::string, std::string> w;
-  const FleetSummary s = run_quiet(plan, dir.path + "/out", &w);
-  for (const auto& r : s.results) ASSERT_EQ(r.status, JobStatus::kDone) << r.name << r.message;
+  // Each variant trains a model of the same name (its initial weights and shuffles derive from
+  // the seed and the name), in a run of its own.
+  struct Trained {
+    JobResult result;
+    std::string weights;
+  };
+  auto train = [&](const std::string& entry, const std::string& tag) {
+    testing_util::write_text(plan, weighted_plan("  - name: m\n" + entry));
+    std::map<std::string, std::string> w;
+    const FleetSummary s = run_quiet(plan, dir.path + "/out_" + tag, &w);
+    EXPECT_EQ(s.results[0].status, JobStatus::kDone) << tag << ": " << s.results[0].message;
+    return Trained{s.results[0], w["m"]};
+  };
+  const Trained t_plain =
+      train("    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}\n",
+            "plain");
+  const Trained t_ones = train(
+      "    data: {train: {x: train_x.npy, y: train_y.npy, sample_weight: w_ones.npy},\n"
+      "           validation_split: 0.25}\n",
+      "ones");
+  const Trained t_by_class = train(
+      "    class_weight: {0: 2.5, 2: 0.25}\n"
+      "    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}\n",
+      "class");
+  const Trained t_sample = train(
+      "    data: {train: {x: train_x.npy, y: train_y.npy, sample_weight: w_class.npy},\n"
+      "           validation_split: 0.25}\n",
+      "sample");
   // Weights of one change nothing.
-  EXPECT_EQ(result(s, "ones").metrics, result(s, "plain").metrics);
-  EXPECT_TRUE(w["ones"] == w["plain"]);
+  EXPECT_EQ(t_ones.result.metrics, t_plain.result.metrics);
+  EXPECT_TRUE(t_ones.weights == t_plain.weights);
   // class_weight is the per-sample weight of each row's class (class 1 unlisted: 1) in training,
   // so it trains exactly as those sample weights do; only the validation split differs: Keras
   // weighs it with sample_weight but never with class_weight.
-  EXPECT_TRUE(w["class"] == w["sample"]);
-  EXPECT_FALSE(w["class"] == w["plain"]);
-  const auto& c = result(s, "class").history;
-  const auto& p = result(s, "sample").history;
-  ASSERT_EQ(c.size(), 2u);
-  for (size_t e = 0; e < c.size(); ++e) {
-    EXPECT_EQ(*find_metric(c[e].values, "loss"), *find_metric(p[e].values, "loss"));
-    EXPECT_NE(*find_metric(c[e].values, "val_loss"), *find_metric(p[e].values, "val_loss"));
-  }
+  EXPECT_TRUE(t_by_class.weights == t_sample.weights);
+  EXPECT_FALSE(t_by_class.weights == t_plain.weights);
+  const Metrics& c = t_by_class.result.metrics;
+  const Metrics& p = t_sample.result.metrics;
+  ASSERT_TRUE(find_metric(c, "loss") && find_metric(p, "loss"));
+  EXPECT_EQ(*find_metric(c, "loss"), *find_metric(p, "loss"));
+  ASSERT_TRUE(find_metric(c, "val_loss") && find_metric(p, "val_loss"));
+  EXPECT_NE(*find_metric(c, "val_loss"), *find_metric(p, "val_loss"));
 }
 
 TEST_F(FitOptions, WeightedValidationLossIsTheKerasMeanOverTheBatchSize) {

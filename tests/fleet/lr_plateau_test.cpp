@@ -31,7 +31,9 @@ TEST(LrPlateau, ReducesAtTheEpochsKerasDoes) {
     rate = plateau_epoch_end(r, false, values[e], rate, st);
   }
   EXPECT_EQ(rate, 0.029999999329447746);  // reduced rates are float32 values, as Keras holds
-  EXPECT_EQ(st.wait, 7);  // at min_lr no reduction happens and wait keeps counting (Keras)
+  // At min_lr no reduction happens and wait keeps counting (Keras): from epoch 8 (the first after
+  // the cooldown) to 13.
+  EXPECT_EQ(st.wait, 6);
 }
 
 TEST(LrPlateau, MaxModeAndMinDelta) {
