@@ -79,7 +79,6 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<con
   h["loss_sum"] = c.loss_sum;
   h["metric_sums"] = c.metric_sums;
   h["seen"] = c.seen;
-  h["metric_weight"] = c.metric_weight;
   h["epoch_seconds"] = c.epoch_seconds;
   h["seconds"] = c.seconds;
   h["samples"] = c.samples;
@@ -87,6 +86,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<con
   h["wait"] = c.wait;
   h["stopped"] = c.stopped;
   h["has_best_params"] = c.has_best_params;
+  h["plateau"] = {{"has_best", c.plateau.has_best},
+                  {"best", c.plateau.best},
+                  {"wait", c.plateau.wait},
+                  {"cooldown_counter", c.plateau.cooldown_counter},
+                  {"learning_rate", c.learning_rate}};
   Json hist = Json::array();
   for (const auto& r : c.history)
     hist.push_back({{"epoch", r.epoch}, {"seconds", r.seconds}, {"values", Json::array()}});
@@ -136,8 +140,6 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
     c.loss_sum = h.at("loss_sum").get<double>();
     c.metric_sums = h.at("metric_sums").get<std::vector<double>>();
     c.seen = h.at("seen").get<int64_t>();
-    c.metric_weight = h.contains("metric_weight") ? h.at("metric_weight").get<double>()
-                                                  : static_cast<double>(c.seen);
     c.epoch_seconds = h.at("epoch_seconds").get<double>();
     c.seconds = h.at("seconds").get<double>();
     c.samples = h.at("samples").get<int64_t>();
@@ -147,6 +149,14 @@ bool load_checkpoint(const std::string& path, Checkpoint& c) {
     c.wait = h.at("wait").get<int>();
     c.stopped = h.at("stopped").get<bool>();
     c.has_best_params = h.at("has_best_params").get<bool>();
+    if (h.contains("plateau")) {  // absent in checkpoints written before ReduceLROnPlateau
+      const Json& p = h.at("plateau");
+      c.plateau.has_best = p.at("has_best").get<bool>();
+      c.plateau.best = p.at("best").get<double>();
+      c.plateau.wait = p.at("wait").get<int>();
+      c.plateau.cooldown_counter = p.at("cooldown_counter").get<int>();
+      c.learning_rate = p.at("learning_rate").get<double>();
+    }
     c.history.clear();
     for (const auto& e : h.at("history")) {
       EpochRecord rec;

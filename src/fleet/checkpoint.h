@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fleet/job.h"
+#include "fleet/lr_plateau.h"
 
 namespace nnfleet {
 
@@ -23,7 +24,6 @@ struct Checkpoint {
   double loss_sum = 0.0;    // running sums of the interrupted epoch
   std::vector<double> metric_sums;
   int64_t seen = 0;
-  double metric_weight = 0.0;  // what metric_sums are divided by (seen, or the kept mask share)
   double epoch_seconds = 0.0;
   double seconds = 0.0;     // training time so far
   int64_t samples = 0;      // samples trained so far
@@ -31,6 +31,9 @@ struct Checkpoint {
   int wait = 0;
   bool stopped = false;     // early stopping ended training (the weights are final)
   bool has_best_params = false;
+  // ReduceLROnPlateau's state and the rate it left (0: the optimizer's own rate).
+  PlateauState plateau;
+  double learning_rate = 0.0;
   std::vector<EpochRecord> history;
   // Filled by load_checkpoint only: a save takes the network's live weights and optimizer state
   // as views instead, so a job never holds a second copy of them.

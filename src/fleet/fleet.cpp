@@ -183,23 +183,47 @@ void check_input_ids(const ModelSpec& s, const Model& m, const FleetData& d,
   if (d.test) check(d.test->x, "test", d.test_name);
 }
 
-void check_early_stopping(const ModelSpec& s, const FleetData& d,
-                          std::vector<std::string>& problems) {
-  if (!s.early_stopping) return;
-  const std::string& mon = s.early_stopping->monitor;
+// A callback's monitor must be a quantity the job computes (early_stopping,
+// reduce_lr_on_plateau).
+void check_monitor(const ModelSpec& s, const FleetData& d, const std::string& option,
+                   const std::string& mon, std::vector<std::string>& problems) {
   std::vector<std::string> valid{"loss"};
   for (const auto& name : s.metrics) valid.push_back(metric_key(name));
+  for (const auto& name : s.weighted_metrics) {  // as the job names them (JobMetrics)
+    const std::string key = metric_key(name);
+    const bool taken = std::find(valid.begin(), valid.end(), key) != valid.end();
+    valid.push_back(taken ? "weighted_" + key : key);
+  }
   const size_t base = valid.size();
   if (d.n_val > 0)
     for (size_t i = 0; i < base; ++i) valid.push_back("val_" + valid[i]);
   if (std::find(valid.begin(), valid.end(), mon) != valid.end()) return;
   std::string list;
   for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
-  problems.push_back(s.where + ": model '" + s.name + "': early_stopping.monitor '" + mon +
+  problems.push_back(s.where + ": model '" + s.name + "': " + option + ".monitor '" + mon +
                      "' is not computed; expected one of " + list +
                      (mon.rfind("val_", 0) == 0 && d.n_val == 0
                           ? " (validation metrics need data.validation_split > 0)"
                           : ""));
+}
+
+// class_weight as Keras takes it: without a sample_weight source, for one output with one
+// target per sample; adds problems.
+void check_weights(const ModelSpec& s, const Model& m, const FleetData& d,
+                   std::vector<std::string>& problems) {
+  if (s.class_weight.empty()) return;
+  const std::string at = s.where + ": model '" + s.name + "': class_weight ";
+  if (!d.train_weights.empty())
+    problems.push_back(at + "with a sample_weight data source; expected one of them (Keras "
+                            "refuses both at the same time)");
+  if (m.num_outputs() > 1)
+    problems.push_back(at + "on a model with " + std::to_string(m.num_outputs()) +
+                       " outputs; expected one output (Keras's class_weight is for models with "
+                       "a single output: use a sample_weight source)");
+  else if (m.output_shape().rank() > 1)
+    problems.push_back(at + "with an output of shape " + m.output_shape().str() +
+                       "; expected one target per sample (Keras refuses class_weight for "
+                       "targets of 3 or more dimensions: use a sample_weight source)");
 }
 
 std::string default_out_dir(const Plan& plan) {
@@ -295,13 +319,18 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
     check_inputs(s, *j.model, data, problems);
     check_targets(s, *j.model, data, problems);
     check_input_ids(s, *j.model, data, problems);
-    check_early_stopping(s, data, problems);
+    if (s.early_stopping)
+      check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
+    if (s.reduce_lr_on_plateau)
+      check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
+    check_weights(s, *j.model, data, problems);
     TrainSpec train{s.loss, s.optimizer};
     try {
       train = train_spec_of(s, *j.model);
       for (size_t o = 0; o < j.model->num_outputs(); ++o)
-        for (const auto& m : s.metrics)
-          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
+        for (const auto* names : {&s.metrics, &s.weighted_metrics})
+          for (const auto& m : *names)
+            resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
       continue;

@@ -13,6 +13,7 @@ size_t FleetData::bytes() const {
   for (const More* m : {&more, &test_more})
     for (const auto* v : {&m->x, &m->y})
       for (const Array& a : *v) b += a.size_bytes();
+  b += (train_weights.size() + test_weights.size()) * sizeof(float);
   return b;
 }
 
@@ -132,6 +133,36 @@ FleetData::More load_more(const DataSource& s, const XY& first) {
   return m;
 }
 
+// The sample weights of source `s` for its `rows` samples: one finite, non-negative number per
+// sample ([N] or [N, 1]), as float32.
+std::vector<float> load_sample_weights(const DataSource& s, int64_t rows) {
+  if (s.sample_weight.empty()) return {};
+  const Array w = s.kind == DataSource::Kind::kNpz ? load_npz(s.file, s.sample_weight)
+                                                   : load_npy(s.sample_weight);
+  const std::string what =
+      "failed to load sample weights '" + (s.kind == DataSource::Kind::kNpz
+                                               ? s.file + "' (key '" + s.sample_weight + "')"
+                                               : s.sample_weight + "'");
+  if (w.shape().rank() < 1 || w.shape().rank() > 2 || (w.shape().rank() == 2 && w.shape()[1] != 1))
+    throw DataError(what + ": one weight per sample; expected shape [" + std::to_string(rows) +
+                    "] or [" + std::to_string(rows) + ", 1], got " + w.shape().str());
+  if (w.rows() != rows)
+    throw DataError(what + ": one weight per sample; expected " + std::to_string(rows) +
+                    " weights (the rows of x), got " + std::to_string(w.rows()));
+  std::vector<float> out(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    const double v = w.at(i);
+    if (!std::isfinite(v) || v < 0) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      throw DataError(what + ": bad weight at sample " + std::to_string(i) +
+                      "; expected a finite number >= 0, got " + text);
+    }
+    out[static_cast<size_t>(i)] = static_cast<float>(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -177,6 +208,8 @@ FleetData load_one(const DataSpec& spec) {
                     ": validation_split " + split + " of " + std::to_string(rows) +
                     " samples leaves an empty part; expected both parts non-empty");
   }
+  f.train_weights = load_sample_weights(spec.train, rows);
+  if (f.test) f.test_weights = load_sample_weights(*spec.test, f.test->x.rows());
   f.train_labels = label_stats(f.train.y);
   if (f.test) f.test_labels = label_stats(f.test->y);
   for (FleetData::More* m : {&f.more, &f.test_more})

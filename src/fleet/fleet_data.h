@@ -53,6 +53,9 @@ struct FleetData {
   }
   size_t num_x() const { return 1 + more.x.size(); }
   size_t num_y() const { return 1 + more.y.size(); }
+  // Keras's sample_weight of every train row (validation rows included) and of every test row,
+  // as float32; empty: the source has none.
+  std::vector<float> train_weights, test_weights;
   size_t bytes() const;
 };
 

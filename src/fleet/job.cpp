@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "fleet/checkpoint.h"
+#include "fleet/lr_plateau.h"
 #include "layers/registry.h"
 
 namespace nnfleet {
@@ -17,85 +18,221 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-struct MetricSlot {
-  MetricKind kind;
-  std::string key;
+// The job's metrics: the plan's `metrics` (unweighted) and `weighted_metrics` (weighted by the
+// samples' weights), as Keras's compile() has them, per model output, with their history keys
+// (a weighted metric whose key is taken is "weighted_<key>", as Keras names it). A model with
+// several outputs also reports each output's own loss first, and its keys carry the output's
+// name as Keras's do ("main_output_loss", "main_output_mae"). One state array holds it all.
+class JobMetrics {
+ public:
+  JobMetrics(const ModelSpec& spec, const TrainSpec& train, const Network& net) {
+    const size_t outs = net.model().num_outputs();
+    auto prefix = [&](size_t j) { return outs > 1 ? net.model().output_name(j) + "_" : ""; };
+    if (outs > 1)
+      for (size_t j = 0; j < outs; ++j) add_slot(prefix(j) + "loss", kLossPart, j);
+    for (bool weighted : {false, true})
+      for (size_t j = 0; j < outs; ++j) {
+        Part p{j, weighted,
+               MetricSet(weighted ? spec.weighted_metrics : spec.metrics, train.loss_of(j),
+                         static_cast<int>(net.output_features(j)), net.output_steps(j)),
+               state_size_};
+        state_size_ += p.set.state_size();
+        parts_.push_back(std::move(p));
+        for (size_t m = 0; m < parts_.back().set.size(); ++m) {
+          const std::string key = prefix(j) + parts_.back().set.key(m);
+          const bool taken = std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+          add_slot(weighted && taken ? "weighted_" + key : key, parts_.size() - 1, m);
+        }
+      }
+  }
+  size_t size() const { return keys_.size(); }
+  bool empty() const { return keys_.empty(); }
+  const std::string& key(size_t m) const { return keys_[m]; }
+  size_t state_size() const { return state_size_; }
+  // Adds a batch of n rows: the network's outputs against targets[j] (per output).
+  void accumulate(double* state, int n, const Network& net, const Targets* targets) const {
+    for (const Part& p : parts_) {
+      const Targets t = net.on_output(targets[p.output], p.output);
+      p.set.accumulate(state + p.offset, n, net.output(p.output), t,
+                       p.weighted ? t.weights : nullptr);
+    }
+  }
+  // Adds output j's loss summed over a batch of n rows (several outputs only).
+  void add_output_loss(double* state, size_t j, double sum, int n) const {
+    for (const Slot& sl : slots_)
+      if (sl.part == kLossPart && sl.index == j) {
+        state[sl.offset] += sum;
+        state[sl.offset + 1] += n;
+      }
+  }
+  double value(size_t m, const double* state) const {
+    const Slot& sl = slots_[m];
+    if (sl.part == kLossPart)
+      return state[sl.offset + 1] > 0 ? state[sl.offset] / state[sl.offset + 1] : 0.0;
+    const Part& p = parts_[sl.part];
+    return p.set.value(sl.index, state + p.offset);
+  }
+
+ private:
+  static constexpr size_t kLossPart = static_cast<size_t>(-1);
+  struct Part {
+    size_t output;
+    bool weighted;
+    MetricSet set;
+    size_t offset;  // into the state
+  };
+  struct Slot {
+    size_t part;    // kLossPart: an output's loss (index: the output)
+    size_t index;   // in the part's set
+    size_t offset;  // into the state (output losses: sum, then rows)
+  };
+  void add_slot(const std::string& key, size_t part, size_t index) {
+    keys_.push_back(key);
+    slots_.push_back({part, index, part == kLossPart ? state_size_ : 0});
+    if (part == kLossPart) state_size_ += 2;
+  }
+  std::vector<Part> parts_;
+  std::vector<Slot> slots_;
+  std::vector<std::string> keys_;
+  size_t state_size_ = 0;
 };
 
-// Reusable per-job batch buffers (allocated once per job, never inside a step).
+// Reusable per-job batch buffers (allocated once per job, never inside a step), one set of
+// targets per model output.
 struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
-  int k, steps;
+  const TrainSpec& train;
+  std::vector<int> ks, steps;  // per output: features per sample, and steps (Targets::steps)
   std::vector<int64_t> idx;
-  std::vector<int32_t> labels;
-  std::vector<float> values;
+  std::vector<std::vector<int32_t>> labels;
+  std::vector<std::vector<float>> values;
+  std::vector<Targets> targets;     // of the last load, one per output
+  std::vector<float> weights;       // of the batch, when weighted (every output shares them)
+  std::vector<float> class_weight;  // by class index (1 for classes the plan does not list)
 
-  Batcher(const FleetData& d, const ModelSpec& s, int k_, int steps_)
-      : data(d), spec(s), k(k_), steps(steps_) {
-    if (spec.loss.sparse())
-      labels.resize(static_cast<size_t>(spec.batch_size) * steps);
-    else
-      values.resize(static_cast<size_t>(spec.batch_size) * k);
-    idx.resize(static_cast<size_t>(spec.batch_size));
-  }
-  // Loads rows idx[0..n) of (x, y) into the network input and the target buffers.
-  // The buffers were sized for the model: run_fleet's check_targets holds every source (training
-  // and test) to that shape before anything runs.
-  Targets load(const XY& xy, const int64_t* rows, int n, Network& net) {
-    NNFLEET_CHECK(n <= spec.batch_size &&
-                  (spec.loss.sparse() ? xy.y.row_size() == steps : xy.y.row_size() == k));
-    gather_rows(xy.x, rows, n, data.scale, net.input());
-    Targets t;
-    if (spec.loss.sparse()) {
-      gather_labels(xy.y, rows, n, labels.data());
-      t.labels = labels.data();
-    } else {
-      gather_rows(xy.y, rows, n, 1.0f, values.data());
-      t.values = values.data();
+  Batcher(const FleetData& d, const ModelSpec& s, const TrainSpec& ts, const Network& net)
+      : data(d), spec(s), train(ts) {
+    const size_t outs = net.model().num_outputs();
+    labels.resize(outs);
+    values.resize(outs);
+    targets.resize(outs);
+    const size_t bs = static_cast<size_t>(spec.batch_size);
+    for (size_t j = 0; j < outs; ++j) {
+      ks.push_back(static_cast<int>(net.output_features(j)));
+      steps.push_back(net.output_steps(j));
+      if (train.loss_of(j).sparse())
+        labels[j].resize(bs * steps[j]);
+      else
+        values[j].resize(bs * ks[j]);
     }
-    return t;
+    idx.resize(bs);
+    weights.resize(bs);
+    if (!spec.class_weight.empty()) {
+      class_weight.assign(static_cast<size_t>(spec.class_weight.rbegin()->first) + 1, 1.0f);
+      for (const auto& [c, w] : spec.class_weight) class_weight[static_cast<size_t>(c)] = w;
+    }
+  }
+  // Loads rows idx[0..n) of xy (data.train or *data.test, with their further inputs and targets)
+  // into the network inputs and the target buffers, with the rows' weights from `sample_weights`
+  // (indexed by row; empty: none) or, with `by_class`, the plan's class weights; returns the
+  // targets, one per output. The buffers were sized for the model: run_fleet's check_targets
+  // holds every source (training and test) to that shape before anything runs.
+  const Targets* load(const XY& xy, const int64_t* rows, int n, Network& net,
+                      const std::vector<float>& sample_weights, bool by_class) {
+    load_targets(xy, rows, n, net);
+    const float* w = nullptr;
+    if (!sample_weights.empty()) {
+      for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i)] = sample_weights[rows[i]];
+      w = weights.data();
+    } else if (by_class && !class_weight.empty()) {
+      for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i)] = weight_of_class(targets[0], i);
+      w = weights.data();
+    }
+    for (Targets& t : targets) t.weights = w;
+    return targets.data();
+  }
+  // Keras's class_weight_to_sample_weights (one output, one target per sample: run_fleet
+  // refuses class_weight otherwise): the class of a sample is its label, the argmax of a one-hot
+  // row, or a single target rounded half to even (np.round); classes not listed weigh 1.
+  float weight_of_class(const Targets& t, int i) const {
+    const int k = ks[0];
+    int64_t c;
+    if (t.labels) {
+      c = t.labels[i];
+    } else if (k == 1) {
+      c = static_cast<int64_t>(std::nearbyint(t.values[i]));
+    } else {
+      const float* y = t.values + static_cast<size_t>(i) * k;
+      c = std::max_element(y, y + k) - y;
+    }
+    return c >= 0 && c < static_cast<int64_t>(class_weight.size())
+               ? class_weight[static_cast<size_t>(c)]
+               : 1.0f;
+  }
+  void load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
+    const bool of_test = &xy != &data.train;
+    NNFLEET_CHECK(n <= spec.batch_size && net.model().num_inputs() == data.num_x() &&
+                  targets.size() == data.num_y());
+    for (size_t i = 0; i < data.num_x(); ++i)
+      gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
+    for (size_t j = 0; j < targets.size(); ++j) {
+      const Array& y = data.y(j, of_test);
+      const bool sparse = train.loss_of(j).sparse();
+      NNFLEET_CHECK(sparse ? y.row_size() == steps[j] : y.row_size() == ks[j]);
+      Targets t;
+      if (sparse) {
+        gather_labels(y, rows, n, labels[j].data());
+        t.labels = labels[j].data();
+      } else {
+        gather_rows(y, rows, n, 1.0f, values[j].data());
+        t.values = values[j].data();
+      }
+      targets[j] = t;
+    }
   }
 };
 
-// Loss and metric sums over rows [begin, end) of xy, in inference mode, and the weight the metric
-// sums are divided by; `infer(n)` runs the network's forward on the first n input rows.
+// The loss sum and the metrics' state over rows [begin, end) of xy, in inference mode (weighted
+// by `sample_weights` when given, as Keras weighs validation data); `infer(n)` runs the network's
+// forward on the first n input rows.
 template <typename Infer>
-void evaluate(Network& net, Batcher& b, const XY& xy, int64_t begin, int64_t end,
-              const std::vector<MetricSlot>& metrics, const ModelSpec& spec, Infer infer,
-              double& loss_sum, std::vector<double>& msums, double& weight) {
+void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
+              int64_t begin, int64_t end, const JobMetrics& metrics, const ModelSpec& spec,
+              Infer infer, double& loss_sum, std::vector<double>& msums) {
   loss_sum = 0.0;
-  weight = 0.0;
-  msums.assign(metrics.size(), 0.0);
+  msums.assign(metrics.state_size(), 0.0);
   const int bs = spec.batch_size;
+  const size_t outs = b.targets.size();
+  std::vector<double> out_sums(outs);
   // Keras's val_loss and test loss include the regularizers, as its training loss does.
   const double weight_penalty = net.weight_penalty();
   for (int64_t r = begin; r < end; r += bs) {
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
-    Targets t = b.load(xy, b.idx.data(), n, net);
+    const Targets* t = b.load(xy, b.idx.data(), n, net, sample_weights, false);
     infer(n);
-    loss_sum += net.output_loss(n, spec.loss, t, nullptr) + net.activity_penalty_sum() +
-                n * weight_penalty;
-    t = net.on_output(t);
-    weight += metric_weight(n, t);
-    for (size_t m = 0; m < metrics.size(); ++m)
-      msums[m] += metric_sum(metrics[m].kind, n, b.k, net.output(), t, spec.loss.from_logits);
+    const double loss = b.train.outputs.empty() ? net.output_loss(n, b.train.loss, t[0], nullptr)
+                                                : net.output_losses(n, t, out_sums.data());
+    loss_sum += loss + net.activity_penalty_sum() + n * weight_penalty;
+    if (outs > 1)
+      for (size_t j = 0; j < outs; ++j) metrics.add_output_loss(msums.data(), j, out_sums[j], n);
+    metrics.accumulate(msums.data(), n, net, t);
   }
 }
 
-// Why a plan cannot train a model with several inputs or outputs yet (its data has one x and y).
-std::string multi_io_refusal(const ModelSpec& spec, const Model& model) {
-  return "failed to train model '" + spec.name + "': it has " + std::to_string(model.num_inputs()) +
-         " input(s) and " + std::to_string(model.num_outputs()) +
-         " output(s); plans train models with one input and one output only so far (predict "
-         "takes several)";
-}
-
-bool monitor_is_max(const EarlyStopping& es) {
-  if (es.mode == "max") return true;
-  if (es.mode == "min") return false;
-  return es.monitor.find("acc") != std::string::npos;
+// ReduceLROnPlateau at an epoch end, before early stopping (as when listed first in Keras's
+// callbacks). A monitor the epoch did not compute changes nothing (Keras warns and skips).
+void reduce_on_plateau(const ReduceLrOnPlateau& r, const EpochRecord& rec, Network& net,
+                       Checkpoint& ck) {
+  const double* cur = find_metric(rec.values, r.monitor);
+  if (!cur) return;
+  const double rate = net.train_spec().optimizer.learning_rate;
+  const double next =
+      plateau_epoch_end(r, monitor_goes_up(r.monitor, r.mode), *cur, rate, ck.plateau);
+  if (next == rate) return;
+  net.set_learning_rate(next);
+  ck.learning_rate = next;
 }
 
 }  // namespace
@@ -155,6 +292,49 @@ double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train
   return (3.0 * model.forward_flops() + 1e3) * static_cast<double>(n_train) * spec.epochs;
 }
 
+// Resolves a list (output order) or map (output names) of per-output values; `what` names them.
+template <typename T>
+std::vector<T> per_output(const std::vector<std::pair<std::string, T>>& given, const Model& m,
+                          const T& fallback, const std::string& model, const char* what) {
+  std::vector<T> out(m.num_outputs(), fallback);
+  if (given.empty()) return out;
+  std::string names;
+  for (size_t j = 0; j < m.num_outputs(); ++j) names += (j ? ", " : "") + m.output_name(j);
+  const std::string where = "failed to train model '" + model + "': ";
+  if (given[0].first.empty()) {
+    if (given.size() != m.num_outputs())
+      throw ModelError(where + "it has " + std::to_string(m.num_outputs()) + " output" +
+                       (m.num_outputs() > 1 ? "s" : "") + " (" + names + "); expected one " +
+                       what + " per output, got " + std::to_string(given.size()));
+    for (size_t j = 0; j < given.size(); ++j) out[j] = given[j].second;
+    return out;
+  }
+  for (const auto& [name, v] : given) {
+    size_t j = 0;
+    while (j < m.num_outputs() && m.output_name(j) != name) ++j;
+    if (j == m.num_outputs())
+      throw ModelError(where + "its " + what + " names output '" + name +
+                       "', which it does not have; expected one of " + names);
+    out[j] = v;
+  }
+  return out;
+}
+
+TrainSpec train_spec_of(const ModelSpec& spec, const Model& model) {
+  TrainSpec t{spec.loss, spec.optimizer};
+  if (model.num_outputs() == 1 && spec.output_losses.size() <= 1 && spec.loss_weights.size() <= 1) {
+    if (!spec.output_losses.empty()) t.loss = spec.output_losses[0].second;
+    if (!spec.loss_weights.empty() && spec.loss_weights[0].second != 1.0)
+      t.outputs = {{t.loss, spec.loss_weights[0].second}};
+    return t;
+  }
+  const auto losses = per_output(spec.output_losses, model, spec.loss, spec.name, "loss");
+  const auto weights = per_output(spec.loss_weights, model, 1.0, spec.name, "loss weight");
+  for (size_t j = 0; j < model.num_outputs(); ++j) t.outputs.push_back({losses[j], weights[j]});
+  t.loss = losses[0];
+  return t;
+}
+
 JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
                   const JobContext& ctx, const std::vector<float>* initial_params) {
   JobResult res;
@@ -164,15 +344,13 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
-    if (model->num_inputs() > 1 || model->num_outputs() > 1)
-      throw ModelError(multi_io_refusal(spec, *model));
-    Network net(model, spec.batch_size, TrainSpec{spec.loss, spec.optimizer},
-                batch_pieces(spec, *model));
+    const TrainSpec train = train_spec_of(spec, *model);
+    Network net(model, spec.batch_size, train, batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.
     const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
     const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
     const std::function<void(int)> infer_piece = [&net](int p) { net.infer_piece(p); };
-    auto train_step = [&](int n, const Targets& t) {
+    auto train_step = [&](int n, const Targets* t) {
       if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
       net.begin_step(n, t);
       ctx.helpers->run(net.pieces(), train_piece);
@@ -185,10 +363,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       net.begin_inference(n);
       ctx.helpers->run(net.pieces(), infer_piece);
     };
-    const int k = static_cast<int>(net.output_features());
-    std::vector<MetricSlot> metrics;
-    for (const auto& m : spec.metrics)
-      metrics.push_back({resolve_metric(m, spec.loss, k / net.output_steps()), metric_key(m)});
+    const JobMetrics metrics(spec, train, net);
 
     Checkpoint ck;
     ck.model = spec.name;
@@ -196,7 +371,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     const bool resumed = !ctx.checkpoint_path.empty() && load_checkpoint(ctx.checkpoint_path, ck);
     if (resumed) {
       if (ck.model != spec.name || ck.params.size() != net.num_params() ||
-          ck.opt_state.size() != net.optimizer_state_floats())
+          ck.opt_state.size() != net.optimizer_state_floats() ||
+          (ck.batch > 0 && ck.metric_sums.size() != metrics.state_size()))
         throw FileError("failed to resume model '" + spec.name + "' from '" + ctx.checkpoint_path +
                         "': the checkpoint does not match the plan's model; expected " +
                         std::to_string(net.num_params()) + " parameters, got " +
@@ -207,6 +383,7 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       ck.params = {};  // the network holds them now
       ck.opt_state = {};
       net.set_iterations(ck.iterations);
+      if (ck.learning_rate > 0) net.set_learning_rate(ck.learning_rate);
     } else {
       Rng init(ctx.seed, spec.name, "init");
       net.initialize(init);
@@ -216,11 +393,11 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.history = ck.history;
 
     const EarlyStopping* es = spec.early_stopping ? &*spec.early_stopping : nullptr;
-    const bool es_max = es && monitor_is_max(*es);
+    const bool es_max = es && monitor_goes_up(es->monitor, es->mode);
     if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
     if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
 
-    Batcher batcher(data, spec, k, net.output_steps());
+    Batcher batcher(data, spec, train, net);
     std::vector<int64_t> order(static_cast<size_t>(data.n_train));
     const int bs = spec.batch_size;
     const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
@@ -251,9 +428,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       if (first_batch == 0) {
         net.set_rng(Rng(ctx.seed, spec.name, "dropout/" + std::to_string(epoch)));
         ck.loss_sum = 0.0;
-        ck.metric_sums.assign(metrics.size(), 0.0);
+        ck.metric_sums.assign(metrics.state_size(), 0.0);
         ck.seen = 0;
-        ck.metric_weight = 0.0;
         ck.epoch_seconds = 0.0;
       } else {
         net.rng().set_state(ck.rng);
@@ -262,9 +438,9 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       const auto t0 = Clock::now();
       for (int b = first_batch; b < batches; ++b) {
         const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        Targets t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net);
+        const Targets* t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net,
+                                        data.train_weights, true);
         const double loss = train_step(n, t);
-        t = net.on_output(t);
         if (!std::isfinite(loss)) {
           res.status = JobStatus::kDiverged;
           res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
@@ -276,15 +452,17 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
         }
         ck.loss_sum += loss * n;
         ck.seen += n;
-        ck.metric_weight += metric_weight(n, t);
-        for (size_t m = 0; m < metrics.size(); ++m)
-          ck.metric_sums[m] +=
-              metric_sum(metrics[m].kind, n, k, net.output(), t, spec.loss.from_logits);
+        if (model->num_outputs() > 1)
+          for (size_t j = 0; j < model->num_outputs(); ++j) {
+            const float* l = net.step_losses(j);
+            metrics.add_output_loss(ck.metric_sums.data(), j, std::accumulate(l, l + n, 0.0), n);
+          }
+        metrics.accumulate(ck.metric_sums.data(), n, net, t);
         ck.samples += n;
         if (ctx.observer) {
           const double el = ck.epoch_seconds + since(t0);
           ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
-                                 metrics.empty() ? NAN : ck.metric_sums[0] / ck.metric_weight,
+                                 metrics.empty() ? NAN : metrics.value(0, ck.metric_sums.data()),
                                  el > 0 ? ck.seen / el : 0.0);
         }
         if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
@@ -307,23 +485,26 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       rec.epoch = epoch + 1;
       rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
       for (size_t m = 0; m < metrics.size(); ++m)
-        rec.values.emplace_back(metrics[m].key, ck.metric_sums[m] / ck.metric_weight);
+        rec.values.emplace_back(metrics.key(m), metrics.value(m, ck.metric_sums.data()));
       if (data.n_val > 0) {
-        double vl = 0, vw = 0;
+        double vl = 0;
         std::vector<double> vm;
-        evaluate(net, batcher, data.train, data.n_train, data.n_train + data.n_val, metrics, spec,
-                 infer, vl, vm, vw);
+        evaluate(net, batcher, data.train, data.train_weights, data.n_train,
+                 data.n_train + data.n_val, metrics, spec, infer, vl, vm);
         const double nv = static_cast<double>(data.n_val);
         rec.values.emplace_back("val_loss", vl / nv);
         for (size_t m = 0; m < metrics.size(); ++m)
-          rec.values.emplace_back("val_" + metrics[m].key, vm[m] / vw);
+          rec.values.emplace_back("val_" + metrics.key(m), metrics.value(m, vm.data()));
       }
-      // The rate the next update would use, as Keras's optimizer.learning_rate reports it.
-      if (spec.optimizer.schedule)
-        rec.values.emplace_back("learning_rate", learning_rate_at(spec.optimizer, net.iterations()));
+      // The rate the next update would use, as Keras's optimizer.learning_rate reports it (with
+      // ReduceLROnPlateau: the rate of this epoch, logged before any reduction, as Keras does).
+      if (spec.optimizer.schedule || spec.reduce_lr_on_plateau)
+        rec.values.emplace_back("learning_rate",
+                                learning_rate_at(net.train_spec().optimizer, net.iterations()));
       rec.seconds = ck.epoch_seconds;
       res.history.push_back(rec);
       if (ctx.observer) ctx.observer->on_epoch(spec, rec);
+      if (spec.reduce_lr_on_plateau) reduce_on_plateau(*spec.reduce_lr_on_plateau, rec, net, ck);
 
       if (es) {
         // Keras's EarlyStopping.on_epoch_end.
@@ -374,13 +555,14 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
     if (!res.history.empty()) res.metrics = res.history.back().values;
     if (data.test) {
-      double tl = 0, tw = 0;
+      double tl = 0;
       std::vector<double> tm;
-      evaluate(net, batcher, *data.test, 0, data.test->x.rows(), metrics, spec, infer, tl, tm, tw);
+      evaluate(net, batcher, *data.test, data.test_weights, 0, data.test->x.rows(), metrics, spec,
+               infer, tl, tm);
       const double nt = static_cast<double>(data.test->x.rows());
       res.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics.size(); ++m)
-        res.metrics.emplace_back("test_" + metrics[m].key, tm[m] / tw);
+        res.metrics.emplace_back("test_" + metrics.key(m), metrics.value(m, tm.data()));
     }
     if (es && ck.best.epoch > 0) {
       res.best = ck.best;

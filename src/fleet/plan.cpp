@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "fleet/plan_fit.h"
 #include "fleet/plan_problems.h"
 #include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
@@ -43,13 +44,17 @@ using plan_detail::show;
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
 const std::vector<std::string> kModelKeys = {
-    "batch_size", "batch_split", "data",    "early_stopping", "epochs",    "grid",   "keras",
-      "layers",     "loss",        "loss_weights", "metrics", "name",    "optimizer", "shuffle",
-      "freeze",     "unfreeze_from"};
+      "batch_size",     "batch_split", "class_weight",         "data",
+      "early_stopping", "epochs",      "freeze",               "grid",
+      "keras",          "layers",      "loss",                 "loss_weights",
+      "metrics",        "name",        "optimizer",            "reduce_lr_on_plateau",
+      "shuffle",        "unfreeze_from", "weighted_metrics"};
   const std::vector<std::string> kDefaultsKeys = {
-      "batch_size", "batch_split", "data",    "early_stopping", "epochs", "keras",
-      "layers",     "loss",        "loss_weights", "metrics", "optimizer",      "shuffle",
-      "freeze",     "unfreeze_from"};
+      "batch_size",     "batch_split", "class_weight", "data",
+      "early_stopping", "epochs",      "freeze",       "keras",
+      "layers",         "loss",        "loss_weights", "metrics",
+      "optimizer",      "reduce_lr_on_plateau",        "shuffle",
+      "unfreeze_from",  "weighted_metrics"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -58,6 +63,7 @@ const std::vector<std::string> kYamlOrder = {
     "name", "seed", "data", "train", "test", "scale", "validation_split", "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
+    "weighted_metrics", "reduce_lr_on_plateau", "factor", "cooldown", "min_lr", "class_weight",
     "layers"};
 // clang-format on
 constexpr size_t kMaxModelsPerEntry = limits::kMaxModelsPerEntry;
@@ -252,7 +258,7 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
   std::vector<std::string> keys;
   if (v.is_object() && v.contains("npz")) {
     s.kind = DataSource::Kind::kNpz;
-    keys = {"npz", "x", "y"};
+    keys = {"npz", "sample_weight", "x", "y"};
   } else if (v.is_object() && v.contains("csv")) {
     s.kind = DataSource::Kind::kCsv;
     keys = {"csv", "label"};
@@ -261,7 +267,7 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
     keys = {"idx_images", "idx_labels"};
   } else if (v.is_object() && (v.contains("x") || v.contains("y"))) {
     s.kind = DataSource::Kind::kNpy;
-    keys = {"x", "y"};
+    keys = {"sample_weight", "x", "y"};
   } else {
     pr_.add(path, "unknown form of data source; expected " + forms + ", got " + show(v));
     return std::nullopt;
@@ -313,6 +319,8 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
       s.file = field("npz", true, "an .npz file path");
       list_field("x", false, "the name of an array in the .npz", s.x, s.more_x);
       list_field("y", false, "the name of an array in the .npz", s.y, s.more_y);
+      if (v.contains("sample_weight"))
+        s.sample_weight = field("sample_weight", false, "the name of an array in the .npz");
       break;
     case DataSource::Kind::kCsv:
       s.file = field("csv", true, "a .csv file path");
@@ -325,6 +333,8 @@ std::optional<DataSource> Loader::source(const std::string& path, const Json& v)
     default:
       list_field("x", true, "an .npy file path", s.x, s.more_x);
       list_field("y", true, "an .npy file path", s.y, s.more_y);
+      if (v.contains("sample_weight"))
+        s.sample_weight = field("sample_weight", true, "an .npy file path");
       break;
   }
   if (!ok) return std::nullopt;
@@ -748,6 +758,7 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
           {"mode", es.mode},           {"start_from_epoch", es.start_from_epoch}};
     }
   }
+  plan_detail::fit_options(pr_, m, at, monitors, s, ex);
   s.expanded = ex.dump();
   s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
   return s;
@@ -901,9 +912,12 @@ Json DataSource::to_json() const {
     case Kind::kFashionMnist:
       return "fashion-mnist:" + split;
     case Kind::kNpy:
-      return Json::object({{"x", list(x, more_x)}, {"y", list(y, more_y)}});
-    case Kind::kNpz:
-      return Json::object({{"npz", file}, {"x", list(x, more_x)}, {"y", list(y, more_y)}});
+    case Kind::kNpz: {
+      Json j = Json::object({{"x", list(x, more_x)}, {"y", list(y, more_y)}});
+      if (kind == Kind::kNpz) j["npz"] = file;
+      if (!sample_weight.empty()) j["sample_weight"] = sample_weight;
+      return j;
+    }
     case Kind::kCsv:
       return Json::object({{"csv", file}, {"label", label}});
     case Kind::kIdx:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,15 +20,18 @@ namespace nnfleet {
 struct DataSource {
   enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx };
   Kind kind = Kind::kNpy;
-  std::string split;         // fashion-mnist: "train" or "test"
-  std::string x, y;          // npy: paths; idx: images, labels; npz: member keys
-  std::string file;          // npz or csv path
-  std::string label;         // csv label column
+  std::string split;     // fashion-mnist: "train" or "test"
+  std::string x, y;      // npy: paths; idx: images, labels; npz: member keys
+  std::string file;      // npz or csv path
+  std::string label;     // csv label column
+  // Keras's sample_weight, one non-negative weight per sample: an .npy path, or the npz key
+  // (npy and npz sources only); empty: none.
+  std::string sample_weight;
   // npy and npz sources of models with several inputs or outputs (`x: [a.npy, b.npy]`): the
   // second and later inputs and targets, in the model's input and output order (x and y hold
   // the first).
   std::vector<std::string> more_x, more_y;
-  Json to_json() const;      // the plan form, for plan.yaml
+  Json to_json() const;  // the plan form, for plan.yaml
 };
 
 struct DataSpec {
@@ -50,6 +54,20 @@ struct EarlyStopping {
   bool restore_best_weights = false;
   std::string mode = "auto";  // auto, min, max
   int start_from_epoch = 0;
+};
+
+// Keras's ReduceLROnPlateau callback (keras/src/callbacks/reduce_lr_on_plateau.py) with its
+// defaults: after `patience` epochs without an improvement of `monitor` by more than
+// `min_delta`, the rate becomes max(rate * factor, min_lr), then `cooldown` epochs pass before
+// epochs without improvement count again. Refused with a learning-rate schedule, as Keras does.
+struct ReduceLrOnPlateau {
+  std::string monitor = "val_loss";
+  double factor = 0.1;  // in [0, 1)
+  int patience = 10;
+  double min_delta = 1e-4;
+  int cooldown = 0;
+  double min_lr = 0.0;
+  std::string mode = "auto";  // auto, min, max
 };
 
 struct LayerEntry {
@@ -76,8 +94,14 @@ struct ModelSpec {
   std::vector<std::pair<std::string, LossSpec>> output_losses;
   std::vector<std::pair<std::string, double>> loss_weights;
   std::vector<std::string> metrics;
+  std::vector<std::string> metrics;           // unweighted, as Keras's compile(metrics=...)
+  std::vector<std::string> weighted_metrics;  // weighted by the samples' weights
   OptimizerSpec optimizer;
   std::optional<EarlyStopping> early_stopping;
+  std::optional<ReduceLrOnPlateau> reduce_lr_on_plateau;
+  // Keras's class_weight: the weight of each class's samples in the training loss (classes not
+  // listed weigh 1); empty: none. Refused with a sample_weight source, as Keras does.
+  std::map<int, float> class_weight;
   // Fine-tuning a `keras:` model: layers to freeze (names or indices into the model's layers, a
   // nested model's name freezing all of its layers), or the layer from which on everything
   // trains (every layer before it frozen, as Keras's transfer-learning recipe does); each with

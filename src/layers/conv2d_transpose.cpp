@@ -105,7 +105,7 @@ class Conv2DTranspose final : public Layer {
     j["filters"] = filters_;
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
     j["output_padding"] = has_out_pad_ ? Json{out_pad_[0], out_pad_[1]} : Json(nullptr);
-    j["activation"] = activation_name(act_);
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["kernel_initializer"] = initializer_to_keras(kinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);

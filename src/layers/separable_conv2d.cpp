@@ -85,7 +85,7 @@ class SeparableConv2D final : public Layer {
     j["filters"] = filters_;
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
     j["depth_multiplier"] = mult_;
-    j["activation"] = activation_name(act_);
+    j["activation"] = activation_to_keras(act_);
     j["use_bias"] = use_bias_;
     j["depthwise_initializer"] = initializer_to_keras(dinit_);
     j["pointwise_initializer"] = initializer_to_keras(pinit_);

@@ -356,6 +356,7 @@ double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Ta
   const int s = t.steps, c = k / s;
   double sum = 0, masked_sum = 0, kept = 0;
   for (int i = 0; i < n; ++i) {
+    const double w = t.weights ? static_cast<double>(t.weights[i]) : 1.0;
     double row = 0, row_kept = 0;
     for (int j = 0; j < s; ++j) {
       const size_t r = static_cast<size_t>(i) * s + j;  // the step's row of c values
@@ -364,7 +365,7 @@ double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Ta
       NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < c));
       const double m = t.mask ? t.mask[r] : 1.0;
       if (m == 0) continue;
-      row += m * row_loss(l, c, pred + r * c, y, label);
+      row += w * m * row_loss(l, c, pred + r * c, y, label);
       row_kept += m;
     }
     per_sample[i] = static_cast<float>(t.mask ? (row_kept > 0 ? row / row_kept : 0.0) : row / s);
@@ -399,7 +400,8 @@ void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Tar
     const float* y = l.sparse() ? nullptr : t.values + off;
     const int32_t label = l.sparse() ? t.labels[r] : -1;
     NNFLEET_DCHECK(!l.sparse() || (label >= 0 && label < c));
-    row_grad(l, c, pred + off, y, label, scale * m, dpred + off);
+    const double w = t.weights ? static_cast<double>(t.weights[r / s]) : 1.0;
+    row_grad(l, c, pred + off, y, label, scale * m * w, dpred + off);
   }
 }
 

@@ -40,6 +40,11 @@ struct Targets {
   const int32_t* labels = nullptr;  // [N,S] for sparse targets
   int steps = 1;                    // S: the steps a row of K predictions holds
   const float* mask = nullptr;      // [N,S] the output's Keras mask, or null
+  // [N] Keras's sample_weight (class weights become these too); null: every weight 1. The loss
+  // of a sample (each of its steps) is multiplied by its weight and the batch's loss stays the
+  // sum over the batch size (Keras 3's sum_over_batch_size divides by N, or by sum(mask) with a
+  // mask, not by the sum of the weights).
+  const float* weights = nullptr;
 };
 
 // S for a model output of (per-sample) shape `out`: the product of all axes but the last (1 for
@@ -61,13 +66,15 @@ void validate_labels(int n, int k, const int32_t* labels);
 std::vector<LossSpec> all_loss_specs();
 
 // per_sample[N] = the loss of each sample (the mean over its steps; with a mask, over its kept
-// steps, 0 when it has none). Returns N times the batch's loss as Keras reduces it: the sum of
-// per_sample, or with a mask N * sum(loss*mask) / sum(mask) (0 when nothing is kept).
+// steps, 0 when it has none), times its weight when t.weights is set. Returns N times the batch's
+// loss as Keras reduces it: the sum of per_sample, or with a mask N * sum(w*loss*mask) / sum(mask)
+// (0 when nothing is kept).
 double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                     float* per_sample);
 // dpred[N,K] = d(batch loss)/d pred (overwrites; includes the 1/(N*S), or with a mask
-// mask/sum(mask)). With `batch` > 0, the N rows are one piece of a batch of that many samples,
-// and the mean is over it (a masked batch is never split: its normalizer needs every row).
+// mask/sum(mask); times each sample's weight). With `batch` > 0, the N rows are one piece of a
+// batch of that many samples, and the mean is over it (a masked batch is never split: its
+// normalizer needs every row).
 void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Targets& t,
                    float* dpred, int batch = 0);
 
@@ -80,6 +87,12 @@ enum class MetricKind {
   kTopKCategoricalAccuracy,        // Keras's default k = 5, one-hot targets
   kSparseTopKCategoricalAccuracy,  // k = 5, integer labels
   kMeanAbsolutePercentageError,    // 100 |y - p| / max(|y|, 1e-7), mean over K
+  // Epoch-level statistics (MetricSet), not means of per-sample values:
+  kPrecision,             // tp / (tp + fp) at threshold 0.5, over all N*K outputs
+  kRecall,                // tp / (tp + fn) at threshold 0.5
+  kAuc,                   // ROC AUC, 200 thresholds, trapezoidal interpolation
+  kRootMeanSquaredError,  // sqrt of the epoch's mean squared error
+  kR2Score,               // 1 - SS_res / SS_tot per output, averaged over the K outputs
 };
 
 // Resolves a metric name from a plan ("accuracy", "acc", "mae", "mse", or an explicit Keras name)
@@ -91,6 +104,9 @@ enum class MetricKind {
 MetricKind resolve_metric(const std::string& name, const LossSpec& loss, int k);
 // The key used in histories and results ("accuracy", "mae", "mse" as the user wrote it).
 std::string metric_key(const std::string& name);
+// Whether a higher value of the metric (a name or a history key) is better, as its Keras
+// class's _direction says (accuracies up, errors down). Throws ConfigError for an unknown name.
+bool metric_goes_up(const std::string& name);
 
 // What metric_sum's values are divided by: N, or with a mask the sum over the samples of their
 // kept fraction of steps (Keras's Mean count with the mask as sample weight).
@@ -101,7 +117,51 @@ double metric_weight(int n, const Targets& t);
 // thresholds at 0.5 whatever the loss); each of the K outputs counts 1/K. Argmax ties go to the
 // first maximum. mae/mse/mape are means over K. Top-k counts a hit when fewer than k outputs are
 // strictly greater than the true class's (TensorFlow's in_top_k: ties at the boundary are in).
+// Only for the kinds that are means of per-sample values (not precision, recall, AUC,
+// root_mean_squared_error, r2_score: NNFLEET_CHECK).
 double metric_sum(MetricKind m, int n, int k, const float* pred, const Targets& t,
                   bool from_logits);
+
+// The metrics of one model, accumulated over the batches of an epoch as Keras's stateful metrics
+// are (update_state per batch, result() at the end): a mean keeps its weighted sum and the sum
+// of the weights; precision and recall their true positive, false positive and false negative
+// counts; AUC the weight of positive and of negative targets in each of its 200 buckets; r2_score
+// four sums per output. All the state is one array of doubles (state_size(), zeroed to start an
+// epoch), so accumulating never allocates and a checkpoint keeps the state as it is.
+//
+// Keras semantics: precision/recall count y != 0 as positive and p > 0.5 as predicted positive;
+// AUC buckets clip(p, 0, 1) at ceil(p * 199) - 1 (Keras's evenly spaced thresholds
+// {-1e-7, 1/199, ..., 198/199, 1 + 1e-7}), then sums the ROC curve's trapezoids. With a
+// from_logits loss the predictions are squashed by a sigmoid first (the threshold 0.5 on
+// probabilities is 0 on logits, as binary_accuracy does). Weights weigh each sample as Keras's
+// sample_weight does (a sample's K outputs share its weight).
+class MetricSet {
+ public:
+  MetricSet() = default;
+  // Resolves every name (resolve_metric) for a model with k outputs per sample in `steps` steps
+  // of k / steps classes each (Targets::steps); throws ConfigError.
+  MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k, int steps = 1);
+  size_t size() const { return slots_.size(); }
+  const std::string& key(size_t m) const { return slots_[m].key; }
+  MetricKind kind(size_t m) const { return slots_[m].kind; }
+  size_t state_size() const { return state_size_; }
+  // Adds n rows (predictions pred[n,k], targets t); weights[n] may be null (every weight 1).
+  void accumulate(double* state, int n, const float* pred, const Targets& t,
+                  const float* weights) const;
+  // Metric m over everything accumulated since the state was zeroed (0 when nothing counts,
+  // as Keras's divide_no_nan).
+  double value(size_t m, const double* state) const;
+
+ private:
+  struct Slot {
+    MetricKind kind;
+    std::string key;
+    size_t offset;
+  };
+  std::vector<Slot> slots_;
+  int k_ = 0;
+  bool from_logits_ = false;
+  size_t state_size_ = 0;
+};
 
 }  // namespace nnfleet

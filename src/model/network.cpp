@@ -346,6 +346,7 @@ void Network::piece_loss(Piece& pc, size_t j) {
   t.steps = output_steps(j);
   if (st.labels) t.labels = st.labels + static_cast<size_t>(pc.row0) * t.steps;
   if (st.values) t.values = st.values + static_cast<size_t>(pc.row0) * k;
+  if (st.weights) t.weights = st.weights + pc.row0;
   if (pieces_.size() == 1) t.mask = output_mask(j);
   const double w = spec_.weight_of(j);
   pc.loss_sum += w * loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
@@ -413,6 +414,11 @@ double Network::end_step() {
   }
   if (!constrained_.empty()) apply_constraints();
   return loss / step_n_ + penalty + activity / step_n_;
+}
+
+void Network::set_learning_rate(double lr) {
+  NNFLEET_CHECK(train_ && !spec_.optimizer.schedule);
+  spec_.optimizer.learning_rate = lr;
 }
 
 double Network::train_step(int n, const Targets* t) {

@@ -58,6 +58,9 @@ class Network {
   int pieces() const { return static_cast<int>(pieces_.size()); }
   bool trainable() const { return train_; }
   const TrainSpec& train_spec() const { return spec_; }
+  // Replaces the optimizer's constant learning rate from the next update on (ReduceLROnPlateau);
+  // a scheduled rate cannot be replaced (NNFLEET_CHECK).
+  void set_learning_rate(double lr);
   size_t arena_bytes() const { return arena_.size_bytes(); }
 
   // Input buffer k [max_batch, input k's shape]: fill the first n rows of every input, then

@@ -401,7 +401,7 @@ models:
                                   "of: scale, test, train, validation_split"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:6: defaults.name: unknown key 'name'"));
   EXPECT_THAT(lines[3], HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "
-                                  "of: batch_size, batch_split, data, early_stopping, epochs"));
+                                  "of: batch_size, batch_split, class_weight, data, early_stopping, epochs"));
   EXPECT_THAT(lines[3], HasSubstr("(did you mean 'epochs'?)"));
   EXPECT_THAT(lines[4], HasSubstr("p.yaml:11: models[0].early_stopping.baseline: unknown key"));
 }

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layers/registry.h"
 #include "platform/limits.h"
@@ -138,6 +140,30 @@ TEST(LayerConfigInt, LargestIntegersDoNotOverflowTheShapeArithmetic) {
 std::string nested(int levels) {
   return std::string(static_cast<size_t>(levels), '[') +
          std::string(static_cast<size_t>(levels), ']');
+}
+
+// An activation given as a layer object (Keras 3: {"class_name": "LeakyReLU", ...}) is written
+// back as that object with its options by every layer kind that takes an activation, not as a
+// bare name that would lose the slope.
+TEST(LayerConfigActivation, ObjectsAreWrittenBackWithTheirOptions) {
+  // (A slope of 0.2 is written as "leaky_relu", which Keras 3 reads with that slope.)
+  const Json leaky = {{"class_name", "LeakyReLU"}, {"config", {{"negative_slope", 0.1}}}};
+  const std::vector<std::pair<std::string, Json>> kinds = {
+      {"Dense", {{"units", 2}}},
+      {"Conv1D", {{"filters", 2}, {"kernel_size", 3}}},
+      {"Conv2D", {{"filters", 2}, {"kernel_size", 3}}},
+      {"Conv2DTranspose", {{"filters", 2}, {"kernel_size", 3}}},
+      {"SeparableConv2D", {{"filters", 2}, {"kernel_size", 3}}},
+      {"DepthwiseConv2D", {{"kernel_size", 3}}},
+  };
+  for (auto [cls, cfg] : kinds) {
+    SCOPED_TRACE(cls);
+    cfg["activation"] = leaky;
+    const Json back = make_layer(cls, cfg, ConfigMode::kKeras, "l")->keras_config();
+    ASSERT_TRUE(back["activation"].is_object()) << back["activation"].dump();
+    EXPECT_EQ(back["activation"]["class_name"], "LeakyReLU");
+    EXPECT_FLOAT_EQ(back["activation"]["config"]["negative_slope"].get<float>(), 0.1f);
+  }
 }
 
 TEST(ParseJsonBounded, AcceptsTheLimitAndRefusesOneLevelMore) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -409,6 +410,49 @@ TEST(LossParse, KerasFormRoundTrips) {
     EXPECT_EQ(r.kind, l.kind) << describe(l);
     EXPECT_EQ(r.from_logits, l.from_logits) << describe(l);
     EXPECT_FLOAT_EQ(r.delta, l.delta) << describe(l);
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// Keras 3: losses * sample_weight, then sum_over_batch_size divides by N (not by sum(w)).
+TEST(LossWeights, SampleWeightsScaleEachSampleAndTheMeanIsOverTheBatchSize) {
+  LossSpec mse;
+  const float pred[3] = {1, 2, 3}, y[3] = {0, 0, 0}, w[3] = {2.0f, 0.5f, 0.0f};
+  Targets t;
+  t.values = y;
+  t.weights = w;
+  float per[3], g[3];
+  loss_forward(mse, 3, 1, pred, t, per);
+  EXPECT_EQ(per[0], 2.0f);
+  EXPECT_EQ(per[1], 2.0f);
+  EXPECT_EQ(per[2], 0.0f);
+  loss_backward(mse, 3, 1, pred, t, g);
+  EXPECT_FLOAT_EQ(g[0], 2.0f * 1 * 2.0f / 3);
+  EXPECT_FLOAT_EQ(g[1], 2.0f * 2 * 0.5f / 3);
+  EXPECT_EQ(g[2], 0.0f);
+  // Weights of one are bit for bit no weights, for every kind.
+  const float ones[2] = {1, 1};
+  const float p2[6] = {0.2f, 0.5f, 0.3f, 0.6f, 0.1f, 0.3f}, y2[6] = {0, 1, 0, 1, 0, 0};
+  const int32_t labels[2] = {1, 0};
+  for (const LossSpec& l : all_loss_specs()) {
+    Targets a, b;
+    if (l.sparse())
+      a.labels = b.labels = labels;
+    else
+      a.values = b.values = y2;
+    b.weights = ones;
+    float pa[2], pb[2], ga[6], gb[6];
+    loss_forward(l, 2, 3, p2, a, pa);
+    loss_forward(l, 2, 3, p2, b, pb);
+    loss_backward(l, 2, 3, p2, a, ga);
+    loss_backward(l, 2, 3, p2, b, gb);
+    EXPECT_EQ(0, std::memcmp(pa, pb, sizeof pa)) << loss_name(l);
+    EXPECT_EQ(0, std::memcmp(ga, gb, sizeof ga)) << loss_name(l);
   }
 }
 
