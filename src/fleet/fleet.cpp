@@ -678,7 +678,12 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   sum.busy_fraction = sum.makespan > 0 ? busy_total / (total_workers * sum.makespan) : 0.0;
   sum.peak_rss = peak_rss_bytes();
 
-  const RankKey key = plan_rank_key(plan, data);
+  RankKey key = plan_rank_key(plan, data);
+  // A model with several outputs names its metrics by output (val_main_output_mae): when no
+  // result has the plan's metric, the models rank by the loss.
+  if (std::none_of(st.results.begin(), st.results.end(),
+                   [&](const JobResult& r) { return find_metric(r.metrics, key.key); }))
+    key = rank_key({}, key.key.rfind("val_", 0) == 0, key.key.rfind("test_", 0) == 0);
   // After a failed write the run has stopped; its results are written if they still can be.
   sum.write_error = st.write_error;
   try {

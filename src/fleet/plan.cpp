@@ -614,7 +614,6 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   ex["shuffle"] = s.shuffle;
 
   const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);
-  s.loss_given = m.contains("loss");
   bool loss_ok = true;
   // One loss, or one per output (a list in output order, a map by output name).
   auto known_loss = [](const std::string& k) {

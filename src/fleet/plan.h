@@ -87,13 +87,11 @@ struct ModelSpec {
   int batch_split = 0;  // pieces per batch (Network::pieces); 0: automatic (batch_pieces in job.h)
   bool shuffle = true;
   LossSpec loss;
-  bool loss_given = false;  // the entry (or defaults) names a loss; else a Keras file's may apply
   // A model with several outputs: one loss per output (`loss: [mse, mae]` in output order, or
   // `loss: {main_output: mse, ...}` by output name; `loss` is then the first), and `loss_weights`
   // likewise; names are "" in the list forms. Empty: `loss` on every output, weight 1.
   std::vector<std::pair<std::string, LossSpec>> output_losses;
   std::vector<std::pair<std::string, double>> loss_weights;
-  std::vector<std::string> metrics;
   std::vector<std::string> metrics;           // unweighted, as Keras's compile(metrics=...)
   std::vector<std::string> weighted_metrics;  // weighted by the samples' weights
   OptimizerSpec optimizer;
