@@ -30,6 +30,22 @@ ModelIo model_io(ModelFormat format) {
     // The plan's name, not the file's, names the trained model.
     return m.model;
   };
+  io.optimizer = [](const ModelSpec& spec, const Shape& input_shape) {
+    LoadedModel m = load_keras_model(spec.keras, "", &input_shape);
+    if (m.optimizer_state.empty()) {
+      const Json& info = m.optimizer_state_info;
+      std::string holds = "no optimizer variables";
+      if (info.is_object())
+        holds = "optimizer variables (" + info.dump() + ") it cannot restore";
+      throw ModelError("failed to restore the optimizer of model '" + spec.name + "' from '" +
+                       spec.keras + "': the file holds " + holds +
+                       "; expected a file saved after training with its optimizer (SGD, Adam, "
+                       "AdamW, RMSprop or Adagrad): a Keras 3 .keras file, or an .h5 file in "
+                       "tf.keras 2.11-2.15's layout (as nnfleet writes it); or restore_optimizer: "
+                       "false");
+    }
+    return RestoredOptimizer{m.optimizer, std::move(m.optimizer_state), m.iterations};
+  };
   io.save = [format](const Network& net, const ModelSpec& spec, const std::string& stem) {
     const KerasSaveInfo info = keras_save_info(net, spec.metrics);
     if (format == ModelFormat::kH5) {

@@ -233,9 +233,11 @@ std::string default_out_dir(const Plan& plan) {
   return "runs/" + plan.name + "-" + b;
 }
 
-// The model of a spec, and its initial weights when a Keras file has them. Throws Error.
+// The model of a spec, its initial weights when a Keras file has them, and with
+// restore_optimizer the file's optimizer. Throws Error.
 std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
-                                       std::vector<float>& initial_params) {
+                                       std::vector<float>& initial_params,
+                                       RestoredOptimizer& restored) {
   std::shared_ptr<const Model> m;
   if (s.keras.empty()) {
     m = build_model(s, data.input_shape);
@@ -243,6 +245,11 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);
     m = apply_fine_tuning(s, std::move(m), initial_params);
+    if (s.restore_optimizer) {
+      if (!io.optimizer)
+        throw ModelError("restore_optimizer is not available in this build (no Keras reader)");
+      restored = io.optimizer(s, data.input_shape);
+    }
   }
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
@@ -258,9 +265,10 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
 JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData& data,
                        const JobContext& ctx) {
   std::vector<float> initial;
+  RestoredOptimizer restored;
   std::shared_ptr<const Model> model;
   try {
-    model = job_model(*j.spec, io, data, initial);
+    model = job_model(*j.spec, io, data, initial, restored);
   } catch (const Error& e) {
     JobResult r;
     r.name = j.spec->name;
@@ -270,7 +278,9 @@ JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData&
     r.message = e.what();
     return r;
   }
-  return run_job(*j.spec, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+  JobContext c = ctx;
+  if (j.spec->restore_optimizer) c.restored_optimizer = &restored;
+  return run_job(*j.spec, std::move(model), data, c, initial.empty() ? nullptr : &initial);
 }
 
 // Rough sizes of what a job writes: its saved model (float32 weights and up to two optimizer
@@ -310,8 +320,9 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
     j.spec = &s;
     j.index = i;
     std::vector<float> initial_params;
+    RestoredOptimizer restored;
     try {
-      j.model = job_model(s, io, data, initial_params);
+      j.model = job_model(s, io, data, initial_params, restored);
     } catch (const Error& e) {
       problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
       continue;

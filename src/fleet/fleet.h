@@ -81,6 +81,10 @@ struct ModelIo {
   // Saves a trained network to `path_without_extension` + its extension, atomically but without
   // an fsync (the run syncs its folder once, at its end); returns the path.
   std::function<std::string(const Network&, const ModelSpec&, const std::string&)> save;
+  // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
+  // none that nnfleet runs.
+  // none that nnfleet runs. The shape is the data's (for the file's free dimensions).
+  std::function<RestoredOptimizer(const ModelSpec&, const Shape&)> optimizer;
 };
 
 // Throws PlanError (every validation problem, listed), DataError, FileError before anything is

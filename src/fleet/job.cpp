@@ -344,7 +344,8 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   // What the job is doing with the output folder when an exception arrives (JobResult::retry).
   enum class Io { kNone, kReading, kWriting } io = Io::kNone;
   try {
-    const TrainSpec train = train_spec_of(spec, *model);
+    TrainSpec train = train_spec_of(spec, *model);
+    if (ctx.restored_optimizer) train.optimizer = ctx.restored_optimizer->spec;
     Network net(model, spec.batch_size, train, batch_pieces(spec, *model));
     // A split batch's pieces go to the help board, where idle workers may take some.
     const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
@@ -388,6 +389,16 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
       Rng init(ctx.seed, spec.name, "init");
       net.initialize(init);
       if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net.params());
+      if (const RestoredOptimizer* ro = ctx.restored_optimizer) {
+        if (ro->state.size() != net.optimizer_state_floats())
+          throw ModelError("failed to restore the optimizer of model '" + spec.name +
+                           "': its file holds " + std::to_string(ro->state.size()) +
+                           " optimizer floats; expected " +
+                           std::to_string(net.optimizer_state_floats()) +
+                           " for the model's trainable weights");
+        std::copy(ro->state.begin(), ro->state.end(), net.optimizer_state());
+        net.set_iterations(ro->iterations);
+      }
     }
     io = Io::kNone;
     res.history = ck.history;

@@ -71,6 +71,14 @@ class JobObserver {
 // Default seconds of training between the checkpoints written at epoch ends (see run_job).
 constexpr double kCheckpointSeconds = 2.0;
 
+// The optimizer of a `keras:` model's file, for restore_optimizer: its spec (class, configuration,
+// schedule), its state in Network::optimizer_state() layout, and its step count.
+struct RestoredOptimizer {
+  OptimizerSpec spec;
+  std::vector<float> state;
+  int64_t iterations = 0;
+};
+
 struct JobContext {
   uint64_t seed = 0;
   int core = -1;
@@ -84,6 +92,9 @@ struct JobContext {
   HelpBoard* helpers = nullptr;
   // Seconds of training between the checkpoints written at epoch ends; 0: every epoch.
   double checkpoint_seconds = kCheckpointSeconds;
+  // restore_optimizer: the job trains with this optimizer, starting from its state (not the
+  // plan's optimizer); ignored when a checkpoint resumes the job.
+  const RestoredOptimizer* restored_optimizer = nullptr;
 };
 
 // Pieces each batch of this model is split into: spec.batch_split when set; otherwise 2 for a

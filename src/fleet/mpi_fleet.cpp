@@ -562,12 +562,15 @@ class WorkerRank {
           model = apply_fine_tuning(s, io_.load(s, data.input_shape, initial), initial);
         else
           throw ModelError("models from Keras files are not available in this build");
+        RestoredOptimizer restored;
+        if (s.restore_optimizer && io_.optimizer) restored = io_.optimizer(s, data.input_shape);
         JobContext ctx;
         ctx.seed = plan_.seed;
         ctx.core = core;
         ctx.stop = &stop_;
         ctx.observer = &fwd;
         ctx.checkpoint_path = ckpt;
+        if (s.restore_optimizer) ctx.restored_optimizer = &restored;
         ctx.checkpoint_seconds = opts_.checkpoint_seconds;
         std::string saved;
         if (io_.save)

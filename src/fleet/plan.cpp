@@ -48,13 +48,13 @@ const std::vector<std::string> kModelKeys = {
       "early_stopping", "epochs",      "freeze",               "grid",
       "keras",          "layers",      "loss",                 "loss_weights",
       "metrics",        "name",        "optimizer",            "reduce_lr_on_plateau",
-      "shuffle",        "unfreeze_from", "weighted_metrics"};
+      "restore_optimizer", "shuffle",  "unfreeze_from",        "weighted_metrics"};
   const std::vector<std::string> kDefaultsKeys = {
       "batch_size",     "batch_split", "class_weight", "data",
       "early_stopping", "epochs",      "freeze",       "keras",
       "layers",         "loss",        "loss_weights", "metrics",
-      "optimizer",      "reduce_lr_on_plateau",        "shuffle",
-      "unfreeze_from",  "weighted_metrics"};
+      "optimizer",      "reduce_lr_on_plateau",        "restore_optimizer",
+      "shuffle",        "unfreeze_from",  "weighted_metrics"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -871,6 +871,23 @@ void Loader::fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex) {
       pr_.add(at("unfreeze_from"), "expected a layer name, got " + show(m["unfreeze_from"]));
     }
     ex["unfreeze_from"] = m["unfreeze_from"];
+  }
+  if (m.contains("restore_optimizer") && !m["restore_optimizer"].is_null()) {
+    needs_keras("restore_optimizer");
+    const std::string p = at("restore_optimizer");
+    if (!m["restore_optimizer"].is_boolean()) {
+      pr_.add(p, "expected true or false, got " + show(m["restore_optimizer"]));
+    } else if ((s.restore_optimizer = m["restore_optimizer"].get<bool>())) {
+      // Keras's load_model: the file's optimizer, its configuration and its state, for the
+      // file's trainable weights.
+      if (m.contains("optimizer") && !m["optimizer"].is_null())
+        pr_.add(p, "restore_optimizer trains with the file's optimizer and its state; expected "
+                   "no optimizer for this model (remove one of them)");
+      if (!s.freeze.empty() || !s.unfreeze_from.empty())
+        pr_.add(p, "restore_optimizer keeps the state of the file's trainable weights; expected "
+                   "no freeze or unfreeze_from with it (they change which weights train)");
+    }
+    ex["restore_optimizer"] = m["restore_optimizer"];
   }
 }
 

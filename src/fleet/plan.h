@@ -107,6 +107,9 @@ struct ModelSpec {
   std::vector<Json> freeze;
   std::vector<std::string> freeze_where;
   std::string unfreeze_from, unfreeze_from_where;
+  // restore_optimizer: train a `keras:` model on with the optimizer its file holds (class,
+  // configuration, slot variables and iterations), as Keras's load_model restores it.
+  bool restore_optimizer = false;
   // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
   // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
   // are made from it; expanded_json() parses it).

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "io/hdf5.h"
+#include "io/keras_writer.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
 #include "platform/limits.h"
@@ -375,6 +376,47 @@ Json legacy_optimizer_info(const h5::Group& root) {
   return info;
 }
 
+// Legacy optimizer_weights in the layout of tf.keras 2.11-2.15 (and of nnfleet's .h5 writer):
+// restored in Network::optimizer_state() layout when the training config's optimizer is one
+// nnfleet runs and the names match legacy_optimizer_vars exactly; older layouts (tf.keras <=
+// 2.10 "Adam/iter:0", Keras 2.2 "training/Adam/Variable:0") stay described only.
+void read_legacy_optimizer(const h5::Group& root, LoadedModel& lm) {
+  if (!root.has_group("optimizer_weights") || !lm.training_config.is_object()) return;
+  const Json opt = lm.training_config.value("optimizer_config", Json());
+  if (!opt.is_object() || !opt.contains("class_name")) return;
+  OptimizerSpec spec;
+  try {
+    spec = parse_optimizer(opt);
+  } catch (const Error&) {
+    return;
+  }
+  const h5::Group g = root.group("optimizer_weights");
+  const auto names = list_attr_or_empty(g, "weight_names");
+  const Model& m = *lm.model;
+  const auto vars = legacy_optimizer_vars(m, spec);
+  if (names.size() != vars.size() + 1 || names[0] != kLegacyIterationName ||
+      !g.has_dataset(kLegacyIterationName))
+    return;
+  for (size_t k = 0; k < vars.size(); ++k)
+    if (names[k + 1] != vars[k].name) return;
+  size_t n_trainable = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params)
+      if (p.trainable) n_trainable += static_cast<size_t>(p.shape.size());
+  const auto offsets = param_offsets(m, nullptr);
+  std::vector<float> state(optimizer_state_floats(spec, n_trainable), 0.0f);
+  for (const LegacyOptimizerVar& v : vars) {
+    const auto& p = m.planned(v.layer).params[v.param];
+    const h5::Dataset ds = g.dataset(v.name);
+    if (!same_shape(ds.dims(), p.shape)) return;
+    ds.read_floats(state.data() + v.slot * n_trainable + offsets[v.layer][v.param],
+                   static_cast<size_t>(p.shape.size()));
+  }
+  lm.optimizer = spec;
+  lm.optimizer_state = std::move(state);
+  lm.iterations = g.dataset(kLegacyIterationName).read_int64();
+}
+
 // Dispatches on what the weights file holds (the caller holds the HDF5 lock).
 void load_weights_from_root(const h5::Group& root, const KerasGraph& graph, float* params,
                             const std::string& where) {
@@ -434,6 +476,7 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path,
       fail(path, "no model_weights group; expected the weights saved with the model");
     read_legacy(root.group("model_weights"), graph, lm.params.data(), path);
     lm.optimizer_state_info = legacy_optimizer_info(root);
+    read_legacy_optimizer(root, lm);
   } else {
     load_weights_file(weights_path, graph, lm.params.data());
   }

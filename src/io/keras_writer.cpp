@@ -448,13 +448,37 @@ OJson legacy_training_config(const KerasSaveInfo& info) {
                  {"config", ordered(optimizer_keras_config(*info.optimizer))}}}};
 }
 
+// optimizer_weights as tf.keras 2.11-2.15 (the keras_version this writer states) writes them
+// (save_optimizer_weights_to_hdf5_group): see legacy_optimizer_vars.
+void write_legacy_optimizer(h5::Group& root, const Model& m, const KerasSaveInfo& info,
+                            const std::vector<std::vector<size_t>>& offsets) {
+  const OptimizerSpec& spec = *info.optimizer;
+  size_t n_trainable = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const auto& p : m.planned(i).params)
+      if (p.trainable) n_trainable += static_cast<size_t>(p.shape.size());
+  h5::Group og = root.create_group("optimizer_weights");
+  std::vector<std::string> names = {kLegacyIterationName};
+  og.write_int64_scalar(kLegacyIterationName, info.iterations);
+  for (const LegacyOptimizerVar& v : legacy_optimizer_vars(m, spec)) {
+    names.push_back(v.name);
+    const size_t slash = v.name.rfind('/');
+    const auto& p = m.planned(v.layer).params[v.param];
+    open_or_create(og, v.name.substr(0, slash))
+        .write_floats(v.name.substr(slash + 1), dims_of(p.shape),
+                      info.optimizer_state + v.slot * n_trainable + offsets[v.layer][v.param]);
+  }
+  write_split_names(og, "weight_names", names);
+}
+
 // A legacy Keras .h5 file; `where` names it in messages.
 std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& info,
                       const std::string& where) {
   auto lock = h5::hdf5_lock();
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
-  h5::File f = h5::File::create(where, 4 * total + 2048 * m.num_layers());
+  const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
+  h5::File f = h5::File::create(where, 4 * total * (1 + slots) + 2048 * m.num_layers() * (1 + slots));
   h5::Group& root = f.root();
   const auto ascii = h5::StrType::kVlenAscii;
   root.write_string_attr("backend", "tensorflow", ascii);
@@ -506,10 +530,37 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   write_split_names(mw, "layer_names", names);
   mw.write_string_attr("backend", "tensorflow", ascii);
   mw.write_string_attr("keras_version", kKerasLegacyWriteVersion, ascii);
+  if (compiled(info) && info.optimizer_state) write_legacy_optimizer(root, m, info, offsets);
   return f.close_image();
 }
 
 }  // namespace
+
+std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const OptimizerSpec& spec) {
+  const auto slots = optimizer_state_slots(spec);
+  const bool adam = spec.kind == OptKind::kAdam || spec.kind == OptKind::kAdamW;
+  // tf.keras 2.11-2.15 names Adam's momentum, velocity and velocity_hat m, v and vhat, SGD's
+  // momentum m; RMSprop's and Adagrad's are named as in Keras 3.
+  auto slot_name = [&](const std::string& s) -> std::string {
+    if ((adam || spec.kind == OptKind::kSGD) && s == "momentum") return "m";
+    if (adam && s == "velocity") return "v";
+    if (adam && s == "velocity_hat") return "vhat";
+    return s;
+  };
+  const std::string cls = optimizer_class(spec.kind);
+  std::vector<LegacyOptimizerVar> out;
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    const auto& specs = m.planned(i).params;
+    for (size_t j = 0; j < specs.size(); ++j) {
+      if (!specs[j].trainable) continue;
+      const std::string var = l.name() + "/" + l.keras_legacy_weight_name(j, specs[j].name);
+      for (size_t k = 0; k < slots.size(); ++k)
+        out.push_back({cls + "/" + slot_name(slots[k]) + "/" + var + ":0", i, j, k});
+    }
+  }
+  return out;
+}
 
 KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics) {
   KerasSaveInfo info;

@@ -50,6 +50,18 @@ struct KerasSaveInfo {
 // inference network). The pointer stays valid while `net` lives.
 KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics = {});
 
+// The slot variables of a legacy .h5 file's optimizer_weights as tf.keras 2.11-2.15 names and
+// orders them (the keras_version the .h5 writer states): after kLegacyIterationName, for each
+// trainable weight in model order its slots, "Adam/m/dense/kernel:0", "Adam/v/dense/kernel:0"
+// (the rate is not a variable there). Each names layer `layer`'s param `param` and the state slot
+// (optimizer_state_slots order) it holds.
+struct LegacyOptimizerVar {
+  std::string name;
+  size_t layer, param, slot;
+};
+inline constexpr const char* kLegacyIterationName = "iteration:0";
+std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const OptimizerSpec& spec);
+
 // `params` is laid out as Network::params(). Written atomically (a temporary, then a rename),
 // with an fsync unless `d` says otherwise (the fleet syncs its output folder once per run).
 void save_keras(const std::string& path, const Model& m, const float* params,
