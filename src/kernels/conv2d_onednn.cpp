@@ -247,6 +247,34 @@ bool is_plain_relu(const Activation& a) {
          a.max_value == std::numeric_limits<float>::infinity();
 }
 
+// What a forward or backward-data pass runs with: g's plan, this thread's memories and stream,
+// the scratch parts, and the weights in the primitive's layout (reordered into scratch once per
+// call when the layouts differ: F*C*KH*KW floats, 1/(N*OH*OW) of the convolution's work).
+struct Pass {
+  const Plan* plan = nullptr;
+  dnnl::stream* stream = nullptr;
+  ThreadMemories* m = nullptr;
+  ScratchParts parts{};
+};
+bool begin_pass(const ConvGeometry& g, const float* w, float* scratch, bool backward, Pass& out) {
+  const Plan* p = find_plan(g, false);
+  if (p == nullptr) return false;
+  omp_set_num_threads(1);
+  out.plan = p;
+  out.m = &thread_memories(*p, &out.stream);
+  out.parts = scratch_parts(*p, g, scratch);
+  ThreadMemories& m = *out.m;
+  const bool reorder = backward ? p->reorder_bwd_w : p->reorder_fwd_w;
+  memory& w_prim = backward ? m.w_bwd : m.w_fwd;
+  set(m.w_user, w);
+  set(w_prim, reorder ? out.parts.w : w);
+  set(m.sp, out.parts.sp);
+  if (reorder)
+    run(backward ? p->to_bwd_w : p->to_fwd_w, *out.stream,
+        {{DNNL_ARG_FROM, &m.w_user}, {DNNL_ARG_TO, &w_prim}, {DNNL_ARG_SCRATCHPAD, &m.sp}});
+  return true;
+}
+
 }  // namespace
 
 size_t onednn_conv_scratch_floats(const ConvGeometry& g, int n) {
@@ -262,18 +290,12 @@ size_t onednn_conv_scratch_floats(const ConvGeometry& g, int n) {
 bool onednn_conv_forward(const ConvGeometry& g, int n, const float* x, const float* w,
                          const float* b, float* y, float* scratch, const Activation* act,
                          float* act_out) {
-  const Plan* p = find_plan(g, false);
-  if (p == nullptr) return false;
-  omp_set_num_threads(1);
-  dnnl::stream* s = nullptr;
-  ThreadMemories& m = thread_memories(*p, &s);
-  const ScratchParts parts = scratch_parts(*p, g, scratch);
-  set(m.w_user, w);
-  set(m.w_fwd, p->reorder_fwd_w ? parts.w : w);
-  set(m.sp, parts.sp);
-  if (p->reorder_fwd_w)
-    run(p->to_fwd_w, *s,
-        {{DNNL_ARG_FROM, &m.w_user}, {DNNL_ARG_TO, &m.w_fwd}, {DNNL_ARG_SCRATCHPAD, &m.sp}});
+  Pass pass;
+  if (!begin_pass(g, w, scratch, false, pass)) return false;
+  const Plan* p = pass.plan;
+  dnnl::stream* s = pass.stream;
+  ThreadMemories& m = *pass.m;
+  const ScratchParts& parts = pass.parts;
   if (b == nullptr) std::fill_n(parts.zero_b, g.f, 0.0f);
   set(m.b, b != nullptr ? b : parts.zero_b);
   const bool fuse = act != nullptr && act_out == y && is_plain_relu(*act);
@@ -302,18 +324,12 @@ bool onednn_conv_forward(const ConvGeometry& g, int n, const float* x, const flo
 // onto dx while it is still in cache.
 bool onednn_conv_backward_data(const ConvGeometry& g, int n, const float* w, const float* dy,
                                float* dx, float* scratch) {
-  const Plan* p = find_plan(g, false);
-  if (p == nullptr) return false;
-  omp_set_num_threads(1);
-  dnnl::stream* s = nullptr;
-  ThreadMemories& m = thread_memories(*p, &s);
-  const ScratchParts parts = scratch_parts(*p, g, scratch);
-  set(m.w_user, w);
-  set(m.w_bwd, p->reorder_bwd_w ? parts.w : w);
-  set(m.sp, parts.sp);
-  if (p->reorder_bwd_w)
-    run(p->to_bwd_w, *s,
-        {{DNNL_ARG_FROM, &m.w_user}, {DNNL_ARG_TO, &m.w_bwd}, {DNNL_ARG_SCRATCHPAD, &m.sp}});
+  Pass pass;
+  if (!begin_pass(g, w, scratch, true, pass)) return false;
+  const Plan* p = pass.plan;
+  dnnl::stream* s = pass.stream;
+  ThreadMemories& m = *pass.m;
+  const ScratchParts& parts = pass.parts;
   const int64_t x_image = int64_t{g.h} * g.w * g.c, y_image = int64_t{g.oh} * g.ow * g.f;
   for (int img = 0; img < n;) {
     const int i = p->pieces && n - img >= kOnednnPiece ? 0 : 1;
