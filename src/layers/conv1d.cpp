@@ -1,7 +1,6 @@
 // Conv1D: y = activation(conv1d(x, W) + b), Keras semantics: input [N,T,C] (channels last),
 // kernel [K,C,F] (Keras layout), padding valid / same (extra zero after) / causal ((K-1)*d zeros
-// before), strides, dilation_rate, groups 1. kernel/bias regularizers (L1, L2, L1L2) are kept
-// for writing back; training refuses them (see model_regularizer()).
+// before), strides, dilation_rate, groups 1.
 #include "kernels/conv1d.h"
 
 #include "layers/kinds.h"
@@ -16,12 +15,7 @@ class Conv1D final : public Layer {
     filters_ = c.get_int("filters");
     opt_ = parse_conv1d_options(c, "kernel_size", false);
     if (c.get_int("groups", 1) != 1) c.fail("groups", "1 (grouped Conv1D is not supported yet)");
-    act_ = parse_activation(c.get_raw("activation"), "activation");
-    use_bias_ = c.get_bool("use_bias", true);
-    kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
-    binit_ = parse_init_option(c, "bias_initializer", "zeros");
-    kreg_ = parse_regularizer(c, "kernel_regularizer");
-    breg_ = parse_regularizer(c, "bias_regularizer");
+    kb_ = KernelBias(c);
   }
   const char* class_name() const override { return "Conv1D"; }
 
@@ -31,46 +25,36 @@ class Conv1D final : public Layer {
     return Shape{g.ow, g.f};
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
-    std::vector<ParamSpec> p{{"kernel", Shape{opt_.k, in[0][1], filters_}, kinit_, true}};
-    if (use_bias_) p.push_back({"bias", Shape{filters_}, binit_, true});
-    return p;
+    return kb_.params(Shape{opt_.k, in[0][1], filters_}, filters_);
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
+    return kb_.cache_floats(rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     size_t s = conv1d_scratch_floats(geometry(in[0]), n);
-    if (act_.kind != Act::kLinear) s += rows_floats(n, output_shape(in));
+    s += kb_.scratch_floats(rows_floats(n, output_shape(in)));
     return s;
   }
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* b = use_bias_ ? a.params[1] : nullptr;
-    conv1d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch,
-                   act_.kind == Act::kLinear ? nullptr : &act_, a.y);
+    const float* b = kb_.bias(a);
+    conv1d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(kb_.act, a), a.scratch,
+                   kb_.act.kind == Act::kLinear ? nullptr : &kb_.act, a.y);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     // The conv kernel's scratch comes first, the pre-activation gradient after it.
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.ow, g.f, a,
+    const float* dz = pre_activation_grad(kb_.act, static_cast<int64_t>(a.n) * g.ow, g.f, a,
                                           a.scratch + conv1d_scratch_floats(g, a.n));
-    conv1d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
-                    use_bias_ ? a.dparams[1] : nullptr, a.scratch);
+    conv1d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0], kb_.dbias(a),
+                    a.scratch);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["filters"] = filters_;
     j.update(conv1d_options_to_keras(opt_, "kernel_size", false));
     j["groups"] = 1;
-    j["activation"] = activation_to_keras(act_);
-    j["use_bias"] = use_bias_;
-    j["kernel_initializer"] = initializer_to_keras(kinit_);
-    j["bias_initializer"] = initializer_to_keras(binit_);
-    j["kernel_regularizer"] = kreg_;
-    j["bias_regularizer"] = breg_;
-    j["activity_regularizer"] = nullptr;
-    j["kernel_constraint"] = nullptr;
-    j["bias_constraint"] = nullptr;
+    kb_.to_keras(j, /*activity=*/true);
     return j;
   }
   double forward_flops(const std::vector<Shape>& in) const override {
@@ -81,10 +65,7 @@ class Conv1D final : public Layer {
  private:
   int64_t filters_ = 0;
   Conv1dOptions opt_;
-  Activation act_;
-  bool use_bias_ = true;
-  Initializer kinit_, binit_;
-  Json kreg_, breg_;
+  KernelBias kb_;
 };
 
 }  // namespace

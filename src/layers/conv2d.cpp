@@ -19,10 +19,7 @@ class Conv2D final : public Layer {
     groups_ = c.get_int("groups", 1);
     if (filters_ % groups_ != 0)
       c.fail("groups", "a divisor of filters " + std::to_string(filters_) + " (Keras's rule)");
-    act_ = parse_activation(c.get_raw("activation"), "activation");
-    use_bias_ = c.get_bool("use_bias", true);
-    kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
-    binit_ = parse_init_option(c, "bias_initializer", "zeros");
+    kb_ = KernelBias(c);
   }
   const char* class_name() const override { return "Conv2D"; }
 
@@ -38,59 +35,48 @@ class Conv2D final : public Layer {
     return Shape{g.oh, g.ow, g.f};
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
-    std::vector<ParamSpec> p{
-        {"kernel", Shape{opt_.kh, opt_.kw, in[0][2] / groups_, filters_}, kinit_, true}};
-    if (use_bias_) p.push_back({"bias", Shape{filters_}, binit_, true});
-    return p;
+    return kb_.params(Shape{opt_.kh, opt_.kw, in[0][2] / groups_, filters_}, filters_);
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
+    return kb_.cache_floats(rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     size_t s = kernel_scratch(geometry(in[0]), n);
-    if (act_.kind != Act::kLinear) s += rows_floats(n, output_shape(in));
+    s += kb_.scratch_floats(rows_floats(n, output_shape(in)));
     return s;
   }
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* b = use_bias_ ? a.params[1] : nullptr;
+    const float* b = kb_.bias(a);
     if (groups_ > 1) {
       conv2d_grouped_forward(g, static_cast<int>(groups_), a.n, a.x[0], a.params[0], b,
-                             fused_z(act_, a), a.scratch);
-      fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
+                             fused_z(kb_.act, a), a.scratch);
+      fused_activation_forward(kb_.act, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a);
       return;
     }
     // The activation runs on each chunk of z as the kernel produces it.
-    conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(act_, a), a.scratch,
-                   act_.kind == Act::kLinear ? nullptr : &act_, a.y);
+    conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(kb_.act, a), a.scratch,
+                   kb_.act.kind == Act::kLinear ? nullptr : &kb_.act, a.y);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     // The conv kernel's scratch comes first, the pre-activation gradient after it.
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
+    const float* dz = pre_activation_grad(kb_.act, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
                                           a.scratch + kernel_scratch(g, a.n));
     if (groups_ > 1) {
       conv2d_grouped_backward(g, static_cast<int>(groups_), a.n, a.x[0], a.params[0], dz, a.dx[0],
-                              a.dparams[0], use_bias_ ? a.dparams[1] : nullptr, a.scratch);
+                              a.dparams[0], kb_.dbias(a), a.scratch);
       return;
     }
-    conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
-                    use_bias_ ? a.dparams[1] : nullptr, a.scratch);
+    conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0], kb_.dbias(a),
+                    a.scratch);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["filters"] = filters_;
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
     j["groups"] = groups_;
-    j["activation"] = activation_to_keras(act_);
-    j["use_bias"] = use_bias_;
-    j["kernel_initializer"] = initializer_to_keras(kinit_);
-    j["bias_initializer"] = initializer_to_keras(binit_);
-    j["kernel_regularizer"] = nullptr;
-    j["bias_regularizer"] = nullptr;
-    j["activity_regularizer"] = nullptr;
-    j["kernel_constraint"] = nullptr;
-    j["bias_constraint"] = nullptr;
+    kb_.to_keras(j, /*activity=*/true);
     return j;
   }
   double forward_flops(const std::vector<Shape>& in) const override {
@@ -106,9 +92,7 @@ class Conv2D final : public Layer {
   int64_t groups_ = 1;
   int64_t filters_ = 0;
   Conv2dOptions opt_;
-  Activation act_;
-  bool use_bias_ = true;
-  Initializer kinit_, binit_;
+  KernelBias kb_;
 };
 
 }  // namespace

@@ -33,12 +33,7 @@ class Conv2DTranspose final : public Layer {
     } else {
       c.ignore("output_padding");
     }
-    act_ = parse_activation(c.get_raw("activation"), "activation");
-    use_bias_ = c.get_bool("use_bias", true);
-    kinit_ = parse_init_option(c, "kernel_initializer", "glorot_uniform");
-    binit_ = parse_init_option(c, "bias_initializer", "zeros");
-    kreg_ = parse_regularizer(c, "kernel_regularizer");
-    breg_ = parse_regularizer(c, "bias_regularizer");
+    kb_ = KernelBias(c);
   }
   const char* class_name() const override { return "Conv2DTranspose"; }
 
@@ -75,45 +70,35 @@ class Conv2DTranspose final : public Layer {
     return Shape{g.h, g.w, g.c};
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
-    std::vector<ParamSpec> p{{"kernel", Shape{opt_.kh, opt_.kw, filters_, in[0][2]}, kinit_, true}};
-    if (use_bias_) p.push_back({"bias", Shape{filters_}, binit_, true});
-    return p;
+    return kb_.params(Shape{opt_.kh, opt_.kw, filters_, in[0][2]}, filters_);
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return fused_cache_floats(act_, rows_floats(n, output_shape(in)));
+    return kb_.cache_floats(rows_floats(n, output_shape(in)));
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     size_t s = conv2d_transpose_scratch_floats(geometry(in[0]), n);
-    if (act_.kind != Act::kLinear) s += rows_floats(n, output_shape(in));
+    s += kb_.scratch_floats(rows_floats(n, output_shape(in)));
     return s;
   }
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    conv2d_transpose_forward(g, a.n, a.x[0], a.params[0], use_bias_ ? a.params[1] : nullptr,
-                             fused_z(act_, a), a.scratch);
-    fused_activation_forward(act_, static_cast<int64_t>(a.n) * g.h * g.w, g.c, a);
+    conv2d_transpose_forward(g, a.n, a.x[0], a.params[0], kb_.bias(a), fused_z(kb_.act, a),
+                             a.scratch);
+    fused_activation_forward(kb_.act, static_cast<int64_t>(a.n) * g.h * g.w, g.c, a);
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.h * g.w, g.c, a,
+    const float* dz = pre_activation_grad(kb_.act, static_cast<int64_t>(a.n) * g.h * g.w, g.c, a,
                                           a.scratch + conv2d_transpose_scratch_floats(g, a.n));
-    conv2d_transpose_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
-                              use_bias_ ? a.dparams[1] : nullptr, a.scratch);
+    conv2d_transpose_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0], kb_.dbias(a),
+                              a.scratch);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["filters"] = filters_;
     j.update(conv_options_to_keras(opt_, "kernel_size", false));
     j["output_padding"] = has_out_pad_ ? Json{out_pad_[0], out_pad_[1]} : Json(nullptr);
-    j["activation"] = activation_to_keras(act_);
-    j["use_bias"] = use_bias_;
-    j["kernel_initializer"] = initializer_to_keras(kinit_);
-    j["bias_initializer"] = initializer_to_keras(binit_);
-    j["kernel_regularizer"] = kreg_;
-    j["bias_regularizer"] = breg_;
-    j["activity_regularizer"] = nullptr;
-    j["kernel_constraint"] = nullptr;
-    j["bias_constraint"] = nullptr;
+    kb_.to_keras(j, /*activity=*/true);
     return j;
   }
   double forward_flops(const std::vector<Shape>& in) const override {
@@ -126,10 +111,7 @@ class Conv2DTranspose final : public Layer {
   Conv2dOptions opt_;
   std::array<int, 2> out_pad_{0, 0};
   bool has_out_pad_ = false;
-  Activation act_;
-  bool use_bias_ = true;
-  Initializer kinit_, binit_;
-  Json kreg_, breg_;
+  KernelBias kb_;
 };
 
 }  // namespace

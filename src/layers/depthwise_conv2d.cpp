@@ -16,7 +16,6 @@ class DepthwiseConv2D final : public Layer {
     use_bias_ = c.get_bool("use_bias", true);
     kinit_ = parse_init_option(c, "depthwise_initializer", "glorot_uniform");
     binit_ = parse_init_option(c, "bias_initializer", "zeros");
-    c.ignore("depthwise_regularizer");
     c.ignore("depthwise_constraint");
   }
   const char* class_name() const override { return "DepthwiseConv2D"; }

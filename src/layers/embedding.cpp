@@ -26,7 +26,6 @@ class Embedding final : public Layer {
                               " (ids travel as float32, exact up to 2^24)");
     output_dim_ = c.get_int("output_dim");
     init_ = parse_init_option(c, "embeddings_initializer", "uniform");
-    reg_ = parse_regularizer(c, "embeddings_regularizer");
     mask_zero_ = c.get_bool("mask_zero", false);
     if (c.has("input_length"))
       input_length_ = c.get_int("input_length");
@@ -81,7 +80,7 @@ class Embedding final : public Layer {
     j["input_dim"] = input_dim_;
     j["output_dim"] = output_dim_;
     j["embeddings_initializer"] = initializer_to_keras(init_);
-    j["embeddings_regularizer"] = reg_;
+    j["embeddings_regularizer"] = nullptr;
     j["activity_regularizer"] = nullptr;
     j["embeddings_constraint"] = nullptr;
     j["mask_zero"] = mask_zero_;
@@ -93,7 +92,6 @@ class Embedding final : public Layer {
   int64_t input_dim_ = 0, output_dim_ = 0, input_length_ = 0;
   bool mask_zero_ = false;
   Initializer init_;
-  Json reg_;
 };
 
 }  // namespace

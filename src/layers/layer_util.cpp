@@ -161,30 +161,28 @@ ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t ou
   return g;
 }
 
-namespace {
-bool known_regularizer_name(const std::string& s) {
-  return s == "L1" || s == "L2" || s == "L1L2" || s == "l1" || s == "l2" || s == "l1_l2";
-}
-}  // namespace
+KernelBias::KernelBias(LayerConfig& c)
+    : act(parse_activation(c.get_raw("activation"), "activation")),
+      use_bias(c.get_bool("use_bias", true)),
+      kinit(parse_init_option(c, "kernel_initializer", "glorot_uniform")),
+      binit(parse_init_option(c, "bias_initializer", "zeros")) {}
 
-Json parse_regularizer(LayerConfig& c, const std::string& key) {
-  const Json* v = c.get_raw(key);
-  if (!v || v->is_null()) return nullptr;
-  const char* what = "null or a Keras L1, L2 or L1L2 regularizer with numeric l1/l2 factors";
-  if (v->is_string()) {
-    if (!known_regularizer_name(v->get<std::string>())) c.fail(key, what);
-    return *v;
-  }
-  if (!v->is_object() || !v->contains("class_name") || !(*v)["class_name"].is_string() ||
-      !known_regularizer_name((*v)["class_name"].get<std::string>()))
-    c.fail(key, what);
-  const Json cfg = v->value("config", Json::object());
-  if (!cfg.is_object()) c.fail(key, what);
-  for (auto it = cfg.begin(); it != cfg.end(); ++it)
-    if ((it.key() != "l1" && it.key() != "l2") || !it.value().is_number() ||
-        it.value().get<double>() < 0)
-      c.fail(key, what);
-  return *v;
+std::vector<ParamSpec> KernelBias::params(Shape kernel, int64_t units) const {
+  std::vector<ParamSpec> p{{"kernel", std::move(kernel), kinit, true}};
+  if (use_bias) p.push_back({"bias", Shape{units}, binit, true});
+  return p;
+}
+
+void KernelBias::to_keras(Json& j, bool activity) const {
+  j["activation"] = activation_to_keras(act);
+  j["use_bias"] = use_bias;
+  j["kernel_initializer"] = initializer_to_keras(kinit);
+  j["bias_initializer"] = initializer_to_keras(binit);
+  j["kernel_regularizer"] = nullptr;
+  j["bias_regularizer"] = nullptr;
+  if (activity) j["activity_regularizer"] = nullptr;
+  j["kernel_constraint"] = nullptr;
+  j["bias_constraint"] = nullptr;
 }
 
 std::array<int, 4> parse_pairs2d(LayerConfig& c, const char* key, int def) {

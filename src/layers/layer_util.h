@@ -76,6 +76,32 @@ const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t fe
                                  const LayerArgs& a, float* buf);
 // Reads an initializer option with its Keras default.
 Initializer parse_init_option(LayerConfig& c, const std::string& key, const char* def);
+
+// What a layer with a kernel, an optional bias and a fused activation (Dense, Conv1D, Conv2D,
+// Conv2DTranspose) reads from its Keras config and writes back: activation, use_bias and the two
+// initializers. (Its regularizers and constraints are training keys, taken out of the config
+// before the layer is built: model/layer_training.h.)
+struct KernelBias {
+  Activation act;
+  bool use_bias = true;
+  Initializer kinit, binit;
+
+  KernelBias() = default;
+  explicit KernelBias(LayerConfig& c);
+  // The kernel of shape `kernel`, then with use_bias the bias [units].
+  std::vector<ParamSpec> params(Shape kernel, int64_t units) const;
+  // The cache and the scratch the fused activation needs for `out_floats` outputs.
+  size_t cache_floats(size_t out_floats) const { return fused_cache_floats(act, out_floats); }
+  size_t scratch_floats(size_t out_floats) const {
+    return act.kind == Act::kLinear ? 0 : out_floats;
+  }
+  const float* bias(const LayerArgs& a) const { return use_bias ? a.params[1] : nullptr; }
+  float* dbias(const LayerArgs& a) const { return use_bias ? a.dparams[1] : nullptr; }
+  // activation, use_bias, kernel/bias_initializer, and null kernel/bias regularizers and
+  // constraints (put_layer_training fills in the model's own); with `activity`, a null
+  // activity_regularizer too (Keras 3's convolutions write one, its Dense does not).
+  void to_keras(Json& j, bool activity) const;
+};
 }  // namespace nnfleet
 
 namespace nnfleet {
@@ -92,10 +118,6 @@ Json conv1d_options_to_keras(const Conv1dOptions& o, const char* window_key, boo
 // The geometry over a per-sample input [T,C]; throws ModelError when the output would be empty
 // or the sizes are too large for the geometry's int arithmetic.
 ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t out_channels);
-// A kernel_regularizer / bias_regularizer: null, or Keras's L1, L2 or L1L2 (Keras 2 and 3 forms,
-// or the names "l1", "l2", "l1_l2"), returned as given so it is written back unchanged. Throws
-// ConfigError for anything else.
-Json parse_regularizer(LayerConfig& c, const std::string& key);
 // Keras's 2-D padding and cropping forms (ZeroPadding2D, Cropping2D): an int, [sym_h, sym_w] or
 // [[top, bottom], [left, right]], each value >= 0; absent or null means `def` everywhere. Returns
 // {top, bottom, left, right}; throws ConfigError for anything else.

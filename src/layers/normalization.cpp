@@ -52,8 +52,6 @@ class LayerNormalization final : public Layer {
       c.fail("rms_scaling", "false (Keras deprecated rms_scaling; use RMSNormalization)");
     beta_init_ = parse_init_option(c, "beta_initializer", "zeros");
     gamma_init_ = parse_init_option(c, "gamma_initializer", "ones");
-    beta_reg_ = parse_regularizer(c, "beta_regularizer");
-    gamma_reg_ = parse_regularizer(c, "gamma_regularizer");
   }
   const char* class_name() const override { return "LayerNormalization"; }
   MaskUse mask_use() const override { return MaskUse::kPropagate; }
@@ -176,8 +174,8 @@ class LayerNormalization final : public Layer {
     j["scale"] = scale_;
     j["beta_initializer"] = initializer_to_keras(beta_init_);
     j["gamma_initializer"] = initializer_to_keras(gamma_init_);
-    j["beta_regularizer"] = beta_reg_;
-    j["gamma_regularizer"] = gamma_reg_;
+    j["beta_regularizer"] = nullptr;
+    j["gamma_regularizer"] = nullptr;
     j["beta_constraint"] = nullptr;
     j["gamma_constraint"] = nullptr;
     return j;
@@ -189,7 +187,6 @@ class LayerNormalization final : public Layer {
   double epsilon_ = 1e-3;
   bool center_ = true, scale_ = true;
   Initializer beta_init_, gamma_init_;
-  Json beta_reg_, gamma_reg_;
 };
 
 // The squared norm is clamped at eps^2 (1e-24) as Keras 3's ops.normalize does it.

@@ -12,7 +12,6 @@ class PRelu final : public Layer {
  public:
   PRelu(LayerConfig& c, const std::string& name) : Layer(name) {
     init_ = parse_init_option(c, "alpha_initializer", "zeros");
-    reg_ = parse_regularizer(c, "alpha_regularizer");
     const Json* sh = c.get_raw("shared_axes");
     if (sh && !sh->is_null()) {
       shared_ = parse_keras_axes(c, "shared_axes", 0);
@@ -70,7 +69,7 @@ class PRelu final : public Layer {
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["alpha_initializer"] = initializer_to_keras(init_);
-    j["alpha_regularizer"] = reg_;
+    j["alpha_regularizer"] = nullptr;
     j["alpha_constraint"] = nullptr;
     // Keras keeps shared_axes as a list (an int is wrapped).
     j["shared_axes"] = shared_.values.empty() ? Json(nullptr) : Json(shared_.values);
@@ -94,7 +93,6 @@ class PRelu final : public Layer {
     return out;
   }
   Initializer init_;
-  Json reg_;
   KerasAxes shared_;  // empty: no shared axes
 };
 

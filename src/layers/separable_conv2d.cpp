@@ -25,9 +25,6 @@ class SeparableConv2D final : public Layer {
     dinit_ = parse_init_option(c, "depthwise_initializer", "glorot_uniform");
     pinit_ = parse_init_option(c, "pointwise_initializer", "glorot_uniform");
     binit_ = parse_init_option(c, "bias_initializer", "zeros");
-    dreg_ = parse_regularizer(c, "depthwise_regularizer");
-    preg_ = parse_regularizer(c, "pointwise_regularizer");
-    breg_ = parse_regularizer(c, "bias_regularizer");
   }
   const char* class_name() const override { return "SeparableConv2D"; }
 
@@ -90,9 +87,9 @@ class SeparableConv2D final : public Layer {
     j["depthwise_initializer"] = initializer_to_keras(dinit_);
     j["pointwise_initializer"] = initializer_to_keras(pinit_);
     j["bias_initializer"] = initializer_to_keras(binit_);
-    j["depthwise_regularizer"] = dreg_;
-    j["pointwise_regularizer"] = preg_;
-    j["bias_regularizer"] = breg_;
+    j["depthwise_regularizer"] = nullptr;
+    j["pointwise_regularizer"] = nullptr;
+    j["bias_regularizer"] = nullptr;
     j["activity_regularizer"] = nullptr;
     j["depthwise_constraint"] = nullptr;
     j["pointwise_constraint"] = nullptr;
@@ -113,7 +110,6 @@ class SeparableConv2D final : public Layer {
   Activation act_;
   bool use_bias_ = true;
   Initializer dinit_, pinit_, binit_;
-  Json dreg_, preg_, breg_;
 };
 
 }  // namespace

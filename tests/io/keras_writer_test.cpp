@@ -280,8 +280,7 @@ TEST(KerasExport, SequenceLayersRoundTripBothWays) {
     ls.push_back(make_layer(cls, cfg, ConfigMode::kPlan, name));
   };
   add("Embedding", {{"input_dim", 11}, {"output_dim", 4}}, "embedding");
-  add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"dilation_rate", 2},
-                 {"kernel_regularizer", {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}}}},
+  add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"dilation_rate", 2}},
       "conv1d");
   add("TimeDistributed", {{"layer", {{"class_name", "Dense"}, {"config", {{"units", 5}}}}}},
       "time_distributed");
