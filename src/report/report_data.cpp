@@ -236,7 +236,10 @@ Json infer_grid(const Json& expanded_models) {
 Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
   const Json specs = plan_models(run_dir);
   std::map<std::string, Json> records;
-  for (Json& r : read_job_records(run_dir)) records[r.value("name", "")] = std::move(r);
+  for (Json& r : read_job_records(run_dir)) {
+    const std::string name = r.value("name", "");  // before the move: Json assigns by value
+    records[name] = std::move(r);
+  }
   // results.json, once the run wrote it, has the models that have no record (cancelled ones).
   Json results;
   if (!live && file_exists(run_dir + "/results.json")) {

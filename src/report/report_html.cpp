@@ -89,7 +89,7 @@ void LiveReport::loop() {
     lock.unlock();
     try {
       write_report(dir_, true, &cache_);
-    } catch (const Error&) {
+    } catch (const std::exception&) {
       // The next rewrite (or the last one, which reports its error) tries again.
     }
     lock.lock();

@@ -566,7 +566,8 @@
 
   function render() {
     const width = Math.max(Math.min(app.clientWidth || 1100, 1400), 600);
-    const chartW = Math.floor((width - 40) / 2);
+    // Two charts a row: each with its box's padding and border, and the gap between them.
+    const chartW = Math.floor((width - 12) / 2) - 12;
     app.replaceChildren(header(), leaderboard(), curves(chartW), grids(chartW), timeline(width - 20), details());
     R.fillBoard();
     if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
