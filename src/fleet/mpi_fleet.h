@@ -58,9 +58,9 @@ struct RunState {
   std::vector<JobResult> results;  // plan order, without histories (they are in jobs.log)
   Display* live = nullptr;
   RunFolder* folder = nullptr;
-  Timeline* timeline = nullptr;     // null: none kept
+  Timeline* timeline = nullptr;       // null: none kept
   std::vector<Timeline::Slot> slots;  // by display slot (rank 0's workers first)
-  std::string write_error;  // (out_mu) the first write to the output folder that failed
+  std::string write_error;            // (out_mu) the first write to the output folder that failed
 
   bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
   // The next queue entry, or null when the queue is empty or the run is stopping.

@@ -16,8 +16,8 @@ double ms(double t) { return static_cast<double>(static_cast<int64_t>(t * 1000.0
 
 Json slot_json(const std::string& kind, int session, const std::string& model,
                const Timeline::Slot& at) {
-  return {{"kind", kind},       {"session", session}, {"model", model}, {"rank", at.rank},
-          {"host", at.host},    {"worker", at.worker}, {"core", at.core}};
+  return {{"kind", kind},    {"session", session},  {"model", model}, {"rank", at.rank},
+          {"host", at.host}, {"worker", at.worker}, {"core", at.core}};
 }
 
 }  // namespace
@@ -43,7 +43,8 @@ Timeline::Timeline(const std::string& dir, const Json& ranks) {
       keep = at;
       try {
         const Json j = Json::parse(line);
-        if (j.value("kind", "") == "session") session_ = std::max(session_, j.value("session", 0) + 1);
+        if (j.value("kind", "") == "session")
+          session_ = std::max(session_, j.value("session", 0) + 1);
       } catch (const Json::exception&) {
       }
     }

@@ -67,9 +67,9 @@ std::string stop_reason(const Json& m, const Json& spec) {
         spec["early_stopping"].is_object()) {
       const Json& es = spec["early_stopping"];
       std::string why = "early stopping after epoch " + std::to_string(epochs) + " of " +
-                        std::to_string(planned) + ": " + es.value("monitor", std::string("val_loss")) +
-                        " did not improve for " + value_text(es.value("patience", Json(0))) +
-                        " epoch(s)";
+                        std::to_string(planned) + ": " +
+                        es.value("monitor", std::string("val_loss")) + " did not improve for " +
+                        value_text(es.value("patience", Json(0))) + " epoch(s)";
       if (m.contains("best") && m["best"].is_object())
         why += "; best epoch " + std::to_string(m["best"].value("epoch", 0));
       if (es.value("restore_best_weights", false)) why += ", whose weights were kept";
@@ -122,7 +122,9 @@ ModelFileInfo model_file_info(const std::string& path, ModelFileCache* cache) {
 
 // The lanes (one per rank, host and core of each worker) and the bars of timeline.jsonl.
 Json read_timeline(const std::string& dir, bool live) {
-  Json tl = {{"sessions", Json::array()}, {"lanes", Json::array()}, {"jobs", Json::array()},
+  Json tl = {{"sessions", Json::array()},
+             {"lanes", Json::array()},
+             {"jobs", Json::array()},
              {"help", Json::array()}};
   std::ifstream f(dir + "/timeline.jsonl", std::ios::binary);
   if (!f) return tl;
@@ -133,13 +135,15 @@ Json read_timeline(const std::string& dir, bool live) {
     auto it = lane_of.find(key);
     if (it != lane_of.end()) return it->second;
     const int id = static_cast<int>(tl["lanes"].size());
-    tl["lanes"].push_back({{"rank", std::get<0>(key)}, {"host", std::get<1>(key)},
-                           {"core", std::get<2>(key)}, {"worker", std::get<3>(key)}});
+    tl["lanes"].push_back({{"rank", std::get<0>(key)},
+                           {"host", std::get<1>(key)},
+                           {"core", std::get<2>(key)},
+                           {"worker", std::get<3>(key)}});
     lane_of.emplace(key, id);
     return id;
   };
   std::map<std::pair<int, std::string>, Json> open;  // (session, model) -> its start
-  std::map<int, double> last_t;                        // session -> last time seen
+  std::map<int, double> last_t;                      // session -> last time seen
   std::string line;
   while (std::getline(f, line)) {
     if (f.eof()) break;  // torn
@@ -155,13 +159,17 @@ Json read_timeline(const std::string& dir, bool live) {
       if (j.contains(k) && j[k].is_number())
         last_t[session] = std::max(last_t[session], j[k].get<double>());
     if (kind == "session") {
-      Json s = {{"session", session}, {"start", j.value("start", 0.0)}, {"end", nullptr},
+      Json s = {{"session", session},
+                {"start", j.value("start", 0.0)},
+                {"end", nullptr},
                 {"ranks", j.value("ranks", Json::array())}};
       // Every worker gets a lane, idle ones included, in rank and worker order.
       for (const auto& r : s["ranks"]) {
         int w = 0;
         for (const auto& c : r.value("cores", Json::array()))
-          lane({{"rank", r.value("rank", 0)}, {"host", r.value("host", "")}, {"core", c},
+          lane({{"rank", r.value("rank", 0)},
+                {"host", r.value("host", "")},
+                {"core", c},
                 {"worker", w++}});
       }
       tl["sessions"].push_back(s);
@@ -171,8 +179,11 @@ Json read_timeline(const std::string& dir, bool live) {
     } else if (kind == "start") {
       open[{session, j.value("model", "")}] = j;
     } else if (kind == "job" || kind == "help") {
-      Json bar = {{"model", j.value("model", "")}, {"lane", lane(j)}, {"session", session},
-                  {"start", j.value("start", 0.0)}, {"end", j.value("end", 0.0)}};
+      Json bar = {{"model", j.value("model", "")},
+                  {"lane", lane(j)},
+                  {"session", session},
+                  {"start", j.value("start", 0.0)},
+                  {"end", j.value("end", 0.0)}};
       if (kind == "job") {
         bar["status"] = j.value("status", "");
         open.erase({session, j.value("model", "")});
@@ -187,10 +198,12 @@ Json read_timeline(const std::string& dir, bool live) {
   const int last_session = tl["sessions"].empty() ? 0 : tl["sessions"].back().value("session", 0);
   for (const auto& [key, j] : open) {
     const bool running = live && key.first == last_session;
-    const double end = running ? std::max(wall_now(), last_t[key.first])
-                               : last_t[key.first];
-    tl["jobs"].push_back({{"model", key.second}, {"lane", lane(j)}, {"session", key.first},
-                          {"start", j.value("t", 0.0)}, {"end", end},
+    const double end = running ? std::max(wall_now(), last_t[key.first]) : last_t[key.first];
+    tl["jobs"].push_back({{"model", key.second},
+                          {"lane", lane(j)},
+                          {"session", key.first},
+                          {"start", j.value("t", 0.0)},
+                          {"end", end},
                           {"status", running ? "running" : "interrupted"}});
   }
   for (auto& s : tl["sessions"])
@@ -269,8 +282,12 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
     } else if (auto f = final_rows.find(name); f != final_rows.end()) {
       m = f->second;
     } else {
-      m = {{"name", name}, {"status", running.count(name) ? "running" : "pending"},
-           {"message", ""}, {"epochs", 0}, {"metrics", Json::object()}, {"best", nullptr}};
+      m = {{"name", name},
+           {"status", running.count(name) ? "running" : "pending"},
+           {"message", ""},
+           {"epochs", 0},
+           {"metrics", Json::object()},
+           {"best", nullptr}};
     }
     m["planned_epochs"] = spec.value("epochs", 0);
     m["history"] = history_columns(m.value("history", Json::array()),
@@ -306,7 +323,8 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
       if (m["metrics"].contains("test_" + base)) rank_by = "test_" + base;
   }
   const bool higher = rank_by.find("acc") != std::string::npos;  // as rank_key() decides
-  const std::string dir_name = std::filesystem::path(run_dir).lexically_normal().filename().string();
+  const std::string dir_name =
+      std::filesystem::path(run_dir).lexically_normal().filename().string();
   return {{"title", "nnfleet report: " + (dir_name.empty() ? run_dir : dir_name)},
           {"dir", run_dir},
           {"generated", wall_now()},

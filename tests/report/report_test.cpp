@@ -42,13 +42,19 @@ Json result(const std::string& name, const std::string& status, int epochs, Json
   Json h = Json::array();
   for (int e = 1; e <= epochs; ++e)
     h.push_back({{"epoch", e}, {"seconds", 0.1}, {"loss", 1.0 / e}, {"val_loss", 1.2 / e}});
-  return {{"name", name},           {"status", status},
+  return {{"name", name},
+          {"status", status},
           {"message", status == "diverged" ? "loss became nan at epoch 2, batch 3" : ""},
-          {"epochs", epochs},       {"params", 100},
-          {"seconds", 0.5},         {"samples_per_second", 1000.0},
-          {"core", 0},              {"metrics", {{"loss", 0.5}, {"val_loss", 0.6}}},
-          {"best", best},           {"history", h},
-          {"metric_order", {"loss", "val_loss"}}, {"history_order", {"loss", "val_loss"}}};
+          {"epochs", epochs},
+          {"params", 100},
+          {"seconds", 0.5},
+          {"samples_per_second", 1000.0},
+          {"core", 0},
+          {"metrics", {{"loss", 0.5}, {"val_loss", 0.6}}},
+          {"best", best},
+          {"history", h},
+          {"metric_order", {"loss", "val_loss"}},
+          {"history_order", {"loss", "val_loss"}}};
 }
 
 const char* kPlan = R"(seed: 1
@@ -78,21 +84,23 @@ models:
 
 void make_run(const RunDir& run) {
   run.write("plan.yaml", kPlan);
-  run.write("jobs.log", record(result("mlp-8-0.01", "done", 3, {{"epoch", 1}, {"monitor", "val_loss"}, {"value", 1.2}})) +
+  run.write("jobs.log", record(result("mlp-8-0.01", "done", 3,
+                                      {{"epoch", 1}, {"monitor", "val_loss"}, {"value", 1.2}})) +
                             record(result("mlp-16-0.01", "done", 5, nullptr)) +
                             record(result("mlp-8-0.1", "diverged", 2, nullptr)) +
                             "57 0123456789abcdef {\"name\": \"torn");
-  run.write("timeline.jsonl",
-            R"({"kind":"session","session":1,"start":100,"ranks":[{"rank":0,"host":"h","cores":[4,5]}]})"
-            "\n"
-            R"({"kind":"start","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"t":100})"
-            "\n"
-            R"({"kind":"job","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"start":100,"end":101,"status":"done"})"
-            "\n"
-            R"({"kind":"start","session":1,"model":"other","rank":0,"host":"h","worker":1,"core":5,"t":100.5})"
-            "\n"
-            R"({"kind":"help","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":1,"core":5,"start":100.2,"end":100.4,"pieces":3})"
-            "\n");
+  run.write(
+      "timeline.jsonl",
+      R"({"kind":"session","session":1,"start":100,"ranks":[{"rank":0,"host":"h","cores":[4,5]}]})"
+      "\n"
+      R"({"kind":"start","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"t":100})"
+      "\n"
+      R"({"kind":"job","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"start":100,"end":101,"status":"done"})"
+      "\n"
+      R"({"kind":"start","session":1,"model":"other","rank":0,"host":"h","worker":1,"core":5,"t":100.5})"
+      "\n"
+      R"({"kind":"help","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":1,"core":5,"start":100.2,"end":100.4,"pieces":3})"
+      "\n");
 }
 
 const Json& model(const Json& d, const std::string& name) {
@@ -109,8 +117,7 @@ TEST(Report, LiveRunShowsRecordedModelsAndRunningOnes) {
   EXPECT_EQ(d["models"][0]["name"], "mlp-8-0.01");
   EXPECT_EQ(model(d, "mlp-16-0.01")["status"], "done");
   EXPECT_EQ(model(d, "other")["status"], "running");  // started, no record yet
-  EXPECT_EQ(model(d, "mlp-8-0.1")["stop_reason"],
-            "diverged: loss became nan at epoch 2, batch 3");
+  EXPECT_EQ(model(d, "mlp-8-0.1")["stop_reason"], "diverged: loss became nan at epoch 2, batch 3");
   EXPECT_EQ(model(d, "mlp-16-0.01")["stop_reason"], "ran all 5 epoch(s)");
   EXPECT_EQ(model(d, "mlp-8-0.01")["stop_reason"],
             "early stopping after epoch 3 of 5: val_loss did not improve for 2 epoch(s); best "
@@ -203,9 +210,11 @@ TEST(Report, LiveReportWritesWhileRunningAndOnceMoreAtTheEnd) {
   for (int i = 0; i < 400 && !file_exists(run.dir() + "/report.html"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(file_exists(run.dir() + "/report.html"));
-  EXPECT_NE(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""), std::string::npos);
+  EXPECT_NE(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""),
+            std::string::npos);
   EXPECT_EQ(live.finish(), run.dir() + "/report.html");
-  EXPECT_EQ(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""), std::string::npos);
+  EXPECT_EQ(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""),
+            std::string::npos);
 }
 
 }  // namespace
