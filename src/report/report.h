@@ -41,9 +41,9 @@ std::string report_html(const Json& data);
 std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr);
 
 // Grid variables inferred from expanded plan entries: models with the same fields form a group,
-// and a field whose value differs inside its group and whose value's text is part of every such
-// model's name (plans name grid models after their values) is a grid variable. Returns
-// {"vars": [path, ...], "values": {model: {path: value}}}.
+// and a field is a grid variable when at least two models of a group spell different values of it
+// in their names, each as a whole token (plans name grid models after their values: mlp-16-0.01).
+// Returns {"vars": [path, ...], "values": {model: {path: value}}}.
 Json infer_grid(const Json& expanded_models);
 
 // `train --report`: rewrites <dir>/report.html at most every `seconds` on a thread of its own

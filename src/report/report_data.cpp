@@ -7,6 +7,7 @@
 //   timeline: {sessions: [{session, start, end, ranks}], lanes: [{rank, host, core, worker}],
 //              jobs: [{model, lane, session, start, end, status}], help: [{..., pieces}]}
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -56,6 +57,18 @@ std::string value_text(const Json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_float()) return plan_detail::number_text(v.get<double>());
   return v.dump();
+}
+
+// Whether `text` stands in `name` as a whole token (not inside a longer number or word): "16" in
+// "mlp-16-0.01", not the "1" of "m1".
+bool names_value(const std::string& name, const std::string& text) {
+  if (text.empty()) return false;
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.'; };
+  for (size_t at = name.find(text); at != std::string::npos; at = name.find(text, at + 1)) {
+    const size_t end = at + text.size();
+    if ((at == 0 || !part(name[at - 1])) && (end == name.size() || !part(name[end]))) return true;
+  }
+  return false;
 }
 
 // Why a model stopped, in words.
@@ -229,17 +242,20 @@ Json infer_grid(const Json& expanded_models) {
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
     for (const auto& [path, v0] : leaves[members[0]]) {
-      bool differs = false, named = true;
+      // The models of the group whose names spell this field's value; a grid variable when they
+      // hold at least two different values.
+      std::vector<size_t> named;
+      std::set<std::string> distinct;
       for (size_t m : members) {
         const Json& v = leaves[m].at(path);
-        differs = differs || v != v0;
-        const std::string name = expanded_models[m].value("name", "");
-        if (v.is_object() || v.is_array() || name.find(value_text(v)) == std::string::npos)
-          named = false;
+        if (v.is_object() || v.is_array()) continue;
+        if (!names_value(expanded_models[m].value("name", ""), value_text(v))) continue;
+        named.push_back(m);
+        distinct.insert(v.dump());
       }
-      if (!differs || !named) continue;
+      if (distinct.size() < 2) continue;
       if (vars.insert(path).second) out["vars"].push_back(path);
-      for (size_t m : members)
+      for (size_t m : named)
         out["values"][expanded_models[m].value("name", "")][path] = leaves[m].at(path);
     }
   }
