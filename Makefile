@@ -1,6 +1,7 @@
 # nnfleet's entry points. `make demo` and `make test` first install what is missing
 # (scripts/setup), then configure and build in Release, leaving the tool at build/nnfleet.
 #   make demo        train the example fleet (examples/fashion-mnist.yaml) with the live display
+#                    and its HTML report (runs/demo-*/report.html)
 #   make forecast    W4: one LSTM, GRU and Conv1D forecaster per series (examples/forecast.yaml),
 #                    its 32 series written by tools/make_w4_series.py into $(BUILD)/bench-data/w4
 #   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
@@ -28,7 +29,7 @@ build: setup
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
-	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)
+	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --report --out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # examples/forecast.yaml reads build/bench-data/w4/ (relative to examples/), whatever BUILD is.
 forecast-data:

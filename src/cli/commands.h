@@ -15,5 +15,6 @@ using Run = std::function<int()>;
 void add_train_command(CLI::App& app, Run& run);
 void add_predict_command(CLI::App& app, Run& run);
 void add_inspect_command(CLI::App& app, Run& run);
+void add_report_command(CLI::App& app, Run& run);
 
 }  // namespace nnfleet::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   nnfleet::cli::add_train_command(app, run);
   nnfleet::cli::add_predict_command(app, run);
   nnfleet::cli::add_inspect_command(app, run);
+  nnfleet::cli::add_report_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

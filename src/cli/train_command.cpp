@@ -13,6 +13,7 @@
 #include "fleet/mpi_cluster.h"
 #include "fleet/mpi_output.h"
 #include "fleet/results.h"
+#include "report/report.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -30,7 +31,7 @@ extern "C" void on_stop_signal(int sig) {
 struct TrainArgs {
   std::string plan, out, format = "keras";
   int workers = 0;
-  bool resume = false, quiet = false, json = false;
+  bool resume = false, quiet = false, json = false, report = false;
   double checkpoint_seconds = kCheckpointSeconds;
 };
 
@@ -64,10 +65,22 @@ int train(const TrainArgs& a, Cluster* cluster) {
   // A file-size limit (ulimit -f) then fails a write with EFBIG, as a full disk does, instead of
   // killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
+  // --report: report.html rewritten while the run goes on (rank 0 only), and once at its end.
+  std::optional<LiveReport> report;
+  if (a.report) {
+    report.emplace();
+    o.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
+  }
   FleetSummary s =
       run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
+  std::string report_path, report_error;
+  try {
+    if (report) report_path = report->finish();
+  } catch (const Error& e) {
+    report_error = e.what();  // the run's results are written; said after the leaderboard
+  }
 
   int failed = 0, done = 0;
   for (const auto& r : s.results) {
@@ -76,13 +89,17 @@ int train(const TrainArgs& a, Cluster* cluster) {
   }
   // A run that leaves no usable model (every one diverged) is not a success either.
   const bool none_done = done == 0 && !s.results.empty() && !s.interrupted;
-  const int code = !s.write_error.empty() ? 1 : s.interrupted ? 130 : failed || none_done ? 3 : 0;
+  const int code = !s.write_error.empty() || !report_error.empty() ? 1
+                   : s.interrupted                                 ? 130
+                   : failed || none_done                           ? 3
+                                                                   : 0;
   if (s.rank != 0) return code;
   if (a.json) {
     Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
                {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
                {"interrupted", s.interrupted}, {"failed", failed}};
     if (!s.write_error.empty()) ev["write_error"] = s.write_error;
+    if (!report_path.empty()) ev["report"] = report_path;
     if (!s.ranks.empty()) {
       Json ranks = Json::array();
       for (const auto& r : s.ranks)
@@ -101,11 +118,13 @@ int train(const TrainArgs& a, Cluster* cluster) {
                 "memory %.1f MB\nresults: %s/results.json\n",
                 s.results.size(), s.makespan, s.workers, 100.0 * s.busy_fraction,
                 static_cast<double>(s.peak_rss) / 1e6, s.out_dir.c_str());
+    if (!report_path.empty()) std::printf("report: %s\n", report_path.c_str());
     if (!s.ranks.empty())
       std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
                   "(median %.0f us)\n",
                   s.ranks.size(), s.round_trip.count, s.round_trip.mean_us, s.round_trip.median_us);
   }
+  if (!report_error.empty()) std::fprintf(stderr, "nnfleet: %s\n", report_error.c_str());
   if (!s.write_error.empty())
     // The run stopped at its first failed write; what finished is kept.
     std::fprintf(stderr,
@@ -161,6 +180,9 @@ void add_train_command(CLI::App& app, Run& run) {
           "SECONDS"));
   c->add_flag("--quiet", args->quiet, "Print nothing but errors");
   c->add_flag("--json", args->json, "Print one JSON event per line instead of the display");
+  c->add_flag("--report", args->report,
+              "Write <out>/report.html (as `nnfleet report` does) every few seconds while the "
+              "run goes on, and once at its end; the page reloads itself while the run is live");
   c->add_option("--format", args->format,
                 "File format of the trained models in <out>/models: keras (Keras 3 .keras, the "
                 "default) or h5 (legacy Keras HDF5)")

@@ -226,6 +226,11 @@ void check_weights(const ModelSpec& s, const Model& m, const FleetData& d,
                        "targets of 3 or more dimensions: use a sample_weight source)");
 }
 
+std::string host_name() {
+  char b[256] = {};
+  return gethostname(b, sizeof b - 1) == 0 ? std::string(b) : std::string("localhost");
+}
+
 std::string default_out_dir(const Plan& plan) {
   std::time_t t = std::time(nullptr);
   char b[32];
@@ -510,6 +515,16 @@ void fleet_detail::RunState::store(const PreparedJob& job, JobResult r,
   results[job.index] = std::move(r);
 }
 
+void fleet_detail::RunState::timeline_started(int slot, const std::string& model) {
+  if (timeline) timeline->job_started(model, slots.at(static_cast<size_t>(slot)), Timeline::now());
+}
+
+void fleet_detail::RunState::timeline_ended(int slot, const PreparedJob& job) {
+  if (timeline)
+    timeline->job_ended(job.spec->name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
+                        job_status_name(results.at(job.index).status));
+}
+
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
   Cluster* cluster = opts.cluster && opts.cluster->size() > 1 ? opts.cluster : nullptr;
 
@@ -568,6 +583,22 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     slot_ranks.insert(slot_ranks.end(), ranks[r].cores.size(), static_cast<int>(r));
   }
   const int total_workers = static_cast<int>(slot_cores.size());
+  std::optional<Timeline> timeline;
+  {
+    Json rank_list = Json::array();
+    const std::string host0 = cluster ? cluster->host() : host_name();
+    if (ranks.empty()) rank_list.push_back({{"rank", 0}, {"host", host0}, {"cores", worker_cores}});
+    for (const RankInfo& r : ranks)
+      rank_list.push_back({{"rank", r.rank}, {"host", r.host}, {"cores", r.cores}});
+    for (size_t i = 0; i < slot_cores.size(); ++i) {
+      const int r = slot_ranks[i];
+      st.slots.push_back({r, r == 0 ? host0 : ranks[static_cast<size_t>(r)].host,
+                          static_cast<int>(i) - slot_base[static_cast<size_t>(r)], slot_cores[i]});
+    }
+    timeline.emplace(dir, rank_list);
+    st.timeline = &*timeline;
+  }
+  if (opts.on_folder_ready) opts.on_folder_ready(dir);
   Display live(opts.mode, slot_cores, st.jobs.size(), opened.done, opened.total_cost,
                opened.done_cost, dir + "/run.log");
   if (cluster) live.set_ranks(slot_ranks);
@@ -620,6 +651,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     while (PreparedJob* jp = st.take()) {
       PreparedJob& j = *jp;
       const ModelSpec& s = *j.spec;
+      st.timeline_started(w, s.name);
       live.job_started(w, s, j.cost);
       const auto js = Clock::now();
       JobContext ctx;
@@ -628,6 +660,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       ctx.stop = &st.stop;
       ctx.observer = live.observer(w);
       if (!cluster) ctx.helpers = &board;
+      ctx.job = static_cast<int>(j.index);
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
       ctx.checkpoint_seconds = opts.checkpoint_seconds;
       std::string saved;
@@ -641,11 +674,18 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       ++local_jobs;
       st.store(j, std::move(r), {},
                saved.empty() ? "" : "models/" + std::filesystem::path(saved).filename().string());
+      st.timeline_ended(w, j);
       live.job_finished(w, st.results[j.index], j.cost);
     }
     if (!cluster) {
       live.helping(w, true);
-      busy[static_cast<size_t>(w)] += board.help(&st.stop);
+      const Timeline::Slot& me = st.slots[static_cast<size_t>(w)];
+      busy[static_cast<size_t>(w)] += board.help(
+          &st.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
+                        int pieces) {
+            timeline->helped(st.jobs.at(static_cast<size_t>(owner)).spec->name, me,
+                             timeline->wall(b), timeline->wall(e), pieces);
+          });
       live.helping(w, false);
     }
     --running_workers;
@@ -664,6 +704,7 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
   for (auto& t : threads) t.join();
   sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
   live.stop();
+  timeline->end_session();
 
   // 6. Models never started because of a stop are reported as cancelled.
   for (auto& j : st.jobs) {

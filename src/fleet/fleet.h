@@ -31,6 +31,9 @@ struct FleetOptions {
   // The MPI ranks this run spans (start_mpi_cluster()); null or one rank: this process alone.
   // Every rank calls run_fleet with the same plan and options; `workers` counts per rank.
   Cluster* cluster = nullptr;
+  // Called once the output folder exists (and plan.yaml, jobs.log and timeline.jsonl are in it),
+  // before any job starts; rank 0 only. For `train --report`.
+  std::function<void(const std::string& dir)> on_folder_ready;
 };
 
 // One rank of a cluster run, as rank 0 reports it.

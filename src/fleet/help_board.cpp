@@ -26,8 +26,8 @@ bool HelpBoard::claim(Task*& task, int& piece) {
   return false;
 }
 
-void HelpBoard::run(int pieces, const std::function<void(int)>& fn) {
-  Task task{&fn, pieces};
+void HelpBoard::run(int pieces, const std::function<void(int)>& fn, int owner) {
+  Task task{&fn, pieces, owner};
   std::unique_lock<std::mutex> lock(mu_);
   posted_.push_back(&task);
   posts_.fetch_add(1, std::memory_order_release);
@@ -54,8 +54,18 @@ void HelpBoard::job_done() {
   cv_.notify_all();
 }
 
-double HelpBoard::help(const std::atomic<bool>* stop) {
-  using Clock = std::chrono::steady_clock;
+double HelpBoard::help(const std::atomic<bool>* stop, const SpanSink& sink) {
+  // Pieces of one owner less than this apart make one span (a step's pieces follow each other
+  // within microseconds; its next step's within the owner's own share of the step).
+  constexpr auto kMerge = std::chrono::milliseconds(250);
+  struct Span {
+    int owner = -1, pieces = 0;
+    Clock::time_point begin, end;
+  } span;
+  auto flush = [&] {
+    if (sink && span.pieces > 0) sink(span.owner, span.begin, span.end, span.pieces);
+    span.pieces = 0;
+  };
   double seconds = 0.0;
   std::unique_lock<std::mutex> lock(mu_);
   while (split_jobs_ > 0 && !(stop && stop->load(std::memory_order_relaxed))) {
@@ -71,13 +81,28 @@ double HelpBoard::help(const std::atomic<bool>* stop) {
       if (posts_.load() == seen) cv_.wait_for(lock, std::chrono::milliseconds(50));
       continue;
     }
+    const int owner = task->owner;
     lock.unlock();
     const auto t0 = Clock::now();
     (*task->fn)(piece);
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto t1 = Clock::now();
+    seconds += std::chrono::duration<double>(t1 - t0).count();
     lock.lock();
     if (++task->done == task->pieces) cv_.notify_all();  // the task's owner may be waiting
+    if (span.pieces > 0 && (span.owner != owner || t0 - span.end > kMerge)) {
+      lock.unlock();
+      flush();
+      lock.lock();
+    }
+    if (span.pieces == 0) {
+      span.owner = owner;
+      span.begin = t0;
+    }
+    span.end = t1;
+    ++span.pieces;
   }
+  lock.unlock();
+  flush();
   return seconds;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -20,18 +21,24 @@ class HelpBoard {
   explicit HelpBoard(int split_jobs) : split_jobs_(split_jobs) {}
 
   // Runs fn(0), ..., fn(pieces - 1) on the calling thread and on any helping worker; returns when
-  // all have finished. Never allocates.
-  void run(int pieces, const std::function<void(int)>& fn);
+  // all have finished. Never allocates. `owner` (the job's plan index) is what help() reports.
+  void run(int pieces, const std::function<void(int)>& fn, int owner = -1);
   // A job counted in `split_jobs` has ended (finished, failed or stopped).
   void job_done();
-  // An idle worker helps with posted pieces until no counted job is left or `stop` is set.
-  // Returns the seconds it spent computing pieces.
-  double help(const std::atomic<bool>* stop);
+  // What a helper computed for one owner, pieces following each other with short gaps merged
+  // into one span [begin, end]; called on the helper's thread, outside the lock.
+  using Clock = std::chrono::steady_clock;
+  using SpanSink = std::function<void(int owner, Clock::time_point begin, Clock::time_point end,
+                                      int pieces)>;
+  // An idle worker helps with posted pieces until no counted job is left or `stop` is set,
+  // reporting its spans to `sink` (when set). Returns the seconds it spent computing pieces.
+  double help(const std::atomic<bool>* stop, const SpanSink& sink = nullptr);
 
  private:
   struct Task {
     const std::function<void(int)>* fn;
     int pieces;
+    int owner;
     int next = 0;                // claimed pieces (under the lock)
     std::atomic<int> done{0};    // finished pieces (incremented under the lock)
   };

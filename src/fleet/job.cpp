@@ -354,15 +354,15 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     auto train_step = [&](int n, const Targets* t) {
       if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
       net.begin_step(n, t);
-      ctx.helpers->run(net.pieces(), train_piece);
-      ctx.helpers->run(net.pieces(), update_piece);
+      ctx.helpers->run(net.pieces(), train_piece, ctx.job);
+      ctx.helpers->run(net.pieces(), update_piece, ctx.job);
       return net.end_step();
     };
     // Evaluation (validation, test) goes through the board the same way.
     auto infer = [&](int n) {
       if (net.pieces() == 1 || !ctx.helpers) return net.forward(n, false);
       net.begin_inference(n);
-      ctx.helpers->run(net.pieces(), infer_piece);
+      ctx.helpers->run(net.pieces(), infer_piece, ctx.job);
     };
     const JobMetrics metrics(spec, train, net);
 

@@ -90,6 +90,7 @@ struct JobContext {
   std::function<void(const Network&, const ModelSpec&)> save_model;
   // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
   HelpBoard* helpers = nullptr;
+  int job = -1;  // the job's plan index, as the help board reports whom a helper helped
   // Seconds of training between the checkpoints written at epoch ends; 0: every epoch.
   double checkpoint_seconds = kCheckpointSeconds;
   // restore_optimizer: the job trains with this optimizer, starting from its state (not the

@@ -250,6 +250,7 @@ class Coordinator {
       }
       // A finished job's end is displayed by the writer; its successor starts after it.
       const int s = slot(from, head);
+      st_.timeline_started(s, j->spec->name);
       writer_.push([this, j, s] { st_.live->job_started(s, *j->spec, j->cost); });
     }
     cl_.send(from, Tag::kAssign, encode(a));
@@ -297,6 +298,7 @@ class Coordinator {
         const int s = slot(from, p.head);
         writer_.push([this, j, s, r = std::move(r), files = std::move(files)]() mutable {
           st_.store(*j, std::move(r), files);
+          st_.timeline_ended(s, *j);
           st_.live->job_finished(s, st_.results[j->index], j->cost);
         });
         // The result doubles as the worker's request for its next job.

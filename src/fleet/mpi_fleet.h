@@ -17,6 +17,7 @@
 #include "fleet/fleet.h"
 #include "fleet/mpi_cluster.h"
 #include "fleet/run_folder.h"
+#include "fleet/timeline.h"
 
 namespace nnfleet::fleet_detail {
 
@@ -57,7 +58,9 @@ struct RunState {
   std::vector<JobResult> results;  // plan order, without histories (they are in jobs.log)
   Display* live = nullptr;
   RunFolder* folder = nullptr;
-  std::string write_error;  // (out_mu) the first write to the output folder that failed
+  Timeline* timeline = nullptr;       // null: none kept
+  std::vector<Timeline::Slot> slots;  // by display slot (rank 0's workers first)
+  std::string write_error;            // (out_mu) the first write to the output folder that failed
 
   bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
   // The next queue entry, or null when the queue is empty or the run is stopping.
@@ -69,6 +72,9 @@ struct RunState {
              std::string model_file = "");
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
+  // timeline.jsonl: job `model` started, or ended with its stored result, on display slot `slot`.
+  void timeline_started(int slot, const std::string& model);
+  void timeline_ended(int slot, const PreparedJob& job);
 };
 
 // This process's resident memory now (private and shared) and its peak, from /proc.

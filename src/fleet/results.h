@@ -25,6 +25,11 @@ RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
 std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top);
 
+// The records of <dir>/jobs.log (run_folder.h): each intact one's JSON (job_result_to_json with
+// its history, plus "model_file"), in the order written, the last of each name kept; torn or
+// damaged records are skipped, so a live run's file can be read. Throws FileError.
+std::vector<Json> read_job_records(const std::string& dir);
+
 // history.csv: "model,epoch,<columns>,seconds", then one row per epoch of each model.
 std::string history_csv_header(const std::vector<std::string>& columns);
 void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);

@@ -10,11 +10,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "data/dataset.h"
 #include "fleet/results.h"
 
 namespace nnfleet::fleet_detail {
+// The JSON of a record line (without its '\n'), or nullopt when the framing does not hold.
+std::optional<std::string_view> unframe(std::string_view line);
+
 namespace {
 
 constexpr const char* kFormat = "nnfleet-run 1";
@@ -85,7 +89,8 @@ std::string frame(const std::string& json) {
   return std::to_string(json.size()) + " " + hex64(hash_bytes(json)) + " " + json + "\n";
 }
 
-// The JSON of a record line (without its '\n'), or nullopt when the framing does not hold.
+}  // namespace
+
 std::optional<std::string_view> unframe(std::string_view line) {
   const size_t sp = line.find(' ');
   if (sp == std::string_view::npos || sp == 0 || sp > 12) return std::nullopt;
@@ -99,8 +104,6 @@ std::optional<std::string_view> unframe(std::string_view line) {
   if (line.substr(sp + 1, 16) != hex64(hash_bytes(json))) return std::nullopt;
   return json;
 }
-
-}  // namespace
 
 std::vector<DataFile> hash_data_files(const DataSpec& spec) {
   std::vector<DataFile> files;
@@ -365,3 +368,33 @@ void RunFolder::write_history() {
 void RunFolder::sync() { sync_filesystem(dir_); }
 
 }  // namespace nnfleet::fleet_detail
+
+namespace nnfleet {
+
+std::vector<Json> read_job_records(const std::string& dir) {
+  const std::string path = dir + "/jobs.log";
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw FileError("failed to read file '" + path + "': " + std::strerror(errno));
+  std::vector<Json> out;
+  std::map<std::string, size_t> at;  // name -> index in out
+  std::string line;
+  while (std::getline(f, line)) {
+    if (f.eof()) break;  // no '\n': torn, or still being written
+    const auto json = fleet_detail::unframe(line);
+    if (!json) continue;
+    try {
+      Json j = Json::parse(*json);
+      const std::string name = j.at("name").get<std::string>();
+      if (auto it = at.find(name); it != at.end()) {
+        out[it->second] = std::move(j);  // the last record of a name wins
+      } else {
+        at.emplace(name, out.size());
+        out.push_back(std::move(j));
+      }
+    } catch (const Json::exception&) {
+    }
+  }
+  return out;
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,580 @@
+// nnfleet's report page: builds the leaderboard, learning curves (uPlot), grid charts (uPlot),
+// per-core timeline (SVG) and model details from the JSON in #report-data. No network: every
+// script is inlined by nnfleet. window.nnfleetReport exposes the charts for the browser tests.
+"use strict";
+(function () {
+  const D = JSON.parse(document.getElementById("report-data").textContent);
+  const models = D.models;
+  const app = document.getElementById("app");
+  const store = window.sessionStorage;
+  const state = {
+    sort: load("sort", { key: "rank", asc: true }),
+    filter: load("filter", ""),
+    isolated: load("isolated", null),
+  };
+  const R = (window.nnfleetReport = { curves: [], grids: [], data: D });
+
+  function load(k, dflt) {
+    try {
+      const v = store.getItem("nnfleet:" + D.dir + ":" + k);
+      return v === null ? dflt : JSON.parse(v);
+    } catch (e) {
+      return dflt;
+    }
+  }
+  function save(k, v) {
+    try {
+      store.setItem("nnfleet:" + D.dir + ":" + k, JSON.stringify(v));
+    } catch (e) {
+      /* storage off (file:// in some browsers): state just is not kept across reloads */
+    }
+  }
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const c of kids) if (c !== null && c !== undefined) e.append(c);
+    return e;
+  }
+  const SVG = "http://www.w3.org/2000/svg";
+  function svg(tag, attrs, ...kids) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    for (const c of kids) e.append(c);
+    return e;
+  }
+  function color(i) {
+    return "hsl(" + ((i * 137.508) % 360).toFixed(1) + ",65%,42%)";
+  }
+  function fmt(v, digits) {
+    if (v === null || v === undefined || v === "") return "";
+    if (typeof v !== "number") return String(v);
+    if (!isFinite(v)) return String(v);
+    if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
+    const a = Math.abs(v);
+    if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits || 3);
+    return v.toPrecision(digits || 4).replace(/\.?0+$/, "");
+  }
+  function human(v, unit) {
+    if (v === null || v === undefined) return "";
+    const s = ["", "K", "M", "G", "T"];
+    let i = 0;
+    while (Math.abs(v) >= 1000 && i < s.length - 1) {
+      v /= 1000;
+      i++;
+    }
+    return v.toPrecision(3).replace(/\.?0+$/, "") + " " + s[i] + unit;
+  }
+  const modelIndex = new Map(models.map((m, i) => [m.name, i]));
+
+  // The ranking: done models with the figure first, best first; the others after, in plan order.
+  const rankValue = (m) => (m.metrics ? m.metrics[D.rank_by] : undefined);
+  const ranked = models
+    .map((m, i) => ({ m, i }))
+    .sort((a, b) => {
+      const x = rankValue(a.m), y = rankValue(b.m);
+      const xa = a.m.status === "done" && typeof x === "number";
+      const ya = b.m.status === "done" && typeof y === "number";
+      if (xa !== ya) return xa ? -1 : 1;
+      if (!xa) return a.i - b.i;
+      return D.higher_is_better ? y - x : x - y;
+    });
+  ranked.forEach((r, k) => (r.m.rank = k + 1));
+
+  // ---- header -------------------------------------------------------------------------------
+  function header() {
+    const counts = {};
+    for (const m of models) counts[m.status] = (counts[m.status] || 0) + 1;
+    const parts = Object.entries(counts).map(([s, n]) => n + " " + s);
+    const when = new Date(D.generated * 1000).toLocaleString();
+    return el(
+      "header",
+      {},
+      el("h1", {}, D.title),
+      el(
+        "p",
+        { class: "summary" },
+        models.length + " models: " + parts.join(", ") + " · ranked by ",
+        el("b", {}, D.rank_by + (D.higher_is_better ? " (higher is better)" : " (lower is better)")),
+        " · written " + when + " · ",
+        D.live
+          ? el("span", { class: "live", id: "live" }, "LIVE: this page reloads every few seconds")
+          : el("span", { class: "final" }, "run ended")
+      ),
+      el(
+        "nav",
+        {},
+        ...["leaderboard", "curves", "grid", "timeline", "models"].map((s) =>
+          el("a", { href: "#" + s }, s[0].toUpperCase() + s.slice(1))
+        )
+      )
+    );
+  }
+
+  // ---- leaderboard ---------------------------------------------------------------------------
+  const metricKeys = [];
+  for (const m of models)
+    for (const k of Object.keys(m.metrics || {})) if (!metricKeys.includes(k)) metricKeys.push(k);
+  metricKeys.sort((a, b) => (a === D.rank_by ? -1 : b === D.rank_by ? 1 : 0));
+  const columns = [
+    { key: "rank", label: "#", get: (m) => m.rank },
+    { key: "name", label: "model", get: (m) => m.name },
+    { key: "status", label: "status", get: (m) => m.status },
+    ...metricKeys.map((k) => ({ key: "m:" + k, label: k, get: (m) => (m.metrics || {})[k] })),
+    { key: "epochs", label: "epochs", get: (m) => m.epochs },
+    { key: "best", label: "best epoch", get: (m) => (m.best ? m.best.epoch : null) },
+    { key: "params", label: "params", get: (m) => m.params },
+    { key: "flops", label: "FLOPs/sample", get: (m) => m.flops, show: (v) => human(v, "") },
+    { key: "sps", label: "samples/s", get: (m) => m.samples_per_second, show: (v) => human(v, "") },
+    { key: "seconds", label: "seconds", get: (m) => m.seconds },
+    { key: "stop", label: "why it stopped", get: (m) => m.stop_reason },
+  ];
+
+  function leaderboard() {
+    const filter = el("input", {
+      type: "search",
+      id: "filter",
+      placeholder: "filter models by name (text or /regex/)",
+      value: state.filter,
+    });
+    const table = el("table", { class: "board", id: "board" });
+    const thead = el("thead");
+    const tbody = el("tbody");
+    table.append(thead, tbody);
+    const hr = el("tr");
+    for (const c of columns) {
+      const th = el("th", { "data-key": c.key, title: "sort by " + c.label }, c.label);
+      th.addEventListener("click", () => {
+        state.sort = { key: c.key, asc: state.sort.key === c.key ? !state.sort.asc : true };
+        save("sort", state.sort);
+        fill();
+      });
+      hr.append(th);
+    }
+    thead.append(hr);
+    function matches(name) {
+      const f = state.filter.trim();
+      if (!f) return true;
+      if (f.length > 2 && f.startsWith("/") && f.endsWith("/")) {
+        try {
+          return new RegExp(f.slice(1, -1)).test(name);
+        } catch (e) {
+          return false;
+        }
+      }
+      return name.toLowerCase().includes(f.toLowerCase());
+    }
+    function fill() {
+      const col = columns.find((c) => c.key === state.sort.key) || columns[0];
+      const rows = models.filter((m) => matches(m.name));
+      rows.sort((a, b) => {
+        const x = col.get(a), y = col.get(b);
+        const xn = x === null || x === undefined, yn = y === null || y === undefined;
+        if (xn || yn) return xn === yn ? 0 : xn ? 1 : -1;
+        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return state.sort.asc ? c : -c;
+      });
+      for (const th of hr.children)
+        th.className = th.dataset.key === col.key ? (state.sort.asc ? "asc" : "desc") : "";
+      tbody.replaceChildren(
+        ...rows.map((m) => {
+          const tr = el("tr", { "data-model": m.name, class: m.name === state.isolated ? "isolated" : "" });
+          for (const c of columns) {
+            const v = c.get(m);
+            let cell;
+            if (c.key === "name") {
+              cell = el(
+                "td",
+                { class: "name" },
+                el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }),
+                el("a", { href: "#model-" + m.name, title: "details" }, m.name),
+                " ",
+                el(
+                  "button",
+                  { class: "iso", title: "show only this model in the charts", onclick: () => isolate(m.name) },
+                  m.name === state.isolated ? "show all" : "isolate"
+                )
+              );
+            } else if (c.key === "status") {
+              cell = el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, m.status));
+            } else {
+              cell = el("td", { class: typeof v === "number" ? "num" : "" }, c.show ? c.show(v) : fmt(v));
+            }
+            tr.append(cell);
+          }
+          return tr;
+        })
+      );
+      const shown = document.getElementById("shown");
+      if (shown) shown.textContent = rows.length + " of " + models.length + " models shown";
+    }
+    filter.addEventListener("input", () => {
+      state.filter = filter.value;
+      save("filter", state.filter);
+      fill();
+    });
+    const sec = el("section", { id: "leaderboard" }, el("h2", {}, "Leaderboard"), el("div", { class: "tools" }, filter, el("span", { id: "shown" })), el("div", { class: "scroll" }, table));
+    R.fillBoard = fill;
+    return sec;
+  }
+
+  // ---- isolating a model ---------------------------------------------------------------------
+  function isolate(name) {
+    state.isolated = state.isolated === name || name === null ? null : name;
+    save("isolated", state.isolated);
+    applyIsolation();
+  }
+  function applyIsolation() {
+    for (const u of R.curves)
+      u.batch(() => {
+        for (let s = 1; s < u.series.length; s++)
+          u.setSeries(s, { show: state.isolated === null || u.series[s].label === state.isolated });
+      });
+    const note = document.getElementById("isolated-note");
+    if (note) note.textContent = state.isolated ? "showing only " + state.isolated + " (click the chart again to show all)" : "click a curve to show only its model";
+    R.fillBoard && R.fillBoard();
+  }
+
+  // ---- learning curves -----------------------------------------------------------------------
+  function tooltipFor(u, box, names, extra) {
+    const tip = el("div", { class: "tip" });
+    box.append(tip);
+    let nearest = null;
+    return {
+      tip,
+      nearest: () => nearest,
+      update(u) {
+        const idx = u.cursor.idx;
+        if (idx === null || idx === undefined || u.cursor.left < 0) {
+          tip.style.display = "none";
+          nearest = null;
+          return;
+        }
+        let best = null, bestD = Infinity;
+        for (let s = 1; s < u.series.length; s++) {
+          if (!u.series[s].show) continue;
+          const v = u.data[s][idx];
+          if (v === null || v === undefined) continue;
+          const d = Math.abs(u.valToPos(v, "y") - u.cursor.top);
+          if (d < bestD) {
+            bestD = d;
+            best = s;
+          }
+        }
+        nearest = best;
+        if (best === null) {
+          tip.style.display = "none";
+          return;
+        }
+        tip.style.display = "block";
+        tip.replaceChildren(el("b", {}, names(best, idx)), el("br"), extra(best, idx));
+        const left = u.cursor.left + u.over.offsetLeft + 12;
+        tip.style.left = Math.min(left, box.clientWidth - 220) + "px";
+        tip.style.top = u.cursor.top + u.over.offsetTop + 12 + "px";
+      },
+    };
+  }
+
+  function curveChart(col, width) {
+    let maxE = 0;
+    for (const m of models) maxE = Math.max(maxE, m.history.epoch.length ? Math.max(...m.history.epoch) : 0);
+    const xs = [];
+    for (let e = 1; e <= Math.max(maxE, 1); e++) xs.push(e);
+    const data = [xs];
+    for (const m of models) {
+      const ys = xs.map(() => null);
+      const h = m.history;
+      if (h[col]) h.epoch.forEach((e, k) => (ys[e - 1] = h[col][k]));
+      data.push(ys);
+    }
+    const box = el("div", { class: "curve", "data-column": col });
+    const few = xs.length <= 40;
+    let tt;
+    const opts = {
+      width,
+      height: 260,
+      title: col,
+      scales: { x: { time: false } },
+      legend: { show: false },
+      cursor: { points: { size: 7 }, drag: { x: true, y: false } },
+      series: [
+        { label: "epoch" },
+        ...models.map((m, i) => ({
+          label: m.name,
+          stroke: color(i),
+          width: 1.5,
+          spanGaps: false,
+          points: { show: few, size: 4 },
+          show: state.isolated === null || state.isolated === m.name,
+        })),
+      ],
+      axes: [{ label: "epoch", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, { label: col, size: 60 }],
+      hooks: {
+        setCursor: [(u) => tt && tt.update(u)],
+        // The best epoch of each shown model: a ring on its curve.
+        draw: [
+          (u) => {
+            const ctx = u.ctx;
+            ctx.save();
+            ctx.lineWidth = 2 * devicePixelRatio;
+            for (let s = 1; s < u.series.length; s++) {
+              const m = models[s - 1];
+              if (!u.series[s].show || !m.best || !m.best.epoch) continue;
+              const v = u.data[s][m.best.epoch - 1];
+              if (v === null || v === undefined) continue;
+              const x = u.valToPos(m.best.epoch, "x", true), y = u.valToPos(v, "y", true);
+              ctx.strokeStyle = color(s - 1);
+              ctx.beginPath();
+              ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
+              ctx.stroke();
+            }
+            ctx.restore();
+          },
+        ],
+      },
+    };
+    const u = new uPlot(opts, data, box);
+    tt = tooltipFor(
+      u,
+      box,
+      (s) => models[s - 1].name,
+      (s, idx) => {
+        const m = models[s - 1];
+        const best = m.best && m.best.epoch === idx + 1 ? " (best epoch: " + m.best.monitor + ")" : "";
+        return "epoch " + (idx + 1) + ": " + col + " = " + fmt(u.data[s][idx], 5) + best;
+      }
+    );
+    u.over.addEventListener("click", () => {
+      const s = tt.nearest();
+      isolate(state.isolated !== null ? null : s === null ? null : models[s - 1].name);
+    });
+    box.dataset.series = String(u.series.length - 1);
+    R.curves.push(u);
+    return box;
+  }
+
+  function curves(width) {
+    const sec = el("section", { id: "curves" }, el("h2", {}, "Learning curves"));
+    const cols = D.columns.filter((c) => c !== "seconds");
+    if (!cols.length) {
+      sec.append(el("p", { class: "empty" }, "No epoch has finished yet."));
+      return sec;
+    }
+    sec.append(el("p", { class: "hint", id: "isolated-note" }, "hover to read a value; click a curve to show only its model; rings mark each model's best epoch; drag to zoom, double-click to reset"));
+    // Training and validation figures of one metric side by side.
+    const base = cols.filter((c) => !c.startsWith("val_"));
+    const grid = el("div", { class: "charts" });
+    for (const b of base) {
+      grid.append(curveChart(b, width));
+      if (cols.includes("val_" + b)) grid.append(curveChart("val_" + b, width));
+    }
+    for (const c of cols) if (c.startsWith("val_") && !base.includes(c.slice(4))) grid.append(curveChart(c, width));
+    sec.append(grid);
+    return sec;
+  }
+
+  // ---- grid variables against the ranking metric ---------------------------------------------
+  function gridChart(v, width) {
+    const pts = [];
+    for (const m of models) {
+      const x = m.grid ? m.grid[v] : undefined;
+      const y = rankValue(m);
+      if (x === undefined || m.status !== "done" || typeof y !== "number") continue;
+      pts.push({ m, x, y });
+    }
+    const numeric = pts.every((p) => typeof p.x === "number");
+    let cats = [];
+    if (!numeric) {
+      cats = [...new Set(pts.map((p) => String(p.x)))].sort();
+      for (const p of pts) p.xv = cats.indexOf(String(p.x));
+    } else for (const p of pts) p.xv = p.x;
+    pts.sort((a, b) => a.xv - b.xv);
+    const xs = pts.map((p) => p.xv);
+    const logx = numeric && xs.length > 1 && xs[0] > 0 && xs[xs.length - 1] / xs[0] >= 100;
+    const box = el("div", { class: "curve grid-chart", "data-var": v });
+    let tt;
+    const u = new uPlot(
+      {
+        width,
+        height: 240,
+        title: v + " against " + D.rank_by,
+        legend: { show: false },
+        cursor: { drag: { x: false, y: false } },
+        scales: {
+          x: numeric ? { time: false, distr: logx ? 3 : 1 } : { time: false, range: [-0.5, cats.length - 0.5] },
+        },
+        series: [{ label: v }, { label: D.rank_by, stroke: "#2563eb", fill: "#2563eb", paths: () => null, points: { show: true, size: 9, fill: "#2563eb" } }],
+        axes: [
+          numeric
+            ? { label: v }
+            : { label: v, splits: () => cats.map((_, i) => i), values: (u, splits) => splits.map((s) => cats[s] ?? "") },
+          { label: D.rank_by, size: 60 },
+        ],
+        hooks: { setCursor: [(u) => tt && tt.update(u)] },
+      },
+      [xs, pts.map((p) => p.y)],
+      box
+    );
+    tt = tooltipFor(
+      u,
+      box,
+      (s, idx) => pts[idx].m.name,
+      (s, idx) => v + " = " + fmt(pts[idx].x) + ", " + D.rank_by + " = " + fmt(pts[idx].y, 5)
+    );
+    R.grids.push(u);
+    return box;
+  }
+
+  function grids(width) {
+    const sec = el("section", { id: "grid" }, el("h2", {}, "Grid variables"));
+    if (!D.grid_vars.length) {
+      sec.append(el("p", { class: "empty" }, "This plan has no grid."));
+      return sec;
+    }
+    sec.append(el("p", { class: "hint" }, "each finished model of a grid: its value of the variable against " + D.rank_by));
+    sec.append(el("div", { class: "charts" }, ...D.grid_vars.map((v) => gridChart(v, width))));
+    return sec;
+  }
+
+  // ---- per-core timeline ---------------------------------------------------------------------
+  function timeline(width) {
+    const T = D.timeline;
+    const sec = el("section", { id: "timeline" }, el("h2", {}, "Timeline: one lane per core"));
+    if (!T.lanes.length) {
+      sec.append(el("p", { class: "empty" }, "No timeline.jsonl in this run folder (written by nnfleet runs since the report was added)."));
+      return sec;
+    }
+    let t0 = Infinity, t1 = -Infinity;
+    for (const s of T.sessions) {
+      t0 = Math.min(t0, s.start);
+      t1 = Math.max(t1, s.end || s.start);
+    }
+    for (const b of T.jobs.concat(T.help)) {
+      t0 = Math.min(t0, b.start);
+      t1 = Math.max(t1, b.end);
+    }
+    const span = Math.max(t1 - t0, 1e-3);
+    const multiRank = new Set(T.lanes.map((l) => l.rank)).size > 1;
+    const labelW = multiRank ? 190 : 90, laneH = 26, top = 8, axisH = 28;
+    const plotW = Math.max(width - labelW - 20, 200);
+    const H = top + T.lanes.length * laneH + axisH;
+    const X = (t) => labelW + ((t - t0) / span) * plotW;
+    const root = svg("svg", { class: "timeline", width: labelW + plotW + 20, height: H, viewBox: "0 0 " + (labelW + plotW + 20) + " " + H });
+    root.append(
+      svg("defs", {}, svg("pattern", { id: "help-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, svg("rect", { width: 6, height: 6, fill: "#f59e0b" }), svg("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#92400e", "stroke-width": 2 })))
+    );
+    // Time between sessions (the run was stopped): shaded.
+    const sess = T.sessions.slice().sort((a, b) => a.start - b.start);
+    for (let i = 1; i < sess.length; i++) {
+      const a = sess[i - 1].end || sess[i - 1].start, b = sess[i].start;
+      if (b > a)
+        root.append(svg("rect", { class: "stopped", x: X(a), y: top, width: Math.max(X(b) - X(a), 1), height: T.lanes.length * laneH }, svg("title", {}, "not running (stopped, resumed " + ((b - a) | 0) + " s later)")));
+    }
+    T.lanes.forEach((l, i) => {
+      const y = top + i * laneH;
+      const g = svg("g", { class: "lane", "data-lane": i, "data-core": l.core, "data-rank": l.rank });
+      g.append(svg("rect", { class: "lane-bg", x: labelW, y, width: plotW, height: laneH - 2 }));
+      const label = (multiRank ? "rank " + l.rank + " " + l.host + " " : "") + "core " + l.core;
+      const t = svg("text", { x: labelW - 6, y: y + laneH / 2 + 4, "text-anchor": "end", class: "lane-label" });
+      t.textContent = label;
+      g.append(t, svg("title", {}, label + " (worker " + l.worker + (l.host ? " on " + l.host : "") + ")"));
+      root.append(g);
+    });
+    function bar(b, cls, fill, h, dy, tip) {
+      const y = top + b.lane * laneH + dy;
+      const w = Math.max(X(b.end) - X(b.start), 1.5);
+      const r = svg("rect", { class: cls, x: X(b.start), y, width: w, height: h, fill, "data-model": b.model }, svg("title", {}, tip));
+      r.addEventListener("click", () => {
+        const d = document.getElementById("model-" + b.model);
+        if (d) {
+          d.open = true;
+          d.scrollIntoView({ behavior: "smooth" });
+        }
+      });
+      root.append(r);
+      if (w > 40 && cls === "job") {
+        const t = svg("text", { x: X(b.start) + 4, y: y + h / 2 + 4, class: "bar-label" });
+        t.textContent = b.model.length * 7 > w - 8 ? b.model.slice(0, Math.max(1, ((w - 8) / 7) | 0)) : b.model;
+        t.setAttribute("pointer-events", "none");
+        root.append(t);
+      }
+    }
+    const statusColor = { done: null, diverged: "#dc2626", failed: "#7f1d1d", cancelled: "#9ca3af", interrupted: "#9ca3af", running: null };
+    for (const b of T.jobs) {
+      const i = modelIndex.has(b.model) ? modelIndex.get(b.model) : 0;
+      const fill = statusColor[b.status] || color(i);
+      bar(b, "job" + (b.status === "running" ? " running" : ""), fill, laneH - 6, 2, b.model + ": " + b.status + ", " + fmt(b.end - b.start, 3) + " s (from " + fmt(b.start - t0, 3) + " s to " + fmt(b.end - t0, 3) + " s)");
+    }
+    for (const b of T.help)
+      bar(b, "help", "url(#help-hatch)", 10, laneH - 14, "helped " + b.model + ": " + b.pieces + " batch piece(s), " + fmt(b.end - b.start, 3) + " s");
+    // The time axis.
+    const ay = top + T.lanes.length * laneH + 4;
+    root.append(svg("line", { x1: labelW, y1: ay, x2: labelW + plotW, y2: ay, class: "axis" }));
+    const steps = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400];
+    const step = steps.find((s) => span / s <= 10) || 86400;
+    for (let s = 0; s <= span + 1e-9; s += step) {
+      const x = X(t0 + s);
+      root.append(svg("line", { x1: x, y1: ay, x2: x, y2: ay + 5, class: "axis" }));
+      const t = svg("text", { x, y: ay + 17, "text-anchor": "middle", class: "tick" });
+      t.textContent = fmt(+s.toFixed(2)) + " s";
+      root.append(t);
+    }
+    // Idle share per lane, from the bars.
+    let busy = 0;
+    for (const b of T.jobs.concat(T.help)) busy += b.end - b.start;
+    let running = 0;
+    for (const s of T.sessions) running += (s.end || s.start) - s.start;
+    const capacity = running * T.lanes.length;
+    sec.append(
+      el("p", { class: "hint" }, "a bar per model from its start to its end on the core that trained it; hatched: batch pieces an idle core computed for another model; grey: not running. " + (capacity > 0 ? "Cores busy " + Math.min(100, (100 * busy) / capacity).toFixed(0) + "% of the run's time." : "")),
+      el("div", { class: "scroll" }, root)
+    );
+    return sec;
+  }
+
+  // ---- models --------------------------------------------------------------------------------
+  function details() {
+    const sec = el("section", { id: "models" }, el("h2", {}, "Models"));
+    for (const m of models) {
+      const kv = [
+        ["status", m.status],
+        ["why it stopped", m.stop_reason],
+        ["epochs", m.epochs + (m.planned_epochs ? " of " + m.planned_epochs : "")],
+        ["best epoch", m.best ? m.best.epoch + " (" + m.best.monitor + " = " + fmt(m.best.value, 5) + ")" : ""],
+        ["parameters", fmt(m.params)],
+        ["FLOPs per sample (forward)", m.flops ? human(m.flops, "FLOP") : ""],
+        ["samples/s", m.samples_per_second ? human(m.samples_per_second, "") : ""],
+        ["training seconds", fmt(m.seconds)],
+        ["core", m.core !== undefined && m.core >= 0 ? m.core : ""],
+      ];
+      for (const [k, v] of Object.entries(m.grid || {})) kv.push(["grid " + k, fmt(v)]);
+      for (const [k, v] of Object.entries(m.metrics || {})) kv.push([k, fmt(v, 6)]);
+      const d = el(
+        "details",
+        { id: "model-" + m.name, class: "model" },
+        el("summary", {}, el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }), m.name + " ", el("span", { class: "status " + m.status }, m.status), " " + (m.rank ? "#" + m.rank : "")),
+        el("table", { class: "kv" }, ...kv.filter((r) => r[1] !== "" && r[1] !== undefined).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, String(v))))),
+        m.summary ? el("pre", { class: "summary" }, m.summary) : el("p", { class: "empty" }, "No saved model file (yet) to describe.")
+      );
+      sec.append(d);
+    }
+    return sec;
+  }
+
+  function render() {
+    const width = Math.max(Math.min(app.clientWidth || 1100, 1400), 600);
+    // Two charts a row: each with its box's padding and border, and the gap between them.
+    const chartW = Math.floor((width - 12) / 2) - 12;
+    app.replaceChildren(header(), leaderboard(), curves(chartW), grids(chartW), timeline(width - 20), details());
+    R.fillBoard();
+    if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
+    else applyIsolation();
+    const y = load("scroll", 0);
+    if (D.live && y) window.scrollTo(0, y);
+  }
+  window.addEventListener("beforeunload", () => save("scroll", window.scrollY));
+  render();
+})();

@@ -1,0 +1,356 @@
+// The report's data, gathered from a run folder's files. The page gets one JSON object:
+//   title, dir, generated (Unix s), live, rank_by, higher_is_better, columns (history columns),
+//   models: [{name, status, message, epochs, planned_epochs, params, flops, seconds,
+//             samples_per_second, core, metrics, best, stop_reason, history {column: [...]},
+//             grid {var: value}, summary}],
+//   grid_vars: [path, ...],
+//   timeline: {sessions: [{session, start, end, ranks}], lanes: [{rank, host, core, worker}],
+//              jobs: [{model, lane, session, start, end, status}], help: [{..., pieces}]}
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "fleet/plan_yaml.h"
+#include "fleet/results.h"
+#include "io/keras_reader.h"
+#include "io/model_summary.h"
+#include "platform/files.h"
+#include "report/report.h"
+
+namespace nnfleet {
+namespace {
+
+double wall_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The expanded entries of plan.yaml, in plan order.
+Json plan_models(const std::string& dir) {
+  const std::string text = read_file(dir + "/plan.yaml");
+  try {
+    const Json plan = plan_detail::yaml_to_json(YAML::Load(text)).value;
+    if (plan.contains("models") && plan["models"].is_array()) return plan["models"];
+  } catch (const std::exception&) {
+  }
+  throw FileError("failed to read plan '" + dir +
+                  "/plan.yaml': it is not the plan of an nnfleet run; expected a `models:` list");
+}
+
+void flatten(const Json& v, const std::string& path, std::map<std::string, Json>& out) {
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      flatten(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+  } else if (v.is_array() && !v.empty() && (v[0].is_object() || v[0].is_array())) {
+    for (size_t i = 0; i < v.size(); ++i) flatten(v[i], path + "[" + std::to_string(i) + "]", out);
+  } else {
+    out[path] = v;
+  }
+}
+
+std::string value_text(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return plan_detail::number_text(v.get<double>());
+  return v.dump();
+}
+
+// Whether `text` stands in `name` as a whole token (not inside a longer number or word): "16" in
+// "mlp-16-0.01", not the "1" of "m1".
+bool names_value(const std::string& name, const std::string& text) {
+  if (text.empty()) return false;
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.'; };
+  for (size_t at = name.find(text); at != std::string::npos; at = name.find(text, at + 1)) {
+    const size_t end = at + text.size();
+    if ((at == 0 || !part(name[at - 1])) && (end == name.size() || !part(name[end]))) return true;
+  }
+  return false;
+}
+
+// Why a model stopped, in words.
+std::string stop_reason(const Json& m, const Json& spec) {
+  const std::string status = m.value("status", "pending");
+  const int epochs = m.value("epochs", 0), planned = m.value("planned_epochs", 0);
+  if (status == "done") {
+    if (planned > 0 && epochs < planned && spec.contains("early_stopping") &&
+        spec["early_stopping"].is_object()) {
+      const Json& es = spec["early_stopping"];
+      std::string why = "early stopping after epoch " + std::to_string(epochs) + " of " +
+                        std::to_string(planned) + ": " +
+                        es.value("monitor", std::string("val_loss")) + " did not improve for " +
+                        value_text(es.value("patience", Json(0))) + " epoch(s)";
+      if (m.contains("best") && m["best"].is_object())
+        why += "; best epoch " + std::to_string(m["best"].value("epoch", 0));
+      if (es.value("restore_best_weights", false)) why += ", whose weights were kept";
+      return why;
+    }
+    return "ran all " + std::to_string(epochs) + " epoch(s)";
+  }
+  if (status == "pending") return "not started yet";
+  if (status == "running") return "still training";
+  std::string msg = m.value("message", std::string());
+  return status + (msg.empty() ? "" : ": " + msg);
+}
+
+// Columns of history rows as arrays (null where a row lacks one); adds new column names.
+Json history_columns(const Json& history, const Json& order, std::vector<std::string>& columns) {
+  std::vector<std::string> keys;
+  if (order.is_array())
+    for (const auto& k : order) keys.push_back(k.get<std::string>());
+  for (const auto& k : keys)
+    if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
+  Json h = {{"epoch", Json::array()}, {"seconds", Json::array()}};
+  for (const auto& k : keys) h[k] = Json::array();
+  for (const auto& row : history) {
+    h["epoch"].push_back(row.value("epoch", 0));
+    h["seconds"].push_back(row.value("seconds", 0.0));
+    for (const auto& k : keys) h[k].push_back(row.contains(k) ? row[k] : Json(nullptr));
+  }
+  return h;
+}
+
+ModelFileInfo model_file_info(const std::string& path, ModelFileCache* cache) {
+  std::error_code ec;
+  const uint64_t bytes = std::filesystem::file_size(path, ec);
+  if (cache) {
+    auto it = cache->find(path);
+    if (it != cache->end() && it->second.bytes == bytes) return it->second;
+  }
+  ModelFileInfo info;
+  info.bytes = bytes;
+  try {
+    const LoadedModel lm = load_keras_model(path);
+    info.summary = model_summary(lm, path);
+    info.flops = lm.model->forward_flops();
+  } catch (const Error& e) {
+    info.summary = std::string("cannot describe the model file: ") + e.what();
+  }
+  if (cache) (*cache)[path] = info;
+  return info;
+}
+
+// The lanes (one per rank, host and core of each worker) and the bars of timeline.jsonl.
+Json read_timeline(const std::string& dir, bool live) {
+  Json tl = {{"sessions", Json::array()},
+             {"lanes", Json::array()},
+             {"jobs", Json::array()},
+             {"help", Json::array()}};
+  std::ifstream f(dir + "/timeline.jsonl", std::ios::binary);
+  if (!f) return tl;
+  std::map<std::tuple<int, std::string, int, int>, int> lane_of;
+  auto lane = [&](const Json& j) {
+    const auto key = std::make_tuple(j.value("rank", 0), j.value("host", std::string()),
+                                     j.value("core", -1), j.value("worker", 0));
+    auto it = lane_of.find(key);
+    if (it != lane_of.end()) return it->second;
+    const int id = static_cast<int>(tl["lanes"].size());
+    tl["lanes"].push_back({{"rank", std::get<0>(key)},
+                           {"host", std::get<1>(key)},
+                           {"core", std::get<2>(key)},
+                           {"worker", std::get<3>(key)}});
+    lane_of.emplace(key, id);
+    return id;
+  };
+  std::map<std::pair<int, std::string>, Json> open;  // (session, model) -> its start
+  std::map<int, double> last_t;                      // session -> last time seen
+  std::string line;
+  while (std::getline(f, line)) {
+    if (f.eof()) break;  // torn
+    Json j;
+    try {
+      j = Json::parse(line);
+    } catch (const Json::exception&) {
+      continue;
+    }
+    const std::string kind = j.value("kind", "");
+    const int session = j.value("session", 0);
+    for (const char* k : {"t", "start", "end"})
+      if (j.contains(k) && j[k].is_number())
+        last_t[session] = std::max(last_t[session], j[k].get<double>());
+    if (kind == "session") {
+      Json s = {{"session", session},
+                {"start", j.value("start", 0.0)},
+                {"end", nullptr},
+                {"ranks", j.value("ranks", Json::array())}};
+      // Every worker gets a lane, idle ones included, in rank and worker order.
+      for (const auto& r : s["ranks"]) {
+        int w = 0;
+        for (const auto& c : r.value("cores", Json::array()))
+          lane({{"rank", r.value("rank", 0)},
+                {"host", r.value("host", "")},
+                {"core", c},
+                {"worker", w++}});
+      }
+      tl["sessions"].push_back(s);
+    } else if (kind == "end") {
+      for (auto& s : tl["sessions"])
+        if (s["session"] == session) s["end"] = j.value("t", 0.0);
+    } else if (kind == "start") {
+      open[{session, j.value("model", "")}] = j;
+    } else if (kind == "job" || kind == "help") {
+      Json bar = {{"model", j.value("model", "")},
+                  {"lane", lane(j)},
+                  {"session", session},
+                  {"start", j.value("start", 0.0)},
+                  {"end", j.value("end", 0.0)}};
+      if (kind == "job") {
+        bar["status"] = j.value("status", "");
+        open.erase({session, j.value("model", "")});
+        tl["jobs"].push_back(bar);
+      } else {
+        bar["pieces"] = j.value("pieces", 0);
+        tl["help"].push_back(bar);
+      }
+    }
+  }
+  // A start without its end: running (the live run's last session) or cut off by a crash.
+  const int last_session = tl["sessions"].empty() ? 0 : tl["sessions"].back().value("session", 0);
+  for (const auto& [key, j] : open) {
+    const bool running = live && key.first == last_session;
+    const double end = running ? std::max(wall_now(), last_t[key.first]) : last_t[key.first];
+    tl["jobs"].push_back({{"model", key.second},
+                          {"lane", lane(j)},
+                          {"session", key.first},
+                          {"start", j.value("t", 0.0)},
+                          {"end", end},
+                          {"status", running ? "running" : "interrupted"}});
+  }
+  for (auto& s : tl["sessions"])
+    if (s["end"].is_null()) s["end"] = last_t[s.value("session", 0)];
+  return tl;
+}
+
+}  // namespace
+
+Json infer_grid(const Json& expanded_models) {
+  // Group the models by their set of fields.
+  std::map<std::string, std::vector<size_t>> groups;
+  std::vector<std::map<std::string, Json>> leaves(expanded_models.size());
+  for (size_t i = 0; i < expanded_models.size(); ++i) {
+    flatten(expanded_models[i], "", leaves[i]);
+    leaves[i].erase("name");
+    std::string key;
+    for (const auto& [path, v] : leaves[i]) key += path + "\n";
+    groups[key].push_back(i);
+  }
+  Json out = {{"vars", Json::array()}, {"values", Json::object()}};
+  std::set<std::string> vars;
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    for (const auto& [path, v0] : leaves[members[0]]) {
+      // The models of the group whose names spell this field's value; a grid variable when they
+      // hold at least two different values.
+      std::vector<size_t> named;
+      std::set<std::string> distinct;
+      for (size_t m : members) {
+        const Json& v = leaves[m].at(path);
+        if (v.is_object() || v.is_array()) continue;
+        if (!names_value(expanded_models[m].value("name", ""), value_text(v))) continue;
+        named.push_back(m);
+        distinct.insert(v.dump());
+      }
+      if (distinct.size() < 2) continue;
+      if (vars.insert(path).second) out["vars"].push_back(path);
+      for (size_t m : named)
+        out["values"][expanded_models[m].value("name", "")][path] = leaves[m].at(path);
+    }
+  }
+  return out;
+}
+
+Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
+  const Json specs = plan_models(run_dir);
+  std::map<std::string, Json> records;
+  for (Json& r : read_job_records(run_dir)) {
+    const std::string name = r.value("name", "");  // before the move: Json assigns by value
+    records[name] = std::move(r);
+  }
+  // results.json, once the run wrote it, has the models that have no record (cancelled ones).
+  Json results;
+  if (!live && file_exists(run_dir + "/results.json")) {
+    try {
+      results = Json::parse(read_file(run_dir + "/results.json"));
+    } catch (const std::exception&) {
+      results = nullptr;
+    }
+  }
+  std::map<std::string, Json> final_rows;
+  if (results.is_object() && results.contains("models"))
+    for (const auto& m : results["models"]) final_rows[m.value("name", "")] = m;
+
+  const Json timeline = read_timeline(run_dir, live);
+  std::set<std::string> running;
+  for (const auto& j : timeline["jobs"])
+    if (j.value("status", "") == "running") running.insert(j.value("model", ""));
+
+  const Json grid = infer_grid(specs);
+  std::vector<std::string> columns;
+  Json models = Json::array();
+  for (const auto& spec : specs) {
+    const std::string name = spec.value("name", "");
+    Json m;
+    if (auto it = records.find(name); it != records.end()) {
+      m = it->second;
+    } else if (auto f = final_rows.find(name); f != final_rows.end()) {
+      m = f->second;
+    } else {
+      m = {{"name", name},
+           {"status", running.count(name) ? "running" : "pending"},
+           {"message", ""},
+           {"epochs", 0},
+           {"metrics", Json::object()},
+           {"best", nullptr}};
+    }
+    m["planned_epochs"] = spec.value("epochs", 0);
+    m["history"] = history_columns(m.value("history", Json::array()),
+                                   m.value("history_order", Json::array()), columns);
+    m.erase("history_order");
+    m["grid"] = grid["values"].value(name, Json::object());
+    m["stop_reason"] = stop_reason(m, spec);
+    const std::string file = m.value("model_file", "");
+    if (!file.empty() && file_exists(run_dir + "/" + file)) {
+      const ModelFileInfo info = model_file_info(run_dir + "/" + file, cache);
+      m["summary"] = info.summary;
+      m["flops"] = info.flops;
+    } else {
+      m["summary"] = "";
+      m["flops"] = nullptr;
+    }
+    models.push_back(std::move(m));
+  }
+
+  std::string rank_by = results.is_object() ? results.value("rank_by", "") : "";
+  if (rank_by.empty()) {
+    // As the leaderboard picks it (results.h): test_, then val_, then the training figure.
+    std::string base = "loss";
+    for (const auto& c : columns)
+      if (c != "loss" && c.rfind("val_", 0) != 0 && c != "learning_rate") {
+        base = c;
+        break;
+      }
+    rank_by = base;
+    for (const auto& m : models)
+      if (m["metrics"].contains("val_" + base)) rank_by = "val_" + base;
+    for (const auto& m : models)
+      if (m["metrics"].contains("test_" + base)) rank_by = "test_" + base;
+  }
+  const bool higher = rank_by.find("acc") != std::string::npos;  // as rank_key() decides
+  const std::string dir_name =
+      std::filesystem::path(run_dir).lexically_normal().filename().string();
+  return {{"title", "nnfleet report: " + (dir_name.empty() ? run_dir : dir_name)},
+          {"dir", run_dir},
+          {"generated", wall_now()},
+          {"live", live},
+          {"rank_by", rank_by},
+          {"higher_is_better", higher},
+          {"columns", columns},
+          {"models", models},
+          {"grid_vars", grid["vars"]},
+          {"timeline", timeline}};
+}
+
+}  // namespace nnfleet

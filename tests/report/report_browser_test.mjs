@@ -1,0 +1,134 @@
+// The report in a real browser: trains a small real run (a grid of MLPs and one model whose
+// batches are split, so that the idle core helps it) with `nnfleet train --report` on 2 workers,
+// then loads its report.html in Debian's chromium (headless, driven by playwright-core from
+// report/node_modules) and checks: no console errors or page errors, the leaderboard lists every
+// model, every curve chart has one series per model, the timeline has one lane per core with a
+// bar per model and the helper's pieces marked, each grid variable has a chart, each model its
+// layer table; sorting and filtering work. Writes a screenshot (report.png) next to the run.
+//   node report_browser_test.mjs NNFLEET_BINARY WORK_DIR PLAYWRIGHT_CORE_DIR
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [nnfleet, work, pwDir] = process.argv.slice(2);
+let failures = 0, passes = 0;
+function check(ok, what) {
+  if (ok) passes++;
+  else failures++;
+  console.log((ok ? "ok   " : "FAIL ") + what);
+}
+
+fs.rmSync(work, { recursive: true, force: true });
+fs.mkdirSync(work, { recursive: true });
+// Three classes of points around three centres, 4 features; fixed, no randomness.
+let csv = "a,b,c,d,label\n";
+for (let i = 0; i < 240; i++) {
+  const k = i % 3, t = (i * 7919) % 97 / 97 - 0.5;
+  csv += [k + t, -k + 0.5 * t, 0.3 * k - t, 1 - k * t, k].map((v) => +v.toFixed(4)).join(",") + "\n";
+}
+fs.writeFileSync(path.join(work, "points.csv"), csv);
+const plan = `seed: 3
+data:
+  train: {csv: ${path.join(work, "points.csv")}, label: label}
+  validation_split: 0.25
+defaults:
+  epochs: 3
+  batch_size: 16
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+  optimizer: {Adam: {learning_rate: 0.01}}
+  early_stopping: {monitor: val_loss, patience: 1}
+models:
+  - name: mlp-{units}-{lr}
+    grid: {units: [4, 16], lr: [0.01, 0.1]}
+    optimizer: {Adam: {learning_rate: "{lr}"}}
+    layers:
+      - Dense: {units: "{units}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+  - name: wide
+    epochs: 30
+    batch_split: 2
+    early_stopping: null
+    layers:
+      - Dense: {units: 192, activation: relu}
+      - Dense: {units: 192, activation: relu}
+      - Dense: {units: 3, activation: softmax}
+`;
+fs.writeFileSync(path.join(work, "plan.yaml"), plan);
+const run = path.join(work, "run");
+const t0 = Date.now();
+const out = execFileSync(nnfleet, ["train", path.join(work, "plan.yaml"), "--out", run, "--workers", "2", "--report", "--quiet"], { encoding: "utf8" });
+console.log(`trained in ${((Date.now() - t0) / 1000).toFixed(1)} s ${out.trim()}`);
+const html = path.join(run, "report.html");
+check(fs.existsSync(html), "train --report wrote report.html");
+// `nnfleet report` writes the same page from the folder alone.
+execFileSync(nnfleet, ["report", run], { encoding: "utf8" });
+const text = fs.readFileSync(html, "utf8");
+check(!/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(text), "the page loads nothing from the network");
+
+const { chromium } = await import(pathToFileURL(path.join(pwDir, "index.mjs")).href);
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+const errors = [];
+const requests = [];
+page.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
+page.on("pageerror", (e) => errors.push("page: " + e.message));
+page.on("request", (r) => !r.url().startsWith("file:") && !r.url().startsWith("data:") && requests.push(r.url()));
+await page.goto(pathToFileURL(html).href);
+await page.waitForSelector("#board tbody tr");
+
+const data = await page.evaluate(() => window.nnfleetReport.data);
+const names = data.models.map((m) => m.name);
+check(names.length === 5, `the plan's 5 models are in the data (got ${names.length})`);
+const rows = await page.$$eval("#board tbody tr", (trs) => trs.map((t) => t.dataset.model));
+check(rows.length === names.length && names.every((n) => rows.includes(n)), `the leaderboard lists every model (${rows.length} rows)`);
+const statuses = await page.$$eval("#board tbody .status", (s) => s.map((e) => e.textContent));
+check(statuses.every((s) => s === "done"), `every model shows its status (${[...new Set(statuses)].join(",")})`);
+
+const curves = await page.evaluate(() => window.nnfleetReport.curves.map((u) => ({ title: u.series.length - 1, cols: u.root.parentNode.dataset.column })));
+const cols = curves.map((c) => c.cols).sort();
+check(JSON.stringify(cols) === JSON.stringify(["accuracy", "loss", "val_accuracy", "val_loss"]), `a curve chart per metric, train and val (${cols.join(", ")})`);
+check(curves.every((c) => c.title === names.length), `each curve chart has one series per model (${curves.map((c) => c.title).join(", ")})`);
+const canvases = await page.$$eval("#curves canvas", (c) => c.length);
+check(canvases === curves.length, `uPlot drew every curve chart (${canvases} canvases)`);
+
+const lanes = await page.$$eval("svg.timeline .lane", (l) => l.map((g) => g.dataset.core));
+check(lanes.length === 2, `the timeline has one lane per core (${lanes.length} lanes: cores ${lanes.join(", ")})`);
+const bars = await page.$$eval("svg.timeline rect.job", (r) => r.map((e) => e.dataset.model));
+check(bars.length === names.length && names.every((n) => bars.includes(n)), `a timeline bar per model (${bars.length})`);
+const help = await page.$$eval("svg.timeline rect.help", (r) => r.map((e) => e.dataset.model));
+check(help.length > 0 && help.every((m) => m === "wide"), `helper pieces are marked, all for the split model (${help.length} span(s))`);
+
+const gridVars = await page.$$eval(".grid-chart", (g) => g.map((e) => e.dataset.var));
+check(gridVars.length === 2 && gridVars.some((v) => v.endsWith("Dense.units")) && gridVars.some((v) => v.endsWith("learning_rate")), `a chart per grid variable (${gridVars.join(", ")})`);
+const summaries = await page.$$eval("details.model pre.summary", (p) => p.map((e) => e.textContent));
+check(summaries.length === names.length && summaries.every((s) => s.includes("Dense")), `every model has its layer table (${summaries.length})`);
+const wide = data.models.find((m) => m.name === "wide");
+check(wide.flops > 0 && wide.samples_per_second > 0 && wide.stop_reason.startsWith("ran all 30"), `FLOPs, samples/s and why it stopped (${wide.stop_reason})`);
+
+// Sorting by a column, filtering by name, isolating a model.
+await page.click('#board th[data-key="name"]');
+const sorted = await page.$$eval("#board tbody tr", (trs) => trs.map((t) => t.dataset.model));
+check(JSON.stringify(sorted) === JSON.stringify([...names].sort()), "clicking a header sorts the leaderboard");
+await page.fill("#filter", "mlp-16");
+const filtered = await page.$$eval("#board tbody tr", (trs) => trs.map((t) => t.dataset.model));
+check(filtered.length === 2 && filtered.every((n) => n.startsWith("mlp-16")), `the filter keeps matching models (${filtered.join(", ")})`);
+await page.fill("#filter", "");
+await page.click('#board tr[data-model="wide"] button.iso');
+const shown = await page.evaluate(() => window.nnfleetReport.curves[0].series.slice(1).filter((s) => s.show).map((s) => s.label));
+check(shown.length === 1 && shown[0] === "wide", `isolating a model leaves only its curves (${shown.join(", ")})`);
+await page.click('#board tr[data-model="wide"] button.iso');
+// Hovering a chart shows a value.
+const box = await (await page.$("#curves .curve .u-over")).boundingBox();
+await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
+const tip = await page.$eval("#curves .curve .tip", (t) => t.style.display + " " + t.textContent);
+check(tip.startsWith("block") && /epoch \d+: /.test(tip), `hovering shows a value (${tip.slice(6, 80)})`);
+
+await page.screenshot({ path: path.join(work, "report.png"), fullPage: true });
+check(errors.length === 0, `no console or page errors${errors.length ? ": " + errors.join(" | ") : ""}`);
+check(requests.length === 0, `no network requests${requests.length ? ": " + requests.join(" ") : ""}`);
+await browser.close();
+console.log(`screenshot: ${path.join(work, "report.png")}`);
+console.log(`${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,221 @@
+// The report's data from a run folder made by hand (plan.yaml, jobs.log, timeline.jsonl): models
+// with and without records, live and ended runs, grid variables, why a model stopped, the
+// timeline's lanes and bars; and the page itself (self-contained, script-safe).
+#include "report/report.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "platform/files.h"
+
+namespace nnfleet {
+namespace {
+
+struct RunDir {
+  std::filesystem::path path;
+  RunDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("nnfleet_report_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~RunDir() { std::filesystem::remove_all(path); }
+  std::string dir() const { return path.string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name, std::ios::binary) << text;
+  }
+};
+
+// A jobs.log record as the run folder frames it: "<length> <XXH3> <json>\n".
+std::string record(const Json& j) {
+  const std::string s = j.dump();
+  return std::to_string(s.size()) + " " + hex64(hash_bytes(s)) + " " + s + "\n";
+}
+
+Json result(const std::string& name, const std::string& status, int epochs, Json best) {
+  Json h = Json::array();
+  for (int e = 1; e <= epochs; ++e)
+    h.push_back({{"epoch", e}, {"seconds", 0.1}, {"loss", 1.0 / e}, {"val_loss", 1.2 / e}});
+  return {{"name", name},
+          {"status", status},
+          {"message", status == "diverged" ? "loss became nan at epoch 2, batch 3" : ""},
+          {"epochs", epochs},
+          {"params", 100},
+          {"seconds", 0.5},
+          {"samples_per_second", 1000.0},
+          {"core", 0},
+          {"metrics", {{"loss", 0.5}, {"val_loss", 0.6}}},
+          {"best", best},
+          {"history", h},
+          {"metric_order", {"loss", "val_loss"}},
+          {"history_order", {"loss", "val_loss"}}};
+}
+
+const char* kPlan = R"(seed: 1
+models:
+  - name: mlp-8-0.01
+    epochs: 5
+    early_stopping: {monitor: val_loss, patience: 2, restore_best_weights: true}
+    layers:
+      - Dense: {units: 8}
+    optimizer: {Adam: {learning_rate: 0.01}}
+  - name: mlp-16-0.01
+    epochs: 5
+    layers:
+      - Dense: {units: 16}
+    optimizer: {Adam: {learning_rate: 0.01}}
+  - name: mlp-8-0.1
+    epochs: 5
+    layers:
+      - Dense: {units: 8}
+    optimizer: {Adam: {learning_rate: 0.1}}
+  - name: other
+    epochs: 5
+    layers:
+      - Dense: {units: 4}
+      - Dense: {units: 2}
+)";
+
+void make_run(const RunDir& run) {
+  run.write("plan.yaml", kPlan);
+  run.write("jobs.log", record(result("mlp-8-0.01", "done", 3,
+                                      {{"epoch", 1}, {"monitor", "val_loss"}, {"value", 1.2}})) +
+                            record(result("mlp-16-0.01", "done", 5, nullptr)) +
+                            record(result("mlp-8-0.1", "diverged", 2, nullptr)) +
+                            "57 0123456789abcdef {\"name\": \"torn");
+  run.write(
+      "timeline.jsonl",
+      R"({"kind":"session","session":1,"start":100,"ranks":[{"rank":0,"host":"h","cores":[4,5]}]})"
+      "\n"
+      R"({"kind":"start","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"t":100})"
+      "\n"
+      R"({"kind":"job","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":0,"core":4,"start":100,"end":101,"status":"done"})"
+      "\n"
+      R"({"kind":"start","session":1,"model":"other","rank":0,"host":"h","worker":1,"core":5,"t":100.5})"
+      "\n"
+      R"({"kind":"help","session":1,"model":"mlp-8-0.01","rank":0,"host":"h","worker":1,"core":5,"start":100.2,"end":100.4,"pieces":3})"
+      "\n");
+}
+
+const Json& model(const Json& d, const std::string& name) {
+  for (const auto& m : d["models"])
+    if (m["name"] == name) return m;
+  throw std::runtime_error("no model " + name);
+}
+
+TEST(Report, LiveRunShowsRecordedModelsAndRunningOnes) {
+  RunDir run;
+  make_run(run);
+  const Json d = collect_report(run.dir(), true);
+  ASSERT_EQ(d["models"].size(), 4u);  // every model of the plan, in plan order
+  EXPECT_EQ(d["models"][0]["name"], "mlp-8-0.01");
+  EXPECT_EQ(model(d, "mlp-16-0.01")["status"], "done");
+  EXPECT_EQ(model(d, "other")["status"], "running");  // started, no record yet
+  EXPECT_EQ(model(d, "mlp-8-0.1")["stop_reason"], "diverged: loss became nan at epoch 2, batch 3");
+  EXPECT_EQ(model(d, "mlp-16-0.01")["stop_reason"], "ran all 5 epoch(s)");
+  EXPECT_EQ(model(d, "mlp-8-0.01")["stop_reason"],
+            "early stopping after epoch 3 of 5: val_loss did not improve for 2 epoch(s); best "
+            "epoch 1, whose weights were kept");
+  const Json& h = model(d, "mlp-16-0.01")["history"];
+  EXPECT_EQ(h["epoch"], Json({1, 2, 3, 4, 5}));
+  EXPECT_DOUBLE_EQ(h["val_loss"][1].get<double>(), 0.6);
+  EXPECT_EQ(d["columns"], Json({"loss", "val_loss"}));
+  EXPECT_EQ(d["rank_by"], "val_loss");
+  EXPECT_FALSE(d["higher_is_better"].get<bool>());
+  EXPECT_TRUE(d["live"].get<bool>());
+}
+
+TEST(Report, TimelineHasALanePerWorkerAndBarsForJobsAndHelp) {
+  RunDir run;
+  make_run(run);
+  const Json t = collect_report(run.dir(), true)["timeline"];
+  ASSERT_EQ(t["lanes"].size(), 2u);
+  EXPECT_EQ(t["lanes"][0]["core"], 4);
+  EXPECT_EQ(t["lanes"][1]["core"], 5);
+  ASSERT_EQ(t["jobs"].size(), 2u);
+  EXPECT_EQ(t["jobs"][0]["model"], "mlp-8-0.01");
+  EXPECT_EQ(t["jobs"][1]["model"], "other");
+  EXPECT_EQ(t["jobs"][1]["status"], "running");
+  EXPECT_EQ(t["jobs"][1]["lane"], 1);
+  ASSERT_EQ(t["help"].size(), 1u);
+  EXPECT_EQ(t["help"][0]["pieces"], 3);
+  EXPECT_EQ(t["help"][0]["lane"], 1);
+  // The run ended without the job's end: not running, cut off where the session's last line was.
+  const Json ended = collect_report(run.dir(), false)["timeline"];
+  EXPECT_EQ(ended["jobs"][1]["status"], "interrupted");
+  EXPECT_DOUBLE_EQ(ended["jobs"][1]["end"].get<double>(), 101.0);
+  EXPECT_EQ(collect_report(run.dir(), false)["models"][3]["status"], "pending");
+}
+
+TEST(Report, GridVariablesAreTheFieldsNamedInTheModelNames) {
+  const Json plan = Json::parse(R"([
+    {"name": "mlp-8-0.01", "epochs": 5, "layers": [{"Dense": {"units": 8}}], "optimizer": {"Adam": {"learning_rate": 0.01}}},
+    {"name": "mlp-16-0.01", "epochs": 5, "layers": [{"Dense": {"units": 16}}], "optimizer": {"Adam": {"learning_rate": 0.01}}},
+    {"name": "mlp-8-0.1", "epochs": 5, "layers": [{"Dense": {"units": 8}}], "optimizer": {"Adam": {"learning_rate": 0.1}}},
+    {"name": "m1", "epochs": 1, "layers": [{"Dense": {"units": 32}}], "optimizer": {"Adam": {"learning_rate": 0.01}}},
+    {"name": "m2", "epochs": 1, "layers": [{"Dense": {"units": 128}}], "optimizer": {"Adam": {"learning_rate": 0.01}}}
+  ])");
+  const Json g = infer_grid(plan);
+  EXPECT_EQ(g["vars"], Json({"layers[0].Dense.units", "optimizer.Adam.learning_rate"}));
+  EXPECT_EQ(g["values"]["mlp-16-0.01"]["layers[0].Dense.units"], 16);
+  EXPECT_DOUBLE_EQ(g["values"]["mlp-8-0.1"]["optimizer.Adam.learning_rate"].get<double>(), 0.1);
+  // m1 and m2 differ in units too, but their names do not say so: not a grid.
+  EXPECT_FALSE(g["values"].contains("m1"));
+}
+
+TEST(Report, PageIsSelfContainedAndItsDataCannotEndTheScript) {
+  RunDir run;
+  make_run(run);
+  Json d = collect_report(run.dir(), false);
+  d["models"][2]["message"] = "bad </script><script>alert(1)</script>";
+  const std::string html = report_html(d);
+  EXPECT_EQ(html.find("</script><script>alert"), std::string::npos);
+  EXPECT_NE(html.find("<\\/script><script>alert(1)<\\/script>"), std::string::npos);
+  EXPECT_NE(html.find("uPlot"), std::string::npos);  // the library is inlined
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("http-equiv=\"refresh\""), std::string::npos);  // ended: no reload
+  d["live"] = true;
+  EXPECT_NE(report_html(d).find("http-equiv=\"refresh\""), std::string::npos);
+}
+
+TEST(Report, WritesReportHtmlAtomicallyAndRefusesAFolderThatIsNoRun) {
+  RunDir run;
+  make_run(run);
+  const std::string path = write_report(run.dir(), false);
+  EXPECT_EQ(path, run.dir() + "/report.html");
+  EXPECT_NE(read_file(path).find("mlp-16-0.01"), std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator(run.path))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos);
+  RunDir empty;
+  try {
+    write_report(empty.dir(), false);
+    FAIL() << "expected FileError";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan.yaml"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Report, LiveReportWritesWhileRunningAndOnceMoreAtTheEnd) {
+  RunDir run;
+  make_run(run);
+  LiveReport live(0.05);
+  live.start(run.dir());
+  for (int i = 0; i < 400 && !file_exists(run.dir() + "/report.html"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(file_exists(run.dir() + "/report.html"));
+  EXPECT_NE(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""),
+            std::string::npos);
+  EXPECT_EQ(live.finish(), run.dir() + "/report.html");
+  EXPECT_EQ(read_file(run.dir() + "/report.html").find("http-equiv=\"refresh\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace nnfleet
