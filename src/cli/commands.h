@@ -15,5 +15,7 @@ using Run = std::function<int()>;
 void add_train_command(CLI::App& app, Run& run);
 void add_predict_command(CLI::App& app, Run& run);
 void add_inspect_command(CLI::App& app, Run& run);
+void add_evaluate_command(CLI::App& app, Run& run);
+void add_export_command(CLI::App& app, Run& run);
 
 }  // namespace nnfleet::cli

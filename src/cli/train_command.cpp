@@ -65,7 +65,10 @@ int train(const TrainArgs& a, Cluster* cluster) {
   // killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
   FleetSummary s =
-      run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
+      run_fleet(plan, o,
+                model_io(a.format == "h5"     ? ModelFormat::kH5
+                         : a.format == "onnx" ? ModelFormat::kOnnx
+                                              : ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
@@ -163,8 +166,9 @@ void add_train_command(CLI::App& app, Run& run) {
   c->add_flag("--json", args->json, "Print one JSON event per line instead of the display");
   c->add_option("--format", args->format,
                 "File format of the trained models in <out>/models: keras (Keras 3 .keras, the "
-                "default) or h5 (legacy Keras HDF5)")
-      ->check(CLI::IsMember({"keras", "h5"}));
+                "default), h5 (legacy Keras HDF5) or onnx (the .keras file and an ONNX export "
+                "beside it)")
+      ->check(CLI::IsMember({"keras", "h5", "onnx"}));
   c->callback([&run, args] { run = [args] { return run_train(*args); }; });
 }
 
