@@ -108,8 +108,8 @@ int run_evaluate(EvaluateArgs& a) {
   for (size_t j = 0; j < model.num_outputs(); ++j) {
     targets.push_back(make_targets(ys[j].first, ys[j].second, output_loss_of(a.run, lm, j),
                                    model.output_shape(j), run.n));
-    const int k = static_cast<int>(model.output_shape(j).size()) /
-                  loss_steps(model.output_shape(j));
+    const int k =
+        static_cast<int>(model.output_shape(j).size()) / loss_steps(model.output_shape(j));
     // Integer labels with categorical_crossentropy are one-hot rows by now: resolve "accuracy"
     // as for the loss itself.
     for (const auto& name : metric_names(a, lm, j)) {
@@ -140,9 +140,9 @@ int run_evaluate(EvaluateArgs& a) {
     const std::string prefix = multi ? model.output_name(j) + "_" : "";
     if (multi) per_output.push_back({prefix + "loss", mean});
     for (size_t m = 0; m < keys[j].size(); ++m)
-      per_output.push_back(
-          {prefix + keys[j][m], r.metric_weights[j] > 0 ? r.metric_sums[j][m] / r.metric_weights[j]
-                                                        : 0.0});
+      per_output.push_back({prefix + keys[j][m], r.metric_weights[j] > 0
+                                                     ? r.metric_sums[j][m] / r.metric_weights[j]
+                                                     : 0.0});
   }
   values.push_back({"loss", total});
   values.insert(values.end(), per_output.begin(), per_output.end());

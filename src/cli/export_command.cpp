@@ -33,7 +33,8 @@ Shape parse_shape(const std::string& s) {
     if (used != part.size() || part.empty() || v < 1 || out.rank() == Shape::kMaxRank)
       throw UsageError("failed to parse --input-shape '" + s +
                        "': expected positive sizes separated by commas (a sample's shape, e.g. "
-                       "300 or 28,28,1), got '" + part + "'");
+                       "300 or 28,28,1), got '" +
+                       part + "'");
     out.push_back(v);
     p = q + 1;
   }

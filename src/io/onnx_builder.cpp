@@ -71,8 +71,8 @@ std::string Builder::weight(const std::string& base, const std::vector<int64_t>&
     t->add_dims(d);
     count *= d;
   }
-  t->set_raw_data(std::string(reinterpret_cast<const char*>(data),
-                              static_cast<size_t>(count) * sizeof(float)));
+  t->set_raw_data(
+      std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * sizeof(float)));
   return name;
 }
 
@@ -159,58 +159,68 @@ std::string Builder::reshape(const std::string& x, const Shape& sample, const st
 std::string Builder::activation(const std::string& x, const Activation& a,
                                 const std::string& base) {
   switch (a.kind) {
-    case Act::kLinear: return x;
+    case Act::kLinear:
+      return x;
     case Act::kRelu: {
       const bool inf = std::isinf(a.max_value);
       if (a.threshold == 0.0f && a.alpha == 0.0f && inf) return node("Relu", {x}, base);
-      if (a.threshold == 0.0f && inf) return node("LeakyRelu", {x}, base, {attr_f("alpha", a.alpha)});
+      if (a.threshold == 0.0f && inf)
+        return node("LeakyRelu", {x}, base, {attr_f("alpha", a.alpha)});
       // Keras's ReLU layer: max_value above it, x on [threshold, max_value), alpha (x -
       // threshold) below.
       const std::string th = scalar(base + "/threshold", a.threshold);
       std::string top = x;
       if (!inf) top = node("Min", {x, scalar(base + "/max_value", a.max_value)}, base);
-      const std::string below = node(
-          "Mul", {node("Sub", {x, th}, base), scalar(base + "/alpha", a.alpha)}, base);
+      const std::string below =
+          node("Mul", {node("Sub", {x, th}, base), scalar(base + "/alpha", a.alpha)}, base);
       return node("Where", {node("Less", {x, th}, base), below, top}, base);
     }
-    case Act::kSigmoid: return node("Sigmoid", {x}, base);
-    case Act::kTanh: return node("Tanh", {x}, base);
-    case Act::kSoftmax: return node("Softmax", {x}, base, {attr("axis", -1)});
-    case Act::kElu: return node("Elu", {x}, base, {attr_f("alpha", a.alpha)});
-    case Act::kSelu: return node("Selu", {x}, base);
-    case Act::kSoftplus: return node("Softplus", {x}, base);
-    case Act::kSoftsign: return node("Softsign", {x}, base);
-    case Act::kSwish: return node("Mul", {x, node("Sigmoid", {x}, base)}, base);
+    case Act::kSigmoid:
+      return node("Sigmoid", {x}, base);
+    case Act::kTanh:
+      return node("Tanh", {x}, base);
+    case Act::kSoftmax:
+      return node("Softmax", {x}, base, {attr("axis", -1)});
+    case Act::kElu:
+      return node("Elu", {x}, base, {attr_f("alpha", a.alpha)});
+    case Act::kSelu:
+      return node("Selu", {x}, base);
+    case Act::kSoftplus:
+      return node("Softplus", {x}, base);
+    case Act::kSoftsign:
+      return node("Softsign", {x}, base);
+    case Act::kSwish:
+      return node("Mul", {x, node("Sigmoid", {x}, base)}, base);
     case Act::kGelu: {
       // 0.5 x (1 + erf(x / sqrt(2)))
-      const std::string e =
-          node("Erf", {node("Mul", {x, scalar(base + "/inv_sqrt2", 0.70710678118654752f)}, base)},
-               base);
+      const std::string e = node(
+          "Erf", {node("Mul", {x, scalar(base + "/inv_sqrt2", 0.70710678118654752f)}, base)}, base);
       const std::string one_plus = node("Add", {e, scalar(base + "/one", 1.0f)}, base);
       return node("Mul", {node("Mul", {x, scalar(base + "/half", 0.5f)}, base), one_plus}, base);
     }
     case Act::kGeluTanh: {
       // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       const std::string x3 = node("Mul", {node("Mul", {x, x}, base), x}, base);
-      const std::string inner = node(
-          "Add", {x, node("Mul", {x3, scalar(base + "/c", 0.044715f)}, base)}, base);
+      const std::string inner =
+          node("Add", {x, node("Mul", {x3, scalar(base + "/c", 0.044715f)}, base)}, base);
       const std::string t = node(
           "Tanh", {node("Mul", {inner, scalar(base + "/k", 0.7978845608028654f)}, base)}, base);
       const std::string one_plus = node("Add", {t, scalar(base + "/one", 1.0f)}, base);
       return node("Mul", {node("Mul", {x, scalar(base + "/half", 0.5f)}, base), one_plus}, base);
     }
-    case Act::kLeakyRelu: return node("LeakyRelu", {x}, base, {attr_f("alpha", a.alpha)});
+    case Act::kLeakyRelu:
+      return node("LeakyRelu", {x}, base, {attr_f("alpha", a.alpha)});
     case Act::kHardSigmoid:  // Keras 3: relu6(x + 3) / 6 = clip(x / 6 + 1/2, 0, 1)
-      return node("HardSigmoid", {x}, base,
-                  {attr_f("alpha", 1.0f / 6.0f), attr_f("beta", 0.5f)});
-    case Act::kExponential: return node("Exp", {x}, base);
+      return node("HardSigmoid", {x}, base, {attr_f("alpha", 1.0f / 6.0f), attr_f("beta", 0.5f)});
+    case Act::kExponential:
+      return node("Exp", {x}, base);
   }
   throw ModelError("activation '" + activation_name(a) + "' has no ONNX form");
 }
 
 std::string Builder::lengths_of_mask(const std::string& mask, const std::string& base) {
-  const std::string sum = node("ReduceSum", {mask, ints(base + "/axes", {1})}, base,
-                               {attr("keepdims", 0)});
+  const std::string sum =
+      node("ReduceSum", {mask, ints(base + "/axes", {1})}, base, {attr("keepdims", 0)});
   return node("Cast", {sum}, base, {attr("to", onnx::TensorProto::INT32)});
 }
 

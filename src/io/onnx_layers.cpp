@@ -37,16 +37,20 @@ std::string permuted_weight(Builder& b, const LayerNode& n, const std::string& n
   const float* src = n.params[static_cast<size_t>(i)];
   const int r = s.rank();
   std::vector<int64_t> in_dims = dims_of(s), out_dims(static_cast<size_t>(r));
-  for (int a = 0; a < r; ++a) out_dims[static_cast<size_t>(a)] = in_dims[static_cast<size_t>(perm[static_cast<size_t>(a)])];
+  for (int a = 0; a < r; ++a)
+    out_dims[static_cast<size_t>(a)] = in_dims[static_cast<size_t>(perm[static_cast<size_t>(a)])];
   std::vector<int64_t> in_strides(static_cast<size_t>(r), 1);
   for (int a = r - 2; a >= 0; --a)
-    in_strides[static_cast<size_t>(a)] = in_strides[static_cast<size_t>(a + 1)] * in_dims[static_cast<size_t>(a + 1)];
+    in_strides[static_cast<size_t>(a)] =
+        in_strides[static_cast<size_t>(a + 1)] * in_dims[static_cast<size_t>(a + 1)];
   const int64_t count = s.size();
   std::vector<float> out(static_cast<size_t>(count));
   std::vector<int64_t> idx(static_cast<size_t>(r), 0);
   for (int64_t o = 0; o < count; ++o) {
     int64_t off = 0;
-    for (int a = 0; a < r; ++a) off += idx[static_cast<size_t>(a)] * in_strides[static_cast<size_t>(perm[static_cast<size_t>(a)])];
+    for (int a = 0; a < r; ++a)
+      off += idx[static_cast<size_t>(a)] *
+             in_strides[static_cast<size_t>(perm[static_cast<size_t>(a)])];
     out[static_cast<size_t>(o)] = src[off];
     for (int a = r - 1; a >= 0; --a) {
       if (++idx[static_cast<size_t>(a)] < out_dims[static_cast<size_t>(a)]) break;
@@ -124,14 +128,12 @@ std::string export_conv(Builder& b, const LayerNode& n) {
   return conv(b, n, w, bias, n.config.value("groups", 1));
 }
 
-std::string export_depthwise(Builder& b, const LayerNode& n, const char* kernel,
-                             bool with_bias) {
+std::string export_depthwise(Builder& b, const LayerNode& n, const char* kernel, bool with_bias) {
   // Keras depthwise kernel [kh, kw, C, M] -> ONNX [C*M, 1, kh, kw] (output channel c*M + m).
   const int i = param_index(n, kernel);
   const Shape& s = n.plan.params[static_cast<size_t>(i)].shape;
   std::string w = permuted_weight(b, n, kernel, {2, 3, 0, 1});  // [C, M, kh, kw]
-  w = b.node("Reshape", {w, b.ints(base(n) + "/dw_shape", {s[2] * s[3], 1, s[0], s[1]})},
-             base(n));
+  w = b.node("Reshape", {w, b.ints(base(n) + "/dw_shape", {s[2] * s[3], 1, s[0], s[1]})}, base(n));
   const std::string bias = with_bias && has_bias(n) ? plain_weight(b, n, "bias") : "";
   return conv(b, n, w, bias, s[2]);
 }
@@ -199,7 +201,8 @@ std::vector<std::pair<int64_t, int64_t>> pairs_of(const LayerNode& n, const char
 }
 
 // Slice of channels-last x: along spatial axis a, [begin[a], in - end[a]).
-std::string crop(Builder& b, const LayerNode& n, const std::vector<std::pair<int64_t, int64_t>>& c) {
+std::string crop(Builder& b, const LayerNode& n,
+                 const std::vector<std::pair<int64_t, int64_t>>& c) {
   const Shape& in = n.plan.in_shapes[0];
   std::vector<int64_t> starts, ends, axes;
   for (size_t a = 0; a < c.size(); ++a) {
@@ -226,7 +229,8 @@ std::string repeat_steps(Builder& b, const LayerNode& n, const std::vector<int64
   }
   split.push_back(in[-1]);
   tiles.push_back(1);
-  const std::string r = b.node("Reshape", {n.inputs[0], b.ints(base(n) + "/split", split)}, base(n));
+  const std::string r =
+      b.node("Reshape", {n.inputs[0], b.ints(base(n) + "/split", split)}, base(n));
   const std::string t = b.node("Tile", {r, b.ints(base(n) + "/tiles", tiles)}, base(n));
   return b.reshape(t, n.plan.out_shape, base(n));
 }
@@ -328,10 +332,9 @@ std::string export_conv2d_transpose(Builder& b, const LayerNode& n) {
   const std::string x = b.transpose(n.inputs[0], to_channels_first(2), base(n));
   std::vector<std::string> ins = {x, permuted_weight(b, n, "kernel", {3, 2, 0, 1})};
   if (has_bias(n)) ins.push_back(plain_weight(b, n, "bias"));
-  const std::string y =
-      b.node("ConvTranspose", ins, base(n),
-             {attr("kernel_shape", k), attr("strides", s), attr("dilations", d),
-              attr("pads", pads), attr("output_padding", out_pad)});
+  const std::string y = b.node("ConvTranspose", ins, base(n),
+                               {attr("kernel_shape", k), attr("strides", s), attr("dilations", d),
+                                attr("pads", pads), attr("output_padding", out_pad)});
   return b.activation(b.transpose(y, to_channels_last(2), base(n)), activation_of(n), base(n));
 }
 
@@ -392,15 +395,25 @@ std::string export_elu(Builder& b, const LayerNode& n) {
   return b.activation(n.inputs[0], a, base(n));
 }
 std::string export_softmax(Builder& b, const LayerNode& n) {
-  Activation a;
-  a.kind = Act::kSoftmax;
-  return b.activation(n.inputs[0], a, base(n));
+  std::vector<int64_t> axes = ints_of(n.config, "axis");
+  if (axes.empty() ||
+      (axes.size() == 1 && (axes[0] == -1 || axes[0] == n.plan.in_shapes[0].rank()))) {
+    Activation a;
+    a.kind = Act::kSoftmax;
+    return b.activation(n.inputs[0], a, base(n));
+  }
+  // Over several axes (or one other than the last): exp(x - max) / sum, both over the axes.
+  const std::string m =
+      b.node("ReduceMax", {n.inputs[0]}, base(n), {attr("axes", axes), attr("keepdims", 1)});
+  const std::string e = b.node("Exp", {b.node("Sub", {n.inputs[0], m}, base(n))}, base(n));
+  const std::string sum =
+      b.node("ReduceSum", {e, b.ints(base(n) + "/axes", axes)}, base(n), {attr("keepdims", 1)});
+  return b.node("Div", {e, sum}, base(n));
 }
 std::string export_rescaling(Builder& b, const LayerNode& n) {
   const std::string y = b.node(
       "Mul", {n.inputs[0], b.scalar(base(n) + "/scale", n.config.value("scale", 1.0f))}, base(n));
-  return b.node("Add", {y, b.scalar(base(n) + "/offset", n.config.value("offset", 0.0f))},
-                base(n));
+  return b.node("Add", {y, b.scalar(base(n) + "/offset", n.config.value("offset", 0.0f))}, base(n));
 }
 std::string export_prelu(Builder& b, const LayerNode& n) {
   const int i = param_index(n, "alpha");
@@ -440,8 +453,7 @@ std::string export_up_sampling2d(Builder& b, const LayerNode& n) {
 }
 std::string export_repeat_vector(Builder& b, const LayerNode& n) {
   const int64_t times = n.config.value("n", 1);
-  const std::string u =
-      b.node("Unsqueeze", {n.inputs[0], b.ints(base(n) + "/axes", {1})}, base(n));
+  const std::string u = b.node("Unsqueeze", {n.inputs[0], b.ints(base(n) + "/axes", {1})}, base(n));
   return b.node("Tile", {u, b.ints(base(n) + "/tiles", {1, times, 1})}, base(n));
 }
 std::string export_permute(Builder& b, const LayerNode& n) {
@@ -462,21 +474,44 @@ std::string export_concatenate(Builder& b, const LayerNode& n) {
   return b.node("Concat", n.inputs, base(n), {attr("axis", n.config.value("axis", -1))});
 }
 std::string export_dot(Builder& b, const LayerNode& n) {
-  if (n.plan.in_shapes[0].rank() != 1 || n.plan.in_shapes[1].rank() != 1)
-    refuse(n, "Dot of inputs of rank above 1 has no exporter yet; expected two [batch, features]");
+  // Keras's batch_dot as an Einsum: the batch letter, then one letter per axis of each input, the
+  // two contracted axes sharing one; the output keeps x's other axes, then y's (reshaped to the
+  // planned shape, [N, 1] for two vectors). With normalize, each input is first divided by its L2
+  // norm along its contracted axis (the squared norm clamped at 1e-24, as UnitNormalization).
+  const int rx = n.plan.in_shapes[0].rank(), ry = n.plan.in_shapes[1].rank();
+  std::vector<int64_t> axes = ints_of(n.config, "axes");
+  if (axes.size() == 1) axes.push_back(axes[0]);
+  if (axes.size() != 2 || rx + ry > 20)
+    refuse(n, "expected two axes and inputs of rank 10 or less");
+  int64_t ax = axes[0] < 0 ? axes[0] + rx + 1 : axes[0];
+  int64_t ay = axes[1] < 0 ? axes[1] + ry + 1 : axes[1];
   std::string x = n.inputs[0], y = n.inputs[1];
   if (n.config.value("normalize", false)) {
-    auto unit = [&](const std::string& v) {
-      const std::string ss = b.node("ReduceSumSquare", {v}, base(n),
-                                    {attr("axes", std::vector<int64_t>{-1}), attr("keepdims", 1)});
+    auto unit = [&](const std::string& v, int64_t axis) {
+      const std::string ss =
+          b.node("ReduceSumSquare", {v}, base(n),
+                 {attr("axes", std::vector<int64_t>{axis}), attr("keepdims", 1)});
       const std::string clamp = b.node("Max", {ss, b.scalar(base(n) + "/eps", 1e-24f)}, base(n));
       return b.node("Div", {v, b.node("Sqrt", {clamp}, base(n))}, base(n));
     };
-    x = unit(x);
-    y = unit(y);
+    x = unit(x, ax);
+    y = unit(y, ay);
   }
-  return b.node("ReduceSum", {b.node("Mul", {x, y}, base(n)), b.ints(base(n) + "/axes", {-1})},
-                base(n), {attr("keepdims", 1)});
+  std::string ex = "a", ey = "a", out = "a";
+  char next = 'c';
+  for (int i = 1; i <= rx; ++i) {
+    const char l = i == ax ? 'b' : next++;
+    ex += l;
+    if (i != ax) out += l;
+  }
+  for (int i = 1; i <= ry; ++i) {
+    const char l = i == ay ? 'b' : next++;
+    ey += l;
+    if (i != ay) out += l;
+  }
+  const std::string z =
+      b.node("Einsum", {x, y}, base(n), {attr_s("equation", ex + "," + ey + "->" + out)});
+  return b.reshape(z, n.plan.out_shape, base(n));
 }
 
 std::string export_layer_normalization(Builder& b, const LayerNode& n) {
@@ -519,14 +554,13 @@ std::string export_masking(Builder& b, const LayerNode& n) {
   // masked ones become 0 (Keras's Masking).
   const float v = n.config.value("mask_value", 0.0f);
   const std::string diff = b.node(
-      "Cast", {b.node("Not", {b.node("Equal", {n.inputs[0], b.scalar(base(n) + "/value", v)},
-                                     base(n))},
-                      base(n))},
+      "Cast",
+      {b.node("Not", {b.node("Equal", {n.inputs[0], b.scalar(base(n) + "/value", v)}, base(n))},
+              base(n))},
       base(n), {attr("to", onnx::TensorProto::FLOAT)});
   const std::string keep = b.node("ReduceMax", {diff}, base(n),
                                   {attr("axes", std::vector<int64_t>{-1}), attr("keepdims", 1)});
-  if (n.mask_out)
-    *n.mask_out = b.node("Squeeze", {keep, b.ints(base(n) + "/axes", {-1})}, base(n));
+  if (n.mask_out) *n.mask_out = b.node("Squeeze", {keep, b.ints(base(n) + "/axes", {-1})}, base(n));
   return b.node("Mul", {n.inputs[0], keep}, base(n));
 }
 

@@ -48,8 +48,8 @@ struct Converted {
 
 // Keras kernel [I, G*U], recurrent kernel [U, G*U] and bias ([G*U] or [2, G*U]) as ONNX's
 // W [1, G*U, I], R [1, G*U, U], B [1, 2*G*U], with LSTM's blocks reordered.
-Converted convert(Builder& b, const LayerNode& n, const Json& cfg, Cell cell,
-                  const float* const* p, int64_t in, const std::string& name) {
+Converted convert(Builder& b, const LayerNode& n, const Json& cfg, Cell cell, const float* const* p,
+                  int64_t in, const std::string& name) {
   Converted c;
   const int g = gates(cell);
   c.units = cfg.value("units", int64_t{0});
@@ -129,9 +129,10 @@ std::string lens_of(Builder& b, const LayerNode& n) {
 void check_masked_sequences(const LayerNode& n, const Json& cfg) {
   if (!n.mask.empty() && cfg.value("return_sequences", false) &&
       !cfg.value("zero_output_for_mask", false))
-    refuse(n, "return_sequences with a mask repeats the last kept output at masked steps in "
-              "Keras (zero_output_for_mask false), and ONNX writes zeros there; expected "
-              "zero_output_for_mask true");
+    refuse(n,
+           "return_sequences with a mask repeats the last kept output at masked steps in "
+           "Keras (zero_output_for_mask false), and ONNX writes zeros there; expected "
+           "zero_output_for_mask true");
 }
 
 std::string single(Builder& b, const LayerNode& n, Cell cell) {
@@ -141,8 +142,8 @@ std::string single(Builder& b, const LayerNode& n, Cell cell) {
   const bool sequences = cfg.value("return_sequences", false);
   const std::string& name = n.layer.name();
   const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
-  std::string y = run_cell(b, n, cfg, cell, n.params.data(), x_t, lens_of(b, n), backwards,
-                           sequences, name);
+  std::string y =
+      run_cell(b, n, cfg, cell, n.params.data(), x_t, lens_of(b, n), backwards, sequences, name);
   if (backwards && sequences) {
     // Keras's go_backwards sequence is in reading order (its step t read input T-1-t).
     if (!n.mask.empty()) refuse(n, "go_backwards with return_sequences and a mask is not exported");
@@ -189,8 +190,8 @@ std::string export_bidirectional(Builder& b, const LayerNode& n) {
   const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
   const std::string lens = lens_of(b, n);
   const size_t fparams = fcfg.value("use_bias", true) ? 3 : 2;
-  const std::string yf = run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences,
-                                  name + "/forward");
+  const std::string yf =
+      run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences, name + "/forward");
   const std::string yb = run_cell(b, n, bcfg, bc, n.params.data() + fparams, x_t, lens, true,
                                   sequences, name + "/backward");
   const std::string mode = n.config.value("merge_mode", std::string("concat"));

@@ -84,10 +84,17 @@ void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
     n.mask_out = &made_mask;
     tensor[id] = exporter_of(l).fn(b, n);
     switch (l.mask_use()) {
-      case MaskUse::kDrop: break;
-      case MaskUse::kPropagate: mask[id] = n.mask; break;
-      case MaskUse::kConsume: mask[id] = l.passes_mask() ? n.mask : ""; break;
-      case MaskUse::kProduce: mask[id] = made_mask; break;
+      case MaskUse::kDrop:
+        break;
+      case MaskUse::kPropagate:
+        mask[id] = n.mask;
+        break;
+      case MaskUse::kConsume:
+        mask[id] = l.passes_mask() ? n.mask : "";
+        break;
+      case MaskUse::kProduce:
+        mask[id] = made_mask;
+        break;
     }
   }
   // Outputs named as the output layers: an Identity from each output tensor.

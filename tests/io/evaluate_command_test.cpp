@@ -75,11 +75,11 @@ TEST(RealFileEvaluate, MetricsFlagOverridesTheFileAndLossOutMatchesTheLoss) {
   const std::string data = test::fixture("data/reduced_mnist_test1000.npz");
   const Json j = evaluate_json({test::fixture("mnist_cnn_raw_k224.h5"), "--x", data + ":images",
                                 "--y", data + ":labels", "--metrics",
-                                "categorical_accuracy,top_k_categorical_accuracy", "--loss-out",
-                                dir + "/loss.npy"});
+                                "sparse_categorical_accuracy,sparse_top_k_categorical_accuracy",
+                                "--loss-out", dir + "/loss.npy"});
   EXPECT_FALSE(j.contains("accuracy")) << j.dump();
-  EXPECT_DOUBLE_EQ(j["categorical_accuracy"].get<double>(), 0.983);
-  EXPECT_GE(j["top_k_categorical_accuracy"].get<double>(), 0.983);
+  EXPECT_DOUBLE_EQ(j["sparse_categorical_accuracy"].get<double>(), 0.983);
+  EXPECT_GE(j["sparse_top_k_categorical_accuracy"].get<double>(), 0.983);
   const Array l = load_npy(dir + "/loss.npy");
   ASSERT_EQ(l.rows(), 1000);
   double sum = 0.0;
