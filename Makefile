@@ -23,6 +23,7 @@ endif
 
 setup:
 	scripts/setup
+	scripts/setup_ort $(BUILD)
 
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -10,15 +10,13 @@
 #    the installed one when present, else the package unpacked (apt-get download, dpkg -x) into
 #    BUILD/bench-deps/. It needs libgfortran5, installed here when missing.
 # 2. Node.js and npm (Debian nodejs, npm) when the commands are missing, then the npm package
-#    onnxruntime-node (its CPU runtime ships inside the package; ONNXRUNTIME_NODE_INSTALL=skip
-#    stops its install script from fetching GPU binaries, which fails offline) into
-#    BUILD/bench-node/node_modules.
+#    onnxruntime-node into BUILD/bench-node/node_modules (scripts/setup_ort, which make test uses
+#    too).
 # Each part that fails is named and skipped; bench/run_bench.py then reports what it lacks.
 set -uo pipefail
 
 BUILD="${1:-build}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-ORT_VERSION="$(sed -n 's/.*"onnxruntime-node": *"\([^"]*\)".*/\1/p' "$HERE/peers/package.json")"
 status=0
 
 SUDO=""
@@ -58,27 +56,14 @@ else
 fi
 
 # 2. Node.js and onnxruntime-node
-mkdir -p "$BUILD/bench-node"
-NODE_DIR="$(cd "$BUILD/bench-node" && pwd)"
 if command -v node >/dev/null && command -v npm >/dev/null; then
   :  # any Node.js with npm will do (some images ship one that bundles npm, not Debian's)
 elif ! apt_install nodejs npm; then
   echo "setup_peers: failed to install nodejs and npm; ONNX Runtime figures will be missing" >&2
   exit 1
 fi
-pkg="$NODE_DIR/node_modules/onnxruntime-node/package.json"
-have="$(node -p "try { require('$pkg').version } catch (e) { '' }" 2>/dev/null)"
-if [ "$have" = "$ORT_VERSION" ]; then
-  echo "setup_peers: onnxruntime-node $have present in $NODE_DIR"
-else
-  cp "$HERE/peers/package.json" "$NODE_DIR/package.json"
-  if (cd "$NODE_DIR" &&
-      ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund --loglevel=error); then
-    echo "setup_peers: onnxruntime-node $ORT_VERSION installed in $NODE_DIR"
-  else
-    echo "setup_peers: failed to install onnxruntime-node $ORT_VERSION with npm into $NODE_DIR;" \
-         "ONNX Runtime figures will be missing" >&2
-    status=1
-  fi
+if ! "$HERE/../scripts/setup_ort" "$BUILD"; then
+  echo "setup_peers: ONNX Runtime figures will be missing" >&2
+  status=1
 fi
 exit $status

@@ -16,5 +16,7 @@ void add_train_command(CLI::App& app, Run& run);
 void add_predict_command(CLI::App& app, Run& run);
 void add_inspect_command(CLI::App& app, Run& run);
 void add_report_command(CLI::App& app, Run& run);
+void add_evaluate_command(CLI::App& app, Run& run);
+void add_export_command(CLI::App& app, Run& run);
 
 }  // namespace nnfleet::cli

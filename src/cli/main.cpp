@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   nnfleet::cli::Run run;
   nnfleet::cli::add_train_command(app, run);
   nnfleet::cli::add_predict_command(app, run);
+  nnfleet::cli::add_evaluate_command(app, run);
+  nnfleet::cli::add_export_command(app, run);
   nnfleet::cli::add_inspect_command(app, run);
   nnfleet::cli::add_report_command(app, run);
   try {

@@ -1,9 +1,11 @@
 // Model-file hooks for the fleet: `keras:` models are read with the Keras loader, trained
-// models are written as Keras 3 `.keras` files (or legacy `.h5` with --format h5).
+// models are written as Keras 3 `.keras` files (or legacy `.h5` with --format h5; with --format
+// onnx, a `.keras` file and an `.onnx` export beside it).
 #include "cli/model_io.h"
 
 #include "io/keras_reader.h"
 #include "io/keras_writer.h"
+#include "io/onnx_writer.h"
 #include "layers/layer_util.h"
 
 namespace nnfleet::cli {
@@ -15,13 +17,14 @@ ModelIo model_io(ModelFormat format) {
     LoadedModel m = load_keras_model(spec.keras, "", &input_shape);  // free dims from the data
     // What the trained model will be written as must be able to hold it: found before training
     // (a Keras 2 hard_sigmoid has no name in .keras), not after.
-    if (format == ModelFormat::kKeras) {
+    if (format != ModelFormat::kH5) {
       try {
         (void)keras_config_json(*m.model, KerasSaveInfo{});
       } catch (const FileError& e) {
         throw ModelError(std::string(e.what()) + "\nhint: train with --format h5");
       }
     }
+    if (format == ModelFormat::kOnnx) (void)onnx_model_bytes(*m.model, m.params.data());
     if (!(m.model->input_shape() == input_shape))
       throw ModelError("the model in '" + spec.keras + "' takes inputs of shape " +
                        keras_shape(m.model->input_shape()) + "; expected the data's shape " +
@@ -53,6 +56,8 @@ ModelIo model_io(ModelFormat format) {
       return stem + ".h5";
     }
     save_keras(stem + ".keras", net.model(), net.params(), info, Durability::kProcessCrash);
+    if (format == ModelFormat::kOnnx)
+      save_onnx(stem + ".onnx", net.model(), net.params(), Durability::kProcessCrash);
     return stem + ".keras";
   };
   return io;

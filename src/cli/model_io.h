@@ -5,7 +5,8 @@
 
 namespace nnfleet::cli {
 
-enum class ModelFormat { kKeras, kH5 };
+// kOnnx writes the .keras file and an .onnx export of the same model beside it.
+enum class ModelFormat { kKeras, kH5, kOnnx };
 
 ModelIo model_io(ModelFormat format = ModelFormat::kKeras);
 

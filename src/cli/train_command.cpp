@@ -72,7 +72,10 @@ int train(const TrainArgs& a, Cluster* cluster) {
     o.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
   }
   FleetSummary s =
-      run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
+      run_fleet(plan, o,
+                model_io(a.format == "h5"     ? ModelFormat::kH5
+                         : a.format == "onnx" ? ModelFormat::kOnnx
+                                              : ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   std::string report_path, report_error;
@@ -185,8 +188,9 @@ void add_train_command(CLI::App& app, Run& run) {
               "run goes on, and once at its end; the page reloads itself while the run is live");
   c->add_option("--format", args->format,
                 "File format of the trained models in <out>/models: keras (Keras 3 .keras, the "
-                "default) or h5 (legacy Keras HDF5)")
-      ->check(CLI::IsMember({"keras", "h5"}));
+                "default), h5 (legacy Keras HDF5) or onnx (the .keras file and an ONNX export "
+                "beside it)")
+      ->check(CLI::IsMember({"keras", "h5", "onnx"}));
   c->callback([&run, args] { run = [args] { return run_train(*args); }; });
 }
 

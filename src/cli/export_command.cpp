@@ -1,0 +1,88 @@
+// `nnfleet export MODEL --to OUT.onnx`: any model nnfleet loads (a Keras .keras/.h5 file, a
+// to_json() .json with --weights, or a trained model of a run, RUN/models/NAME.keras) as an ONNX
+// file (io/onnx_writer.h). A dimension the file leaves free (a sequence length) is fixed by
+// --input-shape, as the data fixes it in predict.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_run.h"
+#include "io/onnx_writer.h"
+
+namespace nnfleet::cli {
+namespace {
+
+struct ExportArgs {
+  std::string model, weights, to;
+  std::vector<std::string> input_shapes;  // "12" or "28,28,1", one per model input
+};
+
+Shape parse_shape(const std::string& s) {
+  Shape out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t q = std::min(s.find(',', p), s.size());
+    const std::string part = s.substr(p, q - p);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || v < 1 || out.rank() == Shape::kMaxRank)
+      throw UsageError("failed to parse --input-shape '" + s +
+                       "': expected positive sizes separated by commas (a sample's shape, e.g. "
+                       "300 or 28,28,1), got '" +
+                       part + "'");
+    out.push_back(v);
+    p = q + 1;
+  }
+  return out;
+}
+
+int run_export(const ExportArgs& a) {
+  if (!ends_with(a.to, ".onnx"))
+    throw UsageError("failed to parse --to '" + a.to + "': expected a file name ending in .onnx");
+  std::vector<ModelInput> shapes;
+  for (const auto& s : a.input_shapes) shapes.push_back({"", parse_shape(s)});
+  const LoadedModel lm = load_keras_model(a.model, a.weights, shapes);
+  if (!lm.has_weights)
+    throw UsageError("failed to export '" + a.model +
+                     "': it holds no weights; expected --weights WEIGHTS.h5 "
+                     "(model.save_weights) with an architecture file");
+  try {
+    save_onnx(a.to, *lm.model, lm.params.data());
+  } catch (const ModelError& e) {
+    throw ModelError("failed to export '" + a.model + "': " + e.what());
+  }
+  const Model& m = *lm.model;
+  std::string ins, outs;
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    ins += (k ? ", " : "") + m.input(k).name + " " + m.input(k).shape.with_batch(-1).str();
+  for (size_t j = 0; j < m.num_outputs(); ++j)
+    outs += (j ? ", " : "") + m.output_name(j) + " " + m.output_shape(j).with_batch(-1).str();
+  std::fprintf(stderr, "nnfleet export: wrote %s (%zu layers; inputs %s; outputs %s)\n",
+               a.to.c_str(), m.num_layers(), ins.c_str(), outs.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, Run& run) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* c = app.add_subcommand(
+      "export",
+      "Write a model (.keras, .h5, to_json() .json with --weights, or a run's models/NAME.keras) "
+      "as ONNX (opset 13, dynamic batch axis)");
+  c->add_option("model", args->model, "The model file")->required();
+  c->add_option("--to", args->to, "The ONNX file to write (OUT.onnx)")->required();
+  c->add_option("--weights", args->weights, "Weights file (model.save_weights .h5) for MODEL");
+  c->add_option("--input-shape", args->input_shapes,
+                "A sample's shape for each model input whose file leaves a dimension free "
+                "(e.g. 300 for a sequence of 300 word ids); one per input, in input order")
+      ->allow_extra_args(false);
+  c->callback([&run, args] { run = [args] { return run_export(*args); }; });
+}
+
+}  // namespace nnfleet::cli

@@ -1,0 +1,205 @@
+// ONNX exporters of the recurrent kinds: SimpleRNN -> RNN, LSTM -> LSTM, GRU -> GRU, and
+// Bidirectional as a forward and a reverse operator merged as Keras merges them.
+//  - Gate order: Keras's LSTM kernel holds i, f, c, o; ONNX's W holds i, o, f, c, so the blocks
+//    are reordered. GRU's z, r, h are the same in both.
+//  - GRU reset_after=true (bias [2, 3U]: input and recurrent bias) is linear_before_reset=1 with
+//    Wb and Rb; reset_after=false (one bias) is linear_before_reset=0 with Rb = 0.
+//  - Keras's [batch, time, features] becomes ONNX's [time, batch, features] (layout 0).
+//  - A Keras mask reaches the operator as sequence_lens, the number of kept steps of each sample:
+//    the same computation as Keras's when the padding is at the end of the sequence (the kept
+//    steps first). Masked outputs are zeros in ONNX, so return_sequences with a mask needs
+//    zero_output_for_mask (Keras's Bidirectional sets it).
+#include <limits>
+
+#include "io/onnx_builder.h"
+
+namespace nnfleet::onnx_export {
+namespace {
+
+enum class Cell { kSimple, kLstm, kGru };
+
+int gates(Cell c) { return c == Cell::kSimple ? 1 : c == Cell::kLstm ? 4 : 3; }
+
+// The ONNX name and (alpha, beta) of a recurrent activation as nnfleet's keras_config names it.
+struct RnnActivation {
+  std::string op;
+  bool has_alpha = false;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+RnnActivation rnn_activation(const LayerNode& n, const Json& cfg, const char* key,
+                             const char* def) {
+  const std::string a = cfg.value(key, std::string(def));
+  if (a == "tanh") return {"Tanh"};
+  if (a == "sigmoid") return {"Sigmoid"};
+  if (a == "relu") return {"Relu"};
+  if (a == "linear") return {"Affine", true, 1.0f, 0.0f};
+  if (a == "hard_sigmoid") return {"HardSigmoid", true, 1.0f / 6.0f, 0.5f};  // Keras 3
+  if (a == "hard_sigmoid_keras2") return {"HardSigmoid", true, 0.2f, 0.5f};
+  refuse(n, "the recurrent activation '" + a + "' has no ONNX form");
+}
+
+struct Converted {
+  std::string w, r, b;
+  std::vector<RnnActivation> acts;
+  int64_t units = 0;
+  bool reset_after = false;
+};
+
+// Keras kernel [I, G*U], recurrent kernel [U, G*U] and bias ([G*U] or [2, G*U]) as ONNX's
+// W [1, G*U, I], R [1, G*U, U], B [1, 2*G*U], with LSTM's blocks reordered.
+Converted convert(Builder& b, const LayerNode& n, const Json& cfg, Cell cell, const float* const* p,
+                  int64_t in, const std::string& name) {
+  Converted c;
+  const int g = gates(cell);
+  c.units = cfg.value("units", int64_t{0});
+  const int64_t u = c.units, gu = g * u;
+  const bool use_bias = cfg.value("use_bias", true);
+  c.reset_after = cell == Cell::kGru && cfg.value("reset_after", false);
+  // ONNX block j reads Keras block order[j].
+  std::vector<int> order(static_cast<size_t>(g));
+  for (int j = 0; j < g; ++j) order[static_cast<size_t>(j)] = j;
+  if (cell == Cell::kLstm) order = {0, 3, 1, 2};
+  auto rows = [&](const float* k, int64_t fan_in) {
+    std::vector<float> out(static_cast<size_t>(gu * fan_in));
+    for (int j = 0; j < g; ++j)
+      for (int64_t v = 0; v < u; ++v)
+        for (int64_t i = 0; i < fan_in; ++i)
+          out[static_cast<size_t>((j * u + v) * fan_in + i)] =
+              k[i * gu + order[static_cast<size_t>(j)] * u + v];
+    return out;
+  };
+  c.w = b.weight(name + "/W", {1, gu, in}, rows(p[0], in));
+  c.r = b.weight(name + "/R", {1, gu, u}, rows(p[1], u));
+  std::vector<float> bias(static_cast<size_t>(2 * gu), 0.0f);
+  if (use_bias) {
+    for (int half = 0; half < (c.reset_after ? 2 : 1); ++half)
+      for (int j = 0; j < g; ++j)
+        for (int64_t v = 0; v < u; ++v)
+          bias[static_cast<size_t>(half * gu + j * u + v)] =
+              p[2][half * gu + order[static_cast<size_t>(j)] * u + v];
+  }
+  c.b = b.weight(name + "/B", {1, 2 * gu}, bias);
+  if (cell == Cell::kSimple) {
+    c.acts = {rnn_activation(n, cfg, "activation", "tanh")};
+  } else {
+    const RnnActivation f = rnn_activation(n, cfg, "recurrent_activation", "sigmoid");
+    const RnnActivation h = rnn_activation(n, cfg, "activation", "tanh");
+    c.acts = cell == Cell::kLstm ? std::vector<RnnActivation>{f, h, h}
+                                 : std::vector<RnnActivation>{f, h};
+  }
+  return c;
+}
+
+// One ONNX recurrent operator over x_t ([T, N, I]); `reverse` reads the sequence from its end.
+// Returns Keras's output: the sequence [N, T, U] with steps in input order, or the last state.
+std::string run_cell(Builder& b, const LayerNode& n, const Json& cfg, Cell cell,
+                     const float* const* p, const std::string& x_t, const std::string& lens,
+                     bool reverse, bool sequences, const std::string& name) {
+  const int64_t in = n.plan.in_shapes[0][1];
+  const Converted c = convert(b, n, cfg, cell, p, in, name);
+  std::vector<std::string> names;
+  std::vector<float> alphas, betas;
+  for (const auto& a : c.acts) {
+    names.push_back(a.op);
+    if (a.has_alpha) {
+      alphas.push_back(a.alpha);
+      betas.push_back(a.beta);
+    }
+  }
+  std::vector<Attr> attrs = {attr("hidden_size", c.units), attr_ss("activations", names),
+                             attr_s("direction", reverse ? "reverse" : "forward")};
+  if (!alphas.empty()) {
+    attrs.push_back(attr_fs("activation_alpha", alphas));
+    attrs.push_back(attr_fs("activation_beta", betas));
+  }
+  if (cell == Cell::kGru) attrs.push_back(attr("linear_before_reset", c.reset_after ? 1 : 0));
+  const char* op = cell == Cell::kSimple ? "RNN" : cell == Cell::kLstm ? "LSTM" : "GRU";
+  std::vector<std::string> outs;
+  b.node(op, {x_t, c.w, c.r, c.b, lens}, name, attrs, 2, &outs);
+  if (!sequences) return b.node("Squeeze", {outs[1], b.ints(name + "/axes0", {0})}, name);
+  const std::string y = b.node("Squeeze", {outs[0], b.ints(name + "/axes1", {1})}, name);
+  return b.transpose(y, {1, 0, 2}, name);  // [N, T, U]; a reverse operator's Y is in input order
+}
+
+std::string lens_of(Builder& b, const LayerNode& n) {
+  return n.mask.empty() ? std::string() : b.lengths_of_mask(n.mask, n.layer.name());
+}
+
+void check_masked_sequences(const LayerNode& n, const Json& cfg) {
+  if (!n.mask.empty() && cfg.value("return_sequences", false) &&
+      !cfg.value("zero_output_for_mask", false))
+    refuse(n,
+           "return_sequences with a mask repeats the last kept output at masked steps in "
+           "Keras (zero_output_for_mask false), and ONNX writes zeros there; expected "
+           "zero_output_for_mask true");
+}
+
+std::string single(Builder& b, const LayerNode& n, Cell cell) {
+  const Json& cfg = n.config;
+  check_masked_sequences(n, cfg);
+  const bool backwards = cfg.value("go_backwards", false);
+  const bool sequences = cfg.value("return_sequences", false);
+  const std::string& name = n.layer.name();
+  const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
+  std::string y =
+      run_cell(b, n, cfg, cell, n.params.data(), x_t, lens_of(b, n), backwards, sequences, name);
+  if (backwards && sequences) {
+    // Keras's go_backwards sequence is in reading order (its step t read input T-1-t).
+    if (!n.mask.empty()) refuse(n, "go_backwards with return_sequences and a mask is not exported");
+    y = b.node("Slice",
+               {y, b.ints(name + "/rev_start", {-1}),
+                b.ints(name + "/rev_end", {std::numeric_limits<int64_t>::min()}),
+                b.ints(name + "/rev_axes", {1}), b.ints(name + "/rev_steps", {-1})},
+               name);
+  }
+  return y;
+}
+
+Cell cell_of(const LayerNode& n, const std::string& cls) {
+  if (cls == "LSTM") return Cell::kLstm;
+  if (cls == "GRU") return Cell::kGru;
+  if (cls == "SimpleRNN") return Cell::kSimple;
+  refuse(n, "its wrapped layer class '" + cls + "' has no ONNX exporter");
+}
+
+}  // namespace
+
+std::string export_simple_rnn(Builder& b, const LayerNode& n) {
+  return single(b, n, Cell::kSimple);
+}
+std::string export_lstm(Builder& b, const LayerNode& n) { return single(b, n, Cell::kLstm); }
+std::string export_gru(Builder& b, const LayerNode& n) { return single(b, n, Cell::kGru); }
+
+std::string export_bidirectional(Builder& b, const LayerNode& n) {
+  // The forward layer's weights come first, then the backward layer's; the backward layer's
+  // sequence output is aligned with the input's steps (Keras reverses it back), as ONNX's reverse
+  // direction writes it.
+  const Json& fcfg = n.config["layer"]["config"];
+  const Json& bcfg = n.config.contains("backward_layer") && n.config["backward_layer"].is_object()
+                         ? n.config["backward_layer"]["config"]
+                         : fcfg;
+  const Cell fc = cell_of(n, n.config["layer"].value("class_name", std::string()));
+  const Cell bc = n.config.contains("backward_layer") && n.config["backward_layer"].is_object()
+                      ? cell_of(n, n.config["backward_layer"].value("class_name", std::string()))
+                      : fc;
+  check_masked_sequences(n, fcfg);
+  check_masked_sequences(n, bcfg);
+  const bool sequences = fcfg.value("return_sequences", false);
+  const std::string& name = n.layer.name();
+  const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
+  const std::string lens = lens_of(b, n);
+  const size_t fparams = fcfg.value("use_bias", true) ? 3 : 2;
+  const std::string yf =
+      run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences, name + "/forward");
+  const std::string yb = run_cell(b, n, bcfg, bc, n.params.data() + fparams, x_t, lens, true,
+                                  sequences, name + "/backward");
+  const std::string mode = n.config.value("merge_mode", std::string("concat"));
+  if (mode == "concat") return b.node("Concat", {yf, yb}, name, {attr("axis", -1)});
+  if (mode == "sum") return b.node("Add", {yf, yb}, name);
+  if (mode == "mul") return b.node("Mul", {yf, yb}, name);
+  if (mode == "ave") return b.node("Mean", {yf, yb}, name);
+  refuse(n, "merge_mode '" + mode + "' has no exporter; expected concat, sum, mul or ave");
+}
+
+}  // namespace nnfleet::onnx_export

@@ -1,0 +1,133 @@
+// The ONNX writer: the exporter table (one per registry kind, forced by NNFLEET_LAYER_KINDS), and
+// the walk over a model's layers that wires their tensors, masks and weights together.
+#include "io/onnx_writer.h"
+
+#include <cstdlib>
+
+#include "io/onnx_builder.h"
+#include "layers/kinds.h"
+
+namespace nnfleet {
+namespace onnx_export {
+
+// Every kind has an exporter named export_<id>: a kind added to the registry without one is a
+// link error, and the table below is checked against the registry's count.
+#define NNFLEET_DECLARE_EXPORTER(cls, id) std::string export_##id(Builder&, const LayerNode&);
+NNFLEET_LAYER_KINDS(NNFLEET_DECLARE_EXPORTER)
+#undef NNFLEET_DECLARE_EXPORTER
+
+const std::vector<KindExporter>& kind_exporters() {
+#define NNFLEET_EXPORTER_ENTRY(cls, id) {#cls, &export_##id},
+  static const std::vector<KindExporter> table = {NNFLEET_LAYER_KINDS(NNFLEET_EXPORTER_ENTRY)};
+#undef NNFLEET_EXPORTER_ENTRY
+  NNFLEET_CHECK(table.size() == static_cast<size_t>(kNumLayerKinds));
+  return table;
+}
+
+}  // namespace onnx_export
+
+namespace {
+
+using namespace onnx_export;
+
+constexpr int kOpset = 13;
+constexpr int kIrVersion = 7;  // the IR version of opset 13 (ONNX 1.8)
+
+// Float tensor type [N, dims...] with a symbolic batch axis.
+void set_type(onnx::ValueInfoProto* v, const std::string& name, const Shape& sample) {
+  v->set_name(name);
+  onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::TensorShapeProto* s = t->mutable_shape();
+  s->add_dim()->set_dim_param("N");
+  for (int64_t d : sample) s->add_dim()->set_dim_value(d);
+}
+
+const KindExporter& exporter_of(const Layer& l) {
+  for (const auto& e : kind_exporters())
+    if (std::string(e.class_name) == l.class_name()) return e;
+  NNFLEET_CHECK(false && "a registry kind without an exporter");
+  std::abort();
+}
+
+// Pointers to every layer's parameters in Network::params() order: all trainable ones first (in
+// layer and param_specs order), then the non-trainable ones.
+std::vector<std::vector<const float*>> param_pointers(const Model& m, const float* params) {
+  size_t t = 0, f = m.trainable_params();
+  std::vector<std::vector<const float*>> out(m.num_layers());
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (const ParamSpec& p : m.planned(i).params) {
+      size_t& off = p.trainable ? t : f;
+      out[i].push_back(params + off);
+      off += static_cast<size_t>(p.shape.size());
+    }
+  return out;
+}
+
+void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
+  Builder b(g);
+  g->set_name(m.name());
+  std::vector<std::string> tensor(m.num_inputs() + m.num_layers()), mask(tensor.size());
+  for (size_t k = 0; k < m.num_inputs(); ++k) {
+    tensor[k] = b.fresh(m.input(k).name);
+    set_type(g->add_input(), tensor[k], m.input(k).shape);
+  }
+  const auto ptrs = param_pointers(m, params);
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    const size_t id = static_cast<size_t>(m.node_id(i));
+    LayerNode n{l, l.keras_config(), m.planned(i), {}, ptrs[i], "", "", nullptr};
+    for (int in : m.layer_inputs(i)) n.inputs.push_back(tensor[static_cast<size_t>(in)]);
+    n.mask = mask[static_cast<size_t>(m.layer_inputs(i)[0])];
+    n.where = "layer " + std::to_string(i) + " '" + l.name() + "' (" + l.class_name() + ")";
+    std::string made_mask;
+    n.mask_out = &made_mask;
+    tensor[id] = exporter_of(l).fn(b, n);
+    switch (l.mask_use()) {
+      case MaskUse::kDrop:
+        break;
+      case MaskUse::kPropagate:
+        mask[id] = n.mask;
+        break;
+      case MaskUse::kConsume:
+        mask[id] = l.passes_mask() ? n.mask : "";
+        break;
+      case MaskUse::kProduce:
+        mask[id] = made_mask;
+        break;
+    }
+  }
+  // Outputs named as the output layers: an Identity from each output tensor.
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const std::string name = m.output_name(j);
+    const std::string& from = tensor[static_cast<size_t>(m.output_node(j))];
+    onnx::NodeProto* node = g->add_node();
+    node->set_op_type("Identity");
+    node->set_name(b.fresh(name + "/output"));
+    node->add_input(from);
+    node->add_output(b.fresh(name));
+    set_type(g->add_output(), node->output(0), m.output_shape(j));
+  }
+}
+
+}  // namespace
+
+std::string onnx_model_bytes(const Model& m, const float* params) {
+  onnx::ModelProto model;
+  model.set_ir_version(kIrVersion);
+  model.set_producer_name("nnfleet");
+  model.set_producer_version("0.1.0");
+  onnx::OperatorSetIdProto* op = model.add_opset_import();
+  op->set_domain("");
+  op->set_version(kOpset);
+  build_graph(m, params, model.mutable_graph());
+  std::string bytes;
+  NNFLEET_CHECK(model.SerializeToString(&bytes));
+  return bytes;
+}
+
+void save_onnx(const std::string& path, const Model& m, const float* params, Durability d) {
+  write_file_atomic(path, onnx_model_bytes(m, params), d);
+}
+
+}  // namespace nnfleet

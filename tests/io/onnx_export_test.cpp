@@ -1,0 +1,304 @@
+// ONNX export checked by independent readers: every exported file passes onnx.checker (Debian
+// python3-onnx, tests/io/onnx_check.py) and ONNX Runtime (npm onnxruntime-node, one thread,
+// tests/io/onnx_ort_check.js) predicts within 1e-5 (relative to max(1, |y|)) of nnfleet on
+//  - every model of the shared Keras set that nnfleet loads, on its expected/ inputs;
+//  - one model per example of every registry kind (the gradient check's examples), random weights;
+// and a layer configuration ONNX cannot express is refused with a message naming the layer.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "../fleet/fleet_test_util.h"
+#include "io/onnx_writer.h"
+#include "io_test_util.h"
+#include "layers/registry.h"
+#include "tensor/rng.h"
+
+namespace nnfleet {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+
+struct OrtCase {
+  std::string onnx;
+  std::vector<std::pair<std::string, std::string>> inputs, outputs;  // name, .npy
+};
+
+void save_floats(const std::string& path, const Shape& shape, const float* data) {
+  Array a = Array::zeros(DType::kF32, shape);
+  std::copy(data, data + shape.size(), static_cast<float*>(a.mutable_data()));
+  save_npy(path, a);
+}
+
+// Runs nnfleet on the n rows of `x` (one array per input, float32), writes the inputs, nnfleet's
+// outputs and the ONNX file (unless `onnx` names one already written) under dir/stem*, and
+// returns the case.
+OrtCase make_case(const std::string& dir, const std::string& stem,
+                  std::shared_ptr<const Model> model, const float* params,
+                  const std::vector<std::vector<float>>& x, int n, const std::string& onnx = "") {
+  OrtCase c;
+  c.onnx = onnx.empty() ? dir + "/" + stem + ".onnx" : onnx;
+  if (onnx.empty()) save_onnx(c.onnx, *model, params);
+  Network net(model, n, params);
+  for (size_t k = 0; k < model->num_inputs(); ++k) {
+    std::copy(x[k].begin(), x[k].end(), net.input(k));
+    const std::string f = dir + "/" + stem + ".in" + std::to_string(k) + ".npy";
+    save_floats(f, model->input(k).shape.with_batch(n), x[k].data());
+    c.inputs.push_back({model->input(k).name, f});
+  }
+  net.forward(n, false);
+  for (size_t j = 0; j < model->num_outputs(); ++j) {
+    const std::string f = dir + "/" + stem + ".out" + std::to_string(j) + ".npy";
+    save_floats(f, model->output_shape(j).with_batch(n), net.output(j));
+    c.outputs.push_back({model->output_name(j), f});
+  }
+  return c;
+}
+
+std::string json_string(const std::string& s) { return Json(s).dump(); }
+
+// Runs both readers over the cases; returns their exit codes and logs into `log`.
+std::pair<int, int> check_with_readers(const std::string& dir, const std::vector<OrtCase>& cases,
+                                       std::string& log) {
+  std::string files, list = "[";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const OrtCase& c = cases[i];
+    files += " '" + c.onnx + "'";
+    list += std::string(i ? ",\n" : "") + "{\"onnx\": " + json_string(c.onnx) +
+            ", \"tol\": " + std::to_string(kTolerance) + ", \"inputs\": {";
+    for (size_t k = 0; k < c.inputs.size(); ++k)
+      list += std::string(k ? ", " : "") + json_string(c.inputs[k].first) + ": " +
+              json_string(c.inputs[k].second);
+    list += "}, \"outputs\": {";
+    for (size_t j = 0; j < c.outputs.size(); ++j)
+      list += std::string(j ? ", " : "") + json_string(c.outputs[j].first) + ": " +
+              json_string(c.outputs[j].second);
+    list += "}}";
+  }
+  test::write_text(dir + "/cases.json", list + "]\n");
+  const std::string src = NNFLEET_SOURCE_DIR;
+  const std::string checker = "/usr/bin/python3 " + src + "/tests/io/onnx_check.py" + files +
+                              " > '" + dir + "/checker.log' 2>&1";
+  const std::string ort =
+      "NODE_PATH='" + std::string(NNFLEET_BINARY_DIR) + "/bench-node/node_modules' node " + src +
+      "/tests/io/onnx_ort_check.js '" + dir + "/cases.json' > '" + dir + "/ort.log' 2>&1";
+  const int a = std::system(checker.c_str());
+  const int b = std::system(ort.c_str());
+  log = "onnx.checker:\n" + test::read_text(dir + "/checker.log") + "ONNX Runtime:\n" +
+        test::read_text(dir + "/ort.log");
+  return {a, b};
+}
+
+// The shared files with expected inputs, as (stem, model file, weights file).
+struct SharedModel {
+  std::string stem, model, weights;
+};
+
+std::vector<SharedModel> shared_models() {
+  const std::string dir = test::real_models_dir();
+  std::vector<SharedModel> v;
+  std::map<std::string, bool> stems;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/expected")) {
+    const std::string f = e.path().filename().string();
+    const size_t dot = f.find(".input");
+    if (dot != std::string::npos) stems[f.substr(0, dot)] = true;
+  }
+  for (const auto& [stem, _] : stems) {
+    SharedModel m{stem, "", ""};
+    for (const char* ext : {".h5", ".keras"})
+      if (std::filesystem::exists(dir + "/" + stem + ext)) m.model = dir + "/" + stem + ext;
+    // A weights-only file with its to_json() architecture: <name>_weights_<tag>.h5 and
+    // <name>_<tag>.json.
+    const size_t w = stem.find("_weights_");
+    if (w != std::string::npos) {
+      m.weights = m.model;
+      m.model = dir + "/" + stem.substr(0, w) + "_" + stem.substr(w + 9) + ".json";
+    }
+    v.push_back(m);
+  }
+  // The Keras 3 to_json() architecture with the weights of fmnist_mlp_k390.h5.
+  v.push_back({"fmnist_mlp_k390", dir + "/fmnist_mlp_k3_arch.json", dir + "/fmnist_mlp_k390.h5"});
+  return v;
+}
+
+std::vector<std::string> input_files(const std::string& stem) {
+  const std::string base = test::fixture("expected/" + stem);
+  if (std::filesystem::exists(base + ".input.npy")) return {base + ".input.npy"};
+  std::vector<std::string> v;
+  for (int k = 0; std::filesystem::exists(base + ".input" + std::to_string(k) + ".npy"); ++k)
+    v.push_back(base + ".input" + std::to_string(k) + ".npy");
+  return v;
+}
+
+TEST(RealFileOnnxExport, EveryLoadableSharedModelAgreesWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_shared");
+  std::vector<OrtCase> cases;
+  std::string not_loaded;
+  int index = 0;
+  for (const SharedModel& s : shared_models()) {
+    std::vector<Array> xs;
+    std::vector<ModelInput> shapes;
+    for (const auto& f : input_files(s.stem)) {
+      xs.push_back(load_npy(f));
+      shapes.push_back({"", xs.back().sample_shape()});
+    }
+    ASSERT_FALSE(xs.empty()) << s.stem;
+    LoadedModel lm;
+    try {
+      lm = load_keras_model(s.model, s.weights, shapes);
+    } catch (const Error& e) {
+      not_loaded += "  " + s.stem + ": " + e.what() + "\n";
+      continue;
+    }
+    const int n = static_cast<int>(xs[0].rows());
+    std::vector<std::vector<float>> x;
+    for (const Array& a : xs) {  // word ids come as integers: every input as float32
+      std::vector<float> v(static_cast<size_t>(a.shape().size()));
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<float>(a.at(static_cast<int64_t>(i)));
+      x.push_back(std::move(v));
+    }
+    SCOPED_TRACE(s.stem);
+    ASSERT_NO_THROW(cases.push_back(
+        make_case(dir, std::to_string(index++) + "_" + s.stem, lm.model, lm.params.data(), x, n)));
+  }
+  std::printf("exported %zu shared models; not loadable by nnfleet:\n%s", cases.size(),
+              not_loaded.c_str());
+  EXPECT_GE(cases.size(), 20u);
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+// Values away from zero (magnitudes 0.1..2), as the gradient check draws them.
+float draw(Rng& r) {
+  const float m = 0.1f + 1.9f * r.uniform();
+  return r.uniform() < 0.5f ? -m : m;
+}
+
+TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_kinds");
+  std::vector<OrtCase> cases;
+  const int n = 3;
+  int index = 0;
+  for (const auto& kind : layer_kinds()) {
+    const auto examples = kind.examples();
+    for (size_t e = 0; e < examples.size(); ++e) {
+      const LayerExample& ex = examples[e];
+      const std::string stem = std::to_string(index++) + "_" + kind.class_name;
+      SCOPED_TRACE(stem + " " + ex.config.dump());
+      std::vector<ModelInput> inputs;
+      std::vector<int> ids;
+      for (size_t k = 0; k < ex.inputs.size(); ++k) {
+        inputs.push_back({"in" + std::to_string(k), ex.inputs[k]});
+        ids.push_back(static_cast<int>(k));
+      }
+      std::vector<ModelNode> nodes;
+      nodes.push_back({make_layer(kind.class_name, ex.config, ConfigMode::kPlan, "layer"), ids});
+      auto model = std::make_shared<const Model>("m", inputs, std::move(nodes),
+                                                 std::vector<int>{static_cast<int>(ids.size())});
+      Rng rng(77 + static_cast<uint64_t>(index));
+      // Laid out as Network::params(): trainable first, then the rest.
+      std::vector<float> params;
+      const size_t total = model->trainable_params() + model->non_trainable_params();
+      params.resize(total);
+      size_t t = 0, f = model->trainable_params();
+      for (const ParamSpec& p : model->planned(0).params) {
+        size_t& off = p.trainable ? t : f;
+        for (int64_t i = 0; i < p.shape.size(); ++i)
+          params[off + static_cast<size_t>(i)] =
+              p.name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
+        off += static_cast<size_t>(p.shape.size());
+      }
+      std::vector<std::vector<float>> x;
+      for (const Shape& s : ex.inputs) {
+        std::vector<float> v(static_cast<size_t>(n * s.size()));
+        for (auto& val : v)
+          val = ex.id_limit > 0
+                    ? static_cast<float>(static_cast<int64_t>(rng.uniform() * ex.id_limit) %
+                                         ex.id_limit)
+                    : draw(rng);
+        x.push_back(std::move(v));
+      }
+      try {
+        cases.push_back(make_case(dir, stem, model, params.data(), x, n));
+      } catch (const ModelError& err) {
+        ADD_FAILURE() << "refused: " << err.what();
+      }
+    }
+  }
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+// `train --format onnx` writes an .onnx beside every .keras; ONNX Runtime agrees with nnfleet on
+// the trained weights (the small fleet of the fleet tests: MLPs, a CNN with BatchNormalization,
+// and an LSTM added here).
+TEST(OnnxExport, TrainedModelsOfARunAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_trained");
+  testing_util::write_blobs(dir, "train", 600, 1);
+  testing_util::write_blobs(dir, "test", 100, 2);
+  test::write_text(dir + "/plan.yaml", testing_util::small_plan(R"(  - name: lstm
+    layers:
+      - Reshape: {target_shape: [8, 8]}
+      - LSTM: {units: 5}
+      - Dense: {units: 3, activation: softmax}
+)"));
+  const std::string tool = std::string(NNFLEET_BINARY_DIR) + "/nnfleet";
+  const std::string cmd = tool + " train '" + dir + "/plan.yaml' --out '" + dir +
+                          "/run' --quiet --format onnx > '" + dir + "/train.log' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << test::read_text(dir + "/train.log");
+  const Array test_x = load_npy(dir + "/test_x.npy");
+  const int n = 16;
+  std::vector<std::vector<float>> x(1);
+  const auto* p = static_cast<const float*>(test_x.data());
+  x[0].assign(p, p + n * test_x.row_size());
+  std::vector<OrtCase> cases;
+  for (const char* name : {"mlp-8", "mlp-32", "cnn", "tanh-sgd", "lstm"}) {
+    const std::string stem = dir + "/run/models/" + name;
+    ASSERT_TRUE(std::filesystem::exists(stem + ".keras")) << stem;
+    ASSERT_TRUE(std::filesystem::exists(stem + ".onnx")) << stem;
+    const LoadedModel lm = load_keras_model(stem + ".keras");
+    cases.push_back(make_case(dir, name, lm.model, lm.params.data(), x, n, stem + ".onnx"));
+  }
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+TEST(OnnxExport, RefusesAMaskedSequenceThatOnnxWouldZeroByLayerName) {
+  // Keras repeats the last kept output at masked steps (zero_output_for_mask false); ONNX's LSTM
+  // writes zeros there, so the export must refuse rather than differ.
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {make_layer("Embedding", Json{{"input_dim", 5}, {"output_dim", 3}, {"mask_zero", true}},
+                  ConfigMode::kPlan, "embed"),
+       {0}});
+  nodes.push_back({make_layer("LSTM", Json{{"units", 2}, {"return_sequences", true}},
+                              ConfigMode::kPlan, "seq_lstm"),
+                   {1}});
+  auto model = std::make_shared<const Model>("m", std::vector<ModelInput>{{"ids", Shape{4}}},
+                                             std::move(nodes), std::vector<int>{2});
+  std::vector<float> params(model->trainable_params() + model->non_trainable_params(), 0.1f);
+  try {
+    (void)onnx_model_bytes(*model, params.data());
+    ADD_FAILURE() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("layer 1 'seq_lstm' (LSTM)"), std::string::npos) << m;
+    EXPECT_NE(m.find("zero_output_for_mask"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
