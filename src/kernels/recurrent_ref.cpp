@@ -41,11 +41,18 @@ struct Trace {
   std::vector<bool> real;
 };
 
+// Row n's initial state (zeros when not given).
+Vec initial(const float* s, int n, int U) {
+  Vec v(U, 0.0);
+  if (s)
+    for (int j = 0; j < U; ++j) v[j] = s[static_cast<size_t>(n) * U + j];
+  return v;
+}
+
 Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* r, const float* b,
-                 const float* mask) {
+                 const float* mask, Vec h, Vec c) {
   const int U = d.units, I = d.in, G = rnn_gates(d.cell), GU = G * U;
   Trace tr;
-  Vec h(U, 0.0), c(U, 0.0);
   for (int s = 0; s < d.t; ++s) {
     const int t = d.go_backwards ? d.t - 1 - s : s;
     const float* xt = x + static_cast<size_t>(t) * I;
@@ -107,11 +114,17 @@ Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* 
 }  // namespace
 
 void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
-                     const float* b, const float* mask, float* y) {
+                     const float* b, const float* mask, float* y, const RnnStates& st) {
   const int U = d.units;
   for (int n = 0; n < d.n; ++n) {
     const float* m = mask ? mask + static_cast<size_t>(n) * d.t : nullptr;
-    const Trace tr = run_sample(d, x + static_cast<size_t>(n) * d.t * d.in, w, r, b, m);
+    const Trace tr = run_sample(d, x + static_cast<size_t>(n) * d.t * d.in, w, r, b, m,
+                                initial(st.h0, n, U), initial(st.c0, n, U));
+    for (int j = 0; j < U; ++j) {
+      if (st.h_out) st.h_out[static_cast<size_t>(n) * U + j] = float(tr.h.back()[j]);
+      if (st.c_out && d.cell == RnnCell::kLstm)
+        st.c_out[static_cast<size_t>(n) * U + j] = float(tr.c.back()[j]);
+    }
     if (!d.return_sequences) {
       for (int j = 0; j < U; ++j) y[static_cast<size_t>(n) * U + j] = float(tr.h.back()[j]);
       continue;
@@ -125,7 +138,7 @@ void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const flo
 
 void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
                       const float* b, const float* mask, const float* dy, float* dx, float* dw,
-                      float* dr, float* db) {
+                      float* dr, float* db, const RnnStates& st) {
   const int U = d.units, I = d.in, G = rnn_gates(d.cell), GU = G * U, T = d.t;
   const bool two_bias = d.cell == RnnCell::kGru && d.reset_after;
   Vec gw(static_cast<size_t>(I) * GU, 0.0), gr(static_cast<size_t>(U) * GU, 0.0),
@@ -133,8 +146,10 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
   for (int n = 0; n < d.n; ++n) {
     const float* m = mask ? mask + static_cast<size_t>(n) * T : nullptr;
     const float* xn = x + static_cast<size_t>(n) * T * I;
-    const Trace tr = run_sample(d, xn, w, r, b, m);
-    Vec dh(U, 0.0), dc(U, 0.0), dxn(static_cast<size_t>(T) * I, 0.0);
+    const Vec h0 = initial(st.h0, n, U), c0 = initial(st.c0, n, U);
+    const Trace tr = run_sample(d, xn, w, r, b, m, h0, c0);
+    Vec dh = initial(st.dh_out, n, U), dc = initial(st.dc_out, n, U);
+    Vec dxn(static_cast<size_t>(T) * I, 0.0);
     for (int s = T - 1; s >= 0; --s) {
       const int t = d.go_backwards ? T - 1 - s : s;
       if (d.return_sequences) {
@@ -144,9 +159,8 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
         for (int j = 0; j < U; ++j) dh[j] += dy[static_cast<size_t>(n) * U + j];
       }
       if (!tr.real[s]) continue;  // the state passed through unchanged: so does its gradient
-      const Vec zero(U, 0.0);
-      const Vec& hp = s > 0 ? tr.h[s - 1] : zero;
-      const Vec& cp = s > 0 ? tr.c[s - 1] : zero;
+      const Vec& hp = s > 0 ? tr.h[s - 1] : h0;
+      const Vec& cp = s > 0 ? tr.c[s - 1] : c0;
       const Vec& gt = tr.gates[s];
       Vec dzx(GU, 0.0), dzr(GU, 0.0), dhp(U, 0.0);
       if (d.cell == RnnCell::kSimple) {
@@ -215,6 +229,11 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
     if (dx)
       for (size_t k = 0; k < dxn.size(); ++k)
         dx[static_cast<size_t>(n) * T * I + k] += float(dxn[k]);
+    // dh and dc are now the gradients of the state before the first step.
+    for (int j = 0; j < U; ++j) {
+      if (st.dh0) st.dh0[static_cast<size_t>(n) * U + j] += float(dh[j]);
+      if (st.dc0 && d.cell == RnnCell::kLstm) st.dc0[static_cast<size_t>(n) * U + j] += float(dc[j]);
+    }
   }
   for (size_t k = 0; k < gw.size(); ++k) dw[k] += float(gw[k]);
   for (size_t k = 0; k < gr.size(); ++k) dr[k] += float(gr[k]);

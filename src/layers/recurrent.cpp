@@ -3,7 +3,9 @@
 // with go_backwards, as Keras returns it) or the last state [U]. Weights in Keras's layout and
 // gate order: kernel [I,GU], recurrent_kernel [U,GU], bias [GU] (GRU with reset_after [2,GU]).
 // The math is in kernels/recurrent.h; the cache keeps the states and gates of every step for
-// backward through time.
+// backward through time. With return_state the final states are extra outputs (LSTM: output, h,
+// c; the others: output, h), and initial states (Keras's initial_state: LSTM h and c, the others
+// h, each [U]) may follow the sequence as further inputs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,8 +76,7 @@ class Recurrent final : public Layer {
     unroll_ = c.get_bool("unroll", false);  // an execution strategy in Keras: no effect here
     if (c.get_bool("stateful", false))
       c.fail("stateful", "false (nnfleet does not keep a layer's state from one batch to the next)");
-    if (c.get_bool("return_state", false))
-      c.fail("return_state", "false (the states would be extra outputs of a single-output model)");
+    return_state_ = c.get_bool("return_state", false);
     d_.zero_masked_output = c.get_bool("zero_output_for_mask", false);
     if (cell == RnnCell::kLstm) unit_forget_bias_ = c.get_bool("unit_forget_bias", true);
     // Keras 3 made reset_after true by default; Keras 2.0 files predate the key (false then).
@@ -101,6 +102,10 @@ class Recurrent final : public Layer {
   bool use_bias() const { return use_bias_; }
   int64_t units() const { return units_; }
   bool return_sequences() const { return d_.return_sequences; }
+  bool return_state() const { return return_state_; }
+  // The states a cell carries: h (and c for LSTM).
+  int num_states() const { return d_.cell == RnnCell::kLstm ? 2 : 1; }
+  int optional_inputs() const override { return num_states(); }
   void set_zero_masked_output(bool z) { d_.zero_masked_output = z; }
   // This layer's kernel dimensions for a per-sample input [T,I] and n rows.
   RnnDims dims(const Shape& in, int n) const {
@@ -115,7 +120,16 @@ class Recurrent final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override {
     require_rank(in[0], 2, "recurrent layers take sequences [batch,time,features]");
     if (in[0][0] < 1) throw ModelError("needs at least one time step, got " + keras_shape(in[0]));
+    for (size_t k = 1; k < in.size(); ++k)
+      if (in[k] != Shape{units_})
+        throw ModelError("takes initial state " + std::to_string(k) + " of shape " +
+                         keras_shape(in[k]) + "; expected " + keras_shape(Shape{units_}) +
+                         " (one value per unit)");
     return d_.return_sequences ? Shape{in[0][0], units_} : Shape{units_};
+  }
+  std::vector<Shape> extra_output_shapes(const std::vector<Shape>&) const override {
+    if (!return_state_) return {};
+    return std::vector<Shape>(static_cast<size_t>(num_states()), Shape{units_});
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
     const int64_t gu = rnn_gates(d_.cell) * units_;
@@ -156,13 +170,14 @@ class Recurrent final : public Layer {
       x = xd;
     }
     rnn_forward(d, x, a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask, a.cache,
-                a.scratch, a.y);
+                a.scratch, a.y, states(a));
   }
   void backward(const LayerArgs& a) const override {
     const RnnDims d = dims(a.in_shapes[0], a.n);
+    const RnnStates st = states(a);
     if (!a.training || dropout_ == 0.0) {
       rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
-                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr, st);
       return;
     }
     const float* mask = a.cache + rnn_cache_floats(d);
@@ -171,7 +186,7 @@ class Recurrent final : public Layer {
     float* dxd = a.dx[0] ? a.scratch + rnn_scratch_floats(d) : nullptr;
     if (dxd) std::fill_n(dxd, nti, 0.0f);
     rnn_backward(d, xd, a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, dxd,
-                 a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+                 a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr, st);
     if (!dxd) return;
     for (size_t o = 0; o < nti; ++o)
       a.dx[0][o] += dxd[o] * mask[(o / (static_cast<size_t>(d.t) * d.in)) * d.in + o % d.in];
@@ -199,7 +214,7 @@ class Recurrent final : public Layer {
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["return_sequences"] = d_.return_sequences;
-    j["return_state"] = false;
+    j["return_state"] = return_state_;
     j["go_backwards"] = d_.go_backwards;
     j["stateful"] = false;
     j["unroll"] = unroll_;
@@ -232,6 +247,28 @@ class Recurrent final : public Layer {
 
  private:
   RnnDims dims(const std::vector<Shape>& in, int n) const { return dims(in[0], n); }
+  // The initial states among the inputs, the final ones among the outputs, and their gradients.
+  RnnStates states(const LayerArgs& a) const {
+    RnnStates st;
+    const bool lstm = d_.cell == RnnCell::kLstm;
+    if (a.n_inputs > 1) {
+      st.h0 = a.x[1];
+      if (lstm) st.c0 = a.x[2];
+      if (a.dx) {
+        st.dh0 = a.dx[1];
+        if (lstm) st.dc0 = a.dx[2];
+      }
+    }
+    if (return_state_) {
+      st.h_out = a.extra_y[0];
+      if (lstm) st.c_out = a.extra_y[1];
+      if (a.extra_dy) {
+        st.dh_out = a.extra_dy[0];
+        if (lstm) st.dc_out = a.extra_dy[1];
+      }
+    }
+    return st;
+  }
   size_t dropout_floats(const Shape& in, int n, bool cache) const {
     if (dropout_ == 0.0) return 0;
     const size_t ni = static_cast<size_t>(n) * static_cast<size_t>(in[1]);
@@ -254,7 +291,7 @@ class Recurrent final : public Layer {
   const char* cls_;
   RnnDims d_;
   int64_t units_ = 0;
-  bool use_bias_ = true, unroll_ = false, unit_forget_bias_ = false;
+  bool use_bias_ = true, unroll_ = false, unit_forget_bias_ = false, return_state_ = false;
   Initializer kinit_, rinit_, binit_;
   Json kreg_, rreg_, breg_;
   double dropout_ = 0.0, rdropout_ = 0.0;
@@ -313,6 +350,9 @@ class Bidirectional final : public Layer {
     // tf.keras >= 2.2.4-tf and Keras 3 make both halves output zeros at masked steps.
     fwd_->set_zero_masked_output(fwd_->return_sequences());
     bwd_->set_zero_masked_output(bwd_->return_sequences());
+    if (fwd_->return_state() || bwd_->return_state())
+      c.fail("layer", "a wrapped layer with return_state false (nnfleet's Bidirectional has one "
+                      "output)");
     if (fwd_->return_sequences() != bwd_->return_sequences())
       c.fail("backward_layer", "the same return_sequences as 'layer'");
     if (merge_ != MergeMode::kConcat && fwd_->units() != bwd_->units())
@@ -515,7 +555,10 @@ std::vector<LayerExample> simple_rnn_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
           {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
           {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
-          {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true}};
+          {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true},
+          // return_state and initial_state.
+          {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+          {{{"units", 2}, {"return_state", true}, {"return_sequences", true}}, {Shape{4, 2}}}};
 }
 std::vector<LayerExample> lstm_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
@@ -524,7 +567,15 @@ std::vector<LayerExample> lstm_examples() {
             {"use_bias", false}},
            {Shape{3, 2}}},
           {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
-          {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true}};
+          {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true},
+          // return_state and initial_state (the seq2seq encoder and decoder).
+          {{{"units", 3}, {"return_state", true}}, {Shape{4, 2}}},
+          {{{"units", 2}, {"return_sequences", true}}, {Shape{3, 2}, Shape{2}, Shape{2}}},
+          {{{"units", 2}, {"return_state", true}, {"go_backwards", true},
+            {"recurrent_activation", "hard_sigmoid"}},
+           {Shape{3, 3}, Shape{2}, Shape{2}}},
+          {{{"units", 2}, {"return_state", true}, {"dropout", 0.5}},
+           {Shape{3, 2}, Shape{2}, Shape{2}}, true}};
 }
 std::vector<LayerExample> gru_examples() {
   return {{{{"units", 3}}, {Shape{4, 2}}},
@@ -532,7 +583,12 @@ std::vector<LayerExample> gru_examples() {
           {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
           {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
           {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
-          {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true}};
+          {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true},
+          // return_state and initial_state, both reset_after forms.
+          {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+          {{{"units", 2}, {"return_state", true}, {"reset_after", false},
+            {"return_sequences", true}},
+           {Shape{4, 2}, Shape{2}}}};
 }
 
 }  // namespace nnfleet

@@ -379,15 +379,43 @@ TEST(Bidirectional, MaskedBackwardHalfStartsAtLastRealStep) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
 }
 
-TEST(Recurrent, StatefulAndReturnStateAreRefusedByName) {
-  for (const char* key : {"stateful", "return_state"}) {
-    try {
-      make_layer("LSTM", {{"units", 2}, {key, true}}, ConfigMode::kKeras, "lstm");
-      ADD_FAILURE() << key << " was accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.key(), key);
-      EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
-    }
+TEST(Recurrent, StatefulIsRefusedByName) {
+  try {
+    make_layer("LSTM", {{"units", 2}, {"stateful", true}}, ConfigMode::kKeras, "lstm");
+    ADD_FAILURE() << "stateful was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "stateful");
+    EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
+  }
+}
+
+// return_state: the final states are outputs 1 (and 2 for LSTM's c) of the layer; initial states
+// are further inputs of [units] each, and a wrong one names its shape.
+TEST(Recurrent, ReturnStateAddsStateOutputsAndInitialStatesAreInputs) {
+  auto lstm = make_layer("LSTM", {{"units", 3}, {"return_state", true}}, ConfigMode::kKeras, "l");
+  EXPECT_EQ(lstm->extra_output_shapes({Shape{4, 2}}), (std::vector<Shape>{Shape{3}, Shape{3}}));
+  EXPECT_EQ(lstm->optional_inputs(), 2);
+  EXPECT_EQ(lstm->keras_config()["return_state"], true);
+  auto gru = make_layer("GRU", {{"units", 3}, {"return_state", true}}, ConfigMode::kKeras, "g");
+  EXPECT_EQ(gru->extra_output_shapes({Shape{4, 2}}), (std::vector<Shape>{Shape{3}}));
+  EXPECT_EQ(gru->optional_inputs(), 1);
+  auto plain = make_layer("SimpleRNN", {{"units", 3}}, ConfigMode::kKeras, "s");
+  EXPECT_TRUE(plain->extra_output_shapes({Shape{4, 2}}).empty());
+  try {
+    lstm->output_shape({Shape{4, 2}, Shape{3}, Shape{2}});
+    ADD_FAILURE() << "a [2] state was accepted for 3 units";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("initial state 2 of shape [None,2]; expected [None,3]"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    make_layer("Bidirectional",
+               {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
+               ConfigMode::kKeras, "b");
+    ADD_FAILURE() << "Bidirectional with return_state was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("return_state false"), std::string::npos) << e.what();
   }
 }
 
