@@ -431,7 +431,8 @@ class Builder {
         fail("bad entry in " + std::string(key) + ": " + r.dump() + "; expected [\"name\", 0, 0]");
       if (r.size() >= 3 && r[2] != 0)
         fail(std::string(key) + " names output " + r[2].dump() + " of layer '" +
-             r[0].get<std::string>() + "' (a recurrent layer's state); expected the first output "
+             r[0].get<std::string>() +
+             "' (a recurrent layer's state); expected the first output "
              "of each layer (nnfleet does not take a layer's states as model outputs yet)");
       out.push_back(r[0].get<std::string>());
     };
@@ -501,8 +502,9 @@ class Builder {
       std::vector<TensorRef> kw;
       collect_tensors(kwargs, kw, 0);
       if (!kw.empty())
-        fail(who + " takes a tensor as keyword argument; expected tensors as positional "
-                   "arguments (or a recurrent layer's initial_state)");
+        fail(who +
+             " takes a tensor as keyword argument; expected tensors as positional "
+             "arguments (or a recurrent layer's initial_state)");
     } else {
       fail(who + " has a malformed inbound node " + node.dump());
     }

@@ -113,9 +113,9 @@ OJson input_layer_config(const Model& m, size_t k, bool keras3) {
   return c;
 }
 
-// Name and shape of the tensor with id `id` (a model input or a layer's output).
+// Name of the node with id `id` (a model input or a layer; m.node_shape(id, k) gives the shape
+// of its output k).
 std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
-const Shape& tensor_shape(const Model& m, int id) { return m.node_shape(id); }
 
 // Whether layer i is called with initial states (inputs after its arity(): Keras's
 // initial_state, which Keras 3 passes as a keyword argument and Keras 2 as further tensors).
@@ -173,10 +173,12 @@ OJson keras3_layers(const Model& m, bool functional) {
              {{"sequences_shape", batch_shape(m.node_shape(ins[0], m.input_tensor(i, 0)))},
               {"initial_state_shape", states}}}};
       } else if (ins.size() == 1) {
-        e["build_config"] = {{"input_shape", batch_shape(tensor_shape(m, ins[0]))}};
+        e["build_config"] = {
+            {"input_shape", batch_shape(m.node_shape(ins[0], m.input_tensor(i, 0)))}};
       } else {
         OJson shapes = OJson::array();
-        for (int id : ins) shapes.push_back(batch_shape(tensor_shape(m, id)));
+        for (size_t j = 0; j < ins.size(); ++j)
+          shapes.push_back(batch_shape(m.node_shape(ins[j], m.input_tensor(i, j))));
         e["build_config"] = {{"input_shape", shapes}};
       }
     }

@@ -121,9 +121,14 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     const uint64_t params = count(m, i);
     std::string inputs;
     for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
-      const int k = m.input_tensor(i, j);
-      inputs += (inputs.empty() ? "" : ", ") + m.node_name(m.layer_inputs(i)[j]) +
-                (k > 0 ? "[" + std::to_string(k) + "]" : "");
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "[" + to_string(k).
+      if (!inputs.empty()) inputs += ", ";
+      inputs += m.node_name(m.layer_inputs(i)[j]);
+      if (const int k = m.input_tensor(i, j); k > 0) {
+        inputs += '[';
+        inputs += std::to_string(k);
+        inputs += ']';
+      }
     }
     row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape,
         o ? &o->planned(i).out_shape : nullptr, params, o && count(*o, i) != params, inputs);

@@ -108,7 +108,8 @@ bool is_real(const float* mask, const RnnDims& d, int n, int t) {
 
 // Row n of the LSTM carry before step s: the cache's step s-1, or the initial c (null: zeros).
 const float* prev_c(const CacheView& cv, const RnnStates& st, const RnnDims& d, int n, int s) {
-  if (s > 0) return cv.c + static_cast<size_t>(n) * d.t * d.units + static_cast<size_t>(s - 1) * d.units;
+  if (s > 0)
+    return cv.c + static_cast<size_t>(n) * d.t * d.units + static_cast<size_t>(s - 1) * d.units;
   return st.c0 ? st.c0 + static_cast<size_t>(n) * d.units : nullptr;
 }
 
@@ -134,9 +135,8 @@ void lstm_row(const RnnDims& d, float* pre, const float* rec, const float* cp, f
 // here between the two element-wise passes. hp has row stride ldhp (the cache's, or U for an
 // initial state); h and rh_keep have ldh.
 // rm_h: the recurrent dropout mask of the h block, [N,U] with row stride 3U (null: none).
-void gru_step(const RnnDims& d, float* pre, int ldp, float* rec, const float* hp, int ldhp,
-              int ldh, const float* w_rh, float* h, float* rh_keep, float* rhm,
-              const float* rm_h) {
+void gru_step(const RnnDims& d, float* pre, int ldp, float* rec, const float* hp, int ldhp, int ldh,
+              const float* w_rh, float* h, float* rh_keep, float* rhm, const float* rm_h) {
   const int U = d.units, GU = 3 * U;
   for (int n = 0; n < d.n; ++n) {
     float* p = pre + static_cast<size_t>(n) * ldp;
@@ -261,7 +261,8 @@ void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* 
   for (int n = 0; n < N; ++n) {
     const float* hn = cv.h + static_cast<size_t>(n) * ldh;
     const size_t last = static_cast<size_t>(n) * ldh + static_cast<size_t>(T - 1) * U;
-    if (st.h_out) std::memcpy(st.h_out + static_cast<size_t>(n) * U, cv.h + last, sizeof(float) * U);
+    if (st.h_out)
+      std::memcpy(st.h_out + static_cast<size_t>(n) * U, cv.h + last, sizeof(float) * U);
     if (st.c_out && lstm)
       std::memcpy(st.c_out + static_cast<size_t>(n) * U, cv.c + last, sizeof(float) * U);
     if (!d.return_sequences) {
@@ -339,9 +340,8 @@ void gru_plain_back(const RnnDims& d, int t, const float* hp, int ldp, const flo
 }  // namespace
 
 void rnn_backward(const RnnDims& d, const float* x, const float* w, const float* r,
-                  const float* mask, const float* cache, const float* dy, float* scratch,
-                  float* dx, float* dw, float* dr, float* db, const RnnStates& st,
-                  const RnnDropout& dp) {
+                  const float* mask, const float* cache, const float* dy, float* scratch, float* dx,
+                  float* dw, float* dr, float* db, const RnnStates& st, const RnnDropout& dp) {
   const int N = d.n, T = d.t, U = d.units, G = rnn_gates(d.cell), GU = G * U;
   const DropScratch ds = drop_scratch(d, scratch);
   const int ldg = T * GU, ldh = T * U;
@@ -355,8 +355,14 @@ void rnn_backward(const RnnDims& d, const float* x, const float* w, const float*
   float* rhm = dc + nu;                                   // [N,U]
   float* drh = rhm + nu;                                  // [N,U]
   // The final states' gradients start the walk back (zeros when not given).
-  if (st.dh_out) std::copy_n(st.dh_out, nu, dh); else std::fill_n(dh, nu, 0.0f);
-  if (st.dc_out) std::copy_n(st.dc_out, nu, dc); else std::fill_n(dc, nu, 0.0f);
+  if (st.dh_out)
+    std::copy_n(st.dh_out, nu, dh);
+  else
+    std::fill_n(dh, nu, 0.0f);
+  if (st.dc_out)
+    std::copy_n(st.dc_out, nu, dc);
+  else
+    std::fill_n(dc, nu, 0.0f);
   const bool gru = d.cell == RnnCell::kGru, gru_plain = gru && !d.reset_after;
   const int rec_cols = gru_plain ? 2 * U : GU;
   for (int s = T - 1; s >= 0; --s) {

@@ -84,8 +84,8 @@ void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* 
 // dw [I,GU], dr [U,GU], db (shaped as b; skipped when null), and the initial states' gradients
 // st asks for; st's initial states must be the forward's. cache is the forward's.
 void rnn_backward(const RnnDims& d, const float* x, const float* w, const float* r,
-                  const float* mask, const float* cache, const float* dy, float* scratch,
-                  float* dx, float* dw, float* dr, float* db, const RnnStates& st = RnnStates{},
+                  const float* mask, const float* cache, const float* dy, float* scratch, float* dx,
+                  float* dw, float* dr, float* db, const RnnStates& st = RnnStates{},
                   const RnnDropout& dp = RnnDropout{});
 
 // Naive twins with the same contract (they allocate; tests only).

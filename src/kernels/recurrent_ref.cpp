@@ -78,7 +78,8 @@ Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* 
         a += double(xt[i]) * dm.at_in(j / U, i, I) * w[static_cast<size_t>(i) * GU + j];
       zx[j] = a;
       double q = (b && d.cell == RnnCell::kGru && d.reset_after) ? b[GU + j] : 0.0;
-      for (int k = 0; k < U; ++k) q += h[k] * dm.at_rec(j / U, k, U) * r[static_cast<size_t>(k) * GU + j];
+      for (int k = 0; k < U; ++k)
+        q += h[k] * dm.at_rec(j / U, k, U) * r[static_cast<size_t>(k) * GU + j];
       zr[j] = q;
     }
     Vec gates(GU), hn(U), cn(U, 0.0), rh(U, 0.0);
@@ -137,8 +138,7 @@ void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const flo
   for (int n = 0; n < d.n; ++n) {
     const float* m = mask ? mask + static_cast<size_t>(n) * d.t : nullptr;
     const Trace tr = run_sample(d, x + static_cast<size_t>(n) * d.t * d.in, w, r, b, m,
-                                initial(st.h0, n, U), initial(st.c0, n, U),
-                                sample_masks(dp, d, n));
+                                initial(st.h0, n, U), initial(st.c0, n, U), sample_masks(dp, d, n));
     for (int j = 0; j < U; ++j) {
       if (st.h_out) st.h_out[static_cast<size_t>(n) * U + j] = float(tr.h.back()[j]);
       if (st.c_out && d.cell == RnnCell::kLstm)
@@ -254,7 +254,8 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
     // dh and dc are now the gradients of the state before the first step.
     for (int j = 0; j < U; ++j) {
       if (st.dh0) st.dh0[static_cast<size_t>(n) * U + j] += float(dh[j]);
-      if (st.dc0 && d.cell == RnnCell::kLstm) st.dc0[static_cast<size_t>(n) * U + j] += float(dc[j]);
+      if (st.dc0 && d.cell == RnnCell::kLstm)
+        st.dc0[static_cast<size_t>(n) * U + j] += float(dc[j]);
     }
   }
   for (size_t k = 0; k < gw.size(); ++k) dw[k] += float(gw[k]);

@@ -70,7 +70,7 @@ struct LayerArgs {
   float* mask_out = nullptr;              // kProduce only: [n, in_shapes[0][0]], written by forward
   // Backward only.
   const float* dy = nullptr;              // [n, out_shape]
-  const float* const* extra_dy = nullptr; // per extra output, shaped as it (zeros when unused)
+  const float* const* extra_dy = nullptr;  // per extra output, shaped as it (zeros when unused)
   float* const* dx = nullptr;             // per input, += ; an entry may be null (not needed)
   float* const* dparams = nullptr;        // per trainable param, in param_specs() order, +=
 };

@@ -407,8 +407,9 @@ class Bidirectional final : public Layer {
     fwd_->set_zero_masked_output(fwd_->return_sequences());
     bwd_->set_zero_masked_output(bwd_->return_sequences());
     if (fwd_->return_state() || bwd_->return_state())
-      c.fail("layer", "a wrapped layer with return_state false (nnfleet's Bidirectional has one "
-                      "output)");
+      c.fail("layer",
+             "a wrapped layer with return_state false (nnfleet's Bidirectional has one "
+             "output)");
     if (fwd_->return_sequences() != bwd_->return_sequences())
       c.fail("backward_layer", "the same return_sequences as 'layer'");
     if (merge_ != MergeMode::kConcat && fwd_->units() != bwd_->units())
@@ -609,59 +610,71 @@ std::unique_ptr<Layer> make_gru(LayerConfig& c, const std::string& name) {
 }
 
 std::vector<LayerExample> simple_rnn_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
-          {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true},
-          // return_state and initial_state.
-          {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
-          {{{"units", 2}, {"return_state", true}, {"return_sequences", true}}, {Shape{4, 2}}},
-          // recurrent_dropout (the gradient check draws the same masks on every pass).
-          {{{"units", 3}, {"recurrent_dropout", 0.4}, {"return_sequences", true}}, {Shape{4, 2}},
-           true},
-          {{{"units", 3}, {"recurrent_dropout", 0.3}, {"dropout", 0.3}}, {Shape{3, 2}, Shape{3}},
-           true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
+      {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
+      {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true},
+      // return_state and initial_state.
+      {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+      {{{"units", 2}, {"return_state", true}, {"return_sequences", true}}, {Shape{4, 2}}},
+      // recurrent_dropout (the gradient check draws the same masks on every pass).
+      {{{"units", 3}, {"recurrent_dropout", 0.4}, {"return_sequences", true}}, {Shape{4, 2}}, true},
+      {{{"units", 3}, {"recurrent_dropout", 0.3}, {"dropout", 0.3}},
+       {Shape{3, 2}, Shape{3}},
+       true}};
 }
 std::vector<LayerExample> lstm_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{5, 3}}},
-          {{{"units", 3}, {"activation", "relu"}, {"recurrent_activation", "hard_sigmoid"},
-            {"use_bias", false}},
-           {Shape{3, 2}}},
-          {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
-          {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true},
-          // return_state and initial_state (the seq2seq encoder and decoder).
-          {{{"units", 3}, {"return_state", true}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"return_sequences", true}}, {Shape{3, 2}, Shape{2}, Shape{2}}},
-          {{{"units", 2}, {"return_state", true}, {"go_backwards", true},
-            {"recurrent_activation", "hard_sigmoid"}},
-           {Shape{3, 3}, Shape{2}, Shape{2}}},
-          {{{"units", 2}, {"return_state", true}, {"dropout", 0.5}},
-           {Shape{3, 2}, Shape{2}, Shape{2}}, true},
-          // recurrent_dropout: per-gate masks (Keras 3's implementation 1), and one mask for all
-          // gates (a Keras 2 file's implementation 2).
-          {{{"units", 2}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}, {"return_sequences", true}},
-           {Shape{4, 3}}, true},
-          {{{"units", 2}, {"recurrent_dropout", 0.4}, {"implementation", 2}, {"return_state", true}},
-           {Shape{3, 2}, Shape{2}, Shape{2}}, true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{5, 3}}},
+      {{{"units", 3},
+        {"activation", "relu"},
+        {"recurrent_activation", "hard_sigmoid"},
+        {"use_bias", false}},
+       {Shape{3, 2}}},
+      {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
+      {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true},
+      // return_state and initial_state (the seq2seq encoder and decoder).
+      {{{"units", 3}, {"return_state", true}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}}, {Shape{3, 2}, Shape{2}, Shape{2}}},
+      {{{"units", 2},
+        {"return_state", true},
+        {"go_backwards", true},
+        {"recurrent_activation", "hard_sigmoid"}},
+       {Shape{3, 3}, Shape{2}, Shape{2}}},
+      {{{"units", 2}, {"return_state", true}, {"dropout", 0.5}},
+       {Shape{3, 2}, Shape{2}, Shape{2}},
+       true},
+      // recurrent_dropout: per-gate masks (Keras 3's implementation 1), and one mask for all
+      // gates (a Keras 2 file's implementation 2).
+      {{{"units", 2}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}, {"return_sequences", true}},
+       {Shape{4, 3}},
+       true},
+      {{{"units", 2}, {"recurrent_dropout", 0.4}, {"implementation", 2}, {"return_state", true}},
+       {Shape{3, 2}, Shape{2}, Shape{2}},
+       true}};
 }
 std::vector<LayerExample> gru_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
-          {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
-          {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true},
-          // return_state and initial_state, both reset_after forms.
-          {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
-          {{{"units", 2}, {"return_state", true}, {"reset_after", false},
-            {"return_sequences", true}},
-           {Shape{4, 2}, Shape{2}}},
-          // recurrent_dropout, both reset_after forms.
-          {{{"units", 3}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}}, {Shape{4, 2}}, true},
-          {{{"units", 2}, {"recurrent_dropout", 0.5}, {"reset_after", false},
-            {"return_sequences", true}},
-           {Shape{3, 3}, Shape{2}}, true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
+      {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
+      {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
+      {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true},
+      // return_state and initial_state, both reset_after forms.
+      {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+      {{{"units", 2}, {"return_state", true}, {"reset_after", false}, {"return_sequences", true}},
+       {Shape{4, 2}, Shape{2}}},
+      // recurrent_dropout, both reset_after forms.
+      {{{"units", 3}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}}, {Shape{4, 2}}, true},
+      {{{"units", 2},
+        {"recurrent_dropout", 0.5},
+        {"reset_after", false},
+        {"return_sequences", true}},
+       {Shape{3, 3}, Shape{2}},
+       true}};
 }
 
 }  // namespace nnfleet

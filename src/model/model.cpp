@@ -111,11 +111,13 @@ void Model::plan_nodes(const std::string& where) {
     const size_t want = l.arity() == 0 ? 2 : static_cast<size_t>(l.arity());
     const size_t more = want + static_cast<size_t>(l.optional_inputs());
     if (l.arity() == 0 ? ins.size() < want : (ins.size() != want && ins.size() != more))
-      throw ModelError(at + "takes " + (l.arity() == 0 ? "at least 2 inputs" :
-                       std::to_string(want) + " input" + (want > 1 ? "s" : "")) +
-                       (more > want && l.arity() != 0 ? " (or " + std::to_string(more) +
-                        " with its initial states)" : "") + ", got " +
-                       std::to_string(ins.size()));
+      throw ModelError(at + "takes " +
+                       (l.arity() == 0 ? "at least 2 inputs"
+                                       : std::to_string(want) + " input" + (want > 1 ? "s" : "")) +
+                       (more > want && l.arity() != 0
+                            ? " (or " + std::to_string(more) + " with its initial states)"
+                            : "") +
+                       ", got " + std::to_string(ins.size()));
     if (!nodes_[i].tensors.empty() && nodes_[i].tensors.size() != ins.size())
       throw ModelError(at + "gives " + std::to_string(nodes_[i].tensors.size()) +
                        " tensor indices for " + std::to_string(ins.size()) +
@@ -222,7 +224,7 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     ModelNode n{make_layer(l.class_name(), l.keras_config(), ConfigMode::kKeras, l.name()),
-                nodes_[i].inputs, nodes_[i].training};
+                nodes_[i].inputs, nodes_[i].training, nodes_[i].tensors};
     n.training.frozen = frozen[i];
     n.training.keras.erase("trainable");
     nodes.push_back(std::move(n));

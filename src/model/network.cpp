@@ -101,7 +101,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       const PlannedNode& p = m.planned(i);
       pc.nodes[i].y_off = arena_.reserve(static_cast<size_t>(pc.capacity) * p.out_shape.size());
       for (const Shape& s : p.extra_out_shapes)
-        pc.nodes[i].extra_y_off.push_back(arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
+        pc.nodes[i].extra_y_off.push_back(
+            arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
       pc.nodes[i].cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
       scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
     }

@@ -73,10 +73,10 @@ void check(const Case& c, int n, int t, int in, int u, uint32_t seed, bool state
   std::vector<float> dh0(nu, 0.5f), dc0(nu, 0.5f), dh0_ref(nu, 0.5f), dc0_ref(nu, 0.5f);
   RnnStates st, st_ref;
   if (states) {
-    st = {h0.data(), c0.data(), h_out.data(), c_out.data(), dh_out.data(), dc_out.data(),
-          dh0.data(), dc0.data()};
-    st_ref = {h0.data(), c0.data(), h_out_ref.data(), c_out_ref.data(), dh_out.data(),
-              dc_out.data(), dh0_ref.data(), dc0_ref.data()};
+    st = {h0.data(),     c0.data(),     h_out.data(), c_out.data(),
+          dh_out.data(), dc_out.data(), dh0.data(),   dc0.data()};
+    st_ref = {h0.data(),     c0.data(),     h_out_ref.data(), c_out_ref.data(),
+              dh_out.data(), dc_out.data(), dh0_ref.data(),   dc0_ref.data()};
   }
   rnn_forward(d, x.data(), w.data(), r.data(), bp, mp, cache.data(), scratch.data(), y.data(), st,
               dp);
@@ -94,8 +94,8 @@ void check(const Case& c, int n, int t, int in, int u, uint32_t seed, bool state
   auto dx_ref = dx, dw_ref = dw, dr_ref = dr, db_ref = db;
   rnn_backward(d, x.data(), w.data(), r.data(), mp, cache.data(), dy.data(), scratch.data(),
                dx.data(), dw.data(), dr.data(), c.bias ? db.data() : nullptr, st, dp);
-  rnn_backward_ref(d, x.data(), w.data(), r.data(), bp, mp, dy.data(), dx_ref.data(),
-                   dw_ref.data(), dr_ref.data(), c.bias ? db_ref.data() : nullptr, st_ref, dp);
+  rnn_backward_ref(d, x.data(), w.data(), r.data(), bp, mp, dy.data(), dx_ref.data(), dw_ref.data(),
+                   dr_ref.data(), c.bias ? db_ref.data() : nullptr, st_ref, dp);
   const double tol = 2e-5 * (n * t + 4);
   if (states) {
     expect_near_all(dh0, dh0_ref, tol, 1e-4, "dh0 " + what);

@@ -1,7 +1,8 @@
 // Gradient check for every layer kind, generated from the registry: for each kind's examples,
 // backward() must match central differences of the scalar L = sum(y * r) (r random; summed over
-// every output of a multi-output layer), for the inputs and every trainable parameter. Double accumulation; points that sit on a kink (where
-// the left and right differences disagree) are left out, and at most a tenth may be.
+// every output of a multi-output layer), for the inputs and every trainable parameter. Double
+// accumulation; points that sit on a kink (where the left and right differences disagree) are left
+// out, and at most a tenth may be.
 #include <gtest/gtest.h>
 
 #include <cmath>

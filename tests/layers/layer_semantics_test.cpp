@@ -410,9 +410,10 @@ TEST(Recurrent, ReturnStateAddsStateOutputsAndInitialStatesAreInputs) {
         << e.what();
   }
   try {
-    make_layer("Bidirectional",
-               {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
-               ConfigMode::kKeras, "b");
+    make_layer(
+        "Bidirectional",
+        {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
+        ConfigMode::kKeras, "b");
     ADD_FAILURE() << "Bidirectional with return_state was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("return_state false"), std::string::npos) << e.what();

@@ -435,8 +435,17 @@ std::shared_ptr<const Model> seq2seq(const char* cell) {
       {L(cell, {{"units", 3}, {"return_sequences", true}}, "decoder"), dec_in, {}, dec_tensors});
   nodes.push_back({L("Dense", {{"units", 2}}, "dense"), {3}});
   return std::make_shared<const Model>(
-      "s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}},
-      std::move(nodes), std::vector<int>{4});
+      "s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}}, std::move(nodes),
+      std::vector<int>{4});
+}
+
+// Freezing layers rebuilds the model with the same graph: the decoder still reads the encoder's
+// states, not its output.
+TEST(Model, WithFrozenKeepsWhichOutputEachInputIs) {
+  const auto m = seq2seq("LSTM")->with_frozen({true, false, false});
+  EXPECT_EQ(m->input_tensor(1, 1), 1);
+  EXPECT_EQ(m->input_tensor(1, 2), 2);
+  EXPECT_EQ(m->planned(1).in_shapes[1], (Shape{3}));
 }
 
 // The training step's gradients, the encoder's included (which reach it only through the states
