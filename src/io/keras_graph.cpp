@@ -1,6 +1,8 @@
 // Keras model configs -> Model: Sequential (list and dict forms), Functional/Model (Keras 2
 // inbound_nodes [[["name", node, tensor, {}]]] and Keras 3 {"args": [keras tensors]}), nested
-// models flattened into the outer graph.
+// models flattened into the outer graph. A tensor index above 0 names an extra output of a
+// multi-output layer (a recurrent layer's states with return_state); a recurrent layer's initial
+// states arrive as further inbound tensors (Keras 2) or as kwargs "initial_state" (Keras 3).
 #include "io/keras_graph.h"
 
 #include <algorithm>
@@ -84,9 +86,16 @@ std::string keras3_weight_path(const std::string& path, const std::string& cls) 
   return cls == "TimeDistributed" ? path + "/layer" : path;
 }
 
+// A tensor a layer is called on: the layer (or input) that makes it and which of its outputs.
+struct TensorRef {
+  std::string name;
+  int index = 0;
+};
+
 struct PendingNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;  // tensor ids: k < K = model input k, K + i = output of node i
+  std::vector<int> tensors;  // per input, which output of its node
   int entry = -1;           // the top-level Keras layer it belongs to
   bool frozen = false;      // trainable: false here or on an enclosing model
   std::string path, path_by_name;
@@ -130,7 +139,7 @@ class Builder {
     for (auto& n : nodes_) {
       g.weight_paths.push_back(n.path);
       g.weight_paths_by_name.push_back(n.path_by_name);
-      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training)});
+      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training), n.tensors});
     }
     if (nodes.empty()) fail("the model has no layers between its input and its output");
     try {
@@ -294,7 +303,7 @@ class Builder {
   }
 
   int add_layer(const LayerJson& d, std::vector<int> inputs, int entry, const std::string& path,
-                const std::string& path_by_name) {
+                const std::string& path_by_name, std::vector<int> tensors = {}) {
     if (!find_layer_kind(d.cls))
       fail("layer '" + d.name + "' has class '" + d.cls +
            "', which nnfleet does not support; expected one of " + supported_classes());
@@ -318,7 +327,8 @@ class Builder {
     const bool frozen = frozen_depth_ > 0 || training.frozen;
     training.frozen = frozen;
     training.scopes = scopes_;
-    nodes_.push_back({std::move(layer), std::move(inputs), entry, frozen,
+    if (tensors.empty()) tensors.assign(inputs.size(), 0);
+    nodes_.push_back({std::move(layer), std::move(inputs), std::move(tensors), entry, frozen,
                       keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls),
                       std::move(training)});
     return num_inputs_ + static_cast<int>(nodes_.size()) - 1;
@@ -409,7 +419,9 @@ class Builder {
     return cur;
   }
 
-  // [["name", 0, 0], ...], ["name", 0, 0] (one tensor) or {"key": ["name", 0, 0]}.
+  // [["name", 0, 0], ...], ["name", 0, 0] (one tensor) or {"key": ["name", 0, 0]}. Refs to a
+  // layer's extra outputs (tensor index > 0) are refused: model inputs and outputs are whole
+  // layers here.
   std::vector<std::string> tensor_refs(const Json& cfg, const char* key) const {
     std::vector<std::string> out;
     if (!cfg.contains(key)) fail("a Functional model has no " + std::string(key));
@@ -417,6 +429,11 @@ class Builder {
     auto one = [&](const Json& r) {
       if (!r.is_array() || r.empty() || !r[0].is_string())
         fail("bad entry in " + std::string(key) + ": " + r.dump() + "; expected [\"name\", 0, 0]");
+      if (r.size() >= 3 && r[2] != 0)
+        fail(std::string(key) + " names output " + r[2].dump() + " of layer '" +
+             r[0].get<std::string>() +
+             "' (a recurrent layer's state); expected the first output "
+             "of each layer (nnfleet does not take a layer's states as model outputs yet)");
       out.push_back(r[0].get<std::string>());
     };
     if (v.is_array() && !v.empty() && v[0].is_string()) {
@@ -431,7 +448,15 @@ class Builder {
     return out;
   }
 
-  void collect_tensors(const Json& v, std::vector<std::string>& names, int depth) const {
+  // A tensor index: a small non-negative integer.
+  int tensor_index(const Json& k, const std::string& who) const {
+    const std::optional<int64_t> i = config_int(k, 0);
+    if (!i || *i > 64)
+      fail(who + " uses tensor index " + k.dump() + "; expected an integer in [0, 64]");
+    return static_cast<int>(*i);
+  }
+
+  void collect_tensors(const Json& v, std::vector<TensorRef>& names, int depth) const {
     if (depth > 8) return;
     if (v.is_object()) {
       if (v.value("class_name", Json()) == "__keras_tensor__") {
@@ -439,10 +464,7 @@ class Builder {
         const Json h = c.is_object() ? c.value("keras_history", Json()) : Json();
         if (!h.is_array() || h.size() < 3 || !h[0].is_string())
           fail("a Keras tensor has no keras_history [\"name\", node, tensor]: " + v.dump());
-        if (h[2] != 0)
-          fail("a layer uses output " + h[2].dump() + " of layer '" + h[0].get<std::string>() +
-               "'; expected single-output layers");
-        names.push_back(h[0].get<std::string>());
+        names.push_back({h[0].get<std::string>(), tensor_index(h[2], "a Keras tensor")});
         return;
       }
       for (const auto& [k, x] : v.items()) collect_tensors(x, names, depth + 1);
@@ -451,8 +473,9 @@ class Builder {
     }
   }
 
-  // Names of the layers whose outputs feed this layer, in argument order.
-  std::vector<std::string> inbound(const Json& l, const LayerJson& d) const {
+  // The tensors that feed this layer, in argument order (a recurrent layer's initial states
+  // last).
+  std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
@@ -461,22 +484,27 @@ class Builder {
       fail(who + " is called " + std::to_string(nodes.size()) +
            " times (a shared layer); expected each layer to be called once");
     const Json& node = nodes[0];
-    std::vector<std::string> names;
+    std::vector<TensorRef> names;
     if (node.is_array()) {
       for (const Json& ref : node) {
         if (!ref.is_array() || ref.size() < 3 || !ref[0].is_string())
           fail(who + " has a malformed inbound node " + ref.dump() +
                "; expected [\"name\", node, tensor, {}]");
-        if (ref[2] != 0)
-          fail(who + " uses output " + ref[2].dump() + " of layer '" + ref[0].get<std::string>() +
-               "'; expected single-output layers");
-        names.push_back(ref[0].get<std::string>());
+        names.push_back({ref[0].get<std::string>(), tensor_index(ref[2], who)});
       }
     } else if (node.is_object()) {
       collect_tensors(node.value("args", Json()), names, 0);
-      std::vector<std::string> kw;
-      collect_tensors(node.value("kwargs", Json()), kw, 0);
-      if (!kw.empty()) fail(who + " takes a tensor as a keyword argument, which is not supported");
+      Json kwargs = node.value("kwargs", Json::object());
+      if (kwargs.is_object() && kwargs.contains("initial_state")) {
+        collect_tensors(kwargs["initial_state"], names, 0);
+        kwargs.erase("initial_state");
+      }
+      std::vector<TensorRef> kw;
+      collect_tensors(kwargs, kw, 0);
+      if (!kw.empty())
+        fail(who +
+             " takes a tensor as keyword argument; expected tensors as positional "
+             "arguments (or a recurrent layer's initial_state)");
     } else {
       fail(who + " has a malformed inbound node " + node.dump());
     }
@@ -560,11 +588,12 @@ class Builder {
       for (size_t i = 0; i < n; ++i) {
         if (done[i]) continue;
         const auto names = inbound(layers[i], ds[i]);
-        std::vector<int> in;
+        std::vector<int> in, tensors;
         for (const auto& nm : names) {
-          auto it = tensor_of.find(nm);
+          auto it = tensor_of.find(nm.name);
           if (it == tensor_of.end()) break;
           in.push_back(it->second);
+          tensors.push_back(nm.index);
         }
         if (in.size() != names.size()) continue;
         if (tensor_of.count(ds[i].name))
@@ -573,13 +602,13 @@ class Builder {
         const std::string pbn = prefix_by_name + "layers/" + ds[i].name;
         int out;
         if (is_model_class(ds[i].cls)) {
-          if (in.size() != 1)
+          if (in.size() != 1 || tensors[0] != 0)
             fail("nested model '" + ds[i].name + "' is called on " + std::to_string(in.size()) +
-                 " tensors; expected one");
+                 " tensors; expected one, the first output of a layer");
           out = add_model(ds[i].cls, ds[i].config, in[0], path + "/", pbn + "/", entries[i],
                           depth + 1);
         } else {
-          out = add_layer(ds[i], std::move(in), entries[i], path, pbn);
+          out = add_layer(ds[i], std::move(in), entries[i], path, pbn, std::move(tensors));
         }
         tensor_of[ds[i].name] = out;
         done[i] = true;
@@ -590,7 +619,7 @@ class Builder {
       if (!done[i]) {
         std::string missing;
         for (const auto& nm : inbound(layers[i], ds[i]))
-          if (!tensor_of.count(nm)) missing = nm;
+          if (!tensor_of.count(nm.name)) missing = nm.name;
         fail("layer '" + ds[i].name + "' of model '" + mname + "' takes its input from '" +
              missing + "', which is not defined before it (or the graph has a cycle)");
       }

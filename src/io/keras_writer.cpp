@@ -113,9 +113,17 @@ OJson input_layer_config(const Model& m, size_t k, bool keras3) {
   return c;
 }
 
-// Name and shape of the tensor with id `id` (a model input or a layer's output).
+// Name of the node with id `id` (a model input or a layer; m.node_shape(id, k) gives the shape
+// of its output k).
 std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
-const Shape& tensor_shape(const Model& m, int id) { return m.node_shape(id); }
+
+// Whether layer i is called with initial states (inputs after its arity(): Keras's
+// initial_state, which Keras 3 passes as a keyword argument and Keras 2 as further tensors).
+bool has_initial_state(const Model& m, size_t i) {
+  const Layer& l = m.layer(i);
+  return l.optional_inputs() > 0 && l.arity() > 0 &&
+         m.layer_inputs(i).size() > static_cast<size_t>(l.arity());
+}
 
 // A Functional config's input_layers and output_layers: [["name", 0, 0], ...].
 OJson input_refs(const Model& m) {
@@ -155,25 +163,45 @@ OJson keras3_layers(const Model& m, bool functional) {
             {"registered_name", nullptr}};
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
-      if (ins.size() == 1) {
-        e["build_config"] = {{"input_shape", batch_shape(tensor_shape(m, ins[0]))}};
+      if (has_initial_state(m, i)) {
+        // Keras 3 records build()'s arguments by name when there are several.
+        OJson states = OJson::array();
+        for (size_t j = 1; j < ins.size(); ++j)
+          states.push_back(batch_shape(m.node_shape(ins[j], m.input_tensor(i, j))));
+        e["build_config"] = {
+            {"shapes_dict",
+             {{"sequences_shape", batch_shape(m.node_shape(ins[0], m.input_tensor(i, 0)))},
+              {"initial_state_shape", states}}}};
+      } else if (ins.size() == 1) {
+        e["build_config"] = {
+            {"input_shape", batch_shape(m.node_shape(ins[0], m.input_tensor(i, 0)))}};
       } else {
         OJson shapes = OJson::array();
-        for (int id : ins) shapes.push_back(batch_shape(tensor_shape(m, id)));
+        for (size_t j = 0; j < ins.size(); ++j)
+          shapes.push_back(batch_shape(m.node_shape(ins[j], m.input_tensor(i, j))));
         e["build_config"] = {{"input_shape", shapes}};
       }
     }
     if (functional) {
       OJson tensors = OJson::array();
-      for (int id : ins)
+      for (size_t j = 0; j < ins.size(); ++j) {
+        const int id = ins[j], k = m.input_tensor(i, j);
         tensors.push_back({{"class_name", "__keras_tensor__"},
                            {"config",
-                            {{"shape", batch_shape(tensor_shape(m, id))},
+                            {{"shape", batch_shape(m.node_shape(id, k))},
                              {"dtype", "float32"},
-                             {"keras_history", {tensor_name(m, id), 0, 0}}}}});
+                             {"keras_history", {tensor_name(m, id), 0, k}}}}});
+      }
       OJson args = l.arity() == 0 ? OJson::array({tensors}) : tensors;
+      OJson kwargs = OJson::object();
+      if (has_initial_state(m, i)) {
+        OJson states = OJson::array();
+        for (size_t j = 1; j < tensors.size(); ++j) states.push_back(tensors[j]);
+        args = OJson::array({tensors[0]});
+        kwargs["initial_state"] = states;
+      }
       e["name"] = l.name();
-      e["inbound_nodes"] = OJson::array({{{"args", args}, {"kwargs", OJson::object()}}});
+      e["inbound_nodes"] = OJson::array({{{"args", args}, {"kwargs", kwargs}}});
     }
     layers.push_back(e);
   }
@@ -414,7 +442,10 @@ OJson legacy_model_config(const Model& m, bool functional) {
     OJson e{{"class_name", l.class_name()}, {"config", layer_config(m, i, false)}};
     if (functional) {
       OJson refs = OJson::array();
-      for (int id : m.layer_inputs(i)) refs.push_back({tensor_name(m, id), 0, 0, OJson::object()});
+      for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
+        const int id = m.layer_inputs(i)[j];
+        refs.push_back({tensor_name(m, id), 0, m.input_tensor(i, j), OJson::object()});
+      }
       e["name"] = l.name();
       e["inbound_nodes"] = OJson::array({refs});
     }

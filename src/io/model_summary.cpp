@@ -120,7 +120,16 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const uint64_t params = count(m, i);
     std::string inputs;
-    for (int id : m.layer_inputs(i)) inputs += (inputs.empty() ? "" : ", ") + m.node_name(id);
+    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
+      // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on "[" + to_string(k).
+      if (!inputs.empty()) inputs += ", ";
+      inputs += m.node_name(m.layer_inputs(i)[j]);
+      if (const int k = m.input_tensor(i, j); k > 0) {
+        inputs += '[';
+        inputs += std::to_string(k);
+        inputs += ']';
+      }
+    }
     row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape,
         o ? &o->planned(i).out_shape : nullptr, params, o && count(*o, i) != params, inputs);
   }

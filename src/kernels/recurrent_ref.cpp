@@ -41,21 +41,45 @@ struct Trace {
   std::vector<bool> real;
 };
 
+// Row n's initial state (zeros when not given).
+Vec initial(const float* s, int n, int U) {
+  Vec v(U, 0.0);
+  if (s)
+    for (int j = 0; j < U; ++j) v[j] = s[static_cast<size_t>(n) * U + j];
+  return v;
+}
+
+// One sample's dropout masks: in [G,I] and rec [G,U] (null: ones).
+struct Masks {
+  const float* in = nullptr;
+  const float* rec = nullptr;
+  double at_in(int g, int i, int I) const { return in ? in[static_cast<size_t>(g) * I + i] : 1.0; }
+  double at_rec(int g, int k, int U) const {
+    return rec ? rec[static_cast<size_t>(g) * U + k] : 1.0;
+  }
+};
+
+Masks sample_masks(const RnnDropout& dp, const RnnDims& d, int n) {
+  const size_t G = static_cast<size_t>(rnn_gates(d.cell));
+  return {dp.in ? dp.in + n * G * d.in : nullptr, dp.rec ? dp.rec + n * G * d.units : nullptr};
+}
+
 Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* r, const float* b,
-                 const float* mask) {
+                 const float* mask, Vec h, Vec c, const Masks& dm) {
   const int U = d.units, I = d.in, G = rnn_gates(d.cell), GU = G * U;
   Trace tr;
-  Vec h(U, 0.0), c(U, 0.0);
   for (int s = 0; s < d.t; ++s) {
     const int t = d.go_backwards ? d.t - 1 - s : s;
     const float* xt = x + static_cast<size_t>(t) * I;
     Vec zx(GU, 0.0), zr(GU, 0.0);  // input and recurrent projections (with their biases)
     for (int j = 0; j < GU; ++j) {
       double a = b ? b[j] : 0.0;
-      for (int i = 0; i < I; ++i) a += double(xt[i]) * w[static_cast<size_t>(i) * GU + j];
+      for (int i = 0; i < I; ++i)
+        a += double(xt[i]) * dm.at_in(j / U, i, I) * w[static_cast<size_t>(i) * GU + j];
       zx[j] = a;
       double q = (b && d.cell == RnnCell::kGru && d.reset_after) ? b[GU + j] : 0.0;
-      for (int k = 0; k < U; ++k) q += h[k] * r[static_cast<size_t>(k) * GU + j];
+      for (int k = 0; k < U; ++k)
+        q += h[k] * dm.at_rec(j / U, k, U) * r[static_cast<size_t>(k) * GU + j];
       zr[j] = q;
     }
     Vec gates(GU), hn(U), cn(U, 0.0), rh(U, 0.0);
@@ -82,7 +106,8 @@ Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* 
           rh[j] = zr[2 * U + j];
         } else {
           double q = 0.0;
-          for (int k = 0; k < U; ++k) q += rr[k] * h[k] * r[static_cast<size_t>(k) * GU + 2 * U + j];
+          for (int k = 0; k < U; ++k)
+            q += rr[k] * h[k] * dm.at_rec(2, k, U) * r[static_cast<size_t>(k) * GU + 2 * U + j];
           rh[j] = q;
         }
         const double hh = act_ref(d.act, zx[2 * U + j] + (d.reset_after ? rr[j] * rh[j] : rh[j]));
@@ -107,11 +132,18 @@ Trace run_sample(const RnnDims& d, const float* x, const float* w, const float* 
 }  // namespace
 
 void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
-                     const float* b, const float* mask, float* y) {
+                     const float* b, const float* mask, float* y, const RnnStates& st,
+                     const RnnDropout& dp) {
   const int U = d.units;
   for (int n = 0; n < d.n; ++n) {
     const float* m = mask ? mask + static_cast<size_t>(n) * d.t : nullptr;
-    const Trace tr = run_sample(d, x + static_cast<size_t>(n) * d.t * d.in, w, r, b, m);
+    const Trace tr = run_sample(d, x + static_cast<size_t>(n) * d.t * d.in, w, r, b, m,
+                                initial(st.h0, n, U), initial(st.c0, n, U), sample_masks(dp, d, n));
+    for (int j = 0; j < U; ++j) {
+      if (st.h_out) st.h_out[static_cast<size_t>(n) * U + j] = float(tr.h.back()[j]);
+      if (st.c_out && d.cell == RnnCell::kLstm)
+        st.c_out[static_cast<size_t>(n) * U + j] = float(tr.c.back()[j]);
+    }
     if (!d.return_sequences) {
       for (int j = 0; j < U; ++j) y[static_cast<size_t>(n) * U + j] = float(tr.h.back()[j]);
       continue;
@@ -125,7 +157,7 @@ void rnn_forward_ref(const RnnDims& d, const float* x, const float* w, const flo
 
 void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const float* r,
                       const float* b, const float* mask, const float* dy, float* dx, float* dw,
-                      float* dr, float* db) {
+                      float* dr, float* db, const RnnStates& st, const RnnDropout& dp) {
   const int U = d.units, I = d.in, G = rnn_gates(d.cell), GU = G * U, T = d.t;
   const bool two_bias = d.cell == RnnCell::kGru && d.reset_after;
   Vec gw(static_cast<size_t>(I) * GU, 0.0), gr(static_cast<size_t>(U) * GU, 0.0),
@@ -133,8 +165,11 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
   for (int n = 0; n < d.n; ++n) {
     const float* m = mask ? mask + static_cast<size_t>(n) * T : nullptr;
     const float* xn = x + static_cast<size_t>(n) * T * I;
-    const Trace tr = run_sample(d, xn, w, r, b, m);
-    Vec dh(U, 0.0), dc(U, 0.0), dxn(static_cast<size_t>(T) * I, 0.0);
+    const Vec h0 = initial(st.h0, n, U), c0 = initial(st.c0, n, U);
+    const Masks dm = sample_masks(dp, d, n);
+    const Trace tr = run_sample(d, xn, w, r, b, m, h0, c0, dm);
+    Vec dh = initial(st.dh_out, n, U), dc = initial(st.dc_out, n, U);
+    Vec dxn(static_cast<size_t>(T) * I, 0.0);
     for (int s = T - 1; s >= 0; --s) {
       const int t = d.go_backwards ? T - 1 - s : s;
       if (d.return_sequences) {
@@ -144,9 +179,8 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
         for (int j = 0; j < U; ++j) dh[j] += dy[static_cast<size_t>(n) * U + j];
       }
       if (!tr.real[s]) continue;  // the state passed through unchanged: so does its gradient
-      const Vec zero(U, 0.0);
-      const Vec& hp = s > 0 ? tr.h[s - 1] : zero;
-      const Vec& cp = s > 0 ? tr.c[s - 1] : zero;
+      const Vec& hp = s > 0 ? tr.h[s - 1] : h0;
+      const Vec& cp = s > 0 ? tr.c[s - 1] : c0;
       const Vec& gt = tr.gates[s];
       Vec dzx(GU, 0.0), dzr(GU, 0.0), dhp(U, 0.0);
       if (d.cell == RnnCell::kSimple) {
@@ -182,10 +216,11 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
             double drh = 0.0;
             for (int j = 0; j < U; ++j) {
               drh += dzx[2 * U + j] * r[static_cast<size_t>(k) * GU + 2 * U + j];
-              gr[static_cast<size_t>(k) * GU + 2 * U + j] += gt[U + k] * hp[k] * dzx[2 * U + j];
+              gr[static_cast<size_t>(k) * GU + 2 * U + j] +=
+                  gt[U + k] * hp[k] * dm.at_rec(2, k, U) * dzx[2 * U + j];
             }
-            dr_gate[k] = drh * hp[k];
-            dhp[k] += drh * gt[U + k];
+            dr_gate[k] = drh * hp[k] * dm.at_rec(2, k, U);
+            dhp[k] += drh * gt[U + k] * dm.at_rec(2, k, U);
           }
         }
         for (int j = 0; j < U; ++j) {
@@ -197,8 +232,8 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
       const int rec_cols = (d.cell == RnnCell::kGru && !d.reset_after) ? 2 * U : GU;
       for (int k = 0; k < U; ++k)
         for (int j = 0; j < rec_cols; ++j) {
-          gr[static_cast<size_t>(k) * GU + j] += hp[k] * dzr[j];
-          dhp[k] += dzr[j] * r[static_cast<size_t>(k) * GU + j];
+          gr[static_cast<size_t>(k) * GU + j] += hp[k] * dm.at_rec(j / U, k, U) * dzr[j];
+          dhp[k] += dzr[j] * r[static_cast<size_t>(k) * GU + j] * dm.at_rec(j / U, k, U);
         }
       for (int j = 0; j < GU; ++j) {
         gb[j] += dzx[j];
@@ -207,14 +242,21 @@ void rnn_backward_ref(const RnnDims& d, const float* x, const float* w, const fl
       const float* xt = xn + static_cast<size_t>(t) * I;
       for (int i = 0; i < I; ++i)
         for (int j = 0; j < GU; ++j) {
-          gw[static_cast<size_t>(i) * GU + j] += double(xt[i]) * dzx[j];
-          dxn[static_cast<size_t>(t) * I + i] += dzx[j] * w[static_cast<size_t>(i) * GU + j];
+          gw[static_cast<size_t>(i) * GU + j] += double(xt[i]) * dm.at_in(j / U, i, I) * dzx[j];
+          dxn[static_cast<size_t>(t) * I + i] +=
+              dzx[j] * w[static_cast<size_t>(i) * GU + j] * dm.at_in(j / U, i, I);
         }
       dh = dhp;
     }
     if (dx)
       for (size_t k = 0; k < dxn.size(); ++k)
         dx[static_cast<size_t>(n) * T * I + k] += float(dxn[k]);
+    // dh and dc are now the gradients of the state before the first step.
+    for (int j = 0; j < U; ++j) {
+      if (st.dh0) st.dh0[static_cast<size_t>(n) * U + j] += float(dh[j]);
+      if (st.dc0 && d.cell == RnnCell::kLstm)
+        st.dc0[static_cast<size_t>(n) * U + j] += float(dc[j]);
+    }
   }
   for (size_t k = 0; k < gw.size(); ++k) dw[k] += float(gw[k]);
   for (size_t k = 0; k < gr.size(); ++k) dr[k] += float(gr[k]);

@@ -60,6 +60,7 @@ struct LayerArgs {
   Shape out_shape;                        // per-sample shape of the output
   const float* const* x = nullptr;        // inputs, each [n, in_shapes[i]]
   float* y = nullptr;                     // output [n, out_shape]
+  float* const* extra_y = nullptr;        // outputs 1.. (extra_output_shapes), each [n, shape]
   float* const* params = nullptr;         // per param_specs() entry (forward may update
                                           // non-trainable ones in training, e.g. moving_mean)
   float* cache = nullptr;                 // cache_floats(n) floats, kept from forward to backward
@@ -69,6 +70,7 @@ struct LayerArgs {
   float* mask_out = nullptr;              // kProduce only: [n, in_shapes[0][0]], written by forward
   // Backward only.
   const float* dy = nullptr;              // [n, out_shape]
+  const float* const* extra_dy = nullptr;  // per extra output, shaped as it (zeros when unused)
   float* const* dx = nullptr;             // per input, += ; an entry may be null (not needed)
   float* const* dparams = nullptr;        // per trainable param, in param_specs() order, +=
 };
@@ -85,8 +87,17 @@ class Layer {
   virtual const char* class_name() const = 0;
   // Number of inputs: 1 for most layers; 0 means two or more (Add, Concatenate).
   virtual int arity() const { return 1; }
+  // Inputs a layer may take after its arity() ones, all or none (a recurrent layer's initial
+  // states, Keras's initial_state); the layer tells from in.size() / LayerArgs::n_inputs.
+  virtual int optional_inputs() const { return 0; }
 
   virtual Shape output_shape(const std::vector<Shape>& in) const = 0;
+  // Shapes of the outputs after the first (a recurrent layer's states with return_state); a
+  // layer with extra outputs writes them through LayerArgs::extra_y and reads their gradients
+  // from extra_dy. Empty for single-output layers.
+  virtual std::vector<Shape> extra_output_shapes(const std::vector<Shape>& /*in*/) const {
+    return {};
+  }
   virtual std::vector<ParamSpec> param_specs(const std::vector<Shape>& /*in*/) const { return {}; }
   virtual size_t cache_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }
   virtual size_t scratch_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }

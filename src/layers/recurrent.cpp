@@ -3,7 +3,9 @@
 // with go_backwards, as Keras returns it) or the last state [U]. Weights in Keras's layout and
 // gate order: kernel [I,GU], recurrent_kernel [U,GU], bias [GU] (GRU with reset_after [2,GU]).
 // The math is in kernels/recurrent.h; the cache keeps the states and gates of every step for
-// backward through time.
+// backward through time. With return_state the final states are extra outputs (LSTM: output, h,
+// c; the others: output, h), and initial states (Keras's initial_state: LSTM h and c, the others
+// h, each [U]) may follow the sequence as further inputs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -74,8 +76,7 @@ class Recurrent final : public Layer {
     unroll_ = c.get_bool("unroll", false);  // an execution strategy in Keras: no effect here
     if (c.get_bool("stateful", false))
       c.fail("stateful", "false (nnfleet does not keep a layer's state from one batch to the next)");
-    if (c.get_bool("return_state", false))
-      c.fail("return_state", "false (the states would be extra outputs of a single-output model)");
+    return_state_ = c.get_bool("return_state", false);
     d_.zero_masked_output = c.get_bool("zero_output_for_mask", false);
     if (cell == RnnCell::kLstm) unit_forget_bias_ = c.get_bool("unit_forget_bias", true);
     // Keras 3 made reset_after true by default; Keras 2.0 files predate the key (false then).
@@ -91,8 +92,13 @@ class Recurrent final : public Layer {
     rdropout_ = c.get_float("recurrent_dropout", 0.0);
     if (dropout_ < 0.0 || dropout_ >= 1.0) c.fail("dropout", "a number in [0, 1)");
     if (rdropout_ < 0.0 || rdropout_ >= 1.0) c.fail("recurrent_dropout", "a number in [0, 1)");
-    // Keras 2's implementation mode (1 or 2) and time_major=false change nothing numerically.
-    c.ignore("implementation");
+    // Keras's implementation mode changes only the dropout masks: 1 (and Keras 2.0's 0) draws
+    // one per gate, 2 one for all gates. Keras 2 files name it; Keras 3 (>= 3.8) runs 1 whenever
+    // recurrent_dropout is set and 2 otherwise, and does not write it.
+    const int64_t impl = c.get_int("implementation", rdropout_ > 0.0 ? 1 : 2, 0);
+    gate_masks_ = cell != RnnCell::kSimple && impl != 2;
+    d_.in_dropout = cell_masks() && dropout_ > 0.0;
+    d_.rec_dropout = rdropout_ > 0.0;
     if (c.get_bool("time_major", false))
       c.fail("time_major", "false (inputs are [batch,time,features])");
     if (c.mode() == ConfigMode::kKeras) c.ignore("use_cudnn");
@@ -101,6 +107,10 @@ class Recurrent final : public Layer {
   bool use_bias() const { return use_bias_; }
   int64_t units() const { return units_; }
   bool return_sequences() const { return d_.return_sequences; }
+  bool return_state() const { return return_state_; }
+  // The states a cell carries: h (and c for LSTM).
+  int num_states() const { return d_.cell == RnnCell::kLstm ? 2 : 1; }
+  int optional_inputs() const override { return num_states(); }
   void set_zero_masked_output(bool z) { d_.zero_masked_output = z; }
   // This layer's kernel dimensions for a per-sample input [T,I] and n rows.
   RnnDims dims(const Shape& in, int n) const {
@@ -115,7 +125,16 @@ class Recurrent final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override {
     require_rank(in[0], 2, "recurrent layers take sequences [batch,time,features]");
     if (in[0][0] < 1) throw ModelError("needs at least one time step, got " + keras_shape(in[0]));
+    for (size_t k = 1; k < in.size(); ++k)
+      if (in[k] != Shape{units_})
+        throw ModelError("takes initial state " + std::to_string(k) + " of shape " +
+                         keras_shape(in[k]) + "; expected " + keras_shape(Shape{units_}) +
+                         " (one value per unit)");
     return d_.return_sequences ? Shape{in[0][0], units_} : Shape{units_};
+  }
+  std::vector<Shape> extra_output_shapes(const std::vector<Shape>&) const override {
+    if (!return_state_) return {};
+    return std::vector<Shape>(static_cast<size_t>(num_states()), Shape{units_});
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
     const int64_t gu = rnn_gates(d_.cell) * units_;
@@ -137,12 +156,18 @@ class Recurrent final : public Layer {
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     return rnn_scratch_floats(dims(in, n)) + dropout_floats(in[0], n, false);
   }
-  // Keras's input dropout (DropoutRNNCell): one mask per sample and sequence, 0 or 1/(1-rate)
-  // for each input feature, drawn when the sequence starts and applied at every step. Inference
-  // ignores it.
+  // Keras's dropout (DropoutRNNCell): masks per sample and sequence, 0 or 1/(1-rate) for each
+  // input feature (dropout) and each unit of the previous state (recurrent_dropout), drawn when
+  // the sequence starts and applied at every step; per gate with implementation 1 (see
+  // cell_masks). Inference ignores them.
   void forward(const LayerArgs& a) const override {
     const RnnDims d = dims(a.in_shapes[0], a.n);
     const float* x = a.x[0];
+    if (a.training && cell_masks()) {
+      rnn_forward(d, x, a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask,
+                  a.cache, a.scratch, a.y, states(a), draw_cell_masks(*a.rng, d, a.cache));
+      return;
+    }
     if (a.training && dropout_ > 0.0) {
       float* mask = a.cache + rnn_cache_floats(d);
       float* xd = mask + static_cast<size_t>(d.n) * d.in;
@@ -156,13 +181,20 @@ class Recurrent final : public Layer {
       x = xd;
     }
     rnn_forward(d, x, a.params[0], a.params[1], use_bias_ ? a.params[2] : nullptr, a.mask, a.cache,
-                a.scratch, a.y);
+                a.scratch, a.y, states(a));
   }
   void backward(const LayerArgs& a) const override {
     const RnnDims d = dims(a.in_shapes[0], a.n);
+    const RnnStates st = states(a);
+    if (a.training && cell_masks()) {
+      rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
+                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr, st,
+                   cell_mask_views(d, a.cache));
+      return;
+    }
     if (!a.training || dropout_ == 0.0) {
       rnn_backward(d, a.x[0], a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, a.dx[0],
-                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+                   a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr, st);
       return;
     }
     const float* mask = a.cache + rnn_cache_floats(d);
@@ -171,21 +203,17 @@ class Recurrent final : public Layer {
     float* dxd = a.dx[0] ? a.scratch + rnn_scratch_floats(d) : nullptr;
     if (dxd) std::fill_n(dxd, nti, 0.0f);
     rnn_backward(d, xd, a.params[0], a.params[1], a.mask, a.cache, a.dy, a.scratch, dxd,
-                 a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr);
+                 a.dparams[0], a.dparams[1], use_bias_ ? a.dparams[2] : nullptr, st);
     if (!dxd) return;
     for (size_t o = 0; o < nti; ++o)
       a.dx[0][o] += dxd[o] * mask[(o / (static_cast<size_t>(d.t) * d.in)) * d.in + o % d.in];
   }
   double dropout() const { return dropout_; }
+  double recurrent_dropout() const { return rdropout_; }
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return d_.return_sequences; }
   // Regularizers are refused by Model::training_refusal, which reads every layer's config.
-  std::string training_refusal() const override {
-    if (rdropout_ > 0.0)
-      return "recurrent_dropout inside recurrent layers is not applied in training yet; "
-             "expected 0, or a Dropout layer after the recurrent layer";
-    return {};
-  }
+  std::string training_refusal() const override { return {}; }
   KerasVarPath keras_var_path(size_t param) const override {
     return {"cell", static_cast<int>(param)};
   }
@@ -199,7 +227,7 @@ class Recurrent final : public Layer {
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["return_sequences"] = d_.return_sequences;
-    j["return_state"] = false;
+    j["return_state"] = return_state_;
     j["go_backwards"] = d_.go_backwards;
     j["stateful"] = false;
     j["unroll"] = unroll_;
@@ -232,17 +260,81 @@ class Recurrent final : public Layer {
 
  private:
   RnnDims dims(const std::vector<Shape>& in, int n) const { return dims(in[0], n); }
+  // The initial states among the inputs, the final ones among the outputs, and their gradients.
+  RnnStates states(const LayerArgs& a) const {
+    RnnStates st;
+    const bool lstm = d_.cell == RnnCell::kLstm;
+    if (a.n_inputs > 1) {
+      st.h0 = a.x[1];
+      if (lstm) st.c0 = a.x[2];
+      if (a.dx) {
+        st.dh0 = a.dx[1];
+        if (lstm) st.dc0 = a.dx[2];
+      }
+    }
+    if (return_state_) {
+      st.h_out = a.extra_y[0];
+      if (lstm) st.c_out = a.extra_y[1];
+      if (a.extra_dy) {
+        st.dh_out = a.extra_dy[0];
+        if (lstm) st.dc_out = a.extra_dy[1];
+      }
+    }
+    return st;
+  }
+  // The kernel applies the masks (recurrent_dropout, or input masks per gate); otherwise an
+  // input dropout mask shared by the gates is applied to a copy of the input here.
+  bool cell_masks() const { return rdropout_ > 0.0 || (gate_masks_ && dropout_ > 0.0); }
+  // The cache after the kernel's: with cell_masks() the masks [N,G,I] (dropout) and [N,G,U]
+  // (recurrent_dropout); otherwise the input mask [N,I] and the masked input [N,T,I] (and the
+  // scratch its gradient [N,T,I]).
   size_t dropout_floats(const Shape& in, int n, bool cache) const {
+    const size_t g = static_cast<size_t>(rnn_gates(d_.cell)), nn = static_cast<size_t>(n);
+    if (cell_masks()) {
+      if (!cache) return 0;
+      return (dropout_ > 0.0 ? nn * g * static_cast<size_t>(in[1]) : 0) +
+             (rdropout_ > 0.0 ? nn * g * static_cast<size_t>(units_) : 0);
+    }
     if (dropout_ == 0.0) return 0;
     const size_t ni = static_cast<size_t>(n) * static_cast<size_t>(in[1]);
     return (cache ? ni : 0) + ni * static_cast<size_t>(in[0]);
   }
+  RnnDropout cell_mask_views(const RnnDims& d, float* cache) const {
+    const size_t g = static_cast<size_t>(rnn_gates(d.cell));
+    float* p = cache + rnn_cache_floats(d);
+    RnnDropout dp;
+    if (dropout_ > 0.0) {
+      dp.in = p;
+      p += static_cast<size_t>(d.n) * g * d.in;
+    }
+    if (rdropout_ > 0.0) dp.rec = p;
+    return dp;
+  }
+  // Fills the masks of cell_mask_views: per sample, one block per gate, or with one mask for all
+  // gates (implementation 2) one block drawn and copied to the others.
+  RnnDropout draw_cell_masks(Rng& rng, const RnnDims& d, float* cache) const {
+    const RnnDropout dp = cell_mask_views(d, cache);
+    const size_t g = static_cast<size_t>(rnn_gates(d.cell));
+    auto fill = [&](const float* m, size_t width, double rate) {
+      float* mm = const_cast<float*>(m);
+      for (int n = 0; n < d.n; ++n) {
+        float* s = mm + static_cast<size_t>(n) * g * width;
+        draw_mask(rng, rate, gate_masks_ ? g * width : width, s);
+        if (!gate_masks_)
+          for (size_t k = 1; k < g; ++k) std::copy_n(s, width, s + k * width);
+      }
+    };
+    if (dp.in) fill(dp.in, static_cast<size_t>(d.in), dropout_);
+    if (dp.rec) fill(dp.rec, static_cast<size_t>(d.units), rdropout_);
+    return dp;
+  }
+  void draw_input_mask(Rng& rng, size_t m, float* mask) const { draw_mask(rng, dropout_, m, mask); }
   // mask[m] = 0 or 1/(1 - rate), kept with probability 1 - rate, drawn as the Dropout layer does
   // (two 24-bit uniforms per 64-bit draw of the stream).
-  void draw_input_mask(Rng& rng, size_t m, float* mask) const {
-    const float scale = static_cast<float>(1.0 / (1.0 - dropout_));
+  static void draw_mask(Rng& rng, double rate, size_t m, float* mask) {
+    const float scale = static_cast<float>(1.0 / (1.0 - rate));
     const auto threshold = static_cast<uint32_t>(
-        std::ceil(static_cast<double>(static_cast<float>(dropout_)) * 16777216.0));
+        std::ceil(static_cast<double>(static_cast<float>(rate)) * 16777216.0));
     for (size_t j = 0; j < m; j += 2) {
       const uint64_t r = rng.next();
       mask[j] = static_cast<uint32_t>(r >> 40) >= threshold ? scale : 0.0f;
@@ -254,7 +346,8 @@ class Recurrent final : public Layer {
   const char* cls_;
   RnnDims d_;
   int64_t units_ = 0;
-  bool use_bias_ = true, unroll_ = false, unit_forget_bias_ = false;
+  bool use_bias_ = true, unroll_ = false, unit_forget_bias_ = false, return_state_ = false;
+  bool gate_masks_ = false;  // one dropout mask per gate (Keras's implementation 1)
   Initializer kinit_, rinit_, binit_;
   Json kreg_, rreg_, breg_;
   double dropout_ = 0.0, rdropout_ = 0.0;
@@ -313,6 +406,10 @@ class Bidirectional final : public Layer {
     // tf.keras >= 2.2.4-tf and Keras 3 make both halves output zeros at masked steps.
     fwd_->set_zero_masked_output(fwd_->return_sequences());
     bwd_->set_zero_masked_output(bwd_->return_sequences());
+    if (fwd_->return_state() || bwd_->return_state())
+      c.fail("layer",
+             "a wrapped layer with return_state false (nnfleet's Bidirectional has one "
+             "output)");
     if (fwd_->return_sequences() != bwd_->return_sequences())
       c.fail("backward_layer", "the same return_sequences as 'layer'");
     if (merge_ != MergeMode::kConcat && fwd_->units() != bwd_->units())
@@ -357,9 +454,10 @@ class Bidirectional final : public Layer {
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return fwd_->return_sequences(); }
   std::string training_refusal() const override {
-    if (fwd_->dropout() > 0.0 || bwd_->dropout() > 0.0)
-      return "dropout inside a Bidirectional layer is not applied in training yet; expected 0, or "
-             "a Dropout layer after it";
+    if (fwd_->dropout() > 0.0 || bwd_->dropout() > 0.0 || fwd_->recurrent_dropout() > 0.0 ||
+        bwd_->recurrent_dropout() > 0.0)
+      return "dropout and recurrent_dropout inside a Bidirectional layer are not applied in "
+             "training yet; expected 0, or a Dropout layer after it";
     const std::string f = fwd_->training_refusal();
     return f.empty() ? bwd_->training_refusal() : f;
   }
@@ -512,27 +610,71 @@ std::unique_ptr<Layer> make_gru(LayerConfig& c, const std::string& name) {
 }
 
 std::vector<LayerExample> simple_rnn_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
-          {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{3, 3}}},
+      {{{"units", 3}, {"activation", "relu"}, {"use_bias", false}}, {Shape{1, 2}}},
+      {{{"units", 3}, {"dropout", 0.4}, {"return_sequences", true}}, {Shape{3, 3}}, true},
+      // return_state and initial_state.
+      {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+      {{{"units", 2}, {"return_state", true}, {"return_sequences", true}}, {Shape{4, 2}}},
+      // recurrent_dropout (the gradient check draws the same masks on every pass).
+      {{{"units", 3}, {"recurrent_dropout", 0.4}, {"return_sequences", true}}, {Shape{4, 2}}, true},
+      {{{"units", 3}, {"recurrent_dropout", 0.3}, {"dropout", 0.3}},
+       {Shape{3, 2}, Shape{3}},
+       true}};
 }
 std::vector<LayerExample> lstm_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{5, 3}}},
-          {{{"units", 3}, {"activation", "relu"}, {"recurrent_activation", "hard_sigmoid"},
-            {"use_bias", false}},
-           {Shape{3, 2}}},
-          {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
-          {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}, {"go_backwards", true}}, {Shape{5, 3}}},
+      {{{"units", 3},
+        {"activation", "relu"},
+        {"recurrent_activation", "hard_sigmoid"},
+        {"use_bias", false}},
+       {Shape{3, 2}}},
+      {{{"units", 2}, {"return_sequences", true}}, {Shape{1, 1}}},
+      {{{"units", 2}, {"dropout", 0.5}}, {Shape{4, 3}}, true},
+      // return_state and initial_state (the seq2seq encoder and decoder).
+      {{{"units", 3}, {"return_state", true}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"return_sequences", true}}, {Shape{3, 2}, Shape{2}, Shape{2}}},
+      {{{"units", 2},
+        {"return_state", true},
+        {"go_backwards", true},
+        {"recurrent_activation", "hard_sigmoid"}},
+       {Shape{3, 3}, Shape{2}, Shape{2}}},
+      {{{"units", 2}, {"return_state", true}, {"dropout", 0.5}},
+       {Shape{3, 2}, Shape{2}, Shape{2}},
+       true},
+      // recurrent_dropout: per-gate masks (Keras 3's implementation 1), and one mask for all
+      // gates (a Keras 2 file's implementation 2).
+      {{{"units", 2}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}, {"return_sequences", true}},
+       {Shape{4, 3}},
+       true},
+      {{{"units", 2}, {"recurrent_dropout", 0.4}, {"implementation", 2}, {"return_state", true}},
+       {Shape{3, 2}, Shape{2}, Shape{2}},
+       true}};
 }
 std::vector<LayerExample> gru_examples() {
-  return {{{{"units", 3}}, {Shape{4, 2}}},
-          {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
-          {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
-          {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
-          {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
-          {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true}};
+  return {
+      {{{"units", 3}}, {Shape{4, 2}}},
+      {{{"units", 3}, {"reset_after", false}, {"return_sequences", true}}, {Shape{4, 2}}},
+      {{{"units", 2}, {"reset_after", false}, {"go_backwards", true}}, {Shape{3, 3}}},
+      {{{"units", 2}, {"use_bias", false}, {"return_sequences", true}}, {Shape{1, 2}}},
+      {{{"units", 2}, {"dropout", 0.3}, {"reset_after", false}}, {Shape{3, 4}}, true},
+      {{{"units", 2}, {"dropout", 0.3}, {"go_backwards", true}}, {Shape{3, 4}}, true},
+      // return_state and initial_state, both reset_after forms.
+      {{{"units", 3}, {"return_state", true}}, {Shape{3, 2}, Shape{3}}},
+      {{{"units", 2}, {"return_state", true}, {"reset_after", false}, {"return_sequences", true}},
+       {Shape{4, 2}, Shape{2}}},
+      // recurrent_dropout, both reset_after forms.
+      {{{"units", 3}, {"recurrent_dropout", 0.4}, {"dropout", 0.3}}, {Shape{4, 2}}, true},
+      {{{"units", 2},
+        {"recurrent_dropout", 0.5},
+        {"reset_after", false},
+        {"return_sequences", true}},
+       {Shape{3, 3}, Shape{2}},
+       true}};
 }
 
 }  // namespace nnfleet

@@ -109,19 +109,36 @@ void Model::plan_nodes(const std::string& where) {
       throw ModelError(at + "repeats a layer name; expected unique layer names");
     const auto& ins = nodes_[i].inputs;
     const size_t want = l.arity() == 0 ? 2 : static_cast<size_t>(l.arity());
-    if (l.arity() == 0 ? ins.size() < want : ins.size() != want)
-      throw ModelError(at + "takes " + (l.arity() == 0 ? "at least 2 inputs" :
-                       std::to_string(want) + " input" + (want > 1 ? "s" : "")) + ", got " +
-                       std::to_string(ins.size()));
+    const size_t more = want + static_cast<size_t>(l.optional_inputs());
+    if (l.arity() == 0 ? ins.size() < want : (ins.size() != want && ins.size() != more))
+      throw ModelError(at + "takes " +
+                       (l.arity() == 0 ? "at least 2 inputs"
+                                       : std::to_string(want) + " input" + (want > 1 ? "s" : "")) +
+                       (more > want && l.arity() != 0
+                            ? " (or " + std::to_string(more) + " with its initial states)"
+                            : "") +
+                       ", got " + std::to_string(ins.size()));
+    if (!nodes_[i].tensors.empty() && nodes_[i].tensors.size() != ins.size())
+      throw ModelError(at + "gives " + std::to_string(nodes_[i].tensors.size()) +
+                       " tensor indices for " + std::to_string(ins.size()) +
+                       " inputs; expected one per input");
     PlannedNode p;
-    for (int id : ins) {
+    for (size_t j = 0; j < ins.size(); ++j) {
+      const int id = ins[j], k = input_tensor(i, j);
       if (id < 0 || id >= node_id(i))
         throw ModelError(at + "uses node " + std::to_string(id) +
                          " which is not defined before it; expected layers in topological order");
-      p.in_shapes.push_back(node_shape(id));
+      const size_t outs = is_input(id) ? 1 : 1 + planned_[layer_of(id)].extra_out_shapes.size();
+      if (k < 0 || static_cast<size_t>(k) >= outs)
+        throw ModelError(at + "uses output " + std::to_string(k) + " of '" + node_name(id) +
+                         "', which has " + std::to_string(outs) + " output" +
+                         (outs > 1 ? "s" : "") + "; expected an index below " +
+                         std::to_string(outs));
+      p.in_shapes.push_back(node_shape(id, k));
     }
     try {
       p.out_shape = l.output_shape(p.in_shapes);
+      p.extra_out_shapes = l.extra_output_shapes(p.in_shapes);
       p.params = l.param_specs(p.in_shapes);
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
@@ -207,7 +224,7 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     ModelNode n{make_layer(l.class_name(), l.keras_config(), ConfigMode::kKeras, l.name()),
-                nodes_[i].inputs, nodes_[i].training};
+                nodes_[i].inputs, nodes_[i].training, nodes_[i].tensors};
     n.training.frozen = frozen[i];
     n.training.keras.erase("trainable");
     nodes.push_back(std::move(n));
@@ -244,7 +261,9 @@ void remap_params(const Model& from, const float* src, const Model& to, float* d
 bool Model::is_sequential() const {
   if (inputs_.size() != 1 || outputs_.size() != 1) return false;
   for (size_t i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i)) return false;
+    if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i) ||
+        input_tensor(i, 0) != 0)
+      return false;
   return true;
 }
 

@@ -16,15 +16,19 @@ namespace nnfleet {
 
 // One layer application. inputs are node ids: ids 0 .. K-1 are the model's K inputs (in Keras's
 // input_layers order) and id K + i is the output of layer i, so with one input layer i is id i + 1.
+// tensors (empty: all 0) says which output of its node each input is: 0 the layer's output,
+// k >= 1 its k-th extra output (Layer::extra_output_shapes; Keras's tensor index).
 struct ModelNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;
   LayerTraining training = {};  // regularizers, constraints, trainable: false
+  std::vector<int> tensors = {};
 };
 
 struct PlannedNode {
   std::vector<Shape> in_shapes;
   Shape out_shape;
+  std::vector<Shape> extra_out_shapes;  // outputs 1.. of a multi-output layer
   // The layer's param_specs(), except that every weight of a frozen layer is non-trainable (as
   // in Keras's weight lists): the model's trainable parameters are what training updates.
   std::vector<ParamSpec> params;
@@ -74,6 +78,10 @@ class Model {
   size_t num_layers() const { return nodes_.size(); }
   const Layer& layer(size_t i) const { return *nodes_[i].layer; }
   const std::vector<int>& layer_inputs(size_t i) const { return nodes_[i].inputs; }
+  // Which output of its node input j of layer i is (0 unless the node has several).
+  int input_tensor(size_t i, size_t j) const {
+    return nodes_[i].tensors.empty() ? 0 : nodes_[i].tensors[j];
+  }
   const PlannedNode& planned(size_t i) const { return planned_[i]; }
   // Node ids: whether an id is a model input, the layer index of a layer's id, and back.
   bool is_input(int id) const { return id < static_cast<int>(inputs_.size()); }
@@ -83,8 +91,10 @@ class Model {
   const std::string& node_name(int id) const {
     return is_input(id) ? inputs_[static_cast<size_t>(id)].name : layer(layer_of(id)).name();
   }
-  const Shape& node_shape(int id) const {
-    return is_input(id) ? inputs_[static_cast<size_t>(id)].shape : planned_[layer_of(id)].out_shape;
+  const Shape& node_shape(int id, int tensor = 0) const {
+    if (is_input(id)) return inputs_[static_cast<size_t>(id)].shape;
+    const PlannedNode& p = planned_[layer_of(id)];
+    return tensor == 0 ? p.out_shape : p.extra_out_shapes[static_cast<size_t>(tensor - 1)];
   }
   bool is_sequential() const;
 

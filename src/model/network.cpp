@@ -79,9 +79,13 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
       pc.sink_off = arena_.reserve(sink_floats());
-      for (size_t i = 0; i < L; ++i)
+      for (size_t i = 0; i < L; ++i) {
         pc.nodes[i].dy_off =
             arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
+        for (const Shape& s : m.planned(i).extra_out_shapes)
+          pc.nodes[i].extra_dy_off.push_back(
+              arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
+      }
       pc.zero_end = arena_.size_floats();
     }
     grads_off_ = pieces_[0].grads_off;
@@ -96,6 +100,9 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     for (size_t i = 0; i < L; ++i) {
       const PlannedNode& p = m.planned(i);
       pc.nodes[i].y_off = arena_.reserve(static_cast<size_t>(pc.capacity) * p.out_shape.size());
+      for (const Shape& s : p.extra_out_shapes)
+        pc.nodes[i].extra_y_off.push_back(
+            arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
       pc.nodes[i].cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
       scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
     }
@@ -139,7 +146,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     }
     for (Piece& pc : pieces_) {
       NodeBuffers& nb = pc.nodes[i];
-      for (int id : m.layer_inputs(i)) {
+      for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
+        const int id = m.layer_inputs(i)[j];
         if (m.is_input(id)) {
           const size_t k = static_cast<size_t>(id);
           nb.x.push_back(arena_.at(input_offs_[k]) +
@@ -148,10 +156,11 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
           continue;
         }
         const size_t src = m.layer_of(id);
-        nb.x.push_back(arena_.at(pc.nodes[src].y_off));
-        nb.dx.push_back(train_ && needs_backward_[src] ? arena_.at(pc.nodes[src].dy_off)
-                                                       : nullptr);
+        nb.x.push_back(tensor_y(pc, i, j));
+        nb.dx.push_back(train_ && needs_backward_[src] ? tensor_dy(pc, i, j) : nullptr);
       }
+      for (size_t off : nb.extra_y_off) nb.extra_y.push_back(arena_.at(off));
+      for (size_t off : nb.extra_dy_off) nb.extra_dy.push_back(arena_.at(off));
     }
   }
   out_ptrs_.clear();
@@ -165,11 +174,32 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
 // Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers
 // that propagate pass their input's on, consumers read it and pass it on when their output keeps
 // the time axis, and every other layer (and every multi-input layer) drops it.
+float* Network::tensor_y(Piece& pc, size_t i, size_t j) {
+  const size_t src = model_->layer_of(model_->layer_inputs(i)[j]);
+  const int k = model_->input_tensor(i, j);
+  const NodeBuffers& s = pc.nodes[src];
+  return arena_.at(k == 0 ? s.y_off : s.extra_y_off[static_cast<size_t>(k - 1)]);
+}
+
+float* Network::tensor_dy(Piece& pc, size_t i, size_t j) {
+  const size_t src = model_->layer_of(model_->layer_inputs(i)[j]);
+  const int k = model_->input_tensor(i, j);
+  const NodeBuffers& s = pc.nodes[src];
+  return arena_.at(k == 0 ? s.dy_off : s.extra_dy_off[static_cast<size_t>(k - 1)]);
+}
+
+int Network::mask_input(const Model& m, size_t i) {
+  const auto& ins = m.layer_inputs(i);
+  const bool one = ins.size() == 1 || (!ins.empty() && m.layer(i).mask_use() == MaskUse::kConsume);
+  if (!one || m.is_input(ins[0]) || m.input_tensor(i, 0) != 0) return -1;
+  return static_cast<int>(m.layer_of(ins[0]));
+}
+
 std::vector<int> Network::mask_sources(const Model& m) {
   std::vector<int> src(m.num_layers(), -1);
   for (size_t i = 0; i < m.num_layers(); ++i) {
-    const auto& ins = m.layer_inputs(i);
-    const int in = ins.size() == 1 && !m.is_input(ins[0]) ? src[m.layer_of(ins[0])] : -1;
+    const int from = mask_input(m, i);
+    const int in = from >= 0 ? src[static_cast<size_t>(from)] : -1;
     switch (m.layer(i).mask_use()) {
       case MaskUse::kProduce:
         src[i] = static_cast<int>(i);
@@ -192,9 +222,8 @@ void Network::plan_masks(Piece& pc) {
   const std::vector<int> src = mask_sources(m);
   for (size_t i = 0; i < m.num_layers(); ++i) {
     NodeBuffers& nb = pc.nodes[i];
-    const auto& ins = m.layer_inputs(i);
-    if (ins.size() == 1 && !m.is_input(ins[0]))
-      nb.in_mask_off = pc.nodes[m.layer_of(ins[0])].mask_off;
+    if (const int from = mask_input(m, i); from >= 0)
+      nb.in_mask_off = pc.nodes[static_cast<size_t>(from)].mask_off;
     if (src[i] == static_cast<int>(i)) {
       nb.makes_mask = true;
       nb.mask_off = arena_.reserve(static_cast<size_t>(pc.capacity) *
@@ -245,6 +274,7 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   a.out_shape = p.out_shape;
   a.x = nb.x.data();
   a.y = arena_.at(nb.y_off);
+  if (!nb.extra_y.empty()) a.extra_y = nb.extra_y.data();
   a.params = param_ptrs_[i].data();
   a.cache = arena_.at(nb.cache_off);
   a.scratch = arena_.at(pc.scratch_off);
@@ -267,6 +297,7 @@ void Network::backward_piece(Piece& pc) {
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
     a.dparams = pc.nodes[i].dparams.data();
+    if (!pc.nodes[i].extra_dy.empty()) a.extra_dy = pc.nodes[i].extra_dy.data();
     model_->layer(i).backward(a);
   }
 }

@@ -148,6 +148,7 @@ class Network {
 
   struct NodeBuffers {
     size_t y_off = 0, cache_off = 0, dy_off = 0;
+    std::vector<size_t> extra_y_off, extra_dy_off;  // outputs 1.. of a multi-output layer
     // The Keras mask [capacity, T] its output carries (kNoMask: none), and the one its input
     // carries; a producer's is its own arena block, others share their source's.
     static constexpr size_t kNoMask = ~size_t{0};
@@ -156,6 +157,8 @@ class Network {
     std::vector<const float*> x;  // input pointers
     std::vector<float*> dx;       // input gradient pointers (null for the model input)
     std::vector<float*> dparams;  // trainable params' gradients (a frozen layer's: a sink)
+    std::vector<float*> extra_y;  // outputs 1.. and their gradients (training)
+    std::vector<const float*> extra_dy;
   };
   // The buffers of one piece of the batch (a single piece when the batch is not split).
   struct Piece {
@@ -173,6 +176,12 @@ class Network {
   void backward_piece(Piece& pc);
   // Where each node's output mask and input mask live (see Layer::mask_use).
   void plan_masks(Piece& pc);
+  // The layer whose output's mask reaches layer i's input (-1: none): its input when it has one,
+  // or its first (the sequence) when it consumes masks; never a layer's extra output.
+  static int mask_input(const Model& m, size_t i);
+  // Pointers to the output and gradient of input j of layer i (k-th output of its node).
+  float* tensor_y(Piece& pc, size_t i, size_t j);
+  float* tensor_dy(Piece& pc, size_t i, size_t j);
   // For each node, the node whose made mask its output carries (-1: none).
   static std::vector<int> mask_sources(const Model& m);
   // The steps of the mask reaching the model's output j (0: none).

@@ -28,7 +28,12 @@ std::string describe(const RnnDims& d, const Case& c) {
          (c.zero_masked ? " zero" : "") + (c.bias ? " bias" : "");
 }
 
-void check(const Case& c, int n, int t, int in, int u, uint32_t seed) {
+// With `states`, the run starts from random initial states, writes the final ones, and backward
+// takes the final states' gradients and gives the initial states' (return_state, initial_state).
+// With `drop`, per-gate dropout masks inside the cell (entries 0 or 1 / (1 - 0.4)) scale the
+// input and the previous state.
+void check(const Case& c, int n, int t, int in, int u, uint32_t seed, bool states = false,
+           bool drop = false) {
   RnnDims d;
   d.n = n, d.t = t, d.in = in, d.units = u, d.cell = c.cell, d.act = c.act, d.ract = c.ract;
   d.reset_after = c.reset_after, d.go_backwards = c.go_backwards;
@@ -44,24 +49,58 @@ void check(const Case& c, int n, int t, int in, int u, uint32_t seed) {
     for (int i = 0; i < n; ++i)
       for (int s = 0; s < t; ++s)
         if (s >= t - (i % 3) || (s == 1 && i % 2 == 1)) mask[static_cast<size_t>(i) * t + s] = 0;
+  const size_t g = static_cast<size_t>(rnn_gates(c.cell));
+  auto draw_mask = [&](size_t count, uint32_t s) {
+    std::vector<float> m = random_floats(count, s, 0.0f, 1.0f);
+    for (float& v : m) v = v < 0.4f ? 0.0f : 1.0f / 0.6f;
+    return m;
+  };
+  const auto in_mask = draw_mask(static_cast<size_t>(n) * g * in, seed + 9);
+  const auto rec_mask = draw_mask(static_cast<size_t>(n) * g * u, seed + 10);
+  RnnDropout dp;
+  if (drop) {
+    dp = {in_mask.data(), rec_mask.data()};
+    d.in_dropout = d.rec_dropout = true;
+  }
   const float* bp = c.bias ? b.data() : nullptr;
   const float* mp = c.masked ? mask.data() : nullptr;
   const size_t ysz = static_cast<size_t>(n) * (c.return_sequences ? t : 1) * u;
   std::vector<float> y(ysz), y_ref(ysz), cache(rnn_cache_floats(d)), scratch(rnn_scratch_floats(d));
-  rnn_forward(d, x.data(), w.data(), r.data(), bp, mp, cache.data(), scratch.data(), y.data());
-  rnn_forward_ref(d, x.data(), w.data(), r.data(), bp, mp, y_ref.data());
-  const std::string what = describe(d, c);
+  const size_t nu = static_cast<size_t>(n) * u;
+  const auto h0 = random_floats(nu, seed + 5), c0 = random_floats(nu, seed + 6);
+  const auto dh_out = random_floats(nu, seed + 7), dc_out = random_floats(nu, seed + 8);
+  std::vector<float> h_out(nu), c_out(nu), h_out_ref(nu), c_out_ref(nu);
+  std::vector<float> dh0(nu, 0.5f), dc0(nu, 0.5f), dh0_ref(nu, 0.5f), dc0_ref(nu, 0.5f);
+  RnnStates st, st_ref;
+  if (states) {
+    st = {h0.data(),     c0.data(),     h_out.data(), c_out.data(),
+          dh_out.data(), dc_out.data(), dh0.data(),   dc0.data()};
+    st_ref = {h0.data(),     c0.data(),     h_out_ref.data(), c_out_ref.data(),
+              dh_out.data(), dc_out.data(), dh0_ref.data(),   dc0_ref.data()};
+  }
+  rnn_forward(d, x.data(), w.data(), r.data(), bp, mp, cache.data(), scratch.data(), y.data(), st,
+              dp);
+  rnn_forward_ref(d, x.data(), w.data(), r.data(), bp, mp, y_ref.data(), st_ref, dp);
+  const std::string what = describe(d, c) + (states ? " states" : "") + (drop ? " dropout" : "");
   expect_near_all(y, y_ref, 1e-5, 1e-4, "forward " + what);
+  if (states) {
+    expect_near_all(h_out, h_out_ref, 1e-5, 1e-4, "h_out " + what);
+    if (c.cell == RnnCell::kLstm) expect_near_all(c_out, c_out_ref, 1e-5, 1e-4, "c_out " + what);
+  }
 
   const auto dy = random_floats(ysz, seed + 4);
   // Gradients start non-zero: the kernels accumulate.
   std::vector<float> dx(x.size(), 0.5f), dw(w.size(), 0.5f), dr(r.size(), 0.5f), db(bsz, 0.5f);
   auto dx_ref = dx, dw_ref = dw, dr_ref = dr, db_ref = db;
   rnn_backward(d, x.data(), w.data(), r.data(), mp, cache.data(), dy.data(), scratch.data(),
-               dx.data(), dw.data(), dr.data(), c.bias ? db.data() : nullptr);
-  rnn_backward_ref(d, x.data(), w.data(), r.data(), bp, mp, dy.data(), dx_ref.data(),
-                   dw_ref.data(), dr_ref.data(), c.bias ? db_ref.data() : nullptr);
+               dx.data(), dw.data(), dr.data(), c.bias ? db.data() : nullptr, st, dp);
+  rnn_backward_ref(d, x.data(), w.data(), r.data(), bp, mp, dy.data(), dx_ref.data(), dw_ref.data(),
+                   dr_ref.data(), c.bias ? db_ref.data() : nullptr, st_ref, dp);
   const double tol = 2e-5 * (n * t + 4);
+  if (states) {
+    expect_near_all(dh0, dh0_ref, tol, 1e-4, "dh0 " + what);
+    if (c.cell == RnnCell::kLstm) expect_near_all(dc0, dc0_ref, tol, 1e-4, "dc0 " + what);
+  }
   expect_near_all(dx, dx_ref, tol, 1e-4, "dx " + what);
   expect_near_all(dw, dw_ref, tol, 1e-4, "dw " + what);
   expect_near_all(dr, dr_ref, tol, 1e-4, "dr " + what);
@@ -96,6 +135,23 @@ TEST(RecurrentKernels, MatchReferenceOverShapeSweep) {
   uint32_t seed = 1;
   for (const Case& c : cases())
     for (const auto& s : shapes) check(c, s[0], s[1], s[2], s[3], seed += 7);
+}
+
+TEST(RecurrentKernels, InitialAndFinalStatesMatchReference) {
+  const int shapes[][4] = {{1, 1, 1, 1}, {3, 1, 2, 3}, {4, 7, 5, 6}};
+  uint32_t seed = 5;
+  for (const Case& c : cases())
+    for (const auto& s : shapes) check(c, s[0], s[1], s[2], s[3], seed += 7, true);
+}
+
+TEST(RecurrentKernels, DropoutMasksInsideTheCellMatchReference) {
+  const int shapes[][4] = {{1, 1, 1, 1}, {3, 2, 2, 3}, {4, 7, 5, 6}};
+  uint32_t seed = 9;
+  for (const Case& c : cases())
+    for (const auto& s : shapes) {
+      seed += 7;
+      check(c, s[0], s[1], s[2], s[3], seed, /*states=*/(seed & 8) != 0, /*drop=*/true);
+    }
 }
 
 TEST(RecurrentKernels, ResultsIndependentOfAlignment) {

@@ -1,7 +1,8 @@
 // Gradient check for every layer kind, generated from the registry: for each kind's examples,
-// backward() must match central differences of the scalar L = sum(y * r) (r random), for the
-// inputs and every trainable parameter. Double accumulation; points that sit on a kink (where
-// the left and right differences disagree) are left out, and at most a tenth may be.
+// backward() must match central differences of the scalar L = sum(y * r) (r random; summed over
+// every output of a multi-output layer), for the inputs and every trainable parameter. Double
+// accumulation; points that sit on a kink (where the left and right differences disagree) are left
+// out, and at most a tenth may be.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,6 +63,17 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   }
   std::vector<float> y(static_cast<size_t>(n * out.size())), r(y.size());
   for (auto& v : r) v = draw(rng);
+  const std::vector<Shape> extra = layer->extra_output_shapes(ins);
+  std::vector<std::vector<float>> ey(extra.size()), er(extra.size());
+  std::vector<float*> eyp;
+  std::vector<const float*> erp;
+  for (size_t k = 0; k < extra.size(); ++k) {
+    ey[k].resize(static_cast<size_t>(n * extra[k].size()));
+    er[k].resize(ey[k].size());
+    for (auto& v : er[k]) v = draw(rng);
+    eyp.push_back(ey[k].data());
+    erp.push_back(er[k].data());
+  }
   std::vector<float> cache(layer->cache_floats(ins, n) + 1), scratch(layer->scratch_floats(ins, n) + 1);
 
   std::vector<const float*> xp;
@@ -82,6 +94,7 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   a.out_shape = out;
   a.x = xp.data();
   a.y = y.data();
+  a.extra_y = eyp.empty() ? nullptr : eyp.data();
   a.params = pp.data();
   a.cache = cache.data();
   a.scratch = scratch.data();
@@ -93,10 +106,13 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
     layer->forward(a);
     double s = 0.0;
     for (size_t i = 0; i < y.size(); ++i) s += static_cast<double>(y[i]) * r[i];
+    for (size_t k = 0; k < ey.size(); ++k)
+      for (size_t i = 0; i < ey[k].size(); ++i) s += static_cast<double>(ey[k][i]) * er[k][i];
     return s;
   };
   objective();
   a.dy = r.data();
+  a.extra_dy = erp.empty() ? nullptr : erp.data();
   a.dx = dxp.data();
   a.dparams = dpp.data();
   layer->backward(a);

@@ -379,15 +379,44 @@ TEST(Bidirectional, MaskedBackwardHalfStartsAtLastRealStep) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
 }
 
-TEST(Recurrent, StatefulAndReturnStateAreRefusedByName) {
-  for (const char* key : {"stateful", "return_state"}) {
-    try {
-      make_layer("LSTM", {{"units", 2}, {key, true}}, ConfigMode::kKeras, "lstm");
-      ADD_FAILURE() << key << " was accepted";
-    } catch (const ConfigError& e) {
-      EXPECT_EQ(e.key(), key);
-      EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
-    }
+TEST(Recurrent, StatefulIsRefusedByName) {
+  try {
+    make_layer("LSTM", {{"units", 2}, {"stateful", true}}, ConfigMode::kKeras, "lstm");
+    ADD_FAILURE() << "stateful was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), "stateful");
+    EXPECT_NE(std::string(e.what()).find("expected false"), std::string::npos) << e.what();
+  }
+}
+
+// return_state: the final states are outputs 1 (and 2 for LSTM's c) of the layer; initial states
+// are further inputs of [units] each, and a wrong one names its shape.
+TEST(Recurrent, ReturnStateAddsStateOutputsAndInitialStatesAreInputs) {
+  auto lstm = make_layer("LSTM", {{"units", 3}, {"return_state", true}}, ConfigMode::kKeras, "l");
+  EXPECT_EQ(lstm->extra_output_shapes({Shape{4, 2}}), (std::vector<Shape>{Shape{3}, Shape{3}}));
+  EXPECT_EQ(lstm->optional_inputs(), 2);
+  EXPECT_EQ(lstm->keras_config()["return_state"], true);
+  auto gru = make_layer("GRU", {{"units", 3}, {"return_state", true}}, ConfigMode::kKeras, "g");
+  EXPECT_EQ(gru->extra_output_shapes({Shape{4, 2}}), (std::vector<Shape>{Shape{3}}));
+  EXPECT_EQ(gru->optional_inputs(), 1);
+  auto plain = make_layer("SimpleRNN", {{"units", 3}}, ConfigMode::kKeras, "s");
+  EXPECT_TRUE(plain->extra_output_shapes({Shape{4, 2}}).empty());
+  try {
+    lstm->output_shape({Shape{4, 2}, Shape{3}, Shape{2}});
+    ADD_FAILURE() << "a [2] state was accepted for 3 units";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("initial state 2 of shape [None,2]; expected [None,3]"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    make_layer(
+        "Bidirectional",
+        {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
+        ConfigMode::kKeras, "b");
+    ADD_FAILURE() << "Bidirectional with return_state was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("return_state false"), std::string::npos) << e.what();
   }
 }
 
@@ -435,15 +464,68 @@ TEST(RecurrentDropout, OneInputMaskPerSequenceReusedAtEveryStep) {
   }
 }
 
-TEST(RecurrentDropout, RecurrentDropoutAndBidirectionalDropoutAreRefusedForTraining) {
-  auto l = make_layer("LSTM", {{"units", 2}, {"recurrent_dropout", 0.2}}, ConfigMode::kPlan, "l");
-  EXPECT_NE(l->training_refusal().find("recurrent_dropout inside recurrent layers is not applied"),
-            std::string::npos);
+// recurrent_dropout (Keras's DropoutRNNCell): one mask per sample and sequence over the previous
+// state, fixed for every step. With a linear SimpleRNN whose kernel is 0, bias 1 and recurrent
+// kernel the identity, unit k follows h_t = 1 + m_k h_{t-1}: all ones where the mask drops it,
+// 1, 1 + s, 1 + s + s^2, ... (s = 1 / (1 - rate)) where it keeps it, and never switches.
+TEST(RecurrentDropout, RecurrentMaskIsFixedPerSequenceAndInferenceIgnoresIt) {
+  const int n = 4, t = 6, u = 8;
+  const Json cfg = {{"units", u}, {"activation", "linear"}, {"return_sequences", true}};
+  Json dropped = cfg;
+  dropped["recurrent_dropout"] = 0.5;
+  LayerRun plain("SimpleRNN", cfg, {Shape{t, 1}}), drop("SimpleRNN", dropped, {Shape{t, 1}});
+  for (int k = 0; k < u; ++k) drop.params[1][static_cast<size_t>(k) * u + k] = 1.0f;
+  for (float& b : drop.params[2]) b = 1.0f;
+  plain.params = drop.params;
+  const std::vector<float> x(static_cast<size_t>(n) * t, 0.3f);
+  EXPECT_EQ(drop.forward(n, {x}, false), plain.forward(n, {x}, false));
+  const std::vector<float> y = drop.forward(n, {x}, true);
+  int kept = 0;
+  std::vector<int> pattern;
+  for (int s = 0; s < n; ++s)
+    for (int k = 0; k < u; ++k) {
+      const bool keeps = y[(static_cast<size_t>(s) * t + 1) * u + k] > 1.5f;
+      kept += keeps;
+      pattern.push_back(keeps);
+      float want = 1.0f;
+      for (int step = 0; step < t; ++step) {
+        EXPECT_FLOAT_EQ(y[(static_cast<size_t>(s) * t + step) * u + k], want)
+            << "sample " << s << " unit " << k << " step " << step;
+        want = 1.0f + (keeps ? 2.0f * want : 0.0f);
+      }
+    }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, n * u);
+  // Each sample draws its own mask.
+  EXPECT_FALSE(std::equal(pattern.begin(), pattern.begin() + u, pattern.begin() + u) &&
+               std::equal(pattern.begin(), pattern.begin() + u, pattern.begin() + 2 * u));
+}
+
+// Inference ignores recurrent_dropout in every cell; it trains, except inside Bidirectional.
+TEST(RecurrentDropout, InferenceIsUnaffectedAndOnlyBidirectionalRefusesIt) {
+  for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
+    SCOPED_TRACE(cls);
+    const Json cfg = {{"units", 3}, {"return_sequences", true}};
+    Json dropped = cfg;
+    dropped["recurrent_dropout"] = 0.4;
+    dropped["dropout"] = 0.2;
+    LayerRun plain(cls, cfg, {Shape{5, 2}}), drop(cls, dropped, {Shape{5, 2}});
+    Rng w(4);
+    for (auto& p : plain.params)
+      for (float& v : p) v = 0.5f * static_cast<float>(w.normal());
+    drop.params = plain.params;
+    std::vector<float> x(2 * 5 * 2);
+    for (float& v : x) v = static_cast<float>(w.normal());
+    EXPECT_EQ(drop.forward(2, {x}, false), plain.forward(2, {x}, false));
+    EXPECT_NE(drop.forward(2, {x}, true), plain.forward(2, {x}, false));
+    EXPECT_EQ(drop.layer->training_refusal(), "");
+  }
   auto b = make_layer(
       "Bidirectional",
-      {{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"dropout", 0.2}}}}}},
+      {{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"recurrent_dropout", 0.2}}}}}},
       ConfigMode::kPlan, "b");
-  EXPECT_NE(b->training_refusal().find("dropout inside a Bidirectional layer"), std::string::npos);
+  EXPECT_NE(b->training_refusal().find("recurrent_dropout inside a Bidirectional layer"),
+            std::string::npos);
   EXPECT_EQ(make_layer("GRU", {{"units", 2}, {"dropout", 0.2}}, ConfigMode::kPlan, "g")
                 ->training_refusal(),
             "");

@@ -423,5 +423,71 @@ TEST(Network, TwoInputTwoOutputModelTrainsSplitOrWholeAlike) {
   EXPECT_EQ(allocation_count() - before, 0);
 }
 
+// A seq2seq model as Keras's lstm_seq2seq builds it: the encoder returns its states (outputs 1
+// and 2 of its node), which start the decoder; the Dense reads the decoder's sequence.
+std::shared_ptr<const Model> seq2seq(const char* cell) {
+  const bool lstm = std::string(cell) == "LSTM";
+  std::vector<ModelNode> nodes;
+  nodes.push_back({L(cell, {{"units", 3}, {"return_state", true}}, "encoder"), {0}});
+  std::vector<int> dec_in{1, 2, 2}, dec_tensors{0, 1, 2};
+  if (!lstm) dec_in.pop_back(), dec_tensors.pop_back();
+  nodes.push_back(
+      {L(cell, {{"units", 3}, {"return_sequences", true}}, "decoder"), dec_in, {}, dec_tensors});
+  nodes.push_back({L("Dense", {{"units", 2}}, "dense"), {3}});
+  return std::make_shared<const Model>(
+      "s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}}, std::move(nodes),
+      std::vector<int>{4});
+}
+
+// Freezing layers rebuilds the model with the same graph: the decoder still reads the encoder's
+// states, not its output.
+TEST(Model, WithFrozenKeepsWhichOutputEachInputIs) {
+  const auto m = seq2seq("LSTM")->with_frozen({true, false, false});
+  EXPECT_EQ(m->input_tensor(1, 1), 1);
+  EXPECT_EQ(m->input_tensor(1, 2), 2);
+  EXPECT_EQ(m->planned(1).in_shapes[1], (Shape{3}));
+}
+
+// The training step's gradients, the encoder's included (which reach it only through the states
+// the decoder starts from), match central differences of the mean loss.
+TEST(Network, Seq2SeqGradientsReachTheEncoderThroughItsStates) {
+  for (const char* cell : {"LSTM", "GRU", "SimpleRNN"}) {
+    const auto m = seq2seq(cell);
+    ASSERT_EQ(m->planned(0).extra_out_shapes.size(), std::string(cell) == "LSTM" ? 2u : 1u);
+    const TrainSpec spec{parse_loss("mean_squared_error"), parse_optimizer("sgd")};
+    Network net(m, 3, spec);
+    Rng rng(21);
+    net.initialize(rng);
+    for (int i = 0; i < 3 * 12; ++i) net.input(0)[i] = rng.uniform() * 2 - 1;
+    for (int i = 0; i < 3 * 10; ++i) net.input(1)[i] = rng.uniform() * 2 - 1;
+    std::vector<float> y(3 * 10);
+    for (auto& v : y) v = rng.uniform();
+    Targets t;
+    t.values = y.data();
+    const std::vector<float> p0(net.params(), net.params() + net.num_params());
+    net.train_step(3, t);
+    const std::vector<float> g(net.gradients(), net.gradients() + net.num_trainable());
+    std::copy(p0.begin(), p0.end(), net.params());
+    const LossSpec& loss = spec.loss;
+    auto mean_loss = [&] { return net.evaluate_batch(3, loss, t, nullptr) / 3.0; };
+    // The encoder's weights come first: kernel [3,GU], recurrent kernel [3,GU], bias.
+    const size_t gates = std::string(cell) == "LSTM" ? 4 : std::string(cell) == "GRU" ? 3 : 1;
+    const size_t encoder = (3 + 3 + (gates == 3 ? 2 : 1)) * 3 * gates;
+    double encoder_norm = 0;
+    for (size_t i = 0; i < net.num_trainable(); ++i) {
+      const float h = 1e-2f, orig = net.params()[i];
+      net.params()[i] = orig + h;
+      const double up = mean_loss();
+      net.params()[i] = orig - h;
+      const double down = mean_loss();
+      net.params()[i] = orig;
+      const double numeric = (up - down) / (2.0 * h);
+      EXPECT_NEAR(g[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << cell << " param " << i;
+      if (i < encoder) encoder_norm += std::fabs(g[i]);
+    }
+    EXPECT_GT(encoder_norm, 1e-3) << cell;
+  }
+}
+
 }  // namespace
 }  // namespace nnfleet

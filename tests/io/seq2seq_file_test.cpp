@@ -1,0 +1,146 @@
+// The two-input seq2seq real file (eng2sql, Keras 2.1.5): an encoder LSTM with return_state whose
+// h and c start the decoder LSTM (initial_state), with two free time axes sized by the data. It
+// predicts within 1e-4 of the independent reference and is written back as legacy .h5 with
+// identical predictions; a plan-built seq2seq goes through .keras (initial_state as Keras 3's
+// keyword argument) and .h5 (Keras 2's further inbound tensors) alike. Its own executable, so
+// that it builds with the io library alone.
+#include <gtest/gtest.h>
+
+#include "io/keras_writer.h"
+#include "io/model_summary.h"
+#include "io_test_util.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+namespace {
+
+using test::fixture;
+
+std::vector<float> floats(const Array& a) {
+  const auto* p = static_cast<const float*>(a.data());
+  return std::vector<float>(p, p + a.shape().size());
+}
+
+// Every output of `model` on inputs xs (one array per input, same rows), one forward pass.
+std::vector<std::vector<float>> run_all(std::shared_ptr<const Model> model, const float* params,
+                                        const std::vector<Array>& xs) {
+  const int n = static_cast<int>(xs[0].rows());
+  Network net(model, n, params);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  for (size_t k = 0; k < xs.size(); ++k) gather_rows(xs[k], idx.data(), n, 1.0f, net.input(k));
+  net.forward(n, false);
+  std::vector<std::vector<float>> out;
+  for (size_t j = 0; j < model->num_outputs(); ++j)
+    out.emplace_back(net.output(j),
+                     net.output(j) + static_cast<size_t>(n) * net.output_features(j));
+  return out;
+}
+
+// The Keras lstm_seq2seq training model. lstm_1 returns its states, which
+// start lstm_2 over the decoder sequence (inbound tensors 1 and 2 of lstm_1); both time axes are
+// free and take the data's 12 steps.
+const char* kSeq2Seq = "eng2sql_seq2seq_lstm_k215.h5";
+
+std::vector<Array> seq2seq_inputs() {
+  return {load_npy(fixture("expected/eng2sql_seq2seq_lstm_k215.input0.npy")),
+          load_npy(fixture("expected/eng2sql_seq2seq_lstm_k215.input1.npy"))};
+}
+
+LoadedModel load_seq2seq(const std::string& path, const std::vector<Array>& xs) {
+  std::vector<ModelInput> shapes;
+  for (const Array& x : xs) shapes.push_back({"", x.sample_shape()});
+  return load_keras_model(path, "", shapes);
+}
+
+TEST(RealFileSeq2Seq, StatesFeedTheDecoderAndPredictWithin1e4) {
+  const auto xs = seq2seq_inputs();
+  const LoadedModel lm = load_seq2seq(fixture(kSeq2Seq), xs);
+  const Model& m = *lm.model;
+  ASSERT_EQ(m.num_inputs(), 2u);
+  EXPECT_EQ(m.input(0).shape, (Shape{12, 22}));
+  EXPECT_EQ(m.input(1).shape, (Shape{12, 16}));
+  EXPECT_EQ(m.output_shape(), (Shape{12, 16}));
+  // lstm_2 takes input_2 and lstm_1's h and c.
+  size_t dec = 0;
+  while (m.layer(dec).name() != "lstm_2") ++dec;
+  ASSERT_EQ(m.layer_inputs(dec).size(), 3u);
+  EXPECT_EQ(m.input_tensor(dec, 1), 1);
+  EXPECT_EQ(m.input_tensor(dec, 2), 2);
+  EXPECT_EQ(m.node_name(m.layer_inputs(dec)[1]), "lstm_1");
+  const auto got = run_all(lm.model, lm.params.data(), xs);
+  const auto want = floats(load_npy(fixture("expected/eng2sql_seq2seq_lstm_k215.output.npy")));
+  ASSERT_EQ(got[0].size(), want.size());
+  EXPECT_LT(test::max_abs_diff(got[0], want.data(), want.size()), 1e-4);
+  const std::string s = model_summary(lm, kSeq2Seq);
+  EXPECT_NE(s.find("input_2, lstm_1[1], lstm_1[2]"), std::string::npos) << s;
+}
+
+// eng2sql uses Keras 2's hard_sigmoid, which only the legacy .h5 format can name (.keras is
+// refused, as for every such file): the .h5 keeps the states' wiring and the predictions.
+TEST(RealFileSeq2Seq, WrittenBackAsH5PredictsIdentically) {
+  const auto xs = seq2seq_inputs();
+  const LoadedModel lm = load_seq2seq(fixture(kSeq2Seq), xs);
+  const auto want = run_all(lm.model, lm.params.data(), xs);
+  const std::string dir = test::scratch_dir("seq2seq_file_roundtrip");
+  save_keras_h5(dir + "/s2s.h5", *lm.model, lm.params.data());
+  const LoadedModel back = load_seq2seq(dir + "/s2s.h5", xs);
+  EXPECT_EQ(run_all(back.model, back.params.data(), xs), want);
+  EXPECT_EQ(back.params, lm.params);
+  size_t dec = 0;
+  while (back.model->layer(dec).name() != "lstm_2") ++dec;
+  EXPECT_EQ(back.model->input_tensor(dec, 1), 1);
+  EXPECT_EQ(back.model->input_tensor(dec, 2), 2);
+}
+
+// The same graph built from plan layers (Keras 3's sigmoid): .keras and .h5 both keep it, and
+// Keras 3's config passes the states as initial_state, naming the encoder's outputs 1 and 2.
+TEST(Seq2SeqFiles, InitialStateIsAKeywordArgumentInKeras3AndATensorInKeras2) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {make_layer("LSTM", {{"units", 3}, {"return_state", true}}, ConfigMode::kPlan, "encoder"),
+       {0}});
+  nodes.push_back(
+      {make_layer("LSTM", {{"units", 3}, {"return_sequences", true}}, ConfigMode::kPlan, "decoder"),
+       {1, 2, 2},
+       {},
+       {0, 1, 2}});
+  nodes.push_back({make_layer("Dense", {{"units", 2}}, ConfigMode::kPlan, "dense"), {3}});
+  auto model = std::make_shared<const Model>(
+      "s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}}, std::move(nodes),
+      std::vector<int>{4});
+  Network init(model, 1);
+  Rng rng(8);
+  init.initialize(rng);
+  const std::vector<float> params(init.params(), init.params() + init.num_params());
+  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 3}),
+                           Array::zeros(DType::kF32, Shape{3, 5, 2})};
+  for (Array& x : xs) {
+    auto* p = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < x.shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+  }
+  const auto want = run_all(model, params.data(), xs);
+  const std::string dir = test::scratch_dir("seq2seq_plan_roundtrip");
+  save_keras(dir + "/s.keras", *model, params.data());
+  save_keras_h5(dir + "/s.h5", *model, params.data());
+  for (const char* f : {"/s.keras", "/s.h5"}) {
+    const LoadedModel back = load_keras_model(dir + f);
+    EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << f;
+    EXPECT_EQ(back.model->input_tensor(1, 2), 2) << f;
+  }
+  const Json cfg = keras_config_json(*model);
+  const Json& dec = cfg["config"]["layers"][3];
+  ASSERT_EQ(dec["name"], "decoder");
+  const Json& node = dec["inbound_nodes"][0];
+  ASSERT_EQ(node["args"].size(), 1u);
+  EXPECT_EQ(node["args"][0]["config"]["keras_history"].dump(), R"(["dec",0,0])");
+  ASSERT_EQ(node["kwargs"]["initial_state"].size(), 2u);
+  EXPECT_EQ(node["kwargs"]["initial_state"][1]["config"]["keras_history"].dump(),
+            R"(["encoder",0,2])");
+  EXPECT_EQ(dec["build_config"]["shapes_dict"]["initial_state_shape"].dump(),
+            "[[null,3],[null,3]]");
+  EXPECT_EQ(cfg["config"]["layers"][2]["config"]["return_state"], true);
+}
+
+}  // namespace
+}  // namespace nnfleet
