@@ -82,6 +82,15 @@ void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
     n.where = "layer " + std::to_string(i) + " '" + l.name() + "' (" + l.class_name() + ")";
     std::string made_mask;
     n.mask_out = &made_mask;
+    // Recurrent initial states (extra inputs) and returned states (outputs 1.. of a layer) have
+    // ONNX forms (initial_h/initial_c, Y_h/Y_c) that the exporters do not write yet: a layer that
+    // takes or reads them is refused, never exported without them.
+    if (l.optional_inputs() > 0 && l.arity() > 0 &&
+        m.layer_inputs(i).size() > static_cast<size_t>(l.arity()))
+      refuse(n, "its initial_state is not exported to ONNX yet");
+    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j)
+      if (m.input_tensor(i, j) > 0)
+        refuse(n, "it reads a recurrent layer's returned state, which is not exported to ONNX yet");
     tensor[id] = exporter_of(l).fn(b, n);
     switch (l.mask_use()) {
       case MaskUse::kDrop:

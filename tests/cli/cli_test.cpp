@@ -440,7 +440,7 @@ TEST_F(Cli, FormatH5WritesLegacyKerasFilesThatPredictReads) {
             0)
       << err;
   EXPECT_EQ(
-      run({"train", plan, "--out", dir.path + "/x", "--format", "onnx"}, dir.path, nullptr, &err),
+      run({"train", plan, "--out", dir.path + "/x", "--format", "pt"}, dir.path, nullptr, &err),
       2);
   EXPECT_THAT(err, HasSubstr("--format"));
 }

