@@ -31,11 +31,13 @@ void plan_training(const LayerTraining& t, const std::string& at, PlannedNode& p
       throw ModelError(at + "has " + stem + what + " but no trainable weight '" + stem +
                        "'; expected it only on a layer with that weight");
   };
-  for (const auto& [stem, r] : t.regularizers)
-    attach(stem, "_regularizer", [&](size_t j) { p.regularizers[j] = r; });
-  for (const auto& [stem, c] : t.constraints)
-    attach(stem, "_constraint", [&](size_t j) {
-      Constraint cj = c;
+  // (Pairs, not structured bindings: clang 14, which builds the fuzzers, cannot capture those.)
+  for (const auto& reg : t.regularizers)
+    attach(reg.first, "_regularizer", [&](size_t j) { p.regularizers[j] = reg.second; });
+  for (const auto& con : t.constraints)
+    attach(con.first, "_constraint", [&](size_t j) {
+      const std::string& stem = con.first;
+      Constraint cj = con.second;
       if (!resolve_constraint_axes(cj, p.params[j].shape))
         throw ModelError(at + "has " + stem + "_constraint over an axis outside its weight " +
                          p.params[j].name + " " + p.params[j].shape.str() +
