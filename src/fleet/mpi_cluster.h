@@ -18,14 +18,6 @@
 
 namespace nnfleet {
 
-// Thrown on a rank other than 0 when a collective step failed somewhere. Rank 0 reports the
-// problem and exits with its code; this rank leaves quietly, with 0, so that mpirun does not end
-// the job before rank 0 has said why.
-class PeerExit : public Error {
- public:
-  PeerExit() : Error("stopped because another rank failed; rank 0 reports why") {}
-};
-
 // Message tags of the fleet protocol (mpi_fleet.cpp); the transport only carries them.
 enum class Tag : int {
   kRequest = 1,  // worker -> rank 0: give me a job
