@@ -15,7 +15,7 @@
 
 #include "fleet/display.h"
 #include "fleet/job.h"
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
 

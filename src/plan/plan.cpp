@@ -1,7 +1,7 @@
 // Plan loading: the file is read as YAML (JSON is YAML too), converted to JSON with the line of
 // every field, checked field by field with every problem collected, and each model entry is
 // merged over `defaults` and expanded over its grid into ModelSpecs.
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 #include <yaml-cpp/depthguard.h>
 
@@ -15,12 +15,12 @@
 #include <regex>
 #include <sstream>
 
-#include "fleet/plan_fit.h"
-#include "fleet/plan_problems.h"
-#include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
 #include "model/layer_training.h"
+#include "plan/plan_fit.h"
+#include "plan/plan_problems.h"
+#include "plan/plan_yaml.h"
 #include "platform/files.h"
 #include "platform/limits.h"
 
