@@ -9,9 +9,10 @@
 
 #include "cli/commands.h"
 #include "cli/model_io.h"
+#include "fleet/cluster/cluster.h"
+#include "fleet/cluster/cluster_fleet.h"
+#include "fleet/cluster/stdout_relay.h"
 #include "fleet/fleet.h"
-#include "fleet/mpi_cluster.h"
-#include "fleet/mpi_output.h"
 #include "fleet/results.h"
 
 namespace nnfleet::cli {
@@ -42,7 +43,6 @@ int train(const TrainArgs& a, Cluster* cluster) {
   else
     plan = load_plan(a.plan);
   FleetOptions o;
-  o.cluster = cluster;
   o.out_dir = a.out;
   o.workers = a.workers;
   o.resume = a.resume;
@@ -52,7 +52,7 @@ int train(const TrainArgs& a, Cluster* cluster) {
            : isatty(STDOUT_FILENO) ? Display::Mode::kLive
                                    : Display::Mode::kLines;
   o.stop = &g_stop;
-  // Under mpirun, rank 0's output must never block the fleet (mpi_output.h), and a reader that
+  // Under mpirun, rank 0's output must never block the fleet (stdout_relay.h), and a reader that
   // went away must not kill a rank that is writing its results.
   std::optional<StdoutRelay> relay;
   if (cluster) {
@@ -64,8 +64,8 @@ int train(const TrainArgs& a, Cluster* cluster) {
   // A file-size limit (ulimit -f) then fails a write with EFBIG, as a full disk does, instead of
   // killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  FleetSummary s =
-      run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
+  FleetSummary s = run_cluster_fleet(
+      plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras), cluster);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 
