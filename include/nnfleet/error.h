@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace nnfleet {
 
@@ -39,6 +40,24 @@ class FileError : public Error {
 // A bad command-line flag or argument.
 class UsageError : public Error {
   using Error::Error;
+};
+// A bad value in a layer (or optimizer, loss) config. key() is the config key ("units"); the
+// message is "<rule>; expected <x>, got <y>" without location, which callers add (plan file and
+// line, or Keras file and layer).
+class ConfigError : public ModelError {
+ public:
+  ConfigError(std::string key, const std::string& what) : ModelError(what), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+// Thrown on an MPI rank other than 0 when a collective step failed somewhere. Rank 0 reports the
+// problem and exits with its code; this rank leaves quietly, with 0, so that mpirun does not end
+// the job before rank 0 has said why.
+class PeerExit : public Error {
+ public:
+  PeerExit() : Error("stopped because another rank failed; rank 0 reports why") {}
 };
 
 [[noreturn]] inline void check_failed(const char* file, int line, const char* cond) {

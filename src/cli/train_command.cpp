@@ -9,9 +9,10 @@
 
 #include "cli/commands.h"
 #include "cli/model_io.h"
+#include "fleet/cluster/cluster.h"
+#include "fleet/cluster/cluster_fleet.h"
+#include "fleet/cluster/stdout_relay.h"
 #include "fleet/fleet.h"
-#include "fleet/mpi_cluster.h"
-#include "fleet/mpi_output.h"
 #include "fleet/results.h"
 #include "report/report.h"
 
@@ -43,7 +44,6 @@ int train(const TrainArgs& a, Cluster* cluster) {
   else
     plan = load_plan(a.plan);
   FleetOptions o;
-  o.cluster = cluster;
   o.out_dir = a.out;
   o.workers = a.workers;
   o.resume = a.resume;
@@ -53,7 +53,7 @@ int train(const TrainArgs& a, Cluster* cluster) {
            : isatty(STDOUT_FILENO) ? Display::Mode::kLive
                                    : Display::Mode::kLines;
   o.stop = &g_stop;
-  // Under mpirun, rank 0's output must never block the fleet (mpi_output.h), and a reader that
+  // Under mpirun, rank 0's output must never block the fleet (stdout_relay.h), and a reader that
   // went away must not kill a rank that is writing its results.
   std::optional<StdoutRelay> relay;
   if (cluster) {
@@ -71,11 +71,11 @@ int train(const TrainArgs& a, Cluster* cluster) {
     report.emplace();
     o.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
   }
-  FleetSummary s =
-      run_fleet(plan, o,
-                model_io(a.format == "h5"     ? ModelFormat::kH5
-                         : a.format == "onnx" ? ModelFormat::kOnnx
-                                              : ModelFormat::kKeras));
+  FleetSummary s = run_cluster_fleet(plan, o,
+                                     model_io(a.format == "h5"     ? ModelFormat::kH5
+                                              : a.format == "onnx" ? ModelFormat::kOnnx
+                                                                   : ModelFormat::kKeras),
+                                     cluster);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   std::string report_path, report_error;

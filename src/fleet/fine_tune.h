@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "fleet/plan.h"
 #include "model/model.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
 

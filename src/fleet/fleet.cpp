@@ -1,24 +1,26 @@
-// The fleet runner: validation, output folder, pinned workers, results. Under MPI, rank 0 runs
-// this with the cluster coordinator on its main thread; the other ranks go to run_worker_rank().
+// The fleet runner: validation, output folder, pinned workers, results. It runs in the process
+// that owns the queue and the output folder, and meets the rest of a run only through Peers
+// (peers.h): none in a run of one process; a cluster run's rank 0 passes its other ranks.
 #include "fleet/fleet.h"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <map>
-#include <mutex>
+#include <functional>
 #include <optional>
 #include <thread>
 
 #include "fleet/checkpoint.h"
-#include "fleet/fine_tune.h"
 #include "fleet/fleet_data.h"
-#include "fleet/mpi_fleet.h"
+#include "fleet/peers.h"
 #include "fleet/results.h"
+#include "fleet/run_state.h"
+#include "fleet/worker.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
 
@@ -26,10 +28,12 @@ namespace nnfleet {
 namespace {
 
 using fleet_detail::check_room;
+using fleet_detail::job_model;
+using fleet_detail::Peers;
 using fleet_detail::PreparedJob;
-using fleet_detail::RankInfo;
 using fleet_detail::RunFolder;
 using fleet_detail::RunState;
+using fleet_detail::Slots;
 
 using Clock = std::chrono::steady_clock;
 
@@ -69,8 +73,8 @@ void check_source_targets(const std::string& at, const char* role, const std::st
         add("sparse_categorical_crossentropy needs one integer label per " +
             (steps == 1
                  ? std::string("sample; expected y of shape [N] or [N,1]")
-                 : "timestep of the output " + shape.str() +
-                       "; expected y samples of shape " + labels.str() + " or " + labels1.str()) +
+                 : "timestep of the output " + shape.str() + "; expected y samples of shape " +
+                       labels.str() + " or " + labels1.str()) +
             ", got y samples of shape " + ys.str() +
             "; use categorical_crossentropy for one-hot targets");
       } else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(classes)) {
@@ -130,8 +134,8 @@ void check_targets(const ModelSpec& s, const Model& m, const FleetData& d,
     check_source_targets(at, "training", d.train_name, d.y(j), d.labels(j), s, m, problems, j,
                          &ts.loss_of(j));
     if (d.test && problems.size() == before)
-      check_source_targets(at, "test", d.test_name, d.y(j, true), d.labels(j, true), s, m,
-                           problems, j, &ts.loss_of(j));
+      check_source_targets(at, "test", d.test_name, d.y(j, true), d.labels(j, true), s, m, problems,
+                           j, &ts.loss_of(j));
   }
 }
 
@@ -214,8 +218,9 @@ void check_weights(const ModelSpec& s, const Model& m, const FleetData& d,
   if (s.class_weight.empty()) return;
   const std::string at = s.where + ": model '" + s.name + "': class_weight ";
   if (!d.train_weights.empty())
-    problems.push_back(at + "with a sample_weight data source; expected one of them (Keras "
-                            "refuses both at the same time)");
+    problems.push_back(at +
+                       "with a sample_weight data source; expected one of them (Keras "
+                       "refuses both at the same time)");
   if (m.num_outputs() > 1)
     problems.push_back(at + "on a model with " + std::to_string(m.num_outputs()) +
                        " outputs; expected one output (Keras's class_weight is for models with "
@@ -231,6 +236,25 @@ std::string host_name() {
   return gethostname(b, sizeof b - 1) == 0 ? std::string(b) : std::string("localhost");
 }
 
+// timeline.jsonl's session record (every rank's host and cores) and the place of every display
+// row (RunState::slots).
+void start_timeline(RunState& st, const Slots& slots, std::optional<Timeline>& timeline) {
+  Json rank_list = Json::array();
+  for (size_t r = 0; r < slots.base.size(); ++r) {
+    const size_t begin = static_cast<size_t>(slots.base[r]);
+    const size_t end =
+        r + 1 < slots.base.size() ? static_cast<size_t>(slots.base[r + 1]) : slots.cores.size();
+    std::vector<int> cores(slots.cores.begin() + static_cast<std::ptrdiff_t>(begin),
+                           slots.cores.begin() + static_cast<std::ptrdiff_t>(end));
+    rank_list.push_back({{"rank", r}, {"host", slots.hosts.at(r)}, {"cores", cores}});
+    for (size_t i = begin; i < end; ++i)
+      st.slots.push_back({static_cast<int>(r), slots.hosts[r], static_cast<int>(i - begin),
+                          slots.cores[i]});
+  }
+  timeline.emplace(st.dir, rank_list);
+  st.timeline = &*timeline;
+}
+
 std::string default_out_dir(const Plan& plan) {
   std::time_t t = std::time(nullptr);
   char b[32];
@@ -238,42 +262,12 @@ std::string default_out_dir(const Plan& plan) {
   return "runs/" + plan.name + "-" + b;
 }
 
-// The model of a spec, its initial weights when a Keras file has them, and with
-// restore_optimizer the file's optimizer. Throws Error.
-std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
-                                       std::vector<float>& initial_params,
-                                       RestoredOptimizer& restored) {
-  std::shared_ptr<const Model> m;
-  if (s.keras.empty()) {
-    m = build_model(s, data.input_shape);
-  } else {
-    if (!io.load) throw ModelError("models from Keras files are not available in this build");
-    m = io.load(s, data.input_shape, initial_params);
-    m = apply_fine_tuning(s, std::move(m), initial_params);
-    if (s.restore_optimizer) {
-      if (!io.optimizer)
-        throw ModelError("restore_optimizer is not available in this build (no Keras reader)");
-      restored = io.optimizer(s, data.input_shape);
-    }
-  }
-  // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
-  // while the plan is validated, not when the model's turn comes. Training without its effect
-  // would silently give a different model than Keras trains.
-  if (const std::string r = m->training_refusal(); !r.empty())
-    throw ModelError("failed to train model '" + s.name + "': " + r +
-                     "\nhint: remove the option from the config (predicting with it is "
-                     "supported)");
-  return m;
-}
-
-// Runs job `j` on this thread, its model built again (prepare_jobs() dropped it).
+// Runs job `j` on this thread in the output folder `dir`, its model built again (prepare_jobs()
+// dropped it); a model that cannot be built is a failed job.
 JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData& data,
-                       const JobContext& ctx) {
-  std::vector<float> initial;
-  RestoredOptimizer restored;
-  std::shared_ptr<const Model> model;
+                       const JobContext& ctx, const std::string& dir, std::string& saved) {
   try {
-    model = job_model(*j.spec, io, data, initial, restored);
+    return fleet_detail::train_job(*j.spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
     JobResult r;
     r.name = j.spec->name;
@@ -283,9 +277,6 @@ JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData&
     r.message = e.what();
     return r;
   }
-  JobContext c = ctx;
-  if (j.spec->restore_optimizer) c.restored_optimizer = &restored;
-  return run_job(*j.spec, std::move(model), data, c, initial.empty() ? nullptr : &initial);
 }
 
 // Rough sizes of what a job writes: its saved model (float32 weights and up to two optimizer
@@ -438,275 +429,116 @@ RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
   return rank_key(mkeys, val, test);
 }
 
-// 1. Every source of the plan, loaded once (under MPI: once per node, every source on every
-// node, in Plan::sources order, since each load is collective) and shared read-only.
-std::vector<FleetData> load_sources(const Plan& plan, Cluster* cluster, bool& loaded_data) {
-  if (!cluster) return load_plan_data(plan.sources);
-  std::vector<FleetData> out;
-  for (const DataSpec& spec : plan.sources)
-    out.push_back(cluster->load_shared_data(spec, loaded_data));
-  return out;
-}
-
-// Rank 0 of a cluster run: every rank must run the same plan on the same data.
-void check_ranks_agree(const std::vector<RankInfo>& ranks) {
-  const RankInfo& me = ranks[0];
-  for (const RankInfo& r : ranks) {
-    const std::string who = "rank " + std::to_string(r.rank) + " (" + r.host + ")";
-    if (r.plan_hash != me.plan_hash)
-      throw PlanError("failed to start the cluster run: " + who +
-                      " loaded a different plan; "
-                      "expected the same plan file on every node");
-    if (r.data_hash != 0 && me.data_hash != 0 && r.data_hash != me.data_hash)
-      throw DataError("failed to start the cluster run: the data " + who +
-                      " loaded differs from "
-                      "rank 0's; expected the same data files on every node");
-  }
-}
-
-}  // namespace
-
-PreparedJob* fleet_detail::RunState::take() {
-  if (stopping()) return nullptr;
-  const size_t qi = next.fetch_add(1);
-  return qi < queue.size() ? queue[qi] : nullptr;
-}
-
-void fleet_detail::RunState::halt(const std::string& why) {
-  if (write_error.empty()) write_error = why;
-  stop = true;
-}
-
-void fleet_detail::RunState::store(const PreparedJob& job, JobResult r,
-                                   const std::vector<ShippedFile>& files, std::string model_file) {
-  // Only this job writes these (outside the lock). Failing to write the model fails the job, as
-  // failing to save it does on this rank; a lost checkpoint only means that a resumed job starts
-  // from an earlier one.
-  for (const auto& [path, bytes] : files) {
-    const bool checkpoint = path.rfind("checkpoints/", 0) == 0;
-    try {
-      write_file_atomic(dir + "/" + path, bytes, Durability::kProcessCrash);
-      if (!checkpoint) model_file = path;
-    } catch (const Error& e) {
-      if (checkpoint) continue;
-      r.status = JobStatus::kFailed;
-      r.message = e.what();
-      r.retry = r.write_failed = true;
-    }
-  }
-  std::lock_guard<std::mutex> lock(out_mu);
-  // A cancelled job, or one failed by the output folder, is not final: it keeps its checkpoint
-  // and has no record, so --resume runs it again. A write that failed stops the run: every
-  // later one would fail the same way.
-  if (r.status != JobStatus::kCancelled && !r.retry) {
-    try {
-      folder->append(job.index, r, model_file);
-      std::remove((dir + "/checkpoints/" + job.spec->name + ".ckpt").c_str());
-    } catch (const Error& e) {
-      r.status = JobStatus::kFailed;
-      r.message = e.what();
-      r.retry = r.write_failed = true;
-    }
-  }
-  if (r.write_failed) halt(r.message);
-  // The history is in jobs.log now; only the summary stays in memory.
-  r.history.clear();
-  r.history.shrink_to_fit();
-  results[job.index] = std::move(r);
-}
-
-void fleet_detail::RunState::timeline_started(int slot, const std::string& model) {
-  if (timeline) timeline->job_started(model, slots.at(static_cast<size_t>(slot)), Timeline::now());
-}
-
-void fleet_detail::RunState::timeline_ended(int slot, const PreparedJob& job) {
-  if (timeline)
-    timeline->job_ended(job.spec->name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
-                        job_status_name(results.at(job.index).status));
-}
-
-FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
-  Cluster* cluster = opts.cluster && opts.cluster->size() > 1 ? opts.cluster : nullptr;
-
-  // 1. Data, loaded once (under MPI: once per node) and shared read-only by every worker.
-  bool loaded_data = true;
-  const std::vector<FleetData> data = load_sources(plan, cluster, loaded_data);
-  std::vector<int> cores = allowed_cpus();
-  if (cluster && opts.workers == 0) cores = cluster->share_cpus(cores);
-  const int workers = opts.workers > 0 ? opts.workers : static_cast<int>(cores.size());
-  std::vector<int> worker_cores;
-  for (int w = 0; w < workers; ++w)
-    worker_cores.push_back(cores[static_cast<size_t>(w) % cores.size()]);
-
-  // Under MPI every rank reports itself to rank 0; ranks other than 0 then wait for rank 0 to
-  // validate the plan and open the output folder, and run their workers.
-  std::vector<RankInfo> ranks;
-  if (cluster) {
-    RankInfo me;
-    me.rank = cluster->rank();
-    me.host = cluster->host();
-    me.cores = worker_cores;
-    me.loaded_data = loaded_data;
-    me.plan_hash = fleet_detail::plan_hash(plan);
-    me.data_hash = loaded_data ? fleet_detail::data_hash(data) : 0;
-    for (const auto& s : cluster->gather(me.to_json().dump()))
-      ranks.push_back(RankInfo::from_json(Json::parse(s)));
-    if (cluster->rank() != 0) {
-      cluster->agree([] {});
-      return fleet_detail::run_worker_rank(*cluster, plan, opts, io, data, worker_cores);
-    }
-  }
-
-  // 2. Every model validated against the data before anything starts; 3. the output folder.
-  RunState st(plan, opts);
-  FleetSummary sum;
-  sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
-  st.dir = sum.out_dir;
-  const std::string& dir = st.dir;
-  std::optional<RunFolder> folder;
-  OpenedRun opened;
-  auto prepare = [&] {
-    if (cluster) check_ranks_agree(ranks);
-    prepare_jobs(plan, io, data, workers, st.jobs);
-    opened = open_run(plan, opts, workers, st, folder);
-  };
-  if (cluster)
-    cluster->agree(prepare);
-  else
-    prepare();
-
-  // The display has a row per worker: rank 0's own first, then every other rank's.
-  std::vector<int> slot_cores = worker_cores, slot_ranks(worker_cores.size(), 0), slot_base{0};
-  for (size_t r = 1; r < ranks.size(); ++r) {
-    slot_base.push_back(static_cast<int>(slot_cores.size()));
-    slot_cores.insert(slot_cores.end(), ranks[r].cores.begin(), ranks[r].cores.end());
-    slot_ranks.insert(slot_ranks.end(), ranks[r].cores.size(), static_cast<int>(r));
-  }
-  const int total_workers = static_cast<int>(slot_cores.size());
-  std::optional<Timeline> timeline;
-  {
-    Json rank_list = Json::array();
-    const std::string host0 = cluster ? cluster->host() : host_name();
-    if (ranks.empty()) rank_list.push_back({{"rank", 0}, {"host", host0}, {"cores", worker_cores}});
-    for (const RankInfo& r : ranks)
-      rank_list.push_back({{"rank", r.rank}, {"host", r.host}, {"cores", r.cores}});
-    for (size_t i = 0; i < slot_cores.size(); ++i) {
-      const int r = slot_ranks[i];
-      st.slots.push_back({r, r == 0 ? host0 : ranks[static_cast<size_t>(r)].host,
-                          static_cast<int>(i) - slot_base[static_cast<size_t>(r)], slot_cores[i]});
-    }
-    timeline.emplace(dir, rank_list);
-    st.timeline = &*timeline;
-  }
-  if (opts.on_folder_ready) opts.on_folder_ready(dir);
-  Display live(opts.mode, slot_cores, st.jobs.size(), opened.done, opened.total_cost,
-               opened.done_cost, dir + "/run.log");
-  if (cluster) live.set_ranks(slot_ranks);
-  st.live = &live;
-
-  // 5. Pinned workers take the next job as soon as they are free (under MPI, the coordinator
-  // hands jobs from the same queue to the other ranks' workers meanwhile).
-  std::vector<double> busy(static_cast<size_t>(workers), 0.0);
-  std::atomic<int> running_workers{workers};
-  std::atomic<int> local_jobs{0};
-  const auto t0 = Clock::now();
+// The display's first note (where the run is, and its output folder) and the notes before it.
+void announce(Display& live, const RunState& st, const OpenedRun& opened, int total_workers,
+              const Peers& peers, const Slots& slots) {
   std::string where = std::to_string(total_workers) + " worker(s)";
   Json start = {{"event", "run_start"},
                 {"models", st.jobs.size()},
                 {"pending", st.queue.size()},
                 {"workers", total_workers},
-                {"out", dir}};
-  if (cluster) {
-    where += " on " + std::to_string(ranks.size()) + " MPI ranks";
-    start["ranks"] = ranks.size();
-  }
+                {"out", st.dir}};
+  peers.describe(where, start);
   for (const std::string& n : opened.notes) live.note(n, {{"event", "note"}, {"message", n}});
   live.note("training " + std::to_string(st.queue.size()) + " model(s) on " + where +
-                "; output in " + dir,
+                "; output in " + st.dir,
             start);
-  for (const RankInfo& r : ranks) {
-    std::string list;
-    for (int c : r.cores) {
-      if (!list.empty()) list += ',';
-      list += std::to_string(c);
-    }
-    live.note("rank " + std::to_string(r.rank) + " on " + r.host + ": " +
-                  std::to_string(r.cores.size()) + " worker(s) on cores " + list +
-                  (r.loaded_data ? "; read the data" : "; shares its node's copy of the data"),
-              {{"event", "rank"},
-               {"rank", r.rank},
-               {"host", r.host},
-               {"cores", r.cores},
-               {"loaded_data", r.loaded_data}});
-  }
-  live.start();
-  // Workers left without a job help the models whose batches are split (one process only: under
-  // MPI the pieces of a batch are computed in turn by the model's own worker).
-  int split_jobs = 0;
-  for (const PreparedJob* j : st.queue) split_jobs += j->pieces > 1;
-  HelpBoard board(cluster ? 0 : split_jobs);
-  auto worker = [&](int w) {
-    const int core = worker_cores[static_cast<size_t>(w)];
-    pin_this_thread(core);
-    while (PreparedJob* jp = st.take()) {
-      PreparedJob& j = *jp;
-      const ModelSpec& s = *j.spec;
-      st.timeline_started(w, s.name);
-      live.job_started(w, s, j.cost);
-      const auto js = Clock::now();
-      JobContext ctx;
-      ctx.seed = plan.seed;
-      ctx.core = core;
-      ctx.stop = &st.stop;
-      ctx.observer = live.observer(w);
-      if (!cluster) ctx.helpers = &board;
-      ctx.job = static_cast<int>(j.index);
-      ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
-      ctx.checkpoint_seconds = opts.checkpoint_seconds;
-      std::string saved;
-      if (io.save)
-        ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
-          saved = io.save(net, sp, dir + "/models/" + sp.name);
-        };
-      JobResult r = run_prepared(j, io, data[s.source], ctx);
-      if (ctx.helpers && j.pieces > 1) board.job_done();
-      busy[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
-      ++local_jobs;
-      st.store(j, std::move(r), {},
-               saved.empty() ? "" : "models/" + std::filesystem::path(saved).filename().string());
-      st.timeline_ended(w, j);
-      live.job_finished(w, st.results[j.index], j.cost);
-    }
-    if (!cluster) {
-      live.helping(w, true);
-      const Timeline::Slot& me = st.slots[static_cast<size_t>(w)];
-      busy[static_cast<size_t>(w)] += board.help(
-          &st.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
-                        int pieces) {
-            timeline->helped(st.jobs.at(static_cast<size_t>(owner)).spec->name, me,
-                             timeline->wall(b), timeline->wall(e), pieces);
-          });
-      live.helping(w, false);
-    }
-    --running_workers;
-  };
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) threads.emplace_back(worker, w);
-  if (cluster) {
-    fleet_detail::coordinate(*cluster, st, ranks, slot_base, running_workers, sum);
-  } else {
-    // The workers watch st.stop only: a signal's stop (opts.stop) joins a failed write's there.
-    while (running_workers.load() > 0) {
-      if (st.stopping()) st.stop = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  for (auto& t : threads) t.join();
-  sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
-  live.stop();
-  timeline->end_session();
+  peers.show(live, slots);
+}
 
-  // 6. Models never started because of a stop are reported as cancelled.
+// This process's pinned workers: each takes the next job as soon as it is free. Those left
+// without a job help the models whose batches are split, when `helpers` (every worker of the run
+// is here; otherwise the pieces of a batch are computed in turn by the model's own worker).
+class WorkerPool {
+ public:
+  WorkerPool(RunState& st, const ModelIo& io, const std::vector<FleetData>& data,
+             const std::vector<int>& cores, bool helpers)
+      : st_(st),
+        io_(io),
+        data_(data),
+        cores_(cores),
+        helpers_(helpers),
+        board_(helpers ? split_jobs(st) : 0),
+        busy_(cores.size(), 0.0),
+        running_(static_cast<int>(cores.size())) {}
+
+  // Runs the workers, and `serve(running)` on this thread until they have all finished.
+  void run(const std::function<void(std::atomic<int>&)>& serve) {
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < cores_.size(); ++w)
+      threads.emplace_back([this, w] { work(static_cast<int>(w)); });
+    serve(running_);
+    for (auto& t : threads) t.join();
+  }
+  double busy() const {
+    double total = 0;
+    for (double b : busy_) total += b;
+    return total;
+  }
+  int jobs() const { return jobs_.load(); }
+
+ private:
+  static int split_jobs(const RunState& st) {
+    int n = 0;
+    for (const PreparedJob* j : st.queue) n += j->pieces > 1;
+    return n;
+  }
+
+  void work(int w) {
+    pin_this_thread(cores_[static_cast<size_t>(w)]);
+    while (PreparedJob* j = st_.take()) train(w, *j);
+    if (helpers_) {
+      st_.live->helping(w, true);
+      const Timeline::Slot& me = st_.slots.at(static_cast<size_t>(w));
+      busy_[static_cast<size_t>(w)] += board_.help(
+          &st_.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
+                         int pieces) {
+            if (st_.timeline)
+              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).spec->name, me,
+                                   st_.timeline->wall(b), st_.timeline->wall(e), pieces);
+          });
+      st_.live->helping(w, false);
+    }
+    --running_;
+  }
+
+  void train(int w, PreparedJob& j) {
+    const ModelSpec& s = *j.spec;
+    st_.timeline_started(w, s.name);
+    st_.live->job_started(w, s, j.cost);
+    const auto js = Clock::now();
+    JobContext ctx;
+    ctx.seed = st_.plan.seed;
+    ctx.core = cores_[static_cast<size_t>(w)];
+    ctx.stop = &st_.stop;
+    ctx.observer = st_.live->observer(w);
+    if (helpers_) ctx.helpers = &board_;
+    ctx.job = static_cast<int>(j.index);
+    ctx.checkpoint_seconds = st_.opts.checkpoint_seconds;
+    std::string saved;
+    JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
+    if (ctx.helpers && j.pieces > 1) board_.job_done();
+    busy_[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
+    ++jobs_;
+    st_.store(j, std::move(r), {},
+              saved.empty() ? "" : "models/" + std::filesystem::path(saved).filename().string());
+    st_.timeline_ended(w, j);
+    st_.live->job_finished(w, st_.results[j.index], j.cost);
+  }
+
+  RunState& st_;
+  const ModelIo& io_;
+  const std::vector<FleetData>& data_;
+  const std::vector<int>& cores_;
+  const bool helpers_;
+  HelpBoard board_;
+  std::vector<double> busy_;  // per worker
+  std::atomic<int> running_;  // workers not yet finished
+  std::atomic<int> jobs_{0};
+};
+
+// 6. Models never started because of a stop are reported as cancelled.
+void cancel_unstarted(RunState& st, FleetSummary& sum) {
   for (auto& j : st.jobs) {
     JobResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
@@ -717,44 +549,108 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
     }
     if (r.status == JobStatus::kCancelled) sum.interrupted = true;
   }
-  double busy_total = 0;
-  for (double b : busy) busy_total += b;
-  if (cluster) {
-    RankSummary& me = sum.ranks[0];
-    me.jobs = local_jobs.load();
-    me.busy_seconds = busy_total;
-    fleet_detail::measure_memory(me);
-    for (size_t r = 1; r < sum.ranks.size(); ++r) busy_total += sum.ranks[r].busy_seconds;
-  }
-  sum.workers = total_workers;
-  sum.busy_fraction = sum.makespan > 0 ? busy_total / (total_workers * sum.makespan) : 0.0;
-  sum.peak_rss = peak_rss_bytes();
+}
 
+// 7. results.json and history.csv, and the folder synced. After a failed write the run has
+// stopped; its results are written if they still can be.
+void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunState& st,
+                   RunFolder& folder, Peers& peers, FleetSummary& sum) {
   RankKey key = plan_rank_key(plan, data);
   // A model with several outputs names its metrics by output (val_main_output_mae): when no
   // result has the plan's metric, the models rank by the loss.
   if (std::none_of(st.results.begin(), st.results.end(),
                    [&](const JobResult& r) { return find_metric(r.metrics, key.key); }))
     key = rank_key({}, key.key.rfind("val_", 0) == 0, key.key.rfind("test_", 0) == 0);
-  // After a failed write the run has stopped; its results are written if they still can be.
   sum.write_error = st.write_error;
   try {
-    write_results(dir, plan.path, plan.seed, total_workers, st.results, key);
-    folder->write_history();
-    folder->sync();
+    write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key);
+    folder.write_history();
+    folder.sync();
   } catch (const Error&) {
     if (sum.write_error.empty()) {
-      if (cluster) fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted, 1);
+      peers.finish(st.results, sum.interrupted, 1);
       throw;
     }
   }
-  if (cluster)
-    fleet_detail::finish_cluster(*cluster, st.results, sum.interrupted,
-                                 sum.write_error.empty() ? 0 : 1);
+  peers.finish(st.results, sum.interrupted, sum.write_error.empty() ? 0 : 1);
   sum.rank_by = key.key;
   sum.rank_higher_is_better = key.higher_is_better;
+}
+
+}  // namespace
+
+namespace fleet_detail {
+
+void Peers::serve(RunState& st, const Slots&, std::atomic<int>& running, FleetSummary&) {
+  // The workers watch st.stop only: a signal's stop (opts.stop) joins a failed write's there.
+  while (running.load() > 0) {
+    if (st.stopping()) st.stop = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+std::vector<int> worker_cores(const std::vector<int>& cores, int workers) {
+  const int n = workers > 0 ? workers : static_cast<int>(cores.size());
+  std::vector<int> out;
+  for (int w = 0; w < n; ++w) out.push_back(cores[static_cast<size_t>(w) % cores.size()]);
+  return out;
+}
+
+FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const ModelIo& io,
+                            const std::vector<FleetData>& data, const std::vector<int>& cores,
+                            Peers& peers) {
+  // 2. Every model validated against the data before anything starts; 3. the output folder.
+  const int workers = static_cast<int>(cores.size());
+  RunState st(plan, opts);
+  FleetSummary sum;
+  sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
+  st.dir = sum.out_dir;
+  std::optional<RunFolder> folder;
+  OpenedRun opened;
+  peers.agree([&] {
+    prepare_jobs(plan, io, data, workers, st.jobs);
+    opened = open_run(plan, opts, workers, st, folder);
+  });
+
+  // 4. The display has a row per worker: this process's first, then every peer's.
+  Slots slots{cores, std::vector<int>(cores.size(), 0), {0}, {host_name()}};
+  peers.add_slots(slots);
+  sum.workers = static_cast<int>(slots.cores.size());
+  std::optional<Timeline> timeline;
+  start_timeline(st, slots, timeline);
+  if (opts.on_folder_ready) opts.on_folder_ready(st.dir);
+  Display live(opts.mode, slots.cores, st.jobs.size(), opened.done, opened.total_cost,
+               opened.done_cost, st.dir + "/run.log");
+  st.live = &live;
+
+  // 5. Pinned workers take the next job as soon as they are free (with peers, rank 0's
+  // coordinator hands jobs from the same queue to theirs meanwhile).
+  WorkerPool pool(st, io, data, cores, peers.helpers());
+  const auto t0 = Clock::now();
+  announce(live, st, opened, sum.workers, peers, slots);
+  live.start();
+  pool.run([&](std::atomic<int>& running) { peers.serve(st, slots, running, sum); });
+  sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
+  live.stop();
+  timeline->end_session();
+
+  cancel_unstarted(st, sum);
+  const double busy = peers.account(sum, pool.jobs(), pool.busy());
+  sum.busy_fraction = sum.makespan > 0 ? busy / (sum.workers * sum.makespan) : 0.0;
+  sum.peak_rss = peak_rss_bytes();
+  write_outcome(plan, data, st, *folder, peers, sum);
   sum.results = std::move(st.results);
   return sum;
+}
+
+}  // namespace fleet_detail
+
+FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
+  // 1. Data, loaded once and shared read-only by every worker.
+  const std::vector<FleetData> data = load_plan_data(plan.sources);
+  fleet_detail::Peers alone;
+  return fleet_detail::run_fleet_here(
+      plan, opts, io, data, fleet_detail::worker_cores(allowed_cpus(), opts.workers), alone);
 }
 
 }  // namespace nnfleet

@@ -3,9 +3,10 @@
 // README.md. Results are bit-identical for any number of workers: each model's random streams
 // derive from the plan seed and its name only, and kernels are single-threaded.
 //
-// Under MPI (FleetOptions::cluster, see mpi_cluster.h) the same run spans many processes: rank 0
-// validates the plan, owns the queue and writes the output folder; every rank runs its own pinned
-// workers, which take the next job from rank 0's queue; results equal a single-process run's.
+// Under MPI (run_cluster_fleet(), cluster/cluster_fleet.h) the same run spans many processes:
+// rank 0 validates the plan, owns the queue and writes the output folder; every rank runs its own
+// pinned workers, which take the next job from rank 0's queue; results equal a single-process
+// run's.
 #pragma once
 
 #include <atomic>
@@ -15,11 +16,9 @@
 
 #include "fleet/display.h"
 #include "fleet/job.h"
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
-
-class Cluster;
 
 struct FleetOptions {
   std::string out_dir;  // empty: runs/<plan>-<timestamp>
@@ -28,9 +27,6 @@ struct FleetOptions {
   Display::Mode mode = Display::Mode::kLines;
   const std::atomic<bool>* stop = nullptr;  // set by a signal handler: finish batch, checkpoint
   double checkpoint_seconds = kCheckpointSeconds;  // JobContext::checkpoint_seconds
-  // The MPI ranks this run spans (start_mpi_cluster()); null or one rank: this process alone.
-  // Every rank calls run_fleet with the same plan and options; `workers` counts per rank.
-  Cluster* cluster = nullptr;
   // Called once the output folder exists (and plan.yaml, jobs.log and timeline.jsonl are in it),
   // before any job starts; rank 0 only. For `train --report`.
   std::function<void(const std::string& dir)> on_folder_ready;
@@ -40,13 +36,13 @@ struct FleetOptions {
 struct RankSummary {
   int rank = 0;
   std::string host;
-  std::vector<int> cores;   // one per worker
-  bool loaded_data = false; // read the data files (one rank per node does)
-  int jobs = 0;             // jobs it ran
-  double busy_seconds = 0;  // summed over its workers
-  size_t peak_rss = 0;      // bytes, by the end of the run
-  size_t rss_private = 0;   // resident bytes of its own (anonymous) memory
-  size_t rss_shared = 0;    // resident bytes shared with other processes (the node's data window)
+  std::vector<int> cores;    // one per worker
+  bool loaded_data = false;  // read the data files (one rank per node does)
+  int jobs = 0;              // jobs it ran
+  double busy_seconds = 0;   // summed over its workers
+  size_t peak_rss = 0;       // bytes, by the end of the run
+  size_t rss_private = 0;    // resident bytes of its own (anonymous) memory
+  size_t rss_shared = 0;     // resident bytes shared with other processes (the node's data window)
 };
 
 // Rank 0's scheduling overhead as the other ranks' workers saw it: the time from asking rank 0
@@ -62,7 +58,7 @@ struct FleetSummary {
   double makespan = 0.0;           // seconds, launch of the first job to the end of the last
   double busy_fraction = 0.0;      // job time / (workers x makespan)
   size_t peak_rss = 0;
-  int workers = 0;                 // under MPI: over all ranks
+  int workers = 0;  // under MPI: over all ranks
   bool interrupted = false;
   // Not empty: a write to the output folder failed (full disk, permissions) and the run stopped
   // early; the first such error. Models not finished then are retried by --resume.
@@ -80,7 +76,8 @@ struct FleetSummary {
 struct ModelIo {
   // Builds the model of a `keras:` spec and fills its initial weights (empty when the file has
   // none). Throws Error.
-  std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)> load;
+  std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)>
+      load;
   // Saves a trained network to `path_without_extension` + its extension, atomically but without
   // an fsync (the run syncs its folder once, at its end); returns the path.
   std::function<std::string(const Network&, const ModelSpec&, const std::string&)> save;
@@ -90,9 +87,9 @@ struct ModelIo {
   std::function<RestoredOptimizer(const ModelSpec&, const Shape&)> optimizer;
 };
 
-// Throws PlanError (every validation problem, listed), DataError, FileError before anything is
-// written; after that, failures of single models are results, not exceptions. In a cluster run,
-// rank 0 throws what any rank found wrong and the other ranks throw PeerExit.
+// Runs the plan in this process. Throws PlanError (every validation problem, listed), DataError,
+// FileError before anything is written; after that, failures of single models are results, not
+// exceptions.
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io);
 
 }  // namespace nnfleet

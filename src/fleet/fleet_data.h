@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
 

@@ -271,9 +271,9 @@ std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& inp
   // Training keys (regularizers, constraints, trainable) stay with the node (layer_training.h).
   std::vector<ModelNode> nodes;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
-    auto [layer, training] = make_layer_with_training(
-        spec.layers[i].class_name, spec.layers[i].config, ConfigMode::kPlan,
-        "layer_" + std::to_string(i));
+    auto [layer, training] =
+        make_layer_with_training(spec.layers[i].class_name, spec.layers[i].config,
+                                 ConfigMode::kPlan, "layer_" + std::to_string(i));
     nodes.push_back({std::move(layer), {static_cast<int>(i)}, std::move(training)});
   }
   const int out = static_cast<int>(nodes.size());
@@ -304,8 +304,8 @@ std::vector<T> per_output(const std::vector<std::pair<std::string, T>>& given, c
   if (given[0].first.empty()) {
     if (given.size() != m.num_outputs())
       throw ModelError(where + "it has " + std::to_string(m.num_outputs()) + " output" +
-                       (m.num_outputs() > 1 ? "s" : "") + " (" + names + "); expected one " +
-                       what + " per output, got " + std::to_string(given.size()));
+                       (m.num_outputs() > 1 ? "s" : "") + " (" + names + "); expected one " + what +
+                       " per output, got " + std::to_string(given.size()));
     for (size_t j = 0; j < given.size(); ++j) out[j] = given[j].second;
     return out;
   }
@@ -335,263 +335,354 @@ TrainSpec train_spec_of(const ModelSpec& spec, const Model& model) {
   return t;
 }
 
+namespace {
+
+// What a job is doing with the output folder when an exception arrives (JobResult::retry).
+enum class Io { kNone, kReading, kWriting };
+
+// The job's TrainSpec: the plan's, with restore_optimizer the file's optimizer.
+TrainSpec job_train_spec(const ModelSpec& spec, const Model& model, const JobContext& ctx) {
+  TrainSpec train = train_spec_of(spec, model);
+  if (ctx.restored_optimizer) train.optimizer = ctx.restored_optimizer->spec;
+  return train;
+}
+
+// One job's training, Keras's fit() in steps: prepare() (a checkpoint resumed, or the weights
+// initialized), run_epochs() (each epoch's batches, its record with the validation figures,
+// ReduceLROnPlateau, early stopping and the checkpoint policy), then finish() (final and test
+// figures, the best epoch, the saved model). Outcomes other than done are written into the
+// JobResult as they happen; exceptions are left to run_job.
+class JobRun {
+ public:
+  JobRun(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
+         const JobContext& ctx, JobResult& res, Io& io)
+      : spec_(spec),
+        data_(data),
+        ctx_(ctx),
+        res_(res),
+        io_(io),
+        model_(std::move(model)),
+        train_(job_train_spec(spec, *model_, ctx)),
+        net_(model_, spec.batch_size, train_, batch_pieces(spec, *model_)),
+        metrics_(spec, train_, net_),
+        es_(spec.early_stopping ? &*spec.early_stopping : nullptr),
+        es_max_(es_ && monitor_goes_up(es_->monitor, es_->mode)),
+        batcher_(data, spec, train_, net_),
+        order_(static_cast<size_t>(data.n_train)),
+        batches_(static_cast<int>((data.n_train + spec.batch_size - 1) / spec.batch_size)) {}
+
+  // Resumes from ctx.checkpoint_path when it holds a checkpoint; otherwise initializes the
+  // weights (`initial_params`, when not null, replaces the initializer). Throws FileError.
+  void prepare(const std::vector<float>* initial_params) {
+    ck_.model = spec_.name;
+    io_ = Io::kReading;
+    const bool resumed =
+        !ctx_.checkpoint_path.empty() && load_checkpoint(ctx_.checkpoint_path, ck_);
+    if (resumed) {
+      if (ck_.model != spec_.name || ck_.params.size() != net_.num_params() ||
+          ck_.opt_state.size() != net_.optimizer_state_floats() ||
+          (ck_.batch > 0 && ck_.metric_sums.size() != metrics_.state_size()))
+        throw FileError(
+            "failed to resume model '" + spec_.name + "' from '" + ctx_.checkpoint_path +
+            "': the checkpoint does not match the plan's model; expected " +
+            std::to_string(net_.num_params()) + " parameters, got " +
+            std::to_string(ck_.params.size()) + "; delete it to restart this model from scratch");
+      std::copy(ck_.params.begin(), ck_.params.end(), net_.params());
+      std::copy(ck_.opt_state.begin(), ck_.opt_state.end(), net_.optimizer_state());
+      ck_.params = {};  // the network holds them now
+      ck_.opt_state = {};
+      net_.set_iterations(ck_.iterations);
+      if (ck_.learning_rate > 0) net_.set_learning_rate(ck_.learning_rate);
+    } else {
+      Rng init(ctx_.seed, spec_.name, "init");
+      net_.initialize(init);
+      if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net_.params());
+      if (const RestoredOptimizer* ro = ctx_.restored_optimizer) {
+        if (ro->state.size() != net_.optimizer_state_floats())
+          throw ModelError(
+              "failed to restore the optimizer of model '" + spec_.name + "': its file holds " +
+              std::to_string(ro->state.size()) + " optimizer floats; expected " +
+              std::to_string(net_.optimizer_state_floats()) + " for the model's trainable weights");
+        std::copy(ro->state.begin(), ro->state.end(), net_.optimizer_state());
+        net_.set_iterations(ro->iterations);
+      }
+    }
+    io_ = Io::kNone;
+    res_.history = ck_.history;
+    if (es_ && ck_.best.monitor.empty()) ck_.best.monitor = es_->monitor;
+    if (es_ && es_->restore_best_weights) ck_.best_params.resize(net_.num_params());
+    stop_training_ = ck_.stopped;
+    last_checkpoint_ = Clock::now();
+  }
+
+  // The epochs left; false when the job ended before its last (diverged, or cancelled by a stop).
+  bool run_epochs() {
+    for (int epoch = ck_.epoch; epoch < spec_.epochs && !stop_training_; ++epoch) {
+      if (!train_epoch(epoch)) return false;
+      const EpochRecord rec = epoch_record(epoch);
+      res_.history.push_back(rec);
+      if (ctx_.observer) ctx_.observer->on_epoch(spec_, rec);
+      if (spec_.reduce_lr_on_plateau)
+        reduce_on_plateau(*spec_.reduce_lr_on_plateau, rec, net_, ck_);
+      if (es_) early_stopping(epoch, rec);
+      ck_.stopped = stop_training_;
+      if (!checkpoint_epoch_end(epoch)) return false;
+    }
+    return true;
+  }
+
+  // After the last epoch: the final figures, the test data's, the best epoch, and the model saved.
+  void finish() {
+    res_.epochs = static_cast<int>(res_.history.size());
+    res_.seconds = ck_.seconds;
+    res_.samples_per_second =
+        ck_.seconds > 0 ? static_cast<double>(ck_.samples) / ck_.seconds : 0.0;
+    if (!res_.history.empty()) res_.metrics = res_.history.back().values;
+    if (data_.test) {
+      double tl = 0;
+      std::vector<double> tm;
+      evaluate(
+          net_, batcher_, *data_.test, data_.test_weights, 0, data_.test->x.rows(), metrics_, spec_,
+          [this](int n) { infer(n); }, tl, tm);
+      const double nt = static_cast<double>(data_.test->x.rows());
+      res_.metrics.emplace_back("test_loss", tl / nt);
+      for (size_t m = 0; m < metrics_.size(); ++m)
+        res_.metrics.emplace_back("test_" + metrics_.key(m), metrics_.value(m, tm.data()));
+    }
+    best_epoch();
+    io_ = Io::kWriting;
+    if (ctx_.save_model) ctx_.save_model(net_, spec_);
+    res_.status = JobStatus::kDone;
+  }
+
+ private:
+  // A split batch's pieces go to the help board, where idle workers may take some.
+  double train_step(int n, const Targets* t) {
+    if (net_.pieces() == 1 || !ctx_.helpers) return net_.train_step(n, t);
+    net_.begin_step(n, t);
+    ctx_.helpers->run(net_.pieces(), train_piece_, ctx_.job);
+    ctx_.helpers->run(net_.pieces(), update_piece_, ctx_.job);
+    return net_.end_step();
+  }
+  // Evaluation (validation, test) goes through the board the same way.
+  void infer(int n) {
+    if (net_.pieces() == 1 || !ctx_.helpers) return net_.forward(n, false);
+    net_.begin_inference(n);
+    ctx_.helpers->run(net_.pieces(), infer_piece_, ctx_.job);
+  }
+
+  // The epoch's batches (from the checkpoint's batch on a resume); false when the job ended in
+  // it (diverged, or stopped: then checkpointed).
+  bool train_epoch(int epoch) {
+    // The epoch's order and dropout stream derive from (seed, name, epoch) only.
+    std::iota(order_.begin(), order_.end(), 0);
+    if (spec_.shuffle) {
+      Rng sh(ctx_.seed, spec_.name, "shuffle/" + std::to_string(epoch));
+      for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[sh.below(i)]);
+    }
+    const int first_batch = ck_.batch;
+    if (first_batch == 0) {
+      net_.set_rng(Rng(ctx_.seed, spec_.name, "dropout/" + std::to_string(epoch)));
+      ck_.loss_sum = 0.0;
+      ck_.metric_sums.assign(metrics_.state_size(), 0.0);
+      ck_.seen = 0;
+      ck_.epoch_seconds = 0.0;
+    } else {
+      net_.rng().set_state(ck_.rng);
+    }
+    ck_.batch = 0;
+    const auto t0 = Clock::now();
+    for (int b = first_batch; b < batches_; ++b)
+      if (!train_batch(epoch, b, t0)) return false;
+    const double train_seconds = since(t0);
+    ck_.epoch_seconds += train_seconds;
+    ck_.seconds += train_seconds;
+    return true;
+  }
+
+  // Batch b of the epoch that began (or resumed) at t0; false when the job ended at it.
+  bool train_batch(int epoch, int b, Clock::time_point t0) {
+    const int bs = spec_.batch_size;
+    const int n = static_cast<int>(std::min<int64_t>(bs, data_.n_train - int64_t{b} * bs));
+    const Targets* t = batcher_.load(data_.train, order_.data() + int64_t{b} * bs, n, net_,
+                                     data_.train_weights, true);
+    const double loss = train_step(n, t);
+    if (!std::isfinite(loss)) {
+      res_.status = JobStatus::kDiverged;
+      res_.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
+                     " at epoch " + std::to_string(epoch + 1) + ", batch " + std::to_string(b + 1);
+      res_.epochs = epoch;
+      res_.seconds = ck_.seconds + since(t0);
+      return false;
+    }
+    ck_.loss_sum += loss * n;
+    ck_.seen += n;
+    if (model_->num_outputs() > 1)
+      for (size_t j = 0; j < model_->num_outputs(); ++j) {
+        const float* l = net_.step_losses(j);
+        metrics_.add_output_loss(ck_.metric_sums.data(), j, std::accumulate(l, l + n, 0.0), n);
+      }
+    metrics_.accumulate(ck_.metric_sums.data(), n, net_, t);
+    ck_.samples += n;
+    if (ctx_.observer) {
+      const double el = ck_.epoch_seconds + since(t0);
+      ctx_.observer->on_batch(spec_, epoch + 1, b + 1, batches_, ck_.loss_sum / ck_.seen,
+                              metrics_.empty() ? NAN : metrics_.value(0, ck_.metric_sums.data()),
+                              el > 0 ? ck_.seen / el : 0.0);
+    }
+    if (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed) && b + 1 < batches_) {
+      ck_.epoch_seconds += since(t0);
+      ck_.seconds += since(t0);
+      write_checkpoint(epoch, b + 1);
+      res_.status = JobStatus::kCancelled;
+      res_.message = "stopped at epoch " + std::to_string(epoch + 1) + ", batch " +
+                     std::to_string(b + 1) + "; resume with --resume";
+      res_.epochs = epoch;
+      res_.seconds = ck_.seconds;
+      return false;
+    }
+    return true;
+  }
+
+  // The epoch's history record: training figures, then the validation split's.
+  EpochRecord epoch_record(int epoch) {
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.values.emplace_back("loss", ck_.loss_sum / ck_.seen);
+    for (size_t m = 0; m < metrics_.size(); ++m)
+      rec.values.emplace_back(metrics_.key(m), metrics_.value(m, ck_.metric_sums.data()));
+    if (data_.n_val > 0) {
+      double vl = 0;
+      std::vector<double> vm;
+      evaluate(
+          net_, batcher_, data_.train, data_.train_weights, data_.n_train,
+          data_.n_train + data_.n_val, metrics_, spec_, [this](int n) { infer(n); }, vl, vm);
+      const double nv = static_cast<double>(data_.n_val);
+      rec.values.emplace_back("val_loss", vl / nv);
+      for (size_t m = 0; m < metrics_.size(); ++m)
+        rec.values.emplace_back("val_" + metrics_.key(m), metrics_.value(m, vm.data()));
+    }
+    // The rate the next update would use, as Keras's optimizer.learning_rate reports it (with
+    // ReduceLROnPlateau: the rate of this epoch, logged before any reduction, as Keras does).
+    if (spec_.optimizer.schedule || spec_.reduce_lr_on_plateau)
+      rec.values.emplace_back("learning_rate",
+                              learning_rate_at(net_.train_spec().optimizer, net_.iterations()));
+    rec.seconds = ck_.epoch_seconds;
+    return rec;
+  }
+
+  // Keras's EarlyStopping.on_epoch_end.
+  void early_stopping(int epoch, const EpochRecord& rec) {
+    const double* cur = find_metric(rec.values, es_->monitor);
+    if (!cur || epoch + 1 <= es_->start_from_epoch) return;
+    if (es_->restore_best_weights && !ck_.has_best_params) {
+      std::copy(net_.params(), net_.params() + net_.num_params(), ck_.best_params.begin());
+      ck_.has_best_params = true;
+    }
+    ++ck_.wait;
+    const bool better = ck_.best.epoch == 0 || (es_max_ ? *cur - es_->min_delta > ck_.best.value
+                                                        : *cur + es_->min_delta < ck_.best.value);
+    if (better) {
+      ck_.best.epoch = epoch + 1;
+      ck_.best.value = *cur;
+      ck_.wait = 0;
+      if (es_->restore_best_weights)
+        std::copy(net_.params(), net_.params() + net_.num_params(), ck_.best_params.begin());
+    } else if (ck_.wait >= es_->patience && epoch > 0) {
+      stop_training_ = true;
+      if (es_->restore_best_weights && ck_.has_best_params)
+        std::copy(ck_.best_params.begin(), ck_.best_params.end(), net_.params());
+    }
+  }
+
+  // The checkpoint policy at an epoch's end: a checkpoint when early stopping ended training (a
+  // resume must not train further), when a stop is requested, or when ctx.checkpoint_seconds
+  // have passed since the last one: a model whose epochs take milliseconds is not slowed by a
+  // file per epoch, and a crash costs at most that much retraining (a resume from any checkpoint
+  // gives the same result). False when a stop ends the job here.
+  bool checkpoint_epoch_end(int epoch) {
+    const bool stop_requested = ctx_.stop && ctx_.stop->load(std::memory_order_relaxed);
+    if (stop_training_ || stop_requested || since(last_checkpoint_) >= ctx_.checkpoint_seconds) {
+      write_checkpoint(epoch + 1, 0);
+      last_checkpoint_ = Clock::now();
+    }
+    if (stop_requested && epoch + 1 < spec_.epochs && !stop_training_) {
+      res_.status = JobStatus::kCancelled;
+      res_.message = "stopped after epoch " + std::to_string(epoch + 1) + "; resume with --resume";
+      res_.epochs = epoch + 1;
+      res_.seconds = ck_.seconds;
+      return false;
+    }
+    return true;
+  }
+
+  void write_checkpoint(int epoch, int batch) {
+    if (ctx_.checkpoint_path.empty()) return;
+    ck_.epoch = epoch;
+    ck_.batch = batch;
+    ck_.iterations = net_.iterations();
+    ck_.rng = net_.rng().state();
+    ck_.history = res_.history;
+    io_ = Io::kWriting;
+    save_checkpoint(ctx_.checkpoint_path, ck_, {net_.params(), net_.num_params()},
+                    {net_.optimizer_state(), net_.optimizer_state_floats()});
+    io_ = Io::kNone;
+  }
+
+  // JobResult::best: early stopping's best epoch; without it, the epoch with the lowest
+  // monitored loss.
+  void best_epoch() {
+    if (es_ && ck_.best.epoch > 0) {
+      res_.best = ck_.best;
+      return;
+    }
+    if (res_.history.empty()) return;
+    const std::string mon = data_.n_val > 0 ? "val_loss" : "loss";
+    res_.best.monitor = mon;
+    for (const auto& r : res_.history) {
+      const double* v = find_metric(r.values, mon);
+      if (v && (res_.best.epoch == 0 || *v < res_.best.value)) {
+        res_.best.epoch = r.epoch;
+        res_.best.value = *v;
+      }
+    }
+  }
+
+  const ModelSpec& spec_;
+  const FleetData& data_;
+  const JobContext& ctx_;
+  JobResult& res_;
+  Io& io_;
+  const std::shared_ptr<const Model> model_;
+  const TrainSpec train_;
+  Network net_;
+  const std::function<void(int)> train_piece_ = [this](int p) { net_.train_piece(p); };
+  const std::function<void(int)> update_piece_ = [this](int p) { net_.update_piece(p); };
+  const std::function<void(int)> infer_piece_ = [this](int p) { net_.infer_piece(p); };
+  const JobMetrics metrics_;
+  Checkpoint ck_;
+  const EarlyStopping* const es_;
+  const bool es_max_;
+  Batcher batcher_;
+  std::vector<int64_t> order_;
+  const int batches_;
+  bool stop_training_ = false;
+  Clock::time_point last_checkpoint_{};
+};
+
+}  // namespace
+
 JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, const FleetData& data,
                   const JobContext& ctx, const std::vector<float>* initial_params) {
   JobResult res;
   res.name = spec.name;
   res.core = ctx.core;
   res.params = model->trainable_params() + model->non_trainable_params();
-  // What the job is doing with the output folder when an exception arrives (JobResult::retry).
-  enum class Io { kNone, kReading, kWriting } io = Io::kNone;
+  Io io = Io::kNone;
   try {
-    TrainSpec train = train_spec_of(spec, *model);
-    if (ctx.restored_optimizer) train.optimizer = ctx.restored_optimizer->spec;
-    Network net(model, spec.batch_size, train, batch_pieces(spec, *model));
-    // A split batch's pieces go to the help board, where idle workers may take some.
-    const std::function<void(int)> train_piece = [&net](int p) { net.train_piece(p); };
-    const std::function<void(int)> update_piece = [&net](int p) { net.update_piece(p); };
-    const std::function<void(int)> infer_piece = [&net](int p) { net.infer_piece(p); };
-    auto train_step = [&](int n, const Targets* t) {
-      if (net.pieces() == 1 || !ctx.helpers) return net.train_step(n, t);
-      net.begin_step(n, t);
-      ctx.helpers->run(net.pieces(), train_piece, ctx.job);
-      ctx.helpers->run(net.pieces(), update_piece, ctx.job);
-      return net.end_step();
-    };
-    // Evaluation (validation, test) goes through the board the same way.
-    auto infer = [&](int n) {
-      if (net.pieces() == 1 || !ctx.helpers) return net.forward(n, false);
-      net.begin_inference(n);
-      ctx.helpers->run(net.pieces(), infer_piece, ctx.job);
-    };
-    const JobMetrics metrics(spec, train, net);
-
-    Checkpoint ck;
-    ck.model = spec.name;
-    io = Io::kReading;
-    const bool resumed = !ctx.checkpoint_path.empty() && load_checkpoint(ctx.checkpoint_path, ck);
-    if (resumed) {
-      if (ck.model != spec.name || ck.params.size() != net.num_params() ||
-          ck.opt_state.size() != net.optimizer_state_floats() ||
-          (ck.batch > 0 && ck.metric_sums.size() != metrics.state_size()))
-        throw FileError("failed to resume model '" + spec.name + "' from '" + ctx.checkpoint_path +
-                        "': the checkpoint does not match the plan's model; expected " +
-                        std::to_string(net.num_params()) + " parameters, got " +
-                        std::to_string(ck.params.size()) +
-                        "; delete it to restart this model from scratch");
-      std::copy(ck.params.begin(), ck.params.end(), net.params());
-      std::copy(ck.opt_state.begin(), ck.opt_state.end(), net.optimizer_state());
-      ck.params = {};  // the network holds them now
-      ck.opt_state = {};
-      net.set_iterations(ck.iterations);
-      if (ck.learning_rate > 0) net.set_learning_rate(ck.learning_rate);
-    } else {
-      Rng init(ctx.seed, spec.name, "init");
-      net.initialize(init);
-      if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net.params());
-      if (const RestoredOptimizer* ro = ctx.restored_optimizer) {
-        if (ro->state.size() != net.optimizer_state_floats())
-          throw ModelError("failed to restore the optimizer of model '" + spec.name +
-                           "': its file holds " + std::to_string(ro->state.size()) +
-                           " optimizer floats; expected " +
-                           std::to_string(net.optimizer_state_floats()) +
-                           " for the model's trainable weights");
-        std::copy(ro->state.begin(), ro->state.end(), net.optimizer_state());
-        net.set_iterations(ro->iterations);
-      }
-    }
-    io = Io::kNone;
-    res.history = ck.history;
-
-    const EarlyStopping* es = spec.early_stopping ? &*spec.early_stopping : nullptr;
-    const bool es_max = es && monitor_goes_up(es->monitor, es->mode);
-    if (es && ck.best.monitor.empty()) ck.best.monitor = es->monitor;
-    if (es && es->restore_best_weights) ck.best_params.resize(net.num_params());
-
-    Batcher batcher(data, spec, train, net);
-    std::vector<int64_t> order(static_cast<size_t>(data.n_train));
-    const int bs = spec.batch_size;
-    const int batches = static_cast<int>((data.n_train + bs - 1) / bs);
-    bool stop_training = ck.stopped;
-    auto last_checkpoint = Clock::now();
-
-    auto write_checkpoint = [&](int epoch, int batch) {
-      if (ctx.checkpoint_path.empty()) return;
-      ck.epoch = epoch;
-      ck.batch = batch;
-      ck.iterations = net.iterations();
-      ck.rng = net.rng().state();
-      ck.history = res.history;
-      io = Io::kWriting;
-      save_checkpoint(ctx.checkpoint_path, ck, {net.params(), net.num_params()},
-                      {net.optimizer_state(), net.optimizer_state_floats()});
-      io = Io::kNone;
-    };
-
-    for (int epoch = ck.epoch; epoch < spec.epochs && !stop_training; ++epoch) {
-      // The epoch's order and dropout stream derive from (seed, name, epoch) only.
-      std::iota(order.begin(), order.end(), 0);
-      if (spec.shuffle) {
-        Rng sh(ctx.seed, spec.name, "shuffle/" + std::to_string(epoch));
-        for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[sh.below(i)]);
-      }
-      const int first_batch = ck.batch;
-      if (first_batch == 0) {
-        net.set_rng(Rng(ctx.seed, spec.name, "dropout/" + std::to_string(epoch)));
-        ck.loss_sum = 0.0;
-        ck.metric_sums.assign(metrics.state_size(), 0.0);
-        ck.seen = 0;
-        ck.epoch_seconds = 0.0;
-      } else {
-        net.rng().set_state(ck.rng);
-      }
-      ck.batch = 0;
-      const auto t0 = Clock::now();
-      for (int b = first_batch; b < batches; ++b) {
-        const int n = static_cast<int>(std::min<int64_t>(bs, data.n_train - int64_t{b} * bs));
-        const Targets* t = batcher.load(data.train, order.data() + int64_t{b} * bs, n, net,
-                                        data.train_weights, true);
-        const double loss = train_step(n, t);
-        if (!std::isfinite(loss)) {
-          res.status = JobStatus::kDiverged;
-          res.message = std::string("loss became ") + (std::isnan(loss) ? "nan" : "infinite") +
-                        " at epoch " + std::to_string(epoch + 1) + ", batch " +
-                        std::to_string(b + 1);
-          res.epochs = epoch;
-          res.seconds = ck.seconds + since(t0);
-          return res;
-        }
-        ck.loss_sum += loss * n;
-        ck.seen += n;
-        if (model->num_outputs() > 1)
-          for (size_t j = 0; j < model->num_outputs(); ++j) {
-            const float* l = net.step_losses(j);
-            metrics.add_output_loss(ck.metric_sums.data(), j, std::accumulate(l, l + n, 0.0), n);
-          }
-        metrics.accumulate(ck.metric_sums.data(), n, net, t);
-        ck.samples += n;
-        if (ctx.observer) {
-          const double el = ck.epoch_seconds + since(t0);
-          ctx.observer->on_batch(spec, epoch + 1, b + 1, batches, ck.loss_sum / ck.seen,
-                                 metrics.empty() ? NAN : metrics.value(0, ck.metric_sums.data()),
-                                 el > 0 ? ck.seen / el : 0.0);
-        }
-        if (ctx.stop && ctx.stop->load(std::memory_order_relaxed) && b + 1 < batches) {
-          ck.epoch_seconds += since(t0);
-          ck.seconds += since(t0);
-          write_checkpoint(epoch, b + 1);
-          res.status = JobStatus::kCancelled;
-          res.message = "stopped at epoch " + std::to_string(epoch + 1) + ", batch " +
-                        std::to_string(b + 1) + "; resume with --resume";
-          res.epochs = epoch;
-          res.seconds = ck.seconds;
-          return res;
-        }
-      }
-      const double train_seconds = since(t0);
-      ck.epoch_seconds += train_seconds;
-      ck.seconds += train_seconds;
-
-      EpochRecord rec;
-      rec.epoch = epoch + 1;
-      rec.values.emplace_back("loss", ck.loss_sum / ck.seen);
-      for (size_t m = 0; m < metrics.size(); ++m)
-        rec.values.emplace_back(metrics.key(m), metrics.value(m, ck.metric_sums.data()));
-      if (data.n_val > 0) {
-        double vl = 0;
-        std::vector<double> vm;
-        evaluate(net, batcher, data.train, data.train_weights, data.n_train,
-                 data.n_train + data.n_val, metrics, spec, infer, vl, vm);
-        const double nv = static_cast<double>(data.n_val);
-        rec.values.emplace_back("val_loss", vl / nv);
-        for (size_t m = 0; m < metrics.size(); ++m)
-          rec.values.emplace_back("val_" + metrics.key(m), metrics.value(m, vm.data()));
-      }
-      // The rate the next update would use, as Keras's optimizer.learning_rate reports it (with
-      // ReduceLROnPlateau: the rate of this epoch, logged before any reduction, as Keras does).
-      if (spec.optimizer.schedule || spec.reduce_lr_on_plateau)
-        rec.values.emplace_back("learning_rate",
-                                learning_rate_at(net.train_spec().optimizer, net.iterations()));
-      rec.seconds = ck.epoch_seconds;
-      res.history.push_back(rec);
-      if (ctx.observer) ctx.observer->on_epoch(spec, rec);
-      if (spec.reduce_lr_on_plateau) reduce_on_plateau(*spec.reduce_lr_on_plateau, rec, net, ck);
-
-      if (es) {
-        // Keras's EarlyStopping.on_epoch_end.
-        if (const double* cur = find_metric(rec.values, es->monitor);
-            cur && epoch + 1 > es->start_from_epoch) {
-          if (es->restore_best_weights && !ck.has_best_params) {
-            std::copy(net.params(), net.params() + net.num_params(), ck.best_params.begin());
-            ck.has_best_params = true;
-          }
-          ++ck.wait;
-          const bool better = ck.best.epoch == 0 || (es_max ? *cur - es->min_delta > ck.best.value
-                                                            : *cur + es->min_delta < ck.best.value);
-          if (better) {
-            ck.best.epoch = epoch + 1;
-            ck.best.value = *cur;
-            ck.wait = 0;
-            if (es->restore_best_weights)
-              std::copy(net.params(), net.params() + net.num_params(), ck.best_params.begin());
-          } else if (ck.wait >= es->patience && epoch > 0) {
-            stop_training = true;
-            if (es->restore_best_weights && ck.has_best_params)
-              std::copy(ck.best_params.begin(), ck.best_params.end(), net.params());
-          }
-        }
-      }
-      ck.stopped = stop_training;
-      // A checkpoint at the end of an epoch when early stopping ended training (a resume must
-      // not train further), when a stop is requested, or when ctx.checkpoint_seconds have passed
-      // since the last one: a model whose epochs take milliseconds is not slowed by a file per
-      // epoch, and a crash costs at most that much retraining (a resume from any checkpoint
-      // gives the same result).
-      const bool stop_requested = ctx.stop && ctx.stop->load(std::memory_order_relaxed);
-      if (stop_training || stop_requested || since(last_checkpoint) >= ctx.checkpoint_seconds) {
-        write_checkpoint(epoch + 1, 0);
-        last_checkpoint = Clock::now();
-      }
-      if (stop_requested && epoch + 1 < spec.epochs && !stop_training) {
-        res.status = JobStatus::kCancelled;
-        res.message = "stopped after epoch " + std::to_string(epoch + 1) + "; resume with --resume";
-        res.epochs = epoch + 1;
-        res.seconds = ck.seconds;
-        return res;
-      }
-    }
-
-    res.epochs = static_cast<int>(res.history.size());
-    res.seconds = ck.seconds;
-    res.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
-    if (!res.history.empty()) res.metrics = res.history.back().values;
-    if (data.test) {
-      double tl = 0;
-      std::vector<double> tm;
-      evaluate(net, batcher, *data.test, data.test_weights, 0, data.test->x.rows(), metrics, spec,
-               infer, tl, tm);
-      const double nt = static_cast<double>(data.test->x.rows());
-      res.metrics.emplace_back("test_loss", tl / nt);
-      for (size_t m = 0; m < metrics.size(); ++m)
-        res.metrics.emplace_back("test_" + metrics.key(m), metrics.value(m, tm.data()));
-    }
-    if (es && ck.best.epoch > 0) {
-      res.best = ck.best;
-    } else if (!res.history.empty()) {
-      // Without early stopping, "best" reports the epoch with the lowest monitored loss.
-      const std::string mon = data.n_val > 0 ? "val_loss" : "loss";
-      res.best.monitor = mon;
-      for (const auto& r : res.history) {
-        const double* v = find_metric(r.values, mon);
-        if (v && (res.best.epoch == 0 || *v < res.best.value)) {
-          res.best.epoch = r.epoch;
-          res.best.value = *v;
-        }
-      }
-    }
-    io = Io::kWriting;
-    if (ctx.save_model) ctx.save_model(net, spec);
-    res.status = JobStatus::kDone;
+    JobRun job(spec, std::move(model), data, ctx, res, io);
+    job.prepare(initial_params);
+    if (job.run_epochs()) job.finish();
   } catch (const std::exception& e) {
     res.status = JobStatus::kFailed;
     res.message = e.what();

@@ -14,9 +14,9 @@
 
 #include "fleet/fleet_data.h"
 #include "fleet/help_board.h"
-#include "fleet/plan.h"
 #include "model/model.h"
 #include "model/network.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
 

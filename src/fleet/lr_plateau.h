@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 namespace nnfleet {
 

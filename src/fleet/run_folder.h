@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "fleet/job.h"
-#include "fleet/plan.h"
+#include "plan/plan.h"
 #include "platform/files.h"
 
 namespace nnfleet::fleet_detail {

@@ -1,6 +1,7 @@
 // LayerConfig: typed, checked access to a layer's Keras-style config (a JSON object), used by the
 // layer factories for plans and Keras files alike. A getter that finds the wrong type throws
-// ConfigError naming the key and what was expected; finish() refuses keys nobody read.
+// ConfigError (nnfleet/error.h) naming the key and what was expected; finish() refuses keys
+// nobody read.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,18 +16,6 @@
 namespace nnfleet {
 
 using Json = nlohmann::json;
-
-// A bad value in a layer (or optimizer, loss) config. key() is the config key ("units"); the
-// message is "<rule>; expected <x>, got <y>" without location, which callers add (plan file and
-// line, or Keras file and layer).
-class ConfigError : public ModelError {
- public:
-  ConfigError(std::string key, const std::string& what) : ModelError(what), key_(std::move(key)) {}
-  const std::string& key() const { return key_; }
-
- private:
-  std::string key_;
-};
 
 // A JSON document nested deeper than parse_json_bounded allows. depth() is the limit.
 class JsonTooDeep : public std::runtime_error {

@@ -16,7 +16,7 @@
 #include <set>
 #include <tuple>
 
-#include "fleet/plan_yaml.h"
+#include "plan/plan_yaml.h"
 #include "fleet/results.h"
 #include "io/keras_reader.h"
 #include "io/model_summary.h"

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "fleet/fleet.h"
-#include "fleet/plan.h"
 #include "fleet_test_util.h"
+#include "plan/plan.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -7,8 +7,8 @@
 
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
-#include "fleet/plan.h"
 #include "fleet_test_util.h"
+#include "plan/plan.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "fleet/fleet.h"
-#include "fleet/plan.h"
 #include "fleet_test_util.h"
+#include "plan/plan.h"
 #include "platform/files.h"
 
 namespace nnfleet {

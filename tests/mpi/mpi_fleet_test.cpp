@@ -12,8 +12,9 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
+#include "fleet/cluster/cluster.h"
+#include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
-#include "fleet/mpi_cluster.h"
 #include "platform/files.h"
 
 namespace nnfleet {
@@ -139,11 +140,11 @@ Outcome run_ranks(const std::vector<std::string>& plans, const std::string& out,
       opts.resume = resume;
       opts.mode = Display::Mode::kQuiet;
       opts.stop = stop;
-      opts.cluster = &cluster;
       try {
         Plan plan;
         cluster.agree([&] { plan = load_plan(plans[static_cast<size_t>(r)]); });
-        o.ranks[static_cast<size_t>(r)] = run_fleet(plan, opts, testing_util::raw_io());
+        o.ranks[static_cast<size_t>(r)] =
+            run_cluster_fleet(plan, opts, testing_util::raw_io(), &cluster);
       } catch (const PeerExit&) {
         o.errors[static_cast<size_t>(r)] = "peer";
       } catch (const Error& e) {

@@ -1,7 +1,7 @@
 // Plan fit options: reduce_lr_on_plateau, checked field by field as Keras's ReduceLROnPlateau
 // would take them (and refused with a learning-rate schedule, which Keras cannot change either),
 // and class_weight.
-#include "fleet/plan_fit.h"
+#include "plan/plan_fit.h"
 
 #include <algorithm>
 #include <cmath>

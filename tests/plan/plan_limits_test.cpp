@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include "fleet/plan.h"
-#include "fleet/plan_yaml.h"
+#include "plan/plan.h"
+#include "plan/plan_yaml.h"
 #include "platform/limits.h"
 
 namespace nnfleet {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "fleet/plan.h"
-#include "fleet/plan_problems.h"
-#include "fleet/plan_yaml.h"
+#include "plan/plan.h"
+#include "plan/plan_problems.h"
+#include "plan/plan_yaml.h"
 
 namespace nnfleet::plan_detail {
 

@@ -1,8 +1,9 @@
 // Cluster: the seam between the fleet and MPI. Under mpirun (or srun) nnfleet is a group of
 // processes, one per rank; rank 0 coordinates. This header is free of MPI: the fleet's cluster
-// protocol (mpi_fleet.cpp) speaks only through this interface, and mpi_cluster.cpp implements it
-// with Open MPI when the build has NNFLEET_MPI. Without MPI, or when the process was not launched
-// by an MPI launcher, start_mpi_cluster() returns null and nnfleet runs as a single node.
+// protocol (protocol.h) speaks only through this interface, and mpi_cluster.cpp implements it
+// with Open MPI when the build has NNFLEET_MPI (no_mpi_cluster.cpp when it has not). Without
+// MPI, or when the process was not launched by an MPI launcher, start_mpi_cluster() returns null
+// and nnfleet runs as a single node.
 //
 // Threading: every method must be called from the thread that called start_mpi_cluster() (MPI is
 // initialized with MPI_THREAD_FUNNELED); the fleet's worker threads never touch MPI.
@@ -18,15 +19,7 @@
 
 namespace nnfleet {
 
-// Thrown on a rank other than 0 when a collective step failed somewhere. Rank 0 reports the
-// problem and exits with its code; this rank leaves quietly, with 0, so that mpirun does not end
-// the job before rank 0 has said why.
-class PeerExit : public Error {
- public:
-  PeerExit() : Error("stopped because another rank failed; rank 0 reports why") {}
-};
-
-// Message tags of the fleet protocol (mpi_fleet.cpp); the transport only carries them.
+// Message tags of the fleet protocol (protocol.h); the transport only carries them.
 enum class Tag : int {
   kRequest = 1,  // worker -> rank 0: give me a job
   kAssign,       // rank 0 -> worker: a job (and its checkpoint), or none
@@ -50,7 +43,7 @@ class Cluster {
   // Collective. Runs `step` on every rank, then all ranks learn whether it threw (an Error, or any
   // std::exception) anywhere. If so: rank 0 rethrows its own exception, or the error of the lowest
   // failing rank (same Error class, message prefixed with that rank and host); every other rank
-  // throws PeerExit.
+  // throws PeerExit (nnfleet/error.h).
   virtual void agree(const std::function<void()>& step) = 0;
 
   // Collective. The plan's data, read from disk once per node (by the node's first rank) and held

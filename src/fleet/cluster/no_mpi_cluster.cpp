@@ -1,5 +1,5 @@
 // The Cluster factory of a build without MPI (NNFLEET_MPI off): nnfleet always runs as one node.
-#include "fleet/mpi_cluster.h"
+#include "fleet/cluster/cluster.h"
 
 namespace nnfleet {
 

@@ -1,5 +1,5 @@
 // StdoutRelay: a pipe, a thread that drains it into memory, and a thread that writes memory out.
-#include "fleet/mpi_output.h"
+#include "fleet/cluster/stdout_relay.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // YAML <-> JSON for plans, with line numbers by field path.
-#include "fleet/plan_yaml.h"
+#include "plan/plan_yaml.h"
 
 #include <algorithm>
 #include <cctype>

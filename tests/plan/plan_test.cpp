@@ -1,6 +1,6 @@
 // Plan loading: expansion of the issue-3 example, defaults and null overrides, placeholders, data
 // sources, every kind of problem with its file:line and field path, and the plan.yaml round trip.
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "fleet/plan_yaml.h"
+#include "plan/plan_yaml.h"
 
 namespace nnfleet {
 namespace {
@@ -22,7 +22,7 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string fixture(const std::string& name) {
-  return std::string(NNFLEET_SOURCE_DIR) + "/tests/fleet/fixtures/plans/" + name;
+  return std::string(NNFLEET_SOURCE_DIR) + "/tests/plan/fixtures/plans/" + name;
 }
 
 // A fresh directory for plan files, removed at the end of the test.
@@ -269,7 +269,7 @@ TEST_F(PlanTest, JsonPlansAreAccepted) {
   EXPECT_EQ(p.seed, 7u);
   EXPECT_EQ(p.models[1].layers[0].config["units"], 8);
   EXPECT_EQ(p.models[0].loss.kind, LossKind::kBinaryCrossentropy);
-  EXPECT_EQ(p.data.train.x, std::string(NNFLEET_SOURCE_DIR) + "/tests/fleet/fixtures/plans/x.npy");
+  EXPECT_EQ(p.data.train.x, std::string(NNFLEET_SOURCE_DIR) + "/tests/plan/fixtures/plans/x.npy");
 }
 
 TEST_F(PlanTest, YamlScalarsKeepTheirTypes) {

@@ -1,10 +1,10 @@
 // Problem collection and typed field checks for plans.
-#include "fleet/plan_problems.h"
+#include "plan/plan_problems.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "fleet/plan_yaml.h"
+#include "plan/plan_yaml.h"
 
 namespace nnfleet::plan_detail {
 namespace {

@@ -1,7 +1,7 @@
 // Plan loading: the file is read as YAML (JSON is YAML too), converted to JSON with the line of
 // every field, checked field by field with every problem collected, and each model entry is
 // merged over `defaults` and expanded over its grid into ModelSpecs.
-#include "fleet/plan.h"
+#include "plan/plan.h"
 
 #include <yaml-cpp/depthguard.h>
 
@@ -15,12 +15,12 @@
 #include <regex>
 #include <sstream>
 
-#include "fleet/plan_fit.h"
-#include "fleet/plan_problems.h"
-#include "fleet/plan_yaml.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
 #include "model/layer_training.h"
+#include "plan/plan_fit.h"
+#include "plan/plan_problems.h"
+#include "plan/plan_yaml.h"
 #include "platform/files.h"
 #include "platform/limits.h"
 
@@ -43,18 +43,44 @@ using plan_detail::show;
 
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
-const std::vector<std::string> kModelKeys = {
-      "batch_size",     "batch_split", "class_weight",         "data",
-      "early_stopping", "epochs",      "freeze",               "grid",
-      "keras",          "layers",      "loss",                 "loss_weights",
-      "metrics",        "name",        "optimizer",            "reduce_lr_on_plateau",
-      "restore_optimizer", "shuffle",  "unfreeze_from",        "weighted_metrics"};
-  const std::vector<std::string> kDefaultsKeys = {
-      "batch_size",     "batch_split", "class_weight", "data",
-      "early_stopping", "epochs",      "freeze",       "keras",
-      "layers",         "loss",        "loss_weights", "metrics",
-      "optimizer",      "reduce_lr_on_plateau",        "restore_optimizer",
-      "shuffle",        "unfreeze_from",  "weighted_metrics"};
+const std::vector<std::string> kModelKeys = {"batch_size",
+                                             "batch_split",
+                                             "class_weight",
+                                             "data",
+                                             "early_stopping",
+                                             "epochs",
+                                             "freeze",
+                                             "grid",
+                                             "keras",
+                                             "layers",
+                                             "loss",
+                                             "loss_weights",
+                                             "metrics",
+                                             "name",
+                                             "optimizer",
+                                             "reduce_lr_on_plateau",
+                                             "restore_optimizer",
+                                             "shuffle",
+                                             "unfreeze_from",
+                                             "weighted_metrics"};
+const std::vector<std::string> kDefaultsKeys = {"batch_size",
+                                                "batch_split",
+                                                "class_weight",
+                                                "data",
+                                                "early_stopping",
+                                                "epochs",
+                                                "freeze",
+                                                "keras",
+                                                "layers",
+                                                "loss",
+                                                "loss_weights",
+                                                "metrics",
+                                                "optimizer",
+                                                "reduce_lr_on_plateau",
+                                                "restore_optimizer",
+                                                "shuffle",
+                                                "unfreeze_from",
+                                                "weighted_metrics"};
 const std::vector<std::string> kEarlyStoppingKeys = {
     "min_delta", "mode", "monitor", "patience", "restore_best_weights", "start_from_epoch"};
 // Key order in plan.yaml; other keys follow sorted.
@@ -226,6 +252,21 @@ class Loader {
   // freeze and unfreeze_from of a `keras:` model (`at` gives a key's path).
   template <typename At>
   void fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex);
+  // The parts of a model entry, in the order their problems are listed (`at` gives a key's path).
+  template <typename At>
+  void model_schedule(const Json& m, At at, ModelSpec& s, Json& ex);
+  template <typename At>
+  bool model_losses(const Json& m, At at, ModelSpec& s, Json& ex);
+  template <typename At>
+  void model_loss_weights(const Json& m, At at, ModelSpec& s, Json& ex);
+  template <typename At>
+  std::vector<std::string> model_metrics(const Json& m, At at, bool loss_ok, ModelSpec& s,
+                                         Json& ex);
+  template <typename At>
+  void model_optimizer(const Json& m, At at, ModelSpec& s, Json& ex);
+  template <typename At>
+  void model_early_stopping(const Json& m, At at, std::vector<std::string>& monitors, ModelSpec& s,
+                            Json& ex);
   void check_name(const std::string& path, const std::string& name);
   void check_unique_names(const std::vector<ModelSpec>& models);
 
@@ -598,6 +639,21 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
                 "'; expected data: in the model entry, in defaults or at the top of the plan");
   }
 
+  model_schedule(m, at, s, ex);
+  const bool loss_ok = model_losses(m, at, s, ex);
+  model_loss_weights(m, at, s, ex);
+  std::vector<std::string> monitors = model_metrics(m, at, loss_ok, s, ex);
+  model_optimizer(m, at, s, ex);
+  model_early_stopping(m, at, monitors, s, ex);
+  plan_detail::fit_options(pr_, m, at, monitors, s, ex);
+  s.expanded = ex.dump();
+  s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
+  return s;
+}
+
+// epochs, batch_size, batch_split and shuffle.
+template <typename At>
+void Loader::model_schedule(const Json& m, At at, ModelSpec& s, Json& ex) {
   if (m.contains("epochs"))
     s.epochs = static_cast<int>(check_int(pr_, at("epochs"), m["epochs"], 1).value_or(1));
   if (m.contains("batch_size"))
@@ -612,7 +668,12 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   ex["batch_size"] = s.batch_size;
   if (s.batch_split > 0) ex["batch_split"] = s.batch_split;
   ex["shuffle"] = s.shuffle;
+}
 
+// loss: one, or one per output (a list in output order, a map by output name); false when a
+// loss is not valid.
+template <typename At>
+bool Loader::model_losses(const Json& m, At at, ModelSpec& s, Json& ex) {
   const Json loss = m.contains("loss") ? m["loss"] : Json(kDefaultLoss);
   bool loss_ok = true;
   // One loss, or one per output (a list in output order, a map by output name).
@@ -645,7 +706,8 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
     loss_ok = false;
   } else if (loss.is_array()) {
     for (size_t i = 0; i < loss.size(); ++i)
-      if (auto l = parse_one(loss[i], index_path(at("loss"), i))) s.output_losses.push_back({"", *l});
+      if (auto l = parse_one(loss[i], index_path(at("loss"), i)))
+        s.output_losses.push_back({"", *l});
   } else {
     for (auto it = loss.begin(); it != loss.end(); ++it)
       if (auto l = parse_one(it.value(), child_path(at("loss"), it.key())))
@@ -653,6 +715,12 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   }
   if (!s.output_losses.empty()) s.loss = s.output_losses[0].second;
   ex["loss"] = loss;
+  return loss_ok;
+}
+
+// loss_weights: one per output (a list, or a map by output name).
+template <typename At>
+void Loader::model_loss_weights(const Json& m, At at, ModelSpec& s, Json& ex) {
   if (m.contains("loss_weights") && !m["loss_weights"].is_null()) {
     const Json& w = m["loss_weights"];
     const std::string p = at("loss_weights");
@@ -667,12 +735,17 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
                                   false, "a weight >= 0"))
           s.loss_weights.push_back({it.key(), *x});
     } else {
-      pr_.add(p, "expected a list of weights (one per output) or a map by output name, got " +
-                     show(w));
+      pr_.add(
+          p, "expected a list of weights (one per output) or a map by output name, got " + show(w));
     }
     ex["loss_weights"] = w;
   }
+}
 
+// metrics (whether they fit the loss, when `loss_ok`); returns the names a callback may monitor.
+template <typename At>
+std::vector<std::string> Loader::model_metrics(const Json& m, At at, bool loss_ok, ModelSpec& s,
+                                               Json& ex) {
   // Metrics are resolved against the data's shape when the fleet starts; here the names and
   // whether they fit the loss.
   std::vector<std::string> monitors = {"loss", "val_loss"};
@@ -704,6 +777,11 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
   }
   ex["metrics"] = metrics;
 
+  return monitors;
+}
+
+template <typename At>
+void Loader::model_optimizer(const Json& m, At at, ModelSpec& s, Json& ex) {
   const Json opt =
       m.contains("optimizer") ? m["optimizer"] : Json::object({{"Adam", Json::object()}});
   try {
@@ -714,7 +792,12 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
                 (e.key() == "optimizer" ? near_miss(spec_name(opt), optimizer_names()) : ""));
   }
   ex["optimizer"] = opt;
+}
 
+// early_stopping (its monitor one of `monitors`, which it leaves sorted and unique).
+template <typename At>
+void Loader::model_early_stopping(const Json& m, At at, std::vector<std::string>& monitors,
+                                  ModelSpec& s, Json& ex) {
   ex["early_stopping"] = nullptr;
   if (m.contains("early_stopping")) {
     const std::string p = at("early_stopping");
@@ -757,10 +840,6 @@ ModelSpec Loader::model(const Json& m, const std::map<std::string, std::string>&
           {"mode", es.mode},           {"start_from_epoch", es.start_from_epoch}};
     }
   }
-  plan_detail::fit_options(pr_, m, at, monitors, s, ex);
-  s.expanded = ex.dump();
-  s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
-  return s;
 }
 
 void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex) {
@@ -841,8 +920,9 @@ void Loader::fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex) {
   const bool keras = m.contains("keras");
   auto needs_keras = [&](const char* k) {
     if (m.contains(k) && !m[k].is_null() && !keras)
-      pr_.add(at(k), std::string(k) + " applies to a `keras:` model; expected it with keras: "
-                                      "(a plan's own layers take trainable: false instead)");
+      pr_.add(at(k), std::string(k) +
+                         " applies to a `keras:` model; expected it with keras: "
+                         "(a plan's own layers take trainable: false instead)");
   };
   if (m.contains("freeze") && !m["freeze"].is_null()) {
     needs_keras("freeze");
@@ -881,11 +961,13 @@ void Loader::fine_tuning(const Json& m, At at, ModelSpec& s, Json& ex) {
       // Keras's load_model: the file's optimizer, its configuration and its state, for the
       // file's trainable weights.
       if (m.contains("optimizer") && !m["optimizer"].is_null())
-        pr_.add(p, "restore_optimizer trains with the file's optimizer and its state; expected "
-                   "no optimizer for this model (remove one of them)");
+        pr_.add(p,
+                "restore_optimizer trains with the file's optimizer and its state; expected "
+                "no optimizer for this model (remove one of them)");
       if (!s.freeze.empty() || !s.unfreeze_from.empty())
-        pr_.add(p, "restore_optimizer keeps the state of the file's trainable weights; expected "
-                   "no freeze or unfreeze_from with it (they change which weights train)");
+        pr_.add(p,
+                "restore_optimizer keeps the state of the file's trainable weights; expected "
+                "no freeze or unfreeze_from with it (they change which weights train)");
     }
     ex["restore_optimizer"] = m["restore_optimizer"];
   }

@@ -2,8 +2,6 @@
 // window, CPU sharing between ranks of a node, and buffered point-to-point messages. Compiled
 // only with NNFLEET_MPI; every MPI call of nnfleet is in this file. An MPI failure aborts the whole
 // job (MPI's default error handler); the output folder stays resumable.
-#include "fleet/mpi_cluster.h"
-
 #include <mpi.h>
 
 #include <algorithm>
@@ -11,6 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <list>
+
+#include "fleet/cluster/cluster.h"
 
 namespace nnfleet {
 namespace {

@@ -1,0 +1,69 @@
+// RunState: the queue, and the writes of finished jobs into the output folder (run_state.h).
+#include "fleet/run_state.h"
+
+#include <cstdio>
+
+#include "platform/files.h"
+
+namespace nnfleet::fleet_detail {
+
+PreparedJob* RunState::take() {
+  if (stopping()) return nullptr;
+  const size_t qi = next.fetch_add(1);
+  return qi < queue.size() ? queue[qi] : nullptr;
+}
+
+void RunState::halt(const std::string& why) {
+  if (write_error.empty()) write_error = why;
+  stop = true;
+}
+
+void RunState::store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
+                     std::string model_file) {
+  // Only this job writes these (outside the lock). Failing to write the model fails the job, as
+  // failing to save it does on this rank; a lost checkpoint only means that a resumed job starts
+  // from an earlier one.
+  for (const auto& [path, bytes] : files) {
+    const bool checkpoint = path.rfind("checkpoints/", 0) == 0;
+    try {
+      write_file_atomic(dir + "/" + path, bytes, Durability::kProcessCrash);
+      if (!checkpoint) model_file = path;
+    } catch (const Error& e) {
+      if (checkpoint) continue;
+      r.status = JobStatus::kFailed;
+      r.message = e.what();
+      r.retry = r.write_failed = true;
+    }
+  }
+  std::lock_guard<std::mutex> lock(out_mu);
+  // A cancelled job, or one failed by the output folder, is not final: it keeps its checkpoint
+  // and has no record, so --resume runs it again. A write that failed stops the run: every
+  // later one would fail the same way.
+  if (r.status != JobStatus::kCancelled && !r.retry) {
+    try {
+      folder->append(job.index, r, model_file);
+      std::remove((dir + "/checkpoints/" + job.spec->name + ".ckpt").c_str());
+    } catch (const Error& e) {
+      r.status = JobStatus::kFailed;
+      r.message = e.what();
+      r.retry = r.write_failed = true;
+    }
+  }
+  if (r.write_failed) halt(r.message);
+  // The history is in jobs.log now; only the summary stays in memory.
+  r.history.clear();
+  r.history.shrink_to_fit();
+  results[job.index] = std::move(r);
+}
+
+void RunState::timeline_started(int slot, const std::string& model) {
+  if (timeline) timeline->job_started(model, slots.at(static_cast<size_t>(slot)), Timeline::now());
+}
+
+void RunState::timeline_ended(int slot, const PreparedJob& job) {
+  if (timeline)
+    timeline->job_ended(job.spec->name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
+                        job_status_name(results.at(job.index).status));
+}
+
+}  // namespace nnfleet::fleet_detail

@@ -1,0 +1,65 @@
+// The state of a run in the process that owns its queue and output folder (internal to
+// src/fleet): the validated jobs, the queue, the results, and the stop. Shared by that process's
+// workers and, in a cluster run, by rank 0's coordinator (cluster/coordinator.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fleet/display.h"
+#include "fleet/fleet.h"
+#include "fleet/run_folder.h"
+#include "fleet/timeline.h"
+
+namespace nnfleet::fleet_detail {
+
+struct PreparedJob {
+  const ModelSpec* spec = nullptr;
+  size_t index = 0;                    // plan order
+  std::shared_ptr<const Model> model;  // only while it is validated (built again to run)
+  size_t params = 0;
+  double cost = 0.0;
+  int pieces = 1;  // batch_pieces()
+};
+
+// A file of a finished job shipped from another process: its path under the output folder and
+// its bytes.
+using ShippedFile = std::pair<std::string, std::string>;
+
+struct RunState {
+  RunState(const Plan& p, const FleetOptions& o) : plan(p), opts(o) {}
+  const Plan& plan;
+  const FleetOptions& opts;
+  std::string dir;
+  std::vector<PreparedJob> jobs;
+  std::vector<PreparedJob*> queue;  // longest first
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};   // a stop seen anywhere in the run (the cluster included)
+  std::mutex out_mu;               // results and the files of finished jobs
+  std::vector<JobResult> results;  // plan order, without histories (they are in jobs.log)
+  Display* live = nullptr;
+  RunFolder* folder = nullptr;
+  Timeline* timeline = nullptr;       // null: none kept
+  std::vector<Timeline::Slot> slots;  // by display slot (this process's workers first)
+  std::string write_error;            // (out_mu) the first write to the output folder that failed
+
+  bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
+  // The next queue entry, or null when the queue is empty or the run is stopping.
+  PreparedJob* take();
+  // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
+  // it finished for --resume) and records its result; `model_file` (relative to the folder)
+  // names the model this process saved for it. A write failure fails the job and stops the run.
+  void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
+             std::string model_file = "");
+  // Stops the run because `why` (a write failed); needs out_mu.
+  void halt(const std::string& why);
+  // timeline.jsonl: job `model` started, or ended with its stored result, on display slot `slot`.
+  void timeline_started(int slot, const std::string& model);
+  void timeline_ended(int slot, const PreparedJob& job);
+};
+
+}  // namespace nnfleet::fleet_detail

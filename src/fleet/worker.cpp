@@ -1,0 +1,48 @@
+// A worker's job: its model built (again: validation dropped it) and trained (see worker.h).
+#include "fleet/worker.h"
+
+#include "fleet/fine_tune.h"
+
+namespace nnfleet::fleet_detail {
+
+std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
+                                       std::vector<float>& initial_params,
+                                       RestoredOptimizer& restored) {
+  std::shared_ptr<const Model> m;
+  if (s.keras.empty()) {
+    m = build_model(s, data.input_shape);
+  } else {
+    if (!io.load) throw ModelError("models from Keras files are not available in this build");
+    m = io.load(s, data.input_shape, initial_params);
+    m = apply_fine_tuning(s, std::move(m), initial_params);
+    if (s.restore_optimizer) {
+      if (!io.optimizer)
+        throw ModelError("restore_optimizer is not available in this build (no Keras reader)");
+      restored = io.optimizer(s, data.input_shape);
+    }
+  }
+  // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
+  // while the plan is validated, not when the model's turn comes. Training without its effect
+  // would silently give a different model than Keras trains.
+  if (const std::string r = m->training_refusal(); !r.empty())
+    throw ModelError("failed to train model '" + s.name + "': " + r +
+                     "\nhint: remove the option from the config (predicting with it is "
+                     "supported)");
+  return m;
+}
+
+JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data, JobContext ctx,
+                    const std::string& root, std::string& saved) {
+  std::vector<float> initial;
+  RestoredOptimizer restored;
+  std::shared_ptr<const Model> model = job_model(s, io, data, initial, restored);
+  if (s.restore_optimizer) ctx.restored_optimizer = &restored;
+  ctx.checkpoint_path = root + "/checkpoints/" + s.name + ".ckpt";
+  if (io.save)
+    ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
+      saved = io.save(net, sp, root + "/models/" + sp.name);
+    };
+  return run_job(s, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+}
+
+}  // namespace nnfleet::fleet_detail
