@@ -5,6 +5,8 @@
 #                    its 32 series written by tools/make_w4_series.py into $(BUILD)/bench-data/w4
 #   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
 #                    run of every fuzzer (make fuzz-short)
+#   make python      make build, then `import nnfleet` works for python3 (an nnfleet.pth in
+#                    site-packages naming $(BUILD)/python)
 #   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
 #   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
 #   make fuzz        every libFuzzer harness for 5 minutes (FUZZ_SECONDS=300) in build-fuzz/
@@ -18,7 +20,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
+.PHONY: setup build python demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -26,6 +28,11 @@ setup:
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
+
+python: build
+	@test -f $(BUILD)/python/nnfleet/__init__.py || { echo "make python: the module was not built (is python3-pybind11 installed?)"; exit 1; }
+	/usr/bin/python3 -c 'import site, sys; d = site.getsitepackages()[0]; import os; os.makedirs(d, exist_ok=True); open(os.path.join(d, "nnfleet.pth"), "w").write(sys.argv[1] + "\n"); print("make python: " + os.path.join(d, "nnfleet.pth") + " -> " + sys.argv[1])' "$(abspath $(BUILD))/python"
+	/usr/bin/python3 -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
 
 demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --out runs/demo-$$(date +%Y%m%d-%H%M%S)

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/model_io.h"
+#include "api/model_io.h"
 #include "fleet/fleet.h"
 #include "fleet/mpi_cluster.h"
 #include "fleet/mpi_output.h"
@@ -65,7 +65,8 @@ int train(const TrainArgs& a, Cluster* cluster) {
   // killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
   FleetSummary s =
-      run_fleet(plan, o, model_io(a.format == "h5" ? ModelFormat::kH5 : ModelFormat::kKeras));
+      run_fleet(plan, o, api_detail::model_io(a.format == "h5" ? api_detail::ModelFormat::kH5
+                                                      : api_detail::ModelFormat::kKeras));
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
 

@@ -39,6 +39,25 @@ std::string gib(size_t bytes) {
   return b;
 }
 
+// Tells two observers (the display's and the caller's) of a job's progress.
+class TeeObserver : public JobObserver {
+ public:
+  TeeObserver(JobObserver* a, JobObserver* b) : a_(a), b_(b) {}
+  void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
+                double metric, double samples_per_second) override {
+    a_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
+    if (b_) b_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
+  }
+  void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
+    a_->on_epoch(spec, rec);
+    if (b_) b_->on_epoch(spec, rec);
+  }
+
+ private:
+  JobObserver* a_;
+  JobObserver* b_;
+};
+
 // Checks that one source's targets suit the model's output and loss (the test targets are
 // checked like the training ones: evaluation gathers them into the same buffers); adds problems.
 void check_source_targets(const std::string& at, const char* role, const std::string& source,
@@ -505,8 +524,10 @@ void fleet_detail::RunState::store(const PreparedJob& job, JobResult r,
   }
   if (r.write_failed) halt(r.message);
   // The history is in jobs.log now; only the summary stays in memory.
-  r.history.clear();
-  r.history.shrink_to_fit();
+  if (!opts.keep_history) {
+    r.history.clear();
+    r.history.shrink_to_fit();
+  }
   results[job.index] = std::move(r);
 }
 
@@ -626,7 +647,8 @@ FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo
       ctx.seed = plan.seed;
       ctx.core = core;
       ctx.stop = &st.stop;
-      ctx.observer = live.observer(w);
+      TeeObserver tee(live.observer(w), opts.observer);
+      ctx.observer = opts.observer ? &tee : live.observer(w);
       if (!cluster) ctx.helpers = &board;
       ctx.checkpoint_path = dir + "/checkpoints/" + s.name + ".ckpt";
       ctx.checkpoint_seconds = opts.checkpoint_seconds;

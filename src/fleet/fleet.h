@@ -31,6 +31,11 @@ struct FleetOptions {
   // The MPI ranks this run spans (start_mpi_cluster()); null or one rank: this process alone.
   // Every rank calls run_fleet with the same plan and options; `workers` counts per rank.
   Cluster* cluster = nullptr;
+  // Also told of every batch and finished epoch (on the workers' threads, so it must be
+  // thread-safe), besides the display. Not owned.
+  JobObserver* observer = nullptr;
+  // FleetSummary::results keep their per-epoch histories (else they are in history.csv only).
+  bool keep_history = false;
 };
 
 // One rank of a cluster run, as rank 0 reports it.

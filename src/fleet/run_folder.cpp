@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "data/dataset.h"
+#include "data/memory_arrays.h"
 #include "fleet/results.h"
 
 namespace nnfleet::fleet_detail {
@@ -30,7 +31,15 @@ void add_source(const DataSource& s, const std::string& part, std::vector<DataFi
     DataFile f;
     f.role = role;
     f.path = path;
-    f.xxh3 = hash_file(path, &f.bytes);
+    if (is_memory_array(path)) {
+      const Array& a = MemoryArrays::get(path);
+      f.bytes = a.size_bytes();
+      // The shape and dtype count too: the same bytes read as another array are other data.
+      f.xxh3 = hash_bytes(std::string_view(static_cast<const char*>(a.data()), a.size_bytes())) ^
+               hash_bytes(a.shape().str() + dtype_name(a.dtype()));
+    } else {
+      f.xxh3 = hash_file(path, &f.bytes);
+    }
     out.push_back(f);
   };
   switch (s.kind) {

@@ -3,10 +3,10 @@
 
 #include "fleet/fleet.h"
 
-namespace nnfleet::cli {
+namespace nnfleet::api_detail {
 
 enum class ModelFormat { kKeras, kH5 };
 
 ModelIo model_io(ModelFormat format = ModelFormat::kKeras);
 
-}  // namespace nnfleet::cli
+}  // namespace nnfleet::api_detail
