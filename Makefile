@@ -29,6 +29,7 @@ build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
+python: CMAKE_FLAGS += -DNNFLEET_PYTHON=ON
 python: build
 	@test -f $(BUILD)/python/nnfleet/__init__.py || { echo "make python: the module was not built (is python3-pybind11 installed?)"; exit 1; }
 	/usr/bin/python3 -c 'import site, sys; d = site.getsitepackages()[0]; import os; os.makedirs(d, exist_ok=True); open(os.path.join(d, "nnfleet.pth"), "w").write(sys.argv[1] + "\n"); print("make python: " + os.path.join(d, "nnfleet.pth") + " -> " + sys.argv[1])' "$(abspath $(BUILD))/python"

@@ -47,7 +47,7 @@ ArrayView view_of(const py::array& a, const std::string& what) {
     v.type = ElementType::kFloat64;
   else
     throw nnfleet::DataError("failed to read " + what + ": unsupported dtype '" +
-                             std::string(py::str(dt)) +
+                             dt.attr("name").cast<std::string>() +
                              "'; expected uint8, int32, int64, float32 or float64");
   v.data = a.data();
   for (py::ssize_t d = 0; d < a.ndim(); ++d) v.shape.push_back(a.shape(d));
@@ -200,10 +200,10 @@ py::dict model_result_dict(ModelResult& m) {
 
 // One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
 // called on this thread as epochs end; `on_batch` likewise, at most every `batch_interval` s.
-PyRun train(const std::string& path, const std::string& text, const std::string& base_dir,
-            const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
-            double checkpoint_seconds, const std::string& format, const std::string& progress,
-            std::optional<py::function> on_epoch) {
+PyRun train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
+                  const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
+                  double checkpoint_seconds, const std::string& format, const std::string& progress,
+                  std::optional<py::function> on_epoch) {
   RunOptions o;
   o.workers = workers;
   o.out = out;
@@ -330,7 +330,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("fashion_mnist_files", &nnfleet::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
         "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
-  m.def("train", &train, py::arg("path"), py::arg("text"), py::arg("base_dir"), py::arg("arrays"),
-        py::arg("workers"), py::arg("out"), py::arg("resume"), py::arg("checkpoint_seconds"),
-        py::arg("format"), py::arg("progress"), py::arg("on_epoch"));
+  m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
+        py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
+        py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"));
 }
