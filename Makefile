@@ -6,6 +6,8 @@
 #                    its 32 series written by tools/make_w4_series.py into $(BUILD)/bench-data/w4
 #   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
 #                    run of every fuzzer (make fuzz-short)
+#   make python      make build (which builds the Python module nnfleet too), then `import nnfleet`
+#                    works for python3 (an nnfleet.pth in site-packages naming $(BUILD)/python)
 #   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
 #   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
 #   make fuzz        every libFuzzer harness for 5 minutes (FUZZ_SECONDS=300) in build-fuzz/
@@ -19,7 +21,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
+.PHONY: setup build python demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -28,6 +30,11 @@ setup:
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
+
+python: build
+	@test -f $(BUILD)/python/nnfleet/__init__.py || { echo "make python: the module was not built (is python3-pybind11 installed?)"; exit 1; }
+	/usr/bin/python3 -c 'import site, sys; d = site.getsitepackages()[0]; import os; os.makedirs(d, exist_ok=True); open(os.path.join(d, "nnfleet.pth"), "w").write(sys.argv[1] + "\n"); print("make python: " + os.path.join(d, "nnfleet.pth") + " -> " + sys.argv[1])' "$(abspath $(BUILD))/python"
+	/usr/bin/python3 -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
 
 demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --report --out runs/demo-$$(date +%Y%m%d-%H%M%S)
@@ -49,7 +56,7 @@ test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
 asan: setup
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF $(CMAKE_FLAGS)
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF -DNNFLEET_PYTHON=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE long
 
@@ -62,7 +69,7 @@ FUZZ_SECONDS ?= 300
 FUZZ_SHORT_SECONDS ?= 15
 FUZZ_CMAKE = cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DNNFLEET_FUZZ=ON \
-  -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF
+  -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF -DNNFLEET_PYTHON=OFF
 # Warnings are errors for the project's compiler (GCC) in CI; the clang-built fuzzers only warn.
 fuzz-build:
 	scripts/setup --fuzz

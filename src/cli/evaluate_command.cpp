@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "api/evaluate_engine.h"
 #include "cli/model_run.h"
 
 namespace nnfleet::cli {
@@ -20,68 +21,6 @@ struct EvaluateArgs {
   std::vector<std::string> metrics;
   bool json = false;
 };
-
-// "SparseCategoricalAccuracy" -> "sparse_categorical_accuracy" (Keras's metric class names).
-std::string snake_case(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (std::isupper(c) && i > 0) out += '_';
-    out += static_cast<char>(std::tolower(c));
-  }
-  return out;
-}
-
-// A metric as a compile config holds it: "accuracy", or a serialized metric object
-// ({"class_name": "SparseCategoricalAccuracy", "config": {"name": ...}}).
-std::string metric_entry_name(const Json& m, const std::string& model) {
-  if (m.is_string()) return m.get<std::string>();
-  if (m.is_object() && m.contains("class_name") && m["class_name"].is_string())
-    return snake_case(m["class_name"].get<std::string>());
-  throw UsageError("failed to read the metrics of '" + model + "': an entry is " + m.dump() +
-                   "; expected a metric name\nhint: name the metrics with --metrics");
-}
-
-std::vector<std::string> metric_list(const Json& m, const std::string& model) {
-  std::vector<std::string> out;
-  if (m.is_array()) {
-    for (const Json& e : m) out.push_back(metric_entry_name(e, model));
-  } else if (!m.is_null()) {
-    out.push_back(metric_entry_name(m, model));
-  }
-  return out;
-}
-
-// Output j's metric names: --metrics for every output, or the file's "metrics" (a list for every
-// output, a list of lists in output order, or a dict by output name).
-std::vector<std::string> metric_names(const EvaluateArgs& a, const LoadedModel& lm, size_t j) {
-  if (!a.metrics.empty()) return a.metrics;
-  const Json& tc = lm.training_config;
-  if (!tc.is_object() || !tc.contains("metrics")) return {};
-  const Json& m = tc["metrics"];
-  const Model& model = *lm.model;
-  if (m.is_object()) {
-    const std::string& name = model.output_name(j);
-    return m.contains(name) ? metric_list(m[name], a.run.model) : std::vector<std::string>{};
-  }
-  if (m.is_array() && model.num_outputs() > 1 && m.size() == model.num_outputs() &&
-      std::all_of(m.begin(), m.end(), [](const Json& e) { return e.is_array() || e.is_null(); }))
-    return metric_list(m[j], a.run.model);
-  return metric_list(m, a.run.model);
-}
-
-// Output j's weight in the total loss: the file's loss_weights (list or dict), else 1.
-double loss_weight(const LoadedModel& lm, size_t j) {
-  const Json& tc = lm.training_config;
-  if (!tc.is_object() || !tc.contains("loss_weights")) return 1.0;
-  const Json& w = tc["loss_weights"];
-  if (w.is_array() && w.size() == lm.model->num_outputs() && w[j].is_number())
-    return w[j].get<double>();
-  if (w.is_object() && w.contains(lm.model->output_name(j)) &&
-      w[lm.model->output_name(j)].is_number())
-    return w[lm.model->output_name(j)].get<double>();
-  return 1.0;
-}
 
 int run_evaluate(EvaluateArgs& a) {
   a.run.command = "evaluate";
@@ -104,48 +43,24 @@ int run_evaluate(EvaluateArgs& a) {
                      "': it needs targets; expected --y Y.npy (or a CSV --x with --label)");
 
   std::vector<OutputTargets> targets;
-  std::vector<std::vector<std::string>> keys(model.num_outputs());
-  for (size_t j = 0; j < model.num_outputs(); ++j) {
+  for (size_t j = 0; j < model.num_outputs(); ++j)
     targets.push_back(make_targets(ys[j].first, ys[j].second, output_loss_of(a.run, lm, j),
                                    model.output_shape(j), run.n));
-    const int k =
-        static_cast<int>(model.output_shape(j).size()) / loss_steps(model.output_shape(j));
-    // Integer labels with categorical_crossentropy are one-hot rows by now: resolve "accuracy"
-    // as for the loss itself.
-    for (const auto& name : metric_names(a, lm, j)) {
-      try {
-        targets[j].metrics.push_back(resolve_metric(name, targets[j].loss, k));
-      } catch (const ConfigError& e) {
-        throw UsageError("failed to evaluate '" + a.run.model + "': " + e.what() +
-                         "\nhint: choose the metrics with --metrics");
-      }
-      keys[j].push_back(metric_key(name));
-    }
-  }
+  api_detail::Wording w;
+  w.verb = "evaluate";
+  w.metrics_option = "--metrics";
+  const auto keys = api_detail::add_metrics(w, lm, a.run.model, a.metrics, targets);
 
   const RunResult r = run_workers(a.run, lm, run.data, targets, run.n);
   if (!a.run.loss_out.empty()) save_outputs(a.run.loss_out, r.losses, model, "--loss-out");
 
-  // (name, value) in Keras's order: loss, then per output its loss and metrics.
-  std::vector<std::pair<std::string, double>> values;
-  const bool multi = model.num_outputs() > 1;
-  double total = 0.0;
-  std::vector<std::pair<std::string, double>> per_output;
-  for (size_t j = 0; j < targets.size(); ++j) {
-    const auto* ld = static_cast<const float*>(r.losses[j].data());
-    double sum = 0.0;
-    for (int64_t i = 0; i < run.n; ++i) sum += ld[i];
-    const double mean = sum / static_cast<double>(run.n);
-    total += loss_weight(lm, j) * mean;
-    const std::string prefix = multi ? model.output_name(j) + "_" : "";
-    if (multi) per_output.push_back({prefix + "loss", mean});
-    for (size_t m = 0; m < keys[j].size(); ++m)
-      per_output.push_back({prefix + keys[j][m], r.metric_weights[j] > 0
-                                                     ? r.metric_sums[j][m] / r.metric_weights[j]
-                                                     : 0.0});
-  }
-  values.push_back({"loss", total});
-  values.insert(values.end(), per_output.begin(), per_output.end());
+  std::vector<const float*> losses;
+  for (const Array& l : r.losses) losses.push_back(static_cast<const float*>(l.data()));
+  api_detail::PredictTotals totals;
+  totals.metric_sums = r.metric_sums;
+  totals.metric_weights = r.metric_weights;
+  const api_detail::Figures values =
+      api_detail::evaluation_figures(lm, keys, losses, run.n, totals);
 
   if (a.json) {
     std::string s = "{";

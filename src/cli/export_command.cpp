@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_run.h"
-#include "io/onnx_writer.h"
+#include "nnfleet/model.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -44,26 +44,29 @@ Shape parse_shape(const std::string& s) {
 int run_export(const ExportArgs& a) {
   if (!ends_with(a.to, ".onnx"))
     throw UsageError("failed to parse --to '" + a.to + "': expected a file name ending in .onnx");
-  std::vector<ModelInput> shapes;
-  for (const auto& s : a.input_shapes) shapes.push_back({"", parse_shape(s)});
-  const LoadedModel lm = load_keras_model(a.model, a.weights, shapes);
-  if (!lm.has_weights)
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& s : a.input_shapes) {
+    const Shape shape = parse_shape(s);
+    shapes.emplace_back(shape.begin(), shape.end());
+  }
+  const api::Model m = api::Model::load(a.model, a.weights, shapes);
+  if (!m.has_weights())
     throw UsageError("failed to export '" + a.model +
                      "': it holds no weights; expected --weights WEIGHTS.h5 "
                      "(model.save_weights) with an architecture file");
-  try {
-    save_onnx(a.to, *lm.model, lm.params.data());
-  } catch (const ModelError& e) {
-    throw ModelError("failed to export '" + a.model + "': " + e.what());
-  }
-  const Model& m = *lm.model;
-  std::string ins, outs;
-  for (size_t k = 0; k < m.num_inputs(); ++k)
-    ins += (k ? ", " : "") + m.input(k).name + " " + m.input(k).shape.with_batch(-1).str();
-  for (size_t j = 0; j < m.num_outputs(); ++j)
-    outs += (j ? ", " : "") + m.output_name(j) + " " + m.output_shape(j).with_batch(-1).str();
+  m.save(a.to);
+  auto list = [](const std::vector<api::TensorInfo>& ts) {
+    std::string s;
+    for (const api::TensorInfo& t : ts) {
+      Shape shape{-1};
+      for (int64_t d : t.shape) shape.push_back(d);
+      s += (s.empty() ? "" : ", ") + t.name + " " + shape.str();
+    }
+    return s;
+  };
   std::fprintf(stderr, "nnfleet export: wrote %s (%zu layers; inputs %s; outputs %s)\n",
-               a.to.c_str(), m.num_layers(), ins.c_str(), outs.c_str());
+               a.to.c_str(), m.count_layers(), list(m.inputs()).c_str(),
+               list(m.outputs()).c_str());
   return 0;
 }
 

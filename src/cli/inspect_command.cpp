@@ -3,8 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "io/keras_reader.h"
-#include "io/model_summary.h"
+#include "nnfleet/model.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -14,7 +13,7 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
-  std::fputs(describe_model_file(a.model, a.weights).c_str(), stdout);
+  std::fputs(api::describe_model(a.model, a.weights).c_str(), stdout);
   return 0;
 }
 

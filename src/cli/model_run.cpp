@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "api/predict_engine.h"
 #include "io/zip_archive.h"
 #include "model/network.h"
 #include "platform/cpu.h"
@@ -22,71 +23,14 @@
 namespace nnfleet::cli {
 namespace {
 
-// Rows per forward pass inside a worker's chunk: activations of a few images stay in L1/L2, where
-// a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory. Measured on
-// m7 (W2), one core: 7,899 / 8,557 / 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows.
-constexpr int kForwardRows = 8;
+api_detail::Wording wording(const RunArgs& a) {
+  api_detail::Wording w;
+  w.verb = a.command;
+  return w;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Whether data samples of shape `d` can feed a model input `m`: the same dimensions once the
-// 1s are dropped (so [28,28] feeds [28,28,1]), which keeps the row-major layout.
-bool compatible(const Shape& d, const Shape& m) {
-  if (d == m) return true;
-  if (d.size() != m.size()) return false;
-  std::vector<int64_t> a, b;
-  for (int64_t v : d)
-    if (v != 1) a.push_back(v);
-  for (int64_t v : m)
-    if (v != 1) b.push_back(v);
-  return a == b;
-}
-
-LossSpec loss_of(const RunArgs& a, const LoadedModel& lm) {
-  if (!a.loss.empty()) return parse_loss(Json(a.loss));
-  const Json& tc = lm.training_config;
-  if (tc.is_object() && tc.contains("loss") && !tc["loss"].is_null()) {
-    try {
-      return parse_loss(tc["loss"]);
-    } catch (const Error& e) {
-      throw UsageError("failed to use the loss of '" + a.model + "' (" + e.what() +
-                       "); expected --loss NAME");
-    }
-  }
-  throw UsageError("failed to compute losses: '" + a.model +
-                   "' names no loss; expected --loss NAME (e.g. categorical_crossentropy)");
-}
-
-// The targets as class labels 0..k-1 for `loss`: each value of `y` (read from `file`) must be an
-// integer in that range. Checked on the values as stored, before any conversion to int32, so an
-// int64 label of 2^31 or a float of 1e300 is refused, never wrapped into another class.
-std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file,
-                                  const std::string& loss) {
-  const int64_t n = y.rows(), values = y.shape().size();
-  for (int64_t i = 0; i < values; ++i) {
-    const double v = y.at(i);
-    if (v == std::floor(v) && v >= 0 && v < k) continue;
-    char text[32];
-    std::snprintf(text, sizeof text, "%.17g", v);
-    const std::string got = y.dtype() == DType::kI64
-                                ? std::to_string(static_cast<const int64_t*>(y.data())[i])
-                                : std::string(text);
-    throw DataError("failed to compute " + loss + ": '" + file + "' has the label " + got +
-                    " at sample " + std::to_string(i / y.row_size()) +
-                    (y.row_size() > 1 ? ", step " + std::to_string(i % y.row_size()) : "") +
-                    "; expected integer class labels 0.." + std::to_string(k - 1) +
-                    " (the model has " + std::to_string(k) + " outputs)");
-  }
-  if (values > limits::kMaxLabel)
-    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(values) +
-                    " labels; expected at most " + std::to_string(limits::kMaxLabel));
-  std::vector<int64_t> all(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-  std::vector<int32_t> labels(static_cast<size_t>(values));
-  gather_labels(y, all.data(), static_cast<int>(n), labels.data());
-  return labels;
 }
 
 // One --x per input, or a single .npz whose keys name the inputs (more than one key).
@@ -163,25 +107,7 @@ void match_inputs(const RunArgs& a, const Model& m, InputData& d) {
 
 void check_input(const RunArgs& a, const Model& model, size_t k, const Array& x,
                  const std::string& file) {
-  const Shape& want = model.input(k).shape;
-  const std::string what =
-      model.num_inputs() > 1 ? "input '" + model.input(k).name + "' " : "input ";
-  if (!compatible(x.sample_shape(), want))
-    throw DataError("failed to " + a.command + " with '" + a.model + "': the samples of '" + file +
-                    "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
-                    "); expected the model " + what + want.str() +
-                    "\nhint: reshape the data, or check that the file is the right one");
-  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0 && ids.input == k) {
-    if (a.scale != 1.0)
-      throw UsageError("failed to " + a.command + " with '" + a.model + "': --scale " +
-                       std::to_string(a.scale) + " would change the ids its Embedding '" +
-                       ids.layer + "' reads; expected --scale 1");
-    if (const auto bad = first_bad_id(x, ids.limit))
-      throw DataError("failed to " + a.command + " with '" + a.model + "': row " +
-                      std::to_string(bad->row) + " of '" + file + "' holds " +
-                      json_number(bad->value) + ", not an id the Embedding '" + ids.layer +
-                      "' has; expected integers in [0, " + std::to_string(ids.limit) + ")");
-  }
+  api_detail::check_input(wording(a), a.model, a.scale, model, k, x, file);
 }
 
 }  // namespace
@@ -239,49 +165,6 @@ Array load_data(const std::string& spec, const std::string& label, Array* csv_y)
   throw_data_error(spec, "unknown format; expected .npy, .npz[:key], an IDX file or .csv");
 }
 
-OutputTargets make_targets(const Array& y, const std::string& y_file, const LossSpec& loss,
-                           const Shape& out_shape, int64_t n) {
-  OutputTargets o;
-  o.loss = loss;
-  const int k = static_cast<int>(out_shape.size());
-  if (y.rows() != n)
-    throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
-                    " targets for " + std::to_string(n) + " samples; expected one per sample");
-  // Per-timestep outputs [T, C]: the loss applies to each of the `steps` rows of C (Targets).
-  const int steps = loss_steps(out_shape), classes = k / steps;
-  const bool one_per_row = y.row_size() == steps;
-  if (loss.sparse() ||
-      (one_per_row && classes > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
-    if (!one_per_row) {
-      Shape want = out_shape.with_batch(n);
-      want[-1] = 1;
-      throw DataError(
-          "failed to compute " + loss_name(loss) + ": the targets in '" + y_file + "' have shape " +
-          y.shape().str() + " (" + dtype_name(y.dtype()) + "); expected integer class labels " +
-          (steps == 1 ? "[" + std::to_string(n) + "]"
-                      : want.str() + ", one per timestep of the output " + out_shape.str()));
-    }
-    o.labels = class_labels(y, classes, y_file, loss_name(loss));
-    if (!loss.sparse()) {
-      // Integer labels with categorical_crossentropy: one-hot rows of `classes`.
-      o.values.assign(static_cast<size_t>(n) * k, 0.0f);
-      for (size_t r = 0; r < o.labels.size(); ++r)
-        o.values[r * classes + static_cast<size_t>(o.labels[r])] = 1.0f;
-      o.labels.clear();
-    }
-    return o;
-  }
-  if (y.row_size() != k)
-    throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                    "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) + "," +
-                    std::to_string(k) + "] to match the model output " + out_shape.str());
-  std::vector<int64_t> all(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
-  o.values.resize(static_cast<size_t>(n) * k);
-  gather_rows(y, all.data(), static_cast<int>(n), 1.0f, o.values.data());
-  return o;
-}
-
 // The targets of every output: one --y per output (output_layers order), a CSV's label column
 // (one output), or a single .npz whose keys name the outputs.
 std::vector<std::pair<Array, std::string>> load_targets(const RunArgs& a, const Model& m,
@@ -334,120 +217,33 @@ void save_outputs(const std::vector<std::string>& files, const std::vector<Array
   for (size_t j = 0; j < arrays.size(); ++j) save_npy(files[j], arrays[j]);
 }
 
-// Each output's loss: --loss for all, or the model file's (one for all, a list in output order,
-// or a dict by output name, as Keras's compile takes them).
 LossSpec output_loss_of(const RunArgs& a, const LoadedModel& lm, size_t j) {
-  const Model& m = *lm.model;
-  const Json& tc = lm.training_config;
-  if (a.loss.empty() && m.num_outputs() > 1 && tc.is_object() && tc.contains("loss")) {
-    const Json& l = tc["loss"];
-    const Json* pick = nullptr;
-    if (l.is_array() && l.size() == m.num_outputs()) pick = &l[j];
-    if (l.is_object() && l.contains(m.output_name(j))) pick = &l[m.output_name(j)];
-    if (pick) {
-      try {
-        return parse_loss(*pick);
-      } catch (const Error& e) {
-        throw UsageError("failed to use the loss of '" + a.model + "' for output '" +
-                         m.output_name(j) + "' (" + e.what() + "); expected --loss NAME");
-      }
-    }
-  }
-  return loss_of(a, lm);
+  return api_detail::output_loss(wording(a), lm, a.model, a.loss, j);
 }
 
 RunResult run_workers(const RunArgs& a, const LoadedModel& lm, const InputData& d,
                       const std::vector<OutputTargets>& targets, int64_t n) {
   const Model& model = *lm.model;
-  const size_t outs = model.num_outputs();
   RunResult r;
-  std::vector<float*> pred_data, loss_data;
-  std::vector<int> ks;
-  for (size_t j = 0; j < outs; ++j) {
+  api_detail::PredictJob job;
+  job.lm = &lm;
+  job.x = &d.x;
+  job.targets = &targets;
+  job.n = n;
+  job.batch = a.batch;
+  job.workers = a.workers;
+  job.scale = static_cast<float>(a.scale);
+  for (size_t j = 0; j < model.num_outputs(); ++j) {
     r.pred.push_back(Array::zeros(DType::kF32, model.output_shape(j).with_batch(n)));
     r.losses.push_back(Array::zeros(DType::kF32, Shape{n}));
-    pred_data.push_back(static_cast<float*>(r.pred[j].mutable_data()));
-    loss_data.push_back(static_cast<float*>(r.losses[j].mutable_data()));
-    ks.push_back(static_cast<int>(model.output_shape(j).size()));
+    job.predictions.push_back(static_cast<float*>(r.pred[j].mutable_data()));
+    job.losses.push_back(static_cast<float*>(r.losses[j].mutable_data()));
   }
-  const std::vector<int> cpus = allowed_cpus();
-  const int64_t chunks = (n + a.batch - 1) / a.batch;
-  int workers = a.workers > 0 ? a.workers : std::max<int>(1, static_cast<int>(cpus.size()));
-  workers = static_cast<int>(std::min<int64_t>(workers, chunks));
-  // Metric sums per chunk, output and metric (slot c * slots + s), and metric weights per chunk
-  // and output: summed in chunk order afterwards, so the totals do not depend on --workers.
-  std::vector<size_t> first_slot(outs + 1, 0);
-  for (size_t j = 0; j < targets.size(); ++j)
-    first_slot[j + 1] = first_slot[j] + targets[j].metrics.size();
-  const size_t slots = first_slot[targets.size()];
-  std::vector<double> chunk_sums(static_cast<size_t>(chunks) * slots, 0.0);
-  std::vector<double> chunk_weights(static_cast<size_t>(chunks) * outs, 0.0);
-  std::atomic<int64_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  const float scale = static_cast<float>(a.scale);
-
-  auto work = [&](int w) {
-    try {
-      if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
-      // A worker takes --batch rows at a time and runs them through the network kForwardRows
-      // at a time, so that every layer's activations stay in cache.
-      const int step = std::min(a.batch, kForwardRows);
-      Network net(lm.model, step, lm.params.data());
-      std::vector<int64_t> idx(static_cast<size_t>(step));
-      for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
-        const int64_t end = std::min<int64_t>(n, (c + 1) * a.batch);
-        for (int64_t begin = c * a.batch; begin < end; begin += step) {
-          const int rows = static_cast<int>(std::min<int64_t>(step, end - begin));
-          for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
-          for (size_t k = 0; k < d.x.size(); ++k)
-            gather_rows(d.x[k], idx.data(), rows, scale, net.input(k));
-          net.forward(rows, false);
-          for (size_t j = 0; j < outs; ++j) {
-            const int k = ks[j];
-            std::copy(net.output(j), net.output(j) + static_cast<size_t>(rows) * k,
-                      pred_data[j] + static_cast<size_t>(begin) * k);
-            if (targets.empty()) continue;
-            const OutputTargets& o = targets[j];
-            Targets t;
-            if (!o.labels.empty())
-              t.labels = o.labels.data() + static_cast<size_t>(begin) * net.output_steps(j);
-            else
-              t.values = o.values.data() + static_cast<size_t>(begin) * k;
-            t = net.on_output(t, j);
-            loss_forward(o.loss, rows, k, net.output(j), t, loss_data[j] + begin);
-            if (o.metrics.empty()) continue;
-            chunk_weights[static_cast<size_t>(c) * outs + j] += metric_weight(rows, t);
-            double* sums = chunk_sums.data() + static_cast<size_t>(c) * slots + first_slot[j];
-            for (size_t m = 0; m < o.metrics.size(); ++m)
-              sums[m] += metric_sum(o.metrics[m], rows, k, net.output(j), t, o.loss.from_logits);
-          }
-        }
-      }
-    } catch (...) {
-      std::lock_guard<std::mutex> g(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next.store(chunks);  // the others stop after their current chunk
-    }
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
-  work(0);
-  for (auto& t : threads) t.join();
-  r.seconds = seconds_since(t0);
-  r.workers = workers;
-  if (failure) std::rethrow_exception(failure);
-  r.metric_sums.resize(targets.size());
-  r.metric_weights.assign(targets.size(), 0.0);
-  for (size_t j = 0; j < targets.size(); ++j) {
-    r.metric_sums[j].assign(targets[j].metrics.size(), 0.0);
-    for (int64_t c = 0; c < chunks; ++c) {
-      r.metric_weights[j] += chunk_weights[static_cast<size_t>(c) * outs + j];
-      for (size_t m = 0; m < targets[j].metrics.size(); ++m)
-        r.metric_sums[j][m] += chunk_sums[static_cast<size_t>(c) * slots + first_slot[j] + m];
-    }
-  }
+  api_detail::PredictTotals t = api_detail::run_predict_job(job);
+  r.metric_sums = std::move(t.metric_sums);
+  r.metric_weights = std::move(t.metric_weights);
+  r.seconds = t.seconds;
+  r.workers = t.workers;
   return r;
 }
 

@@ -13,6 +13,7 @@
 
 #include "data/dataset.h"
 #include "io/keras_reader.h"
+#include "api/predict_engine.h"
 #include "loss/loss.h"
 
 namespace nnfleet::cli {
@@ -37,13 +38,7 @@ struct InputData {
   Array csv_y;                    // a CSV --x's label column
 };
 
-// One output's targets, converted once for all chunks, its loss and the metrics to sum on it.
-struct OutputTargets {
-  LossSpec loss;
-  std::vector<int32_t> labels;
-  std::vector<float> values;
-  std::vector<MetricKind> metrics;
-};
+using api_detail::OutputTargets;
 
 struct RunResult {
   std::vector<Array> pred, losses;  // per output: [N, output shape] and [N]
@@ -76,10 +71,7 @@ LoadedRun load_run(const RunArgs& a);
 // (one output), or a single .npz whose keys name the outputs; empty when none were given.
 std::vector<std::pair<Array, std::string>> load_targets(const RunArgs& a, const Model& m,
                                                         const InputData& d);
-// Converts output j's targets for `loss` (integer labels, or values; integer labels with
-// categorical_crossentropy become one-hot rows). Throws DataError on a mismatch.
-OutputTargets make_targets(const Array& y, const std::string& y_file, const LossSpec& loss,
-                           const Shape& out_shape, int64_t n);
+using api_detail::make_targets;
 // Output j's loss: --loss for all, or the model file's (one for all, a list in output order, or
 // a dict by output name, as Keras's compile takes them). Throws UsageError when there is none.
 LossSpec output_loss_of(const RunArgs& a, const LoadedModel& lm, size_t j);

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/model_io.h"
+#include "api/model_io.h"
 #include "fleet/cluster/cluster.h"
 #include "fleet/cluster/cluster_fleet.h"
 #include "fleet/cluster/stdout_relay.h"
@@ -72,9 +72,9 @@ int train(const TrainArgs& a, Cluster* cluster) {
     o.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
   }
   FleetSummary s = run_cluster_fleet(plan, o,
-                                     model_io(a.format == "h5"     ? ModelFormat::kH5
-                                              : a.format == "onnx" ? ModelFormat::kOnnx
-                                                                   : ModelFormat::kKeras),
+                                     api_detail::model_io(a.format == "h5"     ? api_detail::ModelFormat::kH5
+                                              : a.format == "onnx" ? api_detail::ModelFormat::kOnnx
+                                                                   : api_detail::ModelFormat::kKeras),
                                      cluster);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);

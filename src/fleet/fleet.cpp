@@ -43,6 +43,25 @@ std::string gib(size_t bytes) {
   return b;
 }
 
+// Tells two observers (the display's and the caller's) of a job's progress.
+class TeeObserver : public JobObserver {
+ public:
+  TeeObserver(JobObserver* a, JobObserver* b) : a_(a), b_(b) {}
+  void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
+                double metric, double samples_per_second) override {
+    a_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
+    if (b_) b_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
+  }
+  void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
+    a_->on_epoch(spec, rec);
+    if (b_) b_->on_epoch(spec, rec);
+  }
+
+ private:
+  JobObserver* a_;
+  JobObserver* b_;
+};
+
 // Checks that one source's targets suit the model's output and loss (the test targets are
 // checked like the training ones: evaluation gathers them into the same buffers); adds problems.
 void check_source_targets(const std::string& at, const char* role, const std::string& source,
@@ -398,7 +417,8 @@ OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunS
     o.total_cost += j.cost;
     if (opts.resume) {
       std::string why;
-      if (std::optional<JobResult> r = folder->finished(j.index, j.spec->name, why)) {
+      if (std::optional<JobResult> r =
+              folder->finished(j.index, j.spec->name, why, opts.keep_history)) {
         st.results[j.index] = std::move(*r);
         ++o.done;
         o.done_cost += j.cost;
@@ -511,7 +531,8 @@ class WorkerPool {
     ctx.seed = st_.plan.seed;
     ctx.core = cores_[static_cast<size_t>(w)];
     ctx.stop = &st_.stop;
-    ctx.observer = st_.live->observer(w);
+    TeeObserver tee(st_.live->observer(w), st_.opts.observer);
+    ctx.observer = st_.opts.observer ? &tee : st_.live->observer(w);
     if (helpers_) ctx.helpers = &board_;
     ctx.job = static_cast<int>(j.index);
     ctx.checkpoint_seconds = st_.opts.checkpoint_seconds;

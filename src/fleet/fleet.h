@@ -30,6 +30,11 @@ struct FleetOptions {
   // Called once the output folder exists (and plan.yaml, jobs.log and timeline.jsonl are in it),
   // before any job starts; rank 0 only. For `train --report`.
   std::function<void(const std::string& dir)> on_folder_ready;
+  // Also told of every batch and finished epoch (on the workers' threads, so it must be
+  // thread-safe), besides the display. Not owned.
+  JobObserver* observer = nullptr;
+  // FleetSummary::results keep their per-epoch histories (else they are in history.csv only).
+  bool keep_history = false;
 };
 
 // One rank of a cluster run, as rank 0 reports it.

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "data/memory_arrays.h"
+
 namespace nnfleet {
 
 size_t FleetData::bytes() const {
@@ -35,8 +37,8 @@ XY load_source(const DataSource& s) {
     case DataSource::Kind::kFashionMnist:
       return load_fashion_mnist(s.split);
     case DataSource::Kind::kNpy:
-      d.x = load_npy(s.x);
-      d.y = load_npy(s.y);
+      d.x = is_memory_array(s.x) ? MemoryArrays::get(s.x) : load_npy(s.x);
+      d.y = is_memory_array(s.y) ? MemoryArrays::get(s.y) : load_npy(s.y);
       break;
     case DataSource::Kind::kNpz:
       d.x = load_npz(s.file, s.x);

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "data/dataset.h"
+#include "data/memory_arrays.h"
 #include "fleet/results.h"
 
 namespace nnfleet::fleet_detail {
@@ -34,7 +35,15 @@ void add_source(const DataSource& s, const std::string& part, std::vector<DataFi
     DataFile f;
     f.role = role;
     f.path = path;
-    f.xxh3 = hash_file(path, &f.bytes);
+    if (is_memory_array(path)) {
+      const Array& a = MemoryArrays::get(path);
+      f.bytes = a.size_bytes();
+      // The shape and dtype count too: the same bytes read as another array are other data.
+      f.xxh3 = hash_bytes(std::string_view(static_cast<const char*>(a.data()), a.size_bytes())) ^
+               hash_bytes(a.shape().str() + dtype_name(a.dtype()));
+    } else {
+      f.xxh3 = hash_file(path, &f.bytes);
+    }
     out.push_back(f);
   };
   switch (s.kind) {
@@ -284,7 +293,7 @@ Json RunFolder::record_json(Span s) const {
 }
 
 std::optional<JobResult> RunFolder::finished(size_t index, const std::string& name,
-                                             std::string& why) {
+                                             std::string& why, bool keep_history) {
   why.clear();
   auto it = std::upper_bound(resumed_.begin(), resumed_.end(), name,
                              [](const std::string& n, const auto& e) { return n < e.first; });
@@ -302,8 +311,10 @@ std::optional<JobResult> RunFolder::finished(size_t index, const std::string& na
     }
     JobResult r = job_result_from_json(j);
     add_columns(r);
-    r.history.clear();
-    r.history.shrink_to_fit();
+    if (!keep_history) {
+      r.history.clear();
+      r.history.shrink_to_fit();
+    }
     records_.at(index) = span;
     return r;
   } catch (const std::exception& e) {

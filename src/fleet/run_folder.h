@@ -57,8 +57,10 @@ class RunFolder {
   const std::string& dir() const { return dir_; }
 
   // --resume: the record of model `index` (plan order), when it has one whose model file is
-  // intact; otherwise nullopt, with `why` saying why a record was not trusted (empty: none).
-  std::optional<JobResult> finished(size_t index, const std::string& name, std::string& why);
+  // intact (with its per-epoch history when `keep_history`); otherwise nullopt, with `why` saying
+  // why a record was not trusted (empty: none).
+  std::optional<JobResult> finished(size_t index, const std::string& name, std::string& why,
+                                    bool keep_history = false);
   // Checks that the folder can be written (a probe file in each sub-folder) and that about
   // `bytes` more fit. Throws FileError.
   void check_writable(uint64_t bytes) const;

@@ -51,8 +51,10 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   }
   if (r.write_failed) halt(r.message);
   // The history is in jobs.log now; only the summary stays in memory.
-  r.history.clear();
-  r.history.shrink_to_fit();
+  if (!opts.keep_history) {
+    r.history.clear();
+    r.history.shrink_to_fit();
+  }
   results[job.index] = std::move(r);
 }
 

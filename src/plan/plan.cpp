@@ -15,6 +15,7 @@
 #include <regex>
 #include <sstream>
 
+#include "data/memory_arrays.h"
 #include "layers/activation_names.h"
 #include "layers/registry.h"
 #include "model/layer_training.h"
@@ -241,6 +242,8 @@ class Loader {
   };
 
   std::string resolve(const std::string& p) const {
+    // An array the caller holds in memory (data/memory_arrays.h), not a file.
+    if (p.rfind(kMemoryArrayPrefix, 0) == 0) return p;
     fs::path q(p);
     if (q.is_relative()) q = dir_ / q;
     return q.lexically_normal().string();
@@ -1047,7 +1050,10 @@ Json DataSource::to_json() const {
 }
 
 Plan load_plan(const std::string& path) {
-  const std::string text = read_plan_file(path);
+  return parse_plan(read_plan_file(path), path, fs::absolute(fs::path(path)).parent_path().string());
+}
+
+Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir) {
   if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos) {
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
@@ -1101,7 +1107,7 @@ Plan load_plan(const std::string& path) {
       pr.add("seed", "expected a non-negative integer, got " + show(v));
   }
 
-  Loader loader(doc, pr, fs::absolute(fs::path(path)).parent_path());
+  Loader loader(doc, pr, fs::absolute(fs::path(base_dir)));
   plan.has_data = r.contains("data") && !r["data"].is_null();
   if (plan.has_data) {
     plan.data = loader.data("data", r["data"]);

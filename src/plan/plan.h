@@ -139,6 +139,9 @@ struct Plan {
 // valid names listed, data for every model. Does not touch the data. Throws PlanError whose
 // message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
+// The same for a plan's text: `path` names it in messages (and the default output folder), and
+// relative file names are taken from `base_dir`. Throws PlanError.
+Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir);
 
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model at a
 // time, so the text is the only whole copy.

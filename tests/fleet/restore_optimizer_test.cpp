@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/model_io.h"
+#include "api/model_io.h"
 #include "data/dataset.h"
 #include "fleet/fleet.h"
 #include "fleet_test_util.h"
@@ -36,17 +36,17 @@ void write_data(const std::string& dir) {
 
 // Runs a plan of one model (the YAML of its entry) and returns the model file it wrote.
 std::string train(const TempDir& dir, const std::string& tag, const std::string& entry,
-                  cli::ModelFormat format = cli::ModelFormat::kKeras) {
+                  api_detail::ModelFormat format = api_detail::ModelFormat::kKeras) {
   const std::string plan = dir.path + "/" + tag + ".yaml";
   write_text(plan, "seed: 4\ndata: {train: {x: x.npy, y: y.npy}}\nmodels:\n" + entry);
   FleetOptions o;
   o.out_dir = dir.path + "/" + tag;
   o.workers = 1;
   o.mode = Display::Mode::kQuiet;
-  const FleetSummary s = run_fleet(load_plan(plan), o, cli::model_io(format));
+  const FleetSummary s = run_fleet(load_plan(plan), o, api_detail::model_io(format));
   EXPECT_EQ(s.results.at(0).status, JobStatus::kDone) << tag << ": " << s.results[0].message;
   const std::string stem = o.out_dir + "/models/" + s.results[0].name;
-  return stem + (format == cli::ModelFormat::kH5 ? ".h5" : ".keras");
+  return stem + (format == api_detail::ModelFormat::kH5 ? ".h5" : ".keras");
 }
 
 // A model of the plan's own, trained `epochs` epochs without shuffling.
@@ -71,7 +71,7 @@ TEST(RestoreOptimizer, OneEpochSavedThenOneMoreEndsWhereTwoEpochsEnd) {
   TempDir dir;
   write_data(dir.path);
   const std::string one = train(dir, "one", own_model(1));
-  const std::string one_h5 = train(dir, "one_h5", own_model(1), cli::ModelFormat::kH5);
+  const std::string one_h5 = train(dir, "one_h5", own_model(1), api_detail::ModelFormat::kH5);
   const std::string two = train(dir, "two", own_model(2));
   const LoadedModel saved = load_keras_model(one), saved_h5 = load_keras_model(one_h5);
   // Both files hold the optimizer: 5 batches done, Adam's slots for every trainable weight.

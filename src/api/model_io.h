@@ -3,11 +3,11 @@
 
 #include "fleet/fleet.h"
 
-namespace nnfleet::cli {
+namespace nnfleet::api_detail {
 
 // kOnnx writes the .keras file and an .onnx export of the same model beside it.
 enum class ModelFormat { kKeras, kH5, kOnnx };
 
 ModelIo model_io(ModelFormat format = ModelFormat::kKeras);
 
-}  // namespace nnfleet::cli
+}  // namespace nnfleet::api_detail

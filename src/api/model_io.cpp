@@ -1,19 +1,18 @@
 // Model-file hooks for the fleet: `keras:` models are read with the Keras loader, trained
 // models are written as Keras 3 `.keras` files (or legacy `.h5` with --format h5; with --format
 // onnx, a `.keras` file and an `.onnx` export beside it).
-#include "cli/model_io.h"
+#include "api/model_io.h"
 
 #include "io/keras_reader.h"
 #include "io/keras_writer.h"
 #include "io/onnx_writer.h"
 #include "layers/layer_util.h"
 
-namespace nnfleet::cli {
+namespace nnfleet::api_detail {
 
 ModelIo model_io(ModelFormat format) {
   ModelIo io;
-  io.load = [format](const ModelSpec& spec, const Shape& input_shape,
-                     std::vector<float>& params) {
+  io.load = [format](const ModelSpec& spec, const Shape& input_shape, std::vector<float>& params) {
     LoadedModel m = load_keras_model(spec.keras, "", &input_shape);  // free dims from the data
     // What the trained model will be written as must be able to hold it: found before training
     // (a Keras 2 hard_sigmoid has no name in .keras), not after.
@@ -63,4 +62,4 @@ ModelIo model_io(ModelFormat format) {
   return io;
 }
 
-}  // namespace nnfleet::cli
+}  // namespace nnfleet::api_detail

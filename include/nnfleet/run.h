@@ -1,0 +1,120 @@
+// nnfleet's public API: train every model of a plan at once, one pinned worker per core.
+//
+//   nnfleet::api::RunOptions o;
+//   o.workers = 2;
+//   nnfleet::api::RunResult r = nnfleet::api::train(nnfleet::api::PlanInput::file("fleet.yaml"),
+//                                                   {}, o);
+//   for (const auto& m : r.models) std::printf("%s %s\n", m.name.c_str(), m.status.c_str());
+//
+// A plan is the YAML/JSON of `nnfleet train` (README.md), from a file or from text (which a
+// program may build as JSON). Its data sources name files, or caller-owned arrays given in
+// DataArrays: `data: {train: {x: "memory:x", y: "memory:y"}}` reads DataArrays{{"x", ...},
+// {"y", ...}} in place (never copied), shared read-only by every worker.
+//
+// Results are bit-identical to `nnfleet train` on the same plan and data, for any `workers`.
+// train() may be called from any thread, and from several threads at once (each run has its own
+// workers; memory arrays are bound per call). Errors a user can cause throw nnfleet::Error
+// subclasses with the CLI's messages: PlanError (the plan, every problem listed), DataError,
+// FileError, ModelError, UsageError (the options, an output folder in use). Once training starts,
+// a failing model is a result (status "failed"), not an exception.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nnfleet/array.h"
+#include "nnfleet/model.h"
+
+namespace nnfleet::api {
+
+class PlanInput {
+ public:
+  static PlanInput file(const std::string& path);
+  // `name` names the plan in messages and the default output folder; relative file names in
+  // the text are taken from `base_dir` (empty: the current directory).
+  static PlanInput text(const std::string& text, const std::string& name = "plan",
+                        const std::string& base_dir = "");
+
+  bool is_file() const { return is_file_; }
+  const std::string& path() const { return path_; }  // the file, or the name of a text
+  const std::string& content() const { return text_; }
+  const std::string& base_dir() const { return base_dir_; }
+
+ private:
+  bool is_file_ = true;
+  std::string path_, text_, base_dir_;
+};
+
+// Arrays a plan names as "memory:<key>", by key ("x" for "memory:x"). Not owned (array.h).
+using DataArrays = std::map<std::string, ArrayView>;
+
+using Logs = std::vector<std::pair<std::string, double>>;  // "loss", "val_loss", ... in order
+
+struct Event {
+  enum class Kind { kBatchEnd, kEpochEnd };
+  Kind kind = Kind::kEpochEnd;
+  std::string model;
+  int epoch = 0;                                        // 1-based
+  int batch = 0, batches = 0;                           // kBatchEnd
+  double loss = 0, metric = 0, samples_per_second = 0;  // kBatchEnd: running means
+  Logs logs;                                            // kEpochEnd: every value of the epoch
+  double seconds = 0;                                   // kEpochEnd
+};
+
+struct RunOptions {
+  int workers = 0;  // pinned workers; 0: one per core this process may use
+  // The output folder (README.md, "What you get"). Empty: runs/<plan>-<timestamp>. nullopt: a
+  // temporary folder, removed when train() returns (models are then only in memory).
+  std::optional<std::string> out = std::string();
+  bool resume = false;  // continue the run in `out` (finished models kept, others from checkpoints)
+  double checkpoint_seconds = 2.0;  // between epoch-end checkpoints; 0: every epoch
+  // Trained model files: "keras", "h5", or "onnx" (a .keras file and an .onnx export beside it).
+  std::string format = "keras";
+  enum class Progress { kLive, kLines, kJson, kQuiet };
+  Progress progress = Progress::kQuiet;  // what is printed to stdout (and run.log)
+  // Called on the workers' threads, possibly several at once: must be thread-safe and quick.
+  std::function<void(const Event&)> on_event;
+  // Set (by any thread) to stop: every model finishes its batch, checkpoints and ends as
+  // "cancelled"; train() then returns with RunResult::interrupted. Not owned.
+  const std::atomic<bool>* stop = nullptr;
+  bool load_models = true;  // RunResult models carry the trained Model (read back from its file)
+};
+
+struct ModelResult {
+  std::string name;
+  std::string status;  // "done", "diverged", "failed", "cancelled"
+  std::string message;
+  int epochs = 0;  // completed
+  int64_t params = 0;
+  double seconds = 0;
+  Logs metrics;  // final values, test_* included with test data
+  struct Best {
+    int epoch = 0;  // 0: none
+    std::string monitor;
+    double value = 0;
+  } best;
+  std::vector<std::pair<int, Logs>> history;  // (epoch, values) per completed epoch
+  std::string model_file;                     // in the output folder; empty: none saved
+  std::optional<Model> model;                 // the trained model (RunOptions::load_models)
+};
+
+struct RunResult {
+  std::vector<ModelResult> models;  // plan order
+  std::string out_dir;              // empty when it was temporary
+  bool interrupted = false;
+  std::string write_error;  // a failed write to the output folder stopped the run early
+  double makespan = 0;      // seconds
+  int workers = 0;
+  int exit_code() const;  // what `nnfleet train` would exit with: 0, 1, 3 or 130
+};
+
+// Trains every model of the plan. Throws as the file header says.
+RunResult train(const PlanInput& plan, const DataArrays& arrays = {},
+                const RunOptions& options = {});
+
+}  // namespace nnfleet::api

@@ -1,0 +1,367 @@
+// nnfleet._core: the pybind11 binding of the public C++ API (include/nnfleet/) under the Python
+// package nnfleet (python/nnfleet/__init__.py holds the Keras-like functions built on it).
+//
+// The engine always runs with the GIL released, on a thread of its own: the calling thread waits
+// for it while delivering the run's events (to Python callbacks, on the calling thread) and
+// checking for signals, so that Ctrl-C stops a run cleanly (every model checkpoints) and then
+// raises KeyboardInterrupt. NumPy arrays are read in place; the engine never keeps them past the
+// call.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "data/dataset.h"
+#include "nnfleet/nnfleet.h"
+
+namespace py = pybind11;
+using namespace nnfleet::api;
+
+namespace {
+
+// The view of a NumPy array that is C-contiguous and of a type the engine reads in place; the
+// Python layer converts every other array before it gets here.
+ArrayView view_of(const py::array& a, const std::string& what) {
+  if (!(a.flags() & py::array::c_style))
+    throw nnfleet::DataError("failed to read " + what +
+                             ": expected a C-contiguous array, got another layout");
+  ArrayView v;
+  const py::dtype dt = a.dtype();
+  if (dt.equal(py::dtype::of<uint8_t>()))
+    v.type = ElementType::kUint8;
+  else if (dt.equal(py::dtype::of<int32_t>()))
+    v.type = ElementType::kInt32;
+  else if (dt.equal(py::dtype::of<int64_t>()))
+    v.type = ElementType::kInt64;
+  else if (dt.equal(py::dtype::of<float>()))
+    v.type = ElementType::kFloat32;
+  else if (dt.equal(py::dtype::of<double>()))
+    v.type = ElementType::kFloat64;
+  else
+    throw nnfleet::DataError("failed to read " + what + ": unsupported dtype '" +
+                             dt.attr("name").cast<std::string>() +
+                             "'; expected uint8, int32, int64, float32 or float64");
+  v.data = a.data();
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) v.shape.push_back(a.shape(d));
+  return v;
+}
+
+// Runs `work` on a thread of its own with the GIL released, delivering queued events to
+// `deliver` (with the GIL) on this thread and polling for signals. A KeyboardInterrupt (or any
+// exception a signal handler raises) sets `stop`, waits for the run to end and is raised then.
+template <typename Result>
+Result run_released(const std::function<Result()>& work, std::atomic<bool>& stop, std::mutex& mu,
+                    std::condition_variable& cv, const std::function<bool()>& ready,
+                    const std::function<void()>& deliver, const std::function<void()>& drop) {
+  Result result{};
+  std::exception_ptr failure;
+  bool finished = false;
+  std::thread t([&] {
+    try {
+      result = work();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::lock_guard<std::mutex> g(mu);
+    finished = true;
+    cv.notify_all();
+  });
+  std::optional<py::error_already_set> interrupted;
+  for (;;) {
+    {
+      py::gil_scoped_release release;
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished || ready(); });
+    }
+    try {
+      // Once interrupted, the run's remaining events are dropped, not delivered.
+      if (interrupted)
+        drop();
+      else
+        deliver();
+    } catch (py::error_already_set& e) {
+      // A callback raised: the run stops and the error is raised once it has.
+      stop = true;
+      if (!interrupted) interrupted.emplace(std::move(e));
+    }
+    if (!interrupted && PyErr_CheckSignals() != 0) {
+      stop = true;
+      interrupted.emplace();
+    }
+    std::lock_guard<std::mutex> g(mu);
+    if (finished && !ready()) break;
+  }
+  {
+    py::gil_scoped_release release;
+    t.join();
+  }
+  if (interrupted) throw *interrupted;
+  if (failure) std::rethrow_exception(failure);
+  return result;
+}
+
+py::dict logs_dict(const Logs& logs) {
+  py::dict d;
+  for (const auto& [k, v] : logs) d[py::str(k)] = v;
+  return d;
+}
+
+class PyModel {
+ public:
+  explicit PyModel(Model m) : m_(std::move(m)) {}
+  static PyModel load(const std::string& path, const std::string& weights,
+                      const std::vector<std::vector<int64_t>>& shapes) {
+    py::gil_scoped_release release;
+    return PyModel(Model::load(path, weights, shapes));
+  }
+  const Model& model() const { return m_; }
+
+  // (predictions per output, losses per output or None)
+  py::tuple predict(const std::vector<py::array>& xs, const std::vector<py::array>& ys,
+                    const std::string& loss, int batch_size, int workers, double scale) const {
+    PredictOptions o;
+    o.batch_size = batch_size;
+    o.workers = workers;
+    o.scale = scale;
+    o.loss = loss;
+    std::vector<ArrayView> xv, yv;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
+      xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
+    }
+    for (size_t j = 0; j < ys.size(); ++j) {
+      o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
+      yv.push_back(view_of(ys[j], "'" + o.y_names.back() + "'"));
+    }
+    const int64_t n = xv.empty() ? 0 : xv[0].rows();
+    py::list preds, losses;
+    std::vector<float*> pp, lp;
+    for (const TensorInfo& out : m_.outputs()) {
+      std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(n)};
+      for (int64_t d : out.shape) shape.push_back(static_cast<py::ssize_t>(d));
+      py::array_t<float> p(shape);
+      pp.push_back(p.mutable_data());
+      preds.append(p);
+      if (!ys.empty()) {
+        py::array_t<float> l(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
+        lp.push_back(l.mutable_data());
+        losses.append(l);
+      }
+    }
+    {
+      py::gil_scoped_release release;
+      m_.predict(xv, pp, o, yv, lp);
+    }
+    return py::make_tuple(preds, ys.empty() ? py::object(py::none()) : py::object(losses));
+  }
+
+  // Keras's evaluate: {"loss": ..., metric: ...} in Keras's order.
+  py::dict evaluate(const std::vector<py::array>& xs, const std::vector<py::array>& ys,
+                    const std::string& loss, const std::vector<std::string>& metrics,
+                    int batch_size, int workers, double scale) const {
+    EvaluateOptions o;
+    o.batch_size = batch_size;
+    o.workers = workers;
+    o.scale = scale;
+    o.loss = loss;
+    o.metrics = metrics;
+    std::vector<ArrayView> xv, yv;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
+      xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
+    }
+    for (size_t j = 0; j < ys.size(); ++j) {
+      o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
+      yv.push_back(view_of(ys[j], "'" + o.y_names.back() + "'"));
+    }
+    std::vector<std::pair<std::string, double>> figures;
+    {
+      py::gil_scoped_release release;
+      figures = m_.evaluate(xv, yv, o);
+    }
+    py::dict d;
+    for (const auto& [k, v] : figures) d[py::str(k)] = v;
+    return d;
+  }
+
+ private:
+  Model m_;
+};
+
+struct PyRun {
+  py::list models;  // dicts, plan order
+  std::string out;
+  bool interrupted = false;
+  std::string write_error;
+  double makespan = 0;
+  int workers = 0;
+  int exit_code = 0;
+};
+
+py::dict model_result_dict(ModelResult& m) {
+  py::dict d;
+  d["name"] = m.name;
+  d["status"] = m.status;
+  d["message"] = m.message;
+  d["epochs"] = m.epochs;
+  d["params"] = m.params;
+  d["seconds"] = m.seconds;
+  d["metrics"] = logs_dict(m.metrics);
+  d["best"] = m.best.epoch ? py::object(py::dict(py::arg("epoch") = m.best.epoch,
+                                                 py::arg("monitor") = m.best.monitor,
+                                                 py::arg("value") = m.best.value))
+                           : py::object(py::none());
+  py::list hist;
+  for (auto& [epoch, logs] : m.history) hist.append(py::make_tuple(epoch, logs_dict(logs)));
+  d["history"] = hist;
+  d["model_file"] = m.model_file;
+  d["model"] = m.model ? py::cast(PyModel(*m.model)) : py::object(py::none());
+  return d;
+}
+
+// One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
+// called on this thread as epochs end; `on_batch` likewise, at most every `batch_interval` s.
+PyRun train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
+                  const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
+                  double checkpoint_seconds, const std::string& format, const std::string& progress,
+                  std::optional<py::function> on_epoch) {
+  RunOptions o;
+  o.workers = workers;
+  o.out = out;
+  o.resume = resume;
+  o.checkpoint_seconds = checkpoint_seconds;
+  o.format = format;
+  o.progress = progress == "live"    ? RunOptions::Progress::kLive
+               : progress == "lines" ? RunOptions::Progress::kLines
+               : progress == "json"  ? RunOptions::Progress::kJson
+                                     : RunOptions::Progress::kQuiet;
+  DataArrays views;
+  for (const auto& [k, v] : arrays) {
+    const std::string key = py::cast<std::string>(k);
+    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "'memory:" + key + "'");
+  }
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Event> events;
+  if (on_epoch)
+    o.on_event = [&](const Event& e) {
+      if (e.kind != Event::Kind::kEpochEnd) return;
+      std::lock_guard<std::mutex> g(mu);
+      events.push_back(e);
+      cv.notify_all();
+    };
+  const PlanInput plan =
+      text.empty() ? PlanInput::file(path) : PlanInput::text(text, path, base_dir);
+  auto deliver = [&] {
+    for (;;) {
+      Event e;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (events.empty()) return;
+        e = std::move(events.front());
+        events.pop_front();
+      }
+      (*on_epoch)(e.model, e.epoch, logs_dict(e.logs), e.seconds);
+    }
+  };
+  RunResult r = run_released<RunResult>([&] { return nnfleet::api::train(plan, views, o); }, stop,
+                                        mu, cv, [&] { return !events.empty(); }, deliver,
+                                        [&] {
+                                          std::lock_guard<std::mutex> g(mu);
+                                          events.clear();
+                                        });
+  PyRun p;
+  for (ModelResult& m : r.models) p.models.append(model_result_dict(m));
+  p.out = r.out_dir;
+  p.interrupted = r.interrupted;
+  p.write_error = r.write_error;
+  p.makespan = r.makespan;
+  p.workers = r.workers;
+  p.exit_code = r.exit_code();
+  return p;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "nnfleet's engine (the C++ API); use the functions of the nnfleet package.";
+  py::object base = py::module_::import("builtins").attr("Exception");
+  static py::exception<nnfleet::Error> error(m, "Error", base);
+  static py::exception<nnfleet::PlanError> plan_error(m, "PlanError", error);
+  static py::exception<nnfleet::DataError> data_error(m, "DataError", error);
+  static py::exception<nnfleet::ModelError> model_error(m, "ModelError", error);
+  static py::exception<nnfleet::FileError> file_error(m, "FileError", error);
+  static py::exception<nnfleet::UsageError> usage_error(m, "UsageError", error);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const nnfleet::PlanError& e) {
+      plan_error(e.what());
+    } catch (const nnfleet::DataError& e) {
+      data_error(e.what());
+    } catch (const nnfleet::ModelError& e) {
+      model_error(e.what());
+    } catch (const nnfleet::FileError& e) {
+      file_error(e.what());
+    } catch (const nnfleet::UsageError& e) {
+      usage_error(e.what());
+    } catch (const nnfleet::Error& e) {
+      error(e.what());
+    }
+  });
+
+  py::class_<PyModel>(m, "Model")
+      .def_static("load", &PyModel::load, py::arg("path"), py::arg("weights") = "",
+                  py::arg("input_shapes") = std::vector<std::vector<int64_t>>{})
+      .def("summary", [](const PyModel& s) { return s.model().summary(); })
+      .def_property_readonly("inputs",
+                             [](const PyModel& s) {
+                               py::list l;
+                               for (const auto& t : s.model().inputs())
+                                 l.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape))));
+                               return l;
+                             })
+      .def_property_readonly("outputs",
+                             [](const PyModel& s) {
+                               py::list l;
+                               for (const auto& t : s.model().outputs())
+                                 l.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape))));
+                               return l;
+                             })
+      .def_property_readonly("path", [](const PyModel& s) { return s.model().path(); })
+      .def("count_params", [](const PyModel& s) { return s.model().count_params(); })
+      .def("predict", &PyModel::predict, py::arg("xs"), py::arg("ys"), py::arg("loss"),
+           py::arg("batch_size"), py::arg("workers"), py::arg("scale"))
+      .def("evaluate", &PyModel::evaluate, py::arg("xs"), py::arg("ys"), py::arg("loss"),
+           py::arg("metrics"), py::arg("batch_size"), py::arg("workers"), py::arg("scale"))
+      .def("save", [](const PyModel& s, const std::string& path) {
+        py::gil_scoped_release release;
+        s.model().save(path);
+      });
+
+  py::class_<PyRun>(m, "RunResult")
+      .def_readonly("models", &PyRun::models)
+      .def_readonly("out", &PyRun::out)
+      .def_readonly("interrupted", &PyRun::interrupted)
+      .def_readonly("write_error", &PyRun::write_error)
+      .def_readonly("makespan", &PyRun::makespan)
+      .def_readonly("workers", &PyRun::workers)
+      .def_readonly("exit_code", &PyRun::exit_code);
+
+  m.def("fashion_mnist_files", &nnfleet::fashion_mnist_files, py::arg("split"),
+        "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
+        "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
+  m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
+        py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
+        py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"));
+}

@@ -1,0 +1,56 @@
+# The two seed rewrites of README.md's "From Python", run as written, on a small stand-in for
+# Fashion-MNIST (300 images in the package's IDX format, through $NNFLEET_FASHION_MNIST) so that
+# the test takes seconds; on the real data they are the same code.
+import gzip
+import os
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+
+README = Path(os.environ.get("NNFLEET_SOURCE_DIR", Path(__file__).parents[2])) / "README.md"
+
+
+def python_blocks():
+    text = README.read_text()
+    section = text.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+def write_idx(folder, prefix, n, seed):
+    r = np.random.default_rng(seed)
+    y = r.integers(0, 10, n).astype(np.uint8)
+    x = r.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+    for i, c in enumerate(y):
+        x[i, 2 * c:2 * c + 6, 4:24] = 255
+    with gzip.open(folder / f"{prefix}-images-idx3-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + x.tobytes())
+    with gzip.open(folder / f"{prefix}-labels-idx1-ubyte.gz", "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + y.tobytes())
+
+
+def test_the_seed_rewrites_run_as_written(tmp_path, monkeypatch, capsys):
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    for b in blocks:
+        assert len(b.strip().splitlines()) < 15
+    write_idx(tmp_path, "train", 300, 1)
+    write_idx(tmp_path, "t10k", 50, 2)
+    monkeypatch.setenv("NNFLEET_FASHION_MNIST", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README grid", "exec"), {})
+    out = capsys.readouterr().out
+    # Outside a terminal the run prints one line per finished epoch ("cnn epoch 1/3: ..."),
+    # then the script its ranking.
+    lines = [line.split() for line in out.splitlines()]
+    assert sum(len(l) > 1 and l[1] == "epoch" for l in lines) == 5 * 3
+    ranked = [l for l in lines if l and l[0].startswith(("mlp-", "cnn")) and l[1] != "epoch"]
+    assert sorted(r[0] for r in ranked) == ["cnn", "mlp-128-1", "mlp-128-2", "mlp-32-1",
+                                           "mlp-32-2"]
+    assert all(r[1] == "done" and r[3] == "3" for r in ranked)
+    assert (tmp_path / "cnn.keras").exists()
+    exec(compile(blocks[1], "README predict", "exec"), {})
+    out = capsys.readouterr().out
+    assert "(300, 10) (300,)" in out
+    assert "Conv2D" in out

@@ -1,0 +1,29 @@
+# setuptools' hook for pyproject.toml: the extension nnfleet._core is built by CMake (the same
+# target `make build` builds), then copied into the package being installed.
+import glob
+import os
+import shutil
+import subprocess
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        build = os.path.join(ROOT, os.environ.get("NNFLEET_BUILD", "build"))
+        subprocess.check_call(["cmake", "-S", ROOT, "-B", build, "-G", "Ninja",
+                               "-DCMAKE_BUILD_TYPE=Release", "-DNNFLEET_PYTHON=ON"])
+        subprocess.check_call(["cmake", "--build", build, "--target", "nnfleet_python"])
+        built = glob.glob(os.path.join(build, "python", "nnfleet", "_core*.so"))
+        if not built:
+            raise RuntimeError("nnfleet: CMake built no nnfleet/_core*.so; is python3-pybind11 "
+                               "installed (scripts/setup)?")
+        dest = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(built[0], dest)
+
+
+setup(ext_modules=[Extension("nnfleet._core", sources=[])], cmdclass={"build_ext": CMakeBuild})

@@ -1,0 +1,88 @@
+// ArrayView helpers (nnfleet/array.h) and their conversion to engine arrays (convert.h).
+#include "nnfleet/array.h"
+
+#include "api/convert.h"
+#include "nnfleet/error.h"
+
+namespace nnfleet::api {
+
+size_t element_size(ElementType t) {
+  switch (t) {
+    case ElementType::kUint8:
+      return 1;
+    case ElementType::kInt32:
+    case ElementType::kFloat32:
+      return 4;
+    case ElementType::kInt64:
+    case ElementType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
+
+const char* element_type_name(ElementType t) {
+  switch (t) {
+    case ElementType::kUint8:
+      return "uint8";
+    case ElementType::kInt32:
+      return "int32";
+    case ElementType::kInt64:
+      return "int64";
+    case ElementType::kFloat32:
+      return "float32";
+    case ElementType::kFloat64:
+      return "float64";
+  }
+  return "?";
+}
+
+int64_t ArrayView::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace nnfleet::api
+
+namespace nnfleet::api_detail {
+
+Array to_array(const api::ArrayView& v, const std::string& what) {
+  if (v.shape.empty() || static_cast<int>(v.shape.size()) > Shape::kMaxRank)
+    throw DataError("failed to read " + what + ": expected an array of rank 1 to " +
+                    std::to_string(Shape::kMaxRank) + " (samples first), got rank " +
+                    std::to_string(v.shape.size()));
+  Shape s;
+  for (int64_t d : v.shape) {
+    if (d < 0)
+      throw DataError("failed to read " + what + ": expected dimensions of 0 or more, got " +
+                      std::to_string(d));
+    s.push_back(d);
+  }
+  if (!v.data && s.size() > 0)
+    throw DataError("failed to read " + what + ": expected data, got a null pointer");
+  DType t = DType::kF32;
+  switch (v.type) {
+    case api::ElementType::kUint8:
+      t = DType::kU8;
+      break;
+    case api::ElementType::kInt32:
+      t = DType::kI32;
+      break;
+    case api::ElementType::kInt64:
+      t = DType::kI64;
+      break;
+    case api::ElementType::kFloat32:
+      t = DType::kF32;
+      break;
+    case api::ElementType::kFloat64:
+      t = DType::kF64;
+      break;
+  }
+  // An empty array still needs a non-null data pointer: Array::empty() means "no array".
+  static const double kNothing = 0;
+  return Array(t, s, nullptr, v.data ? v.data : &kNothing);
+}
+
+std::vector<int64_t> dims(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
+
+}  // namespace nnfleet::api_detail

@@ -1,0 +1,282 @@
+// The prediction engine (predict_engine.h).
+#include "api/predict_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "model/network.h"
+#include "platform/cpu.h"
+#include "platform/limits.h"
+
+namespace nnfleet::api_detail {
+namespace {
+
+// Rows per forward pass inside a worker's chunk: activations of a few images stay in L1/L2, where
+// a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory. Measured on
+// m7 (W2), one core: 7,899 / 8,557 / 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows.
+constexpr int kForwardRows = 8;
+
+std::string number_text(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// The targets as class labels 0..k-1 for `loss`: each value of `y` (read from `file`) must be an
+// integer in that range. Checked on the values as stored, before any conversion to int32, so an
+// int64 label of 2^31 or a float of 1e300 is refused, never wrapped into another class.
+std::vector<int32_t> class_labels(const Array& y, int k, const std::string& file,
+                                  const std::string& loss) {
+  const int64_t n = y.rows(), values = y.shape().size();
+  for (int64_t i = 0; i < values; ++i) {
+    const double v = y.at(i);
+    if (v == std::floor(v) && v >= 0 && v < k) continue;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    const std::string got = y.dtype() == DType::kI64
+                                ? std::to_string(static_cast<const int64_t*>(y.data())[i])
+                                : std::string(text);
+    throw DataError("failed to compute " + loss + ": '" + file + "' has the label " + got +
+                    " at sample " + std::to_string(i / y.row_size()) +
+                    (y.row_size() > 1 ? ", step " + std::to_string(i % y.row_size()) : "") +
+                    "; expected integer class labels 0.." + std::to_string(k - 1) +
+                    " (the model has " + std::to_string(k) + " outputs)");
+  }
+  if (values > limits::kMaxLabel)
+    throw DataError("failed to compute " + loss + ": '" + file + "' has " + std::to_string(values) +
+                    " labels; expected at most " + std::to_string(limits::kMaxLabel));
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> labels(static_cast<size_t>(values));
+  gather_labels(y, all.data(), static_cast<int>(n), labels.data());
+  return labels;
+}
+
+// The loss named by `loss`, or the one the file's compile() gave every output.
+LossSpec single_loss(const Wording& w, const LoadedModel& lm, const std::string& model_path,
+                     const std::string& loss) {
+  if (!loss.empty()) return parse_loss(Json(loss));
+  const Json& tc = lm.training_config;
+  if (tc.is_object() && tc.contains("loss") && !tc["loss"].is_null()) {
+    try {
+      return parse_loss(tc["loss"]);
+    } catch (const Error& e) {
+      throw UsageError("failed to use the loss of '" + model_path + "' (" + e.what() +
+                       "); expected " + w.loss_option + "NAME");
+    }
+  }
+  throw UsageError("failed to compute losses: '" + model_path + "' names no loss; expected " +
+                   w.loss_option + "NAME (e.g. categorical_crossentropy)");
+}
+
+// One worker: takes chunks until none is left, writing their rows' outputs, losses and sums.
+struct ChunkRun {
+  const PredictJob& job;
+  int64_t chunks;
+  size_t slots;                    // metric slots per chunk
+  std::vector<size_t> first_slot;  // per output
+  std::vector<double> sums;        // chunk c's slots at c * slots
+  std::vector<double> weights;     // chunk c's output j at c * outputs + j
+  std::atomic<int64_t> next{0};
+
+  void work(const std::vector<int>& cpus, int w);
+};
+
+void ChunkRun::work(const std::vector<int>& cpus, int w) {
+  const LoadedModel& lm = *job.lm;
+  const size_t outs = lm.model->num_outputs();
+  const std::vector<OutputTargets>& targets = *job.targets;
+  if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
+  // A worker takes job.batch rows at a time and runs them through the network kForwardRows at
+  // a time, so that every layer's activations stay in cache.
+  const int step = std::min(job.batch, kForwardRows);
+  Network net(lm.model, step, lm.params.data());
+  std::vector<int64_t> idx(static_cast<size_t>(step));
+  for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+    const int64_t end = std::min<int64_t>(job.n, (c + 1) * job.batch);
+    for (int64_t begin = c * job.batch; begin < end; begin += step) {
+      const int rows = static_cast<int>(std::min<int64_t>(step, end - begin));
+      for (int i = 0; i < rows; ++i) idx[static_cast<size_t>(i)] = begin + i;
+      for (size_t k = 0; k < job.x->size(); ++k)
+        gather_rows((*job.x)[k], idx.data(), rows, job.scale, net.input(k));
+      net.forward(rows, false);
+      for (size_t j = 0; j < outs; ++j) {
+        const int k = static_cast<int>(lm.model->output_shape(j).size());
+        std::copy(net.output(j), net.output(j) + static_cast<size_t>(rows) * k,
+                  job.predictions[j] + static_cast<size_t>(begin) * k);
+        if (targets.empty()) continue;
+        const OutputTargets& o = targets[j];
+        Targets t;
+        if (!o.labels.empty())
+          t.labels = o.labels.data() + static_cast<size_t>(begin) * net.output_steps(j);
+        else
+          t.values = o.values.data() + static_cast<size_t>(begin) * k;
+        t = net.on_output(t, j);
+        loss_forward(o.loss, rows, k, net.output(j), t, job.losses[j] + begin);
+        if (o.metrics.empty()) continue;
+        weights[static_cast<size_t>(c) * outs + j] += metric_weight(rows, t);
+        double* s = sums.data() + static_cast<size_t>(c) * slots + first_slot[j];
+        for (size_t m = 0; m < o.metrics.size(); ++m)
+          s[m] += metric_sum(o.metrics[m], rows, k, net.output(j), t, o.loss.from_logits);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool compatible(const Shape& d, const Shape& m) {
+  if (d == m) return true;
+  if (d.size() != m.size()) return false;
+  std::vector<int64_t> a, b;
+  for (int64_t v : d)
+    if (v != 1) a.push_back(v);
+  for (int64_t v : m)
+    if (v != 1) b.push_back(v);
+  return a == b;
+}
+
+void check_input(const Wording& w, const std::string& model_path, double scale, const Model& model,
+                 size_t k, const Array& x, const std::string& file) {
+  const Shape& want = model.input(k).shape;
+  const std::string what =
+      model.num_inputs() > 1 ? "input '" + model.input(k).name + "' " : "input ";
+  if (!compatible(x.sample_shape(), want))
+    throw DataError("failed to " + w.verb + " with '" + model_path + "': the samples of '" + file +
+                    "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
+                    "); expected the model " + what + want.str() +
+                    "\nhint: reshape the data, or check that the file is the right one");
+  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0 && ids.input == k) {
+    if (scale != 1.0)
+      throw UsageError("failed to " + w.verb + " with '" + model_path + "': " + w.scale_option +
+                       std::to_string(scale) + " would change the ids its Embedding '" +
+                       ids.layer + "' reads; expected " + w.scale_option + "1");
+    if (const auto bad = first_bad_id(x, ids.limit))
+      throw DataError("failed to " + w.verb + " with '" + model_path + "': row " +
+                      std::to_string(bad->row) + " of '" + file + "' holds " +
+                      number_text(bad->value) + ", not an id the Embedding '" + ids.layer +
+                      "' has; expected integers in [0, " + std::to_string(ids.limit) + ")");
+  }
+}
+
+OutputTargets make_targets(const Array& y, const std::string& y_file, const LossSpec& loss,
+                           const Shape& out_shape, int64_t n) {
+  OutputTargets o;
+  o.loss = loss;
+  const int k = static_cast<int>(out_shape.size());
+  if (y.rows() != n)
+    throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
+                    " targets for " + std::to_string(n) + " samples; expected one per sample");
+  // Per-timestep outputs [T, C]: the loss applies to each of the `steps` rows of C (Targets).
+  const int steps = loss_steps(out_shape), classes = k / steps;
+  const bool one_per_row = y.row_size() == steps;
+  if (loss.sparse() ||
+      (one_per_row && classes > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
+    if (!one_per_row) {
+      Shape want = out_shape.with_batch(n);
+      want[-1] = 1;
+      throw DataError(
+          "failed to compute " + loss_name(loss) + ": the targets in '" + y_file + "' have shape " +
+          y.shape().str() + " (" + dtype_name(y.dtype()) + "); expected integer class labels " +
+          (steps == 1 ? "[" + std::to_string(n) + "]"
+                      : want.str() + ", one per timestep of the output " + out_shape.str()));
+    }
+    o.labels = class_labels(y, classes, y_file, loss_name(loss));
+    if (!loss.sparse()) {
+      // Integer labels with categorical_crossentropy: one-hot rows of `classes`.
+      o.values.assign(static_cast<size_t>(n) * k, 0.0f);
+      for (size_t r = 0; r < o.labels.size(); ++r)
+        o.values[r * classes + static_cast<size_t>(o.labels[r])] = 1.0f;
+      o.labels.clear();
+    }
+    return o;
+  }
+  if (y.row_size() != k)
+    throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                    "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) + "," +
+                    std::to_string(k) + "] to match the model output " + out_shape.str());
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  o.values.resize(static_cast<size_t>(n) * k);
+  gather_rows(y, all.data(), static_cast<int>(n), 1.0f, o.values.data());
+  return o;
+}
+
+
+LossSpec output_loss(const Wording& w, const LoadedModel& lm, const std::string& model_path,
+                     const std::string& loss, size_t j) {
+  const Model& m = *lm.model;
+  const Json& tc = lm.training_config;
+  if (loss.empty() && m.num_outputs() > 1 && tc.is_object() && tc.contains("loss")) {
+    const Json& l = tc["loss"];
+    const Json* pick = nullptr;
+    if (l.is_array() && l.size() == m.num_outputs()) pick = &l[j];
+    if (l.is_object() && l.contains(m.output_name(j))) pick = &l[m.output_name(j)];
+    if (pick) {
+      try {
+        return parse_loss(*pick);
+      } catch (const Error& e) {
+        throw UsageError("failed to use the loss of '" + model_path + "' for output '" +
+                         m.output_name(j) + "' (" + e.what() + "); expected " + w.loss_option +
+                         "NAME");
+      }
+    }
+  }
+  return single_loss(w, lm, model_path, loss);
+}
+
+PredictTotals run_predict_job(const PredictJob& job) {
+  const size_t outs = job.lm->model->num_outputs();
+  const std::vector<OutputTargets>& targets = *job.targets;
+  NNFLEET_CHECK(job.predictions.size() == outs);
+  NNFLEET_CHECK(targets.empty() || (targets.size() == outs && job.losses.size() == outs));
+  const std::vector<int> cpus = allowed_cpus();
+  ChunkRun run{job, (job.n + job.batch - 1) / job.batch, 0, std::vector<size_t>(outs + 1, 0),
+               {}, {}};
+  int workers = job.workers > 0 ? job.workers : std::max<int>(1, static_cast<int>(cpus.size()));
+  workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(workers, run.chunks)));
+  for (size_t j = 0; j < targets.size(); ++j)
+    run.first_slot[j + 1] = run.first_slot[j] + targets[j].metrics.size();
+  run.slots = run.first_slot[targets.size()];
+  run.sums.assign(static_cast<size_t>(run.chunks) * run.slots, 0.0);
+  run.weights.assign(static_cast<size_t>(run.chunks) * outs, 0.0);
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&](int w) {
+    try {
+      run.work(cpus, w);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      run.next.store(run.chunks);  // the others stop after their current chunk
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
+  work(0);
+  for (auto& t : threads) t.join();
+  PredictTotals r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.workers = workers;
+  if (failure) std::rethrow_exception(failure);
+  r.metric_sums.resize(targets.size());
+  r.metric_weights.assign(targets.size(), 0.0);
+  for (size_t j = 0; j < targets.size(); ++j) {
+    r.metric_sums[j].assign(targets[j].metrics.size(), 0.0);
+    for (int64_t c = 0; c < run.chunks; ++c) {
+      r.metric_weights[j] += run.weights[static_cast<size_t>(c) * outs + j];
+      for (size_t m = 0; m < targets[j].metrics.size(); ++m)
+        r.metric_sums[j][m] += run.sums[static_cast<size_t>(c) * run.slots + run.first_slot[j] + m];
+    }
+  }
+  return r;
+}
+
+}  // namespace nnfleet::api_detail

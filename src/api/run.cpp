@@ -1,0 +1,208 @@
+// train() (nnfleet/run.h): a plan's fleet through run_fleet, with caller-owned arrays bound as
+// memory sources, the caller's progress callback, and the results turned into public types.
+#include "nnfleet/run.h"
+
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "api/convert.h"
+#include "api/model_io.h"
+#include "data/memory_arrays.h"
+#include "fleet/fleet.h"
+#include "plan/plan.h"
+#include "nnfleet/error.h"
+#include "platform/files.h"
+
+namespace nnfleet::api {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Forwards the workers' reports to RunOptions::on_event (on the workers' threads).
+class EventObserver : public JobObserver {
+ public:
+  explicit EventObserver(const std::function<void(const Event&)>& f) : f_(f) {}
+  void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
+                double metric, double samples_per_second) override {
+    Event e;
+    e.kind = Event::Kind::kBatchEnd;
+    e.model = spec.name;
+    e.epoch = epoch;
+    e.batch = batch;
+    e.batches = batches;
+    e.loss = loss;
+    e.metric = metric;
+    e.samples_per_second = samples_per_second;
+    f_(e);
+  }
+  void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
+    Event e;
+    e.kind = Event::Kind::kEpochEnd;
+    e.model = spec.name;
+    e.epoch = rec.epoch;
+    e.logs = rec.values;
+    e.seconds = rec.seconds;
+    f_(e);
+  }
+
+ private:
+  const std::function<void(const Event&)>& f_;
+};
+
+// A folder of our own under $TMPDIR for a run without an output folder; removed at the end.
+class TempFolder {
+ public:
+  TempFolder() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/nnfleet-run-XXXXXX";
+    if (!::mkdtemp(tmpl.data()))
+      throw FileError("failed to create a temporary folder for the run in '" +
+                      tmpl.substr(0, tmpl.rfind('/')) + "': " + std::strerror(errno));
+    dir_ = tmpl;
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+FleetOptions fleet_options(const RunOptions& o) {
+  if (o.workers < 0)
+    throw UsageError(
+        "failed to start the run: workers must be positive; expected 1 or more (0: "
+        "every core), got " +
+        std::to_string(o.workers));
+  if (!(o.checkpoint_seconds >= 0))
+    throw UsageError("failed to start the run: checkpoint_seconds must be 0 or more; got " +
+                     std::to_string(o.checkpoint_seconds));
+  if (o.format != "keras" && o.format != "h5" && o.format != "onnx")
+    throw UsageError("failed to start the run: unknown model format '" + o.format +
+                     "'; expected keras, h5 or onnx");
+  if (o.resume && (!o.out || o.out->empty()))
+    throw UsageError(
+        "failed to resume the run: resume needs the output folder of the run; "
+        "expected out=FOLDER");
+  FleetOptions f;
+  f.workers = o.workers;
+  f.resume = o.resume;
+  f.checkpoint_seconds = o.checkpoint_seconds;
+  f.stop = o.stop;
+  f.keep_history = true;
+  switch (o.progress) {
+    case RunOptions::Progress::kLive:
+      f.mode = Display::Mode::kLive;
+      break;
+    case RunOptions::Progress::kLines:
+      f.mode = Display::Mode::kLines;
+      break;
+    case RunOptions::Progress::kJson:
+      f.mode = Display::Mode::kJson;
+      break;
+    case RunOptions::Progress::kQuiet:
+      f.mode = Display::Mode::kQuiet;
+      break;
+  }
+  return f;
+}
+
+ModelResult to_public(JobResult& r, const std::string& dir, const std::string& ext,
+                      bool load_model) {
+  ModelResult m;
+  m.name = r.name;
+  m.status = job_status_name(r.status);
+  m.message = r.message;
+  m.epochs = r.epochs;
+  m.params = static_cast<int64_t>(r.params);
+  m.seconds = r.seconds;
+  m.metrics = std::move(r.metrics);
+  m.best = {r.best.epoch, r.best.monitor, r.best.value};
+  for (EpochRecord& e : r.history) m.history.emplace_back(e.epoch, std::move(e.values));
+  const std::string file = dir + "/models/" + r.name + ext;
+  if (r.status != JobStatus::kCancelled && r.status != JobStatus::kFailed && file_exists(file)) {
+    m.model_file = file;
+    if (load_model) m.model = Model::load(file);
+  }
+  return m;
+}
+
+}  // namespace
+
+PlanInput PlanInput::file(const std::string& path) {
+  PlanInput p;
+  p.is_file_ = true;
+  p.path_ = path;
+  return p;
+}
+
+PlanInput PlanInput::text(const std::string& text, const std::string& name,
+                          const std::string& base_dir) {
+  PlanInput p;
+  p.is_file_ = false;
+  p.path_ = name;
+  p.text_ = text;
+  p.base_dir_ = base_dir;
+  return p;
+}
+
+int RunResult::exit_code() const {
+  int failed = 0, done = 0;
+  for (const auto& m : models) {
+    failed += m.status == "failed";
+    done += m.status == "done";
+  }
+  const bool none_done = done == 0 && !models.empty() && !interrupted;
+  return !write_error.empty() ? 1 : interrupted ? 130 : failed || none_done ? 3 : 0;
+}
+
+RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptions& o) {
+  FleetOptions f = fleet_options(o);
+  const Plan plan =
+      input.is_file()
+          ? load_plan(input.path())
+          : parse_plan(input.content(), input.path(),
+                       input.base_dir().empty() ? fs::current_path().string() : input.base_dir());
+  std::map<std::string, Array> bound;
+  for (const auto& [key, view] : arrays) {
+    const std::string name = kMemoryArrayPrefix + key;
+    bound.emplace(name, api_detail::to_array(view, "'" + name + "'"));
+  }
+  const MemoryArrays::Scope scope(bound);
+  std::optional<TempFolder> temp;
+  if (!o.out) {
+    temp.emplace();
+    f.out_dir = temp->dir() + "/run";
+  } else {
+    f.out_dir = *o.out;
+  }
+  std::optional<EventObserver> events;
+  if (o.on_event) {
+    events.emplace(o.on_event);
+    f.observer = &*events;
+  }
+  const auto io = api_detail::model_io(o.format == "h5"     ? api_detail::ModelFormat::kH5
+                                       : o.format == "onnx" ? api_detail::ModelFormat::kOnnx
+                                                            : api_detail::ModelFormat::kKeras);
+  FleetSummary s = run_fleet(plan, f, io);
+  RunResult r;
+  r.out_dir = temp ? std::string() : s.out_dir;
+  r.interrupted = s.interrupted;
+  r.write_error = s.write_error;
+  r.makespan = s.makespan;
+  r.workers = s.workers;
+  const std::string ext = o.format == "h5" ? ".h5" : ".keras";
+  for (JobResult& j : s.results) r.models.push_back(to_public(j, s.out_dir, ext, o.load_models));
+  if (temp)
+    for (ModelResult& m : r.models) m.model_file.clear();
+  return r;
+}
+
+}  // namespace nnfleet::api

@@ -1,0 +1,284 @@
+// The public C++ API (include/nnfleet/): runs from plan text on caller-owned arrays equal runs
+// from files, predictions land in the caller's buffers whatever the workers, and every failure is
+// the documented Error subclass with the CLI's message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "../fleet/fleet_test_util.h"
+#include "nnfleet/nnfleet.h"
+
+namespace nnfleet {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::TempDir;
+using testing_util::write_blobs;
+using testing_util::write_text;
+
+// Blobs (fleet_test_util.h) of `n` samples: [n,8,8,1] float32 images, int32 labels 0..2.
+struct Blobs {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  int64_t n = 0;
+  api::ArrayView xv() const { return {x.data(), api::ElementType::kFloat32, {n, 8, 8, 1}}; }
+  api::ArrayView yv() const { return {y.data(), api::ElementType::kInt32, {n}}; }
+};
+
+Blobs read_blobs(const std::string& dir, const std::string& stem) {
+  const Array x = load_npy(dir + "/" + stem + "_x.npy"), y = load_npy(dir + "/" + stem + "_y.npy");
+  Blobs b;
+  b.n = x.rows();
+  b.x.assign(static_cast<const float*>(x.data()),
+             static_cast<const float*>(x.data()) + x.shape().size());
+  b.y.assign(static_cast<const int32_t*>(y.data()), static_cast<const int32_t*>(y.data()) + b.n);
+  return b;
+}
+
+std::string plan_text(const std::string& train_x, const std::string& train_y) {
+  return R"({"seed": 7,
+ "data": {"train": {"x": ")" +
+         train_x + R"(", "y": ")" + train_y + R"("}, "validation_split": 0.25},
+ "defaults": {"epochs": 3, "batch_size": 16, "loss": "sparse_categorical_crossentropy",
+              "metrics": ["accuracy"], "optimizer": {"Adam": {"learning_rate": 0.01}}},
+ "models": [
+  {"name": "mlp", "layers": [{"Flatten": {}}, {"Dense": {"units": 8, "activation": "relu"}},
+                             {"Dense": {"units": 3, "activation": "softmax"}}]},
+  {"name": "cnn", "layers": [{"Conv2D": {"filters": 4, "kernel_size": 3, "activation": "relu"}},
+                             {"Flatten": {}}, {"Dense": {"units": 3, "activation": "softmax"}}]}]}
+)";
+}
+
+std::vector<float> predict_all(const api::Model& m, const Blobs& b, int workers,
+                               std::vector<float>* losses = nullptr) {
+  std::vector<float> p(static_cast<size_t>(b.n) * 3);
+  api::PredictOptions o;
+  o.workers = workers;
+  o.batch_size = 7;
+  if (losses) {
+    losses->assign(static_cast<size_t>(b.n), 0.0f);
+    o.loss = "sparse_categorical_crossentropy";
+    m.predict({b.xv()}, {p.data()}, o, {b.yv()}, {losses->data()});
+  } else {
+    m.predict({b.xv()}, {p.data()}, o);
+  }
+  return p;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_blobs(dir.path, "train", 96, 3);
+    data = read_blobs(dir.path, "train");
+  }
+  api::RunResult train_memory(api::RunOptions o = {}) {
+    if (!o.out || o.out->empty()) o.out = std::nullopt;
+    return api::train(api::PlanInput::text(plan_text("memory:x", "memory:y"), "mem"),
+                      {{"x", data.xv()}, {"y", data.yv()}}, o);
+  }
+  TempDir dir;
+  Blobs data;
+};
+
+TEST_F(ApiTest, MemoryArraysTrainAsTheSameFilesDo) {
+  api::RunOptions o;
+  o.workers = 2;
+  const api::RunResult mem = train_memory(o);
+  write_text(dir.path + "/plan.yaml", plan_text("train_x.npy", "train_y.npy"));
+  o.out = dir.path + "/run";
+  o.workers = 1;
+  const api::RunResult file = api::train(api::PlanInput::file(dir.path + "/plan.yaml"), {}, o);
+  ASSERT_EQ(mem.models.size(), 2u);
+  ASSERT_EQ(file.models.size(), 2u);
+  EXPECT_EQ(mem.out_dir, "");
+  EXPECT_EQ(file.out_dir, dir.path + "/run");
+  EXPECT_EQ(mem.exit_code(), 0);
+  for (size_t i = 0; i < 2; ++i) {
+    const api::ModelResult &a = mem.models[i], &b = file.models[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.status, "done") << a.message;
+    EXPECT_EQ(a.metrics, b.metrics);
+    ASSERT_EQ(a.history.size(), 3u);
+    EXPECT_EQ(a.history, b.history);
+    EXPECT_EQ(a.history[2].second, a.metrics);
+    ASSERT_TRUE(a.model && b.model);
+    EXPECT_EQ(a.model_file, "");  // the temporary folder is gone
+    EXPECT_TRUE(std::filesystem::exists(b.model_file));
+    EXPECT_EQ(predict_all(*a.model, data, 1), predict_all(*b.model, data, 1));
+  }
+}
+
+TEST_F(ApiTest, PredictIntoCallerBuffersIsTheSameForAnyWorkers) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  EXPECT_EQ(m.inputs().size(), 1u);
+  EXPECT_EQ(m.outputs()[0].shape, std::vector<int64_t>{3});
+  EXPECT_EQ(m.count_params(), r.models[0].params);
+  EXPECT_THAT(m.summary(), HasSubstr("Dense"));
+  std::vector<float> l1, l2;
+  const std::vector<float> p1 = predict_all(m, data, 1, &l1), p2 = predict_all(m, data, 2, &l2);
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(l1, l2);
+  // The per-sample loss is the cross-entropy of the predicted probability of the label.
+  for (int64_t i = 0; i < data.n; ++i) EXPECT_NEAR(l1[i], -std::log(p1[i * 3 + data.y[i]]), 1e-4);
+}
+
+TEST_F(ApiTest, EvaluateGivesKerasFiguresFromTheSameEngineAsPredict) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  std::vector<float> losses;
+  const std::vector<float> p = predict_all(m, data, 1, &losses);
+  api::EvaluateOptions o;
+  o.loss = "sparse_categorical_crossentropy";
+  o.metrics = {"accuracy"};
+  o.batch_size = 7;
+  o.workers = 1;
+  const auto one = m.evaluate({data.xv()}, {data.yv()}, o);
+  o.workers = 2;
+  EXPECT_EQ(m.evaluate({data.xv()}, {data.yv()}, o), one);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one[0].first, "loss");
+  double sum = 0;
+  int right = 0;
+  for (int64_t i = 0; i < data.n; ++i) {
+    sum += losses[static_cast<size_t>(i)];
+    const float* row = p.data() + i * 3;
+    right += std::max_element(row, row + 3) - row == data.y[static_cast<size_t>(i)];
+  }
+  EXPECT_DOUBLE_EQ(one[0].second, sum / static_cast<double>(data.n));
+  EXPECT_EQ(one[1].first, "accuracy");
+  EXPECT_DOUBLE_EQ(one[1].second, right / static_cast<double>(data.n));
+  o.metrics = {"mean_absolute_percentage_errorish"};
+  EXPECT_THROW(m.evaluate({data.xv()}, {data.yv()}, o), UsageError);
+  EXPECT_THROW(m.evaluate({data.xv()}, {}, o), UsageError);
+}
+
+TEST_F(ApiTest, SavedModelsReadBackTheSame) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[1].model;
+  for (const char* ext : {".keras", ".h5"}) {
+    const std::string path = dir.path + "/saved" + ext;
+    m.save(path);
+    EXPECT_EQ(predict_all(api::Model::load(path), data, 2), predict_all(m, data, 1)) << ext;
+  }
+  // ONNX as `nnfleet export` writes it (its predictions are checked against ONNX Runtime by the
+  // export tests, tests/io).
+  m.save(dir.path + "/saved.onnx");
+  EXPECT_GT(std::filesystem::file_size(dir.path + "/saved.onnx"), 1000u);
+  try {
+    m.save(dir.path + "/saved.txt");
+    FAIL() << "saved as .txt";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expected .keras, .h5 or .onnx"));
+  }
+}
+
+TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
+  std::mutex mu;
+  std::map<std::string, std::vector<int>> epochs;
+  api::RunOptions o;
+  o.on_event = [&](const api::Event& e) {
+    if (e.kind != api::Event::Kind::kEpochEnd) return;
+    std::lock_guard<std::mutex> g(mu);
+    epochs[e.model].push_back(e.epoch);
+    EXPECT_EQ(e.logs.front().first, "loss");
+  };
+  train_memory(o);
+  EXPECT_EQ(epochs["mlp"], (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(epochs["cnn"], (std::vector<int>{1, 2, 3}));
+}
+
+TEST_F(ApiTest, AStopFlagCancelsAndResumeEqualsAnUninterruptedRun) {
+  const api::RunResult whole = train_memory();
+  api::RunOptions o;
+  o.out = dir.path + "/stopped";
+  o.workers = 1;
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  o.checkpoint_seconds = 0;
+  o.on_event = [&](const api::Event& e) {
+    if (e.kind == api::Event::Kind::kEpochEnd && e.epoch == 2) stop = true;
+  };
+  const api::RunResult stopped = train_memory(o);
+  EXPECT_TRUE(stopped.interrupted);
+  EXPECT_EQ(stopped.exit_code(), 130);
+  o.on_event = nullptr;
+  o.stop = nullptr;
+  o.resume = true;
+  const api::RunResult resumed = train_memory(o);
+  ASSERT_FALSE(resumed.interrupted);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed.models[i].metrics, whole.models[i].metrics);
+    EXPECT_EQ(predict_all(*resumed.models[i].model, data, 1),
+              predict_all(*whole.models[i].model, data, 1));
+  }
+}
+
+TEST_F(ApiTest, RunsOnSeveralThreadsAtOnceKeepTheirOwnArrays) {
+  Blobs other = data;
+  for (auto& v : other.x) v = 1.0f - v;
+  api::RunResult a, b;
+  std::thread t([&] {
+    api::RunOptions o;
+    o.out = std::nullopt;
+    a = api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+                   {{"x", other.xv()}, {"y", other.yv()}}, o);
+  });
+  b = train_memory();
+  t.join();
+  const api::RunResult again = train_memory();
+  EXPECT_EQ(b.models[0].metrics, again.models[0].metrics);
+  EXPECT_NE(a.models[0].metrics, b.models[0].metrics);
+}
+
+TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
+  api::RunOptions o;
+  o.out = std::nullopt;
+  const api::DataArrays arrays{{"x", data.xv()}, {"y", data.yv()}};
+  EXPECT_THROW(api::train(api::PlanInput::text("{\"models\": 3}"), arrays, o), PlanError);
+  try {
+    api::train(api::PlanInput::text(plan_text("memory:x", "memory:labels")), arrays, o);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'memory:labels'"));
+  }
+  std::vector<float> fy(data.y.begin(), data.y.end());
+  fy[5] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+               {{"x", data.xv()}, {"y", {fy.data(), api::ElementType::kFloat32, {data.n}}}}, o);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("NaN) at row 5"));
+  }
+  try {
+    api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+               {{"x", {data.x.data(), api::ElementType::kFloat32, {data.n, 64}}}, {"y", data.yv()}},
+               o);
+    FAIL();
+  } catch (const PlanError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Conv2D"));
+  }
+  o.workers = -1;
+  EXPECT_THROW(train_memory(o), UsageError);
+  EXPECT_THROW(api::Model::load(dir.path + "/missing.keras"), FileError);
+  const api::RunResult r = train_memory();
+  std::vector<float> p(3);
+  try {
+    r.models[0].model->predict({{data.x.data(), api::ElementType::kFloat32, {1, 5}}}, {p.data()});
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the samples of 'x' have shape [5]"));
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
