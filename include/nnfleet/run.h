@@ -30,6 +30,10 @@
 #include "nnfleet/array.h"
 #include "nnfleet/model.h"
 
+namespace nnfleet {
+class Cluster;  // the MPI ranks of a run (start_mpi_cluster(), src/fleet/cluster/cluster.h)
+}  // namespace nnfleet
+
 namespace nnfleet::api {
 
 class PlanInput {
@@ -83,6 +87,25 @@ struct RunOptions {
   // "cancelled"; train() then returns with RunResult::interrupted. Not owned.
   const std::atomic<bool>* stop = nullptr;
   bool load_models = true;  // RunResult models carry the trained Model (read back from its file)
+  bool keep_history = true;  // ModelResult::history is filled (else it is in history.csv only)
+  // Writes <out>/report.html (as `nnfleet report` does) every few seconds while the run goes on,
+  // and once at its end (RunResult::report_path; a failure there is RunResult::report_error).
+  bool report = false;
+  // The MPI ranks the run spans; null (or one rank): this process alone. Every rank calls
+  // train() with the same plan and options (`workers` counts per rank); the plan is read as a
+  // collective step, and only rank 0's result has the models' figures. Not owned.
+  Cluster* cluster = nullptr;
+};
+
+// One MPI rank of a cluster run, as rank 0 reports it.
+struct RankResult {
+  int rank = 0;
+  std::string host;
+  std::vector<int> cores;    // one per worker
+  bool loaded_data = false;  // read the data files (one rank per node does)
+  int jobs = 0;
+  double busy_seconds = 0;
+  size_t peak_rss_bytes = 0, rss_private_bytes = 0, rss_shared_bytes = 0;
 };
 
 struct ModelResult {
@@ -109,8 +132,21 @@ struct RunResult {
   bool interrupted = false;
   std::string write_error;  // a failed write to the output folder stopped the run early
   double makespan = 0;      // seconds
-  int workers = 0;
+  int workers = 0;          // under MPI: over all ranks
+  double busy_fraction = 0;  // job time / (workers x makespan)
+  size_t peak_rss_bytes = 0;
+  std::string rank_by;       // the metric the leaderboard ranks by
+  std::string leaderboard;   // the table `nnfleet train` prints: the 20 best models
+  std::string report_path;   // RunOptions::report: the written report.html
+  std::string report_error;  // RunOptions::report: why it could not be written (the run is kept)
+  // Cluster runs: this process's rank (ranks other than 0 hold only names and statuses), and on
+  // rank 0 every rank and its scheduling round trips (microseconds).
+  int rank = 0;
+  std::vector<RankResult> ranks;
+  size_t round_trips = 0;
+  double round_trip_mean_us = 0, round_trip_median_us = 0, round_trip_max_us = 0;
   int exit_code() const;  // what `nnfleet train` would exit with: 0, 1, 3 or 130
+  bool none_done() const;  // no model trained to the end (every one diverged), not interrupted
 };
 
 // Trains every model of the plan. Throws as the file header says.

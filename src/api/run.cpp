@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -11,7 +12,11 @@
 #include "api/convert.h"
 #include "api/model_io.h"
 #include "data/memory_arrays.h"
+#include "fleet/cluster/cluster.h"
+#include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
+#include "fleet/results.h"
+#include "report/report.h"
 #include "plan/plan.h"
 #include "nnfleet/error.h"
 #include "platform/files.h"
@@ -90,13 +95,13 @@ FleetOptions fleet_options(const RunOptions& o) {
   if (o.resume && (!o.out || o.out->empty()))
     throw UsageError(
         "failed to resume the run: resume needs the output folder of the run; "
-        "expected out=FOLDER");
+        "expected out=FOLDER (nnfleet train: --out FOLDER)");
   FleetOptions f;
   f.workers = o.workers;
   f.resume = o.resume;
   f.checkpoint_seconds = o.checkpoint_seconds;
   f.stop = o.stop;
-  f.keep_history = true;
+  f.keep_history = o.keep_history;
   switch (o.progress) {
     case RunOptions::Progress::kLive:
       f.mode = Display::Mode::kLive;
@@ -134,6 +139,27 @@ ModelResult to_public(JobResult& r, const std::string& dir, const std::string& e
   return m;
 }
 
+// The run's figures (before its results are moved into the models).
+void summarize(const FleetSummary& s, RunResult& r) {
+  r.interrupted = s.interrupted;
+  r.write_error = s.write_error;
+  r.makespan = s.makespan;
+  r.workers = s.workers;
+  r.busy_fraction = s.busy_fraction;
+  r.peak_rss_bytes = s.peak_rss;
+  r.rank_by = s.rank_by;
+  r.rank = s.rank;
+  if (s.rank == 0)
+    r.leaderboard = leaderboard_text(s.results, {s.rank_by, s.rank_higher_is_better}, 20);
+  for (const RankSummary& k : s.ranks)
+    r.ranks.push_back({k.rank, k.host, k.cores, k.loaded_data, k.jobs, k.busy_seconds, k.peak_rss,
+                       k.rss_private, k.rss_shared});
+  r.round_trips = s.round_trip.count;
+  r.round_trip_mean_us = s.round_trip.mean_us;
+  r.round_trip_median_us = s.round_trip.median_us;
+  r.round_trip_max_us = s.round_trip.max_us;
+}
+
 }  // namespace
 
 PlanInput PlanInput::file(const std::string& path) {
@@ -153,23 +179,34 @@ PlanInput PlanInput::text(const std::string& text, const std::string& name,
   return p;
 }
 
+bool RunResult::none_done() const {
+  const bool done = std::any_of(models.begin(), models.end(),
+                                [](const ModelResult& m) { return m.status == "done"; });
+  return !done && !models.empty() && !interrupted;
+}
+
 int RunResult::exit_code() const {
-  int failed = 0, done = 0;
-  for (const auto& m : models) {
-    failed += m.status == "failed";
-    done += m.status == "done";
-  }
-  const bool none_done = done == 0 && !models.empty() && !interrupted;
-  return !write_error.empty() ? 1 : interrupted ? 130 : failed || none_done ? 3 : 0;
+  const bool failed = std::any_of(models.begin(), models.end(),
+                                  [](const ModelResult& m) { return m.status == "failed"; });
+  return !write_error.empty() || !report_error.empty() ? 1
+         : interrupted                                 ? 130
+         : failed || none_done()                       ? 3
+                                                       : 0;
 }
 
 RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptions& o) {
   FleetOptions f = fleet_options(o);
-  const Plan plan =
-      input.is_file()
-          ? load_plan(input.path())
-          : parse_plan(input.content(), input.path(),
-                       input.base_dir().empty() ? fs::current_path().string() : input.base_dir());
+  Plan plan;
+  auto load = [&] {
+    plan = input.is_file() ? load_plan(input.path())
+                           : parse_plan(input.content(), input.path(),
+                                        input.base_dir().empty() ? fs::current_path().string()
+                                                                 : input.base_dir());
+  };
+  if (o.cluster)
+    o.cluster->agree(load);
+  else
+    load();
   std::map<std::string, Array> bound;
   for (const auto& [key, view] : arrays) {
     const std::string name = kMemoryArrayPrefix + key;
@@ -188,18 +225,27 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
     events.emplace(o.on_event);
     f.observer = &*events;
   }
+  // The report is rewritten while the run goes on (rank 0 only), and once at its end.
+  std::optional<LiveReport> report;
+  if (o.report) {
+    report.emplace();
+    f.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
+  }
   const auto io = api_detail::model_io(o.format == "h5"     ? api_detail::ModelFormat::kH5
                                        : o.format == "onnx" ? api_detail::ModelFormat::kOnnx
                                                             : api_detail::ModelFormat::kKeras);
-  FleetSummary s = run_fleet(plan, f, io);
+  FleetSummary s = run_cluster_fleet(plan, f, io, o.cluster);
   RunResult r;
+  try {
+    if (report) r.report_path = report->finish();
+  } catch (const Error& e) {
+    r.report_error = e.what();  // the run's results are written
+  }
+  summarize(s, r);
   r.out_dir = temp ? std::string() : s.out_dir;
-  r.interrupted = s.interrupted;
-  r.write_error = s.write_error;
-  r.makespan = s.makespan;
-  r.workers = s.workers;
   const std::string ext = o.format == "h5" ? ".h5" : ".keras";
-  for (JobResult& j : s.results) r.models.push_back(to_public(j, s.out_dir, ext, o.load_models));
+  for (JobResult& j : s.results)
+    r.models.push_back(to_public(j, s.out_dir, ext, o.load_models && s.rank == 0));
   if (temp)
     for (ModelResult& m : r.models) m.model_file.clear();
   return r;

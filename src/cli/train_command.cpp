@@ -1,6 +1,7 @@
 // `nnfleet train PLAN`: runs a plan's fleet with the live display and prints the leaderboard.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -8,13 +9,9 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "api/model_io.h"
 #include "fleet/cluster/cluster.h"
-#include "fleet/cluster/cluster_fleet.h"
 #include "fleet/cluster/stdout_relay.h"
-#include "fleet/fleet.h"
-#include "fleet/results.h"
-#include "report/report.h"
+#include "nnfleet/run.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -33,25 +30,79 @@ struct TrainArgs {
   std::string plan, out, format = "keras";
   int workers = 0;
   bool resume = false, quiet = false, json = false, report = false;
-  double checkpoint_seconds = kCheckpointSeconds;
+  double checkpoint_seconds = api::RunOptions{}.checkpoint_seconds;
 };
+
+// The end of the run on stdout: one JSON event, or the leaderboard and the run's figures.
+void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
+  if (a.json) {
+    Json ev = {{"event", "run_end"}, {"out", r.out_dir}, {"makespan_seconds", r.makespan},
+               {"busy_fraction", r.busy_fraction}, {"peak_rss_bytes", r.peak_rss_bytes},
+               {"interrupted", r.interrupted}, {"failed", failed}};
+    if (!r.write_error.empty()) ev["write_error"] = r.write_error;
+    if (!r.report_path.empty()) ev["report"] = r.report_path;
+    if (!r.ranks.empty()) {
+      Json ranks = Json::array();
+      for (const auto& k : r.ranks)
+        ranks.push_back({{"rank", k.rank}, {"host", k.host}, {"cores", k.cores},
+                         {"loaded_data", k.loaded_data}, {"jobs", k.jobs},
+                         {"busy_seconds", k.busy_seconds}, {"peak_rss_bytes", k.peak_rss_bytes},
+                         {"rss_private_bytes", k.rss_private_bytes},
+                         {"rss_shared_bytes", k.rss_shared_bytes}});
+      ev["ranks"] = ranks;
+      ev["round_trip_us"] = {{"count", r.round_trips}, {"mean", r.round_trip_mean_us},
+                             {"median", r.round_trip_median_us}, {"max", r.round_trip_max_us}};
+    }
+    std::printf("%s\n", ev.dump().c_str());
+  } else if (!a.quiet) {
+    std::printf("\n%s", r.leaderboard.c_str());
+    std::printf("\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
+                "memory %.1f MB\nresults: %s/results.json\n",
+                r.models.size(), r.makespan, r.workers, 100.0 * r.busy_fraction,
+                static_cast<double>(r.peak_rss_bytes) / 1e6, r.out_dir.c_str());
+    if (!r.report_path.empty()) std::printf("report: %s\n", r.report_path.c_str());
+    if (!r.ranks.empty())
+      std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
+                  "(median %.0f us)\n",
+                  r.ranks.size(), r.round_trips, r.round_trip_mean_us, r.round_trip_median_us);
+  }
+}
+
+// What went wrong or is left to do, on stderr.
+void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
+  if (!r.report_error.empty()) std::fprintf(stderr, "nnfleet: %s\n", r.report_error.c_str());
+  if (!r.write_error.empty())
+    // The run stopped at its first failed write; what finished is kept.
+    std::fprintf(stderr,
+                 "nnfleet: failed to write the output folder '%s': %s; the run stopped early\n"
+                 "hint: free some space (or fix the folder's permissions), then continue with: "
+                 "nnfleet train %s --out %s --resume\n",
+                 r.out_dir.c_str(), r.write_error.c_str(), a.plan.c_str(), r.out_dir.c_str());
+  else if (r.interrupted)
+    std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
+                 a.plan.c_str(), r.out_dir.c_str());
+  else if (r.none_done() && !failed)
+    std::fprintf(stderr,
+                 "nnfleet: no model trained to the end: every one diverged (non-finite loss)\n"
+                 "hint: lower the learning rate or check the data's scale\n");
+}
 
 // Under mpirun/srun every rank runs this; only rank 0 prints (the others' errors reach rank 0).
 int train(const TrainArgs& a, Cluster* cluster) {
-  Plan plan;
-  if (cluster)
-    cluster->agree([&] { plan = load_plan(a.plan); });
-  else
-    plan = load_plan(a.plan);
-  FleetOptions o;
-  o.out_dir = a.out;
+  api::RunOptions o;
+  o.out = a.out;
   o.workers = a.workers;
   o.resume = a.resume;
   o.checkpoint_seconds = a.checkpoint_seconds;
-  o.mode = a.json    ? Display::Mode::kJson
-           : a.quiet ? Display::Mode::kQuiet
-           : isatty(STDOUT_FILENO) ? Display::Mode::kLive
-                                   : Display::Mode::kLines;
+  o.format = a.format;
+  o.report = a.report;
+  o.cluster = cluster;
+  o.load_models = false;
+  o.keep_history = false;
+  o.progress = a.json    ? api::RunOptions::Progress::kJson
+               : a.quiet ? api::RunOptions::Progress::kQuiet
+               : isatty(STDOUT_FILENO) ? api::RunOptions::Progress::kLive
+                                       : api::RunOptions::Progress::kLines;
   o.stop = &g_stop;
   // Under mpirun, rank 0's output must never block the fleet (stdout_relay.h), and a reader that
   // went away must not kill a rank that is writing its results.
@@ -65,84 +116,15 @@ int train(const TrainArgs& a, Cluster* cluster) {
   // A file-size limit (ulimit -f) then fails a write with EFBIG, as a full disk does, instead of
   // killing the process.
   std::signal(SIGXFSZ, SIG_IGN);
-  // --report: report.html rewritten while the run goes on (rank 0 only), and once at its end.
-  std::optional<LiveReport> report;
-  if (a.report) {
-    report.emplace();
-    o.on_folder_ready = [&report](const std::string& dir) { report->start(dir); };
-  }
-  FleetSummary s = run_cluster_fleet(plan, o,
-                                     api_detail::model_io(a.format == "h5"     ? api_detail::ModelFormat::kH5
-                                              : a.format == "onnx" ? api_detail::ModelFormat::kOnnx
-                                                                   : api_detail::ModelFormat::kKeras),
-                                     cluster);
+  const api::RunResult r = api::train(api::PlanInput::file(a.plan), {}, o);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  std::string report_path, report_error;
-  try {
-    if (report) report_path = report->finish();
-  } catch (const Error& e) {
-    report_error = e.what();  // the run's results are written; said after the leaderboard
-  }
-
-  int failed = 0, done = 0;
-  for (const auto& r : s.results) {
-    failed += r.status == JobStatus::kFailed;
-    done += r.status == JobStatus::kDone;
-  }
-  // A run that leaves no usable model (every one diverged) is not a success either.
-  const bool none_done = done == 0 && !s.results.empty() && !s.interrupted;
-  const int code = !s.write_error.empty() || !report_error.empty() ? 1
-                   : s.interrupted                                 ? 130
-                   : failed || none_done                           ? 3
-                                                                   : 0;
-  if (s.rank != 0) return code;
-  if (a.json) {
-    Json ev = {{"event", "run_end"}, {"out", s.out_dir}, {"makespan_seconds", s.makespan},
-               {"busy_fraction", s.busy_fraction}, {"peak_rss_bytes", s.peak_rss},
-               {"interrupted", s.interrupted}, {"failed", failed}};
-    if (!s.write_error.empty()) ev["write_error"] = s.write_error;
-    if (!report_path.empty()) ev["report"] = report_path;
-    if (!s.ranks.empty()) {
-      Json ranks = Json::array();
-      for (const auto& r : s.ranks)
-        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"cores", r.cores},
-                         {"loaded_data", r.loaded_data}, {"jobs", r.jobs},
-                         {"busy_seconds", r.busy_seconds}, {"peak_rss_bytes", r.peak_rss},
-                         {"rss_private_bytes", r.rss_private}, {"rss_shared_bytes", r.rss_shared}});
-      ev["ranks"] = ranks;
-      ev["round_trip_us"] = {{"count", s.round_trip.count}, {"mean", s.round_trip.mean_us},
-                             {"median", s.round_trip.median_us}, {"max", s.round_trip.max_us}};
-    }
-    std::printf("%s\n", ev.dump().c_str());
-  } else if (!a.quiet) {
-    std::printf("\n%s", leaderboard_text(s.results, {s.rank_by, s.rank_higher_is_better}, 20).c_str());
-    std::printf("\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
-                "memory %.1f MB\nresults: %s/results.json\n",
-                s.results.size(), s.makespan, s.workers, 100.0 * s.busy_fraction,
-                static_cast<double>(s.peak_rss) / 1e6, s.out_dir.c_str());
-    if (!report_path.empty()) std::printf("report: %s\n", report_path.c_str());
-    if (!s.ranks.empty())
-      std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
-                  "(median %.0f us)\n",
-                  s.ranks.size(), s.round_trip.count, s.round_trip.mean_us, s.round_trip.median_us);
-  }
-  if (!report_error.empty()) std::fprintf(stderr, "nnfleet: %s\n", report_error.c_str());
-  if (!s.write_error.empty())
-    // The run stopped at its first failed write; what finished is kept.
-    std::fprintf(stderr,
-                 "nnfleet: failed to write the output folder '%s': %s; the run stopped early\n"
-                 "hint: free some space (or fix the folder's permissions), then continue with: "
-                 "nnfleet train %s --out %s --resume\n",
-                 s.out_dir.c_str(), s.write_error.c_str(), a.plan.c_str(), s.out_dir.c_str());
-  else if (s.interrupted)
-    std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
-                 a.plan.c_str(), s.out_dir.c_str());
-  else if (none_done && !failed)
-    std::fprintf(stderr,
-                 "nnfleet: no model trained to the end: every one diverged (non-finite loss)\n"
-                 "hint: lower the learning rate or check the data's scale\n");
-  return code;
+  if (r.rank != 0) return r.exit_code();
+  const int failed = static_cast<int>(std::count_if(
+      r.models.begin(), r.models.end(), [](const api::ModelResult& m) { return m.status == "failed"; }));
+  print_summary(a, r, failed);
+  print_advice(a, r, failed);
+  return r.exit_code();
 }
 
 int run_train(const TrainArgs& a) {
