@@ -1,24 +1,18 @@
-// Running one loaded model over a data set for predict and evaluate (see model_run.h).
+// The command line of predict and evaluate (see model_run.h): their files in and out, on the
+// prediction engine of the API (api/predict_engine.h).
 #include "cli/model_run.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "api/predict_engine.h"
 #include "io/zip_archive.h"
-#include "model/network.h"
-#include "platform/cpu.h"
 #include "platform/files.h"
-#include "platform/limits.h"
 
 namespace nnfleet::cli {
 namespace {

@@ -1,9 +1,8 @@
 // Running one loaded Keras model over a data set, shared by `nnfleet predict` and `nnfleet
 // evaluate`: reading the inputs (one --x per model input, or an .npz keyed by input names) and
-// the targets (one --y per output), checking them against the model, and the forward passes on
-// pinned workers that share the model's weights read-only. The data is cut into fixed-size
-// contiguous chunks handed out from an atomic counter; each chunk's outputs, per-sample losses and
-// metric sums land in its own slots, so results do not depend on --workers.
+// the targets (one --y per output), checking them against the model, and writing the outputs. The
+// forward passes are the API's prediction engine (api/predict_engine.h), the one Model::predict
+// and the Python module use, so results do not depend on --workers.
 #pragma once
 
 #include <string>
