@@ -323,6 +323,12 @@ def _model_entry(m, i, tmp):
                              "Keras model")
         stem = os.path.splitext(os.path.basename(p))[0]
         return {"name": stem or name, "keras": os.path.abspath(p)}
+    if hasattr(m, "to_json") and hasattr(m, "get_weights") and hasattr(m, "save"):
+        # A Keras model with its weights: saved as a .keras file, whose weights are the initial
+        # ones (as a `keras:` plan entry's are).
+        file = os.path.join(tmp, f"model-{i}.keras")
+        m.save(file)
+        return {"name": getattr(m, "name", None) or name, "keras": file}
     if hasattr(m, "to_json"):
         name = getattr(m, "name", name) or name
         m = m.to_json()
@@ -371,7 +377,8 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     """Trains every model at once, one pinned worker per core, and returns a Run.
 
     models: a list mixing plan-style dicts ({"name": ..., "layers": [{"Dense": {...}}, ...]}),
-    Keras to_json() strings or dicts, .keras/.h5/.json paths and objects with to_json().
+    Keras to_json() strings or dicts, .keras/.h5/.json paths and objects with to_json() (a Keras
+    model with get_weights() and save() starts from its own weights).
     x, y: NumPy arrays shared by every model (read in place when C-contiguous uint8, int32,
     int64, float32 or float64; else converted once, with a warning), or lists of them, one
     pair per model. validation_split takes the last fraction of x (Keras); test_data=(x, y) is

@@ -246,3 +246,33 @@ def test_a_call_from_another_thread(data):
     for t in threads:
         t.join()
     assert [r.metrics for r in out["run"]] == [r.metrics for r in here]
+
+
+class KerasLike:
+    """What nnfleet.train reads of a Keras model: to_json, get_weights and save(.keras)."""
+
+    def __init__(self, name, model):
+        self.name, self._model = name, model
+
+    def to_json(self):
+        raise AssertionError("the weights come with save(), the architecture too")
+
+    def get_weights(self):
+        return []
+
+    def save(self, path):
+        self._model.save(path)
+
+
+def test_a_keras_model_object_trains_from_its_own_weights(tmp_path, data):
+    x, y = data
+    fit = dict(progress=False, epochs=1, batch_size=16, loss="sparse_categorical_crossentropy",
+               metrics=["accuracy"], seed=4)
+    first = nnfleet.train(MODELS[:1], x, y, **fit)["mlp"]
+    first.model.save(tmp_path / "warm.keras")
+    warm = nnfleet.train([KerasLike("warm", first.model)], x, y, **fit)["warm"]
+    by_file = nnfleet.train([str(tmp_path / "warm.keras")], x, y, **fit)["warm"]
+    assert warm.status == "done"
+    assert warm.metrics == by_file.metrics
+    # It continues from the trained weights: its first epoch beats the fresh model's.
+    assert warm.history["loss"][0] < first.history["loss"][0]
