@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
@@ -211,6 +213,31 @@ TEST_F(ClusterProtocol, ThreeRanksGiveTheResultsAndWeightsOfOneProcess) {
   }
   const Json results = Json::parse(read_file(dir.path + "/three/results.json"));
   EXPECT_EQ(results["workers"], 3);
+  // timeline.jsonl (the report's per-core timeline): a session listing the three ranks, and each
+  // job's start and end on the rank that ran it, as rank 0 handed it out.
+  std::map<std::string, int> ran_on;  // model -> rank of its "job" line
+  int sessions = 0, starts = 0;
+  std::map<int, int> jobs_of;
+  std::istringstream lines(read_file(dir.path + "/three/timeline.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const Json t = Json::parse(line);
+    if (t["kind"] == "session") {
+      ++sessions;
+      ASSERT_EQ(t["ranks"].size(), 3u);
+      for (int r = 0; r < 3; ++r) EXPECT_EQ(t["ranks"][static_cast<size_t>(r)]["rank"], r);
+    }
+    if (t["kind"] == "start") ++starts;
+    if (t["kind"] == "job") {
+      EXPECT_EQ(t["status"], "done");
+      EXPECT_LE(t["start"].get<double>(), t["end"].get<double>());
+      ran_on[t["model"].get<std::string>()] = t["rank"].get<int>();
+      ++jobs_of[t["rank"].get<int>()];
+    }
+  }
+  EXPECT_EQ(sessions, 1);
+  EXPECT_EQ(starts, 4);
+  EXPECT_EQ(ran_on.size(), 4u);
+  for (const auto& r : s.ranks) EXPECT_EQ(jobs_of[r.rank], r.jobs) << "rank " << r.rank;
 }
 
 // Each model its own data (issue 11): every rank loads every source, in plan order, and runs
