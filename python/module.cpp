@@ -114,6 +114,19 @@ py::dict logs_dict(const Logs& logs) {
   return d;
 }
 
+// The views of predict's and evaluate's arrays, named "x" (or "x[k]") and "y" in `o`'s messages.
+void views(const std::vector<py::array>& xs, const std::vector<py::array>& ys, PredictOptions& o,
+           std::vector<ArrayView>& xv, std::vector<ArrayView>& yv) {
+  for (size_t k = 0; k < xs.size(); ++k) {
+    o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
+    xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
+  }
+  for (size_t j = 0; j < ys.size(); ++j) {
+    o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
+    yv.push_back(view_of(ys[j], "'" + o.y_names.back() + "'"));
+  }
+}
+
 class PyModel {
  public:
   explicit PyModel(Model m) : m_(std::move(m)) {}
@@ -133,14 +146,7 @@ class PyModel {
     o.scale = scale;
     o.loss = loss;
     std::vector<ArrayView> xv, yv;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
-      xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
-    }
-    for (size_t j = 0; j < ys.size(); ++j) {
-      o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
-      yv.push_back(view_of(ys[j], "'" + o.y_names.back() + "'"));
-    }
+    views(xs, ys, o, xv, yv);
     const int64_t n = xv.empty() ? 0 : xv[0].rows();
     py::list preds, losses;
     std::vector<float*> pp, lp;
@@ -174,14 +180,7 @@ class PyModel {
     o.loss = loss;
     o.metrics = metrics;
     std::vector<ArrayView> xv, yv;
-    for (size_t k = 0; k < xs.size(); ++k) {
-      o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
-      xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
-    }
-    for (size_t j = 0; j < ys.size(); ++j) {
-      o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
-      yv.push_back(view_of(ys[j], "'" + o.y_names.back() + "'"));
-    }
+    views(xs, ys, o, xv, yv);
     std::vector<std::pair<std::string, double>> figures;
     {
       py::gil_scoped_release release;
