@@ -27,12 +27,14 @@ constexpr int kTilePoints = 16;  // 4x4 transformed tile
 constexpr int kAlignFloats = 16;
 
 // Eight floats as one value: GCC and Clang lower the arithmetic to one AVX register (two SSE
-// registers without AVX). Only ever passed by reference, so no ABI question arises.
+// registers without AVX). Vec8u is the same at any float alignment and may alias floats, so a
+// load or store is one unaligned vector move. Only ever passed by reference (no ABI question).
 typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec8u __attribute__((vector_size(32), aligned(4), may_alias));
 
-inline void load(Vec8& v, const float* p) { std::memcpy(&v, p, sizeof v); }
+inline void load(Vec8& v, const float* p) { v = *reinterpret_cast<const Vec8u*>(p); }
 inline void load(float& v, const float* p) { v = *p; }
-inline void store(float* p, const Vec8& v) { std::memcpy(p, &v, sizeof v); }
+inline void store(float* p, const Vec8& v) { *reinterpret_cast<Vec8u*>(p) = v; }
 inline void store(float* p, const float& v) { *p = v; }
 
 // One convolution as the Winograd kernels see it: out[oy, ox, co] = sum over (ky, kx, ci) of
@@ -88,7 +90,8 @@ inline void output_tile(const T (&m)[16], T (&y)[4]) {
 
 // v[16][ci] = B^T d B for every channel, d's 16 taps read from src[k][0..ci).
 template <typename T>
-inline void input_channels(const float* const (&src)[16], int c0, float* v, int ci) {
+[[gnu::always_inline]] inline void input_channels(const float* const (&src)[16], int c0, float* v,
+                                                  int ci) {
   T d[16], out[16];
   for (int k = 0; k < 16; ++k) load(d[k], src[k] + c0);
   input_tile(d, out);
@@ -105,8 +108,9 @@ void transform_input_tile(const float* const (&src)[16], int ci, float* v) {
 // null when the pixel is cropped; bias (may be null) is added, or with `accumulate` the result is
 // added onto dst.
 template <typename T>
-inline void output_channels(const float* m, int co, int f0, const float* bias, bool accumulate,
-                            float* const (&dst)[4]) {
+[[gnu::always_inline]] inline void output_channels(const float* m, int co, int f0,
+                                                   const float* bias, bool accumulate,
+                                                   float* const (&dst)[4]) {
   T mk[16], y[4];
   for (int k = 0; k < 16; ++k) load(mk[k], m + int64_t{k} * co + f0);
   output_tile(mk, y);
@@ -233,8 +237,13 @@ bool winograd_supported(const ConvGeometry& g) {
   return (valid || same) && g.c >= 1 && g.f >= 1;
 }
 
-bool conv2d_use_winograd(const ConvGeometry& g) {
-  return winograd_supported(g) && g.c >= 8 && g.f >= 8;
+// Measured on Zen 3 (AVX2 + FMA) with bench/kernels/conv_winograd_bench.cpp: the forward pass wins
+// from 16 channels in and out (m6's 16 -> 32 by about 1.3x, m7's 32 -> 64 by 1.7x) and loses
+// badly on a first layer's single input channel (GEMMs with K = 1); the input gradient, whose
+// GEMMs run with K = F and N = C, wins on m7's 32 -> 64 (about 2x) but not on m6's 16 -> 32.
+bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data) {
+  if (!winograd_supported(g)) return false;
+  return backward_data ? g.c >= 32 && g.f >= 32 : g.c >= 16 && g.f >= 16;
 }
 
 size_t conv2d_winograd_scratch_floats(const ConvGeometry& g) {

@@ -23,9 +23,9 @@ namespace nnfleet {
 // padding (pads 0 or 1). Says nothing about speed (see conv2d_use_winograd).
 bool winograd_supported(const ConvGeometry& g);
 
-// The measured dispatch rule: whether conv2d_forward / conv2d_backward (input gradient) take the
-// Winograd path for g. Implies winograd_supported(g).
-bool conv2d_use_winograd(const ConvGeometry& g);
+// The measured dispatch rule: whether conv2d_forward (backward_data false) or the input-gradient
+// half of conv2d_backward (true) takes the Winograd path for g. Implies winograd_supported(g).
+bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data);
 
 // Scratch floats the Winograd passes need for g (independent of the batch size).
 size_t conv2d_winograd_scratch_floats(const ConvGeometry& g);

@@ -191,5 +191,30 @@ TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
   }
 }
 
+// conv2d_forward / conv2d_backward take Winograd on m7's second layer (the same bits as calling it
+// directly) and keep the direct path for a single input channel.
+TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
+  const ConvGeometry m7 = make_3x3(26, 26, 32, 64, false), first = make_3x3(28, 28, 1, 32, false);
+  EXPECT_TRUE(conv2d_use_winograd(m7, false));
+  EXPECT_TRUE(conv2d_use_winograd(m7, true));
+  EXPECT_FALSE(conv2d_use_winograd(first, false));
+  EXPECT_FALSE(conv2d_use_winograd(make_3x3(13, 13, 16, 32, false), true));
+  const ConvGeometry& g = m7;
+  const int n = 2;
+  const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+  const auto x = random_floats(xs, 1), w = random_floats(size_t(9) * g.c * g.f, 2),
+             b = random_floats(g.f, 3), dy = random_floats(ys, 4);
+  std::vector<float> scratch(conv2d_scratch_floats(g, n));
+  ASSERT_GE(scratch.size(), conv2d_winograd_scratch_floats(g));
+  std::vector<float> y(ys), y_wino(ys), dx(xs, 0.0f), dx_wino(xs, 0.0f), dw(size_t(9) * g.c * g.f);
+  conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+  conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  EXPECT_EQ(y, y_wino);
+  conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+                  scratch.data());
+  conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
+  EXPECT_EQ(dx, dx_wino);
+}
+
 }  // namespace
 }  // namespace nnfleet
