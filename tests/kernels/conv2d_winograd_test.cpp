@@ -198,6 +198,7 @@ TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   EXPECT_TRUE(conv2d_use_winograd(m7, false));
   EXPECT_TRUE(conv2d_use_winograd(m7, true));
   EXPECT_FALSE(conv2d_use_winograd(first, false));
+  EXPECT_FALSE(conv2d_use_winograd(make_3x3(13, 13, 16, 32, false), false));
   EXPECT_FALSE(conv2d_use_winograd(make_3x3(13, 13, 16, 32, false), true));
   const ConvGeometry& g = m7;
   const int n = 2;
