@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d_onednn.h"
+#include "kernels/conv2d_winograd.h"
 #include "kernels/gemm.h"
 
 namespace nnfleet {
@@ -321,7 +322,10 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
   // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it).
   const size_t onednn = onednn_conv_scratch_floats(g, n);
-  return std::max(static_cast<size_t>(std::max(im2col, direct)), onednn);
+  const size_t winograd = conv2d_use_winograd(g, false) || conv2d_use_winograd(g, true)
+                              ? conv2d_winograd_scratch_floats(g)
+                              : 0;
+  return std::max({static_cast<size_t>(std::max(im2col, direct)), onednn, winograd});
 }
 
 // y[N*OH*OW, F] = im2col(x)[N*OH*OW, KH*KW*C] w[KH*KW*C, F] + b, chunk by chunk: each chunk of R
@@ -358,17 +362,26 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
   }
 }
 
-// The winner per pass (bench/kernels/conv_candidates_bench.cpp): oneDNN's JIT convolution for
-// the forward and input-gradient passes of the shapes it serves (conv2d_onednn.h), the GEMM path
-// for everything else and for the kernel gradient.
+// The winner per pass (bench/kernels/conv_candidates_bench.cpp, conv_winograd_bench.cpp):
+// Winograd F(2x2,3x3) for the stride-1 3x3 forward and input-gradient passes with channels enough
+// (conv2d_use_winograd), else oneDNN's JIT convolution for the shapes it serves
+// (conv2d_onednn.h), the GEMM path for everything else and for the kernel gradient.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
                     float* y, float* scratch, const Activation* act, float* act_out) {
+  if (conv2d_use_winograd(g, false)) {
+    conv2d_forward_winograd(g, n, x, w, b, y, scratch, act, act_out);
+    return;
+  }
   if (onednn_conv_forward(g, n, x, w, b, y, scratch, act, act_out)) return;
   conv2d_forward_gemm(g, n, x, w, b, y, scratch, act, act_out);
 }
 
 void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db, float* scratch) {
+  if (dx != nullptr && conv2d_use_winograd(g, true)) {
+    conv2d_backward_data_winograd(g, n, w, dy, dx, scratch);
+    dx = nullptr;
+  }
   if (dx != nullptr && onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
   conv2d_backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
 }

@@ -1,4 +1,5 @@
-// Tests for the oneDNN path behind conv2d_forward and conv2d_backward (conv2d_onednn.h): it
+// Tests for the oneDNN path behind conv2d_forward and conv2d_backward (conv2d_onednn.h), called
+// directly (the kernel interface sends some of these shapes to Winograd, conv2d_winograd.h): it
 // matches the _ref oracle within 1e-4 relative over a shape sweep of the convolutions it serves,
 // its results do not depend on the batch an image comes in or on buffer alignment, it starts no
 // threads, and it runs the ISA the environment allows (ONEDNN_MAX_CPU_ISA=AVX2 in the avx2.*
@@ -38,6 +39,20 @@ std::string describe(const ConvGeometry& g, int n) {
          " pad=" + std::to_string(g.pad_top);
 }
 
+// The oneDNN path itself: the forward primitive, and for the backward pass oneDNN's input gradient
+// (where it has a plan, else the GEMM path's) beside the GEMM path's kernel gradient, as
+// conv2d_backward combines them.
+void onednn_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
+                    float* y, float* scratch, const Activation* act = nullptr,
+                    float* act_out = nullptr) {
+  ASSERT_TRUE(onednn_conv_forward(g, n, x, w, b, y, scratch, act, act_out));
+}
+void onednn_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
+                     float* dx, float* dw, float* db, float* scratch) {
+  if (onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
+  conv2d_backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
+}
+
 size_t x_size(const ConvGeometry& g, int n) { return size_t(n) * g.h * g.w * g.c; }
 size_t y_size(const ConvGeometry& g, int n) { return size_t(n) * g.oh * g.ow * g.f; }
 size_t w_size(const ConvGeometry& g) { return size_t(g.kh) * g.kw * g.c * g.f; }
@@ -62,15 +77,15 @@ TEST(Conv2dOnednn, MatchesRefOverShapeSweep) {
       std::vector<float> ref(y_size(g, n)), y(ref.size()), act_y(ref.size());
       const bool bias = (seed & 1) != 0;
       conv2d_forward_ref(g, n, x.data(), w.data(), bias ? b.data() : nullptr, ref.data());
-      conv2d_forward(g, n, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), scratch.data());
+      onednn_forward(g, n, x.data(), w.data(), bias ? b.data() : nullptr, y.data(), scratch.data());
       expect_near_all(y, ref, 1e-5, 1e-4, "forward " + what);
-      conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data(), &tanh_act,
+      onednn_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data(), &tanh_act,
                      act_y.data());
       conv2d_forward_ref(g, n, x.data(), w.data(), b.data(), ref.data());
       expect_near_all(y, ref, 1e-5, 1e-4, "forward z with tanh " + what);
       for (float& v : ref) v = std::tanh(v);
       expect_near_all(act_y, ref, 1e-5, 1e-4, "tanh " + what);
-      conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data(), &relu, y.data());
+      onednn_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data(), &relu, y.data());
       conv2d_forward_ref(g, n, x.data(), w.data(), b.data(), ref.data());
       for (float& v : ref) v = std::max(v, 0.0f);
       expect_near_all(y, ref, 1e-5, 1e-4, "relu in place " + what);
@@ -78,7 +93,7 @@ TEST(Conv2dOnednn, MatchesRefOverShapeSweep) {
       auto dx = random_floats(x.size(), seed + 4), dw = random_floats(w.size(), seed + 5),
            db = random_floats(b.size(), seed + 6);
       auto dx_ref = dx, dw_ref = dw, db_ref = db;
-      conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(),
+      onednn_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(),
                       scratch.data());
       conv2d_backward_ref(g, n, x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(),
                           db_ref.data());
@@ -99,14 +114,14 @@ TEST(Conv2dOnednn, ImageResultDoesNotDependOnItsBatch) {
   const auto x = random_floats(x_size(g, n), 1), w = random_floats(w_size(g), 2),
              b = random_floats(size_t(g.f), 3), dy = random_floats(y_size(g, n), 4);
   std::vector<float> y(y_size(g, n)), dx(x_size(g, n), 0.0f), dw(w.size());
-  conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
-  conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+  onednn_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+  onednn_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
                   scratch.data());
   const size_t xi = x_size(g, 1), yi = y_size(g, 1);
   for (int img : {0, kOnednnPiece - 1, kOnednnPiece, n - 1}) {
     std::vector<float> y1(yi), dx1(xi, 0.0f);
-    conv2d_forward(g, 1, x.data() + img * xi, w.data(), b.data(), y1.data(), scratch.data());
-    conv2d_backward(g, 1, x.data() + img * xi, w.data(), dy.data() + img * yi, dx1.data(),
+    onednn_forward(g, 1, x.data() + img * xi, w.data(), b.data(), y1.data(), scratch.data());
+    onednn_backward(g, 1, x.data() + img * xi, w.data(), dy.data() + img * yi, dx1.data(),
                     dw.data(), nullptr, scratch.data());
     EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + img * yi)) << "forward image " << img;
     EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dx.begin() + img * xi)) << "dx image " << img;
@@ -126,13 +141,13 @@ TEST(Conv2dOnednn, ResultsDoNotDependOnBufferOrScratchAlignment) {
     testing::expect_alignment_independent(
         {x, w, b, scratch0}, {y_size(g, n)},
         [&](const auto& i, const auto& o) {
-          conv2d_forward(g, n, i[0], i[1], i[2], o[0], const_cast<float*>(i[3]), &relu, o[0]);
+          onednn_forward(g, n, i[0], i[1], i[2], o[0], const_cast<float*>(i[3]), &relu, o[0]);
         },
         "conv2d_forward " + describe(g, n));
     testing::expect_alignment_independent(
         {x, w, dy, scratch0}, {x.size(), w.size(), size_t(f)},
         [&](const auto& i, const auto& o) {
-          conv2d_backward(g, n, i[0], i[1], i[2], o[0], o[1], o[2], const_cast<float*>(i[3]));
+          onednn_backward(g, n, i[0], i[1], i[2], o[0], o[1], o[2], const_cast<float*>(i[3]));
         },
         "conv2d_backward " + describe(g, n));
   }
@@ -156,8 +171,8 @@ TEST(Conv2dOnednn, StartsNoThreads) {
   const auto x = random_floats(x_size(g, n), 1), w = random_floats(w_size(g), 2),
              dy = random_floats(y_size(g, n), 3);
   std::vector<float> y(y_size(g, n)), dx(x.size()), dw(w.size());
-  conv2d_forward(g, n, x.data(), w.data(), nullptr, y.data(), scratch.data());
-  conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+  onednn_forward(g, n, x.data(), w.data(), nullptr, y.data(), scratch.data());
+  onednn_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
                   scratch.data());
   EXPECT_EQ(thread_count(), before);
 }

@@ -1,0 +1,129 @@
+// Winograd F(2x2,3x3) against the direct convolution it replaces, side by side on W1/W2's 3x3
+// layers (m7: 28x28x1 -> 32 and 26x26x32 -> 64; m6: 13x13x16 -> 32; all "valid"), at batch 1
+// (W2 at batch 1), 32 (W1's training batch) and 64. Candidates per pass, registered next to each
+// other so one run (--benchmark_enable_random_interleaving) alternates them:
+//   direct    the path conv2d_forward / the input-gradient half of conv2d_backward took before
+//             Winograd: oneDNN's JIT primitive where it serves the shape, else the GEMM path
+//   winograd  conv2d_forward_winograd / conv2d_backward_data_winograd
+//   kernel    conv2d_forward / conv2d_backward, whatever the kernel interface picks now
+// Arguments: h (input height = width), c, f, n. FLOP/s counts the direct algorithm's
+// multiply-adds x 2, so Winograd's figure can exceed the machine's peak.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/conv2d.h"
+#include "kernels/conv2d_onednn.h"
+#include "kernels/conv2d_winograd.h"
+
+namespace nnfleet {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+struct Setup {
+  explicit Setup(const benchmark::State& state) : n(static_cast<int>(state.range(3))) {
+    g.h = g.w = static_cast<int>(state.range(0));
+    g.c = static_cast<int>(state.range(1));
+    g.f = static_cast<int>(state.range(2));
+    g.kh = g.kw = 3;
+    conv_geometry(g, false);
+    x = random_floats(size_t(n) * g.h * g.w * g.c, 1);
+    w = random_floats(size_t(9) * g.c * g.f, 2);
+    b = random_floats(g.f, 3);
+    dy = random_floats(size_t(n) * g.oh * g.ow * g.f, 4);
+    y.resize(dy.size());
+    dx.resize(x.size());
+    dw.resize(w.size());
+    db.resize(b.size());
+    scratch.resize(std::max(conv2d_scratch_floats(g, n), conv2d_winograd_scratch_floats(g)));
+  }
+  void count(benchmark::State& state) const {
+    const double flops = 2.0 * n * g.oh * g.ow * g.f * 9.0 * g.c;
+    const double it = static_cast<double>(state.iterations());
+    state.counters["samples/s"] = benchmark::Counter(n * it, benchmark::Counter::kIsRate);
+    state.counters["FLOP/s"] = benchmark::Counter(flops * it, benchmark::Counter::kIsRate,
+                                                  benchmark::Counter::OneK::kIs1000);
+  }
+  ConvGeometry g;
+  int n;
+  std::vector<float> x, w, b, dy, y, dx, dw, db, scratch;
+};
+
+enum class Path { kDirect, kWinograd, kKernel };
+
+void BM_WinoForward(benchmark::State& state, Path path) {
+  Setup s(state);
+  const Activation relu{Act::kRelu};
+  for (auto _ : state) {
+    float* sc = s.scratch.data();
+    if (path == Path::kWinograd) {
+      conv2d_forward_winograd(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc, &relu,
+                              s.y.data());
+    } else if (path == Path::kKernel) {
+      conv2d_forward(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc, &relu,
+                     s.y.data());
+    } else if (!onednn_conv_forward(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc,
+                                    &relu, s.y.data())) {
+      conv2d_forward_gemm(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc, &relu,
+                          s.y.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  s.count(state);
+  if (path == Path::kDirect) state.SetLabel(onednn_conv_impl(s.g, false));
+}
+
+// The input gradient alone (the kernel gradient is not part of the comparison).
+void BM_WinoBackwardData(benchmark::State& state, Path path) {
+  Setup s(state);
+  for (auto _ : state) {
+    float* sc = s.scratch.data();
+    if (path == Path::kWinograd) {
+      conv2d_backward_data_winograd(s.g, s.n, s.w.data(), s.dy.data(), s.dx.data(), sc);
+    } else if (!onednn_conv_backward_data(s.g, s.n, s.w.data(), s.dy.data(), s.dx.data(), sc)) {
+      // No oneDNN plan: the GEMM path, whose kernel-gradient half is timed too.
+      conv2d_backward_gemm(s.g, s.n, s.x.data(), s.w.data(), s.dy.data(), s.dx.data(), s.dw.data(),
+                           nullptr, sc);
+    }
+    benchmark::ClobberMemory();
+  }
+  s.count(state);
+  if (path == Path::kDirect) state.SetLabel(onednn_conv_impl(s.g, true));
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"h", "c", "f", "n"});
+  for (int n : {1, 32, 64}) {
+    b->Args({26, 32, 64, n});
+    b->Args({13, 16, 32, n});
+    b->Args({28, 1, 32, n});
+  }
+}
+
+// A first layer (m7's 28x28x1) computes no input gradient, so only the inner layers.
+void backward_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"h", "c", "f", "n"});
+  for (int n : {1, 32, 64}) {
+    b->Args({26, 32, 64, n});
+    b->Args({13, 16, 32, n});
+  }
+}
+
+BENCHMARK_CAPTURE(BM_WinoForward, direct, Path::kDirect)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_WinoForward, winograd, Path::kWinograd)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_WinoForward, kernel, Path::kKernel)->Apply(shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardData, direct, Path::kDirect)->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardData, winograd, Path::kWinograd)->Apply(backward_shapes);
+
+}  // namespace
+}  // namespace nnfleet

@@ -1,0 +1,221 @@
+// Tests for the Winograd F(2x2,3x3) convolution kernels: forward and input gradient against the
+// naive _ref oracle and the direct (GEMM) path within 1e-4 of the output's scale on W1/W2's shapes
+// and odd ones (1 channel, 7x7 images, batch 1, channels not a multiple of 8, odd output sizes,
+// same and valid padding), bit-for-bit independence of buffer alignment and of the batch, and the
+// dispatch through conv2d_forward / conv2d_backward.
+#include "kernels/conv2d_winograd.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/conv2d.h"
+
+namespace nnfleet {
+namespace {
+
+using testing::random_floats;
+
+ConvGeometry make_3x3(int h, int w, int c, int f, bool same) {
+  ConvGeometry g;
+  g.h = h;
+  g.w = w;
+  g.c = c;
+  g.f = f;
+  g.kh = g.kw = 3;
+  EXPECT_TRUE(conv_geometry(g, same));
+  return g;
+}
+
+std::string describe(const ConvGeometry& g, int n) {
+  return "n=" + std::to_string(n) + " " + std::to_string(g.h) + "x" + std::to_string(g.w) + "x" +
+         std::to_string(g.c) + " f=" + std::to_string(g.f) + (g.pad_top == 1 ? " same" : " valid");
+}
+
+// |got - want| <= rel * max|want| element-wise: 1e-4 relative to the output's scale (an element
+// near zero has no meaningful relative error of its own). Returns the worst ratio seen.
+double expect_relative(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                       const std::string& what) {
+  EXPECT_EQ(got.size(), want.size()) << what;
+  double scale = 0.0, worst = 0.0;
+  for (float v : want) scale = std::max(scale, std::abs(static_cast<double>(v)));
+  if (scale == 0.0) scale = 1.0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double err = std::abs(static_cast<double>(got[i]) - want[i]) / scale;
+    worst = std::max(worst, err);
+    if (err > rel) {
+      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i]
+                    << " (scale " << scale << ")";
+      return worst;
+    }
+  }
+  return worst;
+}
+
+struct Case {
+  int n, h, w, c, f;
+  bool same;
+};
+
+// W1 m6/m7 and W2's 3x3 layers, then the odd shapes.
+const Case kCases[] = {
+    {1, 26, 26, 32, 64, false},  // m7's second convolution (W1, W2)
+    {3, 13, 13, 16, 32, false},  // m6's second convolution: 11x11, odd tiles cropped
+    {1, 28, 28, 1, 32, false},   // m7's first convolution: one input channel
+    {1, 7, 7, 1, 1, false},      // 1 channel in and out, 7x7
+    {1, 7, 7, 3, 5, true},       // same padding, 7x7
+    {2, 9, 6, 13, 11, true},     // channels not a multiple of 8, non-square
+    {1, 5, 8, 8, 24, false},     // output 3x6
+    {2, 3, 3, 9, 17, false},     // a single output pixel
+    {1, 12, 12, 40, 20, true},   // vector and scalar channel tails
+};
+
+TEST(Conv2dWinograd, SupportsOnlyStrideOne3x3SameOrValid) {
+  EXPECT_TRUE(winograd_supported(make_3x3(8, 8, 4, 4, false)));
+  EXPECT_TRUE(winograd_supported(make_3x3(8, 8, 4, 4, true)));
+  ConvGeometry g = make_3x3(8, 8, 4, 4, false);
+  g.kh = g.kw = 5;
+  ASSERT_TRUE(conv_geometry(g, false));
+  EXPECT_FALSE(winograd_supported(g));
+  g = make_3x3(8, 8, 4, 4, false);
+  g.sh = g.sw = 2;
+  ASSERT_TRUE(conv_geometry(g, false));
+  EXPECT_FALSE(winograd_supported(g));
+  g = make_3x3(8, 8, 4, 4, false);
+  g.dh = g.dw = 2;
+  ASSERT_TRUE(conv_geometry(g, true));
+  EXPECT_FALSE(winograd_supported(g));
+}
+
+TEST(Conv2dWinograd, ForwardMatchesReferenceAndDirectPath) {
+  double worst = 0.0;
+  for (const Case& k : kCases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, k.n);
+    const auto x = random_floats(size_t(k.n) * g.h * g.w * g.c, 1);
+    const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+    const auto b = random_floats(g.f, 3);
+    const size_t ys = size_t(k.n) * g.oh * g.ow * g.f;
+    std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+    std::vector<float> direct_scratch(conv2d_scratch_floats(g, k.n));
+    for (const float* bias : {b.data(), static_cast<const float*>(nullptr)}) {
+      std::vector<float> y(ys, 7.0f), ref(ys), direct(ys);
+      conv2d_forward_winograd(g, k.n, x.data(), w.data(), bias, y.data(), scratch.data());
+      conv2d_forward_ref(g, k.n, x.data(), w.data(), bias, ref.data());
+      conv2d_forward_gemm(g, k.n, x.data(), w.data(), bias, direct.data(), direct_scratch.data());
+      worst = std::max(worst, expect_relative(y, ref, 1e-4, what + " vs ref"));
+      expect_relative(y, direct, 1e-4, what + " vs direct");
+    }
+  }
+  RecordProperty("worst_relative_error", std::to_string(worst));
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(Conv2dWinograd, ForwardFusesTheActivation) {
+  const ConvGeometry g = make_3x3(10, 10, 8, 16, true);
+  const int n = 2;
+  const auto x = random_floats(size_t(n) * g.h * g.w * g.c, 4);
+  const auto w = random_floats(size_t(9) * g.c * g.f, 5);
+  const auto b = random_floats(g.f, 6);
+  const size_t ys = size_t(n) * g.oh * g.ow * g.f;
+  std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+  std::vector<float> z(ys), a(ys), ref(ys);
+  const Activation relu{Act::kRelu};
+  conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), z.data(), scratch.data(), &relu,
+                          a.data());
+  conv2d_forward_ref(g, n, x.data(), w.data(), b.data(), ref.data());
+  expect_relative(z, ref, 1e-4, "pre-activation");
+  for (float& v : ref) v = std::max(v, 0.0f);
+  expect_relative(a, ref, 1e-4, "relu");
+}
+
+TEST(Conv2dWinograd, InputGradientAccumulatesAndMatchesReference) {
+  for (const Case& k : kCases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, k.n);
+    const size_t xs = size_t(k.n) * g.h * g.w * g.c;
+    const auto x = random_floats(xs, 1);
+    const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+    const auto dy = random_floats(size_t(k.n) * g.oh * g.ow * g.f, 3);
+    const auto dx0 = random_floats(xs, 4);  // backward accumulates onto what is there
+    std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+    std::vector<float> dx = dx0, ref = dx0, dw(size_t(9) * g.c * g.f), db(g.f);
+    conv2d_backward_data_winograd(g, k.n, w.data(), dy.data(), dx.data(), scratch.data());
+    conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), ref.data(), dw.data(), db.data());
+    expect_relative(dx, ref, 1e-4, what + " dx");
+  }
+}
+
+// The same bits wherever the buffers (scratch included) start, and whatever batch an image is in.
+TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
+  for (const Case& k : {kCases[1], kCases[5], kCases[8]}) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, k.n);
+    const int n = 3;
+    const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+    const auto x = random_floats(xs, 7), w = random_floats(size_t(9) * g.c * g.f, 8),
+               b = random_floats(g.f, 9), dy = random_floats(ys, 10);
+    const size_t ss = conv2d_winograd_scratch_floats(g);
+    // Scratch is offset by the same number of floats as the inputs.
+    auto offset_scratch = [ss](const float* p, std::vector<float>& buf) {
+      buf.assign(ss + 16, 0.0f);
+      return buf.data() + reinterpret_cast<uintptr_t>(p) / sizeof(float) % 16;
+    };
+    std::vector<float> buf;
+    testing::expect_alignment_independent(
+        {x, w, b}, {ys},
+        [&](const auto& i, const auto& o) {
+          conv2d_forward_winograd(g, n, i[0], i[1], i[2], o[0], offset_scratch(i[0], buf));
+        },
+        "forward " + what);
+    testing::expect_alignment_independent(
+        {w, dy}, {xs},
+        [&](const auto& i, const auto& o) {
+          conv2d_backward_data_winograd(g, n, i[0], i[1], o[0], offset_scratch(i[0], buf));
+        },
+        "input gradient " + what);
+    // Image 1 of the batch of 3 against image 1 alone.
+    std::vector<float> scratch(ss), y(ys), y1(ys / n), dx(xs, 0.0f), dx1(xs / n, 0.0f);
+    conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+    conv2d_forward_winograd(g, 1, x.data() + xs / n, w.data(), b.data(), y1.data(), scratch.data());
+    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + ys / n)) << what;
+    conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx.data(), scratch.data());
+    conv2d_backward_data_winograd(g, 1, w.data(), dy.data() + ys / n, dx1.data(), scratch.data());
+    EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dx.begin() + xs / n)) << what;
+  }
+}
+
+// conv2d_forward / conv2d_backward take Winograd on m7's second layer (the same bits as calling it
+// directly) and keep the direct path for a single input channel.
+TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
+  const ConvGeometry m7 = make_3x3(26, 26, 32, 64, false), first = make_3x3(28, 28, 1, 32, false);
+  EXPECT_TRUE(conv2d_use_winograd(m7, false));
+  EXPECT_TRUE(conv2d_use_winograd(m7, true));
+  EXPECT_FALSE(conv2d_use_winograd(first, false));
+  EXPECT_FALSE(conv2d_use_winograd(make_3x3(13, 13, 16, 32, false), false));
+  EXPECT_FALSE(conv2d_use_winograd(make_3x3(13, 13, 16, 32, false), true));
+  const ConvGeometry& g = m7;
+  const int n = 2;
+  const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+  const auto x = random_floats(xs, 1), w = random_floats(size_t(9) * g.c * g.f, 2),
+             b = random_floats(g.f, 3), dy = random_floats(ys, 4);
+  std::vector<float> scratch(conv2d_scratch_floats(g, n));
+  ASSERT_GE(scratch.size(), conv2d_winograd_scratch_floats(g));
+  std::vector<float> y(ys), y_wino(ys), dx(xs, 0.0f), dx_wino(xs, 0.0f), dw(size_t(9) * g.c * g.f);
+  conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+  conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  EXPECT_EQ(y, y_wino);
+  conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+                  scratch.data());
+  conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
+  EXPECT_EQ(dx, dx_wino);
+}
+
+}  // namespace
+}  // namespace nnfleet
