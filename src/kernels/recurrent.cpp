@@ -299,18 +299,33 @@ namespace {
 // The element-wise part of backward step s for one row: from dh (and dc), writes the
 // pre-activation gradient dz [GU], the direct part of dh_{s-1} (GRU: dh * z) into dhp, and the
 // new dc. GRU reset_after also writes the recurrent pre-activation gradient dzr [GU].
-void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const float* cp,
-                   const float* dh, float* dc, float* dz) {
-  const int U = d.units;
+// grad_a and grad_r are act' and ract' from the output: Keras's default pair (tanh, sigmoid)
+// passes them as plain expressions, which lets the compiler vectorize the loop.
+template <typename GradA, typename GradR>
+void lstm_row_back_with(int U, GradA grad_a, GradR grad_r, const float* g, const float* ac,
+                        const float* cp, const float* dh, float* dc, float* dz) {
   for (int j = 0; j < U; ++j) {
     const float i = g[j], f = g[U + j], gg = g[2 * U + j], o = g[3 * U + j];
-    const float dct = dc[j] + dh[j] * o * act_grad(d.act, ac[j]);
-    dz[j] = dct * gg * act_grad(d.ract, i);
-    dz[U + j] = dct * (cp ? cp[j] : 0.0f) * act_grad(d.ract, f);
-    dz[2 * U + j] = dct * i * act_grad(d.act, gg);
-    dz[3 * U + j] = dh[j] * ac[j] * act_grad(d.ract, o);
+    const float dct = dc[j] + dh[j] * o * grad_a(ac[j]);
+    dz[j] = dct * gg * grad_r(i);
+    dz[U + j] = dct * (cp ? cp[j] : 0.0f) * grad_r(f);
+    dz[2 * U + j] = dct * i * grad_a(gg);
+    dz[3 * U + j] = dh[j] * ac[j] * grad_r(o);
     dc[j] = dct * f;
   }
+}
+
+void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const float* cp,
+                   const float* dh, float* dc, float* dz) {
+  if (d.act == RnnAct::kTanh && d.ract == RnnAct::kSigmoid) {
+    lstm_row_back_with(
+        d.units, [](float y) { return 1.0f - y * y; }, [](float y) { return y * (1.0f - y); }, g,
+        ac, cp, dh, dc, dz);
+    return;
+  }
+  lstm_row_back_with(
+      d.units, [&d](float y) { return act_grad(d.act, y); },
+      [&d](float y) { return act_grad(d.ract, y); }, g, ac, cp, dh, dc, dz);
 }
 
 void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const float* dh,
