@@ -18,20 +18,34 @@
 #include <cstring>
 
 #include "kernels/gemm.h"
+#include "kernels/vec_math.h"
 
 namespace nnfleet {
 namespace {
 
-inline float act_fwd(RnnAct a, float x) {
+// y[len] = act(x[len]); x and y may be the same buffer. Sigmoid and tanh go through the
+// vectorized kernels of vec_math.h (a libm call per element cost more than the cell's GEMMs).
+void act_forward(RnnAct a, int len, const float* x, float* y) {
   switch (a) {
-    case RnnAct::kLinear: return x;
-    case RnnAct::kRelu: return x > 0.0f ? x : 0.0f;
-    case RnnAct::kSigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case RnnAct::kTanh: return std::tanh(x);
-    case RnnAct::kHardSigmoid: return std::clamp(x / 6.0f + 0.5f, 0.0f, 1.0f);
-    case RnnAct::kHardSigmoidKeras2: return std::clamp(0.2f * x + 0.5f, 0.0f, 1.0f);
+    case RnnAct::kSigmoid:
+      sigmoid_forward(len, x, y);
+      return;
+    case RnnAct::kTanh:
+      tanh_forward(len, x, y);
+      return;
+    case RnnAct::kLinear:
+      if (x != y) std::copy_n(x, len, y);
+      return;
+    case RnnAct::kRelu:
+      for (int j = 0; j < len; ++j) y[j] = x[j] > 0.0f ? x[j] : 0.0f;
+      return;
+    case RnnAct::kHardSigmoid:
+      for (int j = 0; j < len; ++j) y[j] = std::clamp(x[j] / 6.0f + 0.5f, 0.0f, 1.0f);
+      return;
+    case RnnAct::kHardSigmoidKeras2:
+      for (int j = 0; j < len; ++j) y[j] = std::clamp(0.2f * x[j] + 0.5f, 0.0f, 1.0f);
+      return;
   }
-  return x;
 }
 // Derivative from the output y (every kind allows it; the hard sigmoids' slope holds strictly
 // inside (0, 1), as TensorFlow's gradient).
@@ -114,20 +128,18 @@ const float* prev_c(const CacheView& cv, const RnnStates& st, const RnnDims& d, 
 }
 
 // The element-wise part of forward step s, for one row. pre: x W + b of this step [GU] (becomes
-// the gates); rec: the recurrent product [GU]; hp/cp: the previous state (null at s = 0).
+// the gates i f c o); rec: the recurrent product [GU]; cp: the previous carry (null: zeros).
 void lstm_row(const RnnDims& d, float* pre, const float* rec, const float* cp, float* h, float* c,
               float* ac) {
   const int U = d.units;
-  for (int j = 0; j < U; ++j) {
-    const float i = act_fwd(d.ract, pre[j] + rec[j]);
-    const float f = act_fwd(d.ract, pre[U + j] + rec[U + j]);
-    const float g = act_fwd(d.act, pre[2 * U + j] + rec[2 * U + j]);
-    const float o = act_fwd(d.ract, pre[3 * U + j] + rec[3 * U + j]);
-    pre[j] = i, pre[U + j] = f, pre[2 * U + j] = g, pre[3 * U + j] = o;
-    c[j] = f * (cp ? cp[j] : 0.0f) + i * g;
-    ac[j] = act_fwd(d.act, c[j]);
-    h[j] = o * ac[j];
-  }
+  for (int j = 0; j < 4 * U; ++j) pre[j] += rec[j];
+  act_forward(d.ract, 2 * U, pre, pre);  // i and f
+  act_forward(d.act, U, pre + 2 * U, pre + 2 * U);
+  act_forward(d.ract, U, pre + 3 * U, pre + 3 * U);
+  const float *i = pre, *f = pre + U, *g = pre + 2 * U, *o = pre + 3 * U;
+  for (int j = 0; j < U; ++j) c[j] = f[j] * (cp ? cp[j] : 0.0f) + i[j] * g[j];
+  act_forward(d.act, U, c, ac);
+  for (int j = 0; j < U; ++j) h[j] = o[j] * ac[j];
 }
 
 // GRU step for every row: rec holds h_{s-1} R (+ b_rh with reset_after) for the z and r blocks,
@@ -141,7 +153,8 @@ void gru_step(const RnnDims& d, float* pre, int ldp, float* rec, const float* hp
   for (int n = 0; n < d.n; ++n) {
     float* p = pre + static_cast<size_t>(n) * ldp;
     const float* q = rec + static_cast<size_t>(n) * GU;
-    for (int j = 0; j < 2 * U; ++j) p[j] = act_fwd(d.ract, p[j] + q[j]);
+    for (int j = 0; j < 2 * U; ++j) p[j] += q[j];
+    act_forward(d.ract, 2 * U, p, p);
   }
   if (!d.reset_after) {
     if (hp) {
@@ -161,13 +174,13 @@ void gru_step(const RnnDims& d, float* pre, int ldp, float* rec, const float* hp
     float* hn = h + static_cast<size_t>(n) * ldh;
     const float* hpn = hp ? hp + static_cast<size_t>(n) * ldhp : nullptr;
     float* keep = d.reset_after ? rh_keep + static_cast<size_t>(n) * ldh : nullptr;
+    float* hh = p + 2 * U;
     for (int j = 0; j < U; ++j) {
-      const float z = p[j], r = p[U + j];
       if (keep) keep[j] = q[j];
-      const float hh = act_fwd(d.act, p[2 * U + j] + (d.reset_after ? r * q[j] : q[j]));
-      p[2 * U + j] = hh;
-      hn[j] = z * (hpn ? hpn[j] : 0.0f) + (1.0f - z) * hh;
+      hh[j] += d.reset_after ? p[U + j] * q[j] : q[j];
     }
+    act_forward(d.act, U, hh, hh);
+    for (int j = 0; j < U; ++j) hn[j] = p[j] * (hpn ? hpn[j] : 0.0f) + (1.0f - p[j]) * hh[j];
   }
 }
 
@@ -242,7 +255,9 @@ void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* 
       float* p = pre + static_cast<size_t>(n) * ldg;
       const float* q = rec + static_cast<size_t>(n) * GU;
       if (d.cell == RnnCell::kSimple) {
-        for (int j = 0; j < U; ++j) hs[ho + j] = p[j] = act_fwd(d.act, p[j] + q[j]);
+        for (int j = 0; j < U; ++j) p[j] += q[j];
+        act_forward(d.act, U, p, p);
+        std::copy_n(p, U, hs + ho);
       } else if (lstm) {
         const size_t so = static_cast<size_t>(s) * U + ho;
         lstm_row(d, p, q, prev_c(cv, st, d, n, s), hs + ho, cv.c + so, cv.ac + so);
@@ -284,18 +299,33 @@ namespace {
 // The element-wise part of backward step s for one row: from dh (and dc), writes the
 // pre-activation gradient dz [GU], the direct part of dh_{s-1} (GRU: dh * z) into dhp, and the
 // new dc. GRU reset_after also writes the recurrent pre-activation gradient dzr [GU].
-void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const float* cp,
-                   const float* dh, float* dc, float* dz) {
-  const int U = d.units;
+// grad_a and grad_r are act' and ract' from the output: Keras's default pair (tanh, sigmoid)
+// passes them as plain expressions, which lets the compiler vectorize the loop.
+template <typename GradA, typename GradR>
+void lstm_row_back_with(int U, GradA grad_a, GradR grad_r, const float* g, const float* ac,
+                        const float* cp, const float* dh, float* dc, float* dz) {
   for (int j = 0; j < U; ++j) {
     const float i = g[j], f = g[U + j], gg = g[2 * U + j], o = g[3 * U + j];
-    const float dct = dc[j] + dh[j] * o * act_grad(d.act, ac[j]);
-    dz[j] = dct * gg * act_grad(d.ract, i);
-    dz[U + j] = dct * (cp ? cp[j] : 0.0f) * act_grad(d.ract, f);
-    dz[2 * U + j] = dct * i * act_grad(d.act, gg);
-    dz[3 * U + j] = dh[j] * ac[j] * act_grad(d.ract, o);
+    const float dct = dc[j] + dh[j] * o * grad_a(ac[j]);
+    dz[j] = dct * gg * grad_r(i);
+    dz[U + j] = dct * (cp ? cp[j] : 0.0f) * grad_r(f);
+    dz[2 * U + j] = dct * i * grad_a(gg);
+    dz[3 * U + j] = dh[j] * ac[j] * grad_r(o);
     dc[j] = dct * f;
   }
+}
+
+void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const float* cp,
+                   const float* dh, float* dc, float* dz) {
+  if (d.act == RnnAct::kTanh && d.ract == RnnAct::kSigmoid) {
+    lstm_row_back_with(
+        d.units, [](float y) { return 1.0f - y * y; }, [](float y) { return y * (1.0f - y); }, g,
+        ac, cp, dh, dc, dz);
+    return;
+  }
+  lstm_row_back_with(
+      d.units, [&d](float y) { return act_grad(d.act, y); },
+      [&d](float y) { return act_grad(d.ract, y); }, g, ac, cp, dh, dc, dz);
 }
 
 void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const float* dh,

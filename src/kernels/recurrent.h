@@ -5,8 +5,9 @@
 // Weights use Keras's layout: kernel w [I,GU], recurrent kernel r [U,GU], bias b [GU], or for a
 // GRU with reset_after b [2,GU] (row 0 the input bias, row 1 the recurrent bias).
 // The fast kernels make the input projection of all steps with one GEMM and the recurrent
-// product with one GEMM per step (the GEMM library of gemm.h); the element-wise gate math is
-// plain scalar code, so results do not depend on buffer alignment. Each has a naive `_ref` twin
+// product with one GEMM per step (the GEMM library of gemm.h); the gates' sigmoid and tanh go
+// through the 8-lane kernels of vec_math.h and the rest of the element-wise math is plain scalar
+// code, so results do not depend on buffer alignment. Each has a naive `_ref` twin
 // (no GEMM, double accumulation) used only by tests.
 #pragma once
 
