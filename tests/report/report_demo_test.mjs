@@ -4,7 +4,8 @@
 // test writes (48 training and 16 test images, [28,28,1] uint8), so that it runs in seconds.
 // Checks in Debian's chromium (headless, driven by playwright-core): no console or page errors,
 // leaderboard rows == the run's models (results.csv), one curve series per model in every curve
-// chart, one timeline lane per core (per worker). Writes a screenshot (demo.png) next to the run.
+// chart, a chart per grid variable, one timeline lane per core (per worker). Writes a screenshot
+// (demo.png) next to the run.
 //   node report_demo_test.mjs NNFLEET_BINARY EXAMPLE_PLAN WORK_DIR PLAYWRIGHT_CORE_DIR
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -81,6 +82,8 @@ check(rows.length === models.length && models.every((m) => rows.includes(m)), `l
 const series = await page.evaluate(() => window.nnfleetReport.curves.map((u) => u.series.slice(1).map((s) => s.label)));
 check(series.length >= 2, `a curve chart per metric (${series.length})`);
 check(series.every((s) => s.length === models.length && models.every((m) => s.includes(m))), `one curve series per model in every chart (${series.map((s) => s.length).join(", ")})`);
+const gridVars = await page.$$eval(".grid-chart", (g) => g.map((e) => e.dataset.var));
+check(gridVars.length === 2, `a chart per variable of the example's grid (${gridVars.join(", ")})`);
 const lanes = await page.$$eval("svg.timeline .lane", (l) => l.map((g) => g.dataset.core));
 check(lanes.length === workers && new Set(lanes).size === workers, `one timeline lane per core (${lanes.length} lanes: cores ${lanes.join(", ")})`);
 const bars = await page.$$eval("svg.timeline rect.job", (r) => r.map((e) => e.dataset.model));
