@@ -71,11 +71,16 @@ struct LayerNode {
   const Layer& layer;
   Json config;  // layer.keras_config()
   const PlannedNode& plan;
-  std::vector<std::string> inputs;   // tensor names, one per layer input
+  // Tensor names, one per layer input; a recurrent layer's initial states ([N, U] each, Keras's
+  // initial_state) follow its sequence.
+  std::vector<std::string> inputs;
   std::vector<const float*> params;  // one per plan.params entry (param_specs order)
   std::string mask;                  // float [N, T] Keras mask of input 0, or "" when none
   std::string where;                 // "layer 3 'dense_1' (Dense)" for messages
   std::string* mask_out = nullptr;   // a layer that makes a mask (MaskUse::kProduce) sets it
+  // A layer with extra outputs (Layer::extra_output_shapes: a recurrent layer's returned states)
+  // appends their tensor names here, in Keras's order (LSTM: h, c; the others: h).
+  std::vector<std::string>* extra_out = nullptr;
 };
 
 // An exporter adds the nodes of one layer and returns its output tensor's name. It throws

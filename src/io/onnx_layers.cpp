@@ -353,8 +353,14 @@ std::string export_global_max_pooling2d(Builder& b, const LayerNode& n) {
   return global_pool(b, n, "ReduceMax");
 }
 std::string export_global_average_pooling1d(Builder& b, const LayerNode& n) {
-  if (!n.mask.empty()) refuse(n, "a masked GlobalAveragePooling1D is not exported yet");
-  return global_pool(b, n, "ReduceMean");
+  if (n.mask.empty()) return global_pool(b, n, "ReduceMean");
+  // Keras's masked mean over the kept steps: sum_t m x / sum_t m (0/0 when every step is masked).
+  const std::string m = b.node("Unsqueeze", {n.mask, b.ints(base(n) + "/axes2", {2})}, base(n));
+  const std::vector<Attr> keep = {attr("keepdims", n.config.value("keepdims", false) ? 1 : 0)};
+  const std::string steps = b.ints(base(n) + "/axes1", {1});
+  const std::string sum =
+      b.node("ReduceSum", {b.node("Mul", {n.inputs[0], m}, base(n)), steps}, base(n), keep);
+  return b.node("Div", {sum, b.node("ReduceSum", {m, steps}, base(n), keep)}, base(n));
 }
 std::string export_global_max_pooling1d(Builder& b, const LayerNode& n) {
   return global_pool(b, n, "ReduceMax");

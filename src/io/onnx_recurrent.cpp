@@ -8,7 +8,9 @@
 //  - A Keras mask reaches the operator as sequence_lens, the number of kept steps of each sample:
 //    the same computation as Keras's when the padding is at the end of the sequence (the kept
 //    steps first). Masked outputs are zeros in ONNX, so return_sequences with a mask needs
-//    zero_output_for_mask (Keras's Bidirectional sets it).
+//    zero_output_for_mask (Keras's Bidirectional sets it) unless the layer goes backwards.
+//  - Keras's initial_state ([N, U] tensors: h, and c for LSTM) is ONNX's initial_h / initial_c
+//    ([1, N, U]); return_state's h and c are Y_h / Y_c squeezed to [N, U].
 #include <limits>
 
 #include "io/onnx_builder.h"
@@ -91,11 +93,18 @@ Converted convert(Builder& b, const LayerNode& n, const Json& cfg, Cell cell, co
   return c;
 }
 
+// What one ONNX recurrent operator returns in Keras's terms: the layer's output (the sequence
+// [N, T, U] with steps in input order, or the last output [N, U]) and the final h and c [N, U]
+// (c for LSTM only).
+struct CellOut {
+  std::string y, h, c;
+};
+
 // One ONNX recurrent operator over x_t ([T, N, I]); `reverse` reads the sequence from its end.
-// Returns Keras's output: the sequence [N, T, U] with steps in input order, or the last state.
-std::string run_cell(Builder& b, const LayerNode& n, const Json& cfg, Cell cell,
-                     const float* const* p, const std::string& x_t, const std::string& lens,
-                     bool reverse, bool sequences, const std::string& name) {
+// h0 and c0 ([N, U], "" when none) are the initial states.
+CellOut run_cell(Builder& b, const LayerNode& n, const Json& cfg, Cell cell, const float* const* p,
+                 const std::string& x_t, const std::string& lens, bool reverse, bool sequences,
+                 const std::string& name, const std::string& h0 = "", const std::string& c0 = "") {
   const int64_t in = n.plan.in_shapes[0][1];
   const Converted c = convert(b, n, cfg, cell, p, in, name);
   std::vector<std::string> names;
@@ -115,45 +124,81 @@ std::string run_cell(Builder& b, const LayerNode& n, const Json& cfg, Cell cell,
   }
   if (cell == Cell::kGru) attrs.push_back(attr("linear_before_reset", c.reset_after ? 1 : 0));
   const char* op = cell == Cell::kSimple ? "RNN" : cell == Cell::kLstm ? "LSTM" : "GRU";
+  // ONNX's initial_h / initial_c are [num_directions = 1, N, U].
+  std::vector<std::string> ins = {x_t, c.w, c.r, c.b, lens};
+  const auto directions = [&](const std::string& s) {
+    return b.node("Unsqueeze", {s, b.ints(name + "/axes0", {0})}, name);
+  };
+  if (!h0.empty()) ins.push_back(directions(h0));
+  if (!c0.empty()) ins.push_back(directions(c0));
   std::vector<std::string> outs;
-  b.node(op, {x_t, c.w, c.r, c.b, lens}, name, attrs, 2, &outs);
-  if (!sequences) return b.node("Squeeze", {outs[1], b.ints(name + "/axes0", {0})}, name);
+  b.node(op, ins, name, attrs, cell == Cell::kLstm ? 3 : 2, &outs);
+  CellOut r;
+  const auto squeeze0 = [&](const std::string& s) {
+    return b.node("Squeeze", {s, b.ints(name + "/axes0", {0})}, name);
+  };
+  r.h = squeeze0(outs[1]);  // Y_h [1, N, U]: the state after the last kept step
+  if (cell == Cell::kLstm) r.c = squeeze0(outs[2]);
+  if (!sequences) {
+    r.y = r.h;
+    return r;
+  }
   const std::string y = b.node("Squeeze", {outs[0], b.ints(name + "/axes1", {1})}, name);
-  return b.transpose(y, {1, 0, 2}, name);  // [N, T, U]; a reverse operator's Y is in input order
+  r.y = b.transpose(y, {1, 0, 2}, name);  // [N, T, U]; a reverse operator's Y is in input order
+  return r;
 }
 
 std::string lens_of(Builder& b, const LayerNode& n) {
   return n.mask.empty() ? std::string() : b.lengths_of_mask(n.mask, n.layer.name());
 }
 
-void check_masked_sequences(const LayerNode& n, const Json& cfg) {
-  if (!n.mask.empty() && cfg.value("return_sequences", false) &&
-      !cfg.value("zero_output_for_mask", false))
+// With a mask, Keras's return_sequences output at a masked step is the previous output
+// (zero_output_for_mask false) or zeros; ONNX writes zeros. Going forwards the masked steps
+// follow the kept ones, so they would repeat the last kept output: refused. Going backwards
+// (go_backwards) they come first, before any output: zeros in Keras too, unless an initial state
+// is carried into them.
+void check_masked_sequences(const LayerNode& n, const Json& cfg, bool initial_state = false) {
+  if (n.mask.empty() || !cfg.value("return_sequences", false) ||
+      cfg.value("zero_output_for_mask", false))
+    return;
+  if (!cfg.value("go_backwards", false))
     refuse(n,
            "return_sequences with a mask repeats the last kept output at masked steps in "
            "Keras (zero_output_for_mask false), and ONNX writes zeros there; expected "
            "zero_output_for_mask true");
+  if (initial_state)
+    refuse(n,
+           "go_backwards with return_sequences, a mask and an initial_state carries the initial "
+           "state into the masked steps (zero_output_for_mask false), and ONNX writes zeros "
+           "there; expected zero_output_for_mask true or no initial_state");
 }
 
 std::string single(Builder& b, const LayerNode& n, Cell cell) {
   const Json& cfg = n.config;
-  check_masked_sequences(n, cfg);
+  const bool initial_state = n.inputs.size() > 1;
+  check_masked_sequences(n, cfg, initial_state);
   const bool backwards = cfg.value("go_backwards", false);
   const bool sequences = cfg.value("return_sequences", false);
   const std::string& name = n.layer.name();
   const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
-  std::string y =
-      run_cell(b, n, cfg, cell, n.params.data(), x_t, lens_of(b, n), backwards, sequences, name);
+  const std::string h0 = initial_state ? n.inputs[1] : "";
+  const std::string c0 = initial_state && cell == Cell::kLstm ? n.inputs[2] : "";
+  CellOut r = run_cell(b, n, cfg, cell, n.params.data(), x_t, lens_of(b, n), backwards, sequences,
+                       name, h0, c0);
   if (backwards && sequences) {
-    // Keras's go_backwards sequence is in reading order (its step t read input T-1-t).
-    if (!n.mask.empty()) refuse(n, "go_backwards with return_sequences and a mask is not exported");
-    y = b.node("Slice",
-               {y, b.ints(name + "/rev_start", {-1}),
-                b.ints(name + "/rev_end", {std::numeric_limits<int64_t>::min()}),
-                b.ints(name + "/rev_axes", {1}), b.ints(name + "/rev_steps", {-1})},
-               name);
+    // Keras's go_backwards sequence is in reading order (its step t read input T-1-t); the
+    // masked steps (the last ones of the input) come first in it, zeros in both.
+    r.y = b.node("Slice",
+                 {r.y, b.ints(name + "/rev_start", {-1}),
+                  b.ints(name + "/rev_end", {std::numeric_limits<int64_t>::min()}),
+                  b.ints(name + "/rev_axes", {1}), b.ints(name + "/rev_steps", {-1})},
+                 name);
   }
-  return y;
+  if (cfg.value("return_state", false) && n.extra_out) {
+    n.extra_out->push_back(r.h);
+    if (cell == Cell::kLstm) n.extra_out->push_back(r.c);
+  }
+  return r.y;
 }
 
 Cell cell_of(const LayerNode& n, const std::string& cls) {
@@ -191,9 +236,10 @@ std::string export_bidirectional(Builder& b, const LayerNode& n) {
   const std::string lens = lens_of(b, n);
   const size_t fparams = fcfg.value("use_bias", true) ? 3 : 2;
   const std::string yf =
-      run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences, name + "/forward");
+      run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences, name + "/forward").y;
   const std::string yb = run_cell(b, n, bcfg, bc, n.params.data() + fparams, x_t, lens, true,
-                                  sequences, name + "/backward");
+                                  sequences, name + "/backward")
+                             .y;
   const std::string mode = n.config.value("merge_mode", std::string("concat"));
   if (mode == "concat") return b.node("Concat", {yf, yb}, name, {attr("axis", -1)});
   if (mode == "sum") return b.node("Add", {yf, yb}, name);

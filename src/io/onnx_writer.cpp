@@ -64,10 +64,36 @@ std::vector<std::vector<const float*>> param_pointers(const Model& m, const floa
   return out;
 }
 
+// The tensor that input j of layer i reads: output 0 of its node or one of its extra outputs
+// (a recurrent layer's returned state).
+const std::string& input_name(const Model& m, size_t i, size_t j,
+                              const std::vector<std::string>& tensor,
+                              const std::vector<std::vector<std::string>>& extra,
+                              const LayerNode& n) {
+  const size_t from = static_cast<size_t>(m.layer_inputs(i)[j]);
+  const int k = m.input_tensor(i, j);
+  if (k == 0) return tensor[from];
+  if (static_cast<size_t>(k) > extra[from].size())
+    refuse(n, "it reads output " + std::to_string(k) + " of '" +
+                  m.node_name(static_cast<int>(from)) + "', which has no ONNX form");
+  return extra[from][static_cast<size_t>(k - 1)];
+}
+
+// The Keras mask layer i receives, as Network::mask_input gives it: that of input 0 when the
+// layer has one input or consumes masks (a recurrent layer with initial states), and input 0 is
+// output 0 of its node.
+std::string mask_of(const Model& m, size_t i, const std::vector<std::string>& mask) {
+  const auto& ins = m.layer_inputs(i);
+  const bool one = ins.size() == 1 || m.layer(i).mask_use() == MaskUse::kConsume;
+  if (!one || m.input_tensor(i, 0) != 0) return "";
+  return mask[static_cast<size_t>(ins[0])];
+}
+
 void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
   Builder b(g);
   g->set_name(m.name());
   std::vector<std::string> tensor(m.num_inputs() + m.num_layers()), mask(tensor.size());
+  std::vector<std::vector<std::string>> extra(tensor.size());
   for (size_t k = 0; k < m.num_inputs(); ++k) {
     tensor[k] = b.fresh(m.input(k).name);
     set_type(g->add_input(), tensor[k], m.input(k).shape);
@@ -76,22 +102,16 @@ void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     const size_t id = static_cast<size_t>(m.node_id(i));
-    LayerNode n{l, l.keras_config(), m.planned(i), {}, ptrs[i], "", "", nullptr};
-    for (int in : m.layer_inputs(i)) n.inputs.push_back(tensor[static_cast<size_t>(in)]);
-    n.mask = mask[static_cast<size_t>(m.layer_inputs(i)[0])];
+    LayerNode n{l, l.keras_config(), m.planned(i), {}, ptrs[i], "", "", nullptr, nullptr};
     n.where = "layer " + std::to_string(i) + " '" + l.name() + "' (" + l.class_name() + ")";
+    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j)
+      n.inputs.push_back(input_name(m, i, j, tensor, extra, n));
+    n.mask = mask_of(m, i, mask);
     std::string made_mask;
     n.mask_out = &made_mask;
-    // Recurrent initial states (extra inputs) and returned states (outputs 1.. of a layer) have
-    // ONNX forms (initial_h/initial_c, Y_h/Y_c) that the exporters do not write yet: a layer that
-    // takes or reads them is refused, never exported without them.
-    if (l.optional_inputs() > 0 && l.arity() > 0 &&
-        m.layer_inputs(i).size() > static_cast<size_t>(l.arity()))
-      refuse(n, "its initial_state is not exported to ONNX yet");
-    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j)
-      if (m.input_tensor(i, j) > 0)
-        refuse(n, "it reads a recurrent layer's returned state, which is not exported to ONNX yet");
+    n.extra_out = &extra[id];
     tensor[id] = exporter_of(l).fn(b, n);
+    NNFLEET_CHECK(extra[id].empty() || extra[id].size() == m.planned(i).extra_out_shapes.size());
     switch (l.mask_use()) {
       case MaskUse::kDrop:
         break;

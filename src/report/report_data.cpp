@@ -16,10 +16,10 @@
 #include <set>
 #include <tuple>
 
-#include "plan/plan_yaml.h"
 #include "fleet/results.h"
 #include "io/keras_reader.h"
 #include "io/model_summary.h"
+#include "plan/plan_yaml.h"
 #include "platform/files.h"
 #include "report/report.h"
 
@@ -60,13 +60,18 @@ std::string value_text(const Json& v) {
 }
 
 // Whether `text` stands in `name` as a whole token (not inside a longer number or word): "16" in
-// "mlp-16-0.01", not the "1" of "m1".
+// "mlp-16-0.01", not the "1" of "m1". A number of two characters or more may follow a label of
+// letters, as a name template like `mlp-{units}-lr{lr}` writes it: "0.001" in "mlp-64-lr0.001".
 bool names_value(const std::string& name, const std::string& text) {
   if (text.empty()) return false;
   auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.'; };
+  const bool labelled = text.size() >= 2 && std::isdigit(static_cast<unsigned char>(text[0]));
   for (size_t at = name.find(text); at != std::string::npos; at = name.find(text, at + 1)) {
     const size_t end = at + text.size();
-    if ((at == 0 || !part(name[at - 1])) && (end == name.size() || !part(name[end]))) return true;
+    const bool after_label =
+        labelled && at > 0 && std::isalpha(static_cast<unsigned char>(name[at - 1]));
+    if ((at == 0 || !part(name[at - 1]) || after_label) && (end == name.size() || !part(name[end])))
+      return true;
   }
   return false;
 }

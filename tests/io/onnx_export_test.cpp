@@ -3,9 +3,13 @@
 // tests/io/onnx_ort_check.js) predicts within 1e-5 (relative to max(1, |y|)) of nnfleet on
 //  - every model of the shared Keras set that nnfleet loads, on its expected/ inputs;
 //  - one model per example of every registry kind (the gradient check's examples), random weights;
+//  - seq2seq models of every recurrent kind (initial_state from an encoder's returned states, the
+//    states read as outputs), forwards and backwards, with and without a mask; a masked
+//    GlobalAveragePooling1D;
 // and a layer configuration ONNX cannot express is refused with a message naming the layer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -162,20 +166,17 @@ TEST(RealFileOnnxExport, EveryLoadableSharedModelAgreesWithOnnxRuntime) {
       x.push_back(std::move(v));
     }
     SCOPED_TRACE(s.stem);
-    try {
-      cases.push_back(
-          make_case(dir, std::to_string(index++) + "_" + s.stem, lm.model, lm.params.data(), x, n));
-    } catch (const ModelError& e) {
-      // The seq2seq file's decoder starts from the encoder's states: refused by name (initial
-      // states are not exported yet), everything else must export.
-      EXPECT_NE(s.stem.find("seq2seq"), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not exported to ONNX yet"), std::string::npos)
-          << e.what();
-    }
+    // Every loadable file exports, the eng2sql seq2seq one (its decoder starts from the
+    // encoder's returned states) included.
+    cases.push_back(
+        make_case(dir, std::to_string(index++) + "_" + s.stem, lm.model, lm.params.data(), x, n));
   }
   std::printf("exported %zu shared models; not loadable by nnfleet:\n%s", cases.size(),
               not_loaded.c_str());
-  EXPECT_GE(cases.size(), 20u);
+  EXPECT_GE(cases.size(), 21u);
+  EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const OrtCase& c) {
+    return c.onnx.find("eng2sql_seq2seq") != std::string::npos;
+  }));
   std::string log;
   const auto [checker, ort] = check_with_readers(dir, cases, log);
   std::printf("%s", log.c_str());
@@ -187,6 +188,21 @@ TEST(RealFileOnnxExport, EveryLoadableSharedModelAgreesWithOnnxRuntime) {
 float draw(Rng& r) {
   const float m = 0.1f + 1.9f * r.uniform();
   return r.uniform() < 0.5f ? -m : m;
+}
+
+// Random weights laid out as Network::params(): trainable first, then the rest.
+std::vector<float> random_params(const Model& model, Rng& rng) {
+  std::vector<float> params(model.trainable_params() + model.non_trainable_params());
+  size_t t = 0, f = model.trainable_params();
+  for (size_t l = 0; l < model.num_layers(); ++l)
+    for (const ParamSpec& p : model.planned(l).params) {
+      size_t& off = p.trainable ? t : f;
+      for (int64_t i = 0; i < p.shape.size(); ++i)
+        params[off + static_cast<size_t>(i)] =
+            p.name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
+      off += static_cast<size_t>(p.shape.size());
+    }
+  return params;
 }
 
 TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
@@ -211,18 +227,7 @@ TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
       auto model = std::make_shared<const Model>("m", inputs, std::move(nodes),
                                                  std::vector<int>{static_cast<int>(ids.size())});
       Rng rng(77 + static_cast<uint64_t>(index));
-      // Laid out as Network::params(): trainable first, then the rest.
-      std::vector<float> params;
-      const size_t total = model->trainable_params() + model->non_trainable_params();
-      params.resize(total);
-      size_t t = 0, f = model->trainable_params();
-      for (const ParamSpec& p : model->planned(0).params) {
-        size_t& off = p.trainable ? t : f;
-        for (int64_t i = 0; i < p.shape.size(); ++i)
-          params[off + static_cast<size_t>(i)] =
-              p.name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
-        off += static_cast<size_t>(p.shape.size());
-      }
+      const std::vector<float> params = random_params(*model, rng);
       std::vector<std::vector<float>> x;
       for (const Shape& s : ex.inputs) {
         std::vector<float> v(static_cast<size_t>(n * s.size()));
@@ -233,15 +238,7 @@ TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
                     : draw(rng);
         x.push_back(std::move(v));
       }
-      try {
-        cases.push_back(make_case(dir, stem, model, params.data(), x, n));
-      } catch (const ModelError& err) {
-        // Only the examples that pass initial states are refused (not exported yet), by name.
-        EXPECT_GT(ex.inputs.size(), 1u) << "refused: " << err.what();
-        EXPECT_NE(std::string(err.what()).find("initial_state is not exported to ONNX yet"),
-                  std::string::npos)
-            << err.what();
-      }
+      cases.push_back(make_case(dir, stem, model, params.data(), x, n));
     }
   }
   std::string log;
@@ -309,6 +306,158 @@ TEST(OnnxExport, RefusesAMaskedSequenceThatOnnxWouldZeroByLayerName) {
     const std::string m = e.what();
     EXPECT_NE(m.find("layer 1 'seq_lstm' (LSTM)"), std::string::npos) << m;
     EXPECT_NE(m.find("zero_output_for_mask"), std::string::npos) << m;
+  }
+}
+
+// n rows of random [T, I] sequences; with `padded`, row r ends in r % 3 steps of zeros (Keras's
+// post-padding, which a Masking layer masks).
+std::vector<float> sequences(Rng& rng, int n, int64_t t, int64_t in, bool padded) {
+  std::vector<float> v(static_cast<size_t>(n * t * in));
+  for (int r = 0; r < n; ++r)
+    for (int64_t s = 0; s < t; ++s)
+      for (int64_t i = 0; i < in; ++i)
+        v[static_cast<size_t>((r * t + s) * in + i)] = padded && s >= t - r % 3 ? 0.0f : draw(rng);
+  return v;
+}
+
+std::unique_ptr<Layer> plan_layer(const char* cls, const Json& cfg, const std::string& name) {
+  return make_layer(cls, cfg, ConfigMode::kPlan, name);
+}
+
+// A seq2seq of one recurrent kind: an encoder with return_state over input 0 whose states start
+// a decoder over input 1 (initial_state), with the encoder's sequence, the decoder's output and
+// the encoder's returned states (through tanh layers) as outputs. `masked`: both inputs pass a
+// Masking layer (the data is padded), so the operators get sequence_lens.
+std::shared_ptr<const Model> seq2seq(const char* cls, const Json& extra, bool backwards,
+                                     bool masked) {
+  Json enc = extra, dec = extra;
+  enc.update({{"units", 3},
+              {"return_state", true},
+              {"return_sequences", true},
+              {"go_backwards", backwards},
+              // Going forwards, Keras repeats the last kept output at masked steps unless told
+              // not to (refused, see below); going backwards no output precedes them.
+              {"zero_output_for_mask", !backwards}});
+  dec.update({{"units", 3},
+              {"return_state", true},
+              {"return_sequences", !backwards},
+              {"go_backwards", backwards},
+              {"zero_output_for_mask", true}});
+  const int states = std::string(cls) == "LSTM" ? 2 : 1;
+  std::vector<ModelNode> nodes;
+  int enc_in = 0, dec_in = 1;
+  if (masked) {
+    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "enc_mask"), {0}});
+    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "dec_mask"), {1}});
+    enc_in = 2;
+    dec_in = 3;
+  }
+  const int enc_id = static_cast<int>(2 + nodes.size());
+  nodes.push_back({plan_layer(cls, enc, "encoder"), {enc_in}});
+  ModelNode d{plan_layer(cls, dec, "decoder"), {dec_in}};
+  d.tensors = {0};
+  for (int k = 1; k <= states; ++k) {
+    d.inputs.push_back(enc_id);
+    d.tensors.push_back(k);
+  }
+  nodes.push_back(std::move(d));
+  std::vector<int> outputs = {enc_id, enc_id + 1};
+  for (int k = 1; k <= states; ++k) {
+    ModelNode a{plan_layer("Activation", Json{{"activation", "tanh"}}, "state" + std::to_string(k)),
+                {enc_id}};
+    a.tensors = {k};
+    outputs.push_back(static_cast<int>(2 + nodes.size()));
+    nodes.push_back(std::move(a));
+  }
+  return std::make_shared<const Model>(
+      "seq2seq", std::vector<ModelInput>{{"enc_in", Shape{5, 3}}, {"dec_in", Shape{4, 2}}},
+      std::move(nodes), outputs);
+}
+
+struct RecurrentKind {
+  const char* cls;
+  Json extra;
+};
+
+const std::vector<RecurrentKind>& recurrent_kinds() {
+  static const std::vector<RecurrentKind> kinds = {{"SimpleRNN", Json::object()},
+                                                   {"LSTM", Json::object()},
+                                                   {"GRU", Json{{"reset_after", true}}},
+                                                   {"GRU", Json{{"reset_after", false}}}};
+  return kinds;
+}
+
+TEST(OnnxExport, InitialAndReturnedStatesAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_states");
+  std::vector<OrtCase> cases;
+  const int n = 4;
+  int index = 0;
+  for (const RecurrentKind& k : recurrent_kinds())
+    for (bool backwards : {false, true})
+      for (bool masked : {false, true}) {
+        const std::string stem = std::to_string(index++) + "_" + k.cls +
+                                 (backwards ? "_backwards" : "") + (masked ? "_masked" : "");
+        SCOPED_TRACE(stem + " " + k.extra.dump());
+        const auto model = seq2seq(k.cls, k.extra, backwards, masked);
+        Rng rng(300 + static_cast<uint64_t>(index));
+        const std::vector<float> params = random_params(*model, rng);
+        const std::vector<std::vector<float>> x = {sequences(rng, n, 5, 3, masked),
+                                                   sequences(rng, n, 4, 2, masked)};
+        cases.push_back(make_case(dir, stem, model, params.data(), x, n));
+      }
+  ASSERT_EQ(cases.size(), 16u);
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+TEST(OnnxExport, MaskedGlobalAveragePooling1DAgreesWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_masked_gap");
+  std::vector<OrtCase> cases;
+  const int n = 5;
+  for (bool keepdims : {false, true}) {
+    std::vector<ModelNode> nodes;
+    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "mask"), {0}});
+    nodes.push_back(
+        {plan_layer("GlobalAveragePooling1D", Json{{"keepdims", keepdims}}, "mean"), {1}});
+    auto model = std::make_shared<const Model>("gap", std::vector<ModelInput>{{"x", Shape{6, 4}}},
+                                               std::move(nodes), std::vector<int>{2});
+    Rng rng(keepdims ? 11 : 12);
+    const std::vector<std::vector<float>> x = {sequences(rng, n, 6, 4, true)};
+    cases.push_back(make_case(dir, keepdims ? "keepdims" : "flat", model, nullptr, x, n));
+  }
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+TEST(OnnxExport, RefusesABackwardsMaskedSequenceFromAnInitialStateByLayerName) {
+  // nnfleet carries the initial state into the masked steps that a go_backwards layer reads
+  // first; ONNX writes zeros there: refused rather than different.
+  std::vector<ModelNode> nodes;
+  nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "mask"), {0}});
+  nodes.push_back({plan_layer("GRU",
+                              Json{{"units", 2},
+                                   {"return_sequences", true},
+                                   {"go_backwards", true},
+                                   {"reset_after", true}},
+                              "back_gru"),
+                   {2, 1}});  // the masked sequence and the initial state
+  auto model = std::make_shared<const Model>(
+      "m", std::vector<ModelInput>{{"x", Shape{4, 3}}, {"h0", Shape{2}}}, std::move(nodes),
+      std::vector<int>{3});
+  std::vector<float> params(model->trainable_params() + model->non_trainable_params(), 0.1f);
+  try {
+    (void)onnx_model_bytes(*model, params.data());
+    ADD_FAILURE() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("layer 1 'back_gru' (GRU)"), std::string::npos) << m;
+    EXPECT_NE(m.find("initial_state"), std::string::npos) << m;
   }
 }
 

@@ -125,6 +125,39 @@ await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.5);
 const tip = await page.$eval("#curves .curve .tip", (t) => t.style.display + " " + t.textContent);
 check(tip.startsWith("block") && /epoch \d+: /.test(tip), `hovering shows a value (${tip.slice(6, 80)})`);
 
+// Every chart fills its box and follows window resizes: two charts a row at 1280 px, one at 760.
+async function layout() {
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  return page.evaluate(() => {
+    const R = window.nnfleetReport;
+    const charts = R.curves.concat(R.grids).map((u) => {
+      const box = u.root.parentNode, cs = getComputedStyle(box);
+      const r = box.getBoundingClientRect();
+      return {
+        plot: u.width,
+        canvas: u.root.querySelector("canvas").getBoundingClientRect().width,
+        content: box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight),
+        cell: r.width, top: Math.round(r.top + window.scrollY), row: box.parentNode.clientWidth,
+      };
+    });
+    const svg = document.querySelector("svg.timeline");
+    return { charts, timelineBox: svg.parentNode.clientWidth, timeline: svg.getBoundingClientRect().width };
+  });
+}
+function checkLayout(l, perRow, what) {
+  const fits = l.charts.every((c) => Math.abs(c.plot - c.content) <= 1 && Math.abs(c.canvas - c.content) <= 1);
+  check(fits, `${what}: every chart is as wide as its box (${l.charts.map((c) => c.canvas + "/" + c.content).join(", ")} px)`);
+  const share = l.charts.every((c) => Math.abs(c.cell - (c.row - 12 * (perRow - 1)) / perRow) <= 1);
+  const c0 = l.charts[0], c1 = l.charts[1];
+  check(share && (perRow === 2) === (c0.top === c1.top), `${what}: ${perRow} chart(s) a row share its ${c0.row} px (cells ${c0.cell} px)`);
+  check(Math.abs(l.timeline - l.timelineBox) <= 1, `${what}: the timeline is as wide as its box (${l.timeline}/${l.timelineBox} px)`);
+}
+checkLayout(await layout(), 2, "at 1280 px");
+await page.setViewportSize({ width: 760, height: 900 });
+checkLayout(await layout(), 1, "resized to 760 px");
+await page.setViewportSize({ width: 1280, height: 900 });
+checkLayout(await layout(), 2, "back at 1280 px");
+
 await page.screenshot({ path: path.join(work, "report.png"), fullPage: true });
 check(errors.length === 0, `no console or page errors${errors.length ? ": " + errors.join(" | ") : ""}`);
 check(requests.length === 0, `no network requests${requests.length ? ": " + requests.join(" ") : ""}`);

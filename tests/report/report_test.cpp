@@ -169,6 +169,24 @@ TEST(Report, GridVariablesAreTheFieldsNamedInTheModelNames) {
   EXPECT_FALSE(g["values"].contains("m1"));
 }
 
+TEST(Report, GridVariablesMayFollowALabelInTheNames) {
+  // The example fleet's grid, named `mlp-{units}-lr{lr}`; a one-digit value after a letter (the
+  // 1 of m1) still names nothing.
+  const Json plan = Json::parse(R"([
+    {"name": "mlp-64-lr0.001", "layers": [{"Dense": {"units": 64}}], "optimizer": {"Adam": {"learning_rate": 0.001}}},
+    {"name": "mlp-64-lr0.003", "layers": [{"Dense": {"units": 64}}], "optimizer": {"Adam": {"learning_rate": 0.003}}},
+    {"name": "mlp-256-lr0.001", "layers": [{"Dense": {"units": 256}}], "optimizer": {"Adam": {"learning_rate": 0.001}}},
+    {"name": "m1", "layers": [{"Conv1D": {"kernel_size": 1}}]},
+    {"name": "m2", "layers": [{"Conv1D": {"kernel_size": 2}}]}
+  ])");
+  const Json g = infer_grid(plan);
+  EXPECT_EQ(g["vars"], Json({"layers[0].Dense.units", "optimizer.Adam.learning_rate"}));
+  EXPECT_DOUBLE_EQ(g["values"]["mlp-64-lr0.003"]["optimizer.Adam.learning_rate"].get<double>(),
+                   0.003);
+  EXPECT_EQ(g["values"]["mlp-256-lr0.001"]["layers[0].Dense.units"], 256);
+  EXPECT_FALSE(g["values"].contains("m1"));
+}
+
 TEST(Report, PageIsSelfContainedAndItsDataCannotEndTheScript) {
   RunDir run;
   make_run(run);

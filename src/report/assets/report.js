@@ -278,6 +278,16 @@
     };
   }
 
+  // Keeps a uPlot chart as wide as its box's content: once the page is laid out (the chart is
+  // made before its box is in the page) and whenever the box changes width (a window resize).
+  function fitWidth(u, box) {
+    new ResizeObserver(() => {
+      const cs = getComputedStyle(box);
+      const w = Math.floor(box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight));
+      if (w > 0 && w !== u.width) u.setSize({ width: w, height: u.height });
+    }).observe(box);
+  }
+
   function curveChart(col, width) {
     let maxE = 0;
     for (const m of models) maxE = Math.max(maxE, m.history.epoch.length ? Math.max(...m.history.epoch) : 0);
@@ -352,6 +362,7 @@
       isolate(state.isolated !== null ? null : s === null ? null : models[s - 1].name);
     });
     box.dataset.series = String(u.series.length - 1);
+    fitWidth(u, box);
     R.curves.push(u);
     return box;
   }
@@ -424,6 +435,7 @@
       (s, idx) => pts[idx].m.name,
       (s, idx) => v + " = " + fmt(pts[idx].x) + ", " + D.rank_by + " = " + fmt(pts[idx].y, 5)
     );
+    fitWidth(u, box);
     R.grids.push(u);
     return box;
   }
@@ -440,13 +452,8 @@
   }
 
   // ---- per-core timeline ---------------------------------------------------------------------
-  function timeline(width) {
-    const T = D.timeline;
-    const sec = el("section", { id: "timeline" }, el("h2", {}, "Timeline: one lane per core"));
-    if (!T.lanes.length) {
-      sec.append(el("p", { class: "empty" }, "No timeline.jsonl in this run folder (written by nnfleet runs since the report was added)."));
-      return sec;
-    }
+  // The timeline's SVG, `width` pixels wide (its border included).
+  function timelineSvg(T, width) {
     let t0 = Infinity, t1 = -Infinity;
     for (const s of T.sessions) {
       t0 = Math.min(t0, s.start);
@@ -459,7 +466,7 @@
     const span = Math.max(t1 - t0, 1e-3);
     const multiRank = new Set(T.lanes.map((l) => l.rank)).size > 1;
     const labelW = multiRank ? 190 : 90, laneH = 26, top = 8, axisH = 28;
-    const plotW = Math.max(width - labelW - 20, 200);
+    const plotW = Math.max(width - 2 - labelW - 20, 200);
     const H = top + T.lanes.length * laneH + axisH;
     const X = (t) => labelW + ((t - t0) / span) * plotW;
     const root = svg("svg", { class: "timeline", width: labelW + plotW + 20, height: H, viewBox: "0 0 " + (labelW + plotW + 20) + " " + H });
@@ -522,15 +529,35 @@
       t.textContent = fmt(+s.toFixed(2)) + " s";
       root.append(t);
     }
+    return root;
+  }
+
+  function timeline(width) {
+    const T = D.timeline;
+    const sec = el("section", { id: "timeline" }, el("h2", {}, "Timeline: one lane per core"));
+    if (!T.lanes.length) {
+      sec.append(el("p", { class: "empty" }, "No timeline.jsonl in this run folder (written by nnfleet runs since the report was added)."));
+      return sec;
+    }
     // Idle share per lane, from the bars.
     let busy = 0;
     for (const b of T.jobs.concat(T.help)) busy += b.end - b.start;
     let running = 0;
     for (const s of T.sessions) running += (s.end || s.start) - s.start;
     const capacity = running * T.lanes.length;
+    // Drawn again at its box's width whenever that changes (laid out, window resized).
+    const box = el("div", { class: "timeline-box" }, timelineSvg(T, width));
+    let drawn = width;
+    new ResizeObserver(() => {
+      const w = box.clientWidth;
+      if (w > 0 && w !== drawn) {
+        drawn = w;
+        box.replaceChildren(timelineSvg(T, w));
+      }
+    }).observe(box);
     sec.append(
       el("p", { class: "hint" }, "a bar per model from its start to its end on the core that trained it; hatched: batch pieces an idle core computed for another model; grey: not running. " + (capacity > 0 ? "Cores busy " + Math.min(100, (100 * busy) / capacity).toFixed(0) + "% of the run's time." : "")),
-      el("div", { class: "scroll" }, root)
+      box
     );
     return sec;
   }
@@ -565,10 +592,10 @@
   }
 
   function render() {
-    const width = Math.max(Math.min(app.clientWidth || 1100, 1400), 600);
-    // Two charts a row: each with its box's padding and border, and the gap between them.
-    const chartW = Math.floor((width - 12) / 2) - 12;
-    app.replaceChildren(header(), leaderboard(), curves(chartW), grids(chartW), timeline(width - 20), details());
+    // First guesses of the widths (the page is not laid out yet): every chart then fits its box.
+    const width = Math.max(Math.min(app.clientWidth ? app.clientWidth - 40 : 1100, 1360), 300);
+    const chartW = width >= 2 * 460 + 12 ? Math.floor((width - 12) / 2) - 10 : width - 10;
+    app.replaceChildren(header(), leaderboard(), curves(chartW), grids(chartW), timeline(width), details());
     R.fillBoard();
     if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
     else applyIsolation();
