@@ -47,7 +47,7 @@ models:
       - Dense: {units: "{units}", activation: relu}
       - Dense: {units: 3, activation: softmax}
   - name: wide
-    epochs: 30
+    epochs: 60
     batch_split: 2
     early_stopping: null
     layers:
@@ -105,7 +105,7 @@ check(gridVars.length === 2 && gridVars.some((v) => v.endsWith("Dense.units")) &
 const summaries = await page.$$eval("details.model pre.summary", (p) => p.map((e) => e.textContent));
 check(summaries.length === names.length && summaries.every((s) => s.includes("Dense")), `every model has its layer table (${summaries.length})`);
 const wide = data.models.find((m) => m.name === "wide");
-check(wide.flops > 0 && wide.samples_per_second > 0 && wide.stop_reason.startsWith("ran all 30"), `FLOPs, samples/s and why it stopped (${wide.stop_reason})`);
+check(wide.flops > 0 && wide.samples_per_second > 0 && wide.stop_reason.startsWith("ran all 60"), `FLOPs, samples/s and why it stopped (${wide.stop_reason})`);
 
 // Sorting by a column, filtering by name, isolating a model.
 await page.click('#board th[data-key="name"]');
