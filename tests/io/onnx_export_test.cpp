@@ -3,6 +3,7 @@
 // tests/io/onnx_ort_check.js) predicts within 1e-5 (relative to max(1, |y|)) of nnfleet on
 //  - every model of the shared Keras set that nnfleet loads, on its expected/ inputs;
 //  - one model per example of every registry kind (the gradient check's examples), random weights;
+//  - the models of a trained run, the W1 fleet's eight included;
 //  - seq2seq models of every recurrent kind (initial_state from an encoder's returned states, the
 //    states read as outputs), forwards and backwards, with and without a mask; a masked
 //    GlobalAveragePooling1D;
@@ -274,6 +275,56 @@ TEST(OnnxExport, TrainedModelsOfARunAgreeWithOnnxRuntime) {
   for (const char* name : {"mlp-8", "mlp-32", "cnn", "tanh-sgd", "lstm"}) {
     const std::string stem = dir + "/run/models/" + name;
     ASSERT_TRUE(std::filesystem::exists(stem + ".keras")) << stem;
+    ASSERT_TRUE(std::filesystem::exists(stem + ".onnx")) << stem;
+    const LoadedModel lm = load_keras_model(stem + ".keras");
+    cases.push_back(make_case(dir, name, lm.model, lm.params.data(), x, n, stem + ".onnx"));
+  }
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
+// The W1 fleet (examples/w1.yaml: its eight models and training options as they are, its data
+// block swapped for 96 random 28x28 images) trained with `--format onnx`: ONNX Runtime agrees
+// with nnfleet on every trained model (m7's convolutions included).
+TEST(OnnxExport, W1ModelsAfterTrainingAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_w1");
+  Rng r(11);
+  for (const auto& [stem, n] : {std::pair<std::string, int>{"train", 96}, {"test", 16}}) {
+    Array x = Array::zeros(DType::kF32, Shape{n, 28, 28, 1});
+    Array y = Array::zeros(DType::kI32, Shape{n});
+    auto* xs = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < x.shape().size(); ++i) xs[i] = r.uniform();
+    for (int i = 0; i < n; ++i) static_cast<int32_t*>(y.mutable_data())[i] = i % 10;
+    save_npy(dir + "/" + stem + "_x.npy", x);
+    save_npy(dir + "/" + stem + "_y.npy", y);
+  }
+  std::string plan = test::read_text(std::string(NNFLEET_SOURCE_DIR) + "/examples/w1.yaml");
+  const size_t data = plan.find("\ndata:\n"), defaults = plan.find("\ndefaults:");
+  ASSERT_TRUE(data != std::string::npos && defaults != std::string::npos && data < defaults);
+  std::string block = "\ndata:\n";
+  for (const char* part : {"train", "test"}) {
+    block += "  ";
+    block += part;
+    block += ": {x: '" + dir + "/" + part + "_x.npy', y: '" + dir + "/" + part + "_y.npy'}\n";
+  }
+  block.pop_back();
+  plan.replace(data, defaults - data, block);
+  test::write_text(dir + "/plan.yaml", plan);
+  const std::string tool = std::string(NNFLEET_BINARY_DIR) + "/nnfleet";
+  const std::string cmd = tool + " train '" + dir + "/plan.yaml' --out '" + dir +
+                          "/run' --quiet --format onnx > '" + dir + "/train.log' 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << test::read_text(dir + "/train.log");
+  const Array test_x = load_npy(dir + "/test_x.npy");
+  const int n = 16;
+  std::vector<std::vector<float>> x(1);
+  const auto* p = static_cast<const float*>(test_x.data());
+  x[0].assign(p, p + n * test_x.row_size());
+  std::vector<OrtCase> cases;
+  for (const char* name : {"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"}) {
+    const std::string stem = dir + "/run/models/" + name;
     ASSERT_TRUE(std::filesystem::exists(stem + ".onnx")) << stem;
     const LoadedModel lm = load_keras_model(stem + ".keras");
     cases.push_back(make_case(dir, name, lm.model, lm.params.data(), x, n, stem + ".onnx"));
