@@ -114,6 +114,16 @@ py::dict logs_dict(const Logs& logs) {
   return d;
 }
 
+// predict's and evaluate's keyword arguments.
+PredictOptions predict_options(const std::string& loss, int batch_size, int workers, double scale) {
+  PredictOptions o;
+  o.batch_size = batch_size;
+  o.workers = workers;
+  o.scale = scale;
+  o.loss = loss;
+  return o;
+}
+
 // The views of predict's and evaluate's arrays, named "x" (or "x[k]") and "y" in `o`'s messages.
 void views(const std::vector<py::array>& xs, const std::vector<py::array>& ys, PredictOptions& o,
            std::vector<ArrayView>& xv, std::vector<ArrayView>& yv) {
@@ -140,11 +150,7 @@ class PyModel {
   // (predictions per output, losses per output or None)
   py::tuple predict(const std::vector<py::array>& xs, const std::vector<py::array>& ys,
                     const std::string& loss, int batch_size, int workers, double scale) const {
-    PredictOptions o;
-    o.batch_size = batch_size;
-    o.workers = workers;
-    o.scale = scale;
-    o.loss = loss;
+    PredictOptions o = predict_options(loss, batch_size, workers, scale);
     std::vector<ArrayView> xv, yv;
     views(xs, ys, o, xv, yv);
     const int64_t n = xv.empty() ? 0 : xv[0].rows();
@@ -174,10 +180,7 @@ class PyModel {
                     const std::string& loss, const std::vector<std::string>& metrics,
                     int batch_size, int workers, double scale) const {
     EvaluateOptions o;
-    o.batch_size = batch_size;
-    o.workers = workers;
-    o.scale = scale;
-    o.loss = loss;
+    static_cast<PredictOptions&>(o) = predict_options(loss, batch_size, workers, scale);
     o.metrics = metrics;
     std::vector<ArrayView> xv, yv;
     views(xs, ys, o, xv, yv);
