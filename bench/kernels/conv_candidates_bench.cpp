@@ -20,18 +20,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench_data.h"
 #include "kernels/conv2d.h"
 
 namespace nnfleet {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using bench::random_floats;
 
 ConvGeometry m7_conv2() {
   ConvGeometry g;

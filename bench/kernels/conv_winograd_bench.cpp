@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_data.h"
 #include "kernels/conv2d.h"
 #include "kernels/conv2d_onednn.h"
 #include "kernels/conv2d_winograd.h"
@@ -22,13 +23,7 @@
 namespace nnfleet {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+using bench::random_floats;
 
 struct Setup {
   explicit Setup(const benchmark::State& state) : n(static_cast<int>(state.range(3))) {
