@@ -33,7 +33,8 @@ BEGIN = "<!-- bench-section isa={} begin -->"
 END = "<!-- bench-section isa={} end -->"
 SECTION_RE = re.compile(r"<!-- bench-section isa=(\S+) begin -->\n(.*?)"
                         r"<!-- bench-section isa=\1 end -->\n", re.S)
-W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 1.7, "m8": 2}
+# Issue 14 raised m7's to 2.5x (and kept m2, m3, m6, m8 at 2x); m1, m4, m5 as before.
+W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 2.5, "m8": 2}
 
 # What would close the gap of a missed target, by the profiled scenario (see scenario keys in
 # target_rows). Hand-written, so it must not carry figures: the profile above it, recorded by
@@ -214,8 +215,8 @@ def target_rows(b, c=None):
             w1_scenario(m), c.gf(n and n * fl), c.gf(p and p * fl))
     n, p = med(b, "w1.wall.nnfleet"), med(b, "w1.wall.peer")
     r = div(p, n)
-    row(f"W1 makespan, {b.n} cores (launch to last model done)", n, p, f_sec, r, "≥ 1.7x faster",
-        r, 1.7, "x", "w1-fleet", c.gf(div(c.w1_total / 1e9, n), b.n),
+    row(f"W1 makespan, {b.n} cores (launch to last model done)", n, p, f_sec, r, "≥ 3x faster",
+        r, 3, "x", "w1-fleet", c.gf(div(c.w1_total / 1e9, n), b.n),
         c.gf(div(c.w1_total / 1e9, p), b.n))
     ns = div(med(b, "w1.wall1.nnfleet"), n)
     ps = div(med(b, "w1.wall1.peer"), p)
@@ -237,12 +238,15 @@ def target_rows(b, c=None):
         c.gf(n and n * fl), c.gf(p and p * fl))
     p = med(b, "w2.b256.ort")
     r = div(n, p)
-    row("W2 m7 predict, batch 256, 1 core vs ONNX Runtime (1 thread)", n, p, f_int, r, "≥ 1x", r,
-        1, "x", "w2-b256", c.gf(n and n * fl), c.gf(p and p * fl))
-    n, p = med(b, "w2.b1.nnfleet"), med(b, "w2.b1.peer")
-    r = div(n, p)
-    row("W2 m7 predict, batch 1, 1 core vs PyTorch", n, p, f_int, r, "≥ 3x", r, 3, "x", "w2-b1",
-        c.gf(n and n * fl), c.gf(p and p * fl))
+    row("W2 m7 predict, batch 256, 1 core vs ONNX Runtime (1 thread)", n, p, f_int, r, "≥ 1.3x",
+        r, 1.3, "x", "w2-b256", c.gf(n and n * fl), c.gf(p and p * fl))
+    n = med(b, "w2.b1.nnfleet")
+    for key, peer in (("w2.b1.peer", "PyTorch"), ("w2.b1.ort", "ONNX Runtime (1 thread)")):
+        p = med(b, key)
+        r = div(n, p)
+        t = 3 if peer == "PyTorch" else 1
+        row(f"W2 m7 predict, batch 1, 1 core vs {peer}", n, p, f_int, r, f"≥ {t}x", r, t, "x",
+            "w2-b1", c.gf(n and n * fl), c.gf(p and p * fl))
     n = med(b, "w3.wall.nnfleet")
     for mode, label, t in (("fresh", "the recipe (fresh process per model)", 50),
                            ("pool", "the pooled peer (long-lived workers)", 20)):
@@ -413,6 +417,8 @@ def machine_part(b, c):
         ("PyTorch peer", f"torch {b.info.get('torch', '?')} (Debian python3-torch), numpy "
                          f"{b.info.get('numpy', '?')}; BLAS loaded by the peer: "
                          f"{b.info.get('peer_blas', '?')}"),
+        ("peer's kernels (bench/peers/peer_kernels.py, OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE "
+         "unset)", b.info.get("peer_kernels", "not recorded by this run")),
         ("ONNX Runtime peer", f"onnxruntime-node {b.info.get('ort', 'missing')} on Node.js "
                               f"{mi.get('node') or 'missing'}"),
     ]))

@@ -105,6 +105,25 @@ def shown(cmd):
     return " ".join(out)
 
 
+def child_env(extra):
+    """os.environ with `extra` applied: a value of None removes that variable."""
+    env = dict(os.environ)
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+def shown_env(extra):
+    """`extra` as a shell prefix: `env -u K` for removed variables, then K=V."""
+    unset = [k for k, v in (extra or {}).items() if v is None]
+    pre = "env " + " ".join(f"-u {k}" for k in unset) + " " if unset else ""
+    return (pre + " ".join(f"{k}={shlex.quote(v)}" for k, v in (extra or {}).items()
+                           if v is not None)).strip()
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -162,8 +181,8 @@ class Bench:
         return os.path.join(self.work, "logs", f"r{self.round}-{label}.log")
 
     def run(self, label, cmd, env_extra=None, timeout=7200):
-        env = dict(os.environ, **(env_extra or {}))
-        pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env_extra or {}).items())
+        env = child_env(env_extra)
+        pre = shown_env(env_extra)
         self.commands.setdefault(label, (pre + " " if pre else "") + shown(cmd))
         t0 = time.time()
         try:
@@ -184,7 +203,12 @@ class Bench:
         return p, wall
 
     def peer_env(self):
-        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        # One thread each; OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set on some machines for old
+        # OpenBLAS builds) would hold the peer's BLAS to a named core such as Haswell while nnfleet
+        # uses what the CPU has, so the peers run with both unset (None: removed); the
+        # peer-kernels probe records the kernels OpenBLAS and oneDNN then choose.
+        env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "OPENBLAS_CORETYPE": None, "OPENBLAS_L2_SIZE": None}
         if self.openblas:
             env["LD_LIBRARY_PATH"] = self.openblas + (
                 ":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
@@ -373,6 +397,17 @@ class Bench:
         write_atomic(out, "# examples/forecast.yaml reduced, for bench/run_bench.py\n" + text)
         return out
 
+    def peer_kernels(self):
+        """Once per run: the OpenBLAS core and the oneDNN convolution kernels the peer runs."""
+        p, _ = self.run("peer-kernels", [PY, os.path.join(PEERS, "peer_kernels.py"), "--core",
+                                         self.cores[0]], self.peer_env())
+        r = json.loads(p.stdout)
+        blas = [f"OpenBLAS {q['version']} kernel {q['architecture']}" for q in r["pools"]
+                if q.get("internal_api") == "openblas"]
+        self.info["peer_kernels"] = "; ".join(
+            (blas or ["no OpenBLAS in the peer (threadpoolctl)"])
+            + ["oneDNN (PyTorch's MKL-DNN) " + (", ".join(r["onednn"]) or "not used")])
+
     def sgemm(self):
         cmd = [PY, os.path.join(HERE, "sgemm_rate.py"), "--core", self.cores[0],
                "--seconds", self.cfg["sgemm_seconds"]]
@@ -385,6 +420,8 @@ class Bench:
         self.add("sgemm.torch", r["torch"]["gflops"])
         self.add("sgemm.numpy", r["numpy"]["gflops"])
         self.info["peer_blas"] = ", ".join(r["blas_loaded"]) or "none found"
+        if "peer_kernels" not in self.info:
+            self.peer_kernels()
         self.info["torch"] = r["torch"]["version"]
         self.info["numpy"] = r["numpy"]["version"]
         mhz = []
@@ -498,11 +535,11 @@ class Bench:
         self.add("w2.load.peer", r["load_seconds"])
         self.info["w2.torch_loss"] = r["batches"]["256"]["mean_loss"]
         # All cores: one process per core, each on its share of the images.
-        env = dict(os.environ, **self.peer_env())
+        env = child_env(self.peer_env())
         cmds = [[PY, script, "--state", state, "--core", str(c), "--batch", "256", "--shard",
                  f"{i}/{self.n}", "--fmnist-dir", self.fmnist_dir]
                 for i, c in enumerate(self.cores)]
-        pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.peer_env().items())
+        pre = shown_env(self.peer_env())
         self.commands.setdefault("peer-w2-torch-allcores",
                                  " & ".join(f"{pre} {shown(c)}" for c in cmds) + "; wait")
         procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
