@@ -56,7 +56,7 @@ test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
 
 asan: setup
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF -DNNFLEET_PYTHON=OFF $(CMAKE_FLAGS)
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF -DNNFLEET_PYTHON=OFF -DNNFLEET_PCH=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE long
 
@@ -69,7 +69,7 @@ FUZZ_SECONDS ?= 300
 FUZZ_SHORT_SECONDS ?= 15
 FUZZ_CMAKE = cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DNNFLEET_FUZZ=ON \
-  -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF -DNNFLEET_PYTHON=OFF
+  -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_TESTS=OFF -DNNFLEET_BENCH=OFF -DNNFLEET_MPI=OFF -DNNFLEET_PYTHON=OFF -DNNFLEET_PCH=OFF
 # Warnings are errors for the project's compiler (GCC) in CI; the clang-built fuzzers only warn.
 fuzz-build:
 	scripts/setup --fuzz

@@ -26,7 +26,10 @@ std::string pad(const std::string& s, size_t width) {
 
 std::string compact(const Json& j) {
   std::string s = j.is_string() ? j.get<std::string>() : j.dump();
-  if (s.size() > 120) s = s.substr(0, 117) + "...";
+  if (s.size() > 120) {
+    s.resize(117);
+    s += "...";
+  }
   return s;
 }
 

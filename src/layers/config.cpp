@@ -168,7 +168,12 @@ std::string int_rule(int64_t min) {
                     : "an integer >= " + std::to_string(min);
 }
 
-std::string at_most() { return " at most " + std::to_string(limits::kMaxConfigInt); }
+// Built with += : GCC 12 reports a false -Warray-bounds on `"literal" + std::to_string(...)`.
+std::string at_most() {
+  std::string s = " at most ";
+  s += std::to_string(limits::kMaxConfigInt);
+  return s;
+}
 }  // namespace
 
 int64_t LayerConfig::get_int(const std::string& key, std::optional<int64_t> def, int64_t min) {
