@@ -3,8 +3,11 @@
 // (W2 at batch 1), 32 (W1's training batch) and 64. Candidates per pass, registered next to each
 // other so one run (--benchmark_enable_random_interleaving) alternates them:
 //   direct    the path conv2d_forward / the input-gradient half of conv2d_backward took before
-//             Winograd: oneDNN's JIT primitive where it serves the shape, else the GEMM path
-//   winograd  conv2d_forward_winograd / conv2d_backward_data_winograd
+//             Winograd: oneDNN's JIT primitive where it serves the shape, else the GEMM path; for
+//             the kernel gradient the GEMM path (oneDNN's backward-weights primitive is measured
+//             beside the kernel interface in conv_candidates_bench.cpp)
+//   winograd  conv2d_forward_winograd / conv2d_backward_data_winograd /
+//             conv2d_backward_weights_winograd
 //   kernel    conv2d_forward / conv2d_backward, whatever the kernel interface picks now
 // Arguments: h (input height = width), c, f, n. FLOP/s counts the direct algorithm's
 // multiply-adds x 2, so Winograd's figure can exceed the machine's peak.
@@ -96,6 +99,22 @@ void BM_WinoBackwardData(benchmark::State& state, Path path) {
   if (path == Path::kDirect) state.SetLabel(onednn_conv_impl(s.g, true));
 }
 
+// The kernel gradient alone (no bias): direct is the GEMM path conv2d_backward took before.
+void BM_WinoBackwardWeights(benchmark::State& state, Path path) {
+  Setup s(state);
+  for (auto _ : state) {
+    float* sc = s.scratch.data();
+    if (path == Path::kWinograd) {
+      conv2d_backward_weights_winograd(s.g, s.n, s.x.data(), s.dy.data(), s.dw.data(), sc);
+    } else {
+      conv2d_backward_gemm(s.g, s.n, s.x.data(), s.w.data(), s.dy.data(), nullptr, s.dw.data(),
+                           nullptr, sc);
+    }
+    benchmark::ClobberMemory();
+  }
+  s.count(state);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"h", "c", "f", "n"});
   for (int n : {1, 32, 64}) {
@@ -119,6 +138,8 @@ BENCHMARK_CAPTURE(BM_WinoForward, winograd, Path::kWinograd)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_WinoForward, kernel, Path::kKernel)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardData, direct, Path::kDirect)->Apply(backward_shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardData, winograd, Path::kWinograd)->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardWeights, direct, Path::kDirect)->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardWeights, winograd, Path::kWinograd)->Apply(backward_shapes);
 
 }  // namespace
 }  // namespace nnfleet

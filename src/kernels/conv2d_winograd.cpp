@@ -1,15 +1,19 @@
 // Winograd F(2x2,3x3) convolution (see conv2d_winograd.h for the math and the contract).
 // One call: the kernel is transformed once, u[16][CI][CO] = G g G^T per channel pair; then image
-// by image, tiles are taken a block of kTileBlock at a time (raster order):
-//   1. input transform: v[T][16][CI] = B^T d B of each tile's 4x4 input patch, vectorized over the
+// by image, tiles are taken a block of T = kTileBlock at a time (raster order):
+//   1. input transform: v[16][T][CI] = B^T d B of each tile's 4x4 input patch, vectorized over the
 //      contiguous channel axis (NHWC); taps outside the image read a zero row, so padding and the
 //      partial tiles of odd output sizes need no branches in the arithmetic;
 //   2. 16 GEMMs, one per position k of the 4x4 transformed tile:
-//      m[T][k][CO] = v[T][k][CI] u[k][CI][CO] (strided rows: lda 16*CI, ldc 16*CO);
+//      m[k][T][CO] = v[k][T][CI] u[k][CI][CO] (k outermost, so each GEMM's rows are contiguous:
+//      a [T][16][C] layout gave row strides of 16*C floats, 2 or 4 KiB, which alias in L1 and cost
+//      the kernel gradient a quarter of its speed);
 //   3. output transform: the 2x2 output pixels A^T m A of each tile, plus bias (or added onto the
 //      output for the input gradient), cropped at the image's bottom and right edges.
 // The forward pass is the problem (x, pads, w); the input gradient is the problem (dy, 2 - pads,
-// w rotated by 180 degrees with C and F swapped), whose output is x's shape.
+// w rotated by 180 degrees with C and F swapped), whose output is x's shape. The kernel gradient
+// transforms x's tiles as the forward pass does and dy's 2x2 tiles to dm[16][T][F] = A dy A^T,
+// sums du[k] += v[k]^T dm[k] over every tile of the call (GEMMs with K = T) and adds G^T du G.
 #include "kernels/conv2d_winograd.h"
 
 #include <algorithm>
@@ -88,31 +92,69 @@ inline void output_tile(const T (&m)[16], T (&y)[4]) {
   }
 }
 
+// The kernel gradient's transforms (the adjoints of output_tile and of the kernel transform):
+// dm = A dy A^T for a tile's 2x2 output gradient dy (dm 4x4), A = [1 0; 1 1; 1 -1; 0 -1].
+template <typename T>
+inline void output_grad_tile(const T (&dy)[4], T (&dm)[16]) {
+  T s[8];  // A dy, 4x2
+  for (int j = 0; j < 2; ++j) {
+    s[0 + j] = dy[j];
+    s[2 + j] = dy[j] + dy[2 + j];
+    s[4 + j] = dy[j] - dy[2 + j];
+    s[6 + j] = -dy[2 + j];
+  }
+  for (int i = 0; i < 4; ++i) {
+    dm[4 * i + 0] = s[2 * i];
+    dm[4 * i + 1] = s[2 * i] + s[2 * i + 1];
+    dm[4 * i + 2] = s[2 * i] - s[2 * i + 1];
+    dm[4 * i + 3] = -s[2 * i + 1];
+  }
+}
+
+// dk = G^T du G (du 4x4, dk 3x3), G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1].
+template <typename T>
+inline void kernel_grad_tile(const T (&du)[16], T (&dk)[9]) {
+  T s[12];  // G^T du, 3x4
+  for (int j = 0; j < 4; ++j) {
+    const T half_sum = 0.5f * (du[4 + j] + du[8 + j]);
+    s[0 + j] = du[j] + half_sum;
+    s[4 + j] = 0.5f * (du[4 + j] - du[8 + j]);
+    s[8 + j] = half_sum + du[12 + j];
+  }
+  for (int i = 0; i < 3; ++i) {
+    const T* r = s + 4 * i;
+    const T half_sum = 0.5f * (r[1] + r[2]);
+    dk[3 * i + 0] = r[0] + half_sum;
+    dk[3 * i + 1] = 0.5f * (r[1] - r[2]);
+    dk[3 * i + 2] = half_sum + r[3];
+  }
+}
+
 // v[16][ci] = B^T d B for every channel, d's 16 taps read from src[k][0..ci).
 template <typename T>
 [[gnu::always_inline]] inline void input_channels(const float* const (&src)[16], int c0, float* v,
-                                                  int ci) {
+                                                  int64_t kstride) {
   T d[16], out[16];
   for (int k = 0; k < 16; ++k) load(d[k], src[k] + c0);
   input_tile(d, out);
-  for (int k = 0; k < 16; ++k) store(v + int64_t{k} * ci + c0, out[k]);
+  for (int k = 0; k < 16; ++k) store(v + k * kstride + c0, out[k]);
 }
 
-void transform_input_tile(const float* const (&src)[16], int ci, float* v) {
+void transform_input_tile(const float* const (&src)[16], int ci, int64_t kstride, float* v) {
   int c0 = 0;
-  for (; c0 + 8 <= ci; c0 += 8) input_channels<Vec8>(src, c0, v, ci);
-  for (; c0 < ci; ++c0) input_channels<float>(src, c0, v, ci);
+  for (; c0 + 8 <= ci; c0 += 8) input_channels<Vec8>(src, c0, v, kstride);
+  for (; c0 < ci; ++c0) input_channels<float>(src, c0, v, kstride);
 }
 
 // The 2x2 outputs of one tile for channels [f0, f0 + width): dst[i] is output pixel i's row or
 // null when the pixel is cropped; bias (may be null) is added, or with `accumulate` the result is
 // added onto dst.
 template <typename T>
-[[gnu::always_inline]] inline void output_channels(const float* m, int co, int f0,
+[[gnu::always_inline]] inline void output_channels(const float* m, int64_t kstride, int f0,
                                                    const float* bias, bool accumulate,
                                                    float* const (&dst)[4]) {
   T mk[16], y[4];
-  for (int k = 0; k < 16; ++k) load(mk[k], m + int64_t{k} * co + f0);
+  for (int k = 0; k < 16; ++k) load(mk[k], m + k * kstride + f0);
   output_tile(mk, y);
   for (int i = 0; i < 4; ++i) {
     if (dst[i] == nullptr) continue;
@@ -130,11 +172,53 @@ template <typename T>
   }
 }
 
-void transform_output_tile(const float* m, int co, const float* bias, bool accumulate,
-                           float* const (&dst)[4]) {
+void transform_output_tile(const float* m, int co, int64_t kstride, const float* bias,
+                           bool accumulate, float* const (&dst)[4]) {
   int f0 = 0;
-  for (; f0 + 8 <= co; f0 += 8) output_channels<Vec8>(m, co, f0, bias, accumulate, dst);
-  for (; f0 < co; ++f0) output_channels<float>(m, co, f0, bias, accumulate, dst);
+  for (; f0 + 8 <= co; f0 += 8) output_channels<Vec8>(m, kstride, f0, bias, accumulate, dst);
+  for (; f0 < co; ++f0) output_channels<float>(m, kstride, f0, bias, accumulate, dst);
+}
+
+// dm[16][co] = A dy A^T for every channel of one tile, dy's 2x2 pixels read from src[i][0..co)
+// (a zero row for a pixel past the image's edge).
+template <typename T>
+[[gnu::always_inline]] inline void output_grad_channels(const float* const (&src)[4], int f0,
+                                                        float* dm, int64_t kstride) {
+  T d[4], out[16];
+  for (int i = 0; i < 4; ++i) load(d[i], src[i] + f0);
+  output_grad_tile(d, out);
+  for (int k = 0; k < 16; ++k) store(dm + k * kstride + f0, out[k]);
+}
+
+void transform_output_grad_tile(const float* const (&src)[4], int co, int64_t kstride, float* dm) {
+  int f0 = 0;
+  for (; f0 + 8 <= co; f0 += 8) output_grad_channels<Vec8>(src, f0, dm, kstride);
+  for (; f0 < co; ++f0) output_grad_channels<float>(src, f0, dm, kstride);
+}
+
+// dw[ky,kx,c,f] += (G^T du G)[ky][kx] with du[k] = du[k][c][f] ([16][C][F]), walking f
+// contiguously for every c.
+template <typename T>
+[[gnu::always_inline]] inline void kernel_grad_channels(const float* du, int64_t cf, int64_t at,
+                                                        float* dw) {
+  T d[16], k[9];
+  for (int t = 0; t < 16; ++t) load(d[t], du + t * cf + at);
+  kernel_grad_tile(d, k);
+  for (int t = 0; t < 9; ++t) {
+    T prev;
+    load(prev, dw + t * cf + at);
+    store(dw + t * cf + at, prev + k[t]);
+  }
+}
+
+void transform_kernel_grad(const ConvGeometry& g, const float* du, float* dw) {
+  const int64_t cf = int64_t{g.c} * g.f;
+  for (int c = 0; c < g.c; ++c) {
+    const int64_t row = int64_t{c} * g.f;
+    int f0 = 0;
+    for (; f0 + 8 <= g.f; f0 += 8) kernel_grad_channels<Vec8>(du, cf, row + f0, dw);
+    for (; f0 < g.f; ++f0) kernel_grad_channels<float>(du, cf, row + f0, dw);
+  }
 }
 
 // u[16][CI][CO] = G k G^T for each channel pair, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], with
@@ -190,29 +274,35 @@ Scratch carve(const ConvGeometry& g, float* scratch) {
   return s;
 }
 
+// Tile `tile` of an image (raster order): src[16] = the NHWC rows of in under its 4x4 input
+// patch (the zero row for taps outside the image).
+void input_patch(const Problem& p, const float* in, const float* zeros, int tiles_x, int tile,
+                 const float* (&src)[16]) {
+  const int iy0 = tile / tiles_x * 2 - p.pad_top, ix0 = tile % tiles_x * 2 - p.pad_left;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const int iy = iy0 + i, ix = ix0 + j;
+      const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+      src[4 * i + j] = inside ? in + (int64_t{iy} * p.w + ix) * p.ci : zeros;
+    }
+  }
+}
+
 // One image: out[OH,OW,CO] (=|+=) the convolution of in[H,W,CI] with the transformed kernel.
 void run_image(const Problem& p, const float* in, const Scratch& s, const float* bias,
                bool accumulate, float* out) {
   const int tiles_x = (p.ow + 1) / 2, tiles = (p.oh + 1) / 2 * tiles_x;
-  const int64_t v_tile = int64_t{kTilePoints} * p.ci, m_tile = int64_t{kTilePoints} * p.co;
   for (int t0 = 0; t0 < tiles; t0 += kTileBlock) {
     const int nt = std::min(kTileBlock, tiles - t0);
+    const int64_t v_k = int64_t{nt} * p.ci, m_k = int64_t{nt} * p.co;  // [16][nt][CI or CO]
     for (int t = 0; t < nt; ++t) {
-      const int iy0 = (t0 + t) / tiles_x * 2 - p.pad_top;
-      const int ix0 = (t0 + t) % tiles_x * 2 - p.pad_left;
       const float* src[16];
-      for (int i = 0; i < 4; ++i) {
-        for (int j = 0; j < 4; ++j) {
-          const int iy = iy0 + i, ix = ix0 + j;
-          const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
-          src[4 * i + j] = inside ? in + (int64_t{iy} * p.w + ix) * p.ci : s.zeros;
-        }
-      }
-      transform_input_tile(src, p.ci, s.v + t * v_tile);
+      input_patch(p, in, s.zeros, tiles_x, t0 + t, src);
+      transform_input_tile(src, p.ci, v_k, s.v + int64_t{t} * p.ci);
     }
     for (int k = 0; k < kTilePoints; ++k) {
-      gemm(false, false, nt, p.co, p.ci, s.v + int64_t{k} * p.ci, kTilePoints * p.ci,
-           s.u + int64_t{k} * p.ci * p.co, p.co, 0.0f, s.m + int64_t{k} * p.co, kTilePoints * p.co);
+      gemm(false, false, nt, p.co, p.ci, s.v + k * v_k, p.ci, s.u + int64_t{k} * p.ci * p.co, p.co,
+           0.0f, s.m + k * m_k, p.co);
     }
     for (int t = 0; t < nt; ++t) {
       const int oy0 = (t0 + t) / tiles_x * 2, ox0 = (t0 + t) % tiles_x * 2;
@@ -223,7 +313,36 @@ void run_image(const Problem& p, const float* in, const Scratch& s, const float*
           dst[2 * i + j] = inside ? out + (int64_t{oy0 + i} * p.ow + ox0 + j) * p.co : nullptr;
         }
       }
-      transform_output_tile(s.m + t * m_tile, p.co, bias, accumulate, dst);
+      transform_output_tile(s.m + int64_t{t} * p.co, p.co, m_k, bias, accumulate, dst);
+    }
+  }
+}
+
+// One image of the kernel gradient: du[16][C][F] += sum over the image's tiles of
+// v[t][k][C]^T dm[t][k][F], a block of kTileBlock tiles per GEMM (K = tiles).
+void run_image_weights(const Problem& p, const float* x, const float* dy, const Scratch& s,
+                       float* du) {
+  const int tiles_x = (p.ow + 1) / 2, tiles = (p.oh + 1) / 2 * tiles_x;
+  for (int t0 = 0; t0 < tiles; t0 += kTileBlock) {
+    const int nt = std::min(kTileBlock, tiles - t0);
+    const int64_t v_k = int64_t{nt} * p.ci, m_k = int64_t{nt} * p.co;  // [16][nt][CI or CO]
+    for (int t = 0; t < nt; ++t) {
+      const float* src[16];
+      input_patch(p, x, s.zeros, tiles_x, t0 + t, src);
+      transform_input_tile(src, p.ci, v_k, s.v + int64_t{t} * p.ci);
+      const int oy0 = (t0 + t) / tiles_x * 2, ox0 = (t0 + t) % tiles_x * 2;
+      const float* g_src[4];
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          const bool inside = oy0 + i < p.oh && ox0 + j < p.ow;
+          g_src[2 * i + j] = inside ? dy + (int64_t{oy0 + i} * p.ow + ox0 + j) * p.co : s.zeros;
+        }
+      }
+      transform_output_grad_tile(g_src, p.co, m_k, s.m + int64_t{t} * p.co);
+    }
+    for (int k = 0; k < kTilePoints; ++k) {
+      gemm(true, false, p.ci, p.co, nt, s.v + k * v_k, p.ci, s.m + k * m_k, p.co, 1.0f,
+           du + int64_t{k} * p.ci * p.co, p.co);
     }
   }
 }
@@ -276,6 +395,26 @@ void conv2d_backward_data_winograd(const ConvGeometry& g, int n, const float* w,
   const int64_t x_image = int64_t{g.h} * g.w * g.c, y_image = int64_t{g.oh} * g.ow * g.f;
   for (int img = 0; img < n; ++img)
     run_image(p, dy + img * y_image, s, nullptr, true, dx + img * x_image);
+}
+
+// Kernel gradient, measured the same way against the GEMM path it replaces (oneDNN's
+// backward-weights primitive, bench/kernels/conv_candidates_bench.cpp, ran at 0.55-0.7x of that
+// GEMM path on m7, so it was never the direct candidate): on m7's 32 -> 64 channels Winograd wins
+// 2.0-2.3x at batch 1 to 64; on m6's 16 -> 32 it ties at batch 1 (1.00-1.08x) and wins 1.4-1.7x at
+// 32 and 64. So: 16 channels in and 32 out or more.
+bool conv2d_use_winograd_weights(const ConvGeometry& g) {
+  return winograd_supported(g) && g.c >= 16 && g.f >= 32;
+}
+
+void conv2d_backward_weights_winograd(const ConvGeometry& g, int n, const float* x, const float* dy,
+                                      float* dw, float* scratch) {
+  const Problem p = forward_problem(g);
+  const Scratch s = carve(g, scratch);
+  std::fill_n(s.u, int64_t{kTilePoints} * g.c * g.f, 0.0f);
+  const int64_t x_image = int64_t{g.h} * g.w * g.c, y_image = int64_t{g.oh} * g.ow * g.f;
+  for (int img = 0; img < n; ++img)
+    run_image_weights(p, x + img * x_image, dy + img * y_image, s, s.u);
+  transform_kernel_grad(g, s.u, dw);
 }
 
 }  // namespace nnfleet

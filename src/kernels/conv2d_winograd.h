@@ -6,6 +6,7 @@
 // multiplications per output channel and input channel instead of 36, i.e. 2.25x fewer FLOPs. The
 // 16 element-wise products, summed over channels, are 16 GEMMs [tiles, C] x [C, F] through gemm().
 //
+// The kernel gradient is the same algorithm's adjoint (see conv2d_backward_weights_winograd).
 // Tiles are cut per image, so an image's result never depends on the batch it came in; the
 // passes are single-threaded, start no threads and give results independent of buffer alignment.
 // They differ from the direct convolution by float rounding only (within 1e-4 relative on the
@@ -27,6 +28,10 @@ bool winograd_supported(const ConvGeometry& g);
 // half of conv2d_backward (true) takes the Winograd path for g. Implies winograd_supported(g).
 bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data);
 
+// The measured dispatch rule for the kernel-gradient half of conv2d_backward. Implies
+// winograd_supported(g).
+bool conv2d_use_winograd_weights(const ConvGeometry& g);
+
 // Scratch floats the Winograd passes need for g (independent of the batch size).
 size_t conv2d_winograd_scratch_floats(const ConvGeometry& g);
 
@@ -41,5 +46,13 @@ void conv2d_forward_winograd(const ConvGeometry& g, int n, const float* x, const
 // Requires winograd_supported(g).
 void conv2d_backward_data_winograd(const ConvGeometry& g, int n, const float* w, const float* dy,
                                    float* dx, float* scratch);
+
+// dw[3,3,C,F] += the kernel gradient of that convolution for x[N,H,W,C] and dy[N,OH,OW,F]:
+// per position k of the 4x4 transformed tile, du[k][C][F] = sum over every tile of every image of
+// (B^T d B)[k][C]^T (A dy A^T)[k][F] (16 GEMMs with K = tiles), then dw += G^T du G once per
+// call. The result depends on the images of the call, in order, not on how a caller splits its
+// batch into calls only up to float rounding. Requires winograd_supported(g).
+void conv2d_backward_weights_winograd(const ConvGeometry& g, int n, const float* x, const float* dy,
+                                      float* dw, float* scratch);
 
 }  // namespace nnfleet
