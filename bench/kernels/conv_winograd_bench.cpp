@@ -9,6 +9,8 @@
 //   winograd  conv2d_forward_winograd / conv2d_backward_data_winograd /
 //             conv2d_backward_weights_winograd
 //   kernel    conv2d_forward / conv2d_backward, whatever the kernel interface picks now
+//   f2, f4    F(2x2,3x3) against F(4x4,3x3) (conv2d_forward_winograd_f4,
+//             conv2d_backward_data_winograd_f4) on m7's second layer, batch 1 to 256
 // Arguments: h (input height = width), c, f, n. FLOP/s counts the direct algorithm's
 // multiply-adds x 2, so Winograd's figure can exceed the machine's peak.
 #include <benchmark/benchmark.h>
@@ -57,7 +59,7 @@ struct Setup {
   std::vector<float> x, w, b, dy, y, dx, dw, db, scratch;
 };
 
-enum class Path { kDirect, kWinograd, kKernel };
+enum class Path { kDirect, kWinograd, kWinograd4, kKernel };
 
 void BM_WinoForward(benchmark::State& state, Path path) {
   Setup s(state);
@@ -67,6 +69,9 @@ void BM_WinoForward(benchmark::State& state, Path path) {
     if (path == Path::kWinograd) {
       conv2d_forward_winograd(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc, &relu,
                               s.y.data());
+    } else if (path == Path::kWinograd4) {
+      conv2d_forward_winograd_f4(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc,
+                                 &relu, s.y.data());
     } else if (path == Path::kKernel) {
       conv2d_forward(s.g, s.n, s.x.data(), s.w.data(), s.b.data(), s.y.data(), sc, &relu,
                      s.y.data());
@@ -88,6 +93,8 @@ void BM_WinoBackwardData(benchmark::State& state, Path path) {
     float* sc = s.scratch.data();
     if (path == Path::kWinograd) {
       conv2d_backward_data_winograd(s.g, s.n, s.w.data(), s.dy.data(), s.dx.data(), sc);
+    } else if (path == Path::kWinograd4) {
+      conv2d_backward_data_winograd_f4(s.g, s.n, s.w.data(), s.dy.data(), s.dx.data(), sc);
     } else if (!onednn_conv_backward_data(s.g, s.n, s.w.data(), s.dy.data(), s.dx.data(), sc)) {
       // No oneDNN plan: the GEMM path, whose kernel-gradient half is timed too.
       conv2d_backward_gemm(s.g, s.n, s.x.data(), s.w.data(), s.dy.data(), s.dx.data(), s.dw.data(),
@@ -133,11 +140,21 @@ void backward_shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// F(4x4,3x3) against F(2x2,3x3) on m7's second layer, batches 1 to 256 (W2 predicts in 256s).
+void f4_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"h", "c", "f", "n"});
+  for (int n : {1, 32, 64, 256}) b->Args({26, 32, 64, n});
+}
+
 BENCHMARK_CAPTURE(BM_WinoForward, direct, Path::kDirect)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_WinoForward, winograd, Path::kWinograd)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_WinoForward, kernel, Path::kKernel)->Apply(shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardData, direct, Path::kDirect)->Apply(backward_shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardData, winograd, Path::kWinograd)->Apply(backward_shapes);
+BENCHMARK_CAPTURE(BM_WinoForward, f2, Path::kWinograd)->Apply(f4_shapes);
+BENCHMARK_CAPTURE(BM_WinoForward, f4, Path::kWinograd4)->Apply(f4_shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardData, f2, Path::kWinograd)->Apply(f4_shapes);
+BENCHMARK_CAPTURE(BM_WinoBackwardData, f4, Path::kWinograd4)->Apply(f4_shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardWeights, direct, Path::kDirect)->Apply(backward_shapes);
 BENCHMARK_CAPTURE(BM_WinoBackwardWeights, winograd, Path::kWinograd)->Apply(backward_shapes);
 

@@ -1,8 +1,9 @@
-// Tests for the Winograd F(2x2,3x3) convolution kernels: forward, input and kernel gradient against
-// the naive _ref oracle and the direct (GEMM) path within 1e-4 of the output's scale on W1/W2's
-// shapes and odd ones (1 channel, 7x7 images, batch 1, channels not a multiple of 8, odd output
-// sizes, same and valid padding), bit-for-bit independence of buffer alignment and of the batch,
-// and the dispatch through conv2d_forward / conv2d_backward.
+// Tests for the Winograd convolution kernels (F(2x2,3x3) forward, input and kernel gradient;
+// F(4x4,3x3) forward and input gradient) against the naive _ref oracle and the direct (GEMM) path
+// within 1e-4 of the output's scale on W1/W2's shapes and odd ones (1 channel, 7x7 images, batch
+// 1, channels not a multiple of 8, odd output sizes, same and valid padding), bit-for-bit
+// independence of buffer alignment and of the batch, and the dispatch through conv2d_forward /
+// conv2d_backward.
 #include "kernels/conv2d_winograd.h"
 
 #include <gtest/gtest.h>
@@ -222,6 +223,44 @@ TEST(Conv2dWinograd, KernelGradientIsDeterministicAndAlignmentIndependent) {
   }
 }
 
+// F(4x4,3x3), forward and input gradient, on the same cases and W1's m7 at batch 32: within 1e-4
+// of the output's scale against the oracle and the GEMM path.
+TEST(Conv2dWinograd, F4MatchesReferenceAndDirectPath) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({32, 26, 26, 32, 64, false});
+  double worst_y = 0.0, worst_dx = 0.0;
+  for (const Case& k : cases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, k.n) + " F(4x4)";
+    const size_t xs = size_t(k.n) * g.h * g.w * g.c, ys = size_t(k.n) * g.oh * g.ow * g.f;
+    const auto x = random_floats(xs, 1);
+    const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+    const auto b = random_floats(g.f, 3), dy = random_floats(ys, 4), dx0 = random_floats(xs, 5);
+    std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+    std::vector<float> direct_scratch(conv2d_scratch_floats(g, k.n));
+    std::vector<float> y(ys, 7.0f), y_direct(ys), dx = dx0, dx_direct = dx0;
+    std::vector<float> dw(size_t(9) * g.c * g.f);
+    conv2d_forward_winograd_f4(g, k.n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+    conv2d_forward_gemm(g, k.n, x.data(), w.data(), b.data(), y_direct.data(),
+                        direct_scratch.data());
+    worst_y = std::max(worst_y, expect_relative(y, y_direct, 1e-4, what + " y vs direct"));
+    conv2d_backward_data_winograd_f4(g, k.n, w.data(), dy.data(), dx.data(), scratch.data());
+    conv2d_backward_gemm(g, k.n, x.data(), w.data(), dy.data(), dx_direct.data(), dw.data(),
+                         nullptr, direct_scratch.data());
+    worst_dx = std::max(worst_dx, expect_relative(dx, dx_direct, 1e-4, what + " dx vs direct"));
+    if (k.n > 3) continue;  // the oracle is slow at W1's batch
+    std::vector<float> ref(ys), dx_ref = dx0, db(g.f);
+    conv2d_forward_ref(g, k.n, x.data(), w.data(), b.data(), ref.data());
+    worst_y = std::max(worst_y, expect_relative(y, ref, 1e-4, what + " y vs ref"));
+    conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), dx_ref.data(), dw.data(), db.data());
+    worst_dx = std::max(worst_dx, expect_relative(dx, dx_ref, 1e-4, what + " dx vs ref"));
+  }
+  RecordProperty("worst_relative_error_forward", format_error(worst_y));
+  RecordProperty("worst_relative_error_input_gradient", format_error(worst_dx));
+  std::printf("F(4x4) worst relative error: forward %.3g, input gradient %.3g\n", worst_y,
+              worst_dx);
+}
+
 // The same bits wherever the buffers (scratch included) start, and whatever batch an image is in.
 TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
   for (const Case& k : {kCases[1], kCases[5], kCases[8]}) {
@@ -250,11 +289,21 @@ TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
           conv2d_backward_data_winograd(g, n, i[0], i[1], o[0], offset_scratch(i[0], buf));
         },
         "input gradient " + what);
+    testing::expect_alignment_independent(
+        {x, w, b}, {ys},
+        [&](const auto& i, const auto& o) {
+          conv2d_forward_winograd_f4(g, n, i[0], i[1], i[2], o[0], offset_scratch(i[0], buf));
+        },
+        "F(4x4) forward " + what);
     // Image 1 of the batch of 3 against image 1 alone.
     std::vector<float> scratch(ss), y(ys), y1(ys / n), dx(xs, 0.0f), dx1(xs / n, 0.0f);
     conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
     conv2d_forward_winograd(g, 1, x.data() + xs / n, w.data(), b.data(), y1.data(), scratch.data());
     EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + ys / n)) << what;
+    conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+    conv2d_forward_winograd_f4(g, 1, x.data() + xs / n, w.data(), b.data(), y1.data(),
+                               scratch.data());
+    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + ys / n)) << what << " F(4x4)";
     conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx.data(), scratch.data());
     conv2d_backward_data_winograd(g, 1, w.data(), dy.data() + ys / n, dx1.data(), scratch.data());
     EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dx.begin() + xs / n)) << what;
@@ -279,7 +328,9 @@ TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   ASSERT_GE(scratch.size(), conv2d_winograd_scratch_floats(g));
   std::vector<float> y(ys), y_wino(ys), dx(xs, 0.0f), dx_wino(xs, 0.0f), dw(size_t(9) * g.c * g.f);
   conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
-  conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  EXPECT_TRUE(conv2d_use_winograd_f4(m7));
+  EXPECT_FALSE(conv2d_use_winograd_f4(first));
+  conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
   EXPECT_EQ(y, y_wino);
   conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
                   scratch.data());
