@@ -407,8 +407,8 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
 }
 
 // The winner per pass (bench/kernels/conv_candidates_bench.cpp, conv_winograd_bench.cpp):
-// Winograd for the stride-1 3x3 forward (F(4x4,3x3)) and input-gradient (F(2x2,3x3)) passes with
-// channels enough
+// Winograd for the stride-1 3x3 forward (F(4x4,3x3) where conv2d_use_winograd_f4, else F(2x2,3x3))
+// and input-gradient (F(2x2,3x3)) passes with channels enough
 // (conv2d_use_winograd), else oneDNN's JIT convolution for the shapes it serves
 // (conv2d_onednn.h), the GEMM path for everything else; for the kernel gradient Winograd where
 // conv2d_use_winograd_weights says so, else the GEMM path.
