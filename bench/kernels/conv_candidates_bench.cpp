@@ -6,7 +6,8 @@
 //   onednn   oneDNN direct convolution primitives, NHWC activations, weights either in Keras's
 //            HWIO layout (hwio) or in the layout oneDNN prefers, reordered every call (any)
 //   xnnpack  XNNPACK's NHWC convolution (inference only; weights packed at operator creation)
-//   kernel   conv2d_forward / conv2d_backward, whatever the kernel interface picks
+//   kernel   conv2d_forward / conv2d_backward, whatever the kernel interface picks (on this layer:
+//            Winograd for the forward pass and both gradients, see conv2d_winograd.h)
 // Backward cases: "data" is the input gradient, "weights" the kernel (and bias) gradient, "both"
 // the two as training runs them. FLOP/s counts the direct algorithm's multiply-adds x 2.
 #include <benchmark/benchmark.h>
@@ -229,16 +230,16 @@ BENCHMARK_CAPTURE(BM_M7ConvOnednn, forward_any_per_image, 0, true, true)->Apply(
 BENCHMARK(BM_M7ConvXnnpack)->Apply(batches);
 BENCHMARK_CAPTURE(BM_M7ConvKernel, forward, 0)->Apply(batches);
 BENCHMARK_CAPTURE(BM_M7ConvGemm, backward_both, 1)->Apply(train_batch);
-BENCHMARK_CAPTURE(BM_M7ConvGemm, backward_weights, 2)->Apply(train_batch);
+BENCHMARK_CAPTURE(BM_M7ConvGemm, backward_weights, 2)->Apply(batches);
 BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_data_hwio, 1, false, false)->Apply(train_batch);
 BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_data_any, 1, true, false)->Apply(train_batch);
-BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_weights_hwio, 2, false, false)->Apply(train_batch);
-BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_weights_any, 2, true, false)->Apply(train_batch);
+BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_weights_hwio, 2, false, false)->Apply(batches);
+BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_weights_any, 2, true, false)->Apply(batches);
 BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_data_any_per_image, 1, true, true)->Apply(train_batch);
 BENCHMARK_CAPTURE(BM_M7ConvOnednn, backward_weights_any_per_image, 2, true, true)
     ->Apply(train_batch);
 BENCHMARK_CAPTURE(BM_M7ConvKernel, backward_both, 1)->Apply(train_batch);
-BENCHMARK_CAPTURE(BM_M7ConvKernel, backward_weights, 2)->Apply(train_batch);
+BENCHMARK_CAPTURE(BM_M7ConvKernel, backward_weights, 2)->Apply(batches);
 
 }  // namespace
 }  // namespace nnfleet

@@ -293,6 +293,50 @@ bool conv2d_forward_direct(const ConvGeometry& g, int n, const float* x, const f
   return true;
 }
 
+// conv2d_backward_gemm, with dw also skipped when null (conv2d_backward's other passes may have
+// taken it).
+void backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
+                   float* dx, float* dw, float* db, float* scratch) {
+  const int64_t total = int64_t{n} * g.oh * g.ow;
+  const int k = static_cast<int>(patch_size(g));
+  const int64_t chunk = chunk_rows(g, n);
+  float* col = scratch;
+  float* dcol = scratch + chunk * k;
+  float* w_t = scratch + 2 * chunk * k;
+  const bool transposed = use_transposed_im2col(g);
+  if (db != nullptr) {
+    for (int64_t r = 0; r < total; ++r) {
+      const float* __restrict dy_row = dy + r * g.f;
+      float* __restrict db_out = db;
+      for (int f = 0; f < g.f; ++f) db_out[f] += dy_row[f];
+    }
+  }
+  if (dx == nullptr && dw == nullptr) return;
+  if (dx != nullptr) transpose(k, g.f, w, w_t);
+  if (is_pointwise(g)) {
+    // x[N*H*W, C] is its own im2col: dw += x^T dy, dx += dy w^T in one GEMM each.
+    const int rows = static_cast<int>(total);
+    if (dw != nullptr) gemm(true, false, g.c, g.f, rows, x, g.c, dy, g.f, 1.0f, dw, g.f);
+    if (dx != nullptr) gemm(false, false, rows, g.c, g.f, dy, g.f, w_t, g.c, 1.0f, dx, g.c);
+    return;
+  }
+  for (int64_t row0 = 0; row0 < total; row0 += chunk) {
+    const int rows = static_cast<int>(std::min(chunk, total - row0));
+    const float* dy_chunk = dy + row0 * g.f;
+    if (dw != nullptr && transposed) {
+      im2col_transposed(g, x, row0, rows, col);
+      gemm(false, false, k, g.f, rows, col, rows, dy_chunk, g.f, 1.0f, dw, g.f);
+    } else if (dw != nullptr) {
+      im2col(g, x, row0, rows, col);
+      gemm(true, false, k, g.f, rows, col, k, dy_chunk, g.f, 1.0f, dw, g.f);
+    }
+    if (dx != nullptr) {
+      gemm(false, false, rows, k, g.f, dy_chunk, g.f, w_t, k, 0.0f, dcol, k);
+      col2im_add(g, dcol, row0, rows, dx);
+    }
+  }
+}
+
 }  // namespace
 
 bool conv_geometry(ConvGeometry& g, bool same_padding) {
@@ -322,9 +366,9 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
   // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it).
   const size_t onednn = onednn_conv_scratch_floats(g, n);
-  const size_t winograd = conv2d_use_winograd(g, false) || conv2d_use_winograd(g, true)
-                              ? conv2d_winograd_scratch_floats(g)
-                              : 0;
+  const bool wino = conv2d_use_winograd(g, false) || conv2d_use_winograd(g, true) ||
+                    conv2d_use_winograd_weights(g);
+  const size_t winograd = wino ? conv2d_winograd_scratch_floats(g) : 0;
   return std::max({static_cast<size_t>(std::max(im2col, direct)), onednn, winograd});
 }
 
@@ -363,11 +407,17 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
 }
 
 // The winner per pass (bench/kernels/conv_candidates_bench.cpp, conv_winograd_bench.cpp):
-// Winograd F(2x2,3x3) for the stride-1 3x3 forward and input-gradient passes with channels enough
+// Winograd for the stride-1 3x3 forward (F(4x4,3x3) where conv2d_use_winograd_f4, else F(2x2,3x3))
+// and input-gradient (F(2x2,3x3)) passes with channels enough
 // (conv2d_use_winograd), else oneDNN's JIT convolution for the shapes it serves
-// (conv2d_onednn.h), the GEMM path for everything else and for the kernel gradient.
+// (conv2d_onednn.h), the GEMM path for everything else; for the kernel gradient Winograd where
+// conv2d_use_winograd_weights says so, else the GEMM path.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
                     float* y, float* scratch, const Activation* act, float* act_out) {
+  if (conv2d_use_winograd_f4(g)) {
+    conv2d_forward_winograd_f4(g, n, x, w, b, y, scratch, act, act_out);
+    return;
+  }
   if (conv2d_use_winograd(g, false)) {
     conv2d_forward_winograd(g, n, x, w, b, y, scratch, act, act_out);
     return;
@@ -383,7 +433,11 @@ void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* 
     dx = nullptr;
   }
   if (dx != nullptr && onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
-  conv2d_backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
+  if (conv2d_use_winograd_weights(g)) {
+    conv2d_backward_weights_winograd(g, n, x, dy, dw, scratch);
+    dw = nullptr;
+  }
+  backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
 }
 
 // Per chunk of R output pixels, with col = im2col(x) for the chunk and dy_c its rows of dy:
@@ -393,43 +447,7 @@ void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* 
 // (the fastest path of gemm()). db sums dy's rows, contiguous over F.
 void conv2d_backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
                           const float* dy, float* dx, float* dw, float* db, float* scratch) {
-  const int64_t total = int64_t{n} * g.oh * g.ow;
-  const int k = static_cast<int>(patch_size(g));
-  const int64_t chunk = chunk_rows(g, n);
-  float* col = scratch;
-  float* dcol = scratch + chunk * k;
-  float* w_t = scratch + 2 * chunk * k;
-  const bool transposed = use_transposed_im2col(g);
-  if (db != nullptr) {
-    for (int64_t r = 0; r < total; ++r) {
-      const float* __restrict dy_row = dy + r * g.f;
-      float* __restrict db_out = db;
-      for (int f = 0; f < g.f; ++f) db_out[f] += dy_row[f];
-    }
-  }
-  if (dx != nullptr) transpose(k, g.f, w, w_t);
-  if (is_pointwise(g)) {
-    // x[N*H*W, C] is its own im2col: dw += x^T dy, dx += dy w^T in one GEMM each.
-    const int rows = static_cast<int>(total);
-    gemm(true, false, g.c, g.f, rows, x, g.c, dy, g.f, 1.0f, dw, g.f);
-    if (dx != nullptr) gemm(false, false, rows, g.c, g.f, dy, g.f, w_t, g.c, 1.0f, dx, g.c);
-    return;
-  }
-  for (int64_t row0 = 0; row0 < total; row0 += chunk) {
-    const int rows = static_cast<int>(std::min(chunk, total - row0));
-    const float* dy_chunk = dy + row0 * g.f;
-    if (transposed) {
-      im2col_transposed(g, x, row0, rows, col);
-      gemm(false, false, k, g.f, rows, col, rows, dy_chunk, g.f, 1.0f, dw, g.f);
-    } else {
-      im2col(g, x, row0, rows, col);
-      gemm(true, false, k, g.f, rows, col, k, dy_chunk, g.f, 1.0f, dw, g.f);
-    }
-    if (dx != nullptr) {
-      gemm(false, false, rows, k, g.f, dy_chunk, g.f, w_t, k, 0.0f, dcol, k);
-      col2im_add(g, dcol, row0, rows, dx);
-    }
-  }
+  backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
 }
 
 // Depthwise: y[n,oy,ox,c*D+d] = b[c*D+d] + sum_{ky,kx} x[n,iy,ix,c] w[ky,kx,c,d] with

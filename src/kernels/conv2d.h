@@ -3,8 +3,8 @@
 // channel c*D+d). Dimension letters: N batch, H W C input, OH OW F output, KH KW kernel.
 // Padding: Keras/TensorFlow "same" puts the extra pixel after (bottom/right); conv_geometry()
 // computes it. Each fast kernel keeps a naive `_ref` twin used only by tests.
-// conv2d_forward/conv2d_backward pick the fastest path per pass (Winograd F(2x2,3x3) for stride-1
-// 3x3 layers with channels enough, see conv2d_winograd.h; else oneDNN's JIT convolution where it
+// conv2d_forward/conv2d_backward pick the fastest path per pass (Winograd for stride-1 3x3 layers
+// with channels enough, see conv2d_winograd.h; else oneDNN's JIT convolution where it
 // serves the shape, see conv2d_onednn.h; else the im2col/GEMM path, also callable directly as
 // conv2d_forward_gemm/conv2d_backward_gemm). conv2d_scratch_floats is the plan step: call it
 // (thread-safe) before the passes for a geometry; any later batch of at most n can then run.

@@ -1,8 +1,9 @@
-// Tests for the Winograd F(2x2,3x3) convolution kernels: forward and input gradient against the
-// naive _ref oracle and the direct (GEMM) path within 1e-4 of the output's scale on W1/W2's shapes
-// and odd ones (1 channel, 7x7 images, batch 1, channels not a multiple of 8, odd output sizes,
-// same and valid padding), bit-for-bit independence of buffer alignment and of the batch, and the
-// dispatch through conv2d_forward / conv2d_backward.
+// Tests for the Winograd convolution kernels (F(2x2,3x3) forward, input and kernel gradient;
+// F(4x4,3x3) forward and input gradient) against the naive _ref oracle and the direct (GEMM) path
+// within 1e-4 of the output's scale on W1/W2's shapes and odd ones (1 channel, 7x7 images, batch
+// 1, channels not a multiple of 8, odd output sizes, same and valid padding), bit-for-bit
+// independence of buffer alignment and of the batch, and the dispatch through conv2d_forward /
+// conv2d_backward.
 #include "kernels/conv2d_winograd.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,12 @@ double expect_relative(const std::vector<float>& got, const std::vector<float>& 
     }
   }
   return worst;
+}
+
+std::string format_error(double e) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", e);
+  return buf;
 }
 
 struct Case {
@@ -113,7 +121,7 @@ TEST(Conv2dWinograd, ForwardMatchesReferenceAndDirectPath) {
       expect_relative(y, direct, 1e-4, what + " vs direct");
     }
   }
-  RecordProperty("worst_relative_error", std::to_string(worst));
+  RecordProperty("worst_relative_error", format_error(worst));
   EXPECT_LT(worst, 1e-4);
 }
 
@@ -152,6 +160,112 @@ TEST(Conv2dWinograd, InputGradientAccumulatesAndMatchesReference) {
   }
 }
 
+// dw accumulates; compared with the oracle on every case and with the GEMM path (what
+// conv2d_backward ran before) on those and on W1's m7 at its training batch of 32.
+TEST(Conv2dWinograd, KernelGradientAccumulatesAndMatchesReferenceAndDirectPath) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({32, 26, 26, 32, 64, false});  // m7's second convolution, W1's batch
+  double worst = 0.0;
+  for (const Case& k : cases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, k.n);
+    const size_t ws = size_t(9) * g.c * g.f;
+    const auto x = random_floats(size_t(k.n) * g.h * g.w * g.c, 1);
+    const auto w = random_floats(ws, 2, -0.3f, 0.3f);
+    const auto dy = random_floats(size_t(k.n) * g.oh * g.ow * g.f, 3);
+    const auto dw0 = random_floats(ws, 4);
+    std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+    std::vector<float> direct_scratch(conv2d_scratch_floats(g, k.n));
+    std::vector<float> dw = dw0, direct = dw0;
+    conv2d_backward_weights_winograd(g, k.n, x.data(), dy.data(), dw.data(), scratch.data());
+    conv2d_backward_gemm(g, k.n, x.data(), w.data(), dy.data(), nullptr, direct.data(), nullptr,
+                         direct_scratch.data());
+    worst = std::max(worst, expect_relative(dw, direct, 1e-4, what + " dw vs direct"));
+    if (k.n > 3) continue;  // the oracle is slow at W1's batch
+    std::vector<float> ref = dw0, db(g.f);
+    conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), nullptr, ref.data(), db.data());
+    worst = std::max(worst, expect_relative(dw, ref, 1e-4, what + " dw vs ref"));
+  }
+  RecordProperty("worst_relative_error", format_error(worst));
+  EXPECT_LT(worst, 1e-4);
+}
+
+// The kernel gradient of a batch sums its images in order: the same bits at any buffer
+// alignment and on every run, and within rounding of the batch computed in two calls (the
+// kernel transform is applied once per call, so a split batch is not bit-identical; the GEMM path
+// it replaces is not either, its chunks of rows depend on the batch size).
+TEST(Conv2dWinograd, KernelGradientIsDeterministicAndAlignmentIndependent) {
+  for (const Case& k : {kCases[1], kCases[5], kCases[8]}) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const std::string what = describe(g, 3);
+    const int n = 3;
+    const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+    const size_t ws = size_t(9) * g.c * g.f;
+    const auto x = random_floats(xs, 11), dy = random_floats(ys, 12);
+    const size_t ss = conv2d_winograd_scratch_floats(g);
+    std::vector<float> buf;
+    testing::expect_alignment_independent(
+        {x, dy}, {ws},
+        [&](const auto& i, const auto& o) {
+          buf.assign(ss + 16, 0.0f);
+          float* sc = buf.data() + reinterpret_cast<uintptr_t>(i[0]) / sizeof(float) % 16;
+          conv2d_backward_weights_winograd(g, n, i[0], i[1], o[0], sc);
+        },
+        "kernel gradient " + what);
+    std::vector<float> scratch(ss, 3.0f), once(ws, 0.0f), again(ws, 0.0f), split(ws, 0.0f);
+    conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), once.data(), scratch.data());
+    conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), again.data(), scratch.data());
+    EXPECT_EQ(once, again) << what;
+    conv2d_backward_weights_winograd(g, 2, x.data(), dy.data(), split.data(), scratch.data());
+    conv2d_backward_weights_winograd(g, 1, x.data() + 2 * xs / n, dy.data() + 2 * ys / n,
+                                     split.data(), scratch.data());
+    expect_relative(split, once, 1e-5, what + " split batch");
+  }
+}
+
+// F(4x4,3x3), forward and input gradient, on the same cases and W1's m7 at batch 32: within 1e-4
+// of the output's scale against the oracle and the GEMM path (its transforms' coefficients reach
+// 8 and 1/24, so its errors are some 20x those of F(2x2,3x3)).
+TEST(Conv2dWinograd, F4MatchesReferenceAndDirectPath) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({32, 26, 26, 32, 64, false});
+  double worst_y = 0.0, worst_dx = 0.0;
+  // Inputs of either sign, and non-negative ones as a ReLU before the layer gives.
+  for (const bool post_relu : {false, true}) {
+    for (const Case& k : cases) {
+      const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+      const std::string what = describe(g, k.n) + " F(4x4)" + (post_relu ? " x >= 0" : "");
+      const size_t xs = size_t(k.n) * g.h * g.w * g.c, ys = size_t(k.n) * g.oh * g.ow * g.f;
+      const auto x = random_floats(xs, 1, post_relu ? 0.0f : -1.0f, 1.0f);
+      const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+      const auto b = random_floats(g.f, 3), dy = random_floats(ys, 4), dx0 = random_floats(xs, 5);
+      std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
+      std::vector<float> direct_scratch(conv2d_scratch_floats(g, k.n));
+      std::vector<float> y(ys, 7.0f), y_direct(ys), dx = dx0, dx_direct = dx0;
+      std::vector<float> dw(size_t(9) * g.c * g.f);
+      conv2d_forward_winograd_f4(g, k.n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+      conv2d_forward_gemm(g, k.n, x.data(), w.data(), b.data(), y_direct.data(),
+                          direct_scratch.data());
+      worst_y = std::max(worst_y, expect_relative(y, y_direct, 1e-4, what + " y vs direct"));
+      conv2d_backward_data_winograd_f4(g, k.n, w.data(), dy.data(), dx.data(), scratch.data());
+      conv2d_backward_gemm(g, k.n, x.data(), w.data(), dy.data(), dx_direct.data(), dw.data(),
+                           nullptr, direct_scratch.data());
+      worst_dx = std::max(worst_dx, expect_relative(dx, dx_direct, 1e-4, what + " dx vs direct"));
+      if (k.n > 3) continue;  // the oracle is slow at W1's batch
+      std::vector<float> ref(ys), dx_ref = dx0, db(g.f);
+      conv2d_forward_ref(g, k.n, x.data(), w.data(), b.data(), ref.data());
+      worst_y = std::max(worst_y, expect_relative(y, ref, 1e-4, what + " y vs ref"));
+      conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), dx_ref.data(), dw.data(),
+                          db.data());
+      worst_dx = std::max(worst_dx, expect_relative(dx, dx_ref, 1e-4, what + " dx vs ref"));
+    }
+  }
+  RecordProperty("worst_relative_error_forward", format_error(worst_y));
+  RecordProperty("worst_relative_error_input_gradient", format_error(worst_dx));
+  std::printf("F(4x4) worst relative error: forward %.3g, input gradient %.3g\n", worst_y,
+              worst_dx);
+}
+
 // The same bits wherever the buffers (scratch included) start, and whatever batch an image is in.
 TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
   for (const Case& k : {kCases[1], kCases[5], kCases[8]}) {
@@ -180,11 +294,21 @@ TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
           conv2d_backward_data_winograd(g, n, i[0], i[1], o[0], offset_scratch(i[0], buf));
         },
         "input gradient " + what);
+    testing::expect_alignment_independent(
+        {x, w, b}, {ys},
+        [&](const auto& i, const auto& o) {
+          conv2d_forward_winograd_f4(g, n, i[0], i[1], i[2], o[0], offset_scratch(i[0], buf));
+        },
+        "F(4x4) forward " + what);
     // Image 1 of the batch of 3 against image 1 alone.
     std::vector<float> scratch(ss), y(ys), y1(ys / n), dx(xs, 0.0f), dx1(xs / n, 0.0f);
     conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
     conv2d_forward_winograd(g, 1, x.data() + xs / n, w.data(), b.data(), y1.data(), scratch.data());
     EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + ys / n)) << what;
+    conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
+    conv2d_forward_winograd_f4(g, 1, x.data() + xs / n, w.data(), b.data(), y1.data(),
+                               scratch.data());
+    EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + ys / n)) << what << " F(4x4)";
     conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx.data(), scratch.data());
     conv2d_backward_data_winograd(g, 1, w.data(), dy.data() + ys / n, dx1.data(), scratch.data());
     EXPECT_TRUE(std::equal(dx1.begin(), dx1.end(), dx.begin() + xs / n)) << what;
@@ -192,7 +316,7 @@ TEST(Conv2dWinograd, ResultsDoNotDependOnAlignmentOrBatch) {
 }
 
 // conv2d_forward / conv2d_backward take Winograd on m7's second layer (the same bits as calling it
-// directly) and keep the direct path for a single input channel.
+// directly; all three passes) and keep the direct path for a single input channel.
 TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   const ConvGeometry m7 = make_3x3(26, 26, 32, 64, false), first = make_3x3(28, 28, 1, 32, false);
   EXPECT_TRUE(conv2d_use_winograd(m7, false));
@@ -209,12 +333,55 @@ TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   ASSERT_GE(scratch.size(), conv2d_winograd_scratch_floats(g));
   std::vector<float> y(ys), y_wino(ys), dx(xs, 0.0f), dx_wino(xs, 0.0f), dw(size_t(9) * g.c * g.f);
   conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
-  conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  EXPECT_FALSE(conv2d_use_winograd_f4(first));
+  if (conv2d_use_winograd_f4(m7)) {
+    conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  } else {
+    conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
+  }
   EXPECT_EQ(y, y_wino);
   conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
                   scratch.data());
   conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
   EXPECT_EQ(dx, dx_wino);
+  // The kernel gradient too; the bias gradient still sums dy's rows.
+  EXPECT_TRUE(conv2d_use_winograd_weights(m7));
+  EXPECT_FALSE(conv2d_use_winograd_weights(first));
+  EXPECT_TRUE(conv2d_use_winograd_weights(make_3x3(13, 13, 16, 32, false)));
+  EXPECT_FALSE(conv2d_use_winograd_weights(make_3x3(13, 13, 16, 16, false)));
+  std::vector<float> dw_wino(dw.size(), 0.0f), db(g.f, 0.0f), db_direct(g.f, 0.0f),
+      dw_direct(dw.size(), 0.0f);
+  std::fill(dw.begin(), dw.end(), 0.0f);
+  conv2d_backward(g, n, x.data(), w.data(), dy.data(), nullptr, dw.data(), db.data(),
+                  scratch.data());
+  conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), dw_wino.data(), scratch.data());
+  EXPECT_EQ(dw, dw_wino);
+  conv2d_backward_gemm(g, n, x.data(), w.data(), dy.data(), nullptr, dw_direct.data(),
+                       db_direct.data(), scratch.data());
+  EXPECT_EQ(db, db_direct);
+}
+
+// m6's second layer: the input gradient stays on the direct path, the kernel gradient takes
+// Winograd; conv2d_backward gives all three gradients right.
+TEST(Conv2dWinograd, KernelInterfaceMixesWinogradAndDirectGradients) {
+  const ConvGeometry g = make_3x3(13, 13, 16, 32, false);
+  ASSERT_FALSE(conv2d_use_winograd(g, true));
+  ASSERT_TRUE(conv2d_use_winograd_weights(g));
+  const int n = 3;
+  const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+  const size_t ws = size_t(9) * g.c * g.f;
+  const auto x = random_floats(xs, 21), w = random_floats(ws, 22, -0.3f, 0.3f),
+             dy = random_floats(ys, 23);
+  std::vector<float> scratch(conv2d_scratch_floats(g, n));
+  std::vector<float> dx(xs, 0.5f), dw(ws, 0.5f), db(g.f, 0.5f);
+  std::vector<float> dx_ref = dx, dw_ref = dw, db_ref = db;
+  conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), db.data(),
+                  scratch.data());
+  conv2d_backward_ref(g, n, x.data(), w.data(), dy.data(), dx_ref.data(), dw_ref.data(),
+                      db_ref.data());
+  expect_relative(dx, dx_ref, 1e-4, "m6 dx");
+  expect_relative(dw, dw_ref, 1e-4, "m6 dw");
+  expect_relative(db, db_ref, 1e-4, "m6 db");
 }
 
 }  // namespace
