@@ -50,14 +50,14 @@ ModelIo model_io(ModelFormat format) {
   };
   io.save = [format](const Network& net, const ModelSpec& spec, const std::string& stem) {
     const KerasSaveInfo info = keras_save_info(net, spec.metrics);
-    if (format == ModelFormat::kH5) {
-      save_keras_h5(stem + ".h5", net.model(), net.params(), info, Durability::kProcessCrash);
-      return stem + ".h5";
-    }
-    save_keras(stem + ".keras", net.model(), net.params(), info, Durability::kProcessCrash);
+    if (format == ModelFormat::kH5)
+      return SavedModel{stem + ".h5", save_keras_h5(stem + ".h5", net.model(), net.params(), info,
+                                                    Durability::kProcessCrash)};
+    SavedModel saved{stem + ".keras", save_keras(stem + ".keras", net.model(), net.params(), info,
+                                                 Durability::kProcessCrash)};
     if (format == ModelFormat::kOnnx)
       save_onnx(stem + ".onnx", net.model(), net.params(), Durability::kProcessCrash);
-    return stem + ".keras";
+    return saved;
   };
   return io;
 }

@@ -284,7 +284,7 @@ std::string default_out_dir(const Plan& plan) {
 // Runs job `j` on this thread in the output folder `dir`, its model built again (prepare_jobs()
 // dropped it); a model that cannot be built is a failed job.
 JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData& data,
-                       const JobContext& ctx, const std::string& dir, std::string& saved) {
+                       const JobContext& ctx, const std::string& dir, SavedModel& saved) {
   try {
     return fleet_detail::train_job(*j.spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
@@ -536,13 +536,15 @@ class WorkerPool {
     if (helpers_) ctx.helpers = &board_;
     ctx.job = static_cast<int>(j.index);
     ctx.checkpoint_seconds = st_.opts.checkpoint_seconds;
-    std::string saved;
+    SavedModel saved;
     JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
     if (ctx.helpers && j.pieces > 1) board_.job_done();
     busy_[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
     ++jobs_;
-    st_.store(j, std::move(r), {},
-              saved.empty() ? "" : "models/" + std::filesystem::path(saved).filename().string());
+    st_.store(
+        j, std::move(r), {},
+        saved.path.empty() ? "" : "models/" + std::filesystem::path(saved.path).filename().string(),
+        saved.xxh3);
     st_.timeline_ended(w, j);
     st_.live->job_finished(w, st_.results[j.index], j.cost);
   }

@@ -78,14 +78,21 @@ struct FleetSummary {
 };
 
 // Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).
+// A model file that ModelIo::save wrote: its path ("" when none) and the xxh3 of its bytes
+// (hash_bytes), which the run records for --resume without reading the file back.
+struct SavedModel {
+  std::string path;
+  uint64_t xxh3 = 0;
+};
+
 struct ModelIo {
   // Builds the model of a `keras:` spec and fills its initial weights (empty when the file has
   // none). Throws Error.
   std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)>
       load;
   // Saves a trained network to `path_without_extension` + its extension, atomically but without
-  // an fsync (the run syncs its folder once, at its end); returns the path.
-  std::function<std::string(const Network&, const ModelSpec&, const std::string&)> save;
+  // an fsync (the run syncs its folder once, at its end); returns the path and the bytes' hash.
+  std::function<SavedModel(const Network&, const ModelSpec&, const std::string&)> save;
   // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
   // none that nnfleet runs.
   // none that nnfleet runs. The shape is the data's (for the file's free dimensions).

@@ -346,11 +346,12 @@ void RunFolder::add_columns(const JobResult& r) {
       columns_.push_back(kv.first);
 }
 
-void RunFolder::append(size_t index, const JobResult& r, const std::string& model_file) {
+void RunFolder::append(size_t index, const JobResult& r, const std::string& model_file,
+                       uint64_t model_xxh3) {
   Json j = job_result_to_json(r);
   if (!model_file.empty()) {
     j["model_file"] = model_file;
-    j["model_xxh3"] = hex64(hash_file(dir_ + "/" + model_file));
+    j["model_xxh3"] = hex64(model_xxh3);
   }
   const std::string json = j.dump();
   const std::string line = frame(json);

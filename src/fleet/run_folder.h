@@ -65,8 +65,9 @@ class RunFolder {
   // `bytes` more fit. Throws FileError.
   void check_writable(uint64_t bytes) const;
   // Appends the record of finished model `index`; `model_file` is relative to the folder ("":
-  // none saved). Throws FileError (the record is then absent, never torn). Not thread-safe.
-  void append(size_t index, const JobResult& r, const std::string& model_file);
+  // none saved), `model_xxh3` the hash of its bytes as written (hash_bytes). Throws FileError (the
+  // record is then absent, never torn). Not thread-safe.
+  void append(size_t index, const JobResult& r, const std::string& model_file, uint64_t model_xxh3);
   // history.csv: one row per epoch of every recorded model, in plan order, read back from
   // jobs.log. Throws FileError.
   void write_history();

@@ -19,7 +19,7 @@ void RunState::halt(const std::string& why) {
 }
 
 void RunState::store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
-                     std::string model_file) {
+                     std::string model_file, uint64_t model_xxh3) {
   // Only this job writes these (outside the lock). Failing to write the model fails the job, as
   // failing to save it does on this rank; a lost checkpoint only means that a resumed job starts
   // from an earlier one.
@@ -27,7 +27,10 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     const bool checkpoint = path.rfind("checkpoints/", 0) == 0;
     try {
       write_file_atomic(dir + "/" + path, bytes, Durability::kProcessCrash);
-      if (!checkpoint) model_file = path;
+      if (!checkpoint) {
+        model_file = path;
+        model_xxh3 = hash_bytes(bytes);
+      }
     } catch (const Error& e) {
       if (checkpoint) continue;
       r.status = JobStatus::kFailed;
@@ -41,7 +44,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // later one would fail the same way.
   if (r.status != JobStatus::kCancelled && !r.retry) {
     try {
-      folder->append(job.index, r, model_file);
+      folder->append(job.index, r, model_file, model_xxh3);
       std::remove((dir + "/checkpoints/" + job.spec->name + ".ckpt").c_str());
     } catch (const Error& e) {
       r.status = JobStatus::kFailed;

@@ -52,9 +52,10 @@ struct RunState {
   PreparedJob* take();
   // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
   // it finished for --resume) and records its result; `model_file` (relative to the folder)
-  // names the model this process saved for it. A write failure fails the job and stops the run.
+  // names the model this process saved for it, `model_xxh3` its bytes' hash. A write failure
+  // fails the job and stops the run.
   void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
-             std::string model_file = "");
+             std::string model_file = "", uint64_t model_xxh3 = 0);
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
   // timeline.jsonl: job `model` started, or ended with its stored result, on display slot `slot`.

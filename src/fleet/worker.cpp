@@ -32,7 +32,7 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
 }
 
 JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data, JobContext ctx,
-                    const std::string& root, std::string& saved) {
+                    const std::string& root, SavedModel& saved) {
   std::vector<float> initial;
   RestoredOptimizer restored;
   std::shared_ptr<const Model> model = job_model(s, io, data, initial, restored);

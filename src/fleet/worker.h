@@ -20,9 +20,10 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
 
 // Trains `s` on this thread, `ctx` as the caller set it (seed, core, stop, observer, helpers,
 // checkpoint_seconds), in the folder `root`: the checkpoint is <root>/checkpoints/<name>.ckpt and
-// io.save, when set, writes the model under <root>/models/, its path then in `saved`. Throws Error
-// only when the model cannot be built (job_model); after that the outcome is the JobResult.
+// io.save, when set, writes the model under <root>/models/, its path and hash then in `saved`.
+// Throws Error only when the model cannot be built (job_model); after that the outcome is the
+// JobResult.
 JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data, JobContext ctx,
-                    const std::string& root, std::string& saved);
+                    const std::string& root, SavedModel& saved);
 
 }  // namespace nnfleet::fleet_detail

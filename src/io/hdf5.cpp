@@ -418,13 +418,34 @@ void Group::write_string_list_attr(const std::string& name, const std::vector<st
   if (rc < 0) throw_at("write", file_, "cannot write attribute", at);
 }
 
-void Group::write_floats(const std::string& name, const std::vector<int64_t>& dims,
-                         const float* data) {
+namespace {
+
+// Dataset creation without modification times (HDF5 stores one per dataset by default), so that
+// equal contents make equal files.
+hid_t untimed_dcpl() {
+  static const hid_t dcpl = [] {
+    const hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+    NNFLEET_CHECK(p >= 0 && H5Pset_obj_track_times(p, 0) >= 0);
+    return p;
+  }();
+  return dcpl;
+}
+
+// Where a written dataset's bytes start in its file, or kNoAddress.
+uint64_t data_address(hid_t ds) {
+  const haddr_t a = H5Dget_offset(ds);
+  return a == HADDR_UNDEF ? kNoAddress : static_cast<uint64_t>(a);
+}
+
+}  // namespace
+
+uint64_t Group::write_floats(const std::string& name, const std::vector<int64_t>& dims,
+                             const float* data) {
   std::vector<hsize_t> d(dims.begin(), dims.end());
   Handle s(d.empty() ? H5Screate(H5S_SCALAR)
                      : H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr),
            H5Sclose);
-  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_IEEE_F32LE, s.get(), H5P_DEFAULT, H5P_DEFAULT,
+  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_IEEE_F32LE, s.get(), H5P_DEFAULT, untimed_dcpl(),
                        H5P_DEFAULT),
             H5Dclose);
   size_t n = 1;
@@ -437,15 +458,17 @@ void Group::write_floats(const std::string& name, const std::vector<int64_t>& di
         H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, n == 0 ? &dummy : data);
   }
   if (rc < 0) throw_at("write", file_, "cannot write dataset", child_path(name));
+  return n == 0 ? kNoAddress : data_address(ds.get());
 }
 
-void Group::write_int64_scalar(const std::string& name, int64_t v) {
+uint64_t Group::write_int64_scalar(const std::string& name, int64_t v) {
   Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle ds(
-      H5Dcreate2(id(), name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-      H5Dclose);
+  Handle ds(H5Dcreate2(id(), name.c_str(), H5T_STD_I64LE, s.get(), H5P_DEFAULT, untimed_dcpl(),
+                       H5P_DEFAULT),
+            H5Dclose);
   if (!ds.valid() || H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
     throw_at("write", file_, "cannot write dataset", child_path(name));
+  return data_address(ds.get());
 }
 
 // --- Dataset ---------------------------------------------------------------------------------

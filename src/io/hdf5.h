@@ -25,6 +25,9 @@
 
 namespace nnfleet::h5 {
 
+// A dataset with no bytes in the file.
+inline constexpr uint64_t kNoAddress = ~uint64_t{0};
+
 // Attributes and string lists beyond this size are treated as corrupt.
 inline constexpr size_t kMaxAttrBytes = limits::kMaxAttrBytes;
 
@@ -103,9 +106,12 @@ class Group {
   // Strings as one array attribute, or h5py's float64 empty array when `values` is empty.
   void write_string_list_attr(const std::string& name, const std::vector<std::string>& values,
                               StrType type);
-  // float32 dataset of the given shape (empty dims = scalar).
-  void write_floats(const std::string& name, const std::vector<int64_t>& dims, const float* data);
-  void write_int64_scalar(const std::string& name, int64_t v);
+  // float32 dataset of the given shape (empty dims = scalar). Both return where the dataset's
+  // bytes start in the file (kNoAddress for an empty one). Datasets carry no modification time,
+  // so a file's bytes depend only on what was written, not on when.
+  uint64_t write_floats(const std::string& name, const std::vector<int64_t>& dims,
+                        const float* data);
+  uint64_t write_int64_scalar(const std::string& name, int64_t v);
 
   // Throws FileError("failed to <verb> HDF5 file '<file>': <what> '<path>/<name>'").
   [[noreturn]] void fail(const std::string& what, const std::string& name = "") const;

@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 
+#include "io/h5_builder.h"
 #include "io/hdf5.h"
 #include "io/keras_graph.h"
 #include "io/zip_archive.h"
@@ -21,7 +22,34 @@ using OJson = nlohmann::ordered_json;
 // Keras splits attributes larger than this (HDF5's object header limit) into name0, name1, ...
 constexpr size_t kHdf5ObjectHeaderLimit = 64512;
 
-OJson ordered(const Json& j) { return OJson::parse(j.dump()); }
+// The same value with its keys kept in the order they have (Json's sorted order), converted
+// directly rather than through text.
+OJson ordered(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::object: {
+      OJson o = OJson::object();
+      for (auto it = j.begin(); it != j.end(); ++it) o.emplace(it.key(), ordered(it.value()));
+      return o;
+    }
+    case Json::value_t::array: {
+      OJson a = OJson::array();
+      for (const Json& e : j) a.push_back(ordered(e));
+      return a;
+    }
+    case Json::value_t::string:
+      return j.get_ref<const std::string&>();
+    case Json::value_t::boolean:
+      return j.get<bool>();
+    case Json::value_t::number_integer:
+      return j.get<int64_t>();
+    case Json::value_t::number_unsigned:
+      return j.get<uint64_t>();
+    case Json::value_t::number_float:
+      return j.get<double>();
+    default:
+      return nullptr;
+  }
+}
 
 OJson batch_shape(const Shape& s) {
   OJson a = OJson::array({nullptr});
@@ -153,14 +181,15 @@ OJson keras3_layers(const Model& m, bool functional) {
       in["name"] = m.input(k).name;
       in["inbound_nodes"] = OJson::array();
     }
-    layers.push_back(in);
+    layers.push_back(std::move(in));
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
-    OJson e{{"module", "keras.layers"},
-            {"class_name", l.class_name()},
-            {"config", layer_config(m, i, true)},
-            {"registered_name", nullptr}};
+    OJson e = OJson::object();
+    e["module"] = "keras.layers";
+    e["class_name"] = l.class_name();
+    e["config"] = layer_config(m, i, true);
+    e["registered_name"] = nullptr;
     const auto& ins = m.layer_inputs(i);
     if (has_build_config(l.class_name())) {
       if (has_initial_state(m, i)) {
@@ -203,7 +232,7 @@ OJson keras3_layers(const Model& m, bool functional) {
       e["name"] = l.name();
       e["inbound_nodes"] = OJson::array({{{"args", args}, {"kwargs", kwargs}}});
     }
-    layers.push_back(e);
+    layers.push_back(std::move(e));
   }
   return layers;
 }
@@ -249,7 +278,7 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
     cfg["layers"] = keras3_layers(m, true);
     cfg["input_layers"] = input_refs(m);
     cfg["output_layers"] = output_refs(m);
-    top["config"] = cfg;
+    top["config"] = std::move(cfg);
     top["registered_name"] = "Functional";
   } else {
     top["module"] = "keras";
@@ -260,7 +289,7 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
                          {"registered_name", nullptr}};
     cfg["layers"] = keras3_layers(m, false);
     cfg["build_input_shape"] = batch_shape(m.input_shape());
-    top["config"] = cfg;
+    top["config"] = std::move(cfg);
     top["registered_name"] = nullptr;
     top["build_config"] = {{"input_shape", batch_shape(m.input_shape())}};
   }
@@ -283,8 +312,10 @@ OJson config_json(const Model& m, const KerasSaveInfo& info) {
 
 std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }
 
-// Opens base/path, creating the groups along it that are missing.
-h5::Group open_or_create(h5::Group& base, const std::string& path) {
+// Opens base/path, creating the groups along it that are missing (an h5::Group or a
+// h5::Builder::Node).
+template <typename G>
+G open_or_create(G& base, const std::string& path) {
   std::string sofar;
   for (size_t a = 0;;) {
     const size_t b = path.find('/', a);
@@ -306,7 +337,7 @@ h5::Group open_or_create(h5::Group& base, const std::string& path) {
 // Keras 3's groups for one layer: the layer's own vars (named after the layer), and each
 // sub-group of Layer::keras_var_path with its vars (a recurrent cell's named after the cell,
 // e.g. gru_cell, as Keras names the cell object).
-void write_keras3_layer(h5::Group lg, const Model& m, size_t i, const float* params,
+void write_keras3_layer(h5::Builder::Node lg, const Model& m, size_t i, const float* params,
                         const std::vector<size_t>& offsets) {
   const Layer& l = m.layer(i);
   const auto& specs = m.planned(i).params;
@@ -315,7 +346,7 @@ void write_keras3_layer(h5::Group lg, const Model& m, size_t i, const float* par
     const KerasVarPath where = l.keras_var_path(j);
     const std::string vpath = where.group.empty() ? "vars" : where.group + "/vars";
     if (!lg.has_group(vpath)) {
-      h5::Group v = open_or_create(lg, vpath);
+      h5::Builder::Node v = open_or_create(lg, vpath);
       const std::string legacy = l.keras_legacy_weight_name(j, specs[j].name);
       const size_t slash = legacy.rfind('/');
       v.write_string_attr("name", slash == std::string::npos ? l.name() : legacy.substr(0, slash),
@@ -338,22 +369,21 @@ std::string now_string() {
 // The model.weights.h5 of a .keras file; `where` names the .keras in messages.
 std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
                            const std::string& where) {
-  auto lock = h5::hdf5_lock();
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
   const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
-  h5::File f = h5::File::create(where + ":model.weights.h5", 4 * total * (1 + slots) +
-                                                                 1024 * m.num_layers());
-  h5::Group& root = f.root();
+  // Made by a Builder: the models of one architecture share everything but their numbers.
+  h5::Builder f(where + ":model.weights.h5", 4 * total * (1 + slots) + 1024 * m.num_layers());
+  h5::Builder::Node root = f.root();
   // The model's own (empty) variable group, named after the model.
-  root.create_group("vars").write_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
-  h5::Group layers = root.create_group("layers");
+  root.create_group("vars").write_varying_string_attr("name", m.name(), h5::StrType::kVlenUtf8);
+  h5::Builder::Node layers = root.create_group("layers");
   const bool fn = functional(m, info);
   const KerasGraph g = keras_graph_of(std::shared_ptr<const Model>(&m, [](const Model*) {}), fn);
   if (fn) {
     // Functional.layers starts with the InputLayers, which get (variable-less) groups.
     for (size_t k = 0; k < m.num_inputs(); ++k) {
-      h5::Group v = layers.create_group(input_layer_key(k)).create_group("vars");
+      h5::Builder::Node v = layers.create_group(input_layer_key(k)).create_group("vars");
       v.write_string_attr("name", m.input(k).name, h5::StrType::kVlenUtf8);
     }
   }
@@ -362,7 +392,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
     // A wrapper's weights live with its wrapped layer (time_distributed/layer/vars); the wrapper
     // keeps an empty vars group of its own, as Keras writes it.
     const size_t slash = key.find('/');
-    h5::Group group = layers.create_group(key.substr(0, slash));
+    h5::Builder::Node group = layers.create_group(key.substr(0, slash));
     if (slash != std::string::npos) {
       group.create_group("vars").write_string_attr("name", m.layer(i).name(),
                                                    h5::StrType::kVlenUtf8);
@@ -373,7 +403,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   if (compiled(info) && info.optimizer_state) {
     const OptimizerSpec& spec = *info.optimizer;
     const Json ocfg = optimizer_keras_config(spec);
-    h5::Group v = root.create_group("optimizer").create_group("vars");
+    h5::Builder::Node v = root.create_group("optimizer").create_group("vars");
     v.write_string_attr("name", ocfg.value("name", std::string("optimizer")),
                         h5::StrType::kVlenUtf8);
     v.write_int64_scalar("0", info.iterations);
@@ -398,7 +428,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                      info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
     }
   }
-  return f.close_image();
+  return f.finish();
 }
 
 // Keras's save_attributes_to_hdf5_group: one attribute, or name0, name1, ... when the fixed-width
@@ -610,8 +640,8 @@ Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
   return Json::parse(config_json(m, info).dump());
 }
 
-void save_keras(const std::string& path, const Model& m, const float* params,
-                const KerasSaveInfo& info, Durability d) {
+uint64_t save_keras(const std::string& path, const Model& m, const float* params,
+                    const KerasSaveInfo& info, Durability d) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
   // The weights are made in memory (h5::File::create says why) and stored in the archive as they
   // are: a model's weights are held twice for a moment, never written twice.
@@ -619,12 +649,16 @@ void save_keras(const std::string& path, const Model& m, const float* params,
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json(m, info).dump(), ""};
   members[2] = {"model.weights.h5", keras3_weights(m, params, info, path), ""};
-  write_file_atomic(path, zip_image(path, members), d);
+  const std::string bytes = zip_image(path, members);
+  write_file_atomic(path, bytes, d);
+  return hash_bytes(bytes);
 }
 
-void save_keras_h5(const std::string& path, const Model& m, const float* params,
-                   const KerasSaveInfo& info, Durability d) {
-  write_file_atomic(path, legacy_h5(m, params, info, path), d);
+uint64_t save_keras_h5(const std::string& path, const Model& m, const float* params,
+                       const KerasSaveInfo& info, Durability d) {
+  const std::string bytes = legacy_h5(m, params, info, path);
+  write_file_atomic(path, bytes, d);
+  return hash_bytes(bytes);
 }
 
 }  // namespace nnfleet

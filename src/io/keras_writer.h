@@ -64,10 +64,11 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
 
 // `params` is laid out as Network::params(). Written atomically (a temporary, then a rename),
 // with an fsync unless `d` says otherwise (the fleet syncs its output folder once per run).
-void save_keras(const std::string& path, const Model& m, const float* params,
-                const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
-void save_keras_h5(const std::string& path, const Model& m, const float* params,
-                   const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
+// Both return the xxh3 of the bytes written (hash_bytes).
+uint64_t save_keras(const std::string& path, const Model& m, const float* params,
+                    const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
+uint64_t save_keras_h5(const std::string& path, const Model& m, const float* params,
+                       const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
 
 // The config.json object save_keras writes (compile_config included when compiled).
 Json keras_config_json(const Model& m, const KerasSaveInfo& info = {});

@@ -66,11 +66,10 @@ inline std::string read_text(const std::string& path) {
 inline ModelIo raw_io(Durability d = Durability::kSystemCrash) {
   ModelIo io;
   io.save = [d](const Network& net, const ModelSpec&, const std::string& path) {
-    write_file_atomic(
-        path + ".bin",
-        std::string(reinterpret_cast<const char*>(net.params()), net.num_params() * sizeof(float)),
-        d);
-    return path + ".bin";
+    const std::string bytes(reinterpret_cast<const char*>(net.params()),
+                            net.num_params() * sizeof(float));
+    write_file_atomic(path + ".bin", bytes, d);
+    return SavedModel{path + ".bin", hash_bytes(bytes)};
   };
   return io;
 }

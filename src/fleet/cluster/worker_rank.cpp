@@ -246,13 +246,13 @@ class WorkerRank {
       ctx.stop = &stop_;
       ctx.observer = &fwd;
       ctx.checkpoint_seconds = opts_.checkpoint_seconds;
-      std::string saved;
+      SavedModel saved;
       fwd.begin(index, ckpt);
       r = train_job(s, io_, data_[s.source], ctx, tmp_, saved);
-      if (!saved.empty()) {
-        files.emplace_back("models/" + std::filesystem::path(saved).filename().string(),
-                           read_file(saved));
-        std::filesystem::remove(saved);
+      if (!saved.path.empty()) {
+        files.emplace_back("models/" + std::filesystem::path(saved.path).filename().string(),
+                           read_file(saved.path));
+        std::filesystem::remove(saved.path);
       }
       if (r.status == JobStatus::kCancelled && file_exists(ckpt))
         files.emplace_back("checkpoints/" + s.name + ".ckpt", read_file(ckpt));

@@ -1,0 +1,133 @@
+// h5::Builder: a file made from a template is byte for byte the file libhdf5 makes from the same
+// script, and reads back with its own numbers and name; anything but numbers and varying
+// strings makes a new structure. libhdf5 runs once per structure per thread, which is what keeps
+// a fleet of small models cheap to write (one HDF5 file set-up per architecture, not per model).
+#include "io/h5_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace nnfleet {
+namespace {
+
+struct Numbers {
+  std::string name = "model-a";
+  std::vector<float> w = {1, 2, 3, 4, 5, 6};
+  float lr = 0.5f;
+  int64_t step = 7;
+  std::string layer = "dense";
+};
+
+// A small Keras-like weights file.
+std::string build(const Numbers& n) {
+  h5::Builder b("test.h5", 4096);
+  h5::Builder::Node root = b.root();
+  root.create_group("vars").write_varying_string_attr("name", n.name, h5::StrType::kVlenUtf8);
+  h5::Builder::Node layer = root.create_group("layers").create_group(n.layer);
+  layer.create_group("vars").write_string_attr("name", n.layer, h5::StrType::kVlenUtf8);
+  const std::string vars = std::string("layers/").append(n.layer).append("/vars");
+  EXPECT_TRUE(root.has_group(vars));
+  EXPECT_FALSE(root.has_group("layers/none"));
+  root.group(vars).write_floats("0", {2, 3}, n.w.data());
+  root.group("layers").write_floats("empty", {0}, nullptr);
+  h5::Builder::Node opt = root.create_group("optimizer");
+  opt.write_int64_scalar("0", n.step);
+  opt.write_floats("1", {}, &n.lr);
+  opt.write_string_list_attr("names", {"a", "bc"}, h5::StrType::kFixedAscii);
+  return b.finish();
+}
+
+// Files made by libhdf5 and from templates since `before`.
+h5::Builder::Counts since(const h5::Builder::Counts& before) {
+  const h5::Builder::Counts now = h5::Builder::counts();
+  return {now.by_hdf5 - before.by_hdf5, now.from_template - before.from_template};
+}
+
+// Built on a new thread: its templates are empty, so libhdf5 makes the file.
+std::string build_fresh(const Numbers& n, h5::Builder::Counts* counts = nullptr) {
+  std::string out;
+  const h5::Builder::Counts before = h5::Builder::counts();
+  std::thread t([&] { out = build(n); });
+  t.join();
+  if (counts) *counts = since(before);
+  return out;
+}
+
+TEST(H5Builder, AFileFromATemplateIsTheFileLibhdf5Makes) {
+  std::thread t([] {
+    const Numbers a;
+    Numbers b;
+    b.name = "model-b";  // same length
+    b.w = {-1, 0.25f, 1e30f, -0.0f, 7, 8};
+    b.lr = 1e-3f;
+    b.step = 123456789012;
+    const h5::Builder::Counts before = h5::Builder::counts();
+    const std::string first = build(a), second = build(b);
+    EXPECT_EQ(since(before).by_hdf5, 1u);
+    EXPECT_EQ(since(before).from_template, 1u);
+    h5::Builder::Counts fresh_counts;
+    EXPECT_EQ(second, build_fresh(b, &fresh_counts));
+    EXPECT_EQ(fresh_counts.by_hdf5, 1u);
+    EXPECT_EQ(first, build_fresh(a));
+    EXPECT_NE(first, second);
+
+    // (An in-memory file is open here: nothing else may make one meanwhile, as hdf5.h says.)
+    h5::File f = h5::File::open_image("second.h5", second);
+    EXPECT_EQ(f.root().group("vars").string_attr("name"), "model-b");
+    std::vector<float> w(6);
+    f.root().dataset("layers/dense/vars/0").read_floats(w.data(), w.size());
+    EXPECT_EQ(w, b.w);
+    EXPECT_EQ(f.root().dataset("optimizer/0").read_int64(), b.step);
+    float lr = 0;
+    f.root().dataset("optimizer/1").read_floats(&lr, 1);
+    EXPECT_EQ(lr, b.lr);
+  });
+  t.join();
+}
+
+TEST(H5Builder, AnythingButNumbersAndVaryingStringsIsANewStructure) {
+  std::thread t([] {
+    const h5::Builder::Counts before = h5::Builder::counts();
+    Numbers n;
+    build(n);
+    n.layer = "dense_1";  // a group name and a fixed attribute
+    const std::string other_layer = build(n);
+    n.name = "a-longer-name";  // a varying string of another length
+    const std::string longer = build(n);
+    EXPECT_EQ(since(before).by_hdf5, 3u);
+    EXPECT_EQ(since(before).from_template, 0u);
+    EXPECT_EQ(longer, build_fresh(n));
+    {
+      h5::File f = h5::File::open_image("longer.h5", longer);
+      EXPECT_EQ(f.root().group("vars").string_attr("name"), "a-longer-name");
+      EXPECT_TRUE(f.root().has_dataset("layers/dense_1/vars/0"));
+    }
+    // Every structure is kept: the first again comes from its template.
+    n = Numbers{};
+    n.w[0] = 42;
+    const h5::Builder::Counts again = h5::Builder::counts();
+    const std::string kept = build(n);
+    EXPECT_EQ(since(again).from_template, 1u);
+    EXPECT_EQ(kept, build_fresh(n));
+  });
+  t.join();
+}
+
+// A varying string is found again in the template by its marker, which must occur exactly once;
+// a one-byte name is still written right, whether its template could be kept or not.
+TEST(H5Builder, AOneByteVaryingStringIsWrittenRight) {
+  std::thread t([] {
+    Numbers n;
+    n.name = std::string(1, 'm');
+    build(n);
+    n.name = std::string(1, 'k');
+    const std::string k = build(n);
+    EXPECT_EQ(h5::File::open_image("k.h5", k).root().group("vars").string_attr("name"), "k");
+    EXPECT_EQ(k, build_fresh(n));
+  });
+  t.join();
+}
+
+}  // namespace
+}  // namespace nnfleet
