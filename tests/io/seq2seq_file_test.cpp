@@ -142,5 +142,62 @@ TEST(Seq2SeqFiles, InitialStateIsAKeywordArgumentInKeras3AndATensorInKeras2) {
   EXPECT_EQ(cfg["config"]["layers"][2]["config"]["return_state"], true);
 }
 
+// A Bidirectional encoder returns the forward layer's h and c, then the backward layer's (outputs
+// 1 to 4 of its node), which start a Bidirectional decoder split half and half (Keras's
+// initial_state): .keras (the keyword argument) and .h5 (further inbound tensors) keep the
+// wiring, the wrapped layer's return_state and bit-identical predictions.
+TEST(Seq2SeqFiles, BidirectionalStatesRoundTripThroughKerasAndH5) {
+  const Json enc_layer = {{"class_name", "LSTM"},
+                          {"config", {{"units", 3}, {"return_state", true}}}};
+  const Json dec_layer = {{"class_name", "LSTM"},
+                          {"config", {{"units", 3}, {"return_sequences", true}}}};
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {make_layer("Bidirectional", {{"layer", enc_layer}}, ConfigMode::kPlan, "encoder"), {0}});
+  nodes.push_back({make_layer("Bidirectional", {{"layer", dec_layer}, {"merge_mode", "ave"}},
+                              ConfigMode::kPlan, "decoder"),
+                   {1, 2, 2, 2, 2},
+                   {},
+                   {0, 1, 2, 3, 4}});
+  nodes.push_back({make_layer("Dense", {{"units", 2}}, ConfigMode::kPlan, "dense"), {3}});
+  auto model = std::make_shared<const Model>(
+      "bi_s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}},
+      std::move(nodes), std::vector<int>{4});
+  ASSERT_EQ(model->planned(0).extra_out_shapes, (std::vector<Shape>(4, Shape{3})));
+  Network init(model, 1);
+  Rng rng(9);
+  init.initialize(rng);
+  const std::vector<float> params(init.params(), init.params() + init.num_params());
+  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 3}),
+                           Array::zeros(DType::kF32, Shape{3, 5, 2})};
+  for (Array& x : xs) {
+    auto* p = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < x.shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+  }
+  const auto want = run_all(model, params.data(), xs);
+  // The states matter: the decoder from zero states predicts otherwise.
+  std::vector<Array> zero_enc = {Array::zeros(DType::kF32, Shape{3, 4, 3}), xs[1]};
+  EXPECT_NE(run_all(model, params.data(), zero_enc), want);
+  const std::string dir = test::scratch_dir("seq2seq_bidirectional_roundtrip");
+  save_keras(dir + "/b.keras", *model, params.data());
+  save_keras_h5(dir + "/b.h5", *model, params.data());
+  for (const char* f : {"/b.keras", "/b.h5"}) {
+    const LoadedModel back = load_keras_model(dir + f);
+    EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << f;
+    EXPECT_EQ(back.params, params) << f;
+    ASSERT_EQ(back.model->layer_inputs(1).size(), 5u) << f;
+    for (int k = 1; k <= 4; ++k) EXPECT_EQ(back.model->input_tensor(1, k), k) << f;
+  }
+  const Json cfg = keras_config_json(*model);
+  const Json& enc = cfg["config"]["layers"][2];
+  ASSERT_EQ(enc["name"], "encoder");
+  EXPECT_EQ(enc["config"]["layer"]["config"]["return_state"], true);
+  const Json& node = cfg["config"]["layers"][3]["inbound_nodes"][0];
+  ASSERT_EQ(node["args"].size(), 1u);
+  ASSERT_EQ(node["kwargs"]["initial_state"].size(), 4u);
+  EXPECT_EQ(node["kwargs"]["initial_state"][3]["config"]["keras_history"].dump(),
+            R"(["encoder",0,4])");
+}
+
 }  // namespace
 }  // namespace nnfleet
