@@ -87,30 +87,50 @@ TEST(Network, SplitBatchMatchesTheWholeBatchUpToRounding) {
   }
 }
 
+// A sequence classifier whose Bidirectional LSTM has dropout and recurrent_dropout (each half
+// its own masks from the model's stream), over inputs [16, 4] (64 floats, as splittable_cnn's).
+std::shared_ptr<const Model> bidirectional_dropout_rnn() {
+  std::vector<std::unique_ptr<Layer>> ls;
+  const Json lstm = {
+      {"class_name", "LSTM"},
+      {"config",
+       {{"units", 3}, {"dropout", 0.3}, {"recurrent_dropout", 0.3}, {"return_sequences", true}}}};
+  ls.push_back(L("Bidirectional", {{"layer", lstm}}, "bidirectional"));
+  ls.push_back(L("Flatten", Json::object(), "flatten"));
+  ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense"));
+  return Model::sequential("birnn", Shape{16, 4}, std::move(ls));
+}
+
 // The pieces of each step computed by two threads (in whatever order they claim them) give
-// bit-identical weights to the pieces computed one after the other, dropout included.
+// bit-identical weights to the pieces computed one after the other, dropout included (a
+// Dropout layer, and the masks inside a Bidirectional RNN).
 TEST(Network, PiecesOnTwoThreadsEqualPiecesInOrderBitForBit) {
-  Network in_order(splittable_cnn(true), 16, adam_spec(), 4);
-  const auto want =
-      train_some(in_order, [&](int n, const Targets& t) { return in_order.train_step(n, t); });
-  Network threaded(splittable_cnn(true), 16, adam_spec(), 4);
-  const auto got = train_some(threaded, [&](int n, const Targets& t) {
-    threaded.begin_step(n, t);
-    // Both phases on two threads, each claiming the next piece.
-    for (auto phase : {&Network::train_piece, &Network::update_piece}) {
-      std::atomic<int> next{0};
-      auto claim = [&] {
-        for (int p; (p = next.fetch_add(1)) < threaded.pieces();) (threaded.*phase)(p);
-      };
-      std::thread helper(claim);
-      claim();
-      helper.join();
-    }
-    return threaded.end_step();
-  });
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),
-            std::vector<float>(in_order.params(), in_order.params() + in_order.num_params()));
+  for (const auto& model : {splittable_cnn(true), bidirectional_dropout_rnn()}) {
+    SCOPED_TRACE(model->name());
+    Network in_order(model, 16, adam_spec(), 4);
+    const auto want =
+        train_some(in_order, [&](int n, const Targets& t) { return in_order.train_step(n, t); });
+    Network threaded(model, 16, adam_spec(), 4);
+    const auto got = train_some(threaded, [&](int n, const Targets& t) {
+      threaded.begin_step(n, t);
+      // Both phases on two threads, each claiming the next piece.
+      for (auto phase : {&Network::train_piece, &Network::update_piece}) {
+        std::atomic<int> next{0};
+        auto claim = [&] {
+          for (int p; (p = next.fetch_add(1)) < threaded.pieces();) (threaded.*phase)(p);
+        };
+        std::thread helper(claim);
+        claim();
+        helper.join();
+      }
+      return threaded.end_step();
+    });
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),
+              std::vector<float>(in_order.params(), in_order.params() + in_order.num_params()));
+    // The batch really was split into pieces.
+    EXPECT_GT(threaded.pieces(), 1);
+  }
 }
 
 TEST(Network, BatchStatisticsAreNeverSplitAndInferenceIsWhole) {
@@ -154,7 +174,8 @@ TEST(Model, EmbeddingMustReadTheModelInput) {
     FAIL() << "expected a ModelError";
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("layer 2 'embedding' (Embedding) reads integer ids"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   std::vector<std::unique_ptr<Layer>> ok;
   ok.push_back(L("Embedding", {{"input_dim", 10}, {"output_dim", 3}}, "embedding"));
@@ -173,7 +194,7 @@ TEST(Network, MaskZeroPaddingIsLeftOutOfAMaskedAverage) {
   ls.push_back(L("GlobalAveragePooling1D", Json::object(), "g"));
   auto m = Model::sequential("m", Shape{4}, std::move(ls));
   const std::vector<float> params = {0, 1, 10, 11, 20, 21,  // embeddings [3,2]
-                                     1, 0, 0, 1};           // identity Dense kernel
+                                     1, 0, 0,  1};          // identity Dense kernel
   Network net(m, 2, params.data());
   const float ids[] = {2, 0, 1, 0,   // real steps 0 and 2: mean of rows 2 and 1
                        0, 0, 2, 2};  // real steps 2 and 3: row 2
