@@ -486,9 +486,13 @@ std::shared_ptr<const Model> bidirectional_seq2seq(const char* cls, const Json& 
     outputs.push_back(static_cast<int>(2 + nodes.size()));
     nodes.push_back(std::move(a));
   }
+  // The backward layer's h is also an output as it is (Keras's Model(inp, [out, h, ...])).
+  std::vector<int> tensors(outputs.size(), 0);
+  outputs.push_back(enc_id);
+  tensors.push_back(1 + states / 2);
   return std::make_shared<const Model>(
       "bi_seq2seq", std::vector<ModelInput>{{"enc_in", Shape{5, 3}}, {"dec_in", Shape{4, 2}}},
-      std::move(nodes), outputs);
+      std::move(nodes), outputs, tensors);
 }
 
 TEST(OnnxExport, BidirectionalInitialAndReturnedStatesAgreeWithOnnxRuntime) {
