@@ -94,10 +94,10 @@ struct TensorRef {
 
 struct PendingNode {
   std::unique_ptr<Layer> layer;
-  std::vector<int> inputs;  // tensor ids: k < K = model input k, K + i = output of node i
+  std::vector<int> inputs;   // tensor ids: k < K = model input k, K + i = output of node i
   std::vector<int> tensors;  // per input, which output of its node
-  int entry = -1;           // the top-level Keras layer it belongs to
-  bool frozen = false;      // trainable: false here or on an enclosing model
+  int entry = -1;            // the top-level Keras layer it belongs to
+  bool frozen = false;       // trainable: false here or on an enclosing model
   std::string path, path_by_name;
   LayerTraining training;
 };
@@ -143,7 +143,8 @@ class Builder {
     }
     if (nodes.empty()) fail("the model has no layers between its input and its output");
     try {
-      g.model = std::make_shared<const Model>(model_name_, inputs_, std::move(nodes), outs);
+      g.model =
+          std::make_shared<const Model>(model_name_, inputs_, std::move(nodes), outs, out_tensors_);
     } catch (const ModelError& e) {
       fail(e.what());
     }
@@ -260,7 +261,8 @@ class Builder {
     if (static_cast<size_t>(data_shape_->rank()) != rank)
       fail("input of '" + lname + "' has shape " + dims.dump() + " (" + std::to_string(rank) +
            " dimensions after the batch axis); expected data samples of that rank to size its "
-           "free dimensions, got samples of shape " + data_shape_->str());
+           "free dimensions, got samples of shape " +
+           data_shape_->str());
   }
 
   // The input shape a nested model's config gives: its InputLayer, its first layer's
@@ -419,21 +421,23 @@ class Builder {
     return cur;
   }
 
-  // [["name", 0, 0], ...], ["name", 0, 0] (one tensor) or {"key": ["name", 0, 0]}. Refs to a
-  // layer's extra outputs (tensor index > 0) are refused: model inputs and outputs are whole
-  // layers here.
-  std::vector<std::string> tensor_refs(const Json& cfg, const char* key) const {
+  // [["name", 0, 0], ...], ["name", 0, 0] (one tensor) or {"key": ["name", 0, 0]}. The tensor
+  // index (a layer's extra output, e.g. a recurrent layer's returned state) goes to `indices`
+  // when given; otherwise only the first output of a layer is accepted.
+  std::vector<std::string> tensor_refs(const Json& cfg, const char* key,
+                                       std::vector<int>* indices = nullptr) const {
     std::vector<std::string> out;
     if (!cfg.contains(key)) fail("a Functional model has no " + std::string(key));
     const Json& v = cfg[key];
     auto one = [&](const Json& r) {
       if (!r.is_array() || r.empty() || !r[0].is_string())
         fail("bad entry in " + std::string(key) + ": " + r.dump() + "; expected [\"name\", 0, 0]");
-      if (r.size() >= 3 && r[2] != 0)
+      const std::string who = "layer '" + r[0].get<std::string>() + "' in " + key;
+      const int k = r.size() >= 3 ? tensor_index(r[2], who) : 0;
+      if (k != 0 && !indices)
         fail(std::string(key) + " names output " + r[2].dump() + " of layer '" +
-             r[0].get<std::string>() +
-             "' (a recurrent layer's state); expected the first output "
-             "of each layer (nnfleet does not take a layer's states as model outputs yet)");
+             r[0].get<std::string>() + "'; expected the first output of each layer here");
+      if (indices) indices->push_back(k);
       out.push_back(r[0].get<std::string>());
     };
     if (v.is_array() && !v.empty() && v[0].is_string()) {
@@ -524,7 +528,9 @@ class Builder {
                                   ? cfg.value("name", std::string("model"))
                                   : std::string("model");
     const auto ins = tensor_refs(cfg, "input_layers");
-    const auto outs = tensor_refs(cfg, "output_layers");
+    // The top level's outputs may be a layer's extra outputs (an encoder's returned states).
+    std::vector<int> out_tensors;
+    const auto outs = tensor_refs(cfg, "output_layers", input < 0 ? &out_tensors : nullptr);
     auto list = [](const std::vector<std::string>& v) {
       std::string s;
       for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -624,15 +630,22 @@ class Builder {
              missing + "', which is not defined before it (or the graph has a cycle)");
       }
     std::vector<int> out_ids;
-    for (const auto& o : outs) {
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const std::string& o = outs[j];
       auto it = tensor_of.find(o);
       if (it == tensor_of.end())
         fail("the output '" + o + "' of model '" + mname + "' is not one of its layers");
       if (it->second < num_inputs_)
         fail("the output '" + o + "' of model '" + mname +
              "' is an input; expected the output of a layer");
+      if (!out_tensors.empty() && out_tensors[j] != 0)
+        for (size_t i = 0; i < n; ++i)
+          if (ds[i].name == o && is_model_class(ds[i].cls))
+            fail("the output '" + o + "' of model '" + mname + "' is output " +
+                 std::to_string(out_tensors[j]) + " of a nested model, which has one");
       out_ids.push_back(it->second);
     }
+    if (input < 0) out_tensors_ = out_tensors;
     return out_ids;
   }
 
@@ -641,7 +654,8 @@ class Builder {
   const Shape* data_shape_ = nullptr;  // the input being read's: sizes free dimensions; may be null
   std::string model_name_;
   std::vector<ModelInput> inputs_;
-  int num_inputs_ = 1;  // K: tensor ids below it are model inputs
+  int num_inputs_ = 1;            // K: tensor ids below it are model inputs
+  std::vector<int> out_tensors_;  // per top-level output, which output of its node (empty: all 0)
   Json hint_;
   std::vector<PendingNode> nodes_;
   int frozen_depth_ = 0;

@@ -161,7 +161,8 @@ OJson input_refs(const Model& m) {
 }
 OJson output_refs(const Model& m) {
   OJson a = OJson::array();
-  for (size_t j = 0; j < m.num_outputs(); ++j) a.push_back({m.output_name(j), 0, 0});
+  for (size_t j = 0; j < m.num_outputs(); ++j)
+    a.push_back({m.node_name(m.output_node(j)), 0, m.output_tensor(j)});
   return a;
 }
 

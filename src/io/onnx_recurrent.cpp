@@ -10,7 +10,8 @@
 //    steps first). Masked outputs are zeros in ONNX, so return_sequences with a mask needs
 //    zero_output_for_mask (Keras's Bidirectional sets it) unless the layer goes backwards.
 //  - Keras's initial_state ([N, U] tensors: h, and c for LSTM) is ONNX's initial_h / initial_c
-//    ([1, N, U]); return_state's h and c are Y_h / Y_c squeezed to [N, U].
+//    ([1, N, U]); return_state's h and c are Y_h / Y_c squeezed to [N, U]. Bidirectional's are
+//    the forward operator's, then the reverse one's.
 #include <limits>
 
 #include "io/onnx_builder.h"
@@ -228,18 +229,30 @@ std::string export_bidirectional(Builder& b, const LayerNode& n) {
   const Cell bc = n.config.contains("backward_layer") && n.config["backward_layer"].is_object()
                       ? cell_of(n, n.config["backward_layer"].value("class_name", std::string()))
                       : fc;
-  check_masked_sequences(n, fcfg);
-  check_masked_sequences(n, bcfg);
+  check_masked_sequences(n, fcfg, n.inputs.size() > 1);
+  check_masked_sequences(n, bcfg, n.inputs.size() > 1);
   const bool sequences = fcfg.value("return_sequences", false);
   const std::string& name = n.layer.name();
   const std::string x_t = b.transpose(n.inputs[0], {1, 0, 2}, name);
   const std::string lens = lens_of(b, n);
   const size_t fparams = fcfg.value("use_bias", true) ? 3 : 2;
-  const std::string yf =
-      run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences, name + "/forward").y;
-  const std::string yb = run_cell(b, n, bcfg, bc, n.params.data() + fparams, x_t, lens, true,
-                                  sequences, name + "/backward")
-                             .y;
+  // Keras's initial_state: the forward layer's states, then the backward layer's.
+  const bool initial_state = n.inputs.size() > 1;
+  const size_t fstates = fc == Cell::kLstm ? 2 : 1;
+  const auto state = [&](size_t k) { return initial_state ? n.inputs[k] : std::string(); };
+  const CellOut rf = run_cell(b, n, fcfg, fc, n.params.data(), x_t, lens, false, sequences,
+                              name + "/forward", state(1), fc == Cell::kLstm ? state(2) : "");
+  const CellOut rb =
+      run_cell(b, n, bcfg, bc, n.params.data() + fparams, x_t, lens, true, sequences,
+               name + "/backward", state(1 + fstates), bc == Cell::kLstm ? state(2 + fstates) : "");
+  const std::string &yf = rf.y, &yb = rb.y;
+  // return_state: the forward layer's h (and c), then the backward layer's.
+  if (fcfg.value("return_state", false) && n.extra_out) {
+    for (const CellOut* r : {&rf, &rb}) {
+      n.extra_out->push_back(r->h);
+      if (!r->c.empty()) n.extra_out->push_back(r->c);
+    }
+  }
   const std::string mode = n.config.value("merge_mode", std::string("concat"));
   if (mode == "concat") return b.node("Concat", {yf, yb}, name, {attr("axis", -1)});
   if (mode == "sum") return b.node("Add", {yf, yb}, name);

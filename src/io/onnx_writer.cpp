@@ -129,7 +129,10 @@ void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
   // Outputs named as the output layers: an Identity from each output tensor.
   for (size_t j = 0; j < m.num_outputs(); ++j) {
     const std::string name = m.output_name(j);
-    const std::string& from = tensor[static_cast<size_t>(m.output_node(j))];
+    const size_t id = static_cast<size_t>(m.output_node(j));
+    const int k = m.output_tensor(j);
+    NNFLEET_CHECK(static_cast<size_t>(k) <= extra[id].size());  // exporters name every state
+    const std::string& from = k == 0 ? tensor[id] : extra[id][static_cast<size_t>(k - 1)];
     onnx::NodeProto* node = g->add_node();
     node->set_op_type("Identity");
     node->set_name(b.fresh(name + "/output"));

@@ -6,11 +6,12 @@
 // backward through time. With return_state the final states are extra outputs (LSTM: output, h,
 // c; the others: output, h), and initial states (Keras's initial_state: LSTM h and c, the others
 // h, each [U]) may follow the sequence as further inputs.
+#include "kernels/recurrent.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/recurrent.h"
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
 
@@ -29,27 +30,39 @@ RnnAct parse_rnn_activation(LayerConfig& c, const std::string& key, const char* 
   const Activation a = parse_activation(raw ? raw : &fallback, key);
   const bool plain = a.alpha == 0.0f && a.threshold == 0.0f && std::isinf(a.max_value);
   switch (a.kind) {
-    case Act::kLinear: return RnnAct::kLinear;
+    case Act::kLinear:
+      return RnnAct::kLinear;
     case Act::kRelu:
       if (plain) return RnnAct::kRelu;
       break;
-    case Act::kSigmoid: return RnnAct::kSigmoid;
-    case Act::kTanh: return RnnAct::kTanh;
-    case Act::kHardSigmoid: return RnnAct::kHardSigmoid;
-    default: break;
+    case Act::kSigmoid:
+      return RnnAct::kSigmoid;
+    case Act::kTanh:
+      return RnnAct::kTanh;
+    case Act::kHardSigmoid:
+      return RnnAct::kHardSigmoid;
+    default:
+      break;
   }
-  c.fail(key, "one of tanh, sigmoid, hard_sigmoid, relu, linear (the activations recurrent "
-              "layers support)");
+  c.fail(key,
+         "one of tanh, sigmoid, hard_sigmoid, relu, linear (the activations recurrent "
+         "layers support)");
 }
 
 const char* rnn_act_name(RnnAct a) {
   switch (a) {
-    case RnnAct::kLinear: return "linear";
-    case RnnAct::kRelu: return "relu";
-    case RnnAct::kSigmoid: return "sigmoid";
-    case RnnAct::kTanh: return "tanh";
-    case RnnAct::kHardSigmoid: return "hard_sigmoid";
-    case RnnAct::kHardSigmoidKeras2: return kHardSigmoidKeras2;
+    case RnnAct::kLinear:
+      return "linear";
+    case RnnAct::kRelu:
+      return "relu";
+    case RnnAct::kSigmoid:
+      return "sigmoid";
+    case RnnAct::kTanh:
+      return "tanh";
+    case RnnAct::kHardSigmoid:
+      return "hard_sigmoid";
+    case RnnAct::kHardSigmoidKeras2:
+      return kHardSigmoidKeras2;
   }
   return "linear";
 }
@@ -75,7 +88,8 @@ class Recurrent final : public Layer {
     d_.go_backwards = c.get_bool("go_backwards", false);
     unroll_ = c.get_bool("unroll", false);  // an execution strategy in Keras: no effect here
     if (c.get_bool("stateful", false))
-      c.fail("stateful", "false (nnfleet does not keep a layer's state from one batch to the next)");
+      c.fail("stateful",
+             "false (nnfleet does not keep a layer's state from one batch to the next)");
     return_state_ = c.get_bool("return_state", false);
     d_.zero_masked_output = c.get_bool("zero_output_for_mask", false);
     if (cell == RnnCell::kLstm) unit_forget_bias_ = c.get_bool("unit_forget_bias", true);
@@ -362,21 +376,27 @@ std::string keras_snake(const std::string& cls) {
 std::unique_ptr<Recurrent> make_recurrent(const Json& obj, ConfigMode mode, const std::string& key,
                                           const std::string& prefix, bool flip_backwards) {
   if (!obj.is_object() || !obj.contains("class_name") || !obj["class_name"].is_string())
-    throw ConfigError(key, "'" + key + "' must be a layer object {\"class_name\": ..., "
-                           "\"config\": ...}; expected LSTM, GRU or SimpleRNN");
+    throw ConfigError(key, "'" + key +
+                               "' must be a layer object {\"class_name\": ..., "
+                               "\"config\": ...}; expected LSTM, GRU or SimpleRNN");
   const std::string cls = obj["class_name"].get<std::string>();
   Json cfg = obj.contains("config") && obj["config"].is_object() ? obj["config"] : Json::object();
-  const char* known = cls == "LSTM" ? "LSTM" : cls == "GRU" ? "GRU" : cls == "SimpleRNN" ? "SimpleRNN" : nullptr;
+  const char* known = cls == "LSTM"        ? "LSTM"
+                      : cls == "GRU"       ? "GRU"
+                      : cls == "SimpleRNN" ? "SimpleRNN"
+                                           : nullptr;
   if (!known)
     throw ConfigError(key, "'" + key + "' wraps " + cls + "; expected LSTM, GRU or SimpleRNN");
   // Keras builds the backward copy of `layer` with go_backwards flipped.
   if (flip_backwards) cfg["go_backwards"] = !cfg.value("go_backwards", false);
-  const RnnCell cell = cls == "LSTM" ? RnnCell::kLstm : cls == "GRU" ? RnnCell::kGru : RnnCell::kSimple;
+  const RnnCell cell = cls == "LSTM"  ? RnnCell::kLstm
+                       : cls == "GRU" ? RnnCell::kGru
+                                      : RnnCell::kSimple;
   LayerConfig c(cfg, mode, known);
   // Keras names the halves forward_<name> and backward_<name> (tf.keras: forward_lstm, ...).
-  const std::string inner =
-      cfg.contains("name") && cfg["name"].is_string() ? cfg["name"].get<std::string>()
-                                                      : keras_snake(cls);
+  const std::string inner = cfg.contains("name") && cfg["name"].is_string()
+                                ? cfg["name"].get<std::string>()
+                                : keras_snake(cls);
   c.ignore("name");
   auto layer = std::make_unique<Recurrent>(cell, known, c, prefix.empty() ? inner : prefix + inner);
   c.finish();
@@ -388,7 +408,11 @@ enum class MergeMode { kConcat, kSum, kMul, kAve };
 // Bidirectional (keras/src/layers/rnn/bidirectional.py): the wrapped layer runs forward and a
 // second copy (its own weights, `backward_layer` when given) over reversed time; with
 // return_sequences the backward output is reversed back so both halves align by time step, then
-// the two are merged. Weights: the forward layer's, then the backward layer's.
+// the two are merged. Weights: the forward layer's, then the backward layer's. Each half is a
+// whole recurrent layer with its own cache, so it draws its own dropout masks (forward first,
+// from the model's stream), as Keras's two layers do. With return_state the layer's extra
+// outputs are the forward half's states, then the backward half's; initial states (Keras's
+// initial_state) are split half and half in the same order.
 class Bidirectional final : public Layer {
  public:
   Bidirectional(LayerConfig& c, const std::string& name) : Layer(name) {
@@ -399,29 +423,41 @@ class Bidirectional final : public Layer {
     bwd_ = back ? make_recurrent(*back, c.mode(), "backward_layer", "", false)
                 : make_recurrent(*inner, c.mode(), "layer", "backward_", true);
     if (!back) backward_given_ = false;
-    const std::string m = c.get_string("merge_mode", std::string("concat"),
-                                       {"concat", "sum", "mul", "ave"});
-    merge_ = m == "concat" ? MergeMode::kConcat : m == "sum" ? MergeMode::kSum
-             : m == "mul" ? MergeMode::kMul : MergeMode::kAve;
+    const std::string m =
+        c.get_string("merge_mode", std::string("concat"), {"concat", "sum", "mul", "ave"});
+    merge_ = m == "concat" ? MergeMode::kConcat
+             : m == "sum"  ? MergeMode::kSum
+             : m == "mul"  ? MergeMode::kMul
+                           : MergeMode::kAve;
     // tf.keras >= 2.2.4-tf and Keras 3 make both halves output zeros at masked steps.
     fwd_->set_zero_masked_output(fwd_->return_sequences());
     bwd_->set_zero_masked_output(bwd_->return_sequences());
-    if (fwd_->return_state() || bwd_->return_state())
-      c.fail("layer",
-             "a wrapped layer with return_state false (nnfleet's Bidirectional has one "
-             "output)");
+    if (fwd_->return_state() != bwd_->return_state())
+      c.fail("backward_layer", "the same return_state as 'layer'");
     if (fwd_->return_sequences() != bwd_->return_sequences())
       c.fail("backward_layer", "the same return_sequences as 'layer'");
     if (merge_ != MergeMode::kConcat && fwd_->units() != bwd_->units())
       c.fail("backward_layer", "as many units as 'layer' with merge_mode " + m);
   }
   const char* class_name() const override { return "Bidirectional"; }
+  int optional_inputs() const override { return fwd_->num_states() + bwd_->num_states(); }
 
   Shape output_shape(const std::vector<Shape>& in) const override {
-    Shape f = fwd_->output_shape(in);
-    const Shape b = bwd_->output_shape(in);
+    if (in.size() > 1 && fwd_->num_states() != bwd_->num_states())
+      throw ModelError(
+          "takes initial states split half and half between its layers (as Keras "
+          "does), which needs as many states in each; expected the same recurrent "
+          "class for 'layer' and 'backward_layer', got " +
+          std::string(fwd_->class_name()) + " and " + bwd_->class_name());
+    Shape f = fwd_->output_shape(half_inputs(in, false));
+    const Shape b = bwd_->output_shape(half_inputs(in, true));
     if (merge_ == MergeMode::kConcat) f[f.rank() - 1] += b[b.rank() - 1];
     return f;
+  }
+  std::vector<Shape> extra_output_shapes(const std::vector<Shape>& in) const override {
+    auto s = fwd_->extra_output_shapes(in);
+    for (const Shape& b : bwd_->extra_output_shapes(in)) s.push_back(b);
+    return s;
   }
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override {
     auto p = fwd_->param_specs(in);
@@ -429,35 +465,36 @@ class Bidirectional final : public Layer {
     return p;
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return rnn_cache_floats(fwd_->dims(in[0], n)) + rnn_cache_floats(bwd_->dims(in[0], n)) +
-           half_floats(in, n, *fwd_) + half_floats(in, n, *bwd_);
+    const std::vector<Shape> seq{in[0]};
+    return fwd_->cache_floats(seq, n) + bwd_->cache_floats(seq, n) + half_floats(in, n, *fwd_) +
+           half_floats(in, n, *bwd_);
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
-    return std::max(rnn_scratch_floats(fwd_->dims(in[0], n)),
-                    rnn_scratch_floats(bwd_->dims(in[0], n))) +
+    const std::vector<Shape> seq{in[0]};
+    return std::max(fwd_->scratch_floats(seq, n), bwd_->scratch_floats(seq, n)) +
            half_floats(in, n, *fwd_) + half_floats(in, n, *bwd_);
   }
   void forward(const LayerArgs& a) const override {
     const Views v = views(a);
-    run_forward(*fwd_, v.df, a, 0, v.cf, v.yf);
-    run_forward(*bwd_, v.db, a, nf_params(), v.cb, v.yb);
+    Half f, b;
+    half_args(a, v, false, f);
+    half_args(a, v, true, b);
+    fwd_->forward(f.a);
+    bwd_->forward(b.a);
     merge_forward(v, a);
   }
   void backward(const LayerArgs& a) const override {
     const Views v = views(a);
-    float* dyf = v.scratch_end;
-    float* dyb = dyf + v.half_f;
-    merge_backward(v, a, dyf, dyb);
-    run_backward(*fwd_, v.df, a, 0, v.cf, dyf);
-    run_backward(*bwd_, v.db, a, nf_params(), v.cb, dyb);
+    merge_backward(v, a, v.dyf, v.dyb);
+    Half f, b;
+    half_args(a, v, false, f);
+    half_args(a, v, true, b);
+    fwd_->backward(f.a);
+    bwd_->backward(b.a);
   }
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return fwd_->return_sequences(); }
   std::string training_refusal() const override {
-    if (fwd_->dropout() > 0.0 || bwd_->dropout() > 0.0 || fwd_->recurrent_dropout() > 0.0 ||
-        bwd_->recurrent_dropout() > 0.0)
-      return "dropout and recurrent_dropout inside a Bidirectional layer are not applied in "
-             "training yet; expected 0, or a Dropout layer after it";
     const std::string f = fwd_->training_refusal();
     return f.empty() ? bwd_->training_refusal() : f;
   }
@@ -475,11 +512,15 @@ class Bidirectional final : public Layer {
     Json j = base_keras_config(*this);
     Json inner = fwd_->keras_config();
     inner["name"] = fwd_->name().substr(std::string("forward_").size());
-    j["layer"] = {{"module", "keras.layers"}, {"class_name", fwd_->class_name()},
-                  {"config", inner}, {"registered_name", nullptr}};
+    j["layer"] = {{"module", "keras.layers"},
+                  {"class_name", fwd_->class_name()},
+                  {"config", inner},
+                  {"registered_name", nullptr}};
     if (backward_given_)
-      j["backward_layer"] = {{"module", "keras.layers"}, {"class_name", bwd_->class_name()},
-                             {"config", bwd_->keras_config()}, {"registered_name", nullptr}};
+      j["backward_layer"] = {{"module", "keras.layers"},
+                             {"class_name", bwd_->class_name()},
+                             {"config", bwd_->keras_config()},
+                             {"registered_name", nullptr}};
     const char* names[] = {"concat", "sum", "mul", "ave"};
     j["merge_mode"] = names[static_cast<int>(merge_)];
     return j;
@@ -489,38 +530,79 @@ class Bidirectional final : public Layer {
   }
 
  private:
+  // The cache holds each half's own cache, then the halves' outputs yf and yb (each shaped as
+  // its layer's output); the scratch is the larger half's, then the halves' output gradients.
   struct Views {
     RnnDims df, db;
-    float *cf, *cb, *yf, *yb, *scratch_end;
-    size_t half_f, half_b;
+    float *cf, *cb, *yf, *yb, *dyf, *dyb;
+  };
+  // One half's call: the sequence and that half's initial states as inputs, its own cache and
+  // output, its weights, and its share of the layer's extra outputs. The recurrent layer reads
+  // only in_shapes[0], the sequence's shape, so the layer's own shapes are handed on.
+  struct Half {
+    LayerArgs a;
+    const float* x[3] = {};
+    float* dx[3] = {};
   };
   static size_t half_floats(const std::vector<Shape>& in, int n, const Recurrent& r) {
-    return rows_floats(n, r.output_shape(in));
+    return rows_floats(n, r.output_shape({in[0]}));
+  }
+  // The inputs of one half: the sequence, and (when given) its half of the initial states.
+  std::vector<Shape> half_inputs(const std::vector<Shape>& in, bool back) const {
+    std::vector<Shape> h{in[0]};
+    if (in.size() == 1) return h;
+    const size_t s0 = back ? 1 + static_cast<size_t>(fwd_->num_states()) : 1;
+    const size_t ns = static_cast<size_t>((back ? bwd_ : fwd_)->num_states());
+    for (size_t k = 0; k < ns && s0 + k < in.size(); ++k) h.push_back(in[s0 + k]);
+    return h;
   }
   size_t nf_params() const { return fwd_->use_bias() ? 3 : 2; }
   Views views(const LayerArgs& a) const {
     Views v{};
+    const std::vector<Shape> seq{a.in_shapes[0]};
     v.df = fwd_->dims(a.in_shapes[0], a.n);
     v.db = bwd_->dims(a.in_shapes[0], a.n);
-    const std::vector<Shape> in{a.in_shapes[0]};
-    v.half_f = half_floats(in, a.n, *fwd_);
-    v.half_b = half_floats(in, a.n, *bwd_);
+    const size_t half_f = half_floats(seq, a.n, *fwd_);
     v.cf = a.cache;
-    v.cb = v.cf + rnn_cache_floats(v.df);
-    v.yf = v.cb + rnn_cache_floats(v.db);
-    v.yb = v.yf + v.half_f;
-    v.scratch_end = a.scratch + std::max(rnn_scratch_floats(v.df), rnn_scratch_floats(v.db));
+    v.cb = v.cf + fwd_->cache_floats(seq, a.n);
+    v.yf = v.cb + bwd_->cache_floats(seq, a.n);
+    v.yb = v.yf + half_f;
+    v.dyf = a.scratch + std::max(fwd_->scratch_floats(seq, a.n), bwd_->scratch_floats(seq, a.n));
+    v.dyb = v.dyf + half_f;
     return v;
   }
-  void run_forward(const Recurrent& r, const RnnDims& d, const LayerArgs& a, size_t p0,
-                   float* cache, float* y) const {
-    rnn_forward(d, a.x[0], a.params[p0], a.params[p0 + 1], r.use_bias() ? a.params[p0 + 2] : nullptr,
-                a.mask, cache, a.scratch, y);
-  }
-  void run_backward(const Recurrent& r, const RnnDims& d, const LayerArgs& a, size_t p0,
-                    const float* cache, const float* dy) const {
-    rnn_backward(d, a.x[0], a.params[p0], a.params[p0 + 1], a.mask, cache, dy, a.scratch, a.dx[0],
-                 a.dparams[p0], a.dparams[p0 + 1], r.use_bias() ? a.dparams[p0 + 2] : nullptr);
+  void half_args(const LayerArgs& a, const Views& v, bool back, Half& h) const {
+    const Recurrent& r = back ? *bwd_ : *fwd_;
+    const int ns = r.num_states();
+    const int s0 = back ? 1 + fwd_->num_states() : 1;  // its first initial state among the inputs
+    const int e0 = back ? fwd_->num_states() : 0;      // its first state among the extra outputs
+    const size_t p0 = back ? nf_params() : 0;
+    const bool init = a.n_inputs > 1;
+    h.x[0] = a.x[0];
+    if (a.dx) h.dx[0] = a.dx[0];
+    for (int k = 0; init && k < ns; ++k) {
+      h.x[1 + k] = a.x[s0 + k];
+      if (a.dx) h.dx[1 + k] = a.dx[s0 + k];
+    }
+    LayerArgs& s = h.a;
+    s.n = a.n;
+    s.training = a.training;
+    s.n_inputs = init ? 1 + ns : 1;
+    s.in_shapes = a.in_shapes;
+    s.x = h.x;
+    s.y = back ? v.yb : v.yf;
+    s.params = a.params + p0;
+    s.cache = back ? v.cb : v.cf;
+    s.scratch = a.scratch;
+    s.rng = a.rng;
+    s.mask = a.mask;
+    s.dy = back ? v.dyb : v.dyf;
+    s.dx = a.dx ? h.dx : nullptr;
+    s.dparams = a.dparams ? a.dparams + p0 : nullptr;
+    if (r.return_state()) {
+      s.extra_y = a.extra_y ? a.extra_y + e0 : nullptr;
+      s.extra_dy = a.extra_dy ? a.extra_dy + e0 : nullptr;
+    }
   }
   // Row and step of the backward half that pairs with forward time step s (reversed back when
   // the halves are sequences).
@@ -542,7 +624,7 @@ class Bidirectional final : public Layer {
         }
         float* y = a.y + (static_cast<size_t>(n) * steps + s) * uf;
         for (int j = 0; j < uf; ++j)
-          y[j] = merge_ == MergeMode::kSum ? f[j] + b[j]
+          y[j] = merge_ == MergeMode::kSum   ? f[j] + b[j]
                  : merge_ == MergeMode::kMul ? f[j] * b[j]
                                              : (f[j] + b[j]) / 2.0f;
       }
@@ -562,10 +644,10 @@ class Bidirectional final : public Layer {
         const float* dy = a.dy + fo;
         for (int j = 0; j < uf; ++j) {
           const float g = dy[j];
-          dyf[fo + j] = merge_ == MergeMode::kSum ? g
+          dyf[fo + j] = merge_ == MergeMode::kSum   ? g
                         : merge_ == MergeMode::kMul ? g * v.yb[bo + j]
                                                     : g / 2.0f;
-          dyb[bo + j] = merge_ == MergeMode::kSum ? g
+          dyb[bo + j] = merge_ == MergeMode::kSum   ? g
                         : merge_ == MergeMode::kMul ? g * v.yf[fo + j]
                                                     : g / 2.0f;
         }
@@ -588,15 +670,49 @@ std::vector<LayerExample> bidirectional_examples() {
                         {"config", {{"units", 2}, {"return_sequences", true}}}};
   const Json rnn_seq = {{"class_name", "SimpleRNN"},
                         {"config", {{"units", 3}, {"return_sequences", true}}}};
-  return {{{{"layer", lstm}}, {Shape{4, 2}}},
-          {{{"layer", gru_seq}, {"merge_mode", "mul"}}, {Shape{3, 2}}},
-          {{{"layer", rnn_seq}, {"merge_mode", "ave"},
-            {"backward_layer",
-             {{"class_name", "SimpleRNN"},
-              {"config", {{"units", 3}, {"return_sequences", true}, {"go_backwards", true},
-                          {"activation", "relu"}}}}}},
-           {Shape{4, 2}}},
-          {{{"layer", lstm}, {"merge_mode", "sum"}}, {Shape{1, 3}}}};
+  return {
+      {{{"layer", lstm}}, {Shape{4, 2}}},
+      {{{"layer", gru_seq}, {"merge_mode", "mul"}}, {Shape{3, 2}}},
+      {{{"layer", rnn_seq},
+        {"merge_mode", "ave"},
+        {"backward_layer",
+         {{"class_name", "SimpleRNN"},
+          {"config",
+           {{"units", 3},
+            {"return_sequences", true},
+            {"go_backwards", true},
+            {"activation", "relu"}}}}}},
+       {Shape{4, 2}}},
+      {{{"layer", lstm}, {"merge_mode", "sum"}}, {Shape{1, 3}}},
+      // dropout and recurrent_dropout: each half draws its own masks (the gradient check
+      // draws the same ones on every pass); GRU's input dropout alone masks a copy of x.
+      {{{"layer",
+         {{"class_name", "LSTM"},
+          {"config",
+           {{"units", 2},
+            {"dropout", 0.3},
+            {"recurrent_dropout", 0.4},
+            {"return_sequences", true}}}}}},
+       {Shape{4, 3}},
+       true},
+      {{{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"dropout", 0.3}}}}},
+        {"merge_mode", "ave"}},
+       {Shape{3, 2}},
+       true},
+      // return_state (forward states, then backward) and initial_state split half and half.
+      {{{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}},
+        {"merge_mode", "sum"}},
+       {Shape{3, 2}, Shape{2}, Shape{2}, Shape{2}, Shape{2}}},
+      {{{"layer",
+         {{"class_name", "GRU"},
+          {"config", {{"units", 2}, {"return_state", true}, {"return_sequences", true}}}}}},
+       {Shape{3, 2}}},
+      {{{"layer",
+         {{"class_name", "SimpleRNN"},
+          {"config",
+           {{"units", 2}, {"return_state", true}, {"recurrent_dropout", 0.3}, {"dropout", 0.2}}}}}},
+       {Shape{3, 2}, Shape{2}, Shape{2}},
+       true}};
 }
 
 std::unique_ptr<Layer> make_simple_rnn(LayerConfig& c, const std::string& name) {

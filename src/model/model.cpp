@@ -2,6 +2,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "layers/layer_util.h"
@@ -79,11 +80,12 @@ Model::Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, 
             std::vector<int>{output}) {}
 
 Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<ModelNode> nodes,
-             std::vector<int> outputs)
+             std::vector<int> outputs, std::vector<int> output_tensors)
     : name_(std::move(name)),
       inputs_(std::move(inputs)),
       nodes_(std::move(nodes)),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)),
+      output_tensors_(std::move(output_tensors)) {
   const std::string where = "failed to build model '" + name_ + "': ";
   if (nodes_.empty()) throw ModelError(where + "the model has no layers; expected at least one");
   if (inputs_.empty()) throw ModelError(where + "the model has no input; expected at least one");
@@ -105,8 +107,8 @@ void Model::plan_nodes(const std::string& where) {
   for (const ModelInput& in : inputs_) names.insert(in.name);
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
-    const std::string at = where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" +
-                           l.class_name() + ") ";
+    const std::string at =
+        where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" + l.class_name() + ") ";
     if (!names.insert(l.name()).second)
       throw ModelError(at + "repeats a layer name; expected unique layer names");
     const auto& ins = nodes_[i].inputs;
@@ -160,25 +162,46 @@ void Model::plan_nodes(const std::string& where) {
         id_input_ = {l.name(), lim, static_cast<size_t>(ins[0])};
     }
     for (const auto& ps : p.params)
-      (ps.trainable ? trainable_params_ : non_trainable_params_) += static_cast<size_t>(ps.shape.size());
+      (ps.trainable ? trainable_params_ : non_trainable_params_) +=
+          static_cast<size_t>(ps.shape.size());
     flops_ += l.forward_flops(p.in_shapes);
     planned_.push_back(std::move(p));
   }
 }
 
-// Outputs are distinct layers, and every layer leads to one (a dead branch would be computed
-// and trained for nothing, and Keras does not save it).
-void Model::check_outputs(const std::string& where) const {
+// Outputs are distinct (layer, tensor) pairs, and every layer leads to one (a dead branch would
+// be computed and trained for nothing, and Keras does not save it).
+void Model::check_outputs(const std::string& where) {
   if (outputs_.empty()) throw ModelError(where + "the model has no output; expected at least one");
+  if (output_tensors_.empty()) output_tensors_.assign(outputs_.size(), 0);
+  NNFLEET_CHECK(output_tensors_.size() == outputs_.size());
   std::vector<bool> used(nodes_.size(), false);
-  for (int o : outputs_) {
+  std::set<std::pair<int, int>> seen;
+  std::set<std::string> names;
+  std::map<std::string, int> suffix;
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    const int o = outputs_[j], k = output_tensors_[j];
     if (is_input(o) || o < 0 || o >= node_id(nodes_.size()))
       throw ModelError(where + "output node " + std::to_string(o) +
                        " is not a layer; expected the id of a layer's node");
-    if (used[layer_of(o)])
-      throw ModelError(where + "layer '" + layer(layer_of(o)).name() +
+    const std::string& lname = layer(layer_of(o)).name();
+    const size_t outs = 1 + planned_[layer_of(o)].extra_out_shapes.size();
+    if (k < 0 || static_cast<size_t>(k) >= outs)
+      throw ModelError(where + "output " + std::to_string(j) + " is output " + std::to_string(k) +
+                       " of layer '" + lname + "', which has " + std::to_string(outs) +
+                       "; expected 0 to " + std::to_string(outs - 1));
+    if (!seen.insert({o, k}).second)
+      throw ModelError(where + "output " + std::to_string(k) + " of layer '" + lname +
                        "' is given twice as an output; expected distinct outputs");
     used[layer_of(o)] = true;
+    // tf.keras's unique output names: the layer's name, then name_1, name_2, ...
+    std::string proposal = lname;
+    while (names.count(proposal)) {
+      int& count = suffix.try_emplace(lname, 1).first->second;
+      proposal = lname + "_" + std::to_string(count++);
+    }
+    names.insert(proposal);
+    output_names_.push_back(proposal);
   }
   for (size_t i = nodes_.size(); i-- > 0;) {
     if (!used[i])
@@ -231,7 +254,7 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
     n.training.keras.erase("trainable");
     nodes.push_back(std::move(n));
   }
-  return std::make_shared<const Model>(name_, inputs_, std::move(nodes), outputs_);
+  return std::make_shared<const Model>(name_, inputs_, std::move(nodes), outputs_, output_tensors_);
 }
 
 std::vector<std::vector<size_t>> param_layout(const Model& m) {
@@ -261,7 +284,7 @@ void remap_params(const Model& from, const float* src, const Model& to, float* d
 }
 
 bool Model::is_sequential() const {
-  if (inputs_.size() != 1 || outputs_.size() != 1) return false;
+  if (inputs_.size() != 1 || outputs_.size() != 1 || output_tensors_[0] != 0) return false;
   for (size_t i = 0; i < nodes_.size(); ++i)
     if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i) ||
         input_tensor(i, 0) != 0)

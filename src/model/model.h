@@ -49,11 +49,13 @@ struct ModelInput {
 class Model {
  public:
   // Builds and validates. With K inputs, nodes[i] has id K + i and may only use ids < K + i
-  // (topological order). `outputs` are the ids of the output nodes (layers, not inputs, distinct),
-  // in Keras's output_layers order; every layer must lead to one of them. Throws ModelError:
+  // (topological order). `outputs` are the ids of the output nodes (layers, not inputs), in
+  // Keras's output_layers order, and `output_tensors` (empty: all 0) which output of its node
+  // each is (k >= 1: an extra output, e.g. a recurrent layer's returned state); the (node,
+  // tensor) pairs are distinct, and every layer must lead to one of them. Throws ModelError:
   // "failed to build model 'cnn': layer 3 'dense_1' expects rank 2 input, got [32,13,13,8]; ..."
   Model(std::string name, std::vector<ModelInput> inputs, std::vector<ModelNode> nodes,
-        std::vector<int> outputs);
+        std::vector<int> outputs, std::vector<int> output_tensors = {});
   // The one-input, one-output case.
   Model(std::string name, Shape input_shape, std::vector<ModelNode> nodes, int output,
         std::string input_name = "input_layer");
@@ -67,13 +69,16 @@ class Model {
   // The first input's (the only one's, in one-input models).
   const std::string& input_name() const { return inputs_[0].name; }
   const Shape& input_shape() const { return inputs_[0].shape; }
-  // Outputs in output_layers order; their names are their layers' names.
+  // Outputs in output_layers order. Their names are their layers' names, made unique as tf.keras
+  // does when a layer gives several outputs (its states: "lstm", "lstm_1", "lstm_2").
   size_t num_outputs() const { return outputs_.size(); }
   int output_node(size_t j = 0) const { return outputs_[j]; }
+  // Which output of its node output j is (0 unless it is an extra output).
+  int output_tensor(size_t j = 0) const { return output_tensors_[j]; }
   const Shape& output_shape(size_t j = 0) const {
-    return planned_[layer_of(outputs_[j])].out_shape;
+    return node_shape(outputs_[j], output_tensors_[j]);
   }
-  const std::string& output_name(size_t j) const { return layer(layer_of(outputs_[j])).name(); }
+  const std::string& output_name(size_t j) const { return output_names_[j]; }
   // Layers in topological order; node id = num_inputs() + index.
   size_t num_layers() const { return nodes_.size(); }
   const Layer& layer(size_t i) const { return *nodes_[i].layer; }
@@ -127,14 +132,15 @@ class Model {
 
  private:
   void plan_nodes(const std::string& where);
-  void check_outputs(const std::string& where) const;
+  void check_outputs(const std::string& where);
 
   IdInput id_input_;
   std::string name_;
   std::vector<ModelInput> inputs_;
   std::vector<ModelNode> nodes_;
   std::vector<PlannedNode> planned_;
-  std::vector<int> outputs_;
+  std::vector<int> outputs_, output_tensors_;
+  std::vector<std::string> output_names_;
   size_t trainable_params_ = 0, non_trainable_params_ = 0;
   double flops_ = 0.0;
 };

@@ -28,6 +28,19 @@ size_t Network::estimate_bytes(std::shared_ptr<const Model> model, int max_batch
   return Network(std::move(model), max_batch, train, pieces, DryRun{}).arena_.planned_bytes();
 }
 
+namespace {
+// Where output k of a node lives: its output (k = 0) or extra output k (a recurrent layer's
+// returned state), and the same for its gradient.
+template <typename Buffers>
+size_t tensor_off(const Buffers& nb, int k) {
+  return k == 0 ? nb.y_off : nb.extra_y_off[static_cast<size_t>(k - 1)];
+}
+template <typename Buffers>
+size_t tensor_dy_off(const Buffers& nb, int k) {
+  return k == 0 ? nb.dy_off : nb.extra_dy_off[static_cast<size_t>(k - 1)];
+}
+}  // namespace
+
 void Network::plan(int max_batch, int pieces, const float* shared_params, bool allocate) {
   NNFLEET_CHECK(max_batch > 0);
   const Model& m = *model_;
@@ -167,7 +180,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   for (size_t j = 0; j < m.num_outputs(); ++j)
     out_ptrs_.push_back(pieces > 1
                             ? arena_.at(out_offs_[j])
-                            : arena_.at(pieces_[0].nodes[m.layer_of(m.output_node(j))].y_off));
+                            : arena_.at(tensor_off(pieces_[0].nodes[m.layer_of(m.output_node(j))],
+                                                   m.output_tensor(j))));
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
@@ -178,14 +192,14 @@ float* Network::tensor_y(Piece& pc, size_t i, size_t j) {
   const size_t src = model_->layer_of(model_->layer_inputs(i)[j]);
   const int k = model_->input_tensor(i, j);
   const NodeBuffers& s = pc.nodes[src];
-  return arena_.at(k == 0 ? s.y_off : s.extra_y_off[static_cast<size_t>(k - 1)]);
+  return arena_.at(tensor_off(s, k));
 }
 
 float* Network::tensor_dy(Piece& pc, size_t i, size_t j) {
   const size_t src = model_->layer_of(model_->layer_inputs(i)[j]);
   const int k = model_->input_tensor(i, j);
   const NodeBuffers& s = pc.nodes[src];
-  return arena_.at(k == 0 ? s.dy_off : s.extra_dy_off[static_cast<size_t>(k - 1)]);
+  return arena_.at(tensor_dy_off(s, k));
 }
 
 int Network::mask_input(const Model& m, size_t i) {
@@ -235,12 +249,14 @@ void Network::plan_masks(Piece& pc) {
 }
 
 int Network::output_mask_steps(const Model& m, size_t j) {
+  if (m.output_tensor(j) != 0) return 0;  // a returned state has no time axis
   const int src = mask_sources(m)[m.layer_of(m.output_node(j))];
   return src < 0 ? 0 : static_cast<int>(m.planned(static_cast<size_t>(src)).in_shapes[0][0]);
 }
 
 const float* Network::output_mask(size_t j) const {
   const NodeBuffers& nb = pieces_[0].nodes[model_->layer_of(model_->output_node(j))];
+  if (model_->output_tensor(j) != 0) return nullptr;
   if (nb.mask_off == NodeBuffers::kNoMask || output_mask_steps(*model_, j) != output_steps(j))
     return nullptr;
   return arena_.at(nb.mask_off);
@@ -307,7 +323,8 @@ void Network::gather_output(const Piece& pc) {
     const size_t k = static_cast<size_t>(output_features(j));
     const size_t out_node = model_->layer_of(model_->output_node(j));
     std::memcpy(arena_.at(out_offs_[j]) + static_cast<size_t>(pc.row0) * k,
-                arena_.at(pc.nodes[out_node].y_off), static_cast<size_t>(pc.n) * k * sizeof(float));
+                arena_.at(tensor_off(pc.nodes[out_node], model_->output_tensor(j))),
+                static_cast<size_t>(pc.n) * k * sizeof(float));
   }
 }
 
@@ -370,7 +387,7 @@ void Network::train_piece(int p) {
 void Network::piece_loss(Piece& pc, size_t j) {
   const int k = static_cast<int>(output_features(j));
   const size_t out_node = model_->layer_of(model_->output_node(j));
-  const float* out = arena_.at(pc.nodes[out_node].y_off);
+  const float* out = arena_.at(tensor_off(pc.nodes[out_node], model_->output_tensor(j)));
   const LossSpec& loss = spec_.loss_of(j);
   const Targets& st = step_targets_[j];
   Targets t;
@@ -383,7 +400,7 @@ void Network::piece_loss(Piece& pc, size_t j) {
   pc.loss_sum += w * loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
   // The gradient lands in the output's (zeroed) activation gradient before any consumer of the
   // output adds to it in backward.
-  float* dy = arena_.at(pc.nodes[out_node].dy_off);
+  float* dy = arena_.at(tensor_dy_off(pc.nodes[out_node], model_->output_tensor(j)));
   loss_backward(loss, pc.n, k, out, t, dy, step_n_);
   if (w != 1.0)
     for (size_t i = 0; i < static_cast<size_t>(pc.n) * static_cast<size_t>(k); ++i)

@@ -451,6 +451,74 @@ TEST(OnnxExport, InitialAndReturnedStatesAgreeWithOnnxRuntime) {
   EXPECT_EQ(ort, 0) << log;
 }
 
+// seq2seq() with Bidirectional halves: the encoder returns the forward layer's states and then
+// the backward layer's, which start the decoder's halves in the same order (Keras's
+// initial_state split half and half); the states also reach the outputs through tanh layers.
+std::shared_ptr<const Model> bidirectional_seq2seq(const char* cls, const Json& extra,
+                                                   bool masked) {
+  Json inner = extra;
+  inner.update({{"units", 3}, {"return_state", true}, {"return_sequences", true}});
+  const Json layer = {{"class_name", cls}, {"config", inner}};
+  const int states = 2 * (std::string(cls) == "LSTM" ? 2 : 1);
+  std::vector<ModelNode> nodes;
+  int enc_in = 0, dec_in = 1;
+  if (masked) {
+    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "enc_mask"), {0}});
+    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "dec_mask"), {1}});
+    enc_in = 2;
+    dec_in = 3;
+  }
+  const int enc_id = static_cast<int>(2 + nodes.size());
+  nodes.push_back({plan_layer("Bidirectional", Json{{"layer", layer}}, "encoder"), {enc_in}});
+  ModelNode d{plan_layer("Bidirectional", Json{{"layer", layer}, {"merge_mode", "sum"}}, "decoder"),
+              {dec_in}};
+  d.tensors = {0};
+  for (int k = 1; k <= states; ++k) {
+    d.inputs.push_back(enc_id);
+    d.tensors.push_back(k);
+  }
+  nodes.push_back(std::move(d));
+  std::vector<int> outputs = {enc_id, enc_id + 1};
+  for (int k = 1; k <= states; ++k) {
+    ModelNode a{plan_layer("Activation", Json{{"activation", "tanh"}}, "state" + std::to_string(k)),
+                {enc_id}};
+    a.tensors = {k};
+    outputs.push_back(static_cast<int>(2 + nodes.size()));
+    nodes.push_back(std::move(a));
+  }
+  // The backward layer's h is also an output as it is (Keras's Model(inp, [out, h, ...])).
+  std::vector<int> tensors(outputs.size(), 0);
+  outputs.push_back(enc_id);
+  tensors.push_back(1 + states / 2);
+  return std::make_shared<const Model>(
+      "bi_seq2seq", std::vector<ModelInput>{{"enc_in", Shape{5, 3}}, {"dec_in", Shape{4, 2}}},
+      std::move(nodes), outputs, tensors);
+}
+
+TEST(OnnxExport, BidirectionalInitialAndReturnedStatesAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_bidirectional_states");
+  std::vector<OrtCase> cases;
+  const int n = 4;
+  int index = 0;
+  for (const RecurrentKind& k : recurrent_kinds())
+    for (bool masked : {false, true}) {
+      const std::string stem = std::to_string(index++) + "_bi_" + k.cls + (masked ? "_masked" : "");
+      SCOPED_TRACE(stem + " " + k.extra.dump());
+      const auto model = bidirectional_seq2seq(k.cls, k.extra, masked);
+      Rng rng(400 + static_cast<uint64_t>(index));
+      const std::vector<float> params = random_params(*model, rng);
+      const std::vector<std::vector<float>> x = {sequences(rng, n, 5, 3, masked),
+                                                 sequences(rng, n, 4, 2, masked)};
+      cases.push_back(make_case(dir, stem, model, params.data(), x, n));
+    }
+  ASSERT_EQ(cases.size(), 8u);
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
 TEST(OnnxExport, MaskedGlobalAveragePooling1DAgreesWithOnnxRuntime) {
   const std::string dir = test::scratch_dir("onnx_masked_gap");
   std::vector<OrtCase> cases;

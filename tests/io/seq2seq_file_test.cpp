@@ -6,6 +6,7 @@
 // that it builds with the io library alone.
 #include <gtest/gtest.h>
 
+#include "io/keras_graph.h"
 #include "io/keras_writer.h"
 #include "io/model_summary.h"
 #include "io_test_util.h"
@@ -140,6 +141,173 @@ TEST(Seq2SeqFiles, InitialStateIsAKeywordArgumentInKeras3AndATensorInKeras2) {
   EXPECT_EQ(dec["build_config"]["shapes_dict"]["initial_state_shape"].dump(),
             "[[null,3],[null,3]]");
   EXPECT_EQ(cfg["config"]["layers"][2]["config"]["return_state"], true);
+}
+
+// A Bidirectional encoder returns the forward layer's h and c, then the backward layer's (outputs
+// 1 to 4 of its node), which start a Bidirectional decoder split half and half (Keras's
+// initial_state): .keras (the keyword argument) and .h5 (further inbound tensors) keep the
+// wiring, the wrapped layer's return_state and bit-identical predictions.
+TEST(Seq2SeqFiles, BidirectionalStatesRoundTripThroughKerasAndH5) {
+  const Json enc_layer = {{"class_name", "LSTM"},
+                          {"config", {{"units", 3}, {"return_state", true}}}};
+  const Json dec_layer = {{"class_name", "LSTM"},
+                          {"config", {{"units", 3}, {"return_sequences", true}}}};
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {make_layer("Bidirectional", {{"layer", enc_layer}}, ConfigMode::kPlan, "encoder"), {0}});
+  nodes.push_back({make_layer("Bidirectional", {{"layer", dec_layer}, {"merge_mode", "ave"}},
+                              ConfigMode::kPlan, "decoder"),
+                   {1, 2, 2, 2, 2},
+                   {},
+                   {0, 1, 2, 3, 4}});
+  nodes.push_back({make_layer("Dense", {{"units", 2}}, ConfigMode::kPlan, "dense"), {3}});
+  auto model = std::make_shared<const Model>(
+      "bi_s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}},
+      std::move(nodes), std::vector<int>{4});
+  ASSERT_EQ(model->planned(0).extra_out_shapes, (std::vector<Shape>(4, Shape{3})));
+  Network init(model, 1);
+  Rng rng(9);
+  init.initialize(rng);
+  const std::vector<float> params(init.params(), init.params() + init.num_params());
+  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 3}),
+                           Array::zeros(DType::kF32, Shape{3, 5, 2})};
+  for (Array& x : xs) {
+    auto* p = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < x.shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+  }
+  const auto want = run_all(model, params.data(), xs);
+  // The states matter: the decoder from zero states predicts otherwise.
+  std::vector<Array> zero_enc = {Array::zeros(DType::kF32, Shape{3, 4, 3}), xs[1]};
+  EXPECT_NE(run_all(model, params.data(), zero_enc), want);
+  const std::string dir = test::scratch_dir("seq2seq_bidirectional_roundtrip");
+  save_keras(dir + "/b.keras", *model, params.data());
+  save_keras_h5(dir + "/b.h5", *model, params.data());
+  for (const char* f : {"/b.keras", "/b.h5"}) {
+    const LoadedModel back = load_keras_model(dir + f);
+    EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << f;
+    EXPECT_EQ(back.params, params) << f;
+    ASSERT_EQ(back.model->layer_inputs(1).size(), 5u) << f;
+    for (int k = 1; k <= 4; ++k) EXPECT_EQ(back.model->input_tensor(1, k), k) << f;
+  }
+  const Json cfg = keras_config_json(*model);
+  const Json& enc = cfg["config"]["layers"][2];
+  ASSERT_EQ(enc["name"], "encoder");
+  EXPECT_EQ(enc["config"]["layer"]["config"]["return_state"], true);
+  const Json& node = cfg["config"]["layers"][3]["inbound_nodes"][0];
+  ASSERT_EQ(node["args"].size(), 1u);
+  ASSERT_EQ(node["kwargs"]["initial_state"].size(), 4u);
+  EXPECT_EQ(node["kwargs"]["initial_state"][3]["config"]["keras_history"].dump(),
+            R"(["encoder",0,4])");
+}
+
+// Keras's encoder model Model(inp, [out, h, c]) and its Bidirectional twin: the outputs are
+// tensors 0, 1, 2 (...) of one layer, written as ["encoder", 0, k] in output_layers by .keras and
+// .h5 alike, and read back with the same outputs, names and predictions.
+TEST(Seq2SeqFiles, ReturnedStatesAsModelOutputsRoundTrip) {
+  const Json lstm = {{"units", 3}, {"return_sequences", true}, {"return_state", true}};
+  for (bool bidirectional : {false, true}) {
+    SCOPED_TRACE(bidirectional ? "Bidirectional" : "LSTM");
+    std::vector<ModelNode> nodes;
+    nodes.push_back(
+        {bidirectional
+             ? make_layer("Bidirectional", {{"layer", {{"class_name", "LSTM"}, {"config", lstm}}}},
+                          ConfigMode::kPlan, "encoder")
+             : make_layer("LSTM", lstm, ConfigMode::kPlan, "encoder"),
+         {0}});
+    const int outs = bidirectional ? 5 : 3;
+    std::vector<int> ids(static_cast<size_t>(outs), 1), tensors(static_cast<size_t>(outs));
+    std::iota(tensors.begin(), tensors.end(), 0);
+    auto model = std::make_shared<const Model>("enc", std::vector<ModelInput>{{"x", Shape{4, 2}}},
+                                               std::move(nodes), ids, tensors);
+    Network init(model, 1);
+    Rng rng(12);
+    init.initialize(rng);
+    const std::vector<float> params(init.params(), init.params() + init.num_params());
+    std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 2})};
+    auto* p = static_cast<float*>(xs[0].mutable_data());
+    for (int64_t i = 0; i < xs[0].shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+    const auto want = run_all(model, params.data(), xs);
+    ASSERT_EQ(want.size(), static_cast<size_t>(outs));
+    const std::string dir = test::scratch_dir("seq2seq_state_outputs");
+    save_keras(dir + "/e.keras", *model, params.data());
+    save_keras_h5(dir + "/e.h5", *model, params.data());
+    for (const char* f : {"/e.keras", "/e.h5"}) {
+      const LoadedModel back = load_keras_model(dir + f);
+      ASSERT_EQ(back.model->num_outputs(), static_cast<size_t>(outs)) << f;
+      EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << f;
+      for (int k = 0; k < outs; ++k) {
+        EXPECT_EQ(back.model->output_tensor(static_cast<size_t>(k)), k) << f;
+        EXPECT_EQ(back.model->output_name(static_cast<size_t>(k)),
+                  k == 0 ? std::string("encoder") : "encoder_" + std::to_string(k))
+            << f;
+      }
+      EXPECT_EQ(back.model->output_shape(1), (Shape{3})) << f;
+    }
+    const Json cfg = keras_config_json(*model);
+    EXPECT_EQ(cfg["config"]["output_layers"][2].dump(), R"(["encoder",0,2])");
+  }
+}
+
+// A model whose only output is a returned state (Model(inp, h)) is a chain of layers but not a
+// Sequential one: it is written as Functional, keeping ["lstm", 0, 1].
+TEST(Seq2SeqFiles, AStateAsTheOnlyOutputIsWrittenAsFunctional) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {make_layer("GRU", {{"units", 3}, {"return_state", true}}, ConfigMode::kPlan, "gru"), {0}});
+  auto model =
+      std::make_shared<const Model>("h", std::vector<ModelInput>{{"x", Shape{4, 2}}},
+                                    std::move(nodes), std::vector<int>{1}, std::vector<int>{1});
+  EXPECT_FALSE(model->is_sequential());
+  Network init(model, 1);
+  Rng rng(13);
+  init.initialize(rng);
+  const std::vector<float> params(init.params(), init.params() + init.num_params());
+  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{2, 4, 2})};
+  auto* p = static_cast<float*>(xs[0].mutable_data());
+  for (int64_t i = 0; i < xs[0].shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+  const auto want = run_all(model, params.data(), xs);
+  const std::string dir = test::scratch_dir("seq2seq_state_only_output");
+  save_keras(dir + "/h.keras", *model, params.data());
+  save_keras_h5(dir + "/h.h5", *model, params.data());
+  for (const char* f : {"/h.keras", "/h.h5"}) {
+    const LoadedModel back = load_keras_model(dir + f);
+    EXPECT_EQ(back.model->output_tensor(0), 1) << f;
+    EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << f;
+  }
+}
+
+// A state output of a nested model (which has a single output) is refused by name.
+TEST(Seq2SeqFiles, OutputNamingASecondOutputOfANestedModelIsRefused) {
+  const Json inner = {
+      {"class_name", "Sequential"},
+      {"config",
+       {{"name", "inner"},
+        {"layers",
+         {{{"class_name", "InputLayer"},
+           {"config", {{"batch_shape", {nullptr, 4, 2}}, {"name", "inner_in"}}}},
+          {{"class_name", "LSTM"},
+           {"config", {{"units", 3}, {"return_state", true}, {"name", "lstm"}}}}}}}}};
+  const Json model = {{"class_name", "Functional"},
+                      {"config",
+                       {{"name", "outer"},
+                        {"layers",
+                         {{{"class_name", "InputLayer"},
+                           {"name", "x"},
+                           {"config", {{"batch_shape", {nullptr, 4, 2}}, {"name", "x"}}},
+                           {"inbound_nodes", Json::array()}},
+                          {{"class_name", "Sequential"},
+                           {"name", "inner"},
+                           {"config", inner["config"]},
+                           {"inbound_nodes", {{{"x", 0, 0, Json::object()}}}}}}},
+                        {"input_layers", {{"x", 0, 0}}},
+                        {"output_layers", {{"inner", 0, 1}}}}}};
+  try {
+    build_keras_graph(model, "nested.json", static_cast<const Shape*>(nullptr));
+    ADD_FAILURE() << "expected a FileError";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("output 1 of a nested model"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -22,7 +22,8 @@ struct LayerRun {
   LayerRun(const char* cls, Json cfg, std::vector<Shape> in) : ins(std::move(in)) {
     layer = make_layer(cls, cfg, ConfigMode::kPlan, "l");
     out = layer->output_shape(ins);
-    for (const auto& s : layer->param_specs(ins)) params.emplace_back(static_cast<size_t>(s.shape.size()), 0.0f);
+    for (const auto& s : layer->param_specs(ins))
+      params.emplace_back(static_cast<size_t>(s.shape.size()), 0.0f);
   }
   std::vector<float>& forward(int n, std::vector<std::vector<float>> xs, bool training,
                               const float* mask = nullptr) {
@@ -53,7 +54,9 @@ struct LayerRun {
 
 TEST(Conv2D, SamePaddingPutsTheExtraPixelAfter) {
   // 4x4 input, 2x2 kernel of ones, stride 2... use stride 1 "same": total pad 1, all of it after.
-  LayerRun r("Conv2D", {{"filters", 1}, {"kernel_size", 2}, {"padding", "same"}, {"use_bias", false}}, {Shape{3, 3, 1}});
+  LayerRun r("Conv2D",
+             {{"filters", 1}, {"kernel_size", 2}, {"padding", "same"}, {"use_bias", false}},
+             {Shape{3, 3, 1}});
   EXPECT_EQ(r.out, (Shape{3, 3, 1}));
   std::fill(r.params[0].begin(), r.params[0].end(), 1.0f);
   std::vector<float> x(9);
@@ -66,9 +69,17 @@ TEST(Conv2D, SamePaddingPutsTheExtraPixelAfter) {
 }
 
 TEST(Conv2D, ValidAndStridedOutputShapesFollowKeras) {
-  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, {Shape{28, 28, 1}}).out, (Shape{26, 26, 8}));
-  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}, {"padding", "same"}}, {Shape{7, 7, 2}}).out, (Shape{4, 4, 4}));
-  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}}, {Shape{7, 7, 2}}).out, (Shape{3, 3, 4}));
+  EXPECT_EQ(LayerRun("Conv2D", {{"filters", 8}, {"kernel_size", 3}}, {Shape{28, 28, 1}}).out,
+            (Shape{26, 26, 8}));
+  EXPECT_EQ(
+      LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}, {"padding", "same"}},
+               {Shape{7, 7, 2}})
+          .out,
+      (Shape{4, 4, 4}));
+  EXPECT_EQ(
+      LayerRun("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"strides", 2}}, {Shape{7, 7, 2}})
+          .out,
+      (Shape{3, 3, 4}));
 }
 
 TEST(Conv2D, KernelLargerThanInputIsAClearError) {
@@ -77,7 +88,9 @@ TEST(Conv2D, KernelLargerThanInputIsAClearError) {
     l->output_shape({Shape{3, 3, 1}});
     FAIL();
   } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("window 5x5 does not fit input [None,3,3,1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("window 5x5 does not fit input [None,3,3,1]"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -153,7 +166,8 @@ TEST(BatchNormalization, TrainingUsesBatchStatisticsAndUpdatesMovingOnes) {
   std::vector<float> x = {1, 2, 3, 4};
   auto& y = r.forward(4, {x}, true);
   const double mean = 2.5, var = 1.25;
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[i], 2.0 * (x[i] - mean) / std::sqrt(var + 1e-3) + 0.5, 1e-5);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(y[i], 2.0 * (x[i] - mean) / std::sqrt(var + 1e-3) + 0.5, 1e-5);
   EXPECT_NEAR(r.params[2][0], 0.01 * mean, 1e-6);
   EXPECT_NEAR(r.params[3][0], 0.99 + 0.01 * var, 1e-6);
   auto& yi = r.forward(1, {std::vector<float>{3.0f}}, false);
@@ -193,7 +207,13 @@ TEST(ReLU, MaxValueMakesReLU6) {
 
 TEST(Conv1D, CausalOutputSeesOnlyThePastWithDilation) {
   // k=2, dilation 2, kernel of ones: y[t] = x[t-2] + x[t] (zeros before the start).
-  LayerRun r("Conv1D", {{"filters", 1}, {"kernel_size", 2}, {"padding", "causal"}, {"dilation_rate", 2}, {"use_bias", false}}, {Shape{5, 1}});
+  LayerRun r("Conv1D",
+             {{"filters", 1},
+              {"kernel_size", 2},
+              {"padding", "causal"},
+              {"dilation_rate", 2},
+              {"use_bias", false}},
+             {Shape{5, 1}});
   EXPECT_EQ(r.out, (Shape{5, 1}));
   std::fill(r.params[0].begin(), r.params[0].end(), 1.0f);
   auto& y = r.forward(1, {{1, 2, 3, 4, 5}}, false);
@@ -202,11 +222,13 @@ TEST(Conv1D, CausalOutputSeesOnlyThePastWithDilation) {
 
 TEST(Conv1D, RefusesGroupsOtherThanOne) {
   try {
-    make_layer("Conv1D", Json{{"filters", 4}, {"kernel_size", 3}, {"groups", 2}}, ConfigMode::kKeras, "c");
+    make_layer("Conv1D", Json{{"filters", 4}, {"kernel_size", 3}, {"groups", 2}},
+               ConfigMode::kKeras, "c");
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "groups");
-    EXPECT_NE(std::string(e.what()).find("grouped Conv1D is not supported yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("grouped Conv1D is not supported yet"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -216,16 +238,20 @@ TEST(MaxPooling1D, OddLengthDropsThePartialWindow) {
   EXPECT_EQ(r.forward(1, {{1, 5, 2, 3, 9}}, false), (std::vector<float>{5, 3}));
   LayerRun s("AveragePooling1D", {{"pool_size", 2}, {"padding", "same"}}, {Shape{5, 1}});
   EXPECT_EQ(s.out, (Shape{3, 1}));
-  EXPECT_EQ(s.forward(1, {{1, 5, 2, 3, 9}}, false), (std::vector<float>{3, 2.5f, 9}));  // pad not counted
+  EXPECT_EQ(s.forward(1, {{1, 5, 2, 3, 9}}, false),
+            (std::vector<float>{3, 2.5f, 9}));  // pad not counted
 }
 
 TEST(Embedding, LooksUpRowsAndMaskZeroProducesAMask) {
   LayerRun r("Embedding", {{"input_dim", 3}, {"output_dim", 2}}, {Shape{4}});
   EXPECT_EQ(r.out, (Shape{4, 2}));
   r.params[0] = {0, 1, 10, 11, 20, 21};
-  EXPECT_EQ(r.forward(1, {{2, 0, 1, 2}}, false), (std::vector<float>{20, 21, 0, 1, 10, 11, 20, 21}));
+  EXPECT_EQ(r.forward(1, {{2, 0, 1, 2}}, false),
+            (std::vector<float>{20, 21, 0, 1, 10, 11, 20, 21}));
   EXPECT_EQ(r.layer->mask_use(), MaskUse::kDrop);
-  const auto masked = make_layer("Embedding", Json{{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}}, ConfigMode::kKeras, "embedding_3");
+  const auto masked =
+      make_layer("Embedding", Json{{"input_dim", 3}, {"output_dim", 2}, {"mask_zero", true}},
+                 ConfigMode::kKeras, "embedding_3");
   EXPECT_EQ(masked->mask_use(), MaskUse::kProduce);
   EXPECT_EQ(masked->keras_config()["mask_zero"], true);
   // The mask runs over the time axis: ids of rank 2 per sample have none.
@@ -237,11 +263,13 @@ TEST(UpSampling2D, RepeatsEachPixelOrInterpolatesBilinearAndRefusesOtherInterpol
   EXPECT_EQ(r.out, (Shape{2, 2, 1}));
   EXPECT_EQ(r.forward(1, {{3, 4}}, false), (std::vector<float>{3, 4, 3, 4}));
   // Half-pixel centres along the doubled width: samples at -0.25 (edge), 0.25, 0.75, 1.25 (edge).
-  LayerRun b("UpSampling2D", {{"size", Json{1, 2}}, {"interpolation", "bilinear"}}, {Shape{1, 2, 1}});
+  LayerRun b("UpSampling2D", {{"size", Json{1, 2}}, {"interpolation", "bilinear"}},
+             {Shape{1, 2, 1}});
   EXPECT_EQ(b.forward(1, {{3, 4}}, false), (std::vector<float>{3, 3.25f, 3.75f, 4}));
   EXPECT_EQ(b.layer->keras_config()["interpolation"], "bilinear");
-  EXPECT_THROW(make_layer("UpSampling2D", Json{{"interpolation", "bicubic"}}, ConfigMode::kKeras, "u"),
-               ConfigError);
+  EXPECT_THROW(
+      make_layer("UpSampling2D", Json{{"interpolation", "bicubic"}}, ConfigMode::kKeras, "u"),
+      ConfigError);
 }
 
 TEST(Conv2DTranspose, OutputSizesFollowKerasDeconvLength) {
@@ -252,8 +280,8 @@ TEST(Conv2DTranspose, OutputSizesFollowKerasDeconvLength) {
   valid_op["output_padding"] = Json{1, 0};
   k1["kernel_size"] = 1;
   k1["strides"] = 3;
-  EXPECT_EQ(out(base, Shape{7, 5, 4}), (Shape{15, 11, 2}));     // in*s + max(k - s, 0)
-  EXPECT_EQ(out(same, Shape{7, 5, 4}), (Shape{14, 10, 2}));     // in*s
+  EXPECT_EQ(out(base, Shape{7, 5, 4}), (Shape{15, 11, 2}));      // in*s + max(k - s, 0)
+  EXPECT_EQ(out(same, Shape{7, 5, 4}), (Shape{14, 10, 2}));      // in*s
   EXPECT_EQ(out(valid_op, Shape{7, 5, 4}), (Shape{16, 11, 2}));  // (in-1)*s + k + p
   EXPECT_EQ(out(k1, Shape{2, 2, 1}), (Shape{6, 6, 2}));          // kernel below the stride
   LayerRun r("Conv2DTranspose", base, {Shape{7, 5, 4}});
@@ -277,16 +305,21 @@ TEST(Conv2DTranspose, EachInputPixelAddsItsKernelWindowAtItsStride) {
 }
 
 TEST(Conv2DTranspose, RefusesDilationAnOutputPaddingNotBelowTheStrideAndSizesTensorFlowRefuses) {
-  EXPECT_THROW(make_layer("Conv2DTranspose", {{"filters", 1}, {"kernel_size", 3}, {"dilation_rate", 2}},
-                          ConfigMode::kKeras, "t"),
-               ConfigError);
-  EXPECT_THROW(make_layer("Conv2DTranspose",
-                          {{"filters", 1}, {"kernel_size", 3}, {"strides", 2}, {"output_padding", 2}},
-                          ConfigMode::kKeras, "t"),
-               ConfigError);
+  EXPECT_THROW(
+      make_layer("Conv2DTranspose", {{"filters", 1}, {"kernel_size", 3}, {"dilation_rate", 2}},
+                 ConfigMode::kKeras, "t"),
+      ConfigError);
+  EXPECT_THROW(
+      make_layer("Conv2DTranspose",
+                 {{"filters", 1}, {"kernel_size", 3}, {"strides", 2}, {"output_padding", 2}},
+                 ConfigMode::kKeras, "t"),
+      ConfigError);
   // Even kernel, "same", output_padding 0: (3-1)*2 + 0 = 4 rows, whose convolution gives 2, not 3.
   auto l = make_layer("Conv2DTranspose",
-                      {{"filters", 1}, {"kernel_size", 2}, {"strides", 2}, {"padding", "same"},
+                      {{"filters", 1},
+                       {"kernel_size", 2},
+                       {"strides", 2},
+                       {"padding", "same"},
                        {"output_padding", 0}},
                       ConfigMode::kKeras, "t");
   EXPECT_THROW(l->output_shape({Shape{3, 3, 1}}), ModelError);
@@ -332,17 +365,24 @@ TEST(Cropping2D, KeepsTheInnerRowsAndColumns) {
 }
 
 TEST(SequenceReshaping, UpSamplingCroppingPaddingRepeatAndPermuteMoveValuesAsKeras) {
-  EXPECT_EQ(LayerRun("UpSampling1D", {{"size", 2}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false), (std::vector<float>{1, 1, 2, 2}));
-  EXPECT_EQ(LayerRun("Cropping1D", {{"cropping", Json{1, 2}}}, {Shape{5, 1}}).forward(1, {{1, 2, 3, 4, 5}}, false), (std::vector<float>{2, 3}));
-  EXPECT_EQ(LayerRun("ZeroPadding1D", {{"padding", Json{1, 2}}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false), (std::vector<float>{0, 1, 2, 0, 0}));
-  EXPECT_EQ(LayerRun("RepeatVector", {{"n", 2}}, {Shape{2}}).forward(1, {{1, 2}}, false), (std::vector<float>{1, 2, 1, 2}));
+  EXPECT_EQ(LayerRun("UpSampling1D", {{"size", 2}}, {Shape{2, 1}}).forward(1, {{1, 2}}, false),
+            (std::vector<float>{1, 1, 2, 2}));
+  EXPECT_EQ(LayerRun("Cropping1D", {{"cropping", Json{1, 2}}}, {Shape{5, 1}})
+                .forward(1, {{1, 2, 3, 4, 5}}, false),
+            (std::vector<float>{2, 3}));
+  EXPECT_EQ(LayerRun("ZeroPadding1D", {{"padding", Json{1, 2}}}, {Shape{2, 1}})
+                .forward(1, {{1, 2}}, false),
+            (std::vector<float>{0, 1, 2, 0, 0}));
+  EXPECT_EQ(LayerRun("RepeatVector", {{"n", 2}}, {Shape{2}}).forward(1, {{1, 2}}, false),
+            (std::vector<float>{1, 2, 1, 2}));
   LayerRun p("Permute", {{"dims", Json{2, 1}}}, {Shape{2, 3}});
   EXPECT_EQ(p.out, (Shape{3, 2}));
   EXPECT_EQ(p.forward(1, {{1, 2, 3, 4, 5, 6}}, false), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
 TEST(TimeDistributed, AppliesTheWrappedLayerToEveryStep) {
-  const Json cfg{{"layer", {{"class_name", "Dense"}, {"config", {{"units", 1}, {"use_bias", false}}}}}};
+  const Json cfg{
+      {"layer", {{"class_name", "Dense"}, {"config", {{"units", 1}, {"use_bias", false}}}}}};
   LayerRun r("TimeDistributed", cfg, {Shape{3, 2}});
   EXPECT_EQ(r.out, (Shape{3, 1}));
   ASSERT_EQ(r.params.size(), 1u);
@@ -356,7 +396,8 @@ TEST(TimeDistributed, AppliesTheWrappedLayerToEveryStep) {
 // output zeros at masked steps (tf.keras >= 2.2.4 and Keras 3); the backward half is reversed
 // back into time order before the concat.
 TEST(Bidirectional, MaskedBackwardHalfStartsAtLastRealStep) {
-  const Json lstm = {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_sequences", true}}}};
+  const Json lstm = {{"class_name", "LSTM"},
+                     {"config", {{"units", 2}, {"return_sequences", true}}}};
   LayerRun r("Bidirectional", {{"layer", lstm}}, {Shape{4, 1}});
   ASSERT_EQ(r.out, (Shape{4, 4}));
   float v = 0.1f;
@@ -368,15 +409,66 @@ TEST(Bidirectional, MaskedBackwardHalfStartsAtLastRealStep) {
   RnnDims d;
   d.n = 1, d.t = 2, d.in = 1, d.units = 2, d.return_sequences = true;
   std::vector<float> yf(4), yb(4);
-  rnn_forward_ref(d, x.data(), r.params[0].data(), r.params[1].data(), r.params[2].data(),
-                  nullptr, yf.data());
+  rnn_forward_ref(d, x.data(), r.params[0].data(), r.params[1].data(), r.params[2].data(), nullptr,
+                  yf.data());
   d.go_backwards = true;
-  rnn_forward_ref(d, x.data(), r.params[3].data(), r.params[4].data(), r.params[5].data(),
-                  nullptr, yb.data());
+  rnn_forward_ref(d, x.data(), r.params[3].data(), r.params[4].data(), r.params[5].data(), nullptr,
+                  yb.data());
   const std::vector<float> want = {yf[0], yf[1], yb[2], yb[3],  // t = 0: backward's last step
                                    yf[2], yf[3], yb[0], yb[1],  // t = 1: backward's first step
-                                   0, 0, 0, 0, 0, 0, 0, 0};
+                                   0,     0,     0,     0,     0, 0, 0, 0};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+}
+
+// Bidirectional with dropout and recurrent_dropout trains as Keras's two layers do: each half
+// draws its own per-sequence masks, the forward half first and then the backward half from the
+// same stream, exactly as the two recurrent layers run alone one after the other; inference is
+// unaffected.
+TEST(Bidirectional, DropoutHalvesDrawTheirOwnMasksAsTheWrappedLayersDoAlone) {
+  for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
+    SCOPED_TRACE(cls);
+    const Json cfg = {
+        {"units", 3}, {"return_sequences", true}, {"dropout", 0.3}, {"recurrent_dropout", 0.4}};
+    const int n = 2, t = 4, in = 3, u = 3;
+    LayerRun bi("Bidirectional", {{"layer", {{"class_name", cls}, {"config", cfg}}}},
+                {Shape{t, in}});
+    Json back_cfg = cfg;
+    back_cfg["go_backwards"] = true;
+    LayerRun fwd(cls, cfg, {Shape{t, in}}), bwd(cls, back_cfg, {Shape{t, in}});
+    Rng w(11);
+    for (auto& p : bi.params)
+      for (float& v : p) v = 0.5f * static_cast<float>(w.normal());
+    const size_t np = fwd.params.size();
+    for (size_t k = 0; k < np; ++k) {
+      fwd.params[k] = bi.params[k];
+      bwd.params[k] = bi.params[np + k];
+    }
+    std::vector<float> x(static_cast<size_t>(n * t * in));
+    for (float& v : x) v = static_cast<float>(w.normal());
+    bi.rng = Rng(5);
+    fwd.rng = Rng(5);
+    const auto y = bi.forward(n, {x}, true);
+    const auto yf = fwd.forward(n, {x}, true);
+    bwd.rng = fwd.rng;  // the backward half continues the stream
+    const auto yb = bwd.forward(n, {x}, true);
+    for (int r = 0; r < n; ++r)
+      for (int s = 0; s < t; ++s)
+        for (int j = 0; j < u; ++j) {
+          const size_t o = (static_cast<size_t>(r) * t + s) * 2 * u;
+          EXPECT_EQ(y[o + j], yf[(static_cast<size_t>(r) * t + s) * u + j]);
+          EXPECT_EQ(y[o + u + j], yb[(static_cast<size_t>(r) * t + (t - 1 - s)) * u + j]);
+        }
+    // Training differs from inference, which is the plain layer's.
+    Json plain_cfg = cfg;
+    plain_cfg.erase("dropout");
+    plain_cfg.erase("recurrent_dropout");
+    LayerRun plain("Bidirectional", {{"layer", {{"class_name", cls}, {"config", plain_cfg}}}},
+                   {Shape{t, in}});
+    plain.params = bi.params;
+    EXPECT_NE(y, plain.forward(n, {x}, false));
+    EXPECT_EQ(bi.forward(n, {x}, false), plain.forward(n, {x}, false));
+    EXPECT_EQ(bi.layer->training_refusal(), "");
+  }
 }
 
 TEST(Recurrent, StatefulIsRefusedByName) {
@@ -409,14 +501,39 @@ TEST(Recurrent, ReturnStateAddsStateOutputsAndInitialStatesAreInputs) {
               std::string::npos)
         << e.what();
   }
+  // Bidirectional: the forward layer's states, then the backward layer's; initial states split
+  // half and half.
+  auto bi = make_layer(
+      "Bidirectional",
+      {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
+      ConfigMode::kKeras, "b");
+  EXPECT_EQ(bi->extra_output_shapes({Shape{4, 3}}), (std::vector<Shape>(4, Shape{2})));
+  EXPECT_EQ(bi->optional_inputs(), 4);
+  EXPECT_EQ(bi->output_shape({Shape{4, 3}, Shape{2}, Shape{2}, Shape{2}, Shape{2}}), Shape{4});
+  EXPECT_EQ(bi->keras_config()["layer"]["config"]["return_state"], true);
   try {
     make_layer(
         "Bidirectional",
-        {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}}},
+        {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"return_state", true}}}}},
+         {"backward_layer",
+          {{"class_name", "LSTM"}, {"config", {{"units", 2}, {"go_backwards", true}}}}}},
         ConfigMode::kKeras, "b");
-    ADD_FAILURE() << "Bidirectional with return_state was accepted";
+    ADD_FAILURE() << "halves with different return_state were accepted";
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("return_state false"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the same return_state as 'layer'"), std::string::npos)
+        << e.what();
+  }
+  auto mixed =
+      make_layer("Bidirectional",
+                 {{"layer", {{"class_name", "LSTM"}, {"config", {{"units", 2}}}}},
+                  {"backward_layer",
+                   {{"class_name", "GRU"}, {"config", {{"units", 2}, {"go_backwards", true}}}}}},
+                 ConfigMode::kKeras, "b");
+  try {
+    mixed->output_shape({Shape{4, 3}, Shape{2}, Shape{2}, Shape{2}});
+    ADD_FAILURE() << "initial states for an LSTM and a GRU half were accepted";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("split half and half"), std::string::npos) << e.what();
   }
 }
 
@@ -441,7 +558,7 @@ TEST(RecurrentDropout, OneInputMaskPerSequenceReusedAtEveryStep) {
     EXPECT_EQ(drop.forward(n, {x}, false), plain.forward(n, {x}, false));
     const std::vector<float> y = drop.forward(n, {x}, true);
     RnnDims d;
-    d.cell = std::string(cls) == "LSTM" ? RnnCell::kLstm
+    d.cell = std::string(cls) == "LSTM"  ? RnnCell::kLstm
              : std::string(cls) == "GRU" ? RnnCell::kGru
                                          : RnnCell::kSimple;
     d.n = n, d.t = t, d.in = in, d.units = 2, d.return_sequences = true;
@@ -501,8 +618,8 @@ TEST(RecurrentDropout, RecurrentMaskIsFixedPerSequenceAndInferenceIgnoresIt) {
                std::equal(pattern.begin(), pattern.begin() + u, pattern.begin() + 2 * u));
 }
 
-// Inference ignores recurrent_dropout in every cell; it trains, except inside Bidirectional.
-TEST(RecurrentDropout, InferenceIsUnaffectedAndOnlyBidirectionalRefusesIt) {
+// Inference ignores recurrent_dropout in every cell, and it trains, inside Bidirectional too.
+TEST(RecurrentDropout, InferenceIsUnaffectedAndItTrainsEverywhere) {
   for (const char* cls : {"SimpleRNN", "LSTM", "GRU"}) {
     SCOPED_TRACE(cls);
     const Json cfg = {{"units", 3}, {"return_sequences", true}};
@@ -524,8 +641,7 @@ TEST(RecurrentDropout, InferenceIsUnaffectedAndOnlyBidirectionalRefusesIt) {
       "Bidirectional",
       {{"layer", {{"class_name", "GRU"}, {"config", {{"units", 2}, {"recurrent_dropout", 0.2}}}}}},
       ConfigMode::kPlan, "b");
-  EXPECT_NE(b->training_refusal().find("recurrent_dropout inside a Bidirectional layer"),
-            std::string::npos);
+  EXPECT_EQ(b->training_refusal(), "");
   EXPECT_EQ(make_layer("GRU", {{"units", 2}, {"dropout", 0.2}}, ConfigMode::kPlan, "g")
                 ->training_refusal(),
             "");

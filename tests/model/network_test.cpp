@@ -87,30 +87,50 @@ TEST(Network, SplitBatchMatchesTheWholeBatchUpToRounding) {
   }
 }
 
+// A sequence classifier whose Bidirectional LSTM has dropout and recurrent_dropout (each half
+// its own masks from the model's stream), over inputs [16, 4] (64 floats, as splittable_cnn's).
+std::shared_ptr<const Model> bidirectional_dropout_rnn() {
+  std::vector<std::unique_ptr<Layer>> ls;
+  const Json lstm = {
+      {"class_name", "LSTM"},
+      {"config",
+       {{"units", 3}, {"dropout", 0.3}, {"recurrent_dropout", 0.3}, {"return_sequences", true}}}};
+  ls.push_back(L("Bidirectional", {{"layer", lstm}}, "bidirectional"));
+  ls.push_back(L("Flatten", Json::object(), "flatten"));
+  ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense"));
+  return Model::sequential("birnn", Shape{16, 4}, std::move(ls));
+}
+
 // The pieces of each step computed by two threads (in whatever order they claim them) give
-// bit-identical weights to the pieces computed one after the other, dropout included.
+// bit-identical weights to the pieces computed one after the other, dropout included (a
+// Dropout layer, and the masks inside a Bidirectional RNN).
 TEST(Network, PiecesOnTwoThreadsEqualPiecesInOrderBitForBit) {
-  Network in_order(splittable_cnn(true), 16, adam_spec(), 4);
-  const auto want =
-      train_some(in_order, [&](int n, const Targets& t) { return in_order.train_step(n, t); });
-  Network threaded(splittable_cnn(true), 16, adam_spec(), 4);
-  const auto got = train_some(threaded, [&](int n, const Targets& t) {
-    threaded.begin_step(n, t);
-    // Both phases on two threads, each claiming the next piece.
-    for (auto phase : {&Network::train_piece, &Network::update_piece}) {
-      std::atomic<int> next{0};
-      auto claim = [&] {
-        for (int p; (p = next.fetch_add(1)) < threaded.pieces();) (threaded.*phase)(p);
-      };
-      std::thread helper(claim);
-      claim();
-      helper.join();
-    }
-    return threaded.end_step();
-  });
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),
-            std::vector<float>(in_order.params(), in_order.params() + in_order.num_params()));
+  for (const auto& model : {splittable_cnn(true), bidirectional_dropout_rnn()}) {
+    SCOPED_TRACE(model->name());
+    Network in_order(model, 16, adam_spec(), 4);
+    const auto want =
+        train_some(in_order, [&](int n, const Targets& t) { return in_order.train_step(n, t); });
+    Network threaded(model, 16, adam_spec(), 4);
+    const auto got = train_some(threaded, [&](int n, const Targets& t) {
+      threaded.begin_step(n, t);
+      // Both phases on two threads, each claiming the next piece.
+      for (auto phase : {&Network::train_piece, &Network::update_piece}) {
+        std::atomic<int> next{0};
+        auto claim = [&] {
+          for (int p; (p = next.fetch_add(1)) < threaded.pieces();) (threaded.*phase)(p);
+        };
+        std::thread helper(claim);
+        claim();
+        helper.join();
+      }
+      return threaded.end_step();
+    });
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(std::vector<float>(threaded.params(), threaded.params() + threaded.num_params()),
+              std::vector<float>(in_order.params(), in_order.params() + in_order.num_params()));
+    // The batch really was split into pieces.
+    EXPECT_GT(threaded.pieces(), 1);
+  }
 }
 
 TEST(Network, BatchStatisticsAreNeverSplitAndInferenceIsWhole) {
@@ -154,7 +174,8 @@ TEST(Model, EmbeddingMustReadTheModelInput) {
     FAIL() << "expected a ModelError";
   } catch (const ModelError& e) {
     EXPECT_NE(std::string(e.what()).find("layer 2 'embedding' (Embedding) reads integer ids"),
-              std::string::npos) << e.what();
+              std::string::npos)
+        << e.what();
   }
   std::vector<std::unique_ptr<Layer>> ok;
   ok.push_back(L("Embedding", {{"input_dim", 10}, {"output_dim", 3}}, "embedding"));
@@ -173,7 +194,7 @@ TEST(Network, MaskZeroPaddingIsLeftOutOfAMaskedAverage) {
   ls.push_back(L("GlobalAveragePooling1D", Json::object(), "g"));
   auto m = Model::sequential("m", Shape{4}, std::move(ls));
   const std::vector<float> params = {0, 1, 10, 11, 20, 21,  // embeddings [3,2]
-                                     1, 0, 0, 1};           // identity Dense kernel
+                                     1, 0, 0,  1};          // identity Dense kernel
   Network net(m, 2, params.data());
   const float ids[] = {2, 0, 1, 0,   // real steps 0 and 2: mean of rows 2 and 1
                        0, 0, 2, 2};  // real steps 2 and 3: row 2
@@ -486,6 +507,81 @@ TEST(Network, Seq2SeqGradientsReachTheEncoderThroughItsStates) {
       if (i < encoder) encoder_norm += std::fabs(g[i]);
     }
     EXPECT_GT(encoder_norm, 1e-3) << cell;
+  }
+}
+
+// Keras's encoder model Model(inp, [out, h, c]): the outputs are outputs 0, 1 and 2 of one LSTM
+// node, named as tf.keras makes them unique. Each has its own loss; the states' gradients reach
+// the LSTM through its extra outputs and match central differences of the total loss.
+TEST(Network, ReturnedStatesAsModelOutputsPredictAndTrain) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {L("LSTM", {{"units", 3}, {"return_sequences", true}, {"return_state", true}}, "encoder"),
+       {0}});
+  const auto m = std::make_shared<const Model>("enc", std::vector<ModelInput>{{"x", Shape{4, 2}}},
+                                               std::move(nodes), std::vector<int>{1, 1, 1},
+                                               std::vector<int>{0, 1, 2});
+  ASSERT_EQ(m->num_outputs(), 3u);
+  EXPECT_EQ(m->output_name(0), "encoder");
+  EXPECT_EQ(m->output_name(1), "encoder_1");
+  EXPECT_EQ(m->output_name(2), "encoder_2");
+  EXPECT_EQ(m->output_shape(0), (Shape{4, 3}));
+  EXPECT_EQ(m->output_shape(2), (Shape{3}));
+  EXPECT_EQ(m->output_tensor(2), 2);
+  const TrainSpec spec{parse_loss("mean_squared_error"), parse_optimizer("sgd")};
+  Network net(m, 3, spec);
+  Rng rng(17);
+  net.initialize(rng);
+  for (int i = 0; i < 3 * 8; ++i) net.input(0)[i] = rng.uniform() * 2 - 1;
+  // Prediction: h is the sequence's last step.
+  net.forward(3, false);
+  for (int r = 0; r < 3; ++r)
+    for (int u = 0; u < 3; ++u) EXPECT_EQ(net.output(1)[r * 3 + u], net.output(0)[r * 12 + 9 + u]);
+  std::vector<float> y0(3 * 12), y1(3 * 3), y2(3 * 3);
+  for (auto* y : {&y0, &y1, &y2})
+    for (float& v : *y) v = rng.uniform();
+  Targets t[3];
+  t[0].values = y0.data();
+  t[1].values = y1.data();
+  t[2].values = y2.data();
+  const std::vector<float> p0(net.params(), net.params() + net.num_params());
+  net.train_step(3, t);
+  const std::vector<float> g(net.gradients(), net.gradients() + net.num_trainable());
+  std::copy(p0.begin(), p0.end(), net.params());
+  auto mean_loss = [&] {
+    net.forward(3, false);
+    double sums[3];
+    return net.output_losses(3, t, sums) / 3.0;
+  };
+  double c_norm = 0;
+  for (size_t i = 0; i < net.num_trainable(); ++i) {
+    const float h = 1e-2f, orig = net.params()[i];
+    net.params()[i] = orig + h;
+    const double up = mean_loss();
+    net.params()[i] = orig - h;
+    const double down = mean_loss();
+    net.params()[i] = orig;
+    const double numeric = (up - down) / (2.0 * h);
+    EXPECT_NEAR(g[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "param " << i;
+    c_norm += std::fabs(g[i]);
+  }
+  EXPECT_GT(c_norm, 1e-3);
+}
+
+// Output (layer, tensor) pairs are distinct and name an output the layer has.
+TEST(Model, StateOutputsMustBeDistinctAndExist) {
+  for (const auto& [tensors, want] : std::vector<std::pair<std::vector<int>, std::string>>{
+           {{1, 1}, "output 1 of layer 'encoder' is given twice"},
+           {{0, 3}, "output 1 is output 3 of layer 'encoder', which has 3; expected 0 to 2"}}) {
+    std::vector<ModelNode> nodes;
+    nodes.push_back({L("LSTM", {{"units", 3}, {"return_state", true}}, "encoder"), {0}});
+    try {
+      Model("m", std::vector<ModelInput>{{"x", Shape{4, 2}}}, std::move(nodes),
+            std::vector<int>{1, 1}, tensors);
+      ADD_FAILURE() << "expected a ModelError";
+    } catch (const ModelError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
   }
 }
 
