@@ -362,6 +362,46 @@ std::unique_ptr<Layer> plan_layer(const char* cls, const Json& cfg, const std::s
   return make_layer(cls, cfg, ConfigMode::kPlan, name);
 }
 
+// The wiring seq2seq() and bidirectional_seq2seq() share: inputs enc_in (0) and dec_in (1),
+// each behind a Masking layer when `masked`; the encoder; the decoder on dec_in started from
+// the encoder's `states` returned states; outputs the encoder's sequence, the decoder's output
+// and each state through a tanh layer.
+struct Seq2SeqGraph {
+  std::vector<ModelNode> nodes;
+  std::vector<int> outputs;
+  int encoder = 0;
+};
+
+Seq2SeqGraph seq2seq_graph(std::unique_ptr<Layer> encoder, std::unique_ptr<Layer> decoder,
+                           int states, bool masked) {
+  Seq2SeqGraph g;
+  int enc_in = 0, dec_in = 1;
+  if (masked) {
+    g.nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "enc_mask"), {0}});
+    g.nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "dec_mask"), {1}});
+    enc_in = 2;
+    dec_in = 3;
+  }
+  g.encoder = static_cast<int>(2 + g.nodes.size());
+  g.nodes.push_back({std::move(encoder), {enc_in}});
+  ModelNode d{std::move(decoder), {dec_in}};
+  d.tensors = {0};
+  for (int k = 1; k <= states; ++k) {
+    d.inputs.push_back(g.encoder);
+    d.tensors.push_back(k);
+  }
+  g.nodes.push_back(std::move(d));
+  g.outputs = {g.encoder, g.encoder + 1};
+  for (int k = 1; k <= states; ++k) {
+    ModelNode a{plan_layer("Activation", Json{{"activation", "tanh"}}, "state" + std::to_string(k)),
+                {g.encoder}};
+    a.tensors = {k};
+    g.outputs.push_back(static_cast<int>(2 + g.nodes.size()));
+    g.nodes.push_back(std::move(a));
+  }
+  return g;
+}
+
 // A seq2seq of one recurrent kind: an encoder with return_state over input 0 whose states start
 // a decoder over input 1 (initial_state), with the encoder's sequence, the decoder's output and
 // the encoder's returned states (through tanh layers) as outputs. `masked`: both inputs pass a
@@ -382,34 +422,11 @@ std::shared_ptr<const Model> seq2seq(const char* cls, const Json& extra, bool ba
               {"go_backwards", backwards},
               {"zero_output_for_mask", true}});
   const int states = std::string(cls) == "LSTM" ? 2 : 1;
-  std::vector<ModelNode> nodes;
-  int enc_in = 0, dec_in = 1;
-  if (masked) {
-    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "enc_mask"), {0}});
-    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "dec_mask"), {1}});
-    enc_in = 2;
-    dec_in = 3;
-  }
-  const int enc_id = static_cast<int>(2 + nodes.size());
-  nodes.push_back({plan_layer(cls, enc, "encoder"), {enc_in}});
-  ModelNode d{plan_layer(cls, dec, "decoder"), {dec_in}};
-  d.tensors = {0};
-  for (int k = 1; k <= states; ++k) {
-    d.inputs.push_back(enc_id);
-    d.tensors.push_back(k);
-  }
-  nodes.push_back(std::move(d));
-  std::vector<int> outputs = {enc_id, enc_id + 1};
-  for (int k = 1; k <= states; ++k) {
-    ModelNode a{plan_layer("Activation", Json{{"activation", "tanh"}}, "state" + std::to_string(k)),
-                {enc_id}};
-    a.tensors = {k};
-    outputs.push_back(static_cast<int>(2 + nodes.size()));
-    nodes.push_back(std::move(a));
-  }
+  Seq2SeqGraph g = seq2seq_graph(plan_layer(cls, enc, "encoder"), plan_layer(cls, dec, "decoder"),
+                                 states, masked);
   return std::make_shared<const Model>(
       "seq2seq", std::vector<ModelInput>{{"enc_in", Shape{5, 3}}, {"dec_in", Shape{4, 2}}},
-      std::move(nodes), outputs);
+      std::move(g.nodes), g.outputs);
 }
 
 struct RecurrentKind {
@@ -460,39 +477,17 @@ std::shared_ptr<const Model> bidirectional_seq2seq(const char* cls, const Json& 
   inner.update({{"units", 3}, {"return_state", true}, {"return_sequences", true}});
   const Json layer = {{"class_name", cls}, {"config", inner}};
   const int states = 2 * (std::string(cls) == "LSTM" ? 2 : 1);
-  std::vector<ModelNode> nodes;
-  int enc_in = 0, dec_in = 1;
-  if (masked) {
-    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "enc_mask"), {0}});
-    nodes.push_back({plan_layer("Masking", Json{{"mask_value", 0.0}}, "dec_mask"), {1}});
-    enc_in = 2;
-    dec_in = 3;
-  }
-  const int enc_id = static_cast<int>(2 + nodes.size());
-  nodes.push_back({plan_layer("Bidirectional", Json{{"layer", layer}}, "encoder"), {enc_in}});
-  ModelNode d{plan_layer("Bidirectional", Json{{"layer", layer}, {"merge_mode", "sum"}}, "decoder"),
-              {dec_in}};
-  d.tensors = {0};
-  for (int k = 1; k <= states; ++k) {
-    d.inputs.push_back(enc_id);
-    d.tensors.push_back(k);
-  }
-  nodes.push_back(std::move(d));
-  std::vector<int> outputs = {enc_id, enc_id + 1};
-  for (int k = 1; k <= states; ++k) {
-    ModelNode a{plan_layer("Activation", Json{{"activation", "tanh"}}, "state" + std::to_string(k)),
-                {enc_id}};
-    a.tensors = {k};
-    outputs.push_back(static_cast<int>(2 + nodes.size()));
-    nodes.push_back(std::move(a));
-  }
+  Seq2SeqGraph g = seq2seq_graph(
+      plan_layer("Bidirectional", Json{{"layer", layer}}, "encoder"),
+      plan_layer("Bidirectional", Json{{"layer", layer}, {"merge_mode", "sum"}}, "decoder"), states,
+      masked);
   // The backward layer's h is also an output as it is (Keras's Model(inp, [out, h, ...])).
-  std::vector<int> tensors(outputs.size(), 0);
-  outputs.push_back(enc_id);
+  std::vector<int> tensors(g.outputs.size(), 0);
+  g.outputs.push_back(g.encoder);
   tensors.push_back(1 + states / 2);
   return std::make_shared<const Model>(
       "bi_seq2seq", std::vector<ModelInput>{{"enc_in", Shape{5, 3}}, {"dec_in", Shape{4, 2}}},
-      std::move(nodes), outputs, tensors);
+      std::move(g.nodes), g.outputs, tensors);
 }
 
 TEST(OnnxExport, BidirectionalInitialAndReturnedStatesAgreeWithOnnxRuntime) {

@@ -38,6 +38,24 @@ std::vector<std::vector<float>> run_all(std::shared_ptr<const Model> model, cons
   return out;
 }
 
+// A plan-built model's initial weights from `seed`, then, from the same stream, inputs of
+// `shapes` uniform in [-1, 1).
+void initial_weights_and_inputs(const std::shared_ptr<const Model>& model, uint64_t seed,
+                                const std::vector<Shape>& shapes, std::vector<float>& params,
+                                std::vector<Array>& xs) {
+  Network init(model, 1);
+  Rng rng(seed);
+  init.initialize(rng);
+  params.assign(init.params(), init.params() + init.num_params());
+  xs.clear();
+  for (const Shape& shape : shapes) {
+    Array x = Array::zeros(DType::kF32, shape);
+    auto* p = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < shape.size(); ++i) p[i] = rng.uniform() * 2 - 1;
+    xs.push_back(std::move(x));
+  }
+}
+
 // The Keras lstm_seq2seq training model. lstm_1 returns its states, which
 // start lstm_2 over the decoder sequence (inbound tensors 1 and 2 of lstm_1); both time axes are
 // free and take the data's 12 steps.
@@ -110,16 +128,9 @@ TEST(Seq2SeqFiles, InitialStateIsAKeywordArgumentInKeras3AndATensorInKeras2) {
   auto model = std::make_shared<const Model>(
       "s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}}, std::move(nodes),
       std::vector<int>{4});
-  Network init(model, 1);
-  Rng rng(8);
-  init.initialize(rng);
-  const std::vector<float> params(init.params(), init.params() + init.num_params());
-  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 3}),
-                           Array::zeros(DType::kF32, Shape{3, 5, 2})};
-  for (Array& x : xs) {
-    auto* p = static_cast<float*>(x.mutable_data());
-    for (int64_t i = 0; i < x.shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
-  }
+  std::vector<float> params;
+  std::vector<Array> xs;
+  initial_weights_and_inputs(model, 8, {Shape{3, 4, 3}, Shape{3, 5, 2}}, params, xs);
   const auto want = run_all(model, params.data(), xs);
   const std::string dir = test::scratch_dir("seq2seq_plan_roundtrip");
   save_keras(dir + "/s.keras", *model, params.data());
@@ -165,16 +176,9 @@ TEST(Seq2SeqFiles, BidirectionalStatesRoundTripThroughKerasAndH5) {
       "bi_s2s", std::vector<ModelInput>{{"enc", Shape{4, 3}}, {"dec", Shape{5, 2}}},
       std::move(nodes), std::vector<int>{4});
   ASSERT_EQ(model->planned(0).extra_out_shapes, (std::vector<Shape>(4, Shape{3})));
-  Network init(model, 1);
-  Rng rng(9);
-  init.initialize(rng);
-  const std::vector<float> params(init.params(), init.params() + init.num_params());
-  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 3}),
-                           Array::zeros(DType::kF32, Shape{3, 5, 2})};
-  for (Array& x : xs) {
-    auto* p = static_cast<float*>(x.mutable_data());
-    for (int64_t i = 0; i < x.shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
-  }
+  std::vector<float> params;
+  std::vector<Array> xs;
+  initial_weights_and_inputs(model, 9, {Shape{3, 4, 3}, Shape{3, 5, 2}}, params, xs);
   const auto want = run_all(model, params.data(), xs);
   // The states matter: the decoder from zero states predicts otherwise.
   std::vector<Array> zero_enc = {Array::zeros(DType::kF32, Shape{3, 4, 3}), xs[1]};
@@ -219,13 +223,9 @@ TEST(Seq2SeqFiles, ReturnedStatesAsModelOutputsRoundTrip) {
     std::iota(tensors.begin(), tensors.end(), 0);
     auto model = std::make_shared<const Model>("enc", std::vector<ModelInput>{{"x", Shape{4, 2}}},
                                                std::move(nodes), ids, tensors);
-    Network init(model, 1);
-    Rng rng(12);
-    init.initialize(rng);
-    const std::vector<float> params(init.params(), init.params() + init.num_params());
-    std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{3, 4, 2})};
-    auto* p = static_cast<float*>(xs[0].mutable_data());
-    for (int64_t i = 0; i < xs[0].shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+    std::vector<float> params;
+    std::vector<Array> xs;
+    initial_weights_and_inputs(model, 12, {Shape{3, 4, 2}}, params, xs);
     const auto want = run_all(model, params.data(), xs);
     ASSERT_EQ(want.size(), static_cast<size_t>(outs));
     const std::string dir = test::scratch_dir("seq2seq_state_outputs");
@@ -258,13 +258,9 @@ TEST(Seq2SeqFiles, AStateAsTheOnlyOutputIsWrittenAsFunctional) {
       std::make_shared<const Model>("h", std::vector<ModelInput>{{"x", Shape{4, 2}}},
                                     std::move(nodes), std::vector<int>{1}, std::vector<int>{1});
   EXPECT_FALSE(model->is_sequential());
-  Network init(model, 1);
-  Rng rng(13);
-  init.initialize(rng);
-  const std::vector<float> params(init.params(), init.params() + init.num_params());
-  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{2, 4, 2})};
-  auto* p = static_cast<float*>(xs[0].mutable_data());
-  for (int64_t i = 0; i < xs[0].shape().size(); ++i) p[i] = rng.uniform() * 2 - 1;
+  std::vector<float> params;
+  std::vector<Array> xs;
+  initial_weights_and_inputs(model, 13, {Shape{2, 4, 2}}, params, xs);
   const auto want = run_all(model, params.data(), xs);
   const std::string dir = test::scratch_dir("seq2seq_state_only_output");
   save_keras(dir + "/h.keras", *model, params.data());
