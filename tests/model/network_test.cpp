@@ -469,6 +469,18 @@ TEST(Model, WithFrozenKeepsWhichOutputEachInputIs) {
   EXPECT_EQ(m->planned(1).in_shapes[1], (Shape{3}));
 }
 
+// d loss / d param by central differences (step 1e-2), the parameter restored afterwards.
+template <class Loss>
+double central_difference(float& param, const Loss& loss) {
+  const float h = 1e-2f, orig = param;
+  param = orig + h;
+  const double up = loss();
+  param = orig - h;
+  const double down = loss();
+  param = orig;
+  return (up - down) / (2.0 * h);
+}
+
 // The training step's gradients, the encoder's included (which reach it only through the states
 // the decoder starts from), match central differences of the mean loss.
 TEST(Network, Seq2SeqGradientsReachTheEncoderThroughItsStates) {
@@ -496,13 +508,7 @@ TEST(Network, Seq2SeqGradientsReachTheEncoderThroughItsStates) {
     const size_t encoder = (3 + 3 + (gates == 3 ? 2 : 1)) * 3 * gates;
     double encoder_norm = 0;
     for (size_t i = 0; i < net.num_trainable(); ++i) {
-      const float h = 1e-2f, orig = net.params()[i];
-      net.params()[i] = orig + h;
-      const double up = mean_loss();
-      net.params()[i] = orig - h;
-      const double down = mean_loss();
-      net.params()[i] = orig;
-      const double numeric = (up - down) / (2.0 * h);
+      const double numeric = central_difference(net.params()[i], mean_loss);
       EXPECT_NEAR(g[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << cell << " param " << i;
       if (i < encoder) encoder_norm += std::fabs(g[i]);
     }
@@ -555,13 +561,7 @@ TEST(Network, ReturnedStatesAsModelOutputsPredictAndTrain) {
   };
   double c_norm = 0;
   for (size_t i = 0; i < net.num_trainable(); ++i) {
-    const float h = 1e-2f, orig = net.params()[i];
-    net.params()[i] = orig + h;
-    const double up = mean_loss();
-    net.params()[i] = orig - h;
-    const double down = mean_loss();
-    net.params()[i] = orig;
-    const double numeric = (up - down) / (2.0 * h);
+    const double numeric = central_difference(net.params()[i], mean_loss);
     EXPECT_NEAR(g[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "param " << i;
     c_norm += std::fabs(g[i]);
   }
