@@ -97,6 +97,16 @@ std::pair<int, int> check_with_readers(const std::string& dir, const std::vector
   return {a, b};
 }
 
+// Every case through onnx.checker and ONNX Runtime (check_with_readers): both must accept all
+// of them; their output is printed for the test log.
+void expect_readers_accept(const std::string& dir, const std::vector<OrtCase>& cases) {
+  std::string log;
+  const auto [checker, ort] = check_with_readers(dir, cases, log);
+  std::printf("%s", log.c_str());
+  EXPECT_EQ(checker, 0) << log;
+  EXPECT_EQ(ort, 0) << log;
+}
+
 // The shared files with expected inputs, as (stem, model file, weights file).
 struct SharedModel {
   std::string stem, model, weights;
@@ -178,11 +188,7 @@ TEST(RealFileOnnxExport, EveryLoadableSharedModelAgreesWithOnnxRuntime) {
   EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [](const OrtCase& c) {
     return c.onnx.find("eng2sql_seq2seq") != std::string::npos;
   }));
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 // Values away from zero (magnitudes 0.1..2), as the gradient check draws them.
@@ -242,11 +248,7 @@ TEST(OnnxExport, EveryKindExampleAgreesWithOnnxRuntime) {
       cases.push_back(make_case(dir, stem, model, params.data(), x, n));
     }
   }
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 // Trains <dir>/plan.yaml with `nnfleet train --format onnx` into <dir>/run, then checks each of
@@ -270,11 +272,7 @@ void train_onnx_and_check(const std::string& dir, const std::vector<std::string>
     const LoadedModel lm = load_keras_model(stem + ".keras");
     cases.push_back(make_case(dir, name, lm.model, lm.params.data(), x, n, stem + ".onnx"));
   }
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 // `train --format onnx` writes an .onnx beside every .keras; ONNX Runtime agrees with nnfleet on
@@ -429,6 +427,17 @@ std::shared_ptr<const Model> seq2seq(const char* cls, const Json& extra, bool ba
       std::move(g.nodes), g.outputs);
 }
 
+// A case of a seq2seq model (enc_in [5, 3], dec_in [4, 2]): random weights from `seed`, then n
+// sequences per input from the same stream (padded when `masked`).
+OrtCase seq2seq_case(const std::string& dir, const std::string& stem,
+                     const std::shared_ptr<const Model>& model, uint64_t seed, int n, bool masked) {
+  Rng rng(seed);
+  const std::vector<float> params = random_params(*model, rng);
+  const std::vector<std::vector<float>> x = {sequences(rng, n, 5, 3, masked),
+                                             sequences(rng, n, 4, 2, masked)};
+  return make_case(dir, stem, model, params.data(), x, n);
+}
+
 struct RecurrentKind {
   const char* cls;
   Json extra;
@@ -454,18 +463,11 @@ TEST(OnnxExport, InitialAndReturnedStatesAgreeWithOnnxRuntime) {
                                  (backwards ? "_backwards" : "") + (masked ? "_masked" : "");
         SCOPED_TRACE(stem + " " + k.extra.dump());
         const auto model = seq2seq(k.cls, k.extra, backwards, masked);
-        Rng rng(300 + static_cast<uint64_t>(index));
-        const std::vector<float> params = random_params(*model, rng);
-        const std::vector<std::vector<float>> x = {sequences(rng, n, 5, 3, masked),
-                                                   sequences(rng, n, 4, 2, masked)};
-        cases.push_back(make_case(dir, stem, model, params.data(), x, n));
+        cases.push_back(
+            seq2seq_case(dir, stem, model, 300 + static_cast<uint64_t>(index), n, masked));
       }
   ASSERT_EQ(cases.size(), 16u);
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 // seq2seq() with Bidirectional halves: the encoder returns the forward layer's states and then
@@ -500,18 +502,11 @@ TEST(OnnxExport, BidirectionalInitialAndReturnedStatesAgreeWithOnnxRuntime) {
       const std::string stem = std::to_string(index++) + "_bi_" + k.cls + (masked ? "_masked" : "");
       SCOPED_TRACE(stem + " " + k.extra.dump());
       const auto model = bidirectional_seq2seq(k.cls, k.extra, masked);
-      Rng rng(400 + static_cast<uint64_t>(index));
-      const std::vector<float> params = random_params(*model, rng);
-      const std::vector<std::vector<float>> x = {sequences(rng, n, 5, 3, masked),
-                                                 sequences(rng, n, 4, 2, masked)};
-      cases.push_back(make_case(dir, stem, model, params.data(), x, n));
+      cases.push_back(
+          seq2seq_case(dir, stem, model, 400 + static_cast<uint64_t>(index), n, masked));
     }
   ASSERT_EQ(cases.size(), 8u);
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 TEST(OnnxExport, MaskedGlobalAveragePooling1DAgreesWithOnnxRuntime) {
@@ -529,11 +524,7 @@ TEST(OnnxExport, MaskedGlobalAveragePooling1DAgreesWithOnnxRuntime) {
     const std::vector<std::vector<float>> x = {sequences(rng, n, 6, 4, true)};
     cases.push_back(make_case(dir, keepdims ? "keepdims" : "flat", model, nullptr, x, n));
   }
-  std::string log;
-  const auto [checker, ort] = check_with_readers(dir, cases, log);
-  std::printf("%s", log.c_str());
-  EXPECT_EQ(checker, 0) << log;
-  EXPECT_EQ(ort, 0) << log;
+  expect_readers_accept(dir, cases);
 }
 
 TEST(OnnxExport, RefusesABackwardsMaskedSequenceFromAnInitialStateByLayerName) {
