@@ -12,6 +12,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -104,10 +105,29 @@ libxsmm_smmfunction xsmm_kernel(const XsmmKey& key) {
   return slot.fn;
 }
 
+// Whether libxsmm's kernel for C rows of N floats would make a row's result depend on M. Its
+// AVX-512 generator (generator_gemm_sse3_avx_avx2_avx512.c, 1.17) takes C rows that fit one
+// 16-float vector to a micro-kernel that splits the k loop over 1, 2 or 4 accumulators by how many
+// rows it blocks, so a Dense(10) layer's outputs changed in the last bit with the batch size (rows
+// of 3 to 10 against 1, 2 and 16 and more): predictions then depended on --batch and on how rows
+// were shared out. Wider rows, and every AVX2 kernel, add the k terms in order.
+bool xsmm_rows_depend_on_m(int N) {
+  static const bool avx512 = [] {
+    ensure_xsmm_initialized();
+    return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512;
+  }();
+  return avx512 && N <= 16;
+}
+
 // Runs C[M,N] (=|+=) A[M,K] B[K,N] (all row-major, no transposes) through libxsmm when it has a
-// kernel for the shape, returning false otherwise.
+// kernel for the shape (gemm_in_order where libxsmm's rows would depend on M), returning false
+// otherwise.
 bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
                   float* C, int ldc) {
+  if (xsmm_rows_depend_on_m(N)) {
+    gemm_in_order(false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return true;
+  }
   const XsmmKey key{N, M, K, ldb, lda, ldc, beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0};
   libxsmm_smmfunction fn = xsmm_kernel(key);
   if (fn == nullptr) return false;
@@ -180,7 +200,49 @@ void gemm_nt_blocked(int M, int N, int K, const float* A, int lda, const float* 
   }
 }
 
+// Blocks of kOrderRows x kOrderCols accumulators (8 AVX-512 registers, or 16 AVX2 ones), zero
+// padded at the edges so the compiler keeps whole vectors: 8 independent chains of fused
+// multiply-adds per k cover the FMA latency.
+constexpr int kOrderRows = 8, kOrderCols = 16;
+
+template <bool kTransA>
+void in_order_block(int rows, int cols, int K, const float* A, int lda, const float* B, int ldb,
+                    float beta, float* C, int ldc) {
+  float acc[kOrderRows][kOrderCols] = {};
+  if (beta != 0.0f) {
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) acc[i][j] = C[static_cast<ptrdiff_t>(i) * ldc + j];
+  }
+  for (int k = 0; k < K; ++k) {
+    float b[kOrderCols] = {};
+    std::copy_n(B + static_cast<ptrdiff_t>(k) * ldb, cols, b);
+    float a[kOrderRows] = {};
+    for (int i = 0; i < rows; ++i)
+      a[i] = kTransA ? A[static_cast<ptrdiff_t>(k) * lda + i] : A[static_cast<ptrdiff_t>(i) * lda + k];
+    for (int i = 0; i < kOrderRows; ++i)
+      for (int j = 0; j < kOrderCols; ++j) acc[i][j] = std::fma(a[i], b[j], acc[i][j]);
+  }
+  for (int i = 0; i < rows; ++i) std::copy_n(acc[i], cols, C + static_cast<ptrdiff_t>(i) * ldc);
+}
+
 }  // namespace
+
+void gemm_in_order(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
+                   int ldb, float beta, float* C, int ldc) {
+  for (int r0 = 0; r0 < M; r0 += kOrderRows) {
+    const int rows = std::min(kOrderRows, M - r0);
+    for (int c0 = 0; c0 < N; c0 += kOrderCols) {
+      const int cols = std::min(kOrderCols, N - c0);
+      float* c = C + static_cast<ptrdiff_t>(r0) * ldc + c0;
+      if (trans_a) {
+        in_order_block<true>(rows, cols, K, A + r0, lda, B + c0, ldb, beta, c, ldc);
+      } else {
+        in_order_block<false>(rows, cols, K, A + static_cast<ptrdiff_t>(r0) * lda, lda, B + c0, ldb,
+                              beta, c, ldc);
+      }
+    }
+  }
+}
 
 // libxsmm is column-major; a row-major matrix X[r,c] with row stride ld is the column-major
 // matrix X^T with leading dimension ld. So the row-major C = op(A) op(B) is computed as the
@@ -199,14 +261,21 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
   if (!trans_a && !trans_b && int64_t{K} * N > kWideBFloats && M >= kPanelMinRows) {
     // B too big for L2: libxsmm's kernels walk all of B once per row of A, so give them column
     // panels of B that stay cached across the rows, C[:, n0:n0+nb] = A B[:, n0:n0+nb].
+    // Widths in whole vectors; at least two AVX-512 vectors where a one-vector panel would take
+    // the in-order path (xsmm_rows_depend_on_m).
     const int64_t panels = (int64_t{K} * N + kPanelFloats - 1) / kPanelFloats;
-    const int panel = static_cast<int>((N + panels - 1) / panels + 15) / 16 * 16;
+    const int unit = xsmm_rows_depend_on_m(16) ? 32 : 16;
+    const int panel = static_cast<int>((N + panels - 1) / panels + unit - 1) / unit * unit;
     for (int n0 = 0; n0 < N; n0 += panel) {
       const int nb = std::min(panel, N - n0);
       if (!gemm_nn_xsmm(M, nb, K, A, lda, B + n0, ldb, beta, C + n0, ldc)) {
         gemm_eigen(false, false, M, nb, K, A, lda, B + n0, ldb, beta, C + n0, ldc);
       }
     }
+    return;
+  }
+  if (!trans_b && xsmm_rows_depend_on_m(N)) {
+    gemm_in_order(trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   if (!trans_b) {

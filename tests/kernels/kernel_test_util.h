@@ -37,6 +37,31 @@ inline void expect_near_all(const std::vector<float>& got, const std::vector<flo
   }
 }
 
+// Asserts |got - want| <= rtol*|want| + btol*bound element-wise, where bound[i] is the sum of the
+// absolute values of the terms that make want[i] (the reference run on absolute values): a sum
+// whose terms cancel keeps an error of the size of its terms, not of its result, so a fixed atol
+// fails on it once another summation order is used (a 576-term input gradient, terms ~0.25,
+// result 0.0138: 1.2e-5 apart under oneDNN's AVX-512 kernel, 1e-7 of its bound).
+inline void expect_near_bounded(const std::vector<float>& got, const std::vector<float>& want,
+                                const std::vector<float>& bound, double rtol, double btol,
+                                const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(bound.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (!(std::abs(g - w) <= rtol * std::abs(w) + btol * bound[i])) {
+      ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << w << " (bound "
+                    << bound[i] << ")";
+      return;
+    }
+  }
+}
+
+// Element-wise absolute values.
+inline std::vector<float> absolute(std::vector<float> v) {
+  for (float& f : v) f = std::abs(f);
+  return v;
+}
 
 // Runs `run(in, out)` with every input and output buffer starting `off` floats into a larger
 // allocation, for off = 0..16, and asserts the outputs equal the off = 0 outputs bit for bit:

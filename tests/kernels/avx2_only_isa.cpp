@@ -1,0 +1,28 @@
+// kernels_test_avx2 only: holds libxsmm's and oneDNN's JITs to AVX2 before any test runs, so the
+// binary tests the AVX2-only machines' path wherever it runs (by hand too). ctest's ENVIRONMENT
+// (LIBXSMM_TARGET=hsw;ONEDNN_MAX_CPU_ISA=AVX2) did this before, but gtest_discover_tests passed
+// only the first variable of the list on, and oneDNN's AVX-512 kernels ran here unnoticed until
+// Isa.KernelsRunTheInstructionSetTheirBuildTargets checked oneDNN as well.
+#include <gtest/gtest.h>
+#include <libxsmm.h>
+#include <oneapi/dnnl/dnnl.h>
+
+namespace nnfleet {
+namespace {
+
+class HoldToAvx2 : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    libxsmm_init();
+    libxsmm_set_target_archid(LIBXSMM_X86_AVX2);
+    // Must come before oneDNN's first ISA query or primitive; it refuses afterwards.
+    ASSERT_EQ(dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2), dnnl_success)
+        << "oneDNN could not be held to AVX2";
+  }
+};
+
+const ::testing::Environment* const kHold =
+    ::testing::AddGlobalTestEnvironment(new HoldToAvx2);  // gtest owns it
+
+}  // namespace
+}  // namespace nnfleet
