@@ -56,7 +56,8 @@ class Builder {
   // `name` is used in messages; `expected_bytes` as in File::create.
   explicit Builder(std::string name, size_t expected_bytes = 0);
   Node root() { return Node(this, 0); }
-  // The file's bytes. Throws FileError (from libhdf5's path only).
+  // The file's bytes; called once (it may free the script's numbers). Throws FileError (from
+  // libhdf5's path only).
   std::string finish();
 
   // How many files this process's Builders made through libhdf5 and from a template.
@@ -81,8 +82,10 @@ class Builder {
   void add(Step s, const void* data = nullptr, size_t bytes = 0);
   int find_group(int node, const std::string& path) const;
   // Runs the script through libhdf5; `addresses` gets each dataset's place in the image (and
-  // kNoAddress for each varying string, written as its marker when `markers`).
-  std::string build_with_hdf5(bool markers, std::vector<uint64_t>* addresses) const;
+  // kNoAddress for each varying string, written as its marker when `markers`). With `last_use`
+  // (the Builder's last use of its numbers) data_ is freed before the image is taken.
+  std::string build_with_hdf5(bool markers, std::vector<uint64_t>* addresses,
+                              bool last_use = false);
   // Where each patched step's bytes lie in `image`, made by build_with_hdf5(true, &addresses);
   // false when one is not found, or found more than once.
   bool locate(const std::string& image, std::vector<uint64_t>& addresses) const;

@@ -111,6 +111,12 @@ class Layer {
   // True when a training forward couples the samples of a batch (batch statistics), so the
   // batch cannot be split into pieces computed apart.
   virtual bool mixes_samples() const { return false; }
+  // True when the output is the input's bytes unchanged, only reshaped (Flatten, Reshape). The
+  // network then plans the output as a view of the input (the same pointer, no copy) and its
+  // gradient as the input's gradient (the consumers add straight into it), and calls neither
+  // forward nor backward of the layer; both must still copy and add for other callers (tests).
+  // Such a layer has one input, one output, no parameters and no cache, and makes no mask.
+  virtual bool output_aliases_input() const { return false; }
   // Nonzero when the layer reads its input as integer ids in [0, limit) (Embedding). Such a layer
   // must take the model input directly, whose values the data loaders check (Model::id_input());
   // forward may then index with them unchecked. Ids get no gradient.

@@ -1,6 +1,7 @@
 // Flatten, Reshape and ZeroPadding2D: layers that move values without arithmetic. Flatten and
-// Reshape copy rows unchanged (row-major order is already Keras's order); ZeroPadding2D pads H and
-// W with zeros (padding: int, [sym_h, sym_w] or [[top, bottom], [left, right]]).
+// Reshape copy rows unchanged (row-major order is already Keras's order), so a Network plans them
+// as views and never calls them; ZeroPadding2D pads H and W with zeros (padding: int,
+// [sym_h, sym_w] or [[top, bottom], [left, right]]).
 #include <cstring>
 
 #include "kernels/pool.h"
@@ -28,6 +29,7 @@ class Flatten final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override { return Shape{in[0].size()}; }
   void forward(const LayerArgs& a) const override { copy_rows(a); }
   void backward(const LayerArgs& a) const override { add_rows(a); }
+  bool output_aliases_input() const override { return true; }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["data_format"] = "channels_last";
@@ -75,6 +77,7 @@ class Reshape final : public Layer {
   }
   void forward(const LayerArgs& a) const override { copy_rows(a); }
   void backward(const LayerArgs& a) const override { add_rows(a); }
+  bool output_aliases_input() const override { return true; }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
     j["target_shape"] = Json::array();

@@ -58,6 +58,36 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
           " outputs; expected a loss for each, got " + std::to_string(spec_.outputs.size()));
   }
   plan_training();
+  // Views (Layer::output_aliases_input). Not for a model output nor a layer with an activity
+  // regularizer: the loss overwrites its output's gradient, and that must not be shared with
+  // another output's or hold the regularizer's (which is written earlier). Nor for a layer whose
+  // input is also read by another layer or is a model output: the input's gradient would then
+  // sum its parts in another order than the copy's did (a + (b + c) for (a + b) + c), and
+  // results stay bit-identical to the plan with copies.
+  views_.assign(L, 0);
+  std::vector<int> readers(L, 0);  // per layer: reads of its output, the loss's included
+  std::vector<char> is_output(L, 0);
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    is_output[m.layer_of(m.output_node(j))] = 1;
+    if (m.output_tensor(j) == 0) ++readers[m.layer_of(m.output_node(j))];
+  }
+  for (size_t i = 0; i < L; ++i)
+    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j)
+      if (!m.is_input(m.layer_inputs(i)[j]) && m.input_tensor(i, j) == 0)
+        ++readers[m.layer_of(m.layer_inputs(i)[j])];
+  for (size_t i = 0; i < L; ++i) {
+    const auto& act = m.training(i).activity;
+    if (!m.layer(i).output_aliases_input() || is_output[i] || (act && act->active())) continue;
+    const int src = m.layer_inputs(i)[0];
+    if (!m.is_input(src) &&
+        (m.input_tensor(i, 0) != 0 || readers[m.layer_of(src)] != 1))
+      continue;
+    const PlannedNode& p = m.planned(i);
+    NNFLEET_CHECK(m.layer_inputs(i).size() == 1 && p.params.empty() && p.extra_out_shapes.empty() &&
+                  m.layer(i).mask_use() != MaskUse::kProduce &&
+                  m.layer(i).cache_floats(p.in_shapes, 1) == 0);
+    views_[i] = 1;
+  }
   step_targets_.assign(m.num_outputs(), Targets{});
   bool masked = false;
   for (size_t j = 0; j < m.num_outputs(); ++j) {
@@ -81,10 +111,12 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     pieces_[static_cast<size_t>(p)].row0 = p * capacity;
     pieces_[static_cast<size_t>(p)].capacity = std::min(capacity, max_batch - p * capacity);
     pieces_[static_cast<size_t>(p)].nodes.resize(L);
+    pieces_[static_cast<size_t>(p)].zero_before.resize(L);
   }
 
-  // Layout: params | per piece: grads, activation grads (zeroed each step) | optimizer state |
-  // input | per piece: y and cache per node, scratch | per-sample loss | gathered output.
+  // Layout: params | per piece: grads (zeroed each step), activation grads (blocks shared by
+  // lifetime, each zeroed when it becomes live) | optimizer state | input | per piece: y and
+  // cache per node (a view node's y is its input's), scratch | per-sample loss | gathered output.
   // Piece 0's gradients are the network's; the others' are added to them at the end of a step.
   if (!shared_params) params_off_ = arena_.reserve(n_trainable_ + n_fixed_);
   if (train_) {
@@ -92,14 +124,8 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.zero_begin = pc.grads_off;
       pc.sink_off = arena_.reserve(sink_floats());
-      for (size_t i = 0; i < L; ++i) {
-        pc.nodes[i].dy_off =
-            arena_.reserve(static_cast<size_t>(pc.capacity) * m.planned(i).out_shape.size());
-        for (const Shape& s : m.planned(i).extra_out_shapes)
-          pc.nodes[i].extra_dy_off.push_back(
-              arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
-      }
       pc.zero_end = arena_.size_floats();
+      plan_gradients(pc);
     }
     grads_off_ = pieces_[0].grads_off;
     state_floats_ = nnfleet::optimizer_state_floats(spec_.optimizer, n_trainable_);
@@ -112,6 +138,10 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     size_t scratch = 0;
     for (size_t i = 0; i < L; ++i) {
       const PlannedNode& p = m.planned(i);
+      if (views_[i]) {
+        pc.nodes[i].y_off = view_offset(pc, i);
+        continue;
+      }
       pc.nodes[i].y_off = arena_.reserve(static_cast<size_t>(pc.capacity) * p.out_shape.size());
       for (const Shape& s : p.extra_out_shapes)
         pc.nodes[i].extra_y_off.push_back(
@@ -302,13 +332,16 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
 
 void Network::forward_piece(Piece& pc, bool training) {
   for (size_t i = 0; i < model_->num_layers(); ++i)
-    model_->layer(i).forward(layer_args(pc, i, training));
+    if (!views_[i]) model_->layer(i).forward(layer_args(pc, i, training));
   if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
 void Network::backward_piece(Piece& pc) {
   for (size_t i = model_->num_layers(); i-- > 0;) {
-    if (!needs_backward_[i]) continue;  // nothing trainable at or before it
+    if (!needs_backward_[i] || views_[i]) continue;  // nothing trainable at or before it; a view
+    // Blocks that become live here: zero before this backward adds into them.
+    for (const ZeroBlock& z : pc.zero_before[i])
+      std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
     LayerArgs a = layer_args(pc, i, true);
     a.dy = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
@@ -367,6 +400,8 @@ void Network::train_piece(int p) {
   Piece& pc = pieces_[static_cast<size_t>(p)];
   if (pc.n == 0) return;
   std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
+  for (const ZeroBlock& z : pc.zero_first)
+    std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
   forward_piece(pc, true);
   pc.loss_sum = 0;
   for (size_t j = 0; j < model_->num_outputs(); ++j) piece_loss(pc, j);
@@ -398,8 +433,8 @@ void Network::piece_loss(Piece& pc, size_t j) {
   if (pieces_.size() == 1) t.mask = output_mask(j);
   const double w = spec_.weight_of(j);
   pc.loss_sum += w * loss_forward(loss, pc.n, k, out, t, arena_.at(out_loss_offs_[j]) + pc.row0);
-  // The gradient lands in the output's (zeroed) activation gradient before any consumer of the
-  // output adds to it in backward.
+  // The gradient lands in the output's activation gradient (zeroed at the step's start) before
+  // any consumer of the output adds to it in backward.
   float* dy = arena_.at(tensor_dy_off(pc.nodes[out_node], model_->output_tensor(j)));
   loss_backward(loss, pc.n, k, out, t, dy, step_n_);
   if (w != 1.0)

@@ -63,6 +63,9 @@ class Network {
   void set_learning_rate(double lr);
   size_t arena_bytes() const { return arena_.size_bytes(); }
 
+  // Layer i's output [n, its shape] of the last forward (piece 0's rows), for inspection; a view
+  // layer's (Layer::output_aliases_input) is its input's buffer.
+  const float* layer_output(size_t i) const { return arena_.at(pieces_[0].nodes[i].y_off); }
   // Input buffer k [max_batch, input k's shape]: fill the first n rows of every input, then
   // forward().
   float* input(size_t k = 0) { return arena_.at(input_offs_[k]); }
@@ -160,18 +163,32 @@ class Network {
     std::vector<float*> extra_y;  // outputs 1.. and their gradients (training)
     std::vector<const float*> extra_dy;
   };
+  // An activation gradient block to zero when it becomes live: its first `row_floats * n` floats.
+  struct ZeroBlock {
+    size_t off = 0, row_floats = 0;
+  };
   // The buffers of one piece of the batch (a single piece when the batch is not split).
   struct Piece {
     int row0 = 0, capacity = 0;  // its rows of the batch
     int n = 0;                   // its rows in the current step
     size_t grads_off = 0, scratch_off = 0;
-    size_t zero_begin = 0, zero_end = 0;  // its gradients and activation gradients
+    size_t zero_begin = 0, zero_end = 0;  // its parameter gradients (and frozen weights' sink)
+    // Activation gradient blocks to zero at the start of the step (those the loss or an activity
+    // regularizer writes), and before node i's backward (those node i's backward writes first,
+    // or, when nothing writes one, reads first).
+    std::vector<ZeroBlock> zero_first;
+    std::vector<std::vector<ZeroBlock>> zero_before;
     std::vector<NodeBuffers> nodes;
     Rng rng;              // its dropout stream (split networks)
     double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
     size_t sink_off = 0;  // gradients of frozen layers' weights, written and never read
     double activity = 0.0, weight_penalty = 0.0;  // this step's regularization parts
   };
+  // Lays out a piece's activation gradients (their offsets and when each is zeroed): blocks
+  // whose lifetimes do not overlap share memory (model/buffer_plan.h).
+  void plan_gradients(Piece& pc);
+  // The arena offset of layer i's output when it is a view of its input (output_aliases_input).
+  size_t view_offset(const Piece& pc, size_t i) const;
   void forward_piece(Piece& pc, bool training);
   void backward_piece(Piece& pc);
   // Where each node's output mask and input mask live (see Layer::mask_use).
@@ -229,6 +246,7 @@ class Network {
   std::vector<ConstrainedVar> constrained_;
   std::vector<std::pair<size_t, Regularizer>> activity_;  // (node, regularizer)
   std::vector<char> needs_backward_;  // a node with trainable weights at or before it
+  std::vector<char> views_;           // a node whose output is a view of its input (never run)
   std::vector<char> inference_mode_;  // a frozen layer with batch statistics
   // Fills the members above from the model (before the arena is laid out).
   void plan_training();
