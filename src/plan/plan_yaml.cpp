@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "plan/yaml_emitter.h"
 #include "platform/limits.h"
 
 namespace nnfleet::plan_detail {
@@ -168,58 +169,102 @@ bool use_flow(const Json& v) {
 
 bool needs_quotes(const std::string& s) { return s.empty() || !plain_scalar(s).is_string(); }
 
+// The two emitters behind one interface: YamlEmitter (yaml_emitter.h), and yaml-cpp's own as
+// its reference (json_to_yaml_ref).
+struct YamlCppOut {
+  YAML::Emitter out;
+  YamlCppOut() {
+    out.SetIndent(2);
+    out.SetNullFormat(YAML::LowerNull);
+  }
+  void begin_seq(bool flow) {
+    if (flow) out << YAML::Flow;
+    out << YAML::BeginSeq;
+  }
+  void begin_map(bool flow) {
+    if (flow) out << YAML::Flow;
+    out << YAML::BeginMap;
+  }
+  void end_seq() { out << YAML::EndSeq; }
+  void end_map() { out << YAML::EndMap; }
+  void null() { out << YAML::Null; }
+  void boolean(bool b) { out << b; }
+  void integer(int64_t v) { out << v; }
+  void unsigned_integer(uint64_t v) { out << v; }
+  void string(std::string_view s, bool double_quoted) {
+    if (double_quoted) out << YAML::DoubleQuoted;
+    out << std::string(s);
+  }
+  bool ok() const { return out.good(); }
+  std::string text() const { return out.c_str(); }
+};
+
+template <typename Out>
 struct Writer {
-  YAML::Emitter& out;
+  Out& out;
   const std::vector<std::string>& first;
 
   void emit(const Json& v) {
     switch (v.type()) {
       case Json::value_t::null:
-        out << YAML::Null;
+        out.null();
         break;
       case Json::value_t::boolean:
-        out << v.get<bool>();
+        out.boolean(v.get<bool>());
         break;
       case Json::value_t::number_integer:
-        out << v.get<int64_t>();
+        out.integer(v.get<int64_t>());
         break;
       case Json::value_t::number_unsigned:
-        out << v.get<uint64_t>();
+        out.unsigned_integer(v.get<uint64_t>());
         break;
       case Json::value_t::number_float: {
         std::string t = number_text(v.get<double>());
         if (t.find_first_of(".en") == std::string::npos) t += ".0";
-        out << t;
+        out.string(t, false);
         break;
       }
       case Json::value_t::string: {
         const auto& s = v.get_ref<const std::string&>();
-        if (needs_quotes(s)) out << YAML::DoubleQuoted;
-        out << s;
+        out.string(s, needs_quotes(s));
         break;
       }
       case Json::value_t::array:
-        if (use_flow(v)) out << YAML::Flow;
-        out << YAML::BeginSeq;
+        out.begin_seq(use_flow(v));
         for (const auto& e : v) emit(e);
-        out << YAML::EndSeq;
+        out.end_seq();
         break;
       case Json::value_t::object: {
-        if (use_flow(v)) out << YAML::Flow;
-        out << YAML::BeginMap;
+        out.begin_map(use_flow(v));
         for (const auto& k : ordered_keys(v)) {
-          out << YAML::Key;
-          if (needs_quotes(k)) out << YAML::DoubleQuoted;
-          out << k << YAML::Value;
+          out.string(k, needs_quotes(k));
           emit(v[k]);
         }
-        out << YAML::EndMap;
+        out.end_map();
         break;
       }
       default:  // binary and discarded values never occur in plans
-        out << YAML::Null;
+        out.null();
         break;
     }
+  }
+
+  // The streamed form of json_to_yaml (plan.h's plan_to_yaml): `head` with its `list_key` made
+  // of `n` items made one at a time.
+  void emit_streamed(const Json& head, const std::string& list_key, size_t n,
+                     const std::function<Json(size_t)>& item) {
+    out.begin_map(false);
+    for (const auto& k : ordered_keys(head)) {
+      out.string(k, needs_quotes(k));
+      if (k != list_key) {
+        emit(head[k]);
+        continue;
+      }
+      out.begin_seq(false);
+      for (size_t i = 0; i < n; ++i) emit(item(i));
+      out.end_seq();
+    }
+    out.end_map();
   }
 
   std::vector<std::string> ordered_keys(const Json& o) const {
@@ -371,40 +416,38 @@ std::string number_text(double v) {
   return std::string(buf, r.ptr);
 }
 
+std::string json_to_yaml_ref(const Json& doc, const std::vector<std::string>& first) {
+  YamlCppOut out;
+  Writer<YamlCppOut>{out, first}.emit(doc);
+  NNFLEET_CHECK(out.ok());
+  return out.text() + "\n";
+}
+
+std::string json_to_yaml_ref(const Json& head, const std::vector<std::string>& first,
+                             const std::string& list_key, size_t n,
+                             const std::function<Json(size_t)>& item) {
+  NNFLEET_CHECK(head.is_object() && head.contains(list_key));
+  YamlCppOut out;
+  Writer<YamlCppOut>{out, first}.emit_streamed(head, list_key, n, item);
+  NNFLEET_CHECK(out.ok());
+  return out.text() + "\n";
+}
+
 std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first) {
-  YAML::Emitter out;
-  out.SetIndent(2);
-  out.SetNullFormat(YAML::LowerNull);
-  Writer w{out, first};
-  w.emit(doc);
-  NNFLEET_CHECK(out.good());
-  return std::string(out.c_str()) + "\n";
+  YamlEmitter out;
+  Writer<YamlEmitter>{out, first}.emit(doc);
+  if (!out.ok()) return json_to_yaml_ref(doc, first);
+  return out.text() + "\n";
 }
 
 std::string json_to_yaml(const Json& head, const std::vector<std::string>& first,
                          const std::string& list_key, size_t n,
                          const std::function<Json(size_t)>& item) {
   NNFLEET_CHECK(head.is_object() && head.contains(list_key));
-  YAML::Emitter out;
-  out.SetIndent(2);
-  out.SetNullFormat(YAML::LowerNull);
-  Writer w{out, first};
-  out << YAML::BeginMap;
-  for (const auto& k : w.ordered_keys(head)) {
-    out << YAML::Key;
-    if (needs_quotes(k)) out << YAML::DoubleQuoted;
-    out << k << YAML::Value;
-    if (k != list_key) {
-      w.emit(head[k]);
-      continue;
-    }
-    out << YAML::BeginSeq;
-    for (size_t i = 0; i < n; ++i) w.emit(item(i));
-    out << YAML::EndSeq;
-  }
-  out << YAML::EndMap;
-  NNFLEET_CHECK(out.good());
-  return std::string(out.c_str()) + "\n";
+  YamlEmitter out;
+  Writer<YamlEmitter>{out, first}.emit_streamed(head, list_key, n, item);
+  if (!out.ok()) return json_to_yaml_ref(head, first, list_key, n, item);
+  return out.text() + "\n";
 }
 
 }  // namespace nnfleet::plan_detail

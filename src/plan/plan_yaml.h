@@ -76,12 +76,20 @@ std::string number_text(double v);
 
 // Emits `doc` as block YAML (small leaf collections in flow style), quoting strings that would
 // read back as another type, so yaml_to_json(YAML::Load(json_to_yaml(doc))).value == doc.
-// Mapping keys in `first` come first, in that order; the others follow sorted.
+// Mapping keys in `first` come first, in that order; the others follow sorted. Written by
+// YamlEmitter (yaml_emitter.h): the same text as yaml-cpp's emitter in json_to_yaml_ref (below)
+// without its per-scalar RegEx matching; yaml-cpp writes the rare document YamlEmitter cannot (a
+// mapping key over 1024 bytes).
 std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first);
 // The same for a mapping whose key `list_key` (present in `head`, its value ignored) holds a list
 // of `n` items made one at a time by `item(k)`: only one item is held at once.
 std::string json_to_yaml(const Json& head, const std::vector<std::string>& first,
                          const std::string& list_key, size_t n,
                          const std::function<Json(size_t)>& item);
+// The same two through yaml-cpp's YAML::Emitter: the oracle json_to_yaml is tested against.
+std::string json_to_yaml_ref(const Json& doc, const std::vector<std::string>& first);
+std::string json_to_yaml_ref(const Json& head, const std::vector<std::string>& first,
+                             const std::string& list_key, size_t n,
+                             const std::function<Json(size_t)>& item);
 
 }  // namespace nnfleet::plan_detail
