@@ -305,7 +305,8 @@ def profile_lines(p):
     if p.get("skipped"):
         return [f"Not profiled: {p['skipped']}."]
     why = "chosen by --profiler" if p.get("forced") else "`perf` counts no instructions here"
-    how = {"perf": "`perf record` (cycles sampled), share of the samples",
+    how = {"perf": "`perf record` (cycles sampled, or the cpu-clock where the machine counts no "
+                   "cycles), share of the samples",
            "callgrind": f"callgrind ({why}), share of the instructions executed (Ir), which is "
                         "not a share of the time",
            "massif": "valgrind massif, share of the heap at its peak by allocation site"}
