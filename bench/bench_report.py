@@ -43,20 +43,22 @@ REMEDIES = {
     "w1-conv1": "a direct convolution kernel for single-channel inputs (no im2col at all), fused "
                 "with the activation and the pooling, forward and backward, so that each image "
                 "is read once per step.",
-    "w1-conv": "a convolution backward without im2col (batch-reduce GEMMs over the taps for the "
-               "kernel gradient, a transposed-convolution form for the input gradient), and "
-               "Winograd for the small square kernels.",
+    "w1-conv": "Winograd F(4x4,3x3) for the forward and input gradient with the kernel "
+               "transform done once per step instead of once per call, and the 3x3 layers' "
+               "bias, activation and pooling fused into the Winograd output transform.",
     "w1-mlp": "fewer passes over the activations: fuse the bias, the activation and its "
               "gradient into the GEMMs' epilogues.",
     "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
                 "serial steps per batch (loss, hand-offs, the optimizer update).",
     "w1-launch": "read and decode the data once, in parallel with the set-up of the first model.",
-    "w1-memory": "reuse activation-gradient buffers whose lifetimes do not overlap, and make "
-                 "Flatten a view of its input instead of a copy.",
-    "w2-b256": "fewer FLOPs for the small square convolutions (Winograd) or hand-tuned "
-               "direct-convolution kernels.",
-    "w2-b1": "convolutions without the im2col copy at batch one (batch-reduce GEMMs over the "
-             "taps); the Dense layer's weight traffic is the same for every fp32 engine.",
+    "w1-memory": "write each model file without the copies of its bytes (libhdf5's file image "
+                 "into a string, the weights into the zip).",
+    "w2-b256": "Winograd F(4x4,3x3) for the forward pass with the transformed kernel kept "
+               "from call to call (inference weights do not change), fewer FLOPs than "
+               "F(2x2,3x3).",
+    "w2-b1": "keep the transformed Winograd kernel from call to call and run the first "
+             "convolution without its im2col copy; the Dense layer's weight traffic is the same "
+             "for every fp32 engine.",
     "w3-fleet": "fewer fixed costs per model: fewer files per finished model, and the Adam "
                 "update fused with the gradient pass.",
     "w4-fleet": "batch the recurrent products of every time step into one GEMM per gate block, "
@@ -305,7 +307,8 @@ def profile_lines(p):
     if p.get("skipped"):
         return [f"Not profiled: {p['skipped']}."]
     why = "chosen by --profiler" if p.get("forced") else "`perf` counts no instructions here"
-    how = {"perf": "`perf record` (cycles sampled), share of the samples",
+    how = {"perf": "`perf record` (cycles sampled, or the cpu-clock where the machine counts no "
+                   "cycles), share of the samples",
            "callgrind": f"callgrind ({why}), share of the instructions executed (Ir), which is "
                         "not a share of the time",
            "massif": "valgrind massif, share of the heap at its peak by allocation site"}

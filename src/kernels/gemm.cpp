@@ -11,6 +11,8 @@
 #include <libxsmm.h>
 
 #include <Eigen/Core>
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,6 +20,10 @@
 
 namespace nnfleet {
 namespace {
+
+// gemm() takes at most this many rows to gemm_in_order (xsmm_rows_depend_on_m), so one block of
+// accumulators holds them all: every row its own chain, up to 11 chains in flight per k.
+constexpr int kInOrderMaxRows = 11;
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
@@ -105,18 +111,19 @@ libxsmm_smmfunction xsmm_kernel(const XsmmKey& key) {
   return slot.fn;
 }
 
-// Whether libxsmm's kernel for C rows of N floats would make a row's result depend on M. Its
-// AVX-512 generator (generator_gemm_sse3_avx_avx2_avx512.c, 1.17) takes C rows that fit one
-// 16-float vector to a micro-kernel that splits the k loop over 1, 2 or 4 accumulators by how many
-// rows it blocks, so a Dense(10) layer's outputs changed in the last bit with the batch size (rows
-// of 3 to 10 against 1, 2 and 16 and more): predictions then depended on --batch and on how rows
-// were shared out. Wider rows, and every AVX2 kernel, add the k terms in order.
-bool xsmm_rows_depend_on_m(int N) {
+// Whether libxsmm's kernel for M rows of N floats adds a row's k terms out of order, so that the
+// row's result depends on M. Its AVX-512 generator (generator_gemm_sse3_avx_avx2_avx512.c, 1.17)
+// takes C rows that fit one 16-float vector to a micro-kernel that splits the k loop over 2 or 4
+// accumulators when it blocks fewer than 12 rows: a Dense(10) layer's outputs changed in the last
+// bit with the batch size, so predictions depended on --batch. Measured against an in-order
+// chain for every M from 1 to 300 (N 3, 8, 10, 16; K 9 to 1352; A and A^T): out of order exactly
+// for M 2..11 (6..11 for N = 3); wider rows, every AVX2 kernel and M of 1 or >= 12 add in order.
+bool xsmm_rows_depend_on_m(int M, int N) {
   static const bool avx512 = [] {
     ensure_xsmm_initialized();
     return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512;
   }();
-  return avx512 && N <= 16;
+  return avx512 && N <= 16 && M >= 2 && M <= kInOrderMaxRows;
 }
 
 // Runs C[M,N] (=|+=) A[M,K] B[K,N] (all row-major, no transposes) through libxsmm when it has a
@@ -124,7 +131,7 @@ bool xsmm_rows_depend_on_m(int N) {
 // otherwise.
 bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
                   float* C, int ldc) {
-  if (xsmm_rows_depend_on_m(N)) {
+  if (xsmm_rows_depend_on_m(M, N)) {
     gemm_in_order(false, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return true;
   }
@@ -200,30 +207,53 @@ void gemm_nt_blocked(int M, int N, int K, const float* A, int lda, const float* 
   }
 }
 
-// Blocks of kOrderRows x kOrderCols accumulators (8 AVX-512 registers, or 16 AVX2 ones), zero
-// padded at the edges so the compiler keeps whole vectors: 8 independent chains of fused
-// multiply-adds per k cover the FMA latency.
-constexpr int kOrderRows = 8, kOrderCols = 16;
+// Blocks of kOrderRows rows x kOrderCols columns (kOrderRows > kInOrderMaxRows: gemm()'s calls
+// are one block of rows, all their chains in flight per k). The fused multiply-add is explicit (_mm512_fmadd_ps, std::fma):
+// ISO C++ mode compiles a*b+c unfused, and libxsmm's kernels fuse.
+constexpr int kOrderRows = 12, kOrderCols = 16;
 
+#ifdef __AVX512F__
+// One 16-float vector per row, the edges masked.
 template <bool kTransA>
 void in_order_block(int rows, int cols, int K, const float* A, int lda, const float* B, int ldb,
                     float beta, float* C, int ldc) {
-  float acc[kOrderRows][kOrderCols] = {};
-  if (beta != 0.0f) {
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) acc[i][j] = C[static_cast<ptrdiff_t>(i) * ldc + j];
-  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+  __m512 acc[kOrderRows];
+  for (int i = 0; i < kOrderRows; ++i)
+    acc[i] = beta != 0.0f && i < rows
+                 ? _mm512_maskz_loadu_ps(mask, C + static_cast<ptrdiff_t>(i) * ldc)
+                 : _mm512_setzero_ps();
   for (int k = 0; k < K; ++k) {
-    float b[kOrderCols] = {};
-    std::copy_n(B + static_cast<ptrdiff_t>(k) * ldb, cols, b);
-    float a[kOrderRows] = {};
-    for (int i = 0; i < rows; ++i)
-      a[i] = kTransA ? A[static_cast<ptrdiff_t>(k) * lda + i] : A[static_cast<ptrdiff_t>(i) * lda + k];
-    for (int i = 0; i < kOrderRows; ++i)
-      for (int j = 0; j < kOrderCols; ++j) acc[i][j] = std::fma(a[i], b[j], acc[i][j]);
+    const __m512 b = _mm512_maskz_loadu_ps(mask, B + static_cast<ptrdiff_t>(k) * ldb);
+    for (int i = 0; i < kOrderRows; ++i) {
+      if (i >= rows) break;
+      const float a = kTransA ? A[static_cast<ptrdiff_t>(k) * lda + i]
+                              : A[static_cast<ptrdiff_t>(i) * lda + k];
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a), b, acc[i]);
+    }
   }
-  for (int i = 0; i < rows; ++i) std::copy_n(acc[i], cols, C + static_cast<ptrdiff_t>(i) * ldc);
+  for (int i = 0; i < rows; ++i)
+    _mm512_mask_storeu_ps(C + static_cast<ptrdiff_t>(i) * ldc, mask, acc[i]);
 }
+#else
+// Without AVX-512 gemm() never takes this path (libxsmm's AVX2 kernels add in order); the
+// scalar form serves the tests of the AVX2 build.
+template <bool kTransA>
+void in_order_block(int rows, int cols, int K, const float* A, int lda, const float* B, int ldb,
+                    float beta, float* C, int ldc) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) {
+      float acc = beta != 0.0f ? C[static_cast<ptrdiff_t>(i) * ldc + j] : 0.0f;
+      for (int k = 0; k < K; ++k) {
+        const float a = kTransA ? A[static_cast<ptrdiff_t>(k) * lda + i]
+                                : A[static_cast<ptrdiff_t>(i) * lda + k];
+        acc = std::fma(a, B[static_cast<ptrdiff_t>(k) * ldb + j], acc);
+      }
+      C[static_cast<ptrdiff_t>(i) * ldc + j] = acc;
+    }
+  }
+}
+#endif
 
 }  // namespace
 
@@ -261,11 +291,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
   if (!trans_a && !trans_b && int64_t{K} * N > kWideBFloats && M >= kPanelMinRows) {
     // B too big for L2: libxsmm's kernels walk all of B once per row of A, so give them column
     // panels of B that stay cached across the rows, C[:, n0:n0+nb] = A B[:, n0:n0+nb].
-    // Widths in whole vectors; at least two AVX-512 vectors where a one-vector panel would take
-    // the in-order path (xsmm_rows_depend_on_m).
     const int64_t panels = (int64_t{K} * N + kPanelFloats - 1) / kPanelFloats;
-    const int unit = xsmm_rows_depend_on_m(16) ? 32 : 16;
-    const int panel = static_cast<int>((N + panels - 1) / panels + unit - 1) / unit * unit;
+    const int panel = static_cast<int>((N + panels - 1) / panels + 15) / 16 * 16;
     for (int n0 = 0; n0 < N; n0 += panel) {
       const int nb = std::min(panel, N - n0);
       if (!gemm_nn_xsmm(M, nb, K, A, lda, B + n0, ldb, beta, C + n0, ldc)) {
@@ -274,7 +301,7 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
     }
     return;
   }
-  if (!trans_b && xsmm_rows_depend_on_m(N)) {
+  if (!trans_b && xsmm_rows_depend_on_m(M, N)) {
     gemm_in_order(trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }

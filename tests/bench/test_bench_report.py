@@ -321,3 +321,16 @@ def test_w4_is_reported_beside_its_peer_and_missing_while_nnfleet_cannot_run_it(
     assert f"{bench_report.med(run, 'w4.sps.lstm.peer'):,.0f}" in row
     assert "this nnfleet has no GRU, LSTM layer" in text
     assert "w4-fleet" not in bench_report.missed_scenarios(bench_report.Run(raw))
+
+
+@pytest.mark.parametrize("counts,valgrind,want", [(True, True, "perf"), (True, False, "perf"),
+                                                  (False, True, "callgrind"),
+                                                  (False, False, "perf")])
+def test_time_profiles_use_perf_where_valgrind_cannot_run_the_build(monkeypatch, counts, valgrind,
+                                                                     want):
+    monkeypatch.setattr(bench_probe, "perf_counts", lambda: counts)
+    monkeypatch.setattr(bench_probe, "valgrind_runs_native", lambda: valgrind)
+    assert bench_probe.tool_for("time", "auto") == want
+    assert bench_probe.tool_for("memory", "auto") == "massif"
+    assert bench_probe.tool_for("time", "callgrind") == "callgrind"
+    assert bench_probe.tool_for("time", "none") is None
