@@ -112,7 +112,13 @@ BENCHMARK(BM_Gemm)
     ->Args({32 * 576, 64, 288, 0, 0})
     ->Args({784, 128, 32, 1, 0})
     ->Args({32, 784, 128, 0, 1})
-    ->Args({32, 512, 512, 0, 1});
+    ->Args({32, 512, 512, 0, 1})
+    // m7's Dense 9216 -> 128 at W2's batch 256, W1's batch 32, predict's forward pieces of 8 rows
+    // (src/api/predict_engine.cpp) and batch 1.
+    ->Args({256, 128, 9216, 0, 0})
+    ->Args({32, 128, 9216, 0, 0})
+    ->Args({8, 128, 9216, 0, 0})
+    ->Args({1, 128, 9216, 0, 0});
 
 // W1's convolutions, "valid", 3x3: {h, c, f} with h == w.
 ConvGeometry conv_shape(benchmark::State& state) {
@@ -174,7 +180,6 @@ BENCHMARK(BM_Conv2dBackward)
     ->Args({28, 1, 16, 0})
     ->Args({13, 16, 32, 1})
     ->Args({28, 1, 8, 0});
-
 
 // W1's MaxPooling2D(2): 2x2 windows, stride 2, "valid", on {h, c} with h == w: m5's 26x26x8,
 // m6's 26x26x16 and 11x11x32 (the last row and column dropped), m7's 24x24x64.

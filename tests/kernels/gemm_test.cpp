@@ -104,9 +104,11 @@ TEST(Gemm, MatchesRefOnWorkloadShapes) {
       {false, true, 9, 100, 300, 3, 0.0f},
       {false, true, 9, 100, 300, 3, 1.0f},
       {false, true, 8, 129, 257, 0, 1.0f},
-      // B larger than L2, split into column panels (the last one narrower).
+      // B larger than L2, cut into blocks of columns (the last one narrower) and of k rows.
       {false, false, 5, 700, 400, 3, 0.0f},
       {false, false, 5, 700, 400, 3, 1.0f},
+      {false, false, 8, 128, 9216, 0, 1.0f},
+      {false, false, 33, 128, 9216, 5, 0.0f},
       // The same B for one to three rows (matrix-vector products: no panels), as m7's Dense
       // layer at batch 1.
       {false, false, 1, 700, 400, 3, 0.0f},
@@ -271,7 +273,8 @@ TEST(Gemm, ResultsDoNotDependOnBufferAlignment) {
 // (m7's Dense 9216x128).
 TEST(Gemm, RowResultsDoNotDependOnTheNumberOfRows) {
   constexpr int kRows = 40;
-  for (auto [N, K] : {std::pair{10, 128}, {3, 8}, {16, 64}, {17, 9}, {64, 288}, {128, 9216}}) {
+  for (auto [N, K] :
+       {std::pair{10, 128}, {3, 8}, {16, 64}, {17, 9}, {64, 288}, {128, 9216}, {600, 500}}) {
     for (bool trans_a : {false, true}) {
       for (float beta : {0.0f, 1.0f}) {
         const auto A = random_floats(size_t(kRows) * K, uint32_t(N + K)),
@@ -301,8 +304,8 @@ TEST(Gemm, RowResultsDoNotDependOnTheNumberOfRows) {
 // gemm_in_order against the naive oracle, and bit for bit against gemm: where gemm runs libxsmm
 // (every N on AVX2; N > 16 on AVX-512) its kernels add in the same order, so the paths agree.
 TEST(Gemm, InOrderMatchesRefAndLibxsmmBitForBit) {
-  for (auto [M, N, K] : {std::tuple{1, 10, 128}, {7, 3, 8}, {9, 16, 64}, {13, 17, 9},
-                         {20, 33, 31}, {32, 64, 288}}) {
+  for (auto [M, N, K] :
+       {std::tuple{1, 10, 128}, {7, 3, 8}, {9, 16, 64}, {13, 17, 9}, {20, 33, 31}, {32, 64, 288}}) {
     for (bool trans_a : {false, true}) {
       for (float beta : {0.0f, 1.0f}) {
         const auto A = random_floats(size_t(M) * K, 1), B = random_floats(size_t(K) * N, 2),
