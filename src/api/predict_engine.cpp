@@ -17,10 +17,16 @@
 namespace nnfleet::api_detail {
 namespace {
 
-// Rows per forward pass inside a worker's chunk: activations of a few images stay in L1/L2, where
-// a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory. Measured on
-// m7 (W2), one core: 7,899 / 8,557 / 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows.
-constexpr int kForwardRows = 8;
+// Rows per forward pass inside a worker's chunk: activations of a few images stay in cache, where
+// a whole chunk's (256 images of m7: 38 MB for one layer) would stream through memory, but each
+// pass reads every Dense kernel once (m7's 9216 x 128: 4.7 MB), so fewer rows read it more often.
+// Measured on m7 (W2), one core, per machine kind: on AVX-512 (1 MiB L2 per core) 7,899 / 8,557 /
+// 7,766 / 5,627 samples/s at 4 / 8 / 16 / 256 rows; on Zen 3 (AVX2, 512 KiB L2; three interleaved
+// runs of 10,000 images) 2,332-2,744 / 2,462-2,772 / 2,791-3,073 / 2,946-3,240 at 8 / 16 / 32 / 64.
+int forward_rows() {
+  static const int rows = __builtin_cpu_supports("avx512f") ? 8 : 32;
+  return rows;
+}
 
 std::string number_text(double v) {
   char b[32];
@@ -93,9 +99,9 @@ void ChunkRun::work(const std::vector<int>& cpus, int w) {
   const size_t outs = lm.model->num_outputs();
   const std::vector<OutputTargets>& targets = *job.targets;
   if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
-  // A worker takes job.batch rows at a time and runs them through the network kForwardRows at
+  // A worker takes job.batch rows at a time and runs them through the network forward_rows() at
   // a time, so that every layer's activations stay in cache.
-  const int step = std::min(job.batch, kForwardRows);
+  const int step = std::min(job.batch, forward_rows());
   Network net(lm.model, step, lm.params.data());
   std::vector<int64_t> idx(static_cast<size_t>(step));
   for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
@@ -155,8 +161,8 @@ void check_input(const Wording& w, const std::string& model_path, double scale, 
   if (const Model::IdInput& ids = model.id_input(); ids.limit > 0 && ids.input == k) {
     if (scale != 1.0)
       throw UsageError("failed to " + w.verb + " with '" + model_path + "': " + w.scale_option +
-                       std::to_string(scale) + " would change the ids its Embedding '" +
-                       ids.layer + "' reads; expected " + w.scale_option + "1");
+                       std::to_string(scale) + " would change the ids its Embedding '" + ids.layer +
+                       "' reads; expected " + w.scale_option + "1");
     if (const auto bad = first_bad_id(x, ids.limit))
       throw DataError("failed to " + w.verb + " with '" + model_path + "': row " +
                       std::to_string(bad->row) + " of '" + file + "' holds " +
@@ -208,7 +214,6 @@ OutputTargets make_targets(const Array& y, const std::string& y_file, const Loss
   return o;
 }
 
-
 LossSpec output_loss(const Wording& w, const LoadedModel& lm, const std::string& model_path,
                      const std::string& loss, size_t j) {
   const Model& m = *lm.model;
@@ -237,8 +242,8 @@ PredictTotals run_predict_job(const PredictJob& job) {
   NNFLEET_CHECK(job.predictions.size() == outs);
   NNFLEET_CHECK(targets.empty() || (targets.size() == outs && job.losses.size() == outs));
   const std::vector<int> cpus = allowed_cpus();
-  ChunkRun run{job, (job.n + job.batch - 1) / job.batch, 0, std::vector<size_t>(outs + 1, 0),
-               {}, {}};
+  ChunkRun run{job, (job.n + job.batch - 1) / job.batch, 0, std::vector<size_t>(outs + 1, 0), {},
+               {}};
   int workers = job.workers > 0 ? job.workers : std::max<int>(1, static_cast<int>(cpus.size()));
   workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(workers, run.chunks)));
   for (size_t j = 0; j < targets.size(); ++j)
