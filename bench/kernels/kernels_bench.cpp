@@ -118,7 +118,10 @@ BENCHMARK(BM_Gemm)
     ->Args({256, 128, 9216, 0, 0})
     ->Args({32, 128, 9216, 0, 0})
     ->Args({8, 128, 9216, 0, 0})
-    ->Args({1, 128, 9216, 0, 0});
+    ->Args({1, 128, 9216, 0, 0})
+    // Its backward at batch 32: the kernel gradient x^T dy and the input gradient dy W^T.
+    ->Args({9216, 128, 32, 1, 0})
+    ->Args({32, 9216, 128, 0, 1});
 
 // W1's convolutions, "valid", 3x3: {h, c, f} with h == w.
 ConvGeometry conv_shape(benchmark::State& state) {

@@ -97,6 +97,9 @@ TEST(Gemm, MatchesRefOnWorkloadShapes) {
       {false, false, 32, 512, 784, 0, 1.0f},
       {false, true, 32, 512, 512, 0, 1.0f},
       {true, false, 784, 128, 32, 0, 1.0f},
+      // A^T B with a C past L2 (A transposed a block of rows at a time), tails included.
+      {true, false, 9216, 128, 32, 0, 1.0f},
+      {true, false, 2100, 130, 31, 3, 0.0f},
       {true, false, 288, 64, 85, 0, 1.0f},
       {false, false, 85, 64, 288, 0, 0.0f},
       {true, true, 17, 9, 40, 2, 1.0f},
@@ -302,10 +305,16 @@ TEST(Gemm, RowResultsDoNotDependOnTheNumberOfRows) {
 }
 
 // gemm_in_order against the naive oracle, and bit for bit against gemm: where gemm runs libxsmm
-// (every N on AVX2; N > 16 on AVX-512) its kernels add in the same order, so the paths agree.
+// (every N on AVX2; N > 16 on AVX-512) its kernels add in the same order, so the paths agree (2100
+// x 130: A^T transposed in blocks).
 TEST(Gemm, InOrderMatchesRefAndLibxsmmBitForBit) {
-  for (auto [M, N, K] :
-       {std::tuple{1, 10, 128}, {7, 3, 8}, {9, 16, 64}, {13, 17, 9}, {20, 33, 31}, {32, 64, 288}}) {
+  for (auto [M, N, K] : {std::tuple{1, 10, 128},
+                         {7, 3, 8},
+                         {9, 16, 64},
+                         {13, 17, 9},
+                         {20, 33, 31},
+                         {32, 64, 288},
+                         {2100, 130, 31}}) {
     for (bool trans_a : {false, true}) {
       for (float beta : {0.0f, 1.0f}) {
         const auto A = random_floats(size_t(M) * K, 1), B = random_floats(size_t(K) * N, 2),
