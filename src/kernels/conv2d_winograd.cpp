@@ -483,15 +483,23 @@ bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data) {
   return winograd_supported(g) && g.c >= 32 && g.f >= 32;
 }
 
-// F(4x4,3x3) against F(2x2,3x3) on m7's 32 -> 64 channels, same bench, three runs on a shared
-// machine (load 6-10 on 2 cores): forward 0.85-1.24x at batch 1 to 256 (1.05-1.24x in two runs,
-// 0.85x at batch 1 and 0.95x at 64 in the third), the input gradient 0.52-0.87x. And W1's m7 (seed
-// 1, 1 epoch) tested 0.8888 with it against 0.8894 with F(2x2) and 0.8923 on main, 0.3 points
-// away. A gain that small does not pay for 20x larger rounding errors, so F(2x2,3x3) serves every
-// pass; F(4x4) stays for its tests and benchmarks until it measures a clear win.
+// F(4x4,3x3) against F(2x2,3x3) on m7's 32 -> 64 channels, same bench. On Zen 3 (AVX2), best of
+// 12 runs each, interleaved, on a machine shared with a build: forward 7,154 against 6,506
+// samples/s at batch 1 (1.10x) and 7,212 against 5,674 at 32 (1.27x); earlier medians of 3 on a
+// more loaded machine ranged 0.85-1.24x. On AVX-512 (Zen 4/5) it won at batch 32 and more
+// (14.3-15.3k against 12.3-13.4k) but lost at batch 1, where transforming the 36-point kernel
+// for every call took 64% of its time. The input gradient measured 0.52-0.87x on Zen 3. W1's m7
+// (seed 1, 1 epoch) tested 0.8888 with F(4x4) forward against 0.8894 with F(2x2). So F(4x4)
+// serves the forward pass of the AVX2 build and F(2x2) every other case. The choice depends on
+// the build's instruction set only, never on the batch, so an image's result never depends on
+// the images it came with.
 bool conv2d_use_winograd_f4(const ConvGeometry& g) {
+#ifdef __AVX512F__
   (void)g;
   return false;
+#else
+  return conv2d_use_winograd(g, false);
+#endif
 }
 
 size_t conv2d_winograd_scratch_floats(const ConvGeometry& g) {

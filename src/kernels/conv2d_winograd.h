@@ -30,7 +30,8 @@ bool winograd_supported(const ConvGeometry& g);
 bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data);
 
 // Whether conv2d_forward takes F(4x4,3x3) (conv2d_forward_winograd_f4) rather than F(2x2,3x3)
-// when conv2d_use_winograd(g, false); implies it. Never, for now (see the measurements beside it).
+// when conv2d_use_winograd(g, false); implies it. In the AVX2 build only (see the measurements
+// beside it).
 bool conv2d_use_winograd_f4(const ConvGeometry& g);
 
 // The measured dispatch rule for the kernel-gradient half of conv2d_backward. Implies
