@@ -60,10 +60,30 @@ OJson batch_shape(const Shape& s) {
 // Keras 3 records build_config only for layers with their own build() (they create weights or
 // check shapes there); Flatten gets one as well in files Keras 3.9/3.10 wrote.
 bool has_build_config(const std::string& cls) {
-  for (const char* c : {"Dense", "Conv2D", "DepthwiseConv2D", "BatchNormalization", "Reshape",
-                        "Flatten", "Add", "Concatenate", "Conv1D", "Embedding", "TimeDistributed",
-                        "Conv2DTranspose", "SeparableConv2D", "SimpleRNN", "LSTM", "GRU", "LayerNormalization", "PReLU", "Multiply",
-                        "Subtract", "Average", "Maximum", "Minimum", "Dot"})
+  for (const char* c : {"Dense",
+                        "Conv2D",
+                        "DepthwiseConv2D",
+                        "BatchNormalization",
+                        "Reshape",
+                        "Flatten",
+                        "Add",
+                        "Concatenate",
+                        "Conv1D",
+                        "Embedding",
+                        "TimeDistributed",
+                        "Conv2DTranspose",
+                        "SeparableConv2D",
+                        "SimpleRNN",
+                        "LSTM",
+                        "GRU",
+                        "LayerNormalization",
+                        "PReLU",
+                        "Multiply",
+                        "Subtract",
+                        "Average",
+                        "Maximum",
+                        "Minimum",
+                        "Dot"})
     if (cls == c) return true;
   return false;
 }
@@ -87,8 +107,8 @@ void name_hard_sigmoid(OJson& c, bool keras3, const Layer& l) {
     if (a == "hard_sigmoid_keras2" && !keras3) v = "hard_sigmoid";
     if ((a == "hard_sigmoid_keras2" && keras3) || (a == "hard_sigmoid" && !keras3))
       throw FileError("failed to write Keras file: layer '" + l.name() + "' uses " +
-                      (keras3 ? "Keras 2's hard_sigmoid (0.2 x + 0.5)" :
-                                "Keras 3's hard_sigmoid (x / 6 + 0.5)") +
+                      (keras3 ? "Keras 2's hard_sigmoid (0.2 x + 0.5)"
+                              : "Keras 3's hard_sigmoid (x / 6 + 0.5)") +
                       " as its " + k + ", which the " + (keras3 ? ".keras" : "legacy .h5") +
                       " format cannot name; expected the " + (keras3 ? "legacy .h5" : ".keras") +
                       " format for this model");
@@ -540,7 +560,8 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
   const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
-  h5::File f = h5::File::create(where, 4 * total * (1 + slots) + 2048 * m.num_layers() * (1 + slots));
+  h5::File f =
+      h5::File::create(where, 4 * total * (1 + slots) + 2048 * m.num_layers() * (1 + slots));
   h5::Group& root = f.root();
   const auto ascii = h5::StrType::kVlenAscii;
   root.write_string_attr("backend", "tensorflow", ascii);
@@ -645,12 +666,12 @@ uint64_t save_keras(const std::string& path, const Model& m, const float* params
                     const KerasSaveInfo& info, Durability d) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
   // The weights are made in memory (h5::File::create says why) and stored in the archive as they
-  // are: a model's weights are held twice for a moment, never written twice.
+  // are: a model's weights are held twice for a moment (zip_image), never written twice.
   std::vector<ZipMember> members(3);
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json(m, info).dump(), ""};
   members[2] = {"model.weights.h5", keras3_weights(m, params, info, path), ""};
-  const std::string bytes = zip_image(path, members);
+  const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
   return hash_bytes(bytes);
 }

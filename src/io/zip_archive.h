@@ -47,7 +47,9 @@ void write_zip(const std::string& path, const std::vector<ZipMember>& members);
 
 // The bytes of the archive write_zip would write, made in memory (no temporary file: libzip's
 // zip_close on a path writes a temporary of its own and renames it, which cost a tiny model more
-// than its training). `path` only names the archive in errors. Throws FileError.
-std::string zip_image(const std::string& path, const std::vector<ZipMember>& members);
+// than its training). `path` only names the archive in errors. The members' bytes are freed as
+// soon as the archive holds its own copy of them, before the result is taken out of it, so a
+// large member is held twice at most, not three times. Throws FileError.
+std::string zip_image(const std::string& path, std::vector<ZipMember> members);
 
 }  // namespace nnfleet
