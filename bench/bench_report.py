@@ -43,19 +43,23 @@ REMEDIES = {
     "w1-conv1": "a direct convolution kernel for single-channel inputs (no im2col at all), fused "
                 "with the activation and the pooling, forward and backward, so that each image "
                 "is read once per step.",
-    "w1-conv": "Winograd F(4x4,3x3) for the forward and input gradient with the kernel "
-               "transform done once per step instead of once per call, and the 3x3 layers' "
-               "bias, activation and pooling fused into the Winograd output transform.",
+    "w1-conv": "the gradients: the input and kernel gradients of m7's second layer now cost "
+               "more than its forward pass (F(4x4,3x3) on AVX2); Winograd F(4x4,3x3) for them "
+               "with the kernel transform done once per step, the transforms' loads prefetched "
+               "a block ahead, and the per-step zeroing of gradients folded into their first "
+               "write.",
     "w1-mlp": "fewer passes over the activations: fuse the bias, the activation and its "
               "gradient into the GEMMs' epilogues.",
     "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
                 "serial steps per batch (loss, hand-offs, the optimizer update).",
     "w1-launch": "read and decode the data once, in parallel with the set-up of the first model.",
-    "w1-memory": "write each model file without the copies of its bytes (libhdf5's file image "
-                 "into a string, the weights into the zip).",
-    "w2-b256": "Winograd F(4x4,3x3) for the forward pass with the transformed kernel kept "
-               "from call to call (inference weights do not change), fewer FLOPs than "
-               "F(2x2,3x3).",
+    "w1-memory": "write each model file without the copy of libhdf5's file image (hand the core "
+                 "driver's buffer over), and free a finished model's activations before its file "
+                 "is written.",
+    "w2-b256": "the Winograd transforms: on AVX2 the forward already runs F(4x4,3x3), whose input "
+               "and output transforms wait on L2 and L3; transform a block of tiles with the "
+               "next block prefetched, and fuse the ReLU and the 2x2 max pooling into the output "
+               "transform so that the layer's output never leaves the cache.",
     "w2-b1": "keep the transformed Winograd kernel from call to call and run the first "
              "convolution without its im2col copy; the Dense layer's weight traffic is the same "
              "for every fp32 engine.",
