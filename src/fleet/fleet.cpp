@@ -289,7 +289,7 @@ JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData&
     return fleet_detail::train_job(*j.spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
     JobResult r;
-    r.name = j.spec->name;
+    r.name = j.name;
     r.core = ctx.core;
     r.params = j.params;
     r.status = JobStatus::kFailed;
@@ -311,7 +311,7 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
   uint64_t total = 0;
   std::vector<uint64_t> running;
   for (const PreparedJob* j : pending) {
-    total += model_file_bytes(*j) + record_bytes(*j->spec);
+    total += model_file_bytes(*j) + j->record_bytes;
     running.push_back(checkpoint_bytes(*j) + model_file_bytes(*j));
   }
   std::sort(running.rbegin(), running.rend());
@@ -329,11 +329,12 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
   std::vector<std::string> problems;
   std::vector<size_t> estimates;
   for (size_t i = 0; i < plan.models.size(); ++i) {
-    const ModelSpec& s = plan.models[i];
+    const ModelSpec s = plan.models[i];
     const FleetData& data = sources[s.source];
     PreparedJob& j = jobs[i];
-    j.spec = &s;
+    j.name = s.name;
     j.index = i;
+    j.record_bytes = record_bytes(s);
     std::vector<float> initial_params;
     RestoredOptimizer restored;
     try {
@@ -417,16 +418,15 @@ OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunS
     o.total_cost += j.cost;
     if (opts.resume) {
       std::string why;
-      if (std::optional<JobResult> r =
-              folder->finished(j.index, j.spec->name, why, opts.keep_history)) {
+      if (std::optional<JobResult> r = folder->finished(j.index, j.name, why, opts.keep_history)) {
         st.results[j.index] = std::move(*r);
         ++o.done;
         o.done_cost += j.cost;
         // A checkpoint left by a run killed after the record: never needed again.
-        std::remove((st.dir + "/checkpoints/" + j.spec->name + ".ckpt").c_str());
+        std::remove((st.dir + "/checkpoints/" + j.name + ".ckpt").c_str());
         continue;
       }
-      if (!why.empty()) o.notes.push_back("model '" + j.spec->name + "' is trained again: " + why);
+      if (!why.empty()) o.notes.push_back("model '" + j.name + "' is trained again: " + why);
     }
     st.queue.push_back(&j);
   }
@@ -439,8 +439,10 @@ OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunS
 // Which figure ranks the models: validation and test ones only when every source has them.
 RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
   std::vector<std::string> mkeys;
-  if (!plan.models.empty())
-    for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
+  if (!plan.models.empty()) {
+    const ModelSpec first = plan.models[0];
+    for (const auto& m : first.metrics) mkeys.push_back(metric_key(m));
+  }
   bool val = !sources.empty(), test = !sources.empty();
   for (const FleetData& d : sources) {
     val = val && d.n_val > 0;
@@ -514,7 +516,7 @@ class WorkerPool {
           &st_.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
                          int pieces) {
             if (st_.timeline)
-              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).spec->name, me,
+              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
                                    st_.timeline->wall(b), st_.timeline->wall(e), pieces);
           });
       st_.live->helping(w, false);
@@ -523,6 +525,7 @@ class WorkerPool {
   }
 
   void train(int w, PreparedJob& j) {
+    j.spec = std::make_shared<const ModelSpec>(st_.plan.models[j.index]);
     const ModelSpec& s = *j.spec;
     st_.timeline_started(w, s.name);
     st_.live->job_started(w, s, j.cost);
@@ -547,6 +550,7 @@ class WorkerPool {
         saved.xxh3);
     st_.timeline_ended(w, j);
     st_.live->job_finished(w, st_.results[j.index], j.cost);
+    j.spec.reset();
   }
 
   RunState& st_;
@@ -565,7 +569,7 @@ void cancel_unstarted(RunState& st, FleetSummary& sum) {
   for (auto& j : st.jobs) {
     JobResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
-      r.name = j.spec->name;
+      r.name = j.name;
       r.status = JobStatus::kCancelled;
       r.message = "not started; resume with --resume";
       r.params = j.params;
