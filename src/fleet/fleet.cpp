@@ -320,62 +320,68 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
   return total;
 }
 
+// Model `s` (plan index `i`) built and validated against its data into job `j`; its problems go
+// to `problems`, its memory estimate to `estimates`.
+void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
+                 size_t all_data, PreparedJob& j, std::vector<std::string>& problems,
+                 std::vector<size_t>& estimates) {
+  j.name = s.name;
+  j.index = i;
+  j.record_bytes = record_bytes(s);
+  std::vector<float> initial_params;
+  RestoredOptimizer restored;
+  try {
+    j.model = job_model(s, io, data, initial_params, restored);
+  } catch (const Error& e) {
+    problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+    return;
+  }
+  check_inputs(s, *j.model, data, problems);
+  check_targets(s, *j.model, data, problems);
+  check_input_ids(s, *j.model, data, problems);
+  if (s.early_stopping)
+    check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
+  if (s.reduce_lr_on_plateau)
+    check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
+  check_weights(s, *j.model, data, problems);
+  TrainSpec train{s.loss, s.optimizer};
+  try {
+    train = train_spec_of(s, *j.model);
+    for (size_t o = 0; o < j.model->num_outputs(); ++o)
+      for (const auto* names : {&s.metrics, &s.weighted_metrics})
+        for (const auto& m : *names)
+          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
+  } catch (const Error& e) {
+    problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+    return;
+  }
+  j.pieces = batch_pieces(s, *j.model);
+  const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
+  estimates.push_back(est);
+  const size_t phys = physical_memory_bytes();
+  if (est + all_data > phys)
+    problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
+                       " of memory at batch_size " + std::to_string(s.batch_size) +
+                       "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
+                       " (this machine's memory less the data); reduce batch_size or the model");
+  j.cost = estimated_cost(s, *j.model, data.n_train);
+  j.params = j.model->trainable_params() + j.model->non_trainable_params();
+  // Built again when the job runs: a plan of many models holds one at a time.
+  j.model.reset();
+}
+
 // Every model built and validated against the data before anything starts; all problems are
-// reported together (PlanError).
-void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
-                  int workers, std::vector<PreparedJob>& jobs) {
+// reported together (PlanError). Returns the plan's plan.yaml text, made from the same expansion
+// of each model (expanding a tiny model again for it took about 0.05 ms).
+std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
+                         int workers, std::vector<PreparedJob>& jobs) {
   jobs.assign(plan.models.size(), PreparedJob{});
   const size_t all_data = data_bytes(sources);
   std::vector<std::string> problems;
   std::vector<size_t> estimates;
-  for (size_t i = 0; i < plan.models.size(); ++i) {
-    const ModelSpec s = plan.models[i];
-    const FleetData& data = sources[s.source];
-    PreparedJob& j = jobs[i];
-    j.name = s.name;
-    j.index = i;
-    j.record_bytes = record_bytes(s);
-    std::vector<float> initial_params;
-    RestoredOptimizer restored;
-    try {
-      j.model = job_model(s, io, data, initial_params, restored);
-    } catch (const Error& e) {
-      problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
-      continue;
-    }
-    check_inputs(s, *j.model, data, problems);
-    check_targets(s, *j.model, data, problems);
-    check_input_ids(s, *j.model, data, problems);
-    if (s.early_stopping)
-      check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
-    if (s.reduce_lr_on_plateau)
-      check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
-    check_weights(s, *j.model, data, problems);
-    TrainSpec train{s.loss, s.optimizer};
-    try {
-      train = train_spec_of(s, *j.model);
-      for (size_t o = 0; o < j.model->num_outputs(); ++o)
-        for (const auto* names : {&s.metrics, &s.weighted_metrics})
-          for (const auto& m : *names)
-            resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
-    } catch (const Error& e) {
-      problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
-      continue;
-    }
-    j.pieces = batch_pieces(s, *j.model);
-    const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
-    estimates.push_back(est);
-    const size_t phys = physical_memory_bytes();
-    if (est + all_data > phys)
-      problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
-                         " of memory at batch_size " + std::to_string(s.batch_size) +
-                         "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
-                         " (this machine's memory less the data); reduce batch_size or the model");
-    j.cost = estimated_cost(s, *j.model, data.n_train);
-    j.params = j.model->trainable_params() + j.model->non_trainable_params();
-    // Built again when the job runs: a plan of many models holds one at a time.
-    j.model.reset();
-  }
+  std::string plan_yaml = plan_to_yaml(plan, [&](size_t i, const ModelSpec& s) {
+    prepare_job(s, i, io, sources[s.source], all_data, jobs[i], problems, estimates);
+  });
   std::sort(estimates.rbegin(), estimates.rend());
   size_t concurrent = all_data;
   for (size_t i = 0; i < estimates.size() && i < static_cast<size_t>(workers); ++i)
@@ -392,6 +398,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
+  return plan_yaml;
 }
 
 struct OpenedRun {
@@ -402,16 +409,17 @@ struct OpenedRun {
 
 // 3. The output folder (created, or on --resume checked), checked for room, and the queue: on
 // --resume the models it holds finished are kept, and the others go to the queue, longest first
-// (plan order breaks ties). Throws UsageError, FileError.
-OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunState& st,
-                   std::optional<RunFolder>& folder) {
+// (plan order breaks ties). `plan_yaml` is the plan's plan_to_yaml() text. Throws UsageError,
+// FileError.
+OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOptions& opts,
+                   int workers, RunState& st, std::optional<RunFolder>& folder) {
   OpenedRun o;
   std::vector<PreparedJob*> all;
   for (auto& j : st.jobs) all.push_back(&j);
   if (!opts.resume)
     check_room(st.dir, output_bytes(all, workers),
                "the files of " + std::to_string(all.size()) + " model(s)");
-  folder.emplace(plan, st.dir, opts.resume);
+  folder.emplace(plan, st.dir, opts.resume, plan_yaml);
   st.folder = &*folder;
   st.results.resize(st.jobs.size());
   for (auto& j : st.jobs) {
@@ -635,8 +643,8 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   std::optional<RunFolder> folder;
   OpenedRun opened;
   peers.agree([&] {
-    prepare_jobs(plan, io, data, workers, st.jobs);
-    opened = open_run(plan, opts, workers, st, folder);
+    const std::string plan_yaml = prepare_jobs(plan, io, data, workers, st.jobs);
+    opened = open_run(plan, plan_yaml, opts, workers, st, folder);
   });
 
   // 4. The display has a row per worker: this process's first, then every peer's.

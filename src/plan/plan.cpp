@@ -186,9 +186,11 @@ struct Substituter {
     } else if (v.is_array()) {
       for (size_t i = 0; i < v.size(); ++i) apply(v[i], index_path(path, i), exact);
     } else if (v.is_object()) {
+      // Values are moved, not copied: a copy per level made expanding a model quadratic in its
+      // nesting.
       Json out = Json::object();
       for (auto it = v.begin(); it != v.end(); ++it) {
-        Json item = it.value();
+        Json item = std::move(it.value());
         apply(item, child_path(path, it.key()), exact);
         out[text(it.key(), path)] = std::move(item);
       }
@@ -999,8 +1001,10 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
                                             "unique within a model, got it again (first at " +
                                             it->second + ")");
     }
-    s.layers.push_back({cls, cfg, pr_.where(cp)});
-    out.push_back(Json::object({{cls, cfg}}));
+    Json entry = Json::object();
+    entry[cls] = cfg;
+    out.push_back(std::move(entry));
+    s.layers.push_back({cls, std::move(cfg), pr_.where(cp)});
   }
   ex["layers"] = std::move(out);
 }
@@ -1255,10 +1259,24 @@ ModelSpec PlanModels::at(size_t k) const {
 }
 
 std::string plan_to_yaml(const Plan& plan) {
+  return plan_to_yaml(plan, [](size_t, const ModelSpec&) {});
+}
+
+std::string plan_to_yaml(const Plan& plan,
+                         const std::function<void(size_t, const ModelSpec&)>& each) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
-  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(),
-                                   [&](size_t k) { return plan.models[k].expanded_json(); });
+  // Models come in plan order; the rare text yaml-cpp writes instead (plan_yaml.h) asks for them
+  // again from the first, and `each` sees every model once.
+  size_t next = 0;
+  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(), [&](size_t k) {
+    const ModelSpec s = plan.models[k];
+    if (k >= next) {
+      each(k, s);
+      next = k + 1;
+    }
+    return s.expanded_json();
+  });
 }
 
 }  // namespace nnfleet

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -202,5 +203,9 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
 // expanded at a time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
+// The same, calling `each(k, model)` with every model k as it is expanded for the text: a caller
+// that needs every model (the fleet's validation) expands each once for both.
+std::string plan_to_yaml(const Plan& plan,
+                         const std::function<void(size_t, const ModelSpec&)>& each);
 
 }  // namespace nnfleet
