@@ -289,7 +289,7 @@ JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData&
     return fleet_detail::train_job(*j.spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
     JobResult r;
-    r.name = j.spec->name;
+    r.name = j.name;
     r.core = ctx.core;
     r.params = j.params;
     r.status = JobStatus::kFailed;
@@ -311,7 +311,7 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
   uint64_t total = 0;
   std::vector<uint64_t> running;
   for (const PreparedJob* j : pending) {
-    total += model_file_bytes(*j) + record_bytes(*j->spec);
+    total += model_file_bytes(*j) + j->record_bytes;
     running.push_back(checkpoint_bytes(*j) + model_file_bytes(*j));
   }
   std::sort(running.rbegin(), running.rend());
@@ -320,61 +320,68 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
   return total;
 }
 
+// Model `s` (plan index `i`) built and validated against its data into job `j`; its problems go
+// to `problems`, its memory estimate to `estimates`.
+void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
+                 size_t all_data, PreparedJob& j, std::vector<std::string>& problems,
+                 std::vector<size_t>& estimates) {
+  j.name = s.name;
+  j.index = i;
+  j.record_bytes = record_bytes(s);
+  std::vector<float> initial_params;
+  RestoredOptimizer restored;
+  try {
+    j.model = job_model(s, io, data, initial_params, restored);
+  } catch (const Error& e) {
+    problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+    return;
+  }
+  check_inputs(s, *j.model, data, problems);
+  check_targets(s, *j.model, data, problems);
+  check_input_ids(s, *j.model, data, problems);
+  if (s.early_stopping)
+    check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
+  if (s.reduce_lr_on_plateau)
+    check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
+  check_weights(s, *j.model, data, problems);
+  TrainSpec train{s.loss, s.optimizer};
+  try {
+    train = train_spec_of(s, *j.model);
+    for (size_t o = 0; o < j.model->num_outputs(); ++o)
+      for (const auto* names : {&s.metrics, &s.weighted_metrics})
+        for (const auto& m : *names)
+          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
+  } catch (const Error& e) {
+    problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
+    return;
+  }
+  j.pieces = batch_pieces(s, *j.model);
+  const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
+  estimates.push_back(est);
+  const size_t phys = physical_memory_bytes();
+  if (est + all_data > phys)
+    problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
+                       " of memory at batch_size " + std::to_string(s.batch_size) +
+                       "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
+                       " (this machine's memory less the data); reduce batch_size or the model");
+  j.cost = estimated_cost(s, *j.model, data.n_train);
+  j.params = j.model->trainable_params() + j.model->non_trainable_params();
+  // Built again when the job runs: a plan of many models holds one at a time.
+  j.model.reset();
+}
+
 // Every model built and validated against the data before anything starts; all problems are
-// reported together (PlanError).
-void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
-                  int workers, std::vector<PreparedJob>& jobs) {
+// reported together (PlanError). Returns the plan's plan.yaml text, made from the same expansion
+// of each model (expanding a tiny model again for it took about 0.05 ms).
+std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
+                         int workers, std::vector<PreparedJob>& jobs) {
   jobs.assign(plan.models.size(), PreparedJob{});
   const size_t all_data = data_bytes(sources);
   std::vector<std::string> problems;
   std::vector<size_t> estimates;
-  for (size_t i = 0; i < plan.models.size(); ++i) {
-    const ModelSpec& s = plan.models[i];
-    const FleetData& data = sources[s.source];
-    PreparedJob& j = jobs[i];
-    j.spec = &s;
-    j.index = i;
-    std::vector<float> initial_params;
-    RestoredOptimizer restored;
-    try {
-      j.model = job_model(s, io, data, initial_params, restored);
-    } catch (const Error& e) {
-      problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
-      continue;
-    }
-    check_inputs(s, *j.model, data, problems);
-    check_targets(s, *j.model, data, problems);
-    check_input_ids(s, *j.model, data, problems);
-    if (s.early_stopping)
-      check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
-    if (s.reduce_lr_on_plateau)
-      check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
-    check_weights(s, *j.model, data, problems);
-    TrainSpec train{s.loss, s.optimizer};
-    try {
-      train = train_spec_of(s, *j.model);
-      for (size_t o = 0; o < j.model->num_outputs(); ++o)
-        for (const auto* names : {&s.metrics, &s.weighted_metrics})
-          for (const auto& m : *names)
-            resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
-    } catch (const Error& e) {
-      problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
-      continue;
-    }
-    j.pieces = batch_pieces(s, *j.model);
-    const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
-    estimates.push_back(est);
-    const size_t phys = physical_memory_bytes();
-    if (est + all_data > phys)
-      problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
-                         " of memory at batch_size " + std::to_string(s.batch_size) +
-                         "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
-                         " (this machine's memory less the data); reduce batch_size or the model");
-    j.cost = estimated_cost(s, *j.model, data.n_train);
-    j.params = j.model->trainable_params() + j.model->non_trainable_params();
-    // Built again when the job runs: a plan of many models holds one at a time.
-    j.model.reset();
-  }
+  std::string plan_yaml = plan_to_yaml(plan, [&](size_t i, const ModelSpec& s) {
+    prepare_job(s, i, io, sources[s.source], all_data, jobs[i], problems, estimates);
+  });
   std::sort(estimates.rbegin(), estimates.rend());
   size_t concurrent = all_data;
   for (size_t i = 0; i < estimates.size() && i < static_cast<size_t>(workers); ++i)
@@ -391,6 +398,7 @@ void prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetDa
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
+  return plan_yaml;
 }
 
 struct OpenedRun {
@@ -401,32 +409,32 @@ struct OpenedRun {
 
 // 3. The output folder (created, or on --resume checked), checked for room, and the queue: on
 // --resume the models it holds finished are kept, and the others go to the queue, longest first
-// (plan order breaks ties). Throws UsageError, FileError.
-OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunState& st,
-                   std::optional<RunFolder>& folder) {
+// (plan order breaks ties). `plan_yaml` is the plan's plan_to_yaml() text. Throws UsageError,
+// FileError.
+OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOptions& opts,
+                   int workers, RunState& st, std::optional<RunFolder>& folder) {
   OpenedRun o;
   std::vector<PreparedJob*> all;
   for (auto& j : st.jobs) all.push_back(&j);
   if (!opts.resume)
     check_room(st.dir, output_bytes(all, workers),
                "the files of " + std::to_string(all.size()) + " model(s)");
-  folder.emplace(plan, st.dir, opts.resume);
+  folder.emplace(plan, st.dir, opts.resume, plan_yaml);
   st.folder = &*folder;
   st.results.resize(st.jobs.size());
   for (auto& j : st.jobs) {
     o.total_cost += j.cost;
     if (opts.resume) {
       std::string why;
-      if (std::optional<JobResult> r =
-              folder->finished(j.index, j.spec->name, why, opts.keep_history)) {
+      if (std::optional<JobResult> r = folder->finished(j.index, j.name, why, opts.keep_history)) {
         st.results[j.index] = std::move(*r);
         ++o.done;
         o.done_cost += j.cost;
         // A checkpoint left by a run killed after the record: never needed again.
-        std::remove((st.dir + "/checkpoints/" + j.spec->name + ".ckpt").c_str());
+        std::remove((st.dir + "/checkpoints/" + j.name + ".ckpt").c_str());
         continue;
       }
-      if (!why.empty()) o.notes.push_back("model '" + j.spec->name + "' is trained again: " + why);
+      if (!why.empty()) o.notes.push_back("model '" + j.name + "' is trained again: " + why);
     }
     st.queue.push_back(&j);
   }
@@ -439,8 +447,10 @@ OpenedRun open_run(const Plan& plan, const FleetOptions& opts, int workers, RunS
 // Which figure ranks the models: validation and test ones only when every source has them.
 RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
   std::vector<std::string> mkeys;
-  if (!plan.models.empty())
-    for (const auto& m : plan.models[0].metrics) mkeys.push_back(metric_key(m));
+  if (!plan.models.empty()) {
+    const ModelSpec first = plan.models[0];
+    for (const auto& m : first.metrics) mkeys.push_back(metric_key(m));
+  }
   bool val = !sources.empty(), test = !sources.empty();
   for (const FleetData& d : sources) {
     val = val && d.n_val > 0;
@@ -514,7 +524,7 @@ class WorkerPool {
           &st_.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
                          int pieces) {
             if (st_.timeline)
-              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).spec->name, me,
+              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
                                    st_.timeline->wall(b), st_.timeline->wall(e), pieces);
           });
       st_.live->helping(w, false);
@@ -523,6 +533,7 @@ class WorkerPool {
   }
 
   void train(int w, PreparedJob& j) {
+    j.spec = std::make_shared<const ModelSpec>(st_.plan.models[j.index]);
     const ModelSpec& s = *j.spec;
     st_.timeline_started(w, s.name);
     st_.live->job_started(w, s, j.cost);
@@ -547,6 +558,7 @@ class WorkerPool {
         saved.xxh3);
     st_.timeline_ended(w, j);
     st_.live->job_finished(w, st_.results[j.index], j.cost);
+    j.spec.reset();
   }
 
   RunState& st_;
@@ -565,7 +577,7 @@ void cancel_unstarted(RunState& st, FleetSummary& sum) {
   for (auto& j : st.jobs) {
     JobResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
-      r.name = j.spec->name;
+      r.name = j.name;
       r.status = JobStatus::kCancelled;
       r.message = "not started; resume with --resume";
       r.params = j.params;
@@ -631,8 +643,8 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   std::optional<RunFolder> folder;
   OpenedRun opened;
   peers.agree([&] {
-    prepare_jobs(plan, io, data, workers, st.jobs);
-    opened = open_run(plan, opts, workers, st, folder);
+    const std::string plan_yaml = prepare_jobs(plan, io, data, workers, st.jobs);
+    opened = open_run(plan, plan_yaml, opts, workers, st, folder);
   });
 
   // 4. The display has a row per worker: this process's first, then every peer's.

@@ -155,9 +155,13 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
                     "--out (an interrupted run continues with --resume)");
 }
 
-RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume) : dir_(dir) {
+RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume)
+    : RunFolder(plan, dir, resume, plan_to_yaml(plan)) {}
+
+RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
+                     const std::string& plan_yaml)
+    : dir_(dir) {
   records_.resize(plan.models.size());
-  const std::string plan_yaml = plan_to_yaml(plan);
   const Json manifest = manifest_of(plan_yaml, hash_data_files(plan));
   if (resume)
     check_resume(plan_yaml, manifest);

@@ -54,6 +54,8 @@ class RunFolder {
   // first difference), removes a killed run's temporaries and reads the records. Throws
   // UsageError, FileError.
   RunFolder(const Plan& plan, const std::string& dir, bool resume);
+  // The same with the plan's plan_to_yaml() text made already.
+  RunFolder(const Plan& plan, const std::string& dir, bool resume, const std::string& plan_yaml);
   const std::string& dir() const { return dir_; }
 
   // --resume: the record of model `index` (plan order), when it has one whose model file is

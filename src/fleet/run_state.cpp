@@ -45,7 +45,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   if (r.status != JobStatus::kCancelled && !r.retry) {
     try {
       folder->append(job.index, r, model_file, model_xxh3);
-      std::remove((dir + "/checkpoints/" + job.spec->name + ".ckpt").c_str());
+      std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
     } catch (const Error& e) {
       r.status = JobStatus::kFailed;
       r.message = e.what();
@@ -67,7 +67,7 @@ void RunState::timeline_started(int slot, const std::string& model) {
 
 void RunState::timeline_ended(int slot, const PreparedJob& job) {
   if (timeline)
-    timeline->job_ended(job.spec->name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
+    timeline->job_ended(job.name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
                         job_status_name(results.at(job.index).status));
 }
 

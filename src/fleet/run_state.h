@@ -18,12 +18,16 @@
 namespace nnfleet::fleet_detail {
 
 struct PreparedJob {
-  const ModelSpec* spec = nullptr;
-  size_t index = 0;                    // plan order
+  std::string name;
+  size_t index = 0;  // plan order
+  // Expanded again from the plan (PlanModels) when the job runs and dropped when it ends: a plan
+  // of 8,000 models holds one per worker, not 8,000 (about 3 KB each for a tiny model).
+  std::shared_ptr<const ModelSpec> spec;
   std::shared_ptr<const Model> model;  // only while it is validated (built again to run)
   size_t params = 0;
   double cost = 0.0;
-  int pieces = 1;  // batch_pieces()
+  int pieces = 1;             // batch_pieces()
+  uint64_t record_bytes = 0;  // about what its record in jobs.log takes
 };
 
 // A file of a finished job shipped from another process: its path under the output folder and

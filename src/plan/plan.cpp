@@ -12,8 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "data/memory_arrays.h"
 #include "layers/activation_names.h"
@@ -114,6 +117,18 @@ std::string snake_case(const std::string& cls) {
   return s;
 }
 
+// snake_case of a registered kind's class, made once per kind: std::regex_replace took about 30%
+// of expanding a tiny 3-layer model, and more on several threads at once (its locale copies
+// share one reference count).
+const std::string& layer_name_stem(const LayerKindInfo& kind) {
+  static const std::vector<std::string> stems = [] {
+    std::vector<std::string> v;
+    for (const auto& k : layer_kinds()) v.push_back(snake_case(k.class_name));
+    return v;
+  }();
+  return stems.at(static_cast<size_t>(&kind - layer_kinds().data()));
+}
+
 // A ConfigError's message without the "bad value for 'units'; " the field path already says.
 std::string config_message(const ConfigError& e) {
   const std::string prefix = "bad value for '" + e.key() + "'; ";
@@ -171,9 +186,11 @@ struct Substituter {
     } else if (v.is_array()) {
       for (size_t i = 0; i < v.size(); ++i) apply(v[i], index_path(path, i), exact);
     } else if (v.is_object()) {
+      // Values are moved, not copied: a copy per level made expanding a model quadratic in its
+      // nesting.
       Json out = Json::object();
       for (auto it = v.begin(); it != v.end(); ++it) {
-        Json item = it.value();
+        Json item = std::move(it.value());
         apply(item, child_path(path, it.key()), exact);
         out[text(it.key(), path)] = std::move(item);
       }
@@ -216,6 +233,35 @@ struct Substituter {
   }
 };
 
+}  // namespace
+
+namespace plan_detail {
+// What expands a plan's models after load_plan: the document (for the lines of messages and of
+// ModelSpec::where), and every entry once, merged over `defaults`.
+class ModelExpander {
+ public:
+  struct Entry {
+    Json merged;                              // the entry over `defaults`, placeholders kept
+    std::map<std::string, std::string> base;  // key -> where it came from ("defaults", "models[0]")
+    std::string path;                         // "models[0]"
+    std::vector<std::pair<std::string, Json>> vars;  // the grid in written order, each its values
+  };
+  ModelExpander(std::string file, fs::path dir) : file(std::move(file)), dir(std::move(dir)) {}
+  // The model at `r`, as load_plan checked it (without constructing its layers again).
+  ModelSpec expand(const ModelRef& r) const;
+
+  std::string file;  // the plan's path as given, for messages
+  fs::path dir;      // relative file names are taken from here
+  LocatedJson doc;
+  std::vector<Entry> entries;
+};
+}  // namespace plan_detail
+
+namespace {
+
+using plan_detail::ModelExpander;
+using plan_detail::ModelRef;
+
 class Loader {
  public:
   Loader(const LocatedJson& doc, Problems& pr, fs::path dir)
@@ -230,8 +276,21 @@ class Loader {
     sources_ = sources;
     has_default_ = has_default;
   }
-  // Appends the models of every entry of `list`, merged over `defaults` and grid-expanded.
-  void models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out);
+  // Appends the entries of `list`, merged over `defaults`, to `ex`, and a ref per model of their
+  // grids to `out`, each model expanded and checked once.
+  void models(const Json& defaults, const Json& list, ModelExpander& ex,
+              std::vector<ModelRef>& out);
+  // Point `point` of entry `e`'s grid, expanded into its ModelSpec.
+  ModelSpec expand(const ModelExpander::Entry& e, size_t point);
+  bool grid(const Json& e, const std::string& ep, std::vector<std::pair<std::string, Json>>& vars,
+            size_t& count);
+  void merge(const Json& defaults, const Json& e, const std::string& ep, ModelExpander::Entry& out);
+  // Expanding models load_plan checked already: their layers are not constructed again (about
+  // half the time of expanding a tiny model), and their data source is already known.
+  void set_checked() {
+    check_layers_ = false;
+    has_default_ = true;
+  }
 
  private:
   struct Expanded {
@@ -271,15 +330,29 @@ class Loader {
   void model_early_stopping(const Json& m, At at, std::vector<std::string>& monitors, ModelSpec& s,
                             Json& ex);
   void check_name(const std::string& path, const std::string& name);
-  void check_unique_names(const std::vector<ModelSpec>& models);
+  void check_unique_names(const std::vector<ModelRef>& models);
 
   const LocatedJson& doc_;
   Problems& pr_;
   fs::path dir_;
   std::vector<DataSpec>* sources_ = nullptr;
+  // Constructs a layer through the registry, which throws what is wrong with its config, unless
+  // the same class and config was constructed before (a grid over anything but its layers
+  // repeats them: the 8,000 models of an 8 x 1,000 grid over units and learning rate have 8
+  // distinct Dense configs).
+  void check_layer(const std::string& cls, const Json& cfg) {
+    if (!check_layers_) return;
+    std::string key = cls + '\n' + cfg.dump();
+    if (checked_layers_.count(key)) return;
+    make_layer_with_training(cls, cfg, ConfigMode::kPlan, "");
+    if (checked_layers_.size() < kMaxCheckedLayers) checked_layers_.insert(std::move(key));
+  }
+  static constexpr size_t kMaxCheckedLayers = 4096;  // bounds what a plan's load holds for this
+
   bool has_default_ = false;
-  std::vector<Expanded> entries_;   // one per plan entry that expanded
-  std::vector<uint32_t> entry_of_;  // parallel to the models appended: its index in entries_
+  bool check_layers_ = true;
+  std::set<std::string> checked_layers_;  // class and config of layers constructed without error
+  std::vector<Expanded> entries_;  // one per plan entry that expanded (ModelRef::entry)
 };
 
 std::optional<DataSource> Loader::source(const std::string& path, const Json& v) {
@@ -438,7 +511,8 @@ size_t planned_models(const Json& list) {
   return total;
 }
 
-void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpec>& out) {
+void Loader::models(const Json& defaults, const Json& list, ModelExpander& ex,
+                    std::vector<ModelRef>& out) {
   const size_t planned = planned_models(list);
   if (planned > limits::kMaxPlanModels) {
     pr_.add("models", "plan too large; expected at most " + std::to_string(limits::kMaxPlanModels) +
@@ -446,8 +520,7 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
                           "\nhint: split the fleet into several plans");
     return;
   }
-  out.reserve(out.size() + planned);  // growing by doubling would copy every spec made so far
-  entry_of_.reserve(entry_of_.size() + planned);
+  out.reserve(out.size() + planned);  // growing by doubling would copy every ref made so far
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string ep = index_path("models", i);
     const Json& e = list[i];
@@ -456,95 +529,111 @@ void Loader::models(const Json& defaults, const Json& list, std::vector<ModelSpe
       continue;
     }
     check_keys(pr_, ep, e, kModelKeys);
-
-    // The grid, in the order its vars are written (the last one varies fastest).
-    std::vector<std::pair<std::string, const Json*>> vars;
-    bool grid_ok = true;
+    ModelExpander::Entry entry;
+    entry.path = ep;
     size_t count = 1;
-    if (e.contains("grid") && !e["grid"].is_null()) {
-      const std::string gp = child_path(ep, "grid");
-      const Json& g = e["grid"];
-      if (!g.is_object()) {
-        pr_.add(gp, "expected a mapping of var names to lists of values, got " + show(g));
-        grid_ok = false;
-      } else {
-        auto order = doc_.keys.find(gp);
-        for (const auto& var :
-             order != doc_.keys.end() ? order->second : std::vector<std::string>{}) {
-          const std::string vp = child_path(gp, var);
-          const Json& values = g[var];
-          if (!is_identifier(var)) {
-            pr_.add(vp, "bad grid var name; expected letters, digits and '_', not starting " +
-                            std::string("with a digit, got ") + show(var));
-            grid_ok = false;
-          } else if (!values.is_array() || values.empty()) {
-            pr_.add(vp, "expected a non-empty list of values, got " + show(values));
-            grid_ok = false;
-          } else {
-            vars.emplace_back(var, &values);
-            count *= values.size();
-            if (count > kMaxModelsPerEntry) {
-              pr_.add(gp, "grid too large; expected at most " + std::to_string(kMaxModelsPerEntry) +
-                              " models from one entry, got more");
-              grid_ok = false;
-              break;
-            }
-          }
-        }
-      }
-    }
-    if (!grid_ok) continue;  // expanding a broken grid would only repeat its problem
-
-    // Merge over the defaults; `base` says where each key came from, for field paths.
-    Json merged = Json::object();
-    std::map<std::string, std::string> base;
-    if (defaults.is_object())
-      for (auto it = defaults.begin(); it != defaults.end(); ++it)
-        if (!it.value().is_null() && std::find(kDefaultsKeys.begin(), kDefaultsKeys.end(),
-                                               it.key()) != kDefaultsKeys.end()) {
-          merged[it.key()] = it.value();
-          base[it.key()] = "defaults";
-        }
-    for (auto it = e.begin(); it != e.end(); ++it) {
-      const std::string& k = it.key();
-      if (k == "grid" || std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
-        continue;
-      if (k == "layers" || k == "keras") {  // the entry's architecture replaces the default's
-        for (const char* a : {"layers", "keras"})
-          if (base.count(a) && base[a] == "defaults") merged.erase(a), base.erase(a);
-      }
-      if (it.value().is_null()) {
-        merged.erase(k);
-        base.erase(k);
-      } else {
-        merged[k] = it.value();
-        base[k] = ep;
-      }
-    }
+    if (!grid(e, ep, entry.vars, count)) continue;  // expanding it would only repeat its problem
+    merge(defaults, e, ep, entry);
 
     std::vector<std::string> var_names;
-    for (const auto& v : vars) var_names.push_back(v.first);
+    for (const auto& v : entry.vars) var_names.push_back(v.first);
     const std::string name_template =
         e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
-    std::vector<size_t> idx(vars.size(), 0);
-    entries_.push_back(
-        {child_path(base.count("name") ? base["name"] : ep, "name"), ep, name_template, var_names});
+    entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"), ep,
+                        name_template, var_names});
+    ex.entries.push_back(std::move(entry));
+    const auto index = static_cast<uint32_t>(ex.entries.size() - 1);
     for (size_t c = 0; c < count; ++c) {
-      std::map<std::string, Json> values;
-      for (size_t v = 0; v < vars.size(); ++v) values[vars[v].first] = (*vars[v].second)[idx[v]];
-      Substituter sub{pr_, values, join(var_names)};
-      Json m = merged;
-      for (auto it = m.begin(); it != m.end(); ++it)
-        sub.apply(it.value(), child_path(base[it.key()], it.key()), it.key() != "name");
-      out.push_back(model(m, base, ep));
-      entry_of_.push_back(static_cast<uint32_t>(entries_.size() - 1));
-      for (size_t v = vars.size(); v-- > 0;) {
-        if (++idx[v] < vars[v].second->size()) break;
-        idx[v] = 0;
-      }
+      ModelSpec s = expand(ex.entries.back(), c);  // checked here, then made again when needed
+      out.push_back(
+          {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
     }
   }
   check_unique_names(out);
+}
+
+// The grid of entry `e` at `ep` into `vars`, in the order its vars are written (the last one
+// varies fastest), and the number of models it makes into `count`; false when it is broken.
+bool Loader::grid(const Json& e, const std::string& ep,
+                  std::vector<std::pair<std::string, Json>>& vars, size_t& count) {
+  if (!e.contains("grid") || e["grid"].is_null()) return true;
+  const std::string gp = child_path(ep, "grid");
+  const Json& g = e["grid"];
+  if (!g.is_object()) {
+    pr_.add(gp, "expected a mapping of var names to lists of values, got " + show(g));
+    return false;
+  }
+  bool ok = true;
+  auto order = doc_.keys.find(gp);
+  for (const auto& var : order != doc_.keys.end() ? order->second : std::vector<std::string>{}) {
+    const std::string vp = child_path(gp, var);
+    const Json& values = g[var];
+    if (!is_identifier(var)) {
+      pr_.add(vp, "bad grid var name; expected letters, digits and '_', not starting " +
+                      std::string("with a digit, got ") + show(var));
+      ok = false;
+    } else if (!values.is_array() || values.empty()) {
+      pr_.add(vp, "expected a non-empty list of values, got " + show(values));
+      ok = false;
+    } else {
+      vars.emplace_back(var, values);
+      count *= values.size();
+      if (count > kMaxModelsPerEntry) {
+        pr_.add(gp, "grid too large; expected at most " + std::to_string(kMaxModelsPerEntry) +
+                        " models from one entry, got more");
+        return false;
+      }
+    }
+  }
+  return ok;
+}
+
+// Entry `e` at `ep` merged over the defaults into `out.merged`; `out.base` says where each key
+// came from, for field paths.
+void Loader::merge(const Json& defaults, const Json& e, const std::string& ep,
+                   ModelExpander::Entry& out) {
+  Json& merged = out.merged;
+  std::map<std::string, std::string>& base = out.base;
+  merged = Json::object();
+  if (defaults.is_object())
+    for (auto it = defaults.begin(); it != defaults.end(); ++it)
+      if (!it.value().is_null() &&
+          std::find(kDefaultsKeys.begin(), kDefaultsKeys.end(), it.key()) != kDefaultsKeys.end()) {
+        merged[it.key()] = it.value();
+        base[it.key()] = "defaults";
+      }
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "grid" || std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
+      continue;
+    if (k == "layers" || k == "keras") {  // the entry's architecture replaces the default's
+      for (const char* a : {"layers", "keras"})
+        if (base.count(a) && base[a] == "defaults") merged.erase(a), base.erase(a);
+    }
+    if (it.value().is_null()) {
+      merged.erase(k);
+      base.erase(k);
+    } else {
+      merged[k] = it.value();
+      base[k] = ep;
+    }
+  }
+}
+
+ModelSpec Loader::expand(const ModelExpander::Entry& e, size_t point) {
+  std::map<std::string, Json> values;
+  for (size_t v = e.vars.size(); v-- > 0;) {
+    const Json& list = e.vars[v].second;
+    values[e.vars[v].first] = list[point % list.size()];
+    point /= list.size();
+  }
+  std::vector<std::string> var_names;
+  for (const auto& v : e.vars) var_names.push_back(v.first);
+  Substituter sub{pr_, values, join(var_names)};
+  Json m = e.merged;
+  for (auto it = m.begin(); it != m.end(); ++it)
+    sub.apply(it.value(), child_path(e.base.at(it.key()), it.key()), it.key() != "name");
+  return model(m, e.base, e.path);
 }
 
 void Loader::check_name(const std::string& path, const std::string& name) {
@@ -569,15 +658,15 @@ void Loader::check_name(const std::string& path, const std::string& name) {
                       std::to_string(name.size()));
 }
 
-void Loader::check_unique_names(const std::vector<ModelSpec>& models) {
+void Loader::check_unique_names(const std::vector<ModelRef>& models) {
   std::map<std::string, size_t> first;
   for (size_t k = 0; k < models.size(); ++k) {
     const std::string& name = models[k].name;
     if (name.empty()) continue;  // already reported
     auto [it, fresh] = first.emplace(name, k);
     if (fresh) continue;
-    const Expanded& a = entries_[entry_of_[it->second]];
-    const Expanded& b = entries_[entry_of_[k]];
+    const Expanded& a = entries_[models[it->second].entry];
+    const Expanded& b = entries_[models[k].entry];
     std::string msg = "duplicate model name '" + name + "'; expected names unique across the " +
                       "expanded plan, got it again (first from " + a.entry + " at line " +
                       std::to_string(pr_.line(a.entry)) + ")";
@@ -885,7 +974,7 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       continue;
     }
     if (!cfg.contains("name") || cfg["name"].is_null()) {
-      const std::string stem = snake_case(kind->class_name);
+      const std::string& stem = layer_name_stem(*kind);
       int& n = counters[stem];
       std::string name;
       do {
@@ -895,7 +984,7 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
       cfg["name"] = name;
     }
     try {
-      make_layer_with_training(cls, cfg, ConfigMode::kPlan, "");
+      check_layer(cls, cfg);
     } catch (const ConfigError& e) {
       std::string hint;
       if (e.key() == "activation" && cfg["activation"].is_string())
@@ -912,8 +1001,10 @@ void Loader::layers(const Json& list, const std::string& path, ModelSpec& s, Jso
                                             "unique within a model, got it again (first at " +
                                             it->second + ")");
     }
-    s.layers.push_back({cls, cfg, pr_.where(cp)});
-    out.push_back(Json::object({{cls, cfg}}));
+    Json entry = Json::object();
+    entry[cls] = cfg;
+    out.push_back(std::move(entry));
+    s.layers.push_back({cls, std::move(cfg), pr_.where(cp)});
   }
   ex["layers"] = std::move(out);
 }
@@ -1076,7 +1167,8 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   } catch (const YAML::Exception& e) {
     throw PlanError("failed to load plan '" + path + "': invalid YAML: " + e.msg);
   }
-  LocatedJson doc;
+  auto expander = std::make_shared<ModelExpander>(path, fs::absolute(fs::path(base_dir)));
+  LocatedJson& doc = expander->doc;
   try {
     doc = plan_detail::yaml_to_json(root);
   } catch (const plan_detail::YamlLimitError& e) {
@@ -1107,7 +1199,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
       pr.add("seed", "expected a non-negative integer, got " + show(v));
   }
 
-  Loader loader(doc, pr, fs::absolute(fs::path(base_dir)));
+  Loader loader(doc, pr, expander->dir);
   plan.has_data = r.contains("data") && !r["data"].is_null();
   if (plan.has_data) {
     plan.data = loader.data("data", r["data"]);
@@ -1131,17 +1223,60 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
     pr.add("models", "required key missing; expected a non-empty list of models");
   else if (!r["models"].is_array() || r["models"].empty())
     pr.add("models", "expected a non-empty list of models, got " + show(r["models"]));
-  else
-    loader.models(defaults, r["models"], plan.models);
+  std::vector<ModelRef> refs;
+  if (r.contains("models") && r["models"].is_array() && !r["models"].empty())
+    loader.models(defaults, r["models"], *expander, refs);
   pr.throw_if_any();
+  plan.models = PlanModels(std::move(expander), std::move(refs));
   return plan;
 }
 
+namespace plan_detail {
+ModelSpec ModelExpander::expand(const ModelRef& r) const {
+  Problems pr(file, doc.lines);
+  Loader loader(doc, pr, dir);
+  loader.set_checked();
+  ModelSpec s = loader.expand(entries.at(r.entry), r.point);
+  NNFLEET_CHECK(pr.empty());  // load_plan expanded the same model without a problem
+  s.source = r.source;
+  return s;
+}
+}  // namespace plan_detail
+
+PlanModels::PlanModels(std::shared_ptr<const plan_detail::ModelExpander> expander,
+                       std::vector<plan_detail::ModelRef> refs)
+    : expander_(std::move(expander)), refs_(std::move(refs)) {
+  refs_.shrink_to_fit();
+}
+
+ModelSpec PlanModels::operator[](size_t k) const { return expander_->expand(refs_[k]); }
+
+ModelSpec PlanModels::at(size_t k) const {
+  if (k >= refs_.size())
+    throw std::out_of_range("model " + std::to_string(k) + " of a plan of " +
+                            std::to_string(refs_.size()));
+  return (*this)[k];
+}
+
 std::string plan_to_yaml(const Plan& plan) {
+  return plan_to_yaml(plan, [](size_t, const ModelSpec&) {});
+}
+
+std::string plan_to_yaml(const Plan& plan,
+                         const std::function<void(size_t, const ModelSpec&)>& each) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
-  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(),
-                                   [&](size_t k) { return plan.models[k].expanded_json(); });
+  // Models come in plan order; the rare text yaml-cpp writes instead (plan_yaml.h) asks for them
+  // again from the first, and `each` sees every model once.
+  size_t next = 0;
+  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(), [&](size_t k) {
+    const ModelSpec s = plan.models[k];
+    if (k >= next) {
+      each(k, s);
+      next = k + 1;
+    }
+    return s.expanded_json();
+  });
 }
 
 }  // namespace nnfleet

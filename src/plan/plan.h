@@ -1,11 +1,14 @@
 // Plan: the YAML (or JSON) file `nnfleet train` runs: data sources, defaults, and model entries
-// (Keras class names and config keys), expanded over grids into one ModelSpec per model.
+// (Keras class names and config keys), expanded over grids into one ModelSpec per model (made
+// when it is asked for: PlanModels).
 // load_plan() reports every problem of the file at once, each with file, line and field path:
 //   fleet.yaml:14: models[1].layers[2].Dense.units: expected a positive integer, got "abc"
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -110,11 +113,65 @@ struct ModelSpec {
   // restore_optimizer: train a `keras:` model on with the optimizer its file holds (class,
   // configuration, slot variables and iterations), as Keras's load_model restores it.
   bool restore_optimizer = false;
-  // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text:
-  // a parsed copy costs about 4 KB per model, text a tenth of that (plan.yaml and the MPI plan hash
-  // are made from it; expanded_json() parses it).
+  // The fully expanded entry (defaults applied, grid values substituted) as compact JSON text
+  // (plan.yaml and the MPI plan hash are made from it; expanded_json() parses it).
   std::string expanded;
   Json expanded_json() const { return Json::parse(expanded); }
+};
+
+namespace plan_detail {
+class ModelExpander;  // plan.cpp: a plan's entries, merged over `defaults`, with their grids
+// One model of a plan before it is expanded: its entry, the point of that entry's grid (the
+// last var varying fastest), its data (Plan::sources[source]) and its name.
+struct ModelRef {
+  uint32_t entry = 0;
+  uint32_t point = 0;
+  uint32_t source = 0;
+  std::string name;
+};
+}  // namespace plan_detail
+
+// The models of a plan, each expanded when it is asked for: the plan holds every entry once
+// (merged over `defaults`, with its grid) and per model only a ModelRef (about 60 bytes), where
+// a ModelSpec of a tiny 3-layer model took about 3 KB. Expanding gives the spec load_plan
+// validated (the same text in `expanded`), without constructing its layers again.
+// Thread-safe: const methods may run on several threads at once.
+class PlanModels {
+ public:
+  PlanModels() = default;
+  PlanModels(std::shared_ptr<const plan_detail::ModelExpander> expander,
+             std::vector<plan_detail::ModelRef> refs);
+  size_t size() const { return refs_.size(); }
+  bool empty() const { return refs_.empty(); }
+  // Model k, expanded (tens of microseconds for a tiny model); at() checks k (std::out_of_range).
+  ModelSpec operator[](size_t k) const;
+  ModelSpec at(size_t k) const;
+  ModelSpec back() const { return (*this)[size() - 1]; }
+  // Without expanding: its name and its data, Plan::sources[source(k)].
+  const std::string& name(size_t k) const { return refs_[k].name; }
+  size_t source(size_t k) const { return refs_[k].source; }
+
+  // Plan order, each model expanded as it is reached.
+  class Iterator {
+   public:
+    Iterator(const PlanModels* m, size_t k) : m_(m), k_(k) {}
+    ModelSpec operator*() const { return (*m_)[k_]; }
+    Iterator& operator++() {
+      ++k_;
+      return *this;
+    }
+    bool operator!=(const Iterator& o) const { return k_ != o.k_; }
+
+   private:
+    const PlanModels* m_;
+    size_t k_;
+  };
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, size()}; }
+
+ private:
+  std::shared_ptr<const plan_detail::ModelExpander> expander_;
+  std::vector<plan_detail::ModelRef> refs_;
 };
 
 struct Plan {
@@ -129,7 +186,7 @@ struct Plan {
   // Every distinct data source of the plan (same resolved files and options: one source), in the
   // order first used. Each is loaded once and shared by the models whose `source` names it.
   std::vector<DataSpec> sources;
-  std::vector<ModelSpec> models;
+  PlanModels models;
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
@@ -143,8 +200,12 @@ Plan load_plan(const std::string& path);
 // relative file names are taken from `base_dir`. Throws PlanError.
 Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir);
 
-// Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model at a
-// time, so the text is the only whole copy.
+// Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
+// expanded at a time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
+// The same, calling `each(k, model)` with every model k as it is expanded for the text: a caller
+// that needs every model (the fleet's validation) expands each once for both.
+std::string plan_to_yaml(const Plan& plan,
+                         const std::function<void(size_t, const ModelSpec&)>& each);
 
 }  // namespace nnfleet

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plan/plan_yaml.h"
@@ -689,6 +691,47 @@ TEST_F(PlanTest, NonMappingPlanIsRefused) {
   EXPECT_THAT(problems_of(write("p.yaml", "- a\n- b\n")),
               ElementsAre(HasSubstr("p.yaml:1: a plan is a mapping; expected a mapping with keys "
                                     "data, defaults, models, seed")));
+}
+
+// The plan keeps each entry once and expands a model when it is asked for: the same spec every
+// time (on any thread), with the name and data source load_plan found for it.
+TEST_F(PlanTest, ModelsExpandOnDemandToTheSameSpecWithTheirNameAndSource) {
+  const Plan p = load_plan(write("lazy.yaml", R"(data:
+  train: {x: x.npy, y: y.npy}
+models:
+  - name: s-{k}-{u}
+    grid: {k: [a, b], u: [2, 3]}
+    data: {train: {x: "series_{k}_x.npy", y: "series_{k}_y.npy"}}
+    layers: [Flatten, {Dense: {units: "{u}"}}]
+  - name: plain
+    layers: [Flatten, {Dense: {units: 4}}]
+)"));
+  ASSERT_EQ(p.models.size(), 5u);
+  EXPECT_THAT(names(p), ElementsAre("s-a-2", "s-a-3", "s-b-2", "s-b-3", "plain"));
+  ASSERT_EQ(p.sources.size(), 3u);  // the plan's, series a, series b
+  const std::vector<size_t> sources = {1, 1, 2, 2, 0};
+  std::vector<std::string> expanded(p.models.size());
+  for (size_t k = 0; k < p.models.size(); ++k) {
+    const ModelSpec m = p.models[k];
+    EXPECT_EQ(p.models.name(k), m.name);
+    EXPECT_EQ(p.models.source(k), sources[k]) << m.name;
+    EXPECT_EQ(m.source, sources[k]) << m.name;
+    EXPECT_EQ(m.layers[1].config["name"], "dense");
+    EXPECT_EQ(m.where,
+              p.path + ":" + (k < 4 ? "4" : "8") + ": models[" + (k < 4 ? "0" : "1") + "]");
+    expanded[k] = m.expanded;
+  }
+  EXPECT_EQ(p.models[1].layers[1].config["units"], 3);
+  EXPECT_THAT(p.models[2].expanded, HasSubstr("series_b_x.npy"));
+  std::vector<std::thread> threads;
+  std::atomic<int> same{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (size_t k = 0; k < p.models.size(); ++k) same += p.models[k].expanded == expanded[k];
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(same.load(), 4 * 5);
+  EXPECT_THROW(p.models.at(5), std::out_of_range);
 }
 
 // ---- plan.yaml ----

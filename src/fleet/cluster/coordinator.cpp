@@ -118,7 +118,7 @@ class Coordinator {
               {"job", j ? static_cast<int64_t>(j->index) : int64_t{-1}},
               {"live", st_.opts.mode == Display::Mode::kLive}};
     if (j) {
-      const std::string ckpt = st_.dir + "/checkpoints/" + j->spec->name + ".ckpt";
+      const std::string ckpt = st_.dir + "/checkpoints/" + j->name + ".ckpt";
       try {
         if (file_exists(ckpt)) a.blobs.push_back(read_file(ckpt));
       } catch (const Error&) {
@@ -126,8 +126,11 @@ class Coordinator {
       }
       // A finished job's end is displayed by the writer; its successor starts after it.
       const int s = slot(from, head);
-      st_.timeline_started(s, j->spec->name);
-      writer_.push([this, j, s] { st_.live->job_started(s, *j->spec, j->cost); });
+      st_.timeline_started(s, j->name);
+      // Held while the job runs elsewhere, for the display of its progress.
+      j->spec = std::make_shared<const ModelSpec>(st_.plan.models[j->index]);
+      writer_.push(
+          [this, spec = j->spec, cost = j->cost, s] { st_.live->job_started(s, *spec, cost); });
     }
     cl_.send(from, Tag::kAssign, encode(a));
   }
@@ -154,7 +157,7 @@ class Coordinator {
         return;
       }
       case Tag::kCheckpoint: {
-        const std::string path = st_.dir + "/checkpoints/" + job(p.head).spec->name + ".ckpt";
+        const std::string path = st_.dir + "/checkpoints/" + job(p.head).name + ".ckpt";
         writer_.push([path, bytes = std::move(p.blobs.at(0))] {
           try {
             write_file_atomic(path, bytes, Durability::kProcessCrash);
@@ -177,6 +180,7 @@ class Coordinator {
           st_.timeline_ended(s, *j);
           st_.live->job_finished(s, st_.results[j->index], j->cost);
         });
+        j->spec.reset();
         // The result doubles as the worker's request for its next job.
         if (p.head.at("next").get<bool>()) assign(from, p.head);
         return;

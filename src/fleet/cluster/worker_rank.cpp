@@ -235,7 +235,7 @@ class WorkerRank {
   JobResult train(int w, int64_t index, const Packet& a, Forwarder& fwd,
                   std::vector<ShippedFile>& files) {
     const int core = cores_[static_cast<size_t>(w)];
-    const ModelSpec& s = plan_.models.at(static_cast<size_t>(index));
+    const ModelSpec s = plan_.models.at(static_cast<size_t>(index));
     const std::string ckpt = tmp_ + "/checkpoints/" + s.name + ".ckpt";
     JobResult r;
     try {
@@ -360,7 +360,7 @@ FleetSummary run_worker_rank(Cluster& cluster, const Plan& plan, const FleetOpti
   const Json& statuses = final.head.at("statuses");
   for (size_t i = 0; i < plan.models.size() && i < statuses.size(); ++i) {
     JobResult r;
-    r.name = plan.models[i].name;
+    r.name = plan.models.name(i);
     r.status = job_status_from_name(statuses[i].get<std::string>());
     sum.results.push_back(r);
   }
