@@ -25,6 +25,7 @@
 #include "plan/plan_fit.h"
 #include "plan/plan_problems.h"
 #include "plan/plan_yaml.h"
+#include "plan/yaml_emitter.h"
 #include "platform/files.h"
 #include "platform/limits.h"
 
@@ -1152,6 +1153,19 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
     throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
                     std::to_string(line) + ": invalid text: byte " + byte +
                     " is not UTF-8; expected a UTF-8 (or ASCII) plan file");
+  }
+  if (const size_t bad = plan_detail::yaml_unprintable_at(text); bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+    const size_t line_end = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+    const size_t column = line_end == std::string::npos ? bad + 1 : bad - line_end;
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                    std::to_string(line) + ": invalid text: byte " + byte + " at column " +
+                    std::to_string(column) +
+                    " is a control character, which YAML does not allow in a document; expected "
+                    "printable text (tab, line feed and carriage return are allowed; inside "
+                    "double quotes write an escape such as \\t or \\x01)");
   }
   YAML::Node root;
   try {

@@ -292,4 +292,10 @@ void YamlEmitter::put(char c) {
   col_ = c == '\n' ? 0 : col_ + 1;
 }
 
+size_t yaml_unprintable_at(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i)
+    if (not_printable_at(text, i)) return i;
+  return std::string_view::npos;
+}
+
 }  // namespace nnfleet::plan_detail

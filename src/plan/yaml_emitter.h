@@ -74,5 +74,10 @@ bool yaml_plain_ok(std::string_view s, bool flow);
 // non-ASCII): \" \\ \n \t \r \b \f, \xNN for other control characters and U+0080..U+00A0,
 // \ufeff; malformed UTF-8 becomes U+FFFD.
 void yaml_double_quoted(std::string_view s, std::string& out);
+// The offset of the first character of `text` that YAML does not allow in a document (outside
+// c-printable: C0 controls but tab, LF and CR; DEL; C1 controls but NEL), or npos. yaml-cpp
+// accepts some of them raw and mangles them (a raw NUL in a key came out as byte 0xA0, which
+// the plan's JSON dump then threw on; found by fuzz/fuzz_plan), so plans refuse them.
+size_t yaml_unprintable_at(std::string_view text);
 
 }  // namespace nnfleet::plan_detail

@@ -12,6 +12,7 @@
 
 #include "plan/plan.h"
 #include "plan/plan_yaml.h"
+#include "plan/yaml_emitter.h"
 #include "platform/limits.h"
 
 namespace nnfleet {
@@ -232,6 +233,38 @@ TEST_F(PlanLimits, BytesThatAreNotUtf8AreRefusedWithTheirLine) {
       error_of(kData + "models:\n  - name: m\n    layers: [Dense: {units: 3, name: \"a\x9a\"}]\n");
   EXPECT_THAT(msg,
               HasSubstr(path() + ":5: invalid text: byte 0x9a is not UTF-8; expected a UTF-8"));
+}
+
+TEST_F(PlanLimits, ControlCharactersAreRefusedWithTheirLineAndColumn) {
+  // A raw NUL inside an optimizer key ("learning\0_rate") reached yaml-cpp, which read the key
+  // back with byte 0xA0 in its place; the expanded model's JSON dump then threw type_error 316
+  // out of load_plan (fuzz/fuzz_plan, CI run of 2026-12-02).
+  const std::string nul = std::string("learning") + '\0' + "_rate";
+  const std::string msg = error_of(kData +
+                                   "models:\n"
+                                   "  - name: m\n"
+                                   "    optimizer: {Adam: {" + nul + ": 0.1}}\n"  // line 5
+                                   "    layers: [Dense: {units: 3}]\n");
+  EXPECT_THAT(msg, HasSubstr(path() + ":5: invalid text: byte 0x00 at column 32 is a control "
+                                      "character, which YAML does not allow"));
+  // DEL and a C1 control (U+0081, UTF-8 C2 81) likewise; the escape form in quotes is kept.
+  EXPECT_THAT(error_of(kData + "models:\n  - name: \"a\x7f\"\n"),
+              HasSubstr(path() + ":4: invalid text: byte 0x7f at column 13"));
+  EXPECT_THAT(error_of(kData + "models:\n  - name: a\xc2\x81\n"),
+              HasSubstr(path() + ":4: invalid text: byte 0xc2 at column 12"));
+  EXPECT_THAT(error_of(kData + "models:\n  - name: \"a\\x01\"\n"),
+              Not(HasSubstr("invalid text")));
+}
+
+TEST(YamlText, FirstUnprintableCharacterIsFound) {
+  using plan_detail::yaml_unprintable_at;
+  const size_t ok = std::string::npos;
+  EXPECT_EQ(yaml_unprintable_at("tab\tlf\ncr\r\n"), ok);
+  EXPECT_EQ(yaml_unprintable_at("caf\xc3\xa9 nel \xc2\x85 nbsp \xc2\xa0"), ok);
+  EXPECT_EQ(yaml_unprintable_at(std::string("ab\0", 3)), 2u);
+  EXPECT_EQ(yaml_unprintable_at("\x1b[0m"), 0u);
+  EXPECT_EQ(yaml_unprintable_at("x\x7f"), 1u);
+  EXPECT_EQ(yaml_unprintable_at("xy\xc2\x9f"), 2u);
 }
 
 TEST(Utf8, FirstInvalidByteIsFound) {
