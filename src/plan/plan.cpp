@@ -1145,28 +1145,31 @@ Plan load_plan(const std::string& path) {
   return parse_plan(read_plan_file(path), path, fs::absolute(fs::path(path)).parent_path().string());
 }
 
+namespace {
+
+// The plan text refused at byte `bad`: "path:LINE: invalid text: byte 0xNN at column C <rule>".
+[[noreturn]] void refuse_text(const std::string& text, const std::string& path, size_t bad,
+                              const std::string& rule) {
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
+  const size_t line_end = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+  const size_t column = line_end == std::string::npos ? bad + 1 : bad - line_end;
+  const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+  throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
+                  std::to_string(line) + ": invalid text: byte " + byte + " at column " +
+                  std::to_string(column) + " " + rule);
+}
+
+}  // namespace
+
 Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir) {
-  if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
-    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
-    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
-                    std::to_string(line) + ": invalid text: byte " + byte +
-                    " is not UTF-8; expected a UTF-8 (or ASCII) plan file");
-  }
-  if (const size_t bad = plan_detail::yaml_unprintable_at(text); bad != std::string::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(text[bad]));
-    const size_t line_end = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
-    const size_t column = line_end == std::string::npos ? bad + 1 : bad - line_end;
-    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
-    throw PlanError("failed to load plan '" + path + "': 1 problem(s)\n" + path + ":" +
-                    std::to_string(line) + ": invalid text: byte " + byte + " at column " +
-                    std::to_string(column) +
-                    " is a control character, which YAML does not allow in a document; expected "
-                    "printable text (tab, line feed and carriage return are allowed; inside "
-                    "double quotes write an escape such as \\t or \\x01)");
-  }
+  if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos)
+    refuse_text(text, path, bad, "is not UTF-8; expected a UTF-8 (or ASCII) plan file");
+  if (const size_t bad = plan_detail::yaml_unprintable_at(text); bad != std::string::npos)
+    refuse_text(text, path, bad,
+                "is a control character, which YAML does not allow in a document; expected "
+                "printable text (tab, line feed and carriage return are allowed; inside double "
+                "quotes write an escape such as \\t or \\x01)");
   YAML::Node root;
   try {
     root = YAML::Load(text);

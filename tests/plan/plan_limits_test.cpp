@@ -226,13 +226,14 @@ TEST_F(PlanLimits, BracketsInsidePlainScalarsAndCommentsAreNotConstructs) {
 
 // ---- Found by fuzz/fuzz_plan ----
 
-TEST_F(PlanLimits, BytesThatAreNotUtf8AreRefusedWithTheirLine) {
+TEST_F(PlanLimits, BytesThatAreNotUtf8AreRefusedWithTheirLineAndColumn) {
   // A layer name with byte 0x9a made the error message's JSON dump throw type_error 316, which
   // escaped load_plan.
   const std::string msg =
       error_of(kData + "models:\n  - name: m\n    layers: [Dense: {units: 3, name: \"a\x9a\"}]\n");
   EXPECT_THAT(msg,
-              HasSubstr(path() + ":5: invalid text: byte 0x9a is not UTF-8; expected a UTF-8"));
+              HasSubstr(path() + ":5: invalid text: byte 0x9a at column 40 is not UTF-8; expected "
+                        "a UTF-8"));
 }
 
 TEST_F(PlanLimits, ControlCharactersAreRefusedWithTheirLineAndColumn) {
