@@ -44,6 +44,7 @@ void fsync_path(const std::string& path) {
 // --- fault injection: bytes that may still be written (-1: no limit) ---------------------------
 
 std::atomic<int64_t> g_budget{-1}, g_free{-1};
+std::atomic<bool> g_unnamed{true};  // set_unnamed_files()
 std::once_flag g_budget_from_env;
 
 void read_budget_from_env() {
@@ -137,6 +138,8 @@ void set_write_budget(int64_t bytes) {
   g_budget = bytes < 0 ? -1 : bytes;
 }
 
+void set_unnamed_files(bool on) { g_unnamed = on; }
+
 void set_free_space(int64_t bytes) {
   read_budget_from_env();
   g_free = bytes < 0 ? -1 : bytes;
@@ -178,20 +181,82 @@ void write_file_atomic(const std::string& path, std::string_view content, Durabi
   write_file_atomic(path, std::span<const std::string_view>(&content, 1), d);
 }
 
+namespace {
+
+// An unnamed file in the folder of `path` (O_TMPFILE), or -1 with errno set.
+int open_unnamed_beside(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  return ::open(parent.empty() ? "." : parent.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+}
+
+bool no_tmpfile(int err) { return err == EOPNOTSUPP || err == EISDIR || err == EINVAL; }
+
+// Names the unnamed file `fd` `path`: one directory operation (linkat) where nothing has that name
+// yet, which is what a run's models/ folder sees 8,000 times (2 threads creating a temporary and
+// renaming it each took 1.5-2.5 s for 8,000 files there, against 0.13-0.2 s linked, on ext4, Zen 3);
+// linked under the temporary name and renamed over it where something has. 0, or an errno.
+int name_unnamed(int fd, const std::string& path) {
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (errno != EEXIST) return errno;
+  const std::string tmp = temp_name(path);
+  if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) return errno;
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return e;
+  }
+  return 0;
+}
+
+// `pieces` written to `fd`, which is closed on failure (FileError for `path`). Returns the bytes.
+uint64_t write_pieces(int fd, const std::string& path, std::span<const std::string_view> pieces) {
+  uint64_t bytes = 0;
+  for (std::string_view piece : pieces) {
+    bytes += piece.size();
+    if (!write_all(fd, piece.data(), piece.size())) {
+      const int e = errno;
+      ::close(fd);
+      fail_write(path, e);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// The file is written unnamed and gets its name when complete, so a crash at any moment leaves
+// neither a half-written file nor a temporary behind; where the filesystem has no O_TMPFILE, or
+// /proc is not mounted, through a named temporary and rename(2) (write_atomic_with).
 void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces,
                        Durability d) {
+  static const bool have_proc = ::access("/proc/self/fd", F_OK) == 0;
+  const bool unnamed = have_proc && g_unnamed.load();
+  const int fd = unnamed ? open_unnamed_beside(path) : -1;
+  if (fd >= 0) {
+    if (!take_budget(write_pieces(fd, path, pieces))) {  // as write_atomic_with counts it
+      ::close(fd);
+      fail_write(path, ENOSPC);
+    }
+    if (d == Durability::kSystemCrash) ::fsync(fd);
+    const int e = name_unnamed(fd, path);
+    ::close(fd);
+    if (e != 0)
+      throw FileError("failed to write file '" + path + "': link failed: " + std::strerror(e));
+    if (d == Durability::kSystemCrash) {
+      const auto parent = std::filesystem::path(path).parent_path();
+      fsync_path(parent.empty() ? "." : parent.string());
+    }
+    return;
+  }
+  if (unnamed && !no_tmpfile(errno)) fail_write(path, errno);
   write_atomic_with(
       path,
       [&](const std::string& tmp) {
-        const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) fail_write(path, errno);
-        for (std::string_view piece : pieces)
-          if (!write_all(fd, piece.data(), piece.size())) {
-            const int e = errno;
-            ::close(fd);
-            fail_write(path, e);
-          }
-        if (::close(fd) != 0) fail_write(path, errno);
+        const int tfd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (tfd < 0) fail_write(path, errno);
+        write_pieces(tfd, path, pieces);
+        if (::close(tfd) != 0) fail_write(path, errno);
       },
       d);
 }

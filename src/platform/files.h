@@ -114,5 +114,8 @@ class FileLock {
 void set_write_budget(int64_t bytes);
 // Fault injection: free_bytes() reports n >= 0; -1: the file system's own answer.
 void set_free_space(int64_t bytes);
+// Test seam: false sends write_file_atomic() through a named temporary and rename(2), the route
+// of file systems without O_TMPFILE; true (the default): unnamed files where the system has them.
+void set_unnamed_files(bool on);
 
 }  // namespace nnfleet

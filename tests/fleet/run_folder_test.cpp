@@ -33,6 +33,7 @@ struct Faults {
   ~Faults() {
     set_write_budget(-1);
     set_free_space(-1);
+    set_unnamed_files(true);
   }
 };
 
@@ -48,6 +49,46 @@ size_t temporaries(const std::string& dir) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
     n += e.path().filename().string().find(".tmp.") != std::string::npos;
   return n;
+}
+
+// Both routes of write_file_atomic (an unnamed file given its name by linkat where the system
+// has O_TMPFILE; a named temporary and rename(2) elsewhere) create and replace a file, refuse a
+// full disk keeping the old content, name a missing folder, and leave no temporary behind.
+TEST(AtomicWrite, BothRoutesCreateReplaceAndKeepTheOldFileOnAFullDisk) {
+  for (const bool unnamed : {true, false}) {
+    SCOPED_TRACE(unnamed ? "unnamed file" : "named temporary");
+    Faults faults;
+    set_unnamed_files(unnamed);
+    testing_util::TempDir dir;
+    const std::string f = dir.path + "/model.keras";
+    for (const Durability d : {Durability::kProcessCrash, Durability::kSystemCrash}) {
+      write_file_atomic(f, "first", d);
+      EXPECT_EQ(read_file(f), "first");
+      write_file_atomic(f, "second", d);
+      EXPECT_EQ(read_file(f), "second");
+    }
+    set_write_budget(3);
+    try {
+      write_file_atomic(f, "third", Durability::kProcessCrash);
+      ADD_FAILURE() << "a write past the budget succeeded";
+    } catch (const FileError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("failed to write file '" + f + "': No space left on device"));
+    }
+    set_write_budget(-1);
+    EXPECT_EQ(read_file(f), "second");
+    const std::string lost = dir.path + "/none/model.keras";
+    try {
+      write_file_atomic(lost, "x", Durability::kProcessCrash);
+      ADD_FAILURE() << "a write into a missing folder succeeded";
+    } catch (const FileError& e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr("failed to write file '" + lost + "': No such file or directory"));
+    }
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path),
+                            std::filesystem::directory_iterator()),
+              1);
+    EXPECT_EQ(temporaries(dir.path), 0u);
+  }
 }
 
 class ResumeTrust : public testing_util::BlobsPlanTest {
