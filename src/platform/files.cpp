@@ -203,6 +203,7 @@ int name_unnamed(int fd, const std::string& path) {
   if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) == 0) return 0;
   if (errno != EEXIST) return errno;
   const std::string tmp = temp_name(path);
+  ::unlink(tmp.c_str());  // a stale one (a crash of an earlier process of this id) as O_TRUNC would
   if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0) return errno;
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = errno;
@@ -228,9 +229,10 @@ uint64_t write_pieces(int fd, const std::string& path, std::span<const std::stri
 
 }  // namespace
 
-// The file is written unnamed and gets its name when complete, so a crash at any moment leaves
-// neither a half-written file nor a temporary behind; where the filesystem has no O_TMPFILE, or
-// /proc is not mounted, through a named temporary and rename(2) (write_atomic_with).
+// The file is written unnamed and gets its name when complete, so a crash at any moment leaves no
+// half-written file, and no temporary either where the name is new (a replaced file passes
+// through a temporary name for the moment of its rename); where the filesystem has no O_TMPFILE,
+// or /proc is not mounted, through a named temporary and rename(2) (write_atomic_with).
 void write_file_atomic(const std::string& path, std::span<const std::string_view> pieces,
                        Durability d) {
   static const bool have_proc = ::access("/proc/self/fd", F_OK) == 0;

@@ -29,9 +29,10 @@ bool read_regular_file(const std::string& path, std::string& out, std::string& w
 std::string read_file(const std::string& path);
 // How far an atomic write is pushed before it counts as done.
 enum class Durability {
-  kProcessCrash,  // rename only: survives the process dying (kill -9) at any moment; for files
-                  // written per model or per epoch, where an fsync each time costs more than the
-                  // training of a small model (a run syncs its folder once, sync_filesystem())
+  kProcessCrash,  // link or rename only: survives the process dying (kill -9) at any moment;
+                  // for files written per model or per epoch, where an fsync each time costs more
+                  // than the training of a small model (a run syncs its folder once,
+                  // sync_filesystem())
   kSystemCrash,   // fsync the file and its folder as well: survives power loss
 };
 // Writes `content` to `path` atomically. Throws FileError naming the path and the OS reason

@@ -52,8 +52,9 @@ size_t temporaries(const std::string& dir) {
 }
 
 // Both routes of write_file_atomic (an unnamed file given its name by linkat where the system
-// has O_TMPFILE; a named temporary and rename(2) elsewhere) create and replace a file, refuse a
-// full disk keeping the old content, name a missing folder, and leave no temporary behind.
+// has O_TMPFILE; a named temporary and rename(2) elsewhere) create and replace a file (also over
+// a stale temporary), refuse a full disk keeping the old content, name a missing folder, and
+// leave no temporary behind.
 TEST(AtomicWrite, BothRoutesCreateReplaceAndKeepTheOldFileOnAFullDisk) {
   for (const bool unnamed : {true, false}) {
     SCOPED_TRACE(unnamed ? "unnamed file" : "named temporary");
@@ -67,6 +68,10 @@ TEST(AtomicWrite, BothRoutesCreateReplaceAndKeepTheOldFileOnAFullDisk) {
       write_file_atomic(f, "second", d);
       EXPECT_EQ(read_file(f), "second");
     }
+    // A temporary left by a crashed process of this one's id does not stop a replacement.
+    testing_util::write_text(f + ".tmp." + std::to_string(::getpid()), "stale");
+    write_file_atomic(f, "second", Durability::kProcessCrash);
+    EXPECT_EQ(read_file(f), "second");
     set_write_budget(3);
     try {
       write_file_atomic(f, "third", Durability::kProcessCrash);
