@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -267,8 +268,8 @@ void start_timeline(RunState& st, const Slots& slots, std::optional<Timeline>& t
                            slots.cores.begin() + static_cast<std::ptrdiff_t>(end));
     rank_list.push_back({{"rank", r}, {"host", slots.hosts.at(r)}, {"cores", cores}});
     for (size_t i = begin; i < end; ++i)
-      st.slots.push_back({static_cast<int>(r), slots.hosts[r], static_cast<int>(i - begin),
-                          slots.cores[i]});
+      st.slots.push_back(
+          {static_cast<int>(r), slots.hosts[r], static_cast<int>(i - begin), slots.cores[i]});
   }
   timeline.emplace(st.dir, rank_list);
   st.timeline = &*timeline;
@@ -321,10 +322,10 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
 }
 
 // Model `s` (plan index `i`) built and validated against its data into job `j`; its problems go
-// to `problems`, its memory estimate to `estimates`.
+// to `problems`, its memory estimate to `estimate` (left alone when it cannot be built).
 void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
                  size_t all_data, PreparedJob& j, std::vector<std::string>& problems,
-                 std::vector<size_t>& estimates) {
+                 size_t& estimate) {
   j.name = s.name;
   j.index = i;
   j.record_bytes = record_bytes(s);
@@ -357,7 +358,7 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
   }
   j.pieces = batch_pieces(s, *j.model);
   const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
-  estimates.push_back(est);
+  estimate = est;
   const size_t phys = physical_memory_bytes();
   if (est + all_data > phys)
     problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
@@ -370,18 +371,26 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
   j.model.reset();
 }
 
-// Every model built and validated against the data before anything starts; all problems are
-// reported together (PlanError). Returns the plan's plan.yaml text, made from the same expansion
-// of each model (expanding a tiny model again for it took about 0.05 ms).
+// Every model built and validated against the data before anything starts, by `workers`
+// threads; all problems are reported together (PlanError), in plan order. Returns the plan's
+// plan.yaml text, made from the same expansion of each model (expanding a tiny model again for
+// it took about 0.05 ms). On 2 cores, two threads brought the first training step of 8,000 tiny
+// models from 0.96-1.12 s after launch to 0.77-0.93 s (3 runs each, output on tmpfs).
 std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
                          int workers, std::vector<PreparedJob>& jobs) {
-  jobs.assign(plan.models.size(), PreparedJob{});
+  const size_t n = plan.models.size();
+  jobs.assign(n, PreparedJob{});
   const size_t all_data = data_bytes(sources);
+  std::vector<std::vector<std::string>> problems_of(n);
+  std::vector<size_t> estimates(n, 0);  // a model that cannot be built counts 0
+  std::string plan_yaml = plan_to_yaml(
+      plan,
+      [&](size_t i, const ModelSpec& s) {
+        prepare_job(s, i, io, sources[s.source], all_data, jobs[i], problems_of[i], estimates[i]);
+      },
+      workers);
   std::vector<std::string> problems;
-  std::vector<size_t> estimates;
-  std::string plan_yaml = plan_to_yaml(plan, [&](size_t i, const ModelSpec& s) {
-    prepare_job(s, i, io, sources[s.source], all_data, jobs[i], problems, estimates);
-  });
+  for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
   std::sort(estimates.rbegin(), estimates.rend());
   size_t concurrent = all_data;
   for (size_t i = 0; i < estimates.size() && i < static_cast<size_t>(workers); ++i)
@@ -520,9 +529,9 @@ class WorkerPool {
     if (helpers_) {
       st_.live->helping(w, true);
       const Timeline::Slot& me = st_.slots.at(static_cast<size_t>(w));
-      busy_[static_cast<size_t>(w)] += board_.help(
-          &st_.stop, [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e,
-                         int pieces) {
+      busy_[static_cast<size_t>(w)] +=
+          board_.help(&st_.stop, [&](int owner, HelpBoard::Clock::time_point b,
+                                     HelpBoard::Clock::time_point e, int pieces) {
             if (st_.timeline)
               st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
                                    st_.timeline->wall(b), st_.timeline->wall(e), pieces);

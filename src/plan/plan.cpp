@@ -353,7 +353,7 @@ class Loader {
   bool has_default_ = false;
   bool check_layers_ = true;
   std::set<std::string> checked_layers_;  // class and config of layers constructed without error
-  std::vector<Expanded> entries_;  // one per plan entry that expanded (ModelRef::entry)
+  std::vector<Expanded> entries_;         // one per plan entry that expanded (ModelRef::entry)
 };
 
 std::optional<DataSource> Loader::source(const std::string& path, const Json& v) {
@@ -1142,7 +1142,8 @@ Json DataSource::to_json() const {
 }
 
 Plan load_plan(const std::string& path) {
-  return parse_plan(read_plan_file(path), path, fs::absolute(fs::path(path)).parent_path().string());
+  return parse_plan(read_plan_file(path), path,
+                    fs::absolute(fs::path(path)).parent_path().string());
 }
 
 namespace {
@@ -1280,20 +1281,24 @@ std::string plan_to_yaml(const Plan& plan) {
 }
 
 std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each) {
+                         const std::function<void(size_t, const ModelSpec&)>& each, int threads) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
-  // Models come in plan order; the rare text yaml-cpp writes instead (plan_yaml.h) asks for them
-  // again from the first, and `each` sees every model once.
-  size_t next = 0;
-  return plan_detail::json_to_yaml(head, kYamlOrder, "models", plan.models.size(), [&](size_t k) {
-    const ModelSpec s = plan.models[k];
-    if (k >= next) {
-      each(k, s);
-      next = k + 1;
-    }
-    return s.expanded_json();
-  });
+  // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
+  // thread after the others stopped, and `each` sees every model once. Each k is marked by the
+  // one thread that makes it.
+  std::vector<char> seen(plan.models.size(), 0);
+  return plan_detail::json_to_yaml(
+      head, kYamlOrder, "models", plan.models.size(),
+      [&](size_t k) {
+        const ModelSpec s = plan.models[k];
+        if (!seen[k]) {
+          each(k, s);
+          seen[k] = 1;
+        }
+        return s.expanded_json();
+      },
+      threads);
 }
 
 }  // namespace nnfleet

@@ -23,10 +23,10 @@ namespace nnfleet {
 struct DataSource {
   enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx };
   Kind kind = Kind::kNpy;
-  std::string split;     // fashion-mnist: "train" or "test"
-  std::string x, y;      // npy: paths; idx: images, labels; npz: member keys
-  std::string file;      // npz or csv path
-  std::string label;     // csv label column
+  std::string split;  // fashion-mnist: "train" or "test"
+  std::string x, y;   // npy: paths; idx: images, labels; npz: member keys
+  std::string file;   // npz or csv path
+  std::string label;  // csv label column
   // Keras's sample_weight, one non-negative weight per sample: an .npy path, or the npz key
   // (npy and npz sources only); empty: none.
   std::string sample_weight;
@@ -203,9 +203,12 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
 // expanded at a time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
-// The same, calling `each(k, model)` with every model k as it is expanded for the text: a caller
-// that needs every model (the fleet's validation) expands each once for both.
+// The same, calling `each(k, model)` once with every model k as it is expanded for the text: a
+// caller that needs every model (the fleet's validation) expands each once for both. With
+// `threads` > 1, that many threads expand and write the models, and `each` is called from them
+// at once (for different k); the text is the same.
 std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each);
+                         const std::function<void(size_t, const ModelSpec&)>& each,
+                         int threads = 1);
 
 }  // namespace nnfleet

@@ -82,10 +82,14 @@ std::string number_text(double v);
 // mapping key over 1024 bytes).
 std::string json_to_yaml(const Json& doc, const std::vector<std::string>& first);
 // The same for a mapping whose key `list_key` (present in `head`, its value ignored) holds a list
-// of `n` items made one at a time by `item(k)`: only one item is held at once.
+// of `n` items made one at a time by `item(k)`: only one item is held at once per thread. With
+// `threads` > 1, item() is called from that many threads at once (each k once, increasing k on
+// each thread) and the text is the same; an exception item() throws is rethrown here (the
+// earliest block's) after every thread stopped. In the rare document YamlEmitter cannot write,
+// item() is then called again for every k, on this thread, for yaml-cpp.
 std::string json_to_yaml(const Json& head, const std::vector<std::string>& first,
                          const std::string& list_key, size_t n,
-                         const std::function<Json(size_t)>& item);
+                         const std::function<Json(size_t)>& item, int threads = 1);
 // The same two through yaml-cpp's YAML::Emitter: the oracle json_to_yaml is tested against.
 std::string json_to_yaml_ref(const Json& doc, const std::vector<std::string>& first);
 std::string json_to_yaml_ref(const Json& head, const std::vector<std::string>& first,

@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "nnfleet/error.h"
+
 namespace nnfleet::plan_detail {
 namespace {
 
@@ -220,6 +222,27 @@ void YamlEmitter::end(char open, char close) {
   }
   groups_.pop_back();
   if (!groups_.empty()) indent_ -= kIndent;
+}
+
+YamlEmitter YamlEmitter::fork(size_t after) const {
+  NNFLEET_CHECK(!groups_.empty());
+  YamlEmitter e;
+  e.col_ = col_;
+  e.indent_ = indent_;
+  e.groups_ = groups_;
+  // What a later item's layout depends on: how many came before it (an item after the first
+  // starts on a new line, where the column restarts). A mapping's items are keys and values.
+  e.groups_.back().children += after;
+  if (after > 0) e.col_ = 1;
+  return e;
+}
+
+void YamlEmitter::join(const YamlEmitter& part) {
+  NNFLEET_CHECK(part.groups_.size() == groups_.size() && part.indent_ == indent_);
+  out_ += part.out_;
+  col_ = part.col_;
+  groups_.back().children = part.groups_.back().children;
+  ok_ = ok_ && part.ok_;
 }
 
 void YamlEmitter::prepare(Node child) {

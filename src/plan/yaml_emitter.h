@@ -38,6 +38,14 @@ class YamlEmitter {
   // newline.
   const std::string& text() const { return out_; }
 
+  // Items of the open collection written apart and joined in order, so that several threads
+  // can write the items of one long sequence (plan.yaml's models): fork(after) is an emitter
+  // with this one's state and no text, standing `after` items further into the collection;
+  // join(part) appends what a fork wrote and takes on its state. Joining the forks of
+  // consecutive item blocks, in order, gives the text of writing every item here.
+  YamlEmitter fork(size_t after) const;
+  void join(const YamlEmitter& part);
+
  private:
   enum class Node { kScalar, kFlowSeq, kBlockSeq, kFlowMap, kBlockMap };
   struct Group {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -25,17 +26,106 @@ const std::vector<std::string> kFirst = {"name", "seed", "data", "epochs", "laye
 // Strings each rule of plain-versus-quoted is about, in block and flow context alike. All are
 // UTF-8, as every string of a plan is (parse_plan refuses other text, and the writer's JSON
 // dump would throw on it).
-const std::vector<std::string> kAwkward = {
-    "", " ", "a ", " a", "~", "null", "Null", "NULL", "true", "False", "yes", "no", "on", "1",
-    "-1", "+1", "0x1f", "1e3", "1.5", ".5", ".inf", "-.inf", ".nan", "inf", "nan", "-nan",
-    "a: b", "a:b", "a:", ":a", ": a", ":", "-", "- a", "-a", "--", "?", "? a", "?a", "a?b",
-    "a #b", "a#b", "#a", "a, b", "a,b", "[a]", "a]", "{a}", "a}", "a{", "'a'", "\"a\"", "it's",
-    "say \"hi\"", "back\\slash", "&a", "*a", "!a", "|a", ">a", "%a", "@a", "`a", "a\tb",
-    "a\nb", "a\r\nb", "a\rb", "\n", "\r", "\t", std::string("a\0b", 3), "\x01", "\x1f", "\x7f",
-    "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x98\x80", "\xc2\x85", "\xc2\x80",
-    "\xc2\xa0", "\xc2\xa1", "\xef\xbb\xbf" "a", "a\xef\xbb\xbf", "\xef\xbf\xbe", "data dir/t.csv", "/tmp/x y/z.npy", "t-{u}-{lr}",
-    "{lr}", "0.001", "1e-08", "12:30", "2024-01-01", "a=b", "a;b", "a|b", "a>b", "a%b",
-    "\xe2\x80\xa8", "x" + std::string(1030, 'y')};
+const std::vector<std::string> kAwkward = {"",
+                                           " ",
+                                           "a ",
+                                           " a",
+                                           "~",
+                                           "null",
+                                           "Null",
+                                           "NULL",
+                                           "true",
+                                           "False",
+                                           "yes",
+                                           "no",
+                                           "on",
+                                           "1",
+                                           "-1",
+                                           "+1",
+                                           "0x1f",
+                                           "1e3",
+                                           "1.5",
+                                           ".5",
+                                           ".inf",
+                                           "-.inf",
+                                           ".nan",
+                                           "inf",
+                                           "nan",
+                                           "-nan",
+                                           "a: b",
+                                           "a:b",
+                                           "a:",
+                                           ":a",
+                                           ": a",
+                                           ":",
+                                           "-",
+                                           "- a",
+                                           "-a",
+                                           "--",
+                                           "?",
+                                           "? a",
+                                           "?a",
+                                           "a?b",
+                                           "a #b",
+                                           "a#b",
+                                           "#a",
+                                           "a, b",
+                                           "a,b",
+                                           "[a]",
+                                           "a]",
+                                           "{a}",
+                                           "a}",
+                                           "a{",
+                                           "'a'",
+                                           "\"a\"",
+                                           "it's",
+                                           "say \"hi\"",
+                                           "back\\slash",
+                                           "&a",
+                                           "*a",
+                                           "!a",
+                                           "|a",
+                                           ">a",
+                                           "%a",
+                                           "@a",
+                                           "`a",
+                                           "a\tb",
+                                           "a\nb",
+                                           "a\r\nb",
+                                           "a\rb",
+                                           "\n",
+                                           "\r",
+                                           "\t",
+                                           std::string("a\0b", 3),
+                                           "\x01",
+                                           "\x1f",
+                                           "\x7f",
+                                           "caf\xc3\xa9",
+                                           "\xe6\x97\xa5\xe6\x9c\xac",
+                                           "\xf0\x9f\x98\x80",
+                                           "\xc2\x85",
+                                           "\xc2\x80",
+                                           "\xc2\xa0",
+                                           "\xc2\xa1",
+                                           "\xef\xbb\xbf"
+                                           "a",
+                                           "a\xef\xbb\xbf",
+                                           "\xef\xbf\xbe",
+                                           "data dir/t.csv",
+                                           "/tmp/x y/z.npy",
+                                           "t-{u}-{lr}",
+                                           "{lr}",
+                                           "0.001",
+                                           "1e-08",
+                                           "12:30",
+                                           "2024-01-01",
+                                           "a=b",
+                                           "a;b",
+                                           "a|b",
+                                           "a>b",
+                                           "a%b",
+                                           "\xe2\x80\xa8",
+                                           "x" + std::string(1030, 'y')};
 
 Json awkward_document() {
   Json d = Json::object();
@@ -48,19 +138,18 @@ Json awkward_document() {
   }
   d["list"] = list;
   d["flow"] = flow;
-  d["numbers"] = Json::array({0, -7, std::numeric_limits<int64_t>::min(),
-                              std::numeric_limits<uint64_t>::max(), 0.1, -2.5, 1e300, 1e-300,
-                              3.0, std::numeric_limits<double>::infinity(),
-                              -std::numeric_limits<double>::infinity(),
-                              std::numeric_limits<double>::quiet_NaN()});
+  d["numbers"] = Json::array(
+      {0, -7, std::numeric_limits<int64_t>::min(), std::numeric_limits<uint64_t>::max(), 0.1, -2.5,
+       1e300, 1e-300, 3.0, std::numeric_limits<double>::infinity(),
+       -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()});
   d["empty"] = Json::object({{"seq", Json::array()}, {"map", Json::object()}, {"str", ""}});
   d["nulls"] = Json::array({nullptr, true, false});
   d["deep"] = Json::array({Json::array({Json::array({1, Json::array({2, Json::object()})})}),
                            Json::object({{"k", Json::array({Json::array({3})})}})});
-  d["layers"] = Json::array({Json::object({{"Dense", Json::object({{"units", 8},
-                                                                   {"activation", "relu"},
-                                                                   {"name", "dense"}})}}),
-                             "Flatten", Json::object({{"Flatten", Json::object()}})});
+  d["layers"] = Json::array(
+      {Json::object(
+           {{"Dense", Json::object({{"units", 8}, {"activation", "relu"}, {"name", "dense"}})}}),
+       "Flatten", Json::object({{"Flatten", Json::object()}})});
   return d;
 }
 
@@ -100,8 +189,9 @@ Json random_value(std::mt19937_64& rng, int depth) {
   auto random_string = [&]() -> std::string {
     if (pick(2)) return kAwkward[pick(kAwkward.size() - 1)];
     static const std::vector<std::string> pieces = {
-        " ", "-", "?", ":", ",", "[", "]", "{", "}", "#", "&", "*", "!", "|", ">", "'", "\"",
-        "%", "@", "`", "\t", "\n", "\r", "\\", "a", "0", ".", "~", "\xc2\x85", "\xc3\xa9"};
+        " ",  "-",  "?",  ":",  ",", "[", "]",  "{", "}",        "#",
+        "&",  "*",  "!",  "|",  ">", "'", "\"", "%", "@",        "`",
+        "\t", "\n", "\r", "\\", "a", "0", ".",  "~", "\xc2\x85", "\xc3\xa9"};
     std::string s;
     for (size_t n = pick(6); n > 0; --n) s += pieces[pick(pieces.size())];
     return s;
@@ -115,7 +205,8 @@ Json random_value(std::mt19937_64& rng, int depth) {
     case 2:
       return static_cast<int64_t>(rng()) >> pick(64);
     case 3:
-      return std::ldexp(static_cast<double>(rng() % 100000) - 50000, static_cast<int>(pick(80)) - 40);
+      return std::ldexp(static_cast<double>(rng() % 100000) - 50000,
+                        static_cast<int>(pick(80)) - 40);
     case 4:
       return random_string();
     case 5: {
@@ -143,6 +234,42 @@ TEST(YamlEmitter, FallsBackToYamlCppForLongKeys) {
   const Json d = Json::object({{std::string(1025, 'k'), 1}, {"a", Json::object({{"b", 2}})}});
   EXPECT_EQ(json_to_yaml(d, kFirst), json_to_yaml_ref(d, kFirst));
   EXPECT_NE(json_to_yaml(d, kFirst).find("? "), std::string::npos);
+}
+
+// The items of a long list written by several threads in blocks (YamlEmitter::fork/join) give
+// the text of writing them one after the other, for lists shorter and longer than a block, random
+// items and heads whose list is not the last key.
+TEST(YamlEmitter, ItemsWrittenByThreadsInBlocksGiveTheSameText) {
+  std::mt19937_64 rng(20261203);
+  for (size_t n : {0, 1, 2, 63, 64, 65, 130, 700}) {
+    std::vector<Json> items;
+    for (size_t k = 0; k < n; ++k) items.push_back(random_value(rng, 1 + k % 4));
+    const Json head = Json::object({{"seed", 3}, {"models", nullptr}, {"zz", {1, {{"a", 2}}}}});
+    auto item = [&](size_t k) { return items[k]; };
+    const std::string one = json_to_yaml(head, kFirst, "models", n, item);
+    EXPECT_EQ(one, json_to_yaml_ref(head, kFirst, "models", n, item)) << n << " items";
+    for (int threads : {2, 3, 8})
+      EXPECT_EQ(json_to_yaml(head, kFirst, "models", n, item, threads), one)
+          << n << " items on " << threads << " threads";
+  }
+}
+
+// An item that throws stops the threads and the earliest block's exception reaches the caller.
+TEST(YamlEmitter, AnItemThatThrowsOnAThreadReachesTheCaller) {
+  const Json head = Json::object({{"models", nullptr}});
+  std::atomic<int> made{0};
+  auto item = [&](size_t k) -> Json {
+    ++made;
+    if (k == 70 || k == 500) throw PlanError("item " + std::to_string(k));
+    return Json::object({{"name", std::to_string(k)}});
+  };
+  try {
+    json_to_yaml(head, kFirst, "models", 1000, item, 2);
+    FAIL() << "no exception";
+  } catch (const PlanError& e) {
+    EXPECT_STREQ(e.what(), "item 70");
+  }
+  EXPECT_LT(made.load(), 1000);
 }
 
 // plan.yaml of a plan with grids, per-model data, quoted names and every section, written one
@@ -191,6 +318,17 @@ models:
             json_to_yaml_ref(head, order, "models", p.models.size(), item));
   const std::string text = plan_to_yaml(p);
   EXPECT_EQ(plan_to_yaml(load_plan(write_plan("back.yaml", text))), text);
+  // Expanded and written by three threads, each model seen once by `each`.
+  std::vector<std::atomic<int>> seen(p.models.size());
+  EXPECT_EQ(plan_to_yaml(
+                p,
+                [&](size_t k, const ModelSpec& s) {
+                  EXPECT_EQ(s.name, p.models[k].name);
+                  ++seen[k];
+                },
+                3),
+            text);
+  for (size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k].load(), 1) << "model " << k;
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
