@@ -1,15 +1,15 @@
 // The fleet end to end on small synthetic data: bit-identical results for any worker count,
 // stop-and-resume equal to an uninterrupted run, divergence confined to its model, and input
 // errors reported before anything is written.
+#include "fleet/fleet.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
-
 #include <chrono>
+#include <cmath>
 #include <thread>
 
-#include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
@@ -17,8 +17,8 @@
 namespace nnfleet {
 namespace {
 
-using testing_util::TempDir;
 using ::testing::HasSubstr;
+using testing_util::TempDir;
 
 struct Outcome {
   FleetSummary summary;
@@ -91,12 +91,15 @@ TEST_F(Fleet, WritesTheOutputFolder) {
   for (const char* k : {"name", "status", "message", "epochs", "params", "seconds",
                         "samples_per_second", "core", "metrics", "best"})
     EXPECT_TRUE(m.contains(k)) << k;
-  for (const char* k : {"loss", "accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"})
+  for (const char* k :
+       {"loss", "accuracy", "val_loss", "val_accuracy", "test_loss", "test_accuracy"})
     EXPECT_TRUE(m["metrics"].contains(k)) << k;
   const std::string hist = read_file(dir.path + "/out/history.csv");
-  EXPECT_THAT(hist, ::testing::StartsWith("model,epoch,loss,accuracy,val_loss,val_accuracy,seconds\n"
-                                          "mlp-8,1,"));
-  EXPECT_EQ(std::count(hist.begin(), hist.end(), '\n'), 1 + 3 + 3 + 3 + o.summary.results[2].epochs);
+  EXPECT_THAT(hist,
+              ::testing::StartsWith("model,epoch,loss,accuracy,val_loss,val_accuracy,seconds\n"
+                                    "mlp-8,1,"));
+  EXPECT_EQ(std::count(hist.begin(), hist.end(), '\n'),
+            1 + 3 + 3 + 3 + o.summary.results[2].epochs);
   EXPECT_EQ(testing_util::history_rows(dir.path + "/out", "mlp-8").size(), 3u);
   EXPECT_EQ(testing_util::recorded_models(dir.path + "/out"),
             (std::set<std::string>{"mlp-8", "mlp-32", "cnn", "tanh-sgd"}));
@@ -173,7 +176,8 @@ TEST_F(Fleet, DivergingModelStopsAloneAndOthersAreUnchanged) {
   ASSERT_EQ(b.summary.results.size(), 5u);
   const JobResult& boom = b.summary.results[4];
   EXPECT_EQ(boom.status, JobStatus::kDiverged);
-  EXPECT_THAT(boom.message, ::testing::MatchesRegex("loss became (nan|infinite) at epoch 1, batch [0-9]+"));
+  EXPECT_THAT(boom.message,
+              ::testing::MatchesRegex("loss became (nan|infinite) at epoch 1, batch [0-9]+"));
   b.summary.results.pop_back();
   b.comparable.resize(b.comparable.find("\nboom ") + 1);  // boom is the last model
   expect_same_results(a, b);
@@ -212,9 +216,43 @@ TEST_F(Fleet, AllModelProblemsAreReportedTogetherBeforeAnythingRuns) {
     // A regularizer is applied in training (issue 12): that model is fine.
     EXPECT_THAT(e.what(), HasSubstr("2 problems"));
     EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("model 'regularized'")));
-    EXPECT_THAT(e.what(), HasSubstr("model 'two-classes': labels out of range for sparse_categorical_crossentropy; expected integers in 0..1"));
-    EXPECT_THAT(e.what(), HasSubstr("model 'no-reshape': failed to build model 'no-reshape': layer 2 'conv1d' (Conv1D) expects rank 3 input, got [None,6,6,2]"));
+    EXPECT_THAT(e.what(), HasSubstr("model 'two-classes': labels out of range for "
+                                    "sparse_categorical_crossentropy; expected integers in 0..1"));
+    EXPECT_THAT(e.what(), HasSubstr("model 'no-reshape': failed to build model 'no-reshape': layer "
+                                    "2 'conv1d' (Conv1D) expects rank 3 input, got [None,6,6,2]"));
   }
+  EXPECT_FALSE(file_exists(dir.path + "/out"));
+}
+
+// Validation runs on every worker's thread, in blocks of models: the problems still come in plan
+// order, the same text as on one thread, across blocks.
+TEST_F(Fleet, ProblemsFoundBySeveralThreadsComeInPlanOrder) {
+  std::string ks;
+  for (int k = 0; k < 150; ++k) ks += (k ? ", " : "") + std::to_string(k);
+  const std::string bad = dir.path + "/bad.yaml";
+  testing_util::write_text(
+      bad, testing_util::small_plan("  - name: g-{u}-{k}\n    grid: {u: [2, 3], k: [" + ks +
+                                    "]}\n    layers:\n      - Flatten: {}\n"
+                                    "      - Dense: {units: \"{u}\", "
+                                    "activation: softmax}\n"));
+  std::map<int, std::string> message;
+  for (int workers : {1, 3}) {
+    try {
+      run(bad, dir.path + "/out", workers);
+      ADD_FAILURE() << "expected a PlanError on " << workers << " worker(s)";
+    } catch (const PlanError& e) {
+      message[workers] = e.what();
+    }
+  }
+  EXPECT_THAT(message[1], HasSubstr("150 problems"));
+  EXPECT_EQ(message[3], message[1]);
+  size_t at = 0;
+  for (int k = 0; k < 150; ++k) {
+    const size_t next = message[3].find("model 'g-2-" + std::to_string(k) + "': labels", at);
+    ASSERT_NE(next, std::string::npos) << "model g-2-" << k << " missing or out of order";
+    at = next;
+  }
+  EXPECT_EQ(message[3].find("model 'g-3-"), std::string::npos);
   EXPECT_FALSE(file_exists(dir.path + "/out"));
 }
 
@@ -228,7 +266,9 @@ TEST_F(Fleet, ExistingOutputFolderNeedsResume) {
 
 TEST_F(Fleet, ResumeRefusesAChangedPlan) {
   run(plan, dir.path + "/out", 2);
-  testing_util::write_text(plan, testing_util::small_plan("  - name: extra\n    layers:\n      - Flatten: {}\n      - Dense: {units: 3, activation: softmax}\n"));
+  testing_util::write_text(
+      plan, testing_util::small_plan("  - name: extra\n    layers:\n      - Flatten: {}\n      - "
+                                     "Dense: {units: 3, activation: softmax}\n"));
   try {
     run(plan, dir.path + "/out", 2, nullptr, true);
     FAIL();
@@ -246,7 +286,9 @@ TEST_F(Fleet, EarlyStoppingMonitorMustBeComputed) {
     run(p, dir.path + "/out", 1);
     FAIL();
   } catch (const PlanError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("early_stopping.monitor 'val_loss' is not computed; expected one of loss, accuracy (validation metrics need data.validation_split > 0)"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("early_stopping.monitor 'val_loss' is not computed; expected one of "
+                          "loss, accuracy (validation metrics need data.validation_split > 0)"));
   }
 }
 
@@ -313,9 +355,13 @@ TEST(BatchPieces, AutomaticForHeavyModelsExplicitWhenSetNeverWithBatchStatistics
   // m7's convolutions: about 72 MFLOP of training work per sample, 2.3 GFLOP per batch of 32.
   const std::vector<LayerEntry> heavy = {{"Conv2D", {{"filters", 32}, {"kernel_size", 3}}, ""},
                                          {"Conv2D", {{"filters", 64}, {"kernel_size", 3}}, ""},
-                                         flatten, {"Dense", {{"units", 10}}, ""}};
-  const std::vector<LayerEntry> with_bn = {heavy[0], heavy[1], {"BatchNormalization", Json::object(), ""},
-                                           flatten, {"Dense", {{"units", 10}}, ""}};
+                                         flatten,
+                                         {"Dense", {{"units", 10}}, ""}};
+  const std::vector<LayerEntry> with_bn = {heavy[0],
+                                           heavy[1],
+                                           {"BatchNormalization", Json::object(), ""},
+                                           flatten,
+                                           {"Dense", {{"units", 10}}, ""}};
   const Shape image{28, 28, 1};
   auto pieces = [&](const ModelSpec& s) { return batch_pieces(s, *build_model(s, image)); };
   EXPECT_EQ(pieces(spec_of(small, 0)), 1);
