@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "plan/yaml_emitter.h"
@@ -317,7 +318,13 @@ void emit_items_in_parallel(YamlEmitter& out, const std::vector<std::string>& fi
   };
   std::vector<std::thread> helpers;
   const size_t extra = std::min(blocks, static_cast<size_t>(std::max(threads, 1))) - 1;
-  for (size_t t = 0; t < extra; ++t) helpers.emplace_back(work);
+  for (size_t t = 0; t < extra; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: fewer threads write the same text
+    }
+  }
   work();
   for (auto& t : helpers) t.join();
   for (const auto& e : errors)
