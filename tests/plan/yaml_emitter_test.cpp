@@ -254,6 +254,24 @@ TEST(YamlEmitter, ItemsWrittenByThreadsInBlocksGiveTheSameText) {
   }
 }
 
+// An item YamlEmitter cannot write (a key over 1,024 bytes) in one thread's block: the whole text
+// comes from yaml-cpp, every item asked for again on the caller's thread.
+TEST(YamlEmitter, ALongKeyInOneBlockFallsBackToYamlCppForTheWholeList) {
+  const Json head = Json::object({{"models", nullptr}, {"seed", 1}});
+  std::atomic<int> made{0};
+  auto item = [&](size_t k) -> Json {
+    ++made;
+    if (k == 150) return Json::object({{std::string(1025, 'k'), 1}});
+    return Json::object({{"name", std::to_string(k)}});
+  };
+  const std::string ref = json_to_yaml_ref(head, kFirst, "models", 300, item);
+  made = 0;
+  const std::string text = json_to_yaml(head, kFirst, "models", 300, item, 3);
+  EXPECT_EQ(text, ref);
+  EXPECT_NE(text.find("? "), std::string::npos);
+  EXPECT_EQ(made.load(), 600);  // once by the threads, once more for yaml-cpp
+}
+
 // An item that throws stops the threads and the earliest block's exception reaches the caller.
 TEST(YamlEmitter, AnItemThatThrowsOnAThreadReachesTheCaller) {
   const Json head = Json::object({{"models", nullptr}});
