@@ -272,8 +272,9 @@ struct Writer {
     out.end_map();
   }
 
-  void emit_each(size_t n, const std::function<Json(size_t)>& item) {
-    for (size_t i = 0; i < n; ++i) emit(item(i));
+  // Items [from, to) of a list.
+  void emit_items(size_t from, size_t to, const std::function<Json(size_t)>& item) {
+    for (size_t i = from; i < to; ++i) emit(item(i));
   }
 
   std::vector<std::string> ordered_keys(const Json& o) const {
@@ -305,9 +306,9 @@ void emit_items_in_parallel(YamlEmitter& out, const std::vector<std::string>& fi
   auto work = [&] {
     for (size_t b; !failed && (b = next++) < blocks;) {
       YamlEmitter part = out.fork(b * kBlock);
-      Writer<YamlEmitter> w{part, first};
       try {
-        for (size_t k = b * kBlock; k < std::min(n, (b + 1) * kBlock); ++k) w.emit(item(k));
+        Writer<YamlEmitter>{part, first}.emit_items(b * kBlock, std::min(n, (b + 1) * kBlock),
+                                                    item);
       } catch (...) {
         errors[b] = std::current_exception();
         failed = true;
@@ -484,7 +485,8 @@ std::string json_to_yaml_ref(const Json& head, const std::vector<std::string>& f
   NNFLEET_CHECK(head.is_object() && head.contains(list_key));
   YamlCppOut out;
   Writer<YamlCppOut>{out, first}.emit_streamed(
-      head, list_key, n, [&](Writer<YamlCppOut>& w, size_t count) { w.emit_each(count, item); });
+      head, list_key, n,
+      [&](Writer<YamlCppOut>& w, size_t count) { w.emit_items(0, count, item); });
   NNFLEET_CHECK(out.ok());
   return out.text() + "\n";
 }
@@ -506,7 +508,7 @@ std::string json_to_yaml(const Json& head, const std::vector<std::string>& first
         if (threads > 1)
           emit_items_in_parallel(w.out, first, count, item, threads);
         else
-          w.emit_each(count, item);
+          w.emit_items(0, count, item);
       });
   if (!out.ok()) return json_to_yaml_ref(head, first, list_key, n, item);
   return out.text() + "\n";
