@@ -288,6 +288,10 @@ void RunFolder::read_records() {
 
 Json RunFolder::record_json(Span s) const {
   std::ifstream f(dir_ + "/jobs.log", std::ios::binary);
+  return record_json(f, s);
+}
+
+Json RunFolder::record_json(std::ifstream& f, Span s) const {
   std::string json(s.length, '\0');
   f.seekg(static_cast<std::streamoff>(s.offset));
   f.read(json.data(), static_cast<std::streamsize>(s.length));
@@ -350,18 +354,21 @@ void RunFolder::add_columns(const JobResult& r) {
       columns_.push_back(kv.first);
 }
 
-void RunFolder::append(size_t index, const JobResult& r, const std::string& model_file,
-                       uint64_t model_xxh3) {
+RunFolder::Record RunFolder::record(const JobResult& r, const std::string& model_file,
+                                    uint64_t model_xxh3) {
   Json j = job_result_to_json(r);
   if (!model_file.empty()) {
     j["model_file"] = model_file;
     j["model_xxh3"] = hex64(model_xxh3);
   }
   const std::string json = j.dump();
-  const std::string line = frame(json);
-  log_.append(line);
-  records_.at(index) = Span{log_size_ + (line.size() - 1 - json.size()), json.size()};
-  log_size_ += line.size();
+  return {frame(json), json.size()};
+}
+
+void RunFolder::append(size_t index, const JobResult& r, const Record& rec) {
+  log_.append(rec.line);
+  records_.at(index) = Span{log_size_ + (rec.line.size() - 1 - rec.json_bytes), rec.json_bytes};
+  log_size_ += rec.line.size();
   add_columns(r);
 }
 
@@ -371,8 +378,12 @@ void RunFolder::write_history() {
       [&](const std::string& tmp) {
         std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
         o << history_csv_header(columns_);
+        // One open of jobs.log for all records: one per record was 0.14 s of the 0.9 s a run
+        // of 8,000 tiny models spent after its last model (Zen 3, ext4).
+        std::ifstream log(dir_ + "/jobs.log", std::ios::binary);
         for (const Span& s : records_)
-          if (s.length > 0) history_csv_rows(o, job_result_from_json(record_json(s)), columns_);
+          if (s.length > 0)
+            history_csv_rows(o, job_result_from_json(record_json(log, s)), columns_);
         o.flush();
         if (!o)
           throw FileError("failed to write file '" + dir_ +
@@ -381,7 +392,10 @@ void RunFolder::write_history() {
       Durability::kProcessCrash);
 }
 
-void RunFolder::sync() { sync_filesystem(dir_); }
+void RunFolder::sync() {
+  log_.sync();
+  sync_folder(dir_);
+}
 
 }  // namespace nnfleet::fleet_detail
 

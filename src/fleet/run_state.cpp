@@ -38,14 +38,18 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
       r.retry = r.write_failed = true;
     }
   }
-  std::lock_guard<std::mutex> lock(out_mu);
   // A cancelled job, or one failed by the output folder, is not final: it keeps its checkpoint
   // and has no record, so --resume runs it again. A write that failed stops the run: every
-  // later one would fail the same way.
-  if (r.status != JobStatus::kCancelled && !r.retry) {
+  // later one would fail the same way. The record is made before the lock is taken.
+  const bool final = r.status != JobStatus::kCancelled && !r.retry;
+  const RunFolder::Record rec = final ? RunFolder::record(r, model_file, model_xxh3)
+                                      : RunFolder::Record{};
+  std::unique_lock<std::mutex> lock(out_mu);
+  bool recorded = false;
+  if (final) {
     try {
-      folder->append(job.index, r, model_file, model_xxh3);
-      std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+      folder->append(job.index, r, rec);
+      recorded = true;
     } catch (const Error& e) {
       r.status = JobStatus::kFailed;
       r.message = e.what();
@@ -59,6 +63,9 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     r.history.shrink_to_fit();
   }
   results[job.index] = std::move(r);
+  lock.unlock();
+  // Its record holds the model now: a checkpoint left by a crash before this is never read.
+  if (recorded) std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
 }
 
 void RunState::timeline_started(int slot, const std::string& model) {

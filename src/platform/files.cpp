@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 
 #include "nnfleet/error.h"
 
@@ -316,14 +317,16 @@ uint64_t free_bytes(const std::string& path) {
   return fake >= 0 ? static_cast<uint64_t>(fake) : static_cast<uint64_t>(s.f_bavail) * s.f_frsize;
 }
 
-void sync_filesystem(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::syncfs(fd) != 0) {
-    const int e = errno;
-    if (fd >= 0) ::close(fd);
-    throw FileError("failed to sync '" + path + "' to disk: " + std::strerror(e));
+void sync_folder(const std::string& path) {
+  for (const std::string& p : {path, folder_of(path)}) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      const int e = errno;
+      if (fd >= 0) ::close(fd);
+      throw FileError("failed to sync folder '" + p + "' to disk: " + std::strerror(e));
+    }
+    ::close(fd);
   }
-  ::close(fd);
 }
 
 // --- AppendFile --------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ std::string read_file(const std::string& path);
 enum class Durability {
   kProcessCrash,  // link or rename only: survives the process dying (kill -9) at any moment;
                   // for files written per model or per epoch, where an fsync each time costs more
-                  // than the training of a small model (a run syncs its folder once,
-                  // sync_filesystem())
+                  // than the training of a small model (a run fsyncs its record of them,
+                  // jobs.log, once)
   kSystemCrash,   // fsync the file and its folder as well: survives power loss
 };
 // Writes `content` to `path` atomically. Throws FileError naming the path and the OS reason
@@ -62,9 +62,9 @@ std::string hex64(uint64_t v);
 // Bytes an unprivileged process may still write to the file system holding `path` (statvfs),
 // or what set_free_space() said. Throws FileError.
 uint64_t free_bytes(const std::string& path);
-// Flushes every file of the file system holding `path` to disk (syncfs(2)): one call for all the
-// files a run wrote without an fsync each. Throws FileError.
-void sync_filesystem(const std::string& path);
+// fsync(2) of the folder `path` (its entries, not its files' contents) and of the folder holding
+// it, so that the names made in them survive a power loss. Throws FileError.
+void sync_folder(const std::string& path);
 
 // A file only ever appended to, each append one write(2) of the whole record, so that a crash
 // leaves at most its last record torn. Move-only; not thread-safe.
