@@ -42,8 +42,8 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // and has no record, so --resume runs it again. A write that failed stops the run: every
   // later one would fail the same way. The record is made before the lock is taken.
   const bool final = r.status != JobStatus::kCancelled && !r.retry;
-  const RunFolder::Record rec = final ? RunFolder::record(r, model_file, model_xxh3)
-                                      : RunFolder::Record{};
+  const RunFolder::Record rec =
+      final ? RunFolder::record(r, model_file, model_xxh3) : RunFolder::Record{};
   std::unique_lock<std::mutex> lock(out_mu);
   bool recorded = false;
   if (final) {

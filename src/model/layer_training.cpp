@@ -112,6 +112,7 @@ Json put_layer_training(Json config, const LayerTraining& t) {
 std::pair<std::unique_ptr<Layer>, LayerTraining> make_layer_with_training(
     const std::string& class_name, Json config, ConfigMode mode, const std::string& name) {
   LayerTraining t = take_layer_training(config);
+  t.taken_before = true;
   return {make_layer(class_name, config, mode, name), std::move(t)};
 }
 

@@ -52,6 +52,7 @@ void plan_training(const LayerTraining& t, const std::string& at, PlannedNode& p
 // make_layer_with_training) writes them itself; the node takes them over so that training
 // applies them all the same.
 void adopt_layer_options(const Layer& l, LayerTraining& t) {
+  if (t.taken_before) return;
   Json cfg = l.keras_config();
   LayerTraining own;
   try {
