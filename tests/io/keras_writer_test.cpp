@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "io/hdf5.h"
 #include "io/keras_reader.h"
@@ -146,6 +149,38 @@ TEST(RealFileExport, KerasConfigHasTheKeysKeras310Writes) {
   EXPECT_EQ(zip_json(out, "metadata.json")["keras_version"], "3.10.0");
 }
 
+// config.json is written as text around each layer's own config (keras_writer.cpp): its keys
+// come in the order Keras 3.10 writes them, at the top, in the model's config, in each layer's
+// entry, and for the first keys of each layer's config (name, trainable, dtype).
+TEST(RealFileExport, KerasConfigKeysComeInTheOrderKeras310Writes) {
+  using OJson = nlohmann::ordered_json;
+  const LoadedModel lm = load_keras_model(fixture("fmnist_cnn_k310.keras"));
+  const std::string out = test::scratch_dir("config_order_k310") + "/m.keras";
+  save_keras(out, *lm.model, lm.params.data(), info_of(lm));
+  auto ordered_json = [](const std::string& path) {
+    return OJson::parse(ZipReader(path).read("config.json", 1 << 26));
+  };
+  auto keys = [](const OJson& o, size_t n = SIZE_MAX) {
+    std::vector<std::string> k;
+    for (auto it = o.begin(); it != o.end() && k.size() < n; ++it) k.push_back(it.key());
+    return k;
+  };
+  const OJson real = ordered_json(fixture("fmnist_cnn_k310.keras"));
+  const OJson mine = ordered_json(out);
+  EXPECT_EQ(keys(mine), keys(real));
+  EXPECT_EQ(keys(mine["config"]), keys(real["config"]));
+  ASSERT_EQ(mine["config"]["layers"].size(), real["config"]["layers"].size());
+  for (size_t i = 0; i < real["config"]["layers"].size(); ++i) {
+    const OJson& r = real["config"]["layers"][i];
+    const OJson& m = mine["config"]["layers"][i];
+    EXPECT_EQ(keys(m), keys(r)) << i;
+    EXPECT_EQ(keys(m["config"], 3), keys(r["config"], 3)) << i;
+    OJson dtype = r["config"]["dtype"];
+    if (dtype.is_object()) dtype.erase("shared_object_id");  // the layers share one policy
+    EXPECT_EQ(m["config"]["dtype"], dtype) << i;
+  }
+}
+
 TEST(RealFileExport, LegacyH5HasTheLayoutOfTfKerasForSequential) {
   const LoadedModel lm = load_keras_model(fixture("mnist_cnn_raw_k224.h5"));
   const std::string out = test::scratch_dir("structure_h5_seq") + "/m.h5";
@@ -230,9 +265,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Synthetic, KerasRoundTrip,
-    ::testing::Values(
-        std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
-        std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
+    ::testing::Values(std::make_pair("synthetic/functional_k3.keras", "synthetic/functional_k3"),
+                      std::make_pair("synthetic/nested_legacy.h5", "synthetic/nested_legacy")));
 
 // The synthetic Functional model after `steps` training steps on its three input rows (one-hot
 // targets, categorical cross-entropy) with `optimizer`.
