@@ -26,8 +26,10 @@
 #include "plan/plan_problems.h"
 #include "plan/plan_yaml.h"
 #include "plan/yaml_emitter.h"
+#include "platform/cpu.h"
 #include "platform/files.h"
 #include "platform/limits.h"
+#include "platform/parallel.h"
 
 namespace nnfleet {
 namespace {
@@ -267,6 +269,18 @@ class Loader {
  public:
   Loader(const LocatedJson& doc, Problems& pr, fs::path dir)
       : doc_(doc), pr_(pr), dir_(std::move(dir)) {}
+  // A loader for expanding `o`'s models apart (on another thread), reporting into `pr`: the same
+  // document, defaults and checked layers; no data sources (only models without data of their
+  // own are expanded apart).
+  Loader(const Loader& o, Problems& pr)
+      : doc_(o.doc_),
+        pr_(pr),
+        dir_(o.dir_),
+        has_default_(o.has_default_),
+        check_layers_(o.check_layers_),
+        checked_layers_(o.checked_layers_) {}
+  // Up to how many threads models() may check the models of one entry on (1: this one only).
+  void set_threads(int n) { threads_ = n; }
 
   // A data mapping at field path `path` ("data", "models[2].data").
   DataSpec data(const std::string& path, const Json& v);
@@ -332,6 +346,10 @@ class Loader {
                             Json& ex);
   void check_name(const std::string& path, const std::string& name);
   void check_unique_names(const std::vector<ModelRef>& models);
+  void expand_entry(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                    std::vector<ModelRef>& out);
+  void expand_entry_apart(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                          std::vector<ModelRef>& out);
 
   const LocatedJson& doc_;
   Problems& pr_;
@@ -352,6 +370,10 @@ class Loader {
 
   bool has_default_ = false;
   bool check_layers_ = true;
+  int threads_ = 1;
+  // Models per share when an entry's are checked on several threads: 64 tiny ones are about
+  // 2 ms of a thread's work.
+  static constexpr size_t kBlock = 64;
   std::set<std::string> checked_layers_;  // class and config of layers constructed without error
   std::vector<Expanded> entries_;         // one per plan entry that expanded (ModelRef::entry)
 };
@@ -543,14 +565,57 @@ void Loader::models(const Json& defaults, const Json& list, ModelExpander& ex,
     entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"), ep,
                         name_template, var_names});
     ex.entries.push_back(std::move(entry));
-    const auto index = static_cast<uint32_t>(ex.entries.size() - 1);
-    for (size_t c = 0; c < count; ++c) {
-      ModelSpec s = expand(ex.entries.back(), c);  // checked here, then made again when needed
-      out.push_back(
-          {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
-    }
+    expand_entry(ex.entries.back(), static_cast<uint32_t>(ex.entries.size() - 1), count, out);
   }
   check_unique_names(out);
+}
+
+// Refs to the `count` models of entry `e` (number `index`) in `out`, each model expanded and so
+// checked here (and made again when needed).
+void Loader::expand_entry(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                          std::vector<ModelRef>& out) {
+  // A model with data of its own adds its source to the plan's list, in model order.
+  if (threads_ > 1 && count >= 2 * kBlock && !e.merged.contains("data"))
+    return expand_entry_apart(e, index, count, out);
+  for (size_t c = 0; c < count; ++c) {
+    ModelSpec s = expand(e, c);
+    out.push_back(
+        {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
+  }
+}
+
+// The same on up to threads_ threads, in blocks of kBlock models, each thread with a loader of
+// its own whose problems are replayed here in model order: the same problems as one after the
+// other. (An 8 x 1,000 grid of tiny models took 0.25 s to check on one thread, Zen 3.)
+void Loader::expand_entry_apart(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                                std::vector<ModelRef>& out) {
+  const size_t blocks = (count + kBlock - 1) / kBlock;
+  const int threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), blocks));
+  std::vector<std::unique_ptr<Problems>> prs;
+  std::vector<std::unique_ptr<Loader>> loaders;
+  for (int t = 0; t < threads; ++t) {
+    prs.push_back(std::make_unique<Problems>(Problems::recorder(pr_.file(), doc_.lines)));
+    loaders.push_back(std::make_unique<Loader>(*this, *prs.back()));
+  }
+  struct Block {
+    std::vector<ModelRef> refs;
+    std::vector<Problems::Call> calls;
+  };
+  std::vector<Block> done(blocks);
+  for_each_block(blocks, threads, [&](int t, size_t b) {
+    Loader& l = *loaders[static_cast<size_t>(t)];
+    for (size_t c = b * kBlock; c < std::min(count, (b + 1) * kBlock); ++c) {
+      ModelSpec s = l.expand(e, c);
+      done[b].refs.push_back(
+          {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
+    }
+    done[b].calls = prs[static_cast<size_t>(t)]->take_calls();
+  });
+  for (Block& b : done) {
+    pr_.replay(b.calls);
+    out.insert(out.end(), std::make_move_iterator(b.refs.begin()),
+               std::make_move_iterator(b.refs.end()));
+  }
 }
 
 // The grid of entry `e` at `ep` into `vars`, in the order its vars are written (the last one
@@ -1163,7 +1228,8 @@ namespace {
 
 }  // namespace
 
-Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir) {
+Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir,
+                int threads) {
   if (const size_t bad = plan_detail::invalid_utf8_at(text); bad != std::string::npos)
     refuse_text(text, path, bad, "is not UTF-8; expected a UTF-8 (or ASCII) plan file");
   if (const size_t bad = plan_detail::yaml_unprintable_at(text); bad != std::string::npos)
@@ -1218,6 +1284,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   }
 
   Loader loader(doc, pr, expander->dir);
+  loader.set_threads(threads > 0 ? threads : static_cast<int>(allowed_cpus().size()));
   plan.has_data = r.contains("data") && !r["data"].is_null();
   if (plan.has_data) {
     plan.data = loader.data("data", r["data"]);

@@ -197,8 +197,11 @@ struct Plan {
 // message lists every problem found, one per line.
 Plan load_plan(const std::string& path);
 // The same for a plan's text: `path` names it in messages (and the default output folder), and
-// relative file names are taken from `base_dir`. Throws PlanError.
-Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir);
+// relative file names are taken from `base_dir`. A grid's models are checked on up to `threads`
+// threads (0: one per CPU this process may use), with the same problems, in the same order, on
+// any number. Throws PlanError.
+Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir,
+                int threads = 0);
 
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
 // expanded at a time, so the text is the only whole copy.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "plan/plan_yaml.h"
 
@@ -31,6 +32,10 @@ void Problems::add(const std::string& path, const std::string& message) {
 }
 
 void Problems::add_at(int line, const std::string& path, const std::string& message) {
+  if (recording_) {
+    calls_.push_back({false, line, path, message});
+    return;
+  }
   // Whether field `a` lies below `b`, entered through one of `seps`.
   auto under = [](const std::string& a, const std::string& b, const char* seps) {
     return a.size() > b.size() && a.compare(0, b.size(), b) == 0 &&
@@ -43,6 +48,29 @@ void Problems::add_at(int line, const std::string& path, const std::string& mess
   text += message;
   if (!seen_.insert(text).second) return;
   list_.push_back({line, std::move(text)});
+}
+
+void Problems::mute(const std::string& path) {
+  if (recording_)
+    calls_.push_back({true, 0, path, {}});
+  else
+    muted_.insert(path);
+}
+
+Problems Problems::recorder(std::string file, const std::map<std::string, int>& lines) {
+  Problems p(std::move(file), lines);
+  p.recording_ = true;
+  return p;
+}
+
+std::vector<Problems::Call> Problems::take_calls() { return std::exchange(calls_, {}); }
+
+void Problems::replay(const std::vector<Call>& calls) {
+  for (const Call& c : calls)
+    if (c.mute)
+      mute(c.path);
+    else
+      add_at(c.line, c.path, c.message);
 }
 
 int Problems::line(const std::string& path) const {

@@ -25,18 +25,31 @@ class Problems {
   void add(const std::string& path, const std::string& message);
   // The same at an explicit line (a problem of a key rather than of a field's value).
   void add_at(int line, const std::string& path, const std::string& message);
+  const std::string& file() const { return file_; }
   // The line of `path`, or of its nearest ancestor that has one.
   int line(const std::string& path) const;
   // "<file>:<line>: <path>" for ModelSpec::where and LayerEntry::where.
   std::string where(const std::string& path) const;
   // Drops later problems at `path`, below it, or at the list holding it: they would only repeat
   // the one already reported there (an unknown placeholder makes its value invalid too).
-  void mute(const std::string& path) { muted_.insert(path); }
+  void mute(const std::string& path);
   bool empty() const { return list_.empty(); }
   size_t size() const { return list_.size(); }
   // Throws PlanError "failed to load plan '<file>': N problem(s)" and one line per problem, in
   // line order. Does nothing when there are none.
   void throw_if_any() const;
+
+  // For work done apart (a thread's share of a plan's models): a recorder keeps every add and
+  // mute as it comes, unfiltered, and take_calls() hands them over in order; replay() makes the
+  // same calls on this object, which then ends as if they had been made on it in that order.
+  struct Call {
+    bool mute = false;
+    int line = 0;
+    std::string path, message;
+  };
+  static Problems recorder(std::string file, const std::map<std::string, int>& lines);
+  std::vector<Call> take_calls();
+  void replay(const std::vector<Call>& calls);
 
  private:
   struct Entry {
@@ -48,6 +61,8 @@ class Problems {
   std::vector<Entry> list_;
   std::set<std::string> seen_;
   std::set<std::string> muted_;
+  bool recording_ = false;
+  std::vector<Call> calls_;  // recording_ only
 };
 
 // A JSON value for messages: strings quoted, long values cut at 60 characters.

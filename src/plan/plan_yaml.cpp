@@ -2,19 +2,16 @@
 #include "plan/plan_yaml.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <optional>
-#include <system_error>
-#include <thread>
 
 #include "plan/yaml_emitter.h"
 #include "platform/limits.h"
+#include "platform/parallel.h"
 
 namespace nnfleet::plan_detail {
 namespace {
@@ -300,36 +297,11 @@ void emit_items_in_parallel(YamlEmitter& out, const std::vector<std::string>& fi
   const size_t blocks = (n + kBlock - 1) / kBlock;
   if (blocks == 0) return;
   std::vector<std::optional<YamlEmitter>> parts(blocks);
-  std::vector<std::exception_ptr> errors(blocks);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (size_t b; !failed && (b = next++) < blocks;) {
-      YamlEmitter part = out.fork(b * kBlock);
-      try {
-        Writer<YamlEmitter>{part, first}.emit_items(b * kBlock, std::min(n, (b + 1) * kBlock),
-                                                    item);
-      } catch (...) {
-        errors[b] = std::current_exception();
-        failed = true;
-        return;
-      }
-      parts[b] = std::move(part);
-    }
-  };
-  std::vector<std::thread> helpers;
-  const size_t extra = std::min(blocks, static_cast<size_t>(std::max(threads, 1))) - 1;
-  for (size_t t = 0; t < extra; ++t) {
-    try {
-      helpers.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no thread to be had: fewer threads write the same text
-    }
-  }
-  work();
-  for (auto& t : helpers) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  for_each_block(blocks, threads, [&](int, size_t b) {
+    YamlEmitter part = out.fork(b * kBlock);
+    Writer<YamlEmitter>{part, first}.emit_items(b * kBlock, std::min(n, (b + 1) * kBlock), item);
+    parts[b] = std::move(part);
+  });
   for (const auto& part : parts) out.join(*part);
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -402,8 +403,9 @@ models:
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
                                   "of: scale, test, train, validation_split"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:6: defaults.name: unknown key 'name'"));
-  EXPECT_THAT(lines[3], HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "
-                                  "of: batch_size, batch_split, class_weight, data, early_stopping, epochs"));
+  EXPECT_THAT(lines[3],
+              HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "
+                        "of: batch_size, batch_split, class_weight, data, early_stopping, epochs"));
   EXPECT_THAT(lines[3], HasSubstr("(did you mean 'epochs'?)"));
   EXPECT_THAT(lines[4], HasSubstr("p.yaml:11: models[0].early_stopping.baseline: unknown key"));
 }
@@ -795,6 +797,41 @@ TEST_F(PlanTest, PlanToYamlReadsWell) {
   EXPECT_THAT(yaml, StartsWith("seed: 1\ndata:\n  train: fashion-mnist:train\n"));
   EXPECT_THAT(yaml, HasSubstr("  - name: mlp-32-0.001\n"));
   EXPECT_THAT(yaml, HasSubstr("- Dense: {name: dense, activation: relu, units: 32}"));
+}
+
+// A grid of 300 models is checked in blocks on several threads: the same problems in the same
+// order as on one (per-model ones, ones that repeat, and one an unknown placeholder mutes), and
+// the same models.
+TEST_F(PlanTest, AGridCheckedOnSeveralThreadsGivesTheSameProblemsAndModels) {
+  auto plan_text = [](bool bad) {
+    std::string us;
+    for (int i = 0; i < 150; ++i)
+      us += std::string(i ? ", " : "") +
+            (bad && i % 10 == 3 ? "\"bad " + std::to_string(i) + "\"" : std::to_string(i + 1));
+    return std::string(kData) + "models:\n  - name: g-{u}-{a}\n    grid: {u: [" + us +
+           "], a: [relu, " + (bad ? "nope" : "tanh") +
+           "]}\n    layers:\n      - Flatten: {}\n"
+           "      - Dense: {units: \"{u}\", activation: \"{a}\"" +
+           (bad ? ", kernel_initializer: \"glorot_{zz}\"" : "") +
+           "}\n      - Dense: {units: 3, activation: softmax}\n";
+  };
+  std::map<int, std::string> message;
+  for (int threads : {1, 3}) {
+    try {
+      parse_plan(plan_text(true), "grid.yaml", dir(), threads);
+      ADD_FAILURE() << "expected a PlanError on " << threads << " thread(s)";
+    } catch (const PlanError& e) {
+      message[threads] = e.what();
+    }
+  }
+  EXPECT_THAT(message[1], HasSubstr("unknown placeholder '{zz}'"));
+  EXPECT_THAT(message[1], HasSubstr("model name \"g-bad 143-nope\" is not safe"));
+  EXPECT_EQ(message[3], message[1]);
+  const Plan one = parse_plan(plan_text(false), "grid.yaml", dir(), 1);
+  const Plan three = parse_plan(plan_text(false), "grid.yaml", dir(), 3);
+  ASSERT_EQ(one.models.size(), 300u);
+  EXPECT_EQ(names(three), names(one));
+  EXPECT_EQ(plan_to_yaml(three), plan_to_yaml(one));
 }
 
 }  // namespace
