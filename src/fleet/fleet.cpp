@@ -24,6 +24,7 @@
 #include "fleet/worker.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
+#include "platform/parallel.h"
 
 namespace nnfleet {
 namespace {
@@ -607,8 +608,13 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
     key = rank_key({}, key.key.rfind("val_", 0) == 0, key.key.rfind("test_", 0) == 0);
   sum.write_error = st.write_error;
   try {
-    write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key);
-    folder.write_history();
+    // Two files from two sources, made side by side (about 0.1 s each for 8,000 tiny models).
+    for_each_block(2, 2, [&](int, size_t b) {
+      if (b == 0)
+        write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key);
+      else
+        folder.write_history();
+    });
     folder.sync();
   } catch (const Error&) {
     if (sum.write_error.empty()) {
