@@ -77,7 +77,10 @@ double process_age_seconds() {
 }
 
 size_t physical_memory_bytes() {
-  return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Asked once: each call is a sysinfo(2), and every model's preparation asks.
+  static const size_t bytes =
+      static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return bytes;
 }
 
 }  // namespace nnfleet
