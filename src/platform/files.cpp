@@ -19,7 +19,6 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <system_error>
 
 #include "nnfleet/error.h"
 
