@@ -33,7 +33,7 @@ void Problems::add(const std::string& path, const std::string& message) {
 
 void Problems::add_at(int line, const std::string& path, const std::string& message) {
   if (recording_) {
-    calls_.push_back({false, line, path, message});
+    record({false, line, path, message});
     return;
   }
   // Whether field `a` lies below `b`, entered through one of `seps`.
@@ -52,9 +52,18 @@ void Problems::add_at(int line, const std::string& path, const std::string& mess
 
 void Problems::mute(const std::string& path) {
   if (recording_)
-    calls_.push_back({true, 0, path, {}});
+    record({true, 0, path, {}});
   else
     muted_.insert(path);
+}
+
+void Problems::record(Call c) {
+  // A call made before, and so replayed before, changes nothing when replayed again (problems
+  // are added once and mutes only accumulate): a grid whose every model has the same problem is
+  // held once per thread, as one after the other it would be.
+  std::string key =
+      std::to_string(c.mute) + '\n' + std::to_string(c.line) + '\n' + c.path + '\n' + c.message;
+  if (seen_.insert(std::move(key)).second) calls_.push_back(std::move(c));
 }
 
 Problems Problems::recorder(std::string file, const std::map<std::string, int>& lines) {

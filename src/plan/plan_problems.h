@@ -61,8 +61,9 @@ class Problems {
   std::vector<Entry> list_;
   std::set<std::string> seen_;
   std::set<std::string> muted_;
+  void record(Call c);
   bool recording_ = false;
-  std::vector<Call> calls_;  // recording_ only
+  std::vector<Call> calls_;  // recording_ only (seen_ then holds the calls recorded)
 };
 
 // A JSON value for messages: strings quoted, long values cut at 60 characters.
