@@ -557,6 +557,7 @@ class WorkerPool {
     if (helpers_) ctx.helpers = &board_;
     ctx.job = static_cast<int>(j.index);
     ctx.checkpoint_seconds = st_.opts.checkpoint_seconds;
+    ctx.checkpoint_may_exist = !st_.own_checkpoints_only;
     SavedModel saved;
     JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
     if (ctx.helpers && j.pieces > 1) board_.job_done();
@@ -655,6 +656,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   FleetSummary sum;
   sum.out_dir = opts.out_dir.empty() ? default_out_dir(plan) : opts.out_dir;
   st.dir = sum.out_dir;
+  st.own_checkpoints_only = !opts.resume && !peers.send_checkpoints();
   std::optional<RunFolder> folder;
   OpenedRun opened;
   peers.agree([&] {

@@ -376,8 +376,8 @@ class JobRun {
   void prepare(const std::vector<float>* initial_params) {
     ck_.model = spec_.name;
     io_ = Io::kReading;
-    const bool resumed =
-        !ctx_.checkpoint_path.empty() && load_checkpoint(ctx_.checkpoint_path, ck_);
+    const bool resumed = !ctx_.checkpoint_path.empty() && ctx_.checkpoint_may_exist &&
+                         load_checkpoint(ctx_.checkpoint_path, ck_);
     if (resumed) {
       if (ck_.model != spec_.name || ck_.params.size() != net_.num_params() ||
           ck_.opt_state.size() != net_.optimizer_state_floats() ||
@@ -626,6 +626,7 @@ class JobRun {
     io_ = Io::kWriting;
     save_checkpoint(ctx_.checkpoint_path, ck_, {net_.params(), net_.num_params()},
                     {net_.optimizer_state(), net_.optimizer_state_floats()});
+    res_.checkpointed = true;
     io_ = Io::kNone;
   }
 

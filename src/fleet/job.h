@@ -57,6 +57,7 @@ struct JobResult {
   // the run stops, since every later write would fail too). Not final: --resume trains it again.
   bool retry = false;
   bool write_failed = false;
+  bool checkpointed = false;  // this run wrote a checkpoint of it
 };
 
 // What a running job reports; called on the worker's thread.
@@ -85,6 +86,9 @@ struct JobContext {
   const std::atomic<bool>* stop = nullptr;  // finish the current batch, checkpoint, return
   JobObserver* observer = nullptr;
   std::string checkpoint_path;  // empty: no checkpoints
+  // False when nothing but this job can have put a checkpoint at checkpoint_path (a fresh run
+  // of one process made the folder): the job does not look for one before it starts.
+  bool checkpoint_may_exist = true;
   // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job whose
   // write failed (JobResult::write_failed).
   std::function<void(const Network&, const ModelSpec&)> save_model;

@@ -17,9 +17,9 @@ namespace nnfleet::fleet_detail {
 
 // The display's rows: this process's workers first, then every peer's.
 struct Slots {
-  std::vector<int> cores;  // per row
-  std::vector<int> ranks;  // per row: the rank it runs on (0 here)
-  std::vector<int> base;   // per rank: its first row
+  std::vector<int> cores;          // per row
+  std::vector<int> ranks;          // per row: the rank it runs on (0 here)
+  std::vector<int> base;           // per rank: its first row
   std::vector<std::string> hosts;  // per rank: its host name
 };
 
@@ -39,6 +39,9 @@ class Peers {
   // Whether workers left without a job may compute pieces of split batches (only when every
   // worker of the run is in this process).
   virtual bool helpers() const { return true; }
+  // Whether checkpoints may arrive in the output folder from the peers (a cluster's coordinator
+  // writes those its ranks send).
+  virtual bool send_checkpoints() const { return false; }
   // Runs while this process's workers train, until `running` (those still running) reaches zero;
   // turns a stop (opts.stop, or a failed write's) into `st.stop`, which the workers watch.
   virtual void serve(RunState& st, const Slots& slots, std::atomic<int>& running,

@@ -62,10 +62,12 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     r.history.clear();
     r.history.shrink_to_fit();
   }
+  const bool checkpointed = r.checkpointed;
   results[job.index] = std::move(r);
   lock.unlock();
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
-  if (recorded) std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+  if (recorded && (!own_checkpoints_only || checkpointed))
+    std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
 }
 
 void RunState::timeline_started(int slot, const std::string& model) {

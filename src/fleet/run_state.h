@@ -50,6 +50,10 @@ struct RunState {
   Timeline* timeline = nullptr;       // null: none kept
   std::vector<Timeline::Slot> slots;  // by display slot (this process's workers first)
   std::string write_error;            // (out_mu) the first write to the output folder that failed
+  // A fresh run whose peers write no checkpoints here: a job's checkpoint exists only when the
+  // job wrote one (JobResult::checkpointed), so no other job looks for or deletes one (two
+  // failing system calls per model, 2% of the CPU of 8,000 tiny models).
+  bool own_checkpoints_only = false;
 
   bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
   // The next queue entry, or null when the queue is empty or the run is stopping.

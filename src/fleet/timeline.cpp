@@ -2,7 +2,10 @@
 #include "fleet/timeline.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 namespace nnfleet {
 namespace {
@@ -14,11 +17,33 @@ double seconds_of(std::chrono::system_clock::time_point t) {
 // Milliseconds are all a timeline needs; fewer digits keep the file small.
 double ms(double t) { return static_cast<double>(static_cast<int64_t>(t * 1000.0 + 0.5)) / 1000.0; }
 
-Json slot_json(const std::string& kind, int session, const std::string& model,
-               const Timeline::Slot& at) {
-  return {{"kind", kind},    {"session", session},  {"model", model}, {"rank", at.rank},
-          {"host", at.host}, {"worker", at.worker}, {"core", at.core}};
+// A job's line as text, with the keys in the sorted order Json dumps them in (the same bytes):
+// making and dumping a Json object for each of a job's two lines was 4% of the CPU of a run of
+// 8,000 tiny models. `fields` are the line's own keys with their values' text.
+std::string slot_line(const char* kind, int session, const std::string& model,
+                      const Timeline::Slot& at,
+                      std::vector<std::pair<const char*, std::string>> fields) {
+  fields.emplace_back("core", std::to_string(at.core));
+  fields.emplace_back("host", Json(at.host).dump());
+  fields.emplace_back("kind", Json(kind).dump());
+  fields.emplace_back("model", Json(model).dump());
+  fields.emplace_back("rank", std::to_string(at.rank));
+  fields.emplace_back("session", std::to_string(session));
+  fields.emplace_back("worker", std::to_string(at.worker));
+  std::sort(fields.begin(), fields.end(),
+            [](const auto& a, const auto& b) { return std::strcmp(a.first, b.first) < 0; });
+  std::string t = "{";
+  for (const auto& [key, value] : fields) {
+    if (t.size() > 1) t += ',';
+    t += '"';
+    t += key;
+    t += "\":";
+    t += value;
+  }
+  return t + "}\n";
 }
+
+std::string number(double v) { return Json(v).dump(); }
 
 }  // namespace
 
@@ -57,8 +82,9 @@ Timeline::Timeline(const std::string& dir, const Json& ranks) {
   append({{"kind", "session"}, {"session", session_}, {"start", ms(now())}, {"ranks", ranks}});
 }
 
-void Timeline::append(Json line) {
-  const std::string text = line.dump() + "\n";
+void Timeline::append(Json line) { append_text(line.dump() + "\n"); }
+
+void Timeline::append_text(const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!file_.is_open()) return;
   try {
@@ -73,9 +99,7 @@ void Timeline::job_started(const std::string& model, const Slot& at, double t) {
     std::lock_guard<std::mutex> lock(mu_);
     started_[model] = t;
   }
-  Json j = slot_json("start", session_, model, at);
-  j["t"] = ms(t);
-  append(std::move(j));
+  append_text(slot_line("start", session_, model, at, {{"t", number(ms(t))}}));
 }
 
 void Timeline::job_ended(const std::string& model, const Slot& at, double end,
@@ -88,20 +112,17 @@ void Timeline::job_ended(const std::string& model, const Slot& at, double end,
       started_.erase(it);
     }
   }
-  Json j = slot_json("job", session_, model, at);
-  j["start"] = ms(start);
-  j["end"] = ms(end);
-  j["status"] = status;
-  append(std::move(j));
+  append_text(slot_line(
+      "job", session_, model, at,
+      {{"start", number(ms(start))}, {"end", number(ms(end))}, {"status", Json(status).dump()}}));
 }
 
 void Timeline::helped(const std::string& model, const Slot& at, double start, double end,
                       int pieces) {
-  Json j = slot_json("help", session_, model, at);
-  j["start"] = ms(start);
-  j["end"] = ms(end);
-  j["pieces"] = pieces;
-  append(std::move(j));
+  append_text(slot_line("help", session_, model, at,
+                        {{"start", number(ms(start))},
+                         {"end", number(ms(end))},
+                         {"pieces", std::to_string(pieces)}}));
 }
 
 void Timeline::end_session() { append({{"kind", "end"}, {"session", session_}, {"t", ms(now())}}); }

@@ -56,6 +56,7 @@ class Timeline {
 
  private:
   void append(Json line);
+  void append_text(const std::string& text);  // one whole line, '\n' included
 
   std::mutex mu_;
   AppendFile file_;

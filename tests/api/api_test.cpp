@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
@@ -220,6 +221,28 @@ TEST_F(ApiTest, AStopFlagCancelsAndResumeEqualsAnUninterruptedRun) {
     EXPECT_EQ(predict_all(*resumed.models[i].model, data, 1),
               predict_all(*whole.models[i].model, data, 1));
   }
+}
+
+// A fresh run does not look for a model's checkpoint before the model starts (only the model
+// itself can have written one), but still deletes the checkpoints its finished models wrote.
+TEST_F(ApiTest, AFreshRunDeletesTheCheckpointsItsFinishedModelsWrote) {
+  api::RunOptions o;
+  o.out = dir.path + "/checkpointed";
+  o.workers = 1;
+  o.checkpoint_seconds = 0;  // one at every epoch's end
+  std::set<std::string> seen;
+  o.on_event = [&](const api::Event& e) {
+    // The checkpoint of epoch 1 is on disk when epoch 2 ends.
+    if (e.kind == api::Event::Kind::kEpochEnd && e.epoch == 2 &&
+        std::filesystem::exists(*o.out + "/checkpoints/" + e.model + ".ckpt"))
+      seen.insert(e.model);
+  };
+  const api::RunResult r = train_memory(o);
+  ASSERT_FALSE(r.interrupted);
+  EXPECT_EQ(seen, (std::set<std::string>{"cnn", "mlp"}));
+  EXPECT_TRUE(std::filesystem::is_empty(*o.out + "/checkpoints"));
+  const api::RunResult whole = train_memory();
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(r.models[i].metrics, whole.models[i].metrics);
 }
 
 TEST_F(ApiTest, RunsOnSeveralThreadsAtOnceKeepTheirOwnArrays) {

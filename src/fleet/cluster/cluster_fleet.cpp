@@ -76,6 +76,7 @@ class ClusterPeers final : public Peers {
     }
   }
   bool helpers() const override { return false; }
+  bool send_checkpoints() const override { return true; }
   void serve(RunState& st, const Slots& slots, std::atomic<int>& running,
              FleetSummary& sum) override {
     coordinate(cluster_, st, ranks_, slots.base, running, sum);
