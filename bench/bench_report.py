@@ -53,9 +53,16 @@ REMEDIES = {
     "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
                 "serial steps per batch (loss, hand-offs, the optimizer update).",
     "w1-launch": "read and decode the data once, in parallel with the set-up of the first model.",
-    "w1-memory": "write each model file without the copy of libhdf5's file image (hand the core "
-                 "driver's buffer over), and free a finished model's activations before its file "
-                 "is written.",
+    "tiny-fleet": "less JSON per model: a job's expansion of its model without the checks and "
+                  "the expanded text the plan's load already made, config.json's remaining "
+                  "object-built parts as text, the record of a finished model as text.",
+    "w1-memory": "a finished model's memory already goes back as its file is made (the arena "
+                 "is discarded once the numbers are copied); the peak is now the save of a "
+                 "middle-sized model while m7 trains: discard each tensor's pages as the HDF5 "
+                 "builder copies it, hand libhdf5's core-driver buffer over instead of copying "
+                 "the image out, and stream the archive to the file; then the plateau of two "
+                 "models training at once (their arenas, the data, the libraries) must shrink "
+                 "too.",
     "w2-b256": "the Winograd transforms: on AVX2 the forward already runs F(4x4,3x3), whose input "
                "and output transforms wait on L2 and L3; transform a block of tiles with the "
                "next block prefetched, and fuse the ReLU and the 2x2 max pooling into the output "
@@ -76,6 +83,8 @@ SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w2-b1": "`nnfleet predict` of m7 at batch 1, one worker",
     "w3-fleet": "W3 on all cores (`nnfleet train`)",
     "w4-fleet": "W4 on all cores (`nnfleet train examples/forecast.yaml`)",
+    "tiny-fleet": "a fleet of tiny models on all cores (`nnfleet train` of bench/tiny_overhead.py's "
+                  "plan)",
 }
 
 
@@ -116,6 +125,10 @@ def f_sec(v):
 
 def f_mb(v):
     return "missing" if v is None else f"{v / MB:,.0f} MB"
+
+
+def f_ms(v):
+    return "missing" if v is None else f"{v * 1e3:.3f} ms"
 
 
 def f_x(v):
@@ -263,6 +276,11 @@ def target_rows(b, c=None):
     ns = div(med(b, "w3.wall1.nnfleet"), n)
     row(f"W3 scaling, {b.n} workers vs 1 (makespan ratio)", ns, None, f_x, None,
         "nnfleet ≥ 1.85x", ns, 1.85, "x", "w3-fleet")
+    n = med(b, "tiny.overhead.nnfleet")
+    models = getattr(b, "tiny_models", None)  # runs before it was measured have none
+    row("Tiny models: overhead per model" + (f" ({models:,} models)" if models else "")
+        + f" on {b.n} cores", n, None, f_ms, None, "nnfleet < 0.3 ms", n, 0.0003, "s",
+        "tiny-fleet")
     w4_target_rows(b, c, row)
     return rows
 

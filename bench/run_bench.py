@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 sys.path.insert(0, HERE)
 import bench_probe  # noqa: E402
 import bench_report  # noqa: E402
+import tiny_overhead  # noqa: E402
 import workloads  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -71,12 +72,12 @@ QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"
          "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.005},
          "profile_max": 2,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]},
-         "w4_series": 2, "w4_epochs": 1}
+         "w4_series": 2, "w4_epochs": 1, "tiny_models": 800}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
         "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.02},
         "profile_max": None,
-        "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10}
+        "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10, "tiny_models": 8000}
 
 
 class BenchError(Exception):
@@ -617,6 +618,19 @@ class Bench:
                              f"{sorted(names - self.w3_names)[:5]}")
         self.check_same_models("W3", sorted(names))
 
+    def tiny(self):
+        """Issue 10's figure: the overhead per model of a fleet of tiny models
+        (bench/tiny_overhead.py's plan and figure), on all cores."""
+        n = self.cfg["tiny_models"]
+        plan = tiny_overhead.write_inputs(os.path.join(self.work, "tiny"), n)
+        out = os.path.join(self.work, f"r{self.round}-tiny")
+        subprocess.run(["sync"], check=True)  # not the writeback of the runs before
+        start = time.time()
+        self.run("nnfleet-tiny", tiny_overhead.command(self.nnfleet, plan, out, self.n))
+        r = tiny_overhead.phases(out, start, time.time(), self.n, n)
+        self.add("tiny.overhead.nnfleet", r["overhead_ms"] / 1e3)
+        self.tiny_plan = plan
+
     def w4_fleet(self):
         out = os.path.join(self.work, f"r{self.round}-w4-fleet")
         try:
@@ -780,6 +794,12 @@ class Bench:
                    "--loss", "sparse_categorical_crossentropy", "--batch", batch, "--workers", 1,
                    "--out", os.path.join(self.work, "profiles", f"{scen}.npy")]
             return cmd, f"the first {n:,} training images"
+        if scen == "tiny-fleet":
+            if tool == "perf":
+                return train(self.tiny_plan, fleet), reduced(cut)
+            n = 800  # valgrind runs the 8,000 about fifty times slower
+            plan = tiny_overhead.write_inputs(os.path.join(self.work, "profile-tiny"), n)
+            return train(plan, fleet), reduced([f"{n} of the tiny models"] + cut)
         if scen == "w4-fleet":
             series = 1 if tool != "perf" else self.cfg["w4_series"]
             return train(self.w4_plan(series, 1, "profile-w4"), fleet), reduced(
@@ -803,6 +823,7 @@ class Bench:
                 "work": rel(self.work), "raw_path": rel(os.path.join(self.work, "raw.json")),
                 "w1_models": self.w1_models, "n_train": self.n_train, "n_test": self.n_test,
                 "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs,
+                "tiny_models": self.cfg["tiny_models"],
                 "w4": {"series": self.cfg["w4_series"], "epochs": self.cfg["w4_epochs"]},
                 "values": self.values,
                 "info": self.info, "unavailable": self.unavailable, "failures": self.failures,
@@ -832,6 +853,7 @@ class Bench:
             self.step("w3-fleet nnfleet", self.w3_fleet)
             self.step("w3-fleet peer recipe", lambda: self.w3_fleet_peer("fresh"))
             self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
+            self.step("tiny-fleet nnfleet", self.tiny)
             self.step("w4-fleet nnfleet", self.w4_fleet)
             self.loads.append((self.round, before, os.getloadavg()[0]))
         self.step("w4 peer (once)", self.w4_peer)

@@ -35,13 +35,27 @@ def tiny_plan(n):
             "      - Dense: {units: 3, activation: softmax}\n")
 
 
-def one_run(binary, plan, out, workers, n):
-    subprocess.run(["sync"], check=True)
-    time.sleep(1)
-    start = time.time()
-    subprocess.run([binary, "train", plan, "--out", out, "--workers", str(workers), "--quiet"],
-                   check=True)
-    end = time.time()
+def write_inputs(folder, n):
+    """The data (64 samples of 8x8x1, 3 classes) and the plan of n tiny models in `folder`;
+    returns the plan's path."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(1)
+    np.save(os.path.join(folder, "tiny_x.npy"),
+            rng.standard_normal((64, 8, 8, 1)).astype(np.float32))
+    np.save(os.path.join(folder, "tiny_y.npy"), rng.integers(0, 3, 64).astype(np.int32))
+    plan = os.path.join(folder, f"t{n}.yaml")
+    with open(plan, "w") as f:
+        f.write(tiny_plan(n))
+    return plan
+
+
+def command(binary, plan, out, workers):
+    return [binary, "train", plan, "--out", out, "--workers", str(workers), "--quiet"]
+
+
+def phases(out, start, end, workers, n):
+    """A finished run's phases (from its timeline.jsonl) and overhead per model, in ms: the wall
+    time less the training time its models report, shared by the workers, over n."""
     with open(os.path.join(out, "timeline.jsonl")) as f:
         events = [json.loads(line) for line in f]
     first = min(e["t"] for e in events if e.get("kind") == "start")
@@ -53,6 +67,14 @@ def one_run(binary, plan, out, workers, n):
     wall = end - start
     return {"wall": wall, "launch": first - start, "models": last - first, "tail": end - last,
             "overhead_ms": (wall - training / workers) / n * 1e3}
+
+
+def one_run(binary, plan, out, workers, n):
+    subprocess.run(["sync"], check=True)
+    time.sleep(1)
+    start = time.time()
+    subprocess.run(command(binary, plan, out, workers), check=True)
+    return phases(out, start, time.time(), workers, n)
 
 
 def main():
@@ -71,13 +93,7 @@ def main():
     a = ap.parse_args()
     if a.models <= 0 or a.models % 8:
         ap.error(f"--models: expected a positive multiple of 8, got {a.models}")
-    os.makedirs(a.dir, exist_ok=True)
-    rng = np.random.default_rng(1)
-    np.save(os.path.join(a.dir, "tiny_x.npy"), rng.standard_normal((64, 8, 8, 1)).astype(np.float32))
-    np.save(os.path.join(a.dir, "tiny_y.npy"), rng.integers(0, 3, 64).astype(np.int32))
-    plan = os.path.join(a.dir, f"t{a.models}.yaml")
-    with open(plan, "w") as f:
-        f.write(tiny_plan(a.models))
+    plan = write_inputs(a.dir, a.models)
     binaries = {"A": os.path.abspath(a.nnfleet)}
     if a.vs:
         binaries["B"] = os.path.abspath(a.vs)

@@ -37,8 +37,7 @@ ModelIo model_io(ModelFormat format) {
     if (m.optimizer_state.empty()) {
       const Json& info = m.optimizer_state_info;
       std::string holds = "no optimizer variables";
-      if (info.is_object())
-        holds = "optimizer variables (" + info.dump() + ") it cannot restore";
+      if (info.is_object()) holds = "optimizer variables (" + info.dump() + ") it cannot restore";
       throw ModelError("failed to restore the optimizer of model '" + spec.name + "' from '" +
                        spec.keras + "': the file holds " + holds +
                        "; expected a file saved after training with its optimizer (SGD, Adam, "
@@ -48,16 +47,18 @@ ModelIo model_io(ModelFormat format) {
     }
     return RestoredOptimizer{m.optimizer, std::move(m.optimizer_state), m.iterations};
   };
-  io.save = [format](const Network& net, const ModelSpec& spec, const std::string& stem) {
+  io.save = [format](Network& net, const ModelSpec& spec, const std::string& stem) {
     const KerasSaveInfo info = keras_save_info(net, spec.metrics);
     if (format == ModelFormat::kH5)
       return SavedModel{stem + ".h5", save_keras_h5(stem + ".h5", net.model(), net.params(), info,
                                                     Durability::kProcessCrash)};
-    SavedModel saved{stem + ".keras", save_keras(stem + ".keras", net.model(), net.params(), info,
-                                                 Durability::kProcessCrash)};
     if (format == ModelFormat::kOnnx)
       save_onnx(stem + ".onnx", net.model(), net.params(), Durability::kProcessCrash);
-    return saved;
+    // The .keras file is the network's last use: its numbers go once the file holds them, so its
+    // copies of them take the place of the network's memory (W1's peak is m7's save).
+    return SavedModel{stem + ".keras",
+                      save_keras(stem + ".keras", net.model(), net.params(), info,
+                                 Durability::kProcessCrash, [&net] { net.discard_numbers(); })};
   };
   return io;
 }

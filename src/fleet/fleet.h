@@ -91,8 +91,9 @@ struct ModelIo {
   std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)>
       load;
   // Saves a trained network to `path_without_extension` + its extension, atomically but without
-  // an fsync (the run syncs its folder once, at its end); returns the path and the bytes' hash.
-  std::function<SavedModel(const Network&, const ModelSpec&, const std::string&)> save;
+  // an fsync (the run syncs its manifest, jobs.log, once); returns the path and the bytes' hash.
+  // It is the network's last use: it may discard the network's numbers once they are copied.
+  std::function<SavedModel(Network&, const ModelSpec&, const std::string&)> save;
   // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
   // none that nnfleet runs.
   // none that nnfleet runs. The shape is the data's (for the file's free dimensions).

@@ -91,7 +91,8 @@ struct JobContext {
   bool checkpoint_may_exist = true;
   // Saves the trained model (e.g. as .keras); exceptions are reported as a failed job whose
   // write failed (JobResult::write_failed).
-  std::function<void(const Network&, const ModelSpec&)> save_model;
+  // It is the network's last use: it may discard the network's numbers once they are copied.
+  std::function<void(Network&, const ModelSpec&)> save_model;
   // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
   HelpBoard* helpers = nullptr;
   int job = -1;  // the job's plan index, as the help board reports whom a helper helped

@@ -39,7 +39,7 @@ JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data
   if (s.restore_optimizer) ctx.restored_optimizer = &restored;
   ctx.checkpoint_path = root + "/checkpoints/" + s.name + ".ckpt";
   if (io.save)
-    ctx.save_model = [&](const Network& net, const ModelSpec& sp) {
+    ctx.save_model = [&](Network& net, const ModelSpec& sp) {
       saved = io.save(net, sp, root + "/models/" + sp.name);
     };
   return run_job(s, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);

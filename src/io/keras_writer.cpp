@@ -426,7 +426,7 @@ std::string now_string() {
 
 // The model.weights.h5 of a .keras file; `where` names the .keras in messages.
 std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
-                           const std::string& where) {
+                           const std::string& where, const std::function<void()>& numbers_copied) {
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
   const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
@@ -486,6 +486,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                      info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
     }
   }
+  if (numbers_copied) numbers_copied();
   return f.finish();
 }
 
@@ -700,14 +701,15 @@ Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
 }
 
 uint64_t save_keras(const std::string& path, const Model& m, const float* params,
-                    const KerasSaveInfo& info, Durability d) {
+                    const KerasSaveInfo& info, Durability d,
+                    const std::function<void()>& numbers_copied) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
   // The weights are made in memory (h5::File::create says why) and stored in the archive as they
   // are: a model's weights are held twice for a moment (zip_image), never written twice.
   std::vector<ZipMember> members(3);
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json_text(m, info), ""};
-  members[2] = {"model.weights.h5", keras3_weights(m, params, info, path), ""};
+  members[2] = {"model.weights.h5", keras3_weights(m, params, info, path, numbers_copied), ""};
   const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
   return hash_bytes(bytes);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,8 +66,11 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
 // `params` is laid out as Network::params(). Written atomically (a temporary, then a rename),
 // with an fsync unless `d` says otherwise (the fleet syncs its output folder once per run).
 // Both return the xxh3 of the bytes written (hash_bytes).
+// `numbers_copied`, when set, is called once `params` and info.optimizer_state have been copied
+// into the file being made, before its HDF5 image and archive are: the caller may free them then.
 uint64_t save_keras(const std::string& path, const Model& m, const float* params,
-                    const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
+                    const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash,
+                    const std::function<void()>& numbers_copied = nullptr);
 uint64_t save_keras_h5(const std::string& path, const Model& m, const float* params,
                        const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
 

@@ -1,6 +1,9 @@
 // Arena: a single aligned allocation per model.
 #include "tensor/arena.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -19,10 +22,23 @@ size_t Arena::reserve(size_t floats) {
 void Arena::allocate() {
   NNFLEET_CHECK(!allocated());
   size_t bytes = std::max<size_t>(size_, kAlignFloats) * sizeof(float);
-  void* p = std::aligned_alloc(64, bytes);
+  // A large arena starts on a page so that discard() can give all of it back.
+  const size_t align = bytes >= kPageAlignedBytes ? 4096 : 64;
+  bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
+  void* p = std::aligned_alloc(align, bytes);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   data_.reset(static_cast<float*>(p));
+}
+
+void Arena::discard() {
+  if (!data_) return;
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_.get());
+  const uintptr_t end = begin + size_ * sizeof(float);
+  // Only pages wholly inside the allocation: its neighbours' bytes (and the allocator's) stay.
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 void Arena::Free::operator()(float* p) const { std::free(p); }

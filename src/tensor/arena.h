@@ -26,6 +26,11 @@ class Arena {
   const float* at(size_t offset) const { return data_.get() + offset; }
   size_t size_floats() const { return size_; }
   size_t size_bytes() const { return allocated() ? size_ * sizeof(float) : 0; }
+  // Gives the allocation's whole pages back to the system (madvise MADV_DONTNEED) and leaves the
+  // arena usable: its numbers are undefined afterwards (zero in an arena of kPageAlignedBytes or
+  // more, which starts on a page). For a network whose numbers were copied out for the last time.
+  void discard();
+  static constexpr size_t kPageAlignedBytes = size_t{1} << 20;
   // Bytes reserved so far (what allocate() will take).
   size_t planned_bytes() const { return size_ * sizeof(float); }
 

@@ -33,7 +33,8 @@ BASE = {"sgemm.openblas": 100, "sgemm.torch": 100, "sgemm.numpy": 100, "clock.pr
         "w2.load.ort": 0.025, "w3.wall1.nnfleet": 2.2, "w3.wall.nnfleet": 1.2,
         "w3.rss.nnfleet": 3.6e7, "w3.mean_model.nnfleet": 0.015, "w3.wall.fresh": 78,
         "w3.wall.pool": 23, "w3.rss.fresh": 5e8, "w3.rss.pool": 5e8, "w3.mean_model.fresh": 1.3,
-        "w3.mean_train.fresh": 0.37, "w3.mean_train.pool": 0.37}
+        "w3.mean_train.fresh": 0.37, "w3.mean_train.pool": 0.37,
+        "tiny.overhead.nnfleet": 0.0003}
 for _a, _r, _e in (("lstm", 1400, 0.011), ("gru", 1800, 0.004), ("tcn", 11500, 0.02)):
     BASE[f"w4.sps.{_a}.nnfleet"] = 3.5 * _r
     BASE[f"w4.sps.{_a}.peer"] = _r
@@ -79,7 +80,7 @@ def make_raw(seed, isa="AVX2", mode="full"):
            "version": "nnfleet 0.1.0", "nnfleet": "build/nnfleet",
            "work": f"build/bench/full-{seed}", "raw_path": f"build/bench/full-{seed}/raw.json",
            "w1_models": MODELS, "n_train": 60000, "n_test": 10000, "w2_b1": 10000,
-           "w3_jobs": jobs, "values": values, "info": info, "unavailable": {}, "failures": [],
+           "w3_jobs": jobs, "tiny_models": 8000, "values": values, "info": info, "unavailable": {}, "failures": [],
            "commands": {"nnfleet-w1-1core": "build/nnfleet train examples/w1.yaml --workers 1"},
            "loads": [[r, fig(1), fig(1)] for r in (1, 2, 3)], "kernels": kernels,
            "kernels_core": 0, "profiles": {}}
@@ -192,7 +193,8 @@ def test_the_generator_prints_no_fixed_figures():
     measurements carried over from an earlier run."""
     raw = make_raw(3)
     fixed = fixed_figures(render(raw), raw)
-    defined = {"60,000", "10,000", "2030"}  # the data sets' sizes, the W2 batch-1 subset, the date
+    # The data sets' sizes, the W2 batch-1 subset, the date, the number of tiny models.
+    defined = {"60,000", "10,000", "2030", "8,000"}
     for m in MODELS:  # the models' parameter and FLOP counts
         spec = workloads.w1_spec(m)
         params, _ = workloads.spec_stats(spec)
@@ -214,6 +216,23 @@ def test_missed_targets_carry_the_runs_gap_and_profile():
         for sym, _, share in p["top"]:
             assert f"| `{sym}` | nnfleet | {100 * share:.1f}% |" in text
         assert p["total_text"] in text
+
+
+def test_the_tiny_models_overhead_is_a_target_below_its_limit_in_milliseconds():
+    raw = make_raw(3)
+    for overhead, met in ((0.000299, True), (0.0003, False), (0.00041, False)):
+        raw["values"]["tiny.overhead.nnfleet"] = [overhead] * 3
+        rows = [r for r in bench_report.target_rows(bench_report.Run(raw))
+                if r["scenario"] == "tiny-fleet"]
+        assert len(rows) == 1
+        assert rows[0]["label"] == "Tiny models: overhead per model (8,000 models) on 2 cores"
+        assert rows[0]["n"] == f"{overhead * 1e3:.3f} ms"
+        assert rows[0]["met"] is met
+    raw["values"].pop("tiny.overhead.nnfleet")
+    del raw["tiny_models"]  # a run from before the figure was measured
+    row = [r for r in bench_report.target_rows(bench_report.Run(raw))
+           if r["scenario"] == "tiny-fleet"][0]
+    assert (row["n"], row["met"]) == ("missing", None)
 
 
 def test_remedies_name_no_numbers():

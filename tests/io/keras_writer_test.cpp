@@ -377,6 +377,29 @@ TEST(KerasExport, TrainedNetworkRoundTripsWithOptimizerState) {
   EXPECT_EQ(h5.training_config["optimizer_config"]["class_name"], "Adam");
 }
 
+// save_keras tells when it has copied the numbers (the fleet then discards the network's), and
+// the file holds them as they were: discarding them at that moment changes nothing in it.
+TEST(KerasExport, TheNumbersAreCopiedBeforeTheCallerMayDiscardThem) {
+  const auto trained = trained_functional_k3(parse_optimizer(Json{{"Adam", {}}}), 2);
+  Network& net = *trained;
+  const std::vector<float> params(net.params(), net.params() + net.num_params());
+  const std::vector<float> state(net.optimizer_state(),
+                                 net.optimizer_state() + net.optimizer_state_floats());
+  const std::string dir = test::scratch_dir("numbers_copied");
+  int calls = 0;
+  save_keras(dir + "/n.keras", net.model(), net.params(), keras_save_info(net, {}),
+             Durability::kProcessCrash, [&] {
+               ++calls;
+               std::fill(net.params(), net.params() + net.num_params(), -1.0f);
+               std::fill(net.optimizer_state(),
+                         net.optimizer_state() + net.optimizer_state_floats(), -1.0f);
+             });
+  EXPECT_EQ(calls, 1);
+  const LoadedModel back = load_keras_model(dir + "/n.keras");
+  EXPECT_EQ(back.params, params);
+  EXPECT_EQ(back.optimizer_state, state);
+}
+
 TEST(KerasExport, SplitsLongLayerNameListsLikeKeras) {
   // 400 layers with 200-character names: layer_names exceeds HDF5's 64 KB header limit.
   std::vector<std::unique_ptr<Layer>> layers;
