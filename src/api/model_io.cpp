@@ -54,11 +54,13 @@ ModelIo model_io(ModelFormat format) {
                                                     Durability::kProcessCrash)};
     if (format == ModelFormat::kOnnx)
       save_onnx(stem + ".onnx", net.model(), net.params(), Durability::kProcessCrash);
-    // The .keras file is the network's last use: its numbers go once the file holds them, so its
-    // copies of them take the place of the network's memory (W1's peak is m7's save).
-    return SavedModel{stem + ".keras",
-                      save_keras(stem + ".keras", net.model(), net.params(), info,
-                                 Durability::kProcessCrash, [&net] { net.discard_numbers(); })};
+    // The .keras file is the network's last use: its working memory goes first, and each of its
+    // numbers as soon as the file holds a copy (Network::discard_working_memory says why).
+    net.discard_working_memory();
+    return SavedModel{
+        stem + ".keras",
+        save_keras(stem + ".keras", net.model(), net.params(), info, Durability::kProcessCrash,
+                   [&net](const float* first, size_t n) { net.discard_numbers(first, n); })};
   };
   return io;
 }

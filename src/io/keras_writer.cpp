@@ -396,7 +396,7 @@ G open_or_create(G& base, const std::string& path) {
 // sub-group of Layer::keras_var_path with its vars (a recurrent cell's named after the cell,
 // e.g. gru_cell, as Keras names the cell object).
 void write_keras3_layer(h5::Builder::Node lg, const Model& m, size_t i, const float* params,
-                        const std::vector<size_t>& offsets) {
+                        const std::vector<size_t>& offsets, const NumbersCopied& copied) {
   const Layer& l = m.layer(i);
   const auto& specs = m.planned(i).params;
   lg.create_group("vars").write_string_attr("name", l.name(), h5::StrType::kVlenUtf8);
@@ -412,6 +412,7 @@ void write_keras3_layer(h5::Builder::Node lg, const Model& m, size_t i, const fl
     }
     lg.group(vpath).write_floats(std::to_string(where.index), dims_of(specs[j].shape),
                                  params + offsets[j]);
+    if (copied) copied(params + offsets[j], static_cast<size_t>(specs[j].shape.size()));
   }
 }
 
@@ -426,7 +427,7 @@ std::string now_string() {
 
 // The model.weights.h5 of a .keras file; `where` names the .keras in messages.
 std::string keras3_weights(const Model& m, const float* params, const KerasSaveInfo& info,
-                           const std::string& where, const std::function<void()>& numbers_copied) {
+                           const std::string& where, const NumbersCopied& copied) {
   size_t total = 0;
   const auto offsets = param_offsets(m, &total);
   const size_t slots = info.optimizer ? optimizer_state_slots(*info.optimizer).size() : 0;
@@ -456,7 +457,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
                                                    h5::StrType::kVlenUtf8);
       group = group.create_group(key.substr(slash + 1));
     }
-    write_keras3_layer(std::move(group), m, i, params, offsets[i]);
+    write_keras3_layer(std::move(group), m, i, params, offsets[i], copied);
   }
   if (compiled(info) && info.optimizer_state) {
     const OptimizerSpec& spec = *info.optimizer;
@@ -482,11 +483,11 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
     const auto order = keras_optimizer_var_order(optimizer_state_slots(spec), vars.size());
     for (size_t k = 0; k < order.size(); ++k) {
       const auto [li, j] = vars[order[k].var];
-      v.write_floats(std::to_string(k + first_slot), dims_of(m.planned(li).params[j].shape),
-                     info.optimizer_state + order[k].slot * n_trainable + offsets[li][j]);
+      const float* slot = info.optimizer_state + order[k].slot * n_trainable + offsets[li][j];
+      v.write_floats(std::to_string(k + first_slot), dims_of(m.planned(li).params[j].shape), slot);
+      if (copied) copied(slot, static_cast<size_t>(m.planned(li).params[j].shape.size()));
     }
   }
-  if (numbers_copied) numbers_copied();
   return f.finish();
 }
 
@@ -701,15 +702,14 @@ Json keras_config_json(const Model& m, const KerasSaveInfo& info) {
 }
 
 uint64_t save_keras(const std::string& path, const Model& m, const float* params,
-                    const KerasSaveInfo& info, Durability d,
-                    const std::function<void()>& numbers_copied) {
+                    const KerasSaveInfo& info, Durability d, const NumbersCopied& copied) {
   const OJson meta{{"keras_version", kKerasWriteVersion}, {"date_saved", now_string()}};
   // The weights are made in memory (h5::File::create says why) and stored in the archive as they
   // are: a model's weights are held twice for a moment (zip_image), never written twice.
   std::vector<ZipMember> members(3);
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json_text(m, info), ""};
-  members[2] = {"model.weights.h5", keras3_weights(m, params, info, path, numbers_copied), ""};
+  members[2] = {"model.weights.h5", keras3_weights(m, params, info, path, copied), ""};
   const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
   return hash_bytes(bytes);

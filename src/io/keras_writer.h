@@ -66,11 +66,13 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
 // `params` is laid out as Network::params(). Written atomically (a temporary, then a rename),
 // with an fsync unless `d` says otherwise (the fleet syncs its output folder once per run).
 // Both return the xxh3 of the bytes written (hash_bytes).
-// `numbers_copied`, when set, is called once `params` and info.optimizer_state have been copied
-// into the file being made, before its HDF5 image and archive are: the caller may free them then.
+// `copied`, when set, is called with each range of `params` and info.optimizer_state as soon as
+// the file being made holds a copy of it (each range once), before the file's HDF5 image and
+// archive are made: the caller may free the range then.
+using NumbersCopied = std::function<void(const float* first, size_t n)>;
 uint64_t save_keras(const std::string& path, const Model& m, const float* params,
                     const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash,
-                    const std::function<void()>& numbers_copied = nullptr);
+                    const NumbersCopied& copied = nullptr);
 uint64_t save_keras_h5(const std::string& path, const Model& m, const float* params,
                        const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash);
 

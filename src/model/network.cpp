@@ -79,9 +79,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
     const auto& act = m.training(i).activity;
     if (!m.layer(i).output_aliases_input() || is_output[i] || (act && act->active())) continue;
     const int src = m.layer_inputs(i)[0];
-    if (!m.is_input(src) &&
-        (m.input_tensor(i, 0) != 0 || readers[m.layer_of(src)] != 1))
-      continue;
+    if (!m.is_input(src) && (m.input_tensor(i, 0) != 0 || readers[m.layer_of(src)] != 1)) continue;
     const PlannedNode& p = m.planned(i);
     NNFLEET_CHECK(m.layer_inputs(i).size() == 1 && p.params.empty() && p.extra_out_shapes.empty() &&
                   m.layer(i).mask_use() != MaskUse::kProduce &&
@@ -497,6 +495,26 @@ double Network::end_step() {
   }
   if (!constrained_.empty()) apply_constraints();
   return loss / step_n_ + penalty + activity / step_n_;
+}
+
+void Network::discard_working_memory() {
+  if (!arena_.allocated()) return;
+  // The arena is [params][each piece's gradients and sink][optimizer state][the rest].
+  const float* base = arena_.at(0);
+  const bool own = params_ >= base && params_ < base + arena_.size_floats();  // not shared
+  const size_t params_end = own ? params_off_ + num_params() : 0;
+  if (!train_) {
+    arena_.discard(params_end, arena_.size_floats());
+    return;
+  }
+  arena_.discard(params_end, state_off_ - params_end);
+  arena_.discard(state_off_ + state_floats_, arena_.size_floats());
+}
+
+void Network::discard_numbers(const float* first, size_t n) {
+  const float* base = arena_.at(0);
+  NNFLEET_CHECK(first >= base && first + n <= base + arena_.size_floats());
+  arena_.discard(static_cast<size_t>(first - base), n);
 }
 
 void Network::set_learning_rate(double lr) {

@@ -62,10 +62,16 @@ class Network {
   // a scheduled rate cannot be replaced (NNFLEET_CHECK).
   void set_learning_rate(double lr);
   size_t arena_bytes() const { return arena_.size_bytes(); }
-  // Gives the memory of every parameter, gradient, optimizer state and activation back to the
-  // system (they read as zero afterwards): for a trained network whose numbers were copied into
-  // its file, so that the file's copies do not come on top of them (m7 of W1: 14.4 MB of
-  // weights and optimizer state copied two or three times while its 40+ MB arena was held).
+  // For a trained network whose file is being made, so that the file's copies of its numbers
+  // take the place of the network's memory instead of coming on top of it (W1's peak was the
+  // save of m7, then of m8: their 14.4 and 8.0 MB of weights and optimizer state copied two or
+  // three times while the whole arena was held). Each gives memory back to the system; the
+  // numbers it covers are undefined afterwards (Arena::discard).
+  // Everything but params() and optimizer_state(): gradients, activations, caches, scratch.
+  void discard_working_memory();
+  // The arena's pages wholly inside [first, first + n), which must lie in params() or
+  // optimizer_state().
+  void discard_numbers(const float* first, size_t n);
   void discard_numbers() { arena_.discard(); }
 
   // Layer i's output [n, its shape] of the last forward (piece 0's rows), for inspection; a view

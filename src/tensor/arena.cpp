@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -31,12 +32,13 @@ void Arena::allocate() {
   data_.reset(static_cast<float*>(p));
 }
 
-void Arena::discard() {
-  if (!data_) return;
+void Arena::discard(size_t offset, size_t floats) {
+  if (!data_ || offset >= size_) return;
+  floats = std::min(floats, size_ - offset);
   static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data_.get());
-  const uintptr_t end = begin + size_ * sizeof(float);
-  // Only pages wholly inside the allocation: its neighbours' bytes (and the allocator's) stay.
+  const auto begin = reinterpret_cast<uintptr_t>(data_.get() + offset);
+  const uintptr_t end = begin + floats * sizeof(float);
+  // Only pages wholly inside the range: the numbers beside it (and the allocator's) stay.
   const uintptr_t first = (begin + page - 1) & ~(page - 1), last = end & ~(page - 1);
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
