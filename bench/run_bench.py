@@ -14,6 +14,9 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
             b256, b256 x N processes); ONNX Runtime single-threaded (b1, b256)
   w3-1core  W3 on one core: nnfleet (for the scaling figure)
   w3-fleet  W3 on all cores: nnfleet; the peer recipe (fresh process per model); the pooled peer
+  tiny-fleet  8,000 tiny models on all cores (bench/tiny_overhead.py's plan): nnfleet's overhead
+            per model (wall time less the models' own training time shared by the workers); no
+            peer
   w4-fleet  W4 on all cores: `nnfleet train examples/forecast.yaml` (per-architecture samples/s of
             each model on its one core, makespan, test MSE); until nnfleet has LSTM, GRU and
             Conv1D layers this step reports itself not available
@@ -30,7 +33,7 @@ After the rounds, once:
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
 8 of the 120 models for 3 epochs, W2 on those 2,000 images, W4 on 2 of the 32 series for 1
-epoch; it writes
+epoch, 800 tiny models; it writes
 BUILD/bench/BENCHMARKS-quick.md, never BENCHMARKS.md.
 Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, profiles/, raw.json);
 `bench/bench_report.py BUILD/bench/<mode>-<time>/raw.json` re-renders a run without measuring.
