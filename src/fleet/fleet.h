@@ -95,7 +95,6 @@ struct ModelIo {
   // It is the network's last use: it may discard the network's numbers once they are copied.
   std::function<SavedModel(Network&, const ModelSpec&, const std::string&)> save;
   // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
-  // none that nnfleet runs.
   // none that nnfleet runs. The shape is the data's (for the file's free dimensions).
   std::function<RestoredOptimizer(const ModelSpec&, const Shape&)> optimizer;
 };

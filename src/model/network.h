@@ -72,7 +72,6 @@ class Network {
   // The arena's pages wholly inside [first, first + n), which must lie in params() or
   // optimizer_state().
   void discard_numbers(const float* first, size_t n);
-  void discard_numbers() { arena_.discard(); }
 
   // Layer i's output [n, its shape] of the last forward (piece 0's rows), for inspection; a view
   // layer's (Layer::output_aliases_input) is its input's buffer.

@@ -12,6 +12,12 @@
 #include "nnfleet/error.h"
 
 namespace nnfleet {
+namespace {
+size_t page_bytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+}  // namespace
 
 size_t Arena::reserve(size_t floats) {
   NNFLEET_CHECK(!allocated());
@@ -24,7 +30,7 @@ void Arena::allocate() {
   NNFLEET_CHECK(!allocated());
   size_t bytes = std::max<size_t>(size_, kAlignFloats) * sizeof(float);
   // A large arena starts on a page so that discard() can give all of it back.
-  const size_t align = bytes >= kPageAlignedBytes ? 4096 : 64;
+  const size_t align = bytes >= kPageAlignedBytes ? page_bytes() : 64;
   bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
   void* p = std::aligned_alloc(align, bytes);
   if (!p) throw std::bad_alloc();
@@ -35,7 +41,7 @@ void Arena::allocate() {
 void Arena::discard(size_t offset, size_t floats) {
   if (!data_ || offset >= size_) return;
   floats = std::min(floats, size_ - offset);
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t page = page_bytes();
   const auto begin = reinterpret_cast<uintptr_t>(data_.get() + offset);
   const uintptr_t end = begin + floats * sizeof(float);
   // Only pages wholly inside the range: the numbers beside it (and the allocator's) stay.

@@ -28,10 +28,9 @@ class Arena {
   size_t size_bytes() const { return allocated() ? size_ * sizeof(float) : 0; }
   // Gives the whole pages of floats [offset, offset + floats) back to the system (madvise
   // MADV_DONTNEED) and leaves the arena usable: those numbers are undefined afterwards (zero on
-  // the pages given back). For numbers copied out for the last time. discard() takes them all
-  // (in an arena of kPageAlignedBytes or more, which starts on a page, every one reads zero).
+  // the pages given back; an arena of kPageAlignedBytes or more starts on a page, so all of it
+  // can go). For numbers copied out for the last time.
   void discard(size_t offset, size_t floats);
-  void discard() { discard(0, size_); }
   static constexpr size_t kPageAlignedBytes = size_t{1} << 20;
   // Bytes reserved so far (what allocate() will take).
   size_t planned_bytes() const { return size_ * sizeof(float); }
