@@ -316,7 +316,7 @@ void backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
   if (is_pointwise(g)) {
     // x[N*H*W, C] is its own im2col: dw += x^T dy, dx += dy w^T in one GEMM each.
     const int rows = static_cast<int>(total);
-    if (dw != nullptr) gemm(true, false, g.c, g.f, rows, x, g.c, dy, g.f, 1.0f, dw, g.f);
+    if (dw != nullptr) gemm_fixed_rows(true, g.c, g.f, rows, x, g.c, dy, g.f, 1.0f, dw, g.f);
     if (dx != nullptr) gemm(false, false, rows, g.c, g.f, dy, g.f, w_t, g.c, 1.0f, dx, g.c);
     return;
   }
@@ -325,10 +325,10 @@ void backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
     const float* dy_chunk = dy + row0 * g.f;
     if (dw != nullptr && transposed) {
       im2col_transposed(g, x, row0, rows, col);
-      gemm(false, false, k, g.f, rows, col, rows, dy_chunk, g.f, 1.0f, dw, g.f);
+      gemm_fixed_rows(false, k, g.f, rows, col, rows, dy_chunk, g.f, 1.0f, dw, g.f);
     } else if (dw != nullptr) {
       im2col(g, x, row0, rows, col);
-      gemm(true, false, k, g.f, rows, col, k, dy_chunk, g.f, 1.0f, dw, g.f);
+      gemm_fixed_rows(true, k, g.f, rows, col, k, dy_chunk, g.f, 1.0f, dw, g.f);
     }
     if (dx != nullptr) {
       gemm(false, false, rows, k, g.f, dy_chunk, g.f, w_t, k, 0.0f, dcol, k);
@@ -407,14 +407,14 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
 }
 
 // The winner per pass (bench/kernels/conv_candidates_bench.cpp, conv_winograd_bench.cpp):
-// Winograd for the stride-1 3x3 forward (F(4x4,3x3) where conv2d_use_winograd_f4, else F(2x2,3x3))
-// and input-gradient (F(2x2,3x3)) passes with channels enough
+// Winograd for the stride-1 3x3 forward and input-gradient passes with channels enough
+// (F(4x4,3x3) where conv2d_use_winograd_f4 says so for the pass, else F(2x2,3x3))
 // (conv2d_use_winograd), else oneDNN's JIT convolution for the shapes it serves
 // (conv2d_onednn.h), the GEMM path for everything else; for the kernel gradient Winograd where
 // conv2d_use_winograd_weights says so, else the GEMM path.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
                     float* y, float* scratch, const Activation* act, float* act_out) {
-  if (conv2d_use_winograd_f4(g)) {
+  if (conv2d_use_winograd_f4(g, false)) {
     conv2d_forward_winograd_f4(g, n, x, w, b, y, scratch, act, act_out);
     return;
   }
@@ -428,7 +428,10 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
 
 void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
                      float* dx, float* dw, float* db, float* scratch) {
-  if (dx != nullptr && conv2d_use_winograd(g, true)) {
+  if (dx != nullptr && conv2d_use_winograd_f4(g, true)) {
+    conv2d_backward_data_winograd_f4(g, n, w, dy, dx, scratch);
+    dx = nullptr;
+  } else if (dx != nullptr && conv2d_use_winograd(g, true)) {
     conv2d_backward_data_winograd(g, n, w, dy, dx, scratch);
     dx = nullptr;
   }

@@ -322,39 +322,67 @@ void transform_kernel_grad(const ConvGeometry& g, const float* du, float* dw) {
 }
 
 // u[P][CI][CO] = G k G^T for each channel pair, with k[ky][kx] = w[ky,kx,c,f] (forward: CI = C, CO
-// = F) or w[2-ky,2-kx,c,f] (input gradient: CI = F, CO = C).
-// The forward kernel for channels [f0, f0 + width) of input channel c: w's and u's rows are both
-// contiguous over f.
+// = F) or w[2-ky,2-kx,c,f] (input gradient: CI = F, CO = C). u's P point rows lie C*F floats
+// apart, which for m7's 32 x 64 kernel (8 KiB) all map to one L1 set: storing a vector to each
+// point in turn missed L1 on nearly every store, and the transform took a third of F(4x4,3x3)'s
+// time at batch 1 (41 of 121 us on Zen 4). So a chunk of a point row is made in a local buffer
+// and stored whole, one row after the other.
+constexpr int kKernelChunk = 64;  // floats of one point row made at a time
+
+// out[t * out_stride + j] for t < P: the transform of k[t'] = src[t' * src_stride + j], for the
+// `width` channels j of a chunk.
 template <typename Tr, typename T>
-[[gnu::always_inline]] inline void kernel_channels(const float* w, int64_t cf, int64_t at,
-                                                   float* u) {
-  T k[9], out[Tr::kPoints];
-  for (int t = 0; t < 9; ++t) load(k[t], w + t * cf + at);
-  Tr::kernel(k, out);
-  for (int t = 0; t < Tr::kPoints; ++t) store(u + t * cf + at, out[t]);
+[[gnu::always_inline]] inline void kernel_channels(const float* src, int64_t src_stride,
+                                                   float* out, int64_t out_stride) {
+  T k[9], t_out[Tr::kPoints];
+  for (int t = 0; t < 9; ++t) load(k[t], src + t * src_stride);
+  Tr::kernel(k, t_out);
+  for (int t = 0; t < Tr::kPoints; ++t) store(out + t * out_stride, t_out[t]);
+}
+
+template <typename Tr>
+void kernel_chunk(const float* src, int64_t src_stride, int width, float* buf) {
+  int j = 0;
+  for (; j + 8 <= width; j += 8) kernel_channels<Tr, Vec8>(src + j, src_stride, buf + j, kKernelChunk);
+  for (; j < width; ++j) kernel_channels<Tr, float>(src + j, src_stride, buf + j, kKernelChunk);
+}
+
+template <typename Tr>
+void store_chunk(const float* buf, int width, int64_t cf, float* u_at) {
+  for (int t = 0; t < Tr::kPoints; ++t)
+    std::memcpy(u_at + t * cf, buf + t * kKernelChunk, static_cast<size_t>(width) * sizeof(float));
 }
 
 template <typename Tr>
 void transform_kernel(const ConvGeometry& g, bool backward_data, const float* w, float* u) {
   const int64_t cf = int64_t{g.c} * g.f;
+  alignas(64) float buf[Tr::kPoints * kKernelChunk];
   if (!backward_data) {
+    // w's and u's rows are both contiguous over f: chunks of f for each input channel c.
     for (int c = 0; c < g.c; ++c) {
-      const int64_t row = int64_t{c} * g.f;
-      int f0 = 0;
-      for (; f0 + 8 <= g.f; f0 += 8) kernel_channels<Tr, Vec8>(w, cf, row + f0, u);
-      for (; f0 < g.f; ++f0) kernel_channels<Tr, float>(w, cf, row + f0, u);
+      for (int f0 = 0; f0 < g.f; f0 += kKernelChunk) {
+        const int width = std::min(kKernelChunk, g.f - f0);
+        const int64_t at = int64_t{c} * g.f + f0;
+        kernel_chunk<Tr>(w + at, cf, width, buf);
+        store_chunk<Tr>(buf, width, cf, u + at);
+      }
     }
     return;
   }
-  // Input gradient: u[t][f][c], so one channel pair at a time (the kernel is small beside the
-  // images of a batch).
-  for (int c = 0; c < g.c; ++c) {
+  // Input gradient: u[t][f][c], contiguous over c, from w[8 - t][c][f]: the taps of 32 channels
+  // are gathered for one f after the other, so the 9 x 32 lines of w they read (18 KiB) serve
+  // 16 consecutive f from L1.
+  constexpr int kGatherChunk = 32;
+  alignas(64) float k[9 * kKernelChunk];
+  for (int c0 = 0; c0 < g.c; c0 += kGatherChunk) {
+    const int width = std::min(kGatherChunk, g.c - c0);
     for (int f = 0; f < g.f; ++f) {
-      float k[9], out[Tr::kPoints];
-      for (int t = 0; t < 9; ++t) k[t] = w[(8 - t) * cf + int64_t{c} * g.f + f];
-      Tr::kernel(k, out);
-      const int64_t at = int64_t{f} * g.c + c;
-      for (int t = 0; t < Tr::kPoints; ++t) u[t * cf + at] = out[t];
+      for (int t = 0; t < 9; ++t) {
+        const float* wt = w + (8 - t) * cf + int64_t{c0} * g.f + f;
+        for (int j = 0; j < width; ++j) k[t * kKernelChunk + j] = wt[int64_t{j} * g.f];
+      }
+      kernel_chunk<Tr>(k, kKernelChunk, width, buf);
+      store_chunk<Tr>(buf, width, cf, u + int64_t{f} * g.c + c0);
     }
   }
 }
@@ -457,8 +485,8 @@ void run_image_weights(const Problem& p, const float* x, const float* dy, const 
       transform_output_grad_tile(g_src, p.co, m_k, s.m + int64_t{t} * p.co);
     }
     for (int k = 0; k < F2::kPoints; ++k) {
-      gemm(true, false, p.ci, p.co, nt, s.v + k * v_k, p.ci, s.m + k * m_k, p.co, 1.0f,
-           du + int64_t{k} * p.ci * p.co, p.co);
+      gemm_fixed_rows(true, p.ci, p.co, nt, s.v + k * v_k, p.ci, s.m + k * m_k, p.co, 1.0f,
+                      du + int64_t{k} * p.ci * p.co, p.co);
     }
   }
 }
@@ -486,19 +514,22 @@ bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data) {
 // F(4x4,3x3) against F(2x2,3x3) on m7's 32 -> 64 channels, same bench. On Zen 3 (AVX2), best of
 // 12 runs each, interleaved, on a machine shared with a build: forward 7,154 against 6,506
 // samples/s at batch 1 (1.10x) and 7,212 against 5,674 at 32 (1.27x); earlier medians of 3 on a
-// more loaded machine ranged 0.85-1.24x. On AVX-512 (Zen 4/5) it won at batch 32 and more
-// (14.3-15.3k against 12.3-13.4k) but lost at batch 1, where transforming the 36-point kernel
-// for every call took 64% of its time. The input gradient measured 0.52-0.87x on Zen 3. W1's m7
-// (seed 1, 1 epoch) tested 0.8888 with F(4x4) forward against 0.8894 with F(2x2). So F(4x4)
-// serves the forward pass of the AVX2 build and F(2x2) every other case. The choice depends on
-// the build's instruction set only, never on the batch, so an image's result never depends on
-// the images it came with.
-bool conv2d_use_winograd_f4(const ConvGeometry& g) {
+// more loaded machine ranged 0.85-1.24x. The input gradient measured 0.52-0.87x on Zen 3, before
+// the kernel transform stopped missing L1 (transform_kernel), and has not been measured there
+// since. W1's m7 (seed 1, 1 epoch) tested 0.8888 with F(4x4) forward against 0.8894 with F(2x2).
+// On Zen 4 (AVX-512 on 256-bit units), medians of 3 after that transform fix: forward 10,967
+// against 8,813 samples/s at batch 1 (1.24x), 11,850 against 8,188 at 32 (1.45x), 9,912 against
+// 7,528 at 256; input gradient 7,453 against 7,019 at batch 1, 7,426 against 6,849 at 32 and
+// 7,509 against 6,398 at 256. So the AVX-512 build takes F(4x4) for both passes and the AVX2
+// build for the forward pass. (On Zen 5, with full-width AVX-512 units, F(4x4) forward had lost
+// at batch 1 with the old transform, 64% of its time there; not measured since.) The choice
+// depends on the build's instruction set only, never on the batch, so an image's result never
+// depends on the images it came with.
+bool conv2d_use_winograd_f4(const ConvGeometry& g, bool backward_data) {
 #ifdef __AVX512F__
-  (void)g;
-  return false;
+  return conv2d_use_winograd(g, backward_data);
 #else
-  return conv2d_use_winograd(g, false);
+  return !backward_data && conv2d_use_winograd(g, false);
 #endif
 }
 

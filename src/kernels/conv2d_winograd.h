@@ -29,10 +29,11 @@ bool winograd_supported(const ConvGeometry& g);
 // half of conv2d_backward (true) takes the Winograd path for g. Implies winograd_supported(g).
 bool conv2d_use_winograd(const ConvGeometry& g, bool backward_data);
 
-// Whether conv2d_forward takes F(4x4,3x3) (conv2d_forward_winograd_f4) rather than F(2x2,3x3)
-// when conv2d_use_winograd(g, false); implies it. In the AVX2 build only (see the measurements
-// beside it).
-bool conv2d_use_winograd_f4(const ConvGeometry& g);
+// Whether conv2d_forward (backward_data false) or the input-gradient half of conv2d_backward
+// (true) takes F(4x4,3x3) rather than F(2x2,3x3) when conv2d_use_winograd(g, backward_data);
+// implies it. Both passes in the AVX-512 build, the forward pass in the AVX2 build (see the
+// measurements beside it).
+bool conv2d_use_winograd_f4(const ConvGeometry& g, bool backward_data);
 
 // The measured dispatch rule for the kernel-gradient half of conv2d_backward. Implies
 // winograd_supported(g).

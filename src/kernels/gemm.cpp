@@ -390,6 +390,19 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
   gemm_eigen(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
+void gemm_fixed_rows(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
+                     int ldb, float beta, float* C, int ldc) {
+  if (M > 0 && N > 0 && K > 0 && xsmm_rows_depend_on_m(M, N)) {
+    const int flags =
+        (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+    if (libxsmm_smmfunction fn = xsmm_kernel(XsmmKey{N, M, K, ldb, lda, ldc, flags})) {
+      fn(B, A, C);
+      return;
+    }
+  }
+  gemm(trans_a, false, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
 // Column-major as libxsmm sees it (see gemm()): C^T[N,M] += sum B[i]^T A[i]^T, so libxsmm's "a"
 // operands are our B[i] and its "b" operands our A[i].
 bool gemm_batch_reduce(int M, int N, int K, const float* const* A, int lda, const float* const* B,
@@ -425,7 +438,7 @@ void dense_forward(int n, int in, int out, const float* x, const float* w, const
 // db walks dy row by row so the inner loop runs over contiguous O.
 void dense_backward(int n, int in, int out, const float* x, const float* w, const float* dy,
                     float* dx, float* dw, float* db) {
-  gemm(true, false, in, out, n, x, in, dy, out, 1.0f, dw, out);
+  gemm_fixed_rows(true, in, out, n, x, in, dy, out, 1.0f, dw, out);
   if (dx != nullptr) gemm(false, true, n, in, out, dy, out, w, out, 1.0f, dx, in);
   if (db != nullptr) {
     for (int r = 0; r < n; ++r) {

@@ -21,6 +21,13 @@ void gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, const float* A, i
 void gemm_in_order(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
                    int ldb, float beta, float* C, int ldc);
 
+// gemm() for a caller whose M is fixed by what it computes, never by a batch (a kernel gradient's
+// rows are the kernel's taps): a row's result may then depend on M, so on AVX-512 the rows that
+// gemm() sends to gemm_in_order go to libxsmm's own kernels. Still one fixed order of operations
+// for a given M, N and K, whatever the buffers' alignment.
+void gemm_fixed_rows(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
+                     int ldb, float beta, float* C, int ldc);
+
 // Batch-reduce GEMM: C[M,N] += sum over i < count of A[i][M,K] * B[i][K,N] (row-major, leading
 // dimensions shared by every A[i] and B[i]), accumulated in registers across the batch, through
 // libxsmm's reduce-batch kernels. Returns false (C untouched) when libxsmm has no kernel for the

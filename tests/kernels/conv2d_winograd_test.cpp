@@ -333,23 +333,25 @@ TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   ASSERT_GE(scratch.size(), conv2d_winograd_scratch_floats(g));
   std::vector<float> y(ys), y_wino(ys), dx(xs, 0.0f), dx_wino(xs, 0.0f), dw(size_t(9) * g.c * g.f);
   conv2d_forward(g, n, x.data(), w.data(), b.data(), y.data(), scratch.data());
-  EXPECT_FALSE(conv2d_use_winograd_f4(first));
-  // F(4x4,3x3) forward in the AVX2 build (kernels_test on an AVX2 machine, kernels_test_avx2 on
-  // any), F(2x2,3x3) with AVX-512.
+  EXPECT_FALSE(conv2d_use_winograd_f4(first, false));
+  EXPECT_FALSE(conv2d_use_winograd_f4(first, true));
+  // F(4x4,3x3) forward in both builds (kernels_test, and kernels_test_avx2 on any machine); for
+  // the input gradient with AVX-512 only.
+  EXPECT_TRUE(conv2d_use_winograd_f4(m7, false));
 #ifdef __AVX512F__
-  EXPECT_FALSE(conv2d_use_winograd_f4(m7));
+  EXPECT_TRUE(conv2d_use_winograd_f4(m7, true));
 #else
-  EXPECT_TRUE(conv2d_use_winograd_f4(m7));
+  EXPECT_FALSE(conv2d_use_winograd_f4(m7, true));
 #endif
-  if (conv2d_use_winograd_f4(m7)) {
-    conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
-  } else {
-    conv2d_forward_winograd(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
-  }
+  conv2d_forward_winograd_f4(g, n, x.data(), w.data(), b.data(), y_wino.data(), scratch.data());
   EXPECT_EQ(y, y_wino);
   conv2d_backward(g, n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
                   scratch.data());
-  conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
+  if (conv2d_use_winograd_f4(m7, true)) {
+    conv2d_backward_data_winograd_f4(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
+  } else {
+    conv2d_backward_data_winograd(g, n, w.data(), dy.data(), dx_wino.data(), scratch.data());
+  }
   EXPECT_EQ(dx, dx_wino);
   // The kernel gradient too; the bias gradient still sums dy's rows.
   EXPECT_TRUE(conv2d_use_winograd_weights(m7));

@@ -394,5 +394,34 @@ TEST(Isa, KernelsRunTheInstructionSetTheirBuildTargets) {
 #endif
 }
 
+// gemm_fixed_rows (kernel gradients: M is the kernel's taps or the layer's inputs, never a batch)
+// against the oracle, and the same bits wherever its buffers start; on AVX-512 the narrow shapes
+// (M 2..11, N <= 16: m5's first-layer kernel gradient is 9 x 8) run libxsmm's own kernels.
+TEST(Gemm, FixedRowsMatchesRefAndIgnoresAlignment) {
+  for (auto [M, N, K] : {std::array{9, 8, 5461}, std::array{9, 16, 200}, std::array{3, 10, 64},
+                         std::array{1352, 10, 32}, std::array{32, 64, 36}}) {
+    for (bool trans_a : {false, true}) {
+      for (float beta : {0.0f, 1.0f}) {
+        const auto A = random_floats(size_t(M) * K, 11), B = random_floats(size_t(K) * N, 12),
+                   C0 = random_floats(size_t(M) * N, 13);
+        const int lda = trans_a ? M : K;
+        std::vector<float> got = C0, want = C0;
+        gemm_fixed_rows(trans_a, M, N, K, A.data(), lda, B.data(), N, beta, got.data(), N);
+        gemm_ref(trans_a, false, M, N, K, A.data(), lda, B.data(), N, beta, want.data(), N);
+        const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                                 " K=" + std::to_string(K) + " trans_a=" + std::to_string(trans_a);
+        expect_near_all(got, want, gemm_tol(K), 1e-5, "fixed rows vs ref " + what);
+        testing::expect_alignment_independent(
+            {A, B, C0}, {size_t(M) * N},
+            [&](const auto& in, const auto& out) {
+              std::copy_n(in[2], size_t(M) * N, out[0]);
+              gemm_fixed_rows(trans_a, M, N, K, in[0], lda, in[1], N, beta, out[0], N);
+            },
+            "gemm_fixed_rows " + what);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nnfleet
