@@ -40,14 +40,16 @@ W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 2.5, "
 # target_rows). Hand-written, so it must not carry figures: the profile above it, recorded by
 # the same run, says where the time goes.
 REMEDIES = {
-    "w1-conv1": "a direct convolution kernel for single-channel inputs (no im2col at all), fused "
-                "with the activation and the pooling, forward and backward, so that each image "
-                "is read once per step.",
-    "w1-conv": "the gradients: the input and kernel gradients of m7's second layer now cost "
-               "more than its forward pass (F(4x4,3x3) on AVX2); Winograd F(4x4,3x3) for them "
-               "with the kernel transform done once per step, the transforms' loads prefetched "
-               "a block ahead, and the per-step zeroing of gradients folded into their first "
-               "write.",
+    "w1-conv1": "a direct convolution kernel for single-channel inputs (no im2col at all, or "
+                "at least the forward pass's im2col kept for the kernel gradient instead of "
+                "made again), fused with the activation and the pooling, forward and backward, "
+                "so that each image is read once per step.",
+    "w1-conv": "the rest of the step around the Winograd GEMMs (F(4x4,3x3) forward on both "
+               "instruction sets, and for the input gradient where the build has the wider "
+               "vectors): the per-step zeroing "
+               "of the parameter gradients folded into the optimizer's pass, which reads them "
+               "anyway; the kernel gradient as F(4x4,3x3); the transforms' loads prefetched a "
+               "block ahead.",
     "w1-mlp": "fewer passes over the activations: fuse the bias, the activation and its "
               "gradient into the GEMMs' epilogues.",
     "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
@@ -63,8 +65,8 @@ REMEDIES = {
                  "the image out, and stream the archive to the file; then the plateau of two "
                  "models training at once (their arenas, the data, the libraries) must shrink "
                  "too.",
-    "w2-b256": "the Winograd transforms: on AVX2 the forward already runs F(4x4,3x3), whose input "
-               "and output transforms wait on L2 and L3; transform a block of tiles with the "
+    "w2-b256": "the Winograd transforms: the forward runs F(4x4,3x3), whose input and output "
+               "transforms wait on L2 and L3; transform a block of tiles with the "
                "next block prefetched, and fuse the ReLU and the 2x2 max pooling into the output "
                "transform so that the layer's output never leaves the cache.",
     "w2-b1": "keep the transformed Winograd kernel from call to call and run the first "
