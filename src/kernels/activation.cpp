@@ -368,6 +368,25 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
   }
 }
 
+// One pass instead of two over a layer's whole output gradient: m7's two ReLU convolutions
+// zeroed 3.8 MB of pre-activation gradient per 16-image piece before adding into it.
+void activation_backward_overwrite(const Activation& a, int64_t rows, int64_t features,
+                                   const float* x, const float* y, const float* dy, float* dx) {
+  const int64_t size = rows * features;
+  if (a.kind != Act::kRelu) {
+    std::fill_n(dx, size, 0.0f);
+    activation_backward(a, rows, features, x, y, dy, dx);
+    return;
+  }
+  // backward_flat's slope, written: 1 on (threshold, max_value), alpha at or below threshold.
+  const float alpha = a.alpha, threshold = a.threshold, max_value = a.max_value;
+  for (int64_t i = 0; i < size; ++i) {
+    const float v = x[i];
+    const float slope = v >= max_value ? 0.0f : (v > threshold ? 1.0f : alpha);
+    dx[i] = slope * dy[i];
+  }
+}
+
 bool activation_backward_from_y(const Activation& a) {
   switch (a.kind) {
     case Act::kLinear:

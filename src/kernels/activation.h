@@ -43,6 +43,11 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
 // leaky_relu is alpha at 0; hard_sigmoid is 1/6 on (-3, 3) only.
 void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
                          const float* y, const float* dy, float* dx);
+// dx[rows,features] = act'(x) * dy, written rather than added, so dx needs no zeroing first: the
+// same values as activation_backward onto zeros (up to the sign of a zero). ReLU, the common
+// case, writes in one pass; the other kinds zero dx and accumulate.
+void activation_backward_overwrite(const Activation& a, int64_t rows, int64_t features,
+                                   const float* x, const float* y, const float* dy, float* dx);
 // True when act'(x) is a function of y = act(x) alone, so activation_backward gives the same result
 // with y passed for x: the kinds that read only y, and relu with alpha 0 and threshold 0 (its
 // slope is 1 exactly where 0 < y < max_value). Such an activation can run in place.

@@ -93,8 +93,7 @@ void fused_activation_forward(const Activation& act, int64_t rows, int64_t featu
 const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
                                  const LayerArgs& a, float* buf) {
   if (act.kind == Act::kLinear) return a.dy;
-  std::fill(buf, buf + rows * features, 0.0f);  // activation_backward accumulates
-  activation_backward(act, rows, features, fused_z(act, a), a.y, a.dy, buf);
+  activation_backward_overwrite(act, rows, features, fused_z(act, a), a.y, a.dy, buf);
   return buf;
 }
 

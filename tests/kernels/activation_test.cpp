@@ -210,6 +210,24 @@ TEST(Activation, BackwardFromYEqualsBackwardFromXWhereClaimed) {
   EXPECT_FALSE(activation_backward_from_y({Act::kGelu}));
 }
 
+// The overwriting form (a fused layer's pre-activation gradient, with no zeroing pass) against
+// activation_backward onto zeros, for every kind, kinks included: equal values (0.0f == -0.0f;
+// a product with a zero slope may carry the other sign) over a buffer of garbage.
+TEST(Activation, BackwardOverwriteEqualsBackwardOntoZeros) {
+  for (const Named& k : elementwise_kinds()) {
+    auto x = samples(k, 301, 9);
+    for (size_t i = 0; i < k.kinks.size(); ++i) x[i] = static_cast<float>(k.kinks[i]);
+    std::vector<float> y(x.size());
+    activation_forward(k.act, 7, 43, x.data(), y.data());
+    const auto dy = random_floats(x.size(), 10);
+    std::vector<float> added(x.size(), 0.0f), written(x.size(), std::nanf(""));
+    activation_backward(k.act, 7, 43, x.data(), y.data(), dy.data(), added.data());
+    activation_backward_overwrite(k.act, 7, 43, x.data(), y.data(), dy.data(), written.data());
+    for (size_t i = 0; i < x.size(); ++i)
+      ASSERT_EQ(written[i], added[i]) << k.name << " at x=" << x[i];
+  }
+}
+
 TEST(Activation, StaysFiniteAndSaturatesOnExtremeInputs) {
   const std::vector<float> x = {-1000.0f, -100.0f, -30.0f, 30.0f, 100.0f, 1000.0f};
   std::vector<float> y(x.size());
