@@ -6,13 +6,20 @@ re-render says what the run ran on, not what renders it.
 
 Profiles of the scenarios behind missed targets: `perf record` where `perf stat -e instructions`
 counts on this machine (many VMs expose no hardware counters), else callgrind on a reduced run;
-memory targets use valgrind massif on a reduced run. Each profile is reduced to its top symbols
-with their shares (parse_perf, parse_callgrind, parse_massif: pure functions over the tools' text).
+memory targets use valgrind massif on a reduced run, or where valgrind cannot run the build
+(AVX-512) the process's own memory map at its resident peak (`bench_probe.py --smaps-peak`, which
+runs the command and samples /proc/PID/smaps). Each profile is reduced to its top symbols or
+mappings with their shares (parse_perf, parse_callgrind, parse_massif, parse_smaps: pure functions
+over the tools' text).
+
+  bench/bench_probe.py --smaps-peak OUT -- CMD...   runs CMD; OUT gets its smaps at the peak
 """
 import os
 import platform
 import re
 import subprocess
+import sys
+import time
 
 TOP = 12          # symbols kept per profile
 MIN_SHARE = 0.005  # and only those with at least this share
@@ -92,13 +99,14 @@ def valgrind_runs_native():
 
 
 def tool_for(kind, choice):
-    """The profiler for a scenario: memory -> massif; time -> perf if it counts instructions or
+    """The profiler for a scenario: memory -> massif (smaps where valgrind cannot run the build);
+    time -> perf if it counts instructions or
     valgrind cannot run the build (perf then samples the cpu-clock), else callgrind (choice
     'auto'), or the one forced by --profiler."""
     if choice == "none":
         return None
     if kind == "memory":
-        return "massif"
+        return "massif" if valgrind_runs_native() else "smaps"
     if choice == "auto":
         return "perf" if perf_counts() or not valgrind_runs_native() else "callgrind"
     return choice
@@ -203,6 +211,51 @@ def parse_massif(text):
     return (_top(shares, total) if total else []), total
 
 
+def parse_smaps(text):
+    """/proc/PID/smaps -> ([[mapping, object, share of the resident set]], resident bytes). Files
+    are named by their base name, summed over their mappings; each anonymous mapping of 1 MiB or
+    more is a row named by its size (an arena, a data set; mappings of one size share a row), the
+    smaller ones one row."""
+    rows, name = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$", line)
+        if m:
+            size = int(m.group(2), 16) - int(m.group(1), 16)
+            path = m.group(3).strip()
+            if path.startswith("/"):
+                name = (os.path.basename(path), "file")
+            elif path:
+                name = (path, "")
+            elif size >= 1 << 20:
+                name = (f"anonymous mapping of {size / (1 << 20):,.1f} MiB", "anonymous memory")
+            else:
+                name = ("anonymous mappings under 1 MiB", "anonymous memory")
+        elif line.startswith("Rss:") and name:
+            rows[name] = rows.get(name, 0) + int(line.split()[1]) * 1024
+    total = sum(rows.values())
+    return (_top(rows, total) if total else []), total
+
+
+def smaps_peak(out, cmd, period=0.02):
+    """Runs cmd, sampling its resident set every `period` seconds, and writes its smaps at the
+    highest sample to `out`. Returns cmd's exit code."""
+    p = subprocess.Popen(cmd)
+    best, smaps = -1, ""
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+            if rss > best:
+                with open(f"/proc/{p.pid}/smaps") as f:
+                    best, smaps = rss, f.read()
+        except (OSError, AttributeError, ValueError):
+            pass  # the process is starting or ending
+        time.sleep(period)
+    with open(out, "w") as f:
+        f.write(smaps)
+    return p.returncode
+
+
 def record(tool, cmd, out_dir, label, env, run):
     """Runs cmd under tool and returns {tool, top, total_text} (or {tool, error}). run(label, cmd,
     env) is the runner's logged subprocess call; it raises on a non-zero exit."""
@@ -233,6 +286,22 @@ def record(tool, cmd, out_dir, label, env, run):
                 top, total = parse_massif(f.read())
             return {"tool": tool, "top": top,
                     "total_text": f"peak heap {total / 1e6:,.1f} MB" if total else None}
+        if tool == "smaps":
+            out = base + ".smaps"
+            run(f"profile-{label}", [sys.executable, os.path.abspath(__file__), "--smaps-peak", out,
+                                     "--"] + cmd, env)
+            with open(out) as f:
+                top, total = parse_smaps(f.read())
+            return {"tool": tool, "top": top,
+                    "total_text": f"resident {total / 1e6:,.1f} MB at the sampled peak"
+                    if total else None}
         return {"tool": tool, "error": f"unknown profiler '{tool}'"}
     except Exception as e:  # a profile that fails is reported, never fatal to the run
         return {"tool": tool, "error": str(e)}
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if len(args) < 4 or args[0] != "--smaps-peak" or args[2] != "--":
+        sys.exit("usage: bench_probe.py --smaps-peak OUT -- CMD...")
+    sys.exit(smaps_peak(args[1], args[3:]))

@@ -338,7 +338,9 @@ def profile_lines(p):
                    "cycles), share of the samples",
            "callgrind": f"callgrind ({why}), share of the instructions executed (Ir), which is "
                         "not a share of the time",
-           "massif": "valgrind massif, share of the heap at its peak by allocation site"}
+           "massif": "valgrind massif, share of the heap at its peak by allocation site",
+           "smaps": "the process's memory map (/proc/PID/smaps) at its highest resident sample "
+                    "(valgrind cannot run this build), share of the resident set by mapping"}
     L = [f"Profile: {how.get(p.get('tool'), p.get('tool'))}"
          + (f", on a reduced run ({p['reduced']})" if p.get("reduced") else "")
          + (f"; command: `{p['command']}`" if p.get("command") else "") + "."]

@@ -764,6 +764,8 @@ class Bench:
         def train(plan, workers):
             return [self.nnfleet, "train", plan, "--workers", str(workers), "--out", out]
         one = bench_report.w1_model_of(scen)
+        if scen == "w1-memory" and tool == "smaps":
+            return train(self.plans["w1"], self.n), None  # the measured run itself, sampled
         if one or scen in ("w1-fleet", "w1-memory"):
             models, workers = ([one], 1) if one else (self.w1_models, fleet)
             rate = (median(self.values.get(f"w1.sps.{one}.nnfleet", [])) if one else

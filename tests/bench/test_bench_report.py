@@ -327,6 +327,42 @@ def test_profiles_are_reduced_to_top_symbols_with_shares():
     assert top[0] == ["nnfleet::Arena::Arena", "arena.cpp:12", 0.75]
 
 
+SMAPS = """55d000000000-55d000400000 r-xp 00000000 fe:01 123 /work/build/nnfleet
+Rss:                3072 kB
+7f0000000000-7f0003b00000 rw-p 00000000 00:00 0 
+Rss:               60416 kB
+7f0004000000-7f0004010000 rw-p 00000000 00:00 0 
+Rss:                  64 kB
+7f0005000000-7f0005100000 r-xp 00000000 fe:01 456 /usr/lib/x86_64-linux-gnu/libdnnl.so.2.6
+Rss:                4096 kB
+7f0005100000-7f0005200000 r--p 00100000 fe:01 456 /usr/lib/x86_64-linux-gnu/libdnnl.so.2.6
+Rss:                1024 kB
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0                          [stack]
+Rss:                 128 kB
+"""
+
+
+def test_a_memory_map_is_reduced_to_mappings_with_shares():
+    top, total = bench_probe.parse_smaps(SMAPS)
+    assert total == (3072 + 60416 + 64 + 4096 + 1024 + 128) * 1024
+    assert top[0] == ["anonymous mapping of 59.0 MiB", "anonymous memory",
+                      round(60416 * 1024 / total, 4)]
+    assert top[1] == ["libdnnl.so.2.6", "file", round(5120 * 1024 / total, 4)]
+    assert top[2] == ["nnfleet", "file", round(3072 * 1024 / total, 4)]
+    assert len(top) == 3  # the stack and the small anonymous mapping are under MIN_SHARE
+
+
+def test_the_peak_sampler_runs_the_command_and_keeps_its_map(tmp_path):
+    out = tmp_path / "peak.smaps"
+    code = bench_probe.smaps_peak(str(out), [sys.executable, "-c",
+                                             "import time; b = bytearray(64 << 20); "
+                                             "b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5)"])
+    assert code == 0
+    top, total = bench_probe.parse_smaps(out.read_text())
+    assert total >= 64 << 20
+    assert top[0][1] == "anonymous memory" and top[0][2] > 0.5
+
+
 def test_w4_is_reported_beside_its_peer_and_missing_while_nnfleet_cannot_run_it():
     raw = make_raw(11)
     text = render(raw)
@@ -355,6 +391,6 @@ def test_time_profiles_use_perf_where_valgrind_cannot_run_the_build(monkeypatch,
     monkeypatch.setattr(bench_probe, "perf_counts", lambda: counts)
     monkeypatch.setattr(bench_probe, "valgrind_runs_native", lambda: valgrind)
     assert bench_probe.tool_for("time", "auto") == want
-    assert bench_probe.tool_for("memory", "auto") == "massif"
+    assert bench_probe.tool_for("memory", "auto") == ("massif" if valgrind else "smaps")
     assert bench_probe.tool_for("time", "callgrind") == "callgrind"
     assert bench_probe.tool_for("time", "none") is None
