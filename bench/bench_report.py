@@ -98,6 +98,7 @@ class Run:
         self.n = len(self.cores)
         self.profiles = raw.get("profiles") or {}
         self.failures = [tuple(f) for f in raw.get("failures", [])]
+        self.kernels_avx2 = raw.get("kernels_avx2")  # runs from before it existed have none
 
 
 def load(path):
@@ -381,14 +382,22 @@ def missed_section(b, rows):
 
 
 def kernel_rows(b, c):
-    """(kernel, samples/s, GFLOP/s, % of the single-core fp32 peak) per kernels_bench run."""
+    """(kernel, samples/s, GFLOP/s, % of the single-core fp32 peak) per kernels_bench run, and
+    where kernels_bench_avx2 ran, its samples/s and the native build's ratio to it."""
+    avx2 = {k["name"]: k.get("samples_per_second") for k in b.kernels_avx2 or []}
     rows = []
     for k in b.kernels or []:
         sps, fps = k.get("samples_per_second"), k.get("flops_per_second")
         g = None if fps is None else fps / 1e9
-        rows.append((f"`{k['name']}`", f_int(sps),
-                     "missing" if g is None else (f"{g:.1f}" if g >= 1 else f"{g:.2f}"),
-                     f_pct(div(g, c.peak))))
+        row = (f"`{k['name']}`", f_int(sps),
+               "missing" if g is None else (f"{g:.1f}" if g >= 1 else f"{g:.2f}"),
+               f_pct(div(g, c.peak)))
+        if b.kernels_avx2:
+            a = avx2.get(k["name"])
+            ratio = div(sps, a)
+            row += (f_int(a) if a is not None else "missing",
+                    f"{ratio:.2f}x" if ratio is not None else "—")
+        rows.append(row)
     return rows
 
 
@@ -406,17 +415,26 @@ def kernel_section(b, c):
              f"fp32 peak ({FLOP_PER_CYCLE} FLOP/cycle x the measured clock"
              + (f", {c.peak:.1f} GFLOP/s" if c.peak else ", missing") + "). Dropout and Flatten "
              "have no kernel of their own.\n")
+    if b.kernels_avx2:
+        L.append("This CPU has AVX-512, so `bench/kernels/kernels_bench_avx2` ran the same "
+                 "benchmarks on the AVX2-only machines' path (the kernels built for AVX2 + FMA, "
+                 "libxsmm's and oneDNN's JITs held to AVX2) on the same core: its samples/s and "
+                 "the native build's ratio to it are the last two columns.\n")
     rows = kernel_rows(b, c)
     if rows:
-        L.append(table(["kernel", "samples/s", "GFLOP/s", "% peak"], rows))
+        head = ["kernel", "samples/s", "GFLOP/s", "% peak"]
+        if b.kernels_avx2:
+            head += ["samples/s, AVX2 path", "native ÷ AVX2 path"]
+        L.append(table(head, rows))
         L.append("")
     else:
         why = (b.unavailable or {}).get("kernels") or next(
             (msg for _, s, msg in b.failures if s == "kernels"), None)
         L.append(f"missing: {why or 'kernels_bench did not run'}\n")
-    cmd = (b.commands or {}).get("kernels-bench")
-    if cmd:
-        L.append(f"Command: `{cmd}`\n")
+    for label in ("kernels-bench", "kernels-bench-avx2"):
+        cmd = (b.commands or {}).get(label)
+        if cmd:
+            L.append(f"Command: `{cmd}`\n")
     return L
 
 

@@ -25,10 +25,13 @@ After the rounds, once:
             minutes on 2 cores): the three models of series 5 one after another on one core
             (single-core samples/s), then every model on the pooled peer (makespan, test MSE)
   kernels   the kernel microbenchmarks (BUILD/bench/kernels/kernels_bench, Google Benchmark, W1's
-            shapes) pinned to one core: samples/s and FLOP/s per kernel
+            shapes) pinned to one core: samples/s and FLOP/s per kernel; on a CPU with AVX-512
+            also kernels_bench_avx2 (the kernels built for AVX2, JITs held to AVX2), so the AVX2
+            machines' path is measured too
   profiles  for each target missed, a short profile of its scenario (bench_probe.py: perf where
             `perf stat -e instructions` counts, else callgrind on a reduced run; massif for
-            memory): top symbols and their shares, into raw.json and the report
+            memory, or the memory map at the resident peak where valgrind cannot run the
+            build): top symbols and their shares, into raw.json and the report
 
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
@@ -153,6 +156,7 @@ class Bench:
         self.loads = []        # (round, load average before, after)
         self.kernels = None    # [{name, samples_per_second, flops_per_second}] (kernels_bench)
         self.kernels_core = None  # the core it ran on
+        self.kernels_avx2 = None  # the same from kernels_bench_avx2 (AVX-512 machines only)
         self.profiles = {}     # scenario -> {tool, command, reduced, top, ...} (bench_probe)
 
     # ---- recording ----------------------------------------------------------------------------
@@ -685,13 +689,24 @@ class Bench:
                              f"{self.log_path('peer-w4-pool')})")
 
     def kernel_benchmarks(self):
-        """bench/kernels/kernels_bench (Google Benchmark) once, pinned to one core, as JSON."""
+        """bench/kernels/kernels_bench (Google Benchmark) once, pinned to one core, as JSON; on a
+        CPU with AVX-512 also kernels_bench_avx2, the AVX2-only machines' path on this machine."""
         exe = os.path.join(self.build, "bench", "kernels", "kernels_bench")
         if not os.access(exe, os.X_OK):
             raise NotAvailable(f"{shown([exe])} is not built (the build's NNFLEET_BENCH option "
                                "builds it)")
         core = self.cores[0]
-        label = "kernels-bench"
+        self.kernels, self.kernels_core = self.kernel_rows(exe, "kernels-bench", core), core
+        if self.machine.get("isa") != "AVX-512":
+            return
+        exe = os.path.join(self.build, "bench", "kernels", "kernels_bench_avx2")
+        if not os.access(exe, os.X_OK):
+            raise BenchError(f"{shown([exe])} is not built (the build's NNFLEET_TESTS option "
+                             "builds the AVX2 kernels it links)")
+        self.kernels_avx2 = self.kernel_rows(exe, "kernels-bench-avx2", core)
+
+    def kernel_rows(self, exe, label, core):
+        """[{name, samples_per_second, flops_per_second}] of one kernels_bench binary's run."""
         p, _ = self.run(label, ["taskset", "-c", core, exe, "--benchmark_format=json",
                                 f"--benchmark_min_time={self.cfg['kernels_min_time']}"])
         try:
@@ -708,12 +723,12 @@ class Bench:
                 continue
             rows.append({"name": r["name"], "samples_per_second": r.get("samples/s"),
                          "flops_per_second": r.get("FLOP/s")})
-        self.kernels, self.kernels_core = rows, core
         if bad:
             raise BenchError(f"{label}: benchmarks failed: {', '.join(bad)} (log: "
                              f"{self.log_path(label)})")
         if not rows:
             raise BenchError(f"{label}: the JSON lists no benchmarks (log: {self.log_path(label)})")
+        return rows
 
     # ---- profiles of the scenarios behind missed targets (bench_probe) -----------------------
     def profile_missed(self):
@@ -833,7 +848,8 @@ class Bench:
                 "values": self.values,
                 "info": self.info, "unavailable": self.unavailable, "failures": self.failures,
                 "commands": self.commands, "loads": self.loads, "kernels": self.kernels,
-                "kernels_core": self.kernels_core, "profiles": self.profiles}
+                "kernels_core": self.kernels_core, "kernels_avx2": self.kernels_avx2,
+                "profiles": self.profiles}
 
     def save_raw(self):
         raw = self.raw()

@@ -110,6 +110,12 @@ libxsmm_smmfunction xsmm_kernel(const XsmmKey& key) {
   return slot.fn;
 }
 
+// libxsmm's flags for our trans_a (its TRANS_B, see gemm()) and beta (0 or 1).
+int xsmm_flags(bool trans_a, float beta) {
+  return (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) |
+         (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+}
+
 bool xsmm_avx512() {
   static const bool avx512 = [] {
     ensure_xsmm_initialized();
@@ -152,8 +158,7 @@ bool gemm_xsmm(bool trans_a, int M, int N, int K, const float* A, int lda, const
     return true;
   }
   const int head = xsmm_in_order_cols(N);
-  const int flags =
-      (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+  const int flags = xsmm_flags(trans_a, beta);
   libxsmm_smmfunction fn = xsmm_kernel(XsmmKey{head, M, K, ldb, lda, ldc, flags});
   if (fn == nullptr) return false;
   if (head < N) {
@@ -169,11 +174,6 @@ bool gemm_xsmm(bool trans_a, int M, int N, int K, const float* A, int lda, const
   }
   fn(B, A, C);
   return true;
-}
-
-bool gemm_nn_xsmm(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
-                  float* C, int ldc) {
-  return gemm_xsmm(false, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 // The reduce-batch kernels, cached per thread like the plain ones (C += always: beta 1).
@@ -242,7 +242,7 @@ void gemm_nt_blocked(int M, int N, int K, const float* A, int lda, const float* 
       // transpose, stored with leading dimension nb, is the row-major bt[kb, nb].
       libxsmm_otrans(bt, B + static_cast<ptrdiff_t>(n0) * ldb + k0, sizeof(float), kb, nb, ldb, nb);
       const float block_beta = k0 == 0 ? beta : 1.0f;
-      if (!gemm_nn_xsmm(M, nb, kb, A + k0, lda, bt, nb, block_beta, C + n0, ldc)) {
+      if (!gemm_xsmm(false, M, nb, kb, A + k0, lda, bt, nb, block_beta, C + n0, ldc)) {
         gemm_eigen(false, false, M, nb, kb, A + k0, lda, bt, nb, block_beta, C + n0, ldc);
       }
     }
@@ -263,7 +263,7 @@ void gemm_nn_blocked(int M, int N, int K, const float* A, int lda, const float* 
       const float* a = A + k0;
       const float* b = B + static_cast<ptrdiff_t>(k0) * ldb + n0;
       const float block_beta = k0 == 0 ? beta : 1.0f;
-      if (!gemm_nn_xsmm(M, nb, kb, a, lda, b, ldb, block_beta, C + n0, ldc))
+      if (!gemm_xsmm(false, M, nb, kb, a, lda, b, ldb, block_beta, C + n0, ldc))
         gemm_eigen(false, false, M, nb, kb, a, lda, b, ldb, block_beta, C + n0, ldc);
     }
   }
@@ -287,7 +287,7 @@ void gemm_tn_blocked(int M, int N, int K, const float* A, int lda, const float* 
     // transpose, stored with leading dimension K, is the row-major at[mb, K].
     libxsmm_otrans(at, A + m0, sizeof(float), mb, K, lda, K);
     float* c = C + static_cast<ptrdiff_t>(m0) * ldc;
-    if (!gemm_nn_xsmm(mb, N, K, at, K, B, ldb, beta, c, ldc))
+    if (!gemm_xsmm(false, mb, N, K, at, K, B, ldb, beta, c, ldc))
       gemm_eigen(false, false, mb, N, K, at, K, B, ldb, beta, c, ldc);
   }
 }
@@ -393,9 +393,8 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, const float* A, int l
 void gemm_fixed_rows(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
                      int ldb, float beta, float* C, int ldc) {
   if (M > 0 && N > 0 && K > 0 && xsmm_rows_depend_on_m(M, N)) {
-    const int flags =
-        (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
-    if (libxsmm_smmfunction fn = xsmm_kernel(XsmmKey{N, M, K, ldb, lda, ldc, flags})) {
+    const XsmmKey key{N, M, K, ldb, lda, ldc, xsmm_flags(trans_a, beta)};
+    if (libxsmm_smmfunction fn = xsmm_kernel(key)) {
       fn(B, A, C);
       return;
     }

@@ -240,6 +240,22 @@ def test_the_tiny_models_overhead_is_a_target_below_its_limit_in_milliseconds():
     assert (row["n"], row["met"]) == ("missing", None)
 
 
+def test_an_avx512_run_shows_the_avx2_paths_kernels_beside_the_native_ones():
+    raw = make_raw(31, isa="AVX-512")
+    assert "samples/s, AVX2 path" not in render(raw)  # a run without kernels_bench_avx2
+    raw["kernels_avx2"] = [dict(k, samples_per_second=k["samples_per_second"] / 2)
+                           for k in raw["kernels"][:2]]
+    raw["commands"]["kernels-bench-avx2"] = "taskset -c 0 build/bench/kernels/kernels_bench_avx2"
+    text = render(raw)
+    assert "| samples/s, AVX2 path | native ÷ AVX2 path |" in text
+    first, third = raw["kernels"][0], raw["kernels"][2]
+    row = next(l for l in text.splitlines() if f"`{first['name']}`" in l)
+    assert f"{first['samples_per_second'] / 2:,.0f}" in row and "2.00x" in row
+    row = next(l for l in text.splitlines() if f"`{third['name']}`" in l)
+    assert row.rstrip(" |").endswith("missing | —")
+    assert "Command: `taskset -c 0 build/bench/kernels/kernels_bench_avx2`" in text
+
+
 def test_remedies_name_no_numbers():
     for key, text in bench_report.REMEDIES.items():
         numbers = re.sub(r"\w*[A-Za-z]\w*", "", text)  # drop words: m7, im2col are names

@@ -4,8 +4,8 @@
 // only the first variable of the list on, and oneDNN's AVX-512 kernels ran here unnoticed until
 // Isa.KernelsRunTheInstructionSetTheirBuildTargets checked oneDNN as well.
 #include <gtest/gtest.h>
-#include <libxsmm.h>
-#include <oneapi/dnnl/dnnl.h>
+
+#include "kernels/isa_hold.h"
 
 namespace nnfleet {
 namespace {
@@ -13,11 +13,7 @@ namespace {
 class HoldToAvx2 : public ::testing::Environment {
  public:
   void SetUp() override {
-    libxsmm_init();
-    libxsmm_set_target_archid(LIBXSMM_X86_AVX2);
-    // Must come before oneDNN's first ISA query or primitive; it refuses afterwards.
-    ASSERT_EQ(dnnl_set_max_cpu_isa(dnnl_cpu_isa_avx2), dnnl_success)
-        << "oneDNN could not be held to AVX2";
+    ASSERT_TRUE(hold_jit_kernels_to_avx2()) << "libxsmm and oneDNN could not be held to AVX2";
   }
 };
 
