@@ -58,13 +58,14 @@ REMEDIES = {
     "tiny-fleet": "less JSON per model: a job's expansion of its model without the checks and "
                   "the expanded text the plan's load already made, config.json's remaining "
                   "object-built parts as text, the record of a finished model as text.",
-    "w1-memory": "a finished model's memory already goes back as its file is made (the arena "
-                 "is discarded once the numbers are copied); the peak is now the save of a "
-                 "middle-sized model while m7 trains: discard each tensor's pages as the HDF5 "
-                 "builder copies it, hand libhdf5's core-driver buffer over instead of copying "
-                 "the image out, and stream the archive to the file; then the plateau of two "
-                 "models training at once (their arenas, the data, the libraries) must shrink "
-                 "too.",
+    "w1-memory": "the peak is two models training at once over the shared training and test "
+                 "images: m7's arena (its parameters, the Adam state, one gradient copy per "
+                 "batch piece and each piece's activations) is the largest part, then the "
+                 "other model's arena and the libraries' code. Next: a fused layer's "
+                 "pre-activation gradient written over its own output gradient instead of into "
+                 "scratch, dropout masks as bytes, and a finished model's file streamed out "
+                 "rather than built whole in memory (the HDF5 builder's copy and libhdf5's "
+                 "image exist together at a save).",
     "w2-b256": "the Winograd transforms: the forward runs F(4x4,3x3), whose input and output "
                "transforms wait on L2 and L3; transform a block of tiles with the "
                "next block prefetched, and fuse the ReLU and the 2x2 max pooling into the output "

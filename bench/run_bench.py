@@ -696,17 +696,20 @@ class Bench:
             raise NotAvailable(f"{shown([exe])} is not built (the build's NNFLEET_BENCH option "
                                "builds it)")
         core = self.cores[0]
-        self.kernels, self.kernels_core = self.kernel_rows(exe, "kernels-bench", core), core
+        self.kernels, self.kernels_core = [], core
+        self.kernel_rows(exe, "kernels-bench", core, self.kernels)
         if self.machine.get("isa") != "AVX-512":
             return
         exe = os.path.join(self.build, "bench", "kernels", "kernels_bench_avx2")
         if not os.access(exe, os.X_OK):
             raise BenchError(f"{shown([exe])} is not built (the build's NNFLEET_TESTS option "
                              "builds the AVX2 kernels it links)")
-        self.kernels_avx2 = self.kernel_rows(exe, "kernels-bench-avx2", core)
+        self.kernels_avx2 = []
+        self.kernel_rows(exe, "kernels-bench-avx2", core, self.kernels_avx2)
 
-    def kernel_rows(self, exe, label, core):
-        """[{name, samples_per_second, flops_per_second}] of one kernels_bench binary's run."""
+    def kernel_rows(self, exe, label, core, rows):
+        """Appends {name, samples_per_second, flops_per_second} per benchmark of one kernels_bench
+        binary's run to `rows` (those that ran, before it raises for those that failed)."""
         p, _ = self.run(label, ["taskset", "-c", core, exe, "--benchmark_format=json",
                                 f"--benchmark_min_time={self.cfg['kernels_min_time']}"])
         try:
@@ -714,7 +717,7 @@ class Bench:
         except (ValueError, KeyError, TypeError) as e:
             raise BenchError(f"{label}: no Google Benchmark JSON on stdout ({e}; log: "
                              f"{self.log_path(label)})")
-        rows, bad = [], []
+        bad = []
         for r in runs:
             if r.get("run_type", "iteration") != "iteration":
                 continue
@@ -728,7 +731,6 @@ class Bench:
                              f"{self.log_path(label)})")
         if not rows:
             raise BenchError(f"{label}: the JSON lists no benchmarks (log: {self.log_path(label)})")
-        return rows
 
     # ---- profiles of the scenarios behind missed targets (bench_probe) -----------------------
     def profile_missed(self):

@@ -324,16 +324,18 @@ void transform_kernel_grad(const ConvGeometry& g, const float* du, float* dw) {
 // u[P][CI][CO] = G k G^T for each channel pair, with k[ky][kx] = w[ky,kx,c,f] (forward: CI = C, CO
 // = F) or w[2-ky,2-kx,c,f] (input gradient: CI = F, CO = C). u's P point rows lie C*F floats
 // apart, which for m7's 32 x 64 kernel (8 KiB) all map to one L1 set: storing a vector to each
-// point in turn missed L1 on nearly every store, and the transform took a third of F(4x4,3x3)'s
-// time at batch 1 (41 of 121 us on Zen 4). So a chunk of a point row is made in a local buffer
-// and stored whole, one row after the other.
+// point in turn missed L1 on nearly every store. F(4x4,3x3) forward took 121 us at batch 1
+// against 80 us per image at batch 32 on Zen 4 (bench/kernels/conv_winograd_bench.cpp), the
+// difference mostly this once-per-call transform. So a chunk of a point row is made in a local
+// buffer and stored whole, one row after the other: 91 us at batch 1 (the input gradient's
+// F(4x4) 269 -> 134 us).
 constexpr int kKernelChunk = 64;  // floats of one point row made at a time
 
 // out[t * out_stride + j] for t < P: the transform of k[t'] = src[t' * src_stride + j], for the
 // `width` channels j of a chunk.
 template <typename Tr, typename T>
-[[gnu::always_inline]] inline void kernel_channels(const float* src, int64_t src_stride,
-                                                   float* out, int64_t out_stride) {
+[[gnu::always_inline]] inline void kernel_channels(const float* src, int64_t src_stride, float* out,
+                                                   int64_t out_stride) {
   T k[9], t_out[Tr::kPoints];
   for (int t = 0; t < 9; ++t) load(k[t], src + t * src_stride);
   Tr::kernel(k, t_out);
@@ -343,7 +345,8 @@ template <typename Tr, typename T>
 template <typename Tr>
 void kernel_chunk(const float* src, int64_t src_stride, int width, float* buf) {
   int j = 0;
-  for (; j + 8 <= width; j += 8) kernel_channels<Tr, Vec8>(src + j, src_stride, buf + j, kKernelChunk);
+  for (; j + 8 <= width; j += 8)
+    kernel_channels<Tr, Vec8>(src + j, src_stride, buf + j, kKernelChunk);
   for (; j < width; ++j) kernel_channels<Tr, float>(src + j, src_stride, buf + j, kKernelChunk);
 }
 

@@ -112,8 +112,7 @@ libxsmm_smmfunction xsmm_kernel(const XsmmKey& key) {
 
 // libxsmm's flags for our trans_a (its TRANS_B, see gemm()) and beta (0 or 1).
 int xsmm_flags(bool trans_a, float beta) {
-  return (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) |
-         (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+  return (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
 }
 
 bool xsmm_avx512() {
@@ -151,8 +150,8 @@ int xsmm_in_order_cols(int N) {
 // libxsmm when it has a kernel for the shape, every element one chain of fused multiply-adds
 // over k in order (gemm_in_order where libxsmm's rows would depend on M, a short column tail on
 // its own), returning false (C untouched) otherwise.
-bool gemm_xsmm(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
-               int ldb, float beta, float* C, int ldc) {
+bool gemm_xsmm(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               float beta, float* C, int ldc) {
   if (xsmm_rows_depend_on_m(M, N)) {
     gemm_in_order(trans_a, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return true;
