@@ -100,9 +100,8 @@ def valgrind_runs_native():
 
 def tool_for(kind, choice):
     """The profiler for a scenario: memory -> massif (smaps where valgrind cannot run the build);
-    time -> perf if it counts instructions or
-    valgrind cannot run the build (perf then samples the cpu-clock), else callgrind (choice
-    'auto'), or the one forced by --profiler."""
+    time -> perf if it counts instructions or valgrind cannot run the build (perf then samples
+    the cpu-clock), else callgrind (choice 'auto'), or the one forced by --profiler."""
     if choice == "none":
         return None
     if kind == "memory":

@@ -139,6 +139,12 @@ void forward_flat(const Activation& a, int64_t size, const float* x, float* y) {
   }
 }
 
+// ReLU's derivative at v (TensorFlow's at the kinks): 1 on (threshold, max_value), alpha at or
+// below threshold, 0 at or above max_value.
+inline float relu_slope(const Activation& a, float v) {
+  return v >= a.max_value ? 0.0f : (v > a.threshold ? 1.0f : a.alpha);
+}
+
 // dx[i] += f'(x[i]) dy[i], each derivative written in whichever of x or y makes it cheapest
 // (see activation.h for which kinds read which). Softmax's Jacobian-vector product per row:
 // dx += y * (dy - sum(dy * y)).
@@ -151,13 +157,8 @@ void backward_flat(const Activation& a, int64_t size, const float* x, const floa
       dxv += gv;
       break;
     case Act::kRelu: {
-      // 1 on (threshold, max_value), alpha at or below threshold, 0 at or above max_value.
-      const float alpha = a.alpha, threshold = a.threshold, max_value = a.max_value;
-      for (int64_t i = 0; i < size; ++i) {
-        const float v = x[i];
-        const float slope = v >= max_value ? 0.0f : (v > threshold ? 1.0f : alpha);
-        dx[i] += slope * dy[i];
-      }
+      const Activation r = a;  // a local copy: stores through dx cannot alias its fields
+      for (int64_t i = 0; i < size; ++i) dx[i] += relu_slope(r, x[i]) * dy[i];
       break;
     }
     case Act::kSigmoid: {
@@ -378,13 +379,8 @@ void activation_backward_overwrite(const Activation& a, int64_t rows, int64_t fe
     activation_backward(a, rows, features, x, y, dy, dx);
     return;
   }
-  // backward_flat's slope, written: 1 on (threshold, max_value), alpha at or below threshold.
-  const float alpha = a.alpha, threshold = a.threshold, max_value = a.max_value;
-  for (int64_t i = 0; i < size; ++i) {
-    const float v = x[i];
-    const float slope = v >= max_value ? 0.0f : (v > threshold ? 1.0f : alpha);
-    dx[i] = slope * dy[i];
-  }
+  const Activation r = a;  // as in backward_flat
+  for (int64_t i = 0; i < size; ++i) dx[i] = relu_slope(r, x[i]) * dy[i];
 }
 
 bool activation_backward_from_y(const Activation& a) {
