@@ -235,9 +235,10 @@ def parse_smaps(text):
     return (_top(rows, total) if total else []), total
 
 
-def smaps_peak(out, cmd, period=0.02):
+def smaps_peak(out, cmd, period=0.02, on_sample=None):
     """Runs cmd, sampling its resident set every `period` seconds, and writes its smaps at the
-    highest sample to `out`. Returns cmd's exit code."""
+    highest sample to `out`. Returns cmd's exit code. on_sample(kib), when given, is called after
+    each sample with the resident KiB it read (a test's hook to let the command go on)."""
     p = subprocess.Popen(cmd)
     best, smaps = -1, ""
     while p.poll() is None:
@@ -247,6 +248,8 @@ def smaps_peak(out, cmd, period=0.02):
             if rss > best:
                 with open(f"/proc/{p.pid}/smaps") as f:
                     best, smaps = rss, f.read()
+            if on_sample:
+                on_sample(rss)
         except (OSError, AttributeError, ValueError):
             pass  # the process is starting or ending
         time.sleep(period)

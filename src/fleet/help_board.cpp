@@ -8,7 +8,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "platform/test_hold.h"
+
 namespace nnfleet {
+
+HelpBoard::HelpBoard(int split_jobs)
+    : split_jobs_(split_jobs), wait_for_helper_(test_hold::listed("split_step")) {}
 
 template <typename Ready>
 void HelpBoard::spin_until(Ready ready) {
@@ -32,6 +37,7 @@ void HelpBoard::run(int pieces, const std::function<void(int)>& fn, int owner) {
   posted_.push_back(&task);
   posts_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
+  if (wait_for_helper_ && !helped_) cv_.wait(lock, [&] { return helped_; });
   while (task.next < task.pieces) {
     const int p = task.next++;
     lock.unlock();
@@ -82,6 +88,10 @@ double HelpBoard::help(const std::atomic<bool>* stop, const SpanSink& sink) {
       continue;
     }
     const int owner = task->owner;
+    if (!helped_) {
+      helped_ = true;
+      cv_.notify_all();  // an owner held by the test hold may go on
+    }
     lock.unlock();
     const auto t0 = Clock::now();
     (*task->fn)(piece);

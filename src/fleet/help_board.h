@@ -18,7 +18,7 @@ namespace nnfleet {
 class HelpBoard {
  public:
   // `split_jobs`: how many jobs of the run will post pieces; helpers wait while any may still do so.
-  explicit HelpBoard(int split_jobs) : split_jobs_(split_jobs) {}
+  explicit HelpBoard(int split_jobs);
 
   // Runs fn(0), ..., fn(pieces - 1) on the calling thread and on any helping worker; returns when
   // all have finished. Never allocates. `owner` (the job's plan index) is what help() reports.
@@ -54,6 +54,11 @@ class HelpBoard {
   std::vector<Task*> posted_;  // tasks with pieces not yet claimed
   std::atomic<uint64_t> posts_{0};  // tasks posted so far
   int split_jobs_;
+  // Test hold "split_step" (platform/test_hold.h): the first posted step waits, its pieces
+  // unclaimed by the owner, until a helper claims one, so that a test surely sees help however
+  // soon the other models end. Never set outside tests: with one worker it would wait forever.
+  bool wait_for_helper_ = false;
+  bool helped_ = false;  // a helper has claimed a piece (under the lock)
 };
 
 }  // namespace nnfleet

@@ -9,6 +9,7 @@
 #include "fleet/checkpoint.h"
 #include "fleet/lr_plateau.h"
 #include "layers/registry.h"
+#include "platform/test_hold.h"
 
 namespace nnfleet {
 namespace {
@@ -427,6 +428,9 @@ class JobRun {
       if (es_) early_stopping(epoch, rec);
       ck_.stopped = stop_training_;
       if (!checkpoint_epoch_end(epoch)) return false;
+      // A test may hold the run here, mid-model, its epoch reported and checkpointed.
+      if (epoch + 1 < spec_.epochs && !stop_training_)
+        test_hold::reach("epoch_end", spec_.name, ctx_.stop);
     }
     return true;
   }

@@ -370,9 +370,18 @@ def test_a_memory_map_is_reduced_to_mappings_with_shares():
 
 def test_the_peak_sampler_runs_the_command_and_keeps_its_map(tmp_path):
     out = tmp_path / "peak.smaps"
-    code = bench_probe.smaps_peak(str(out), [sys.executable, "-c",
-                                             "import time; b = bytearray(64 << 20); "
-                                             "b[::4096] = b'x' * len(b[::4096]); time.sleep(0.5)"])
+    go = tmp_path / "go"
+    # The command holds its 64 MiB until the sampler has seen them (it once held them for 0.5 s,
+    # which a loaded machine could let pass between two samples).
+    hold = ("import os, time, sys; b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])\n"
+            "while not os.path.exists(sys.argv[1]): time.sleep(0.01)")
+
+    def release(kib):
+        if kib >= 64 << 10:
+            go.touch()
+
+    code = bench_probe.smaps_peak(str(out), [sys.executable, "-c", hold, str(go)],
+                                  on_sample=release)
     assert code == 0
     top, total = bench_probe.parse_smaps(out.read_text())
     assert total >= 64 << 20

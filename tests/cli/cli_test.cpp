@@ -34,8 +34,10 @@ struct Proc {
   std::string out, err;
 };
 
-// Starts the tool with stdout/stderr redirected to files in `dir`.
-Proc start(const std::vector<std::string>& args, const std::string& dir) {
+// Starts the tool with stdout/stderr redirected to files in `dir`, with `env` ("NAME=value")
+// added to this process's environment.
+Proc start(const std::vector<std::string>& args, const std::string& dir,
+           const std::vector<std::string>& env = {}) {
   Proc p;
   p.out = dir + "/stdout.txt";
   p.err = dir + "/stderr.txt";
@@ -46,7 +48,11 @@ Proc start(const std::vector<std::string>& args, const std::string& dir) {
   std::vector<char*> argv{const_cast<char*>(kTool.c_str())};
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  EXPECT_EQ(posix_spawn(&p.pid, kTool.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  EXPECT_EQ(posix_spawn(&p.pid, kTool.c_str(), &fa, nullptr, argv.data(), envp.data()), 0);
   posix_spawn_file_actions_destroy(&fa);
   return p;
 }
@@ -58,23 +64,51 @@ int wait_for(const Proc& p) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+// Whether the process has exited (not reaped: WNOWAIT only looks; reaping here would leave
+// wait_for() nothing to wait for, and it would then read an exit code of 0 for a run that failed,
+// as seen with racing runs under load).
+bool has_exited(const Proc& p) {
+  siginfo_t si{};
+  return waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         si.si_pid == p.pid;
+}
+
 // Waits until the tool's stdout holds `count` lines containing `needle` (or it exits);
-// returns whether it got there while the process still ran.
+// returns whether it got there while the process still ran. Waits for the event, not for a time:
+// the ctest timeout is the only bound.
 bool wait_for_lines(const Proc& p, const std::string& needle, int count) {
-  for (int i = 0; i < 3000; ++i) {
+  for (;;) {
     const std::string out = testing_util::read_text(p.out);
     int n = 0;
     for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) ++n;
     if (n >= count) return true;
-    // WNOWAIT: only look. Reaping here would leave wait_for() nothing to wait for, and it would
-    // then read an exit code of 0 for a run that failed (seen with racing runs under load).
-    siginfo_t si{};
-    if (waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-        si.si_pid == p.pid)
-      return false;
+    if (has_exited(p)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  return false;
+}
+
+// A test hold (src/platform/test_hold.h) at the end of a run's first epoch that is not its model's
+// last: the environment entry for start(), and the wait for a process to be held there.
+std::string hold_at_epoch_end(const std::string& folder) {
+  return "NNFLEET_TEST_HOLD=epoch_end:" + folder;
+}
+
+// Waits until one of `procs` is held at the test hold "epoch_end" in `folder` (or all have
+// exited: then nullptr); returns the held one.
+const Proc* wait_for_hold(const std::vector<const Proc*>& procs, const std::string& folder) {
+  for (;;) {
+    for (const Proc* p : procs)
+      if (file_exists(folder + "/epoch_end." + std::to_string(p->pid) + ".held")) return p;
+    bool all_exited = true;
+    for (const Proc* p : procs) all_exited = all_exited && has_exited(*p);
+    if (all_exited) return nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// Lets every process held at `folder`'s "epoch_end" go on.
+void release_hold(const std::string& folder) {
+  testing_util::write_text(folder + "/epoch_end.go", "");
 }
 
 int run(const std::vector<std::string>& args, const std::string& dir, std::string* out = nullptr,
@@ -169,14 +203,25 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
   ASSERT_EQ(run({"train", plan, "--out", dir.path + "/full", "--quiet"}, dir.path), 0);
   const std::string expected = testing_util::comparable(dir.path + "/full");
   int interrupted = 0;
-  // Interrupt right after the first training step, and after 7 of the 24 epochs.
+  // Interrupt while the run is held after its first epoch (so that it surely is still training),
+  // right after the first training step, and after 7 of the 24 epochs (these two may find the run
+  // finished on a fast core; then it must have finished whole).
+  const std::string hold = dir.path + "/hold";
+  make_dirs(hold);
   for (auto [needle, count] :
-       {std::pair<const char*, int>{"\"first_step\"", 1}, {"\"epoch\"", 7}}) {
+       {std::pair<const char*, int>{"held", 0}, {"\"first_step\"", 1}, {"\"epoch\"", 7}}) {
     const std::string out = dir.path + "/int" + std::to_string(count);
-    Proc p = start({"train", plan, "--out", out, "--json"}, dir.path);
-    ASSERT_TRUE(wait_for_lines(p, needle, count));
+    const bool held = count == 0;
+    Proc p = start(
+        {"train", plan, "--out", out, "--json"}, dir.path,
+        held ? std::vector<std::string>{hold_at_epoch_end(hold)} : std::vector<std::string>{});
+    if (held)
+      ASSERT_EQ(wait_for_hold({&p}, hold), &p) << testing_util::read_text(p.err);
+    else
+      ASSERT_TRUE(wait_for_lines(p, needle, count));
     kill(p.pid, SIGINT);
     const int code = wait_for(p);
+    if (held) EXPECT_EQ(code, 130) << "a run held mid-model did not stop on SIGINT";
     if (code == 130) {
       ++interrupted;
       EXPECT_THAT(testing_util::read_text(p.err), HasSubstr("--resume"));
@@ -205,9 +250,17 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
     std::vector<std::string> args{"train", plan, "--out", out};
     if (!first) args.push_back("--resume");
     args.push_back("--json");
-    Proc p = start(args, dir.path);
-    // Somewhere between the first step and the 20th epoch event of this attempt.
-    if (rng.below(4) == 0)
+    // The first attempt is killed while held after its first epoch, so that at least one kill
+    // surely lands after the output folder exists; the others somewhere between the first step
+    // and the 20th epoch event of the attempt.
+    const std::string hold = dir.path + "/hold" + std::to_string(round);
+    make_dirs(hold);
+    Proc p = start(args, dir.path,
+                   round == 0 ? std::vector<std::string>{hold_at_epoch_end(hold)}
+                              : std::vector<std::string>{});
+    if (round == 0)
+      ASSERT_EQ(wait_for_hold({&p}, hold), &p) << testing_util::read_text(p.err);
+    else if (rng.below(4) == 0)
       wait_for_lines(p, "\"first_step\"", 1);
     else
       wait_for_lines(p, "\"epoch\"", 1 + static_cast<int>(rng.below(20)));
@@ -284,25 +337,25 @@ TEST_F(Cli, AFailedWriteStopsTheRunCleanlyAndResumeFinishesIt) {
 // for one folder, one wins and the others leave nothing behind.
 TEST_F(Cli, ASecondRunOnAFolderFailsAtOnce) {
   const std::string out = dir.path + "/out";
+  // The winner is held after its first epoch until the resume below has been refused: it is
+  // surely still training then, however fast the core (it once finished first on a fast one).
+  const std::string hold = dir.path + "/hold";
+  make_dirs(hold);
   std::vector<Proc> racers;
   for (int i = 0; i < 3; ++i) {
     const std::string sub = dir.path + "/racer" + std::to_string(i);
     make_dirs(sub);
-    racers.push_back(start({"train", plan, "--out", out, "--json"}, sub));
+    racers.push_back(
+        start({"train", plan, "--out", out, "--json"}, sub, {hold_at_epoch_end(hold)}));
   }
-  std::vector<int> codes;
-  Proc* winner = nullptr;
-  ASSERT_TRUE(wait_for_lines(racers[0], "\"epoch\"", 1) ||
-              wait_for_lines(racers[1], "\"epoch\"", 1) ||
-              wait_for_lines(racers[2], "\"epoch\"", 1));
-  for (auto& p : racers)
-    if (testing_util::read_text(p.out).find("\"epoch\"") != std::string::npos) winner = &p;
-  ASSERT_NE(winner, nullptr);
+  const Proc* winner = wait_for_hold({&racers[0], &racers[1], &racers[2]}, hold);
+  ASSERT_NE(winner, nullptr) << "no racer got to train";
   std::string err;
   // While the winner trains, a resume is refused at once, naming it.
   EXPECT_EQ(run({"train", plan, "--out", out, "--resume", "--quiet"}, dir.path, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("another nnfleet run (process " + std::to_string(winner->pid) +
                              ") is using it"));
+  release_hold(hold);
   int won = 0;
   for (auto& p : racers) {
     const int code = wait_for(p);

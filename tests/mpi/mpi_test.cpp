@@ -21,10 +21,11 @@ using namespace mpi_test_util;
 
 // mpirun as CI can run it on one machine: more ranks than cores, shared memory between the ranks
 // and nothing but loopback for mpirun's own traffic.
-std::vector<std::string> mpirun(int ranks) {
+// `options`: more of mpirun's own (hold_options(), say).
+std::vector<std::string> mpirun(int ranks, std::vector<std::string> options = {}) {
+  options.insert(options.begin(), {"--oversubscribe", "-np", std::to_string(ranks)});
   return mpi_test_util::mpirun(
-      {"--oversubscribe", "-np", std::to_string(ranks)},
-      {"btl=self,vader", "btl_vader_single_copy_mechanism=none", "oob_tcp_if_include=lo"});
+      options, {"btl=self,vader", "btl_vader_single_copy_mechanism=none", "oob_tcp_if_include=lo"});
 }
 
 // The process of `rank` among mpirun's children, or -1.
@@ -76,11 +77,24 @@ class MpiTrain : public ::testing::Test {
   // Runs the tool (under mpirun when ranks > 0) and returns its exit code.
   int train(int ranks, const std::string& plan, const std::string& out,
             std::vector<std::string> extra = {}, const std::string& tag = "run") {
-    std::vector<std::string> args = ranks > 0 ? mpirun(ranks) : std::vector<std::string>{kTool};
+    last = start_train(ranks, plan, out, extra, tag);
+    return wait_for(last);
+  }
+  // The same, started: under mpirun with `mpirun_options` when ranks > 0.
+  Proc start_train(int ranks, const std::string& plan, const std::string& out,
+                   const std::vector<std::string>& extra, const std::string& tag,
+                   const std::vector<std::string>& mpirun_options = {}) {
+    std::vector<std::string> args =
+        ranks > 0 ? mpirun(ranks, mpirun_options) : std::vector<std::string>{kTool};
     for (const char* a : {"train", plan.c_str(), "--out", out.c_str()}) args.push_back(a);
     args.insert(args.end(), extra.begin(), extra.end());
-    last = start(args, dir.path, tag);
-    return wait_for(last);
+    return start(args, dir.path, tag);
+  }
+  // A folder for the test holds of one run.
+  std::string hold_folder(const std::string& name) {
+    const std::string f = dir.path + "/" + name;
+    std::filesystem::create_directories(f);
+    return f;
   }
   TempDir dir;
   Proc last;
@@ -108,7 +122,14 @@ TEST_F(MpiTrain, ThreeRanksAndOneGiveTheResultsAndWeightsOfOneProcess) {
 TEST_F(MpiTrain, EveryModelRunsExactlyOnceAndEveryRankWorks) {
   write_data(1500);
   const std::string plan = write_plan("plan.yaml", plan_text(3));
-  ASSERT_EQ(train(3, plan, dir.path + "/out", {"--json"}), 0) << testing_util::read_text(last.err);
+  // Every rank is held after its first epoch, until two ranks hold a job: rank 0 cannot hand out
+  // every model before the others start, however slowly they start on a loaded machine.
+  const std::string hold = hold_folder("hold");
+  last = start_train(3, plan, dir.path + "/out", {"--json"}, "run", hold_options(hold));
+  ASSERT_TRUE(eventually([&] { return held(hold).size() >= 2; }))
+      << testing_util::read_text(last.err);
+  release_holds(hold);
+  ASSERT_EQ(wait_for(last), 0) << testing_util::read_text(last.err);
   std::map<std::string, int> starts, ends;
   std::set<int> ranks_used;
   int rank_events = 0;
@@ -137,31 +158,32 @@ TEST_F(MpiTrain, EveryModelRunsExactlyOnceAndEveryRankWorks) {
 }
 
 TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
-  write_data(12000 / kSlowdown);
-  const std::string plan = write_plan("cnn.yaml", cnn_plan());
+  write_data(3000 / kSlowdown);
+  const std::string plan = write_plan("cnn.yaml", cnn_plan(6));
   ASSERT_EQ(train(0, plan, dir.path + "/single", {"--quiet"}), 0);
   const std::string out = dir.path + "/killed";
-  std::vector<std::string> args = mpirun(3);
-  // A checkpoint every epoch, so that one reaches rank 0 while the victim is still training.
-  for (const char* a :
-       {"train", plan.c_str(), "--out", out.c_str(), "--json", "--checkpoint-seconds", "0"})
-    args.push_back(a);
-  Proc p = start(args, dir.path, "first");
-  // Kill rank 2 while it trains a model whose checkpoint has reached rank 0's folder.
+  // Every rank is held after its first epoch, so that rank 0's worker cannot take every model
+  // before rank 2 starts one. Once rank 2 holds one, they go on, and rank 2 is held again when it
+  // has handed that model's checkpoint (one every epoch) to its sender: it is surely mid-model
+  // when it is killed, its checkpoint on the way to rank 0, however fast the cores.
+  const std::string hold = hold_folder("hold");
+  Proc p = start_train(3, plan, out, {"--json", "--checkpoint-seconds", "0"}, "first",
+                       hold_options(hold, "epoch_end,checkpoint_shipped"));
+  pid_t pid = -1;
+  ASSERT_TRUE(eventually([&] {
+    pid = rank_pid(p.pid, 2);
+    return pid > 0 && held(hold).count(pid) > 0;
+  })) << "rank 2 got no model\n"
+      << testing_util::read_text(p.err);
+  release_holds(hold);
   std::string victim;
   ASSERT_TRUE(eventually([&] {
-    for (const Json& e : events(p.out))
-      if (e["event"] == "start" && e["rank"] == 2) {
-        const std::string m = e["model"].get<std::string>();
-        if (has_checkpoint(out, m) && testing_util::recorded_models(out).count(m) == 0) {
-          victim = m;
-          return true;
-        }
-      }
-    return false;
-  })) << "no checkpoint of a model on rank 2 reached rank 0";
-  const pid_t pid = rank_pid(p.pid, 2);
-  ASSERT_GT(pid, 0);
+    const auto h = held(hold, "checkpoint_shipped");
+    if (h.count(pid) == 0) return false;
+    victim = h.at(pid);
+    return has_checkpoint(out, victim);
+  })) << "rank 2's checkpoint did not reach rank 0\n"
+      << testing_util::read_text(p.err);
   kill(pid, SIGKILL);
   EXPECT_NE(wait_for(p), 0);
   const std::set<std::string> finished = testing_util::recorded_models(out);
@@ -184,19 +206,15 @@ TEST_F(MpiTrain, KilledRankThenResumeMatchesAnUninterruptedRun) {
 }
 
 TEST_F(MpiTrain, SigtermToMpirunStopsEveryRankAndResumeCompletes) {
-  // Long enough to outlast mpirun's second between SIGCONT and SIGTERM.
-  write_data(12000 / kSlowdown);
-  const std::string plan = write_plan("cnn.yaml", cnn_plan());
+  write_data(3000 / kSlowdown);
+  const std::string plan = write_plan("cnn.yaml", cnn_plan(6));
   ASSERT_EQ(train(0, plan, dir.path + "/single", {"--quiet"}), 0);
   const std::string out = dir.path + "/stopped";
-  std::vector<std::string> args = mpirun(3);
-  for (const char* a : {"train", plan.c_str(), "--out", out.c_str(), "--json"}) args.push_back(a);
-  Proc p = start(args, dir.path, "first");
-  ASSERT_TRUE(eventually([&] {
-    for (const Json& e : events(p.out))
-      if (e["event"] == "epoch") return true;
-    return false;
-  }));
+  // Every rank is held after its first epoch and never released: the run cannot end before the
+  // signal (it once had to be long enough to outlast mpirun's second between SIGCONT and SIGTERM).
+  const std::string hold = hold_folder("hold");
+  Proc p = start_train(3, plan, out, {"--json"}, "first", hold_options(hold));
+  ASSERT_TRUE(eventually([&] { return !held(hold).empty(); })) << testing_util::read_text(p.err);
   kill(p.pid, SIGTERM);  // mpirun: SIGCONT to the ranks, SIGTERM a second later, then SIGKILL
   EXPECT_NE(wait_for(p), 0);
   // Rank 0 wrote the results so far and said how to continue.

@@ -80,7 +80,7 @@ inline Proc start(std::vector<std::string> args, const std::string& dir, const s
 
 // Exit code (128 + signal when killed); a run still going after `seconds` is ended and fails
 // the test.
-inline int wait_for(const Proc& p, int seconds = 120) {
+inline int wait_for(const Proc& p, int seconds = 600) {
   const auto until = Clock::now() + std::chrono::seconds(seconds);
   int st = 0;
   while (waitpid(p.pid, &st, WNOHANG) == 0) {
@@ -98,13 +98,43 @@ inline int wait_for(const Proc& p, int seconds = 120) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-inline bool eventually(const std::function<bool()>& what, int seconds = 60) {
+// Waits for `what` to hold. The bound only keeps a regression from hanging the suite: the events
+// waited for are made certain by test holds, never by a core being slow enough.
+inline bool eventually(const std::function<bool()>& what, int seconds = 300) {
   const auto until = Clock::now() + std::chrono::seconds(seconds);
   while (Clock::now() < until) {
     if (what()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
+}
+
+// Test holds (src/platform/test_hold.h) in the processes mpirun starts, so that an order of
+// events a test needs (a rank mid-model when it is killed, every rank holding a job) happens by
+// construction rather than by timing: mpirun's options that give every rank the holds `points`
+// ("epoch_end": the end of its first epoch that is not its model's last; "checkpoint_shipped": a
+// worker rank's first checkpoint handed to its sender for rank 0), ...
+inline std::vector<std::string> hold_options(const std::string& folder,
+                                             const std::string& points = "epoch_end") {
+  return {"-x", "NNFLEET_TEST_HOLD=" + points + ":" + folder};
+}
+// ... the processes held at `point` so far (pid -> the model each holds), ...
+inline std::map<pid_t, std::string> held(const std::string& folder,
+                                         const std::string& point = "epoch_end") {
+  std::map<pid_t, std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    const std::string prefix = point + ".", suffix = ".held";
+    if (name.size() > prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      out[static_cast<pid_t>(std::stol(name.substr(prefix.size())))] =
+          testing_util::read_text(e.path().string());
+  }
+  return out;
+}
+// ... and the release of every process held at `point`.
+inline void release_holds(const std::string& folder, const std::string& point = "epoch_end") {
+  testing_util::write_text(folder + "/" + point + ".go", "");
 }
 
 // The --json events written so far to `out_file` (a line being written is left out).

@@ -73,8 +73,9 @@ up() {
     n=0
     until [ -f "$DIR/$h.ready" ]; do
       [ -d "/proc/$(cat "$DIR/$h.pid")" ] || die "could not make host $h: $(cat "$DIR/$h.log")"
+      # A bound only against a hang (a loaded machine takes well under a second).
       n=$((n + 1))
-      [ $n -lt 100 ] || die "host $h was not ready after 10 s"
+      [ $n -lt 3000 ] || die "host $h was not ready after 5 minutes"
       sleep 0.1
     done
   done

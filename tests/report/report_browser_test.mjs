@@ -58,7 +58,11 @@ models:
 fs.writeFileSync(path.join(work, "plan.yaml"), plan);
 const run = path.join(work, "run");
 const t0 = Date.now();
-const out = execFileSync(nnfleet, ["train", path.join(work, "plan.yaml"), "--out", run, "--workers", "2", "--report", "--quiet"], { encoding: "utf8" });
+// The test hold "split_step" (src/platform/test_hold.h) makes the split model's first step wait
+// until the idle core has claimed one of its pieces: help happens by construction, however fast
+// or loaded the machine (it was once left to timing, and failed under load).
+const env = { ...process.env, NNFLEET_TEST_HOLD: `split_step:${work}` };
+const out = execFileSync(nnfleet, ["train", path.join(work, "plan.yaml"), "--out", run, "--workers", "2", "--report", "--quiet"], { encoding: "utf8", env });
 console.log(`trained in ${((Date.now() - t0) / 1000).toFixed(1)} s ${out.trim()}`);
 const html = path.join(run, "report.html");
 check(fs.existsSync(html), "train --report wrote report.html");

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 #include "fleet/worker.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
+#include "platform/test_hold.h"
 
 namespace nnfleet::fleet_detail {
 namespace {
@@ -154,7 +156,8 @@ class WorkerRank {
 
   // Forwards a job's epochs, checkpoints and progress to rank 0. The checkpoint of an epoch is
   // written after the epoch is reported, so it is shipped with the next batch's report, and at
-  // most every kShipEvery: tiny epochs are not worth a copy each.
+  // most every kShipEvery: tiny epochs are not worth a copy each. A run that asks for a
+  // checkpoint more often (--checkpoint-seconds below a quarter second) has each one shipped.
   class Forwarder final : public JobObserver {
    public:
     static constexpr auto kShipEvery = std::chrono::milliseconds(250);
@@ -166,10 +169,13 @@ class WorkerRank {
       last_progress_ = Clock::time_point{};
       last_ship_ = Clock::now();
     }
-    void on_batch(const ModelSpec&, int epoch, int batch, int batches, double loss, double metric,
-                  double sps) override {
+    void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
+                  double metric, double sps) override {
       const auto now = Clock::now();
-      if (ckpt_due_ && now - last_ship_ >= kShipEvery) {
+      const auto every = std::min<Clock::duration>(
+          kShipEvery, std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double>(wr_.opts_.checkpoint_seconds)));
+      if (ckpt_due_ && now - last_ship_ >= every) {
         last_ship_ = now;
         try {
           if (file_exists(ckpt_)) {
@@ -177,6 +183,8 @@ class WorkerRank {
             c.head = {{"job", job_}};
             c.blobs.push_back(read_file(ckpt_));
             wr_.post(Tag::kCheckpoint, c);
+            // A test may hold the rank here, its checkpoint on the way to rank 0.
+            test_hold::reach("checkpoint_shipped", spec.name, &wr_.stop_);
           }
         } catch (const Error&) {
           // Not shipped: a resumed job would start from an earlier checkpoint, to the same result.
