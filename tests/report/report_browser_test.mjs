@@ -72,8 +72,11 @@ const text = fs.readFileSync(html, "utf8");
 check(!/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(text), "the page loads nothing from the network");
 
 const { chromium } = await import(pathToFileURL(path.join(pwDir, "index.mjs")).href);
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+// No timeouts of playwright's own (30 s by default): a loaded machine may take longer to start the
+// browser or draw the page, and waiting is not failing; ctest's timeout bounds the test.
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"], timeout: 0 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+page.setDefaultTimeout(0);
 const errors = [];
 const requests = [];
 page.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));

@@ -69,8 +69,11 @@ const html = path.join(run, "report.html");
 check(fs.existsSync(html), "train --report wrote report.html");
 
 const { chromium } = await import(pathToFileURL(path.join(pwDir, "index.mjs")).href);
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
+// No timeouts of playwright's own (30 s by default): a loaded machine may take longer to start the
+// browser or draw the page, and waiting is not failing; ctest's timeout bounds the test.
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"], timeout: 0 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+page.setDefaultTimeout(0);
 const errors = [];
 page.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
 page.on("pageerror", (e) => errors.push("page: " + e.message));
