@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <cerrno>
+#include <csignal>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "cli/commands.h"
@@ -157,8 +157,8 @@ void add_train_command(CLI::App& app, Run& run) {
             return end != v.c_str() && *end == '\0' && errno == 0 && n >= 1 && n <= INT32_MAX
                        ? std::string()
                        : "expected a whole number of workers from 1 to " +
-                             std::to_string(INT32_MAX) +
-                             " (leave it out for one per core); got '" + v + "'";
+                             std::to_string(INT32_MAX) + " (leave it out for one per core); got '" +
+                             v + "'";
           },
           "N"));
   c->add_flag("--resume", args->resume,

@@ -104,7 +104,7 @@ struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
   const TrainSpec& train;
-  const int batch;  // rows of a batch (batch_rows())
+  const int batch;             // rows of a batch (batch_rows())
   std::vector<int> ks, steps;  // per output: features per sample, and steps (Targets::steps)
   std::vector<int64_t> idx;
   std::vector<std::vector<int32_t>> labels;
@@ -200,7 +200,8 @@ struct Batcher {
 // forward on the first n input rows. Batches of b.batch rows, as in training.
 template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
-              int64_t begin, int64_t end, const JobMetrics& metrics, Infer infer, double& loss_sum, std::vector<double>& msums) {
+              int64_t begin, int64_t end, const JobMetrics& metrics, Infer infer, double& loss_sum,
+              std::vector<double>& msums) {
   loss_sum = 0.0;
   msums.assign(metrics.state_size(), 0.0);
   const int bs = b.batch;

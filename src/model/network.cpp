@@ -40,7 +40,8 @@ void Network::allocate_arena(int max_batch) {
     throw ModelError("failed to allocate the memory of model '" + model_->name() +
                      "': the system refused its weights, gradients and activations at batch " +
                      std::to_string(max_batch) + "; expected " + std::to_string(bytes) +
-                     " bytes (" + gib + ") to be available\nhint: lower batch_size, use fewer "
+                     " bytes (" + gib +
+                     ") to be available\nhint: lower batch_size, use fewer "
                      "workers, or free some memory");
   }
 }

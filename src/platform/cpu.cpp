@@ -129,7 +129,8 @@ size_t available_memory_bytes() {
   const int64_t used = cgroup_value("/sys/fs/cgroup/memory.current");
   if (limit >= 0 && used >= 0) {
     // Page cache the group could drop is not in use: docker stats counts the same way.
-    const int64_t cache = std::max<int64_t>(0, keyed_value("/sys/fs/cgroup/memory.stat", "inactive_file"));
+    const int64_t cache =
+        std::max<int64_t>(0, keyed_value("/sys/fs/cgroup/memory.stat", "inactive_file"));
     const int64_t in_use = std::max<int64_t>(0, used - cache);
     bytes = std::min(bytes, static_cast<size_t>(std::max<int64_t>(0, limit - in_use)));
   }

@@ -127,7 +127,8 @@ TEST_F(Cli, WorkersOutOfRangeAreRefusedInOneShortLine) {
     std::string err;
     EXPECT_EQ(run({"train", plan, "--workers", bad}, dir.path, nullptr, &err), 2) << bad;
     EXPECT_THAT(err, HasSubstr("expected a whole number of workers from 1 to 2147483647 (leave "
-                               "it out for one per core); got '" + std::string(bad) + "'"));
+                               "it out for one per core); got '" +
+                               std::string(bad) + "'"));
     EXPECT_LT(err.size(), 300u) << err;
   }
   EXPECT_FALSE(file_exists(dir.path + "/runs"));
@@ -141,13 +142,15 @@ TEST_F(Cli, WorkersOutOfRangeAreRefusedInOneShortLine) {
 TEST_F(Cli, InputLimitsEndInTheDataTheCoresOrAClearError) {
   const std::string p = dir.path + "/limits.yaml";
   auto model = [](const std::string& name, int units) {
-    return "  - name: " + name + "\n    layers:\n      - Flatten: {}\n      - Dense: {units: " +
-           std::to_string(units) + "}\n      - Dense: {units: 3, activation: softmax}\n";
+    return "  - name: " + name +
+           "\n    layers:\n      - Flatten: {}\n      - Dense: {units: " + std::to_string(units) +
+           "}\n      - Dense: {units: 3, activation: softmax}\n";
   };
-  testing_util::write_text(p, "data:\n  train: {x: test_x.npy, y: test_y.npy}\ndefaults:\n"
-                              "  epochs: 1\n  batch_size: 2147483647\n"
-                              "  loss: sparse_categorical_crossentropy\nmodels:\n" +
-                                  model("small", 8) + model("large", 2048));
+  testing_util::write_text(p,
+                           "data:\n  train: {x: test_x.npy, y: test_y.npy}\ndefaults:\n"
+                           "  epochs: 1\n  batch_size: 2147483647\n"
+                           "  loss: sparse_categorical_crossentropy\nmodels:\n" +
+                               model("small", 8) + model("large", 2048));
   std::string out, err;
   ASSERT_EQ(run({"train", p, "--workers", "1000000", "--out", dir.path + "/a", "--json"}, dir.path,
                 &out, &err),

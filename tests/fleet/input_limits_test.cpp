@@ -120,8 +120,8 @@ TEST_F(InputLimits, PlanModelOverTheParameterLimitIsRefused) {
     FAIL() << "expected a PlanError";
   } catch (const PlanError& e) {
     EXPECT_THAT(e.what(), HasSubstr("model 'huge'"));
-    EXPECT_THAT(e.what(), HasSubstr("parameters; expected at most " +
-                                    std::to_string(limits::kMaxParams)));
+    EXPECT_THAT(e.what(),
+                HasSubstr("parameters; expected at most " + std::to_string(limits::kMaxParams)));
     EXPECT_THAT(e.what(), Not(HasSubstr("model 'small'")));
   }
   EXPECT_FALSE(file_exists(dir.path + "/out"));
@@ -160,8 +160,8 @@ TEST_F(InputLimits, MemoryCheckCountsTheModelsThatRunTogether) {
 // An allocation the system refuses read "std::bad_alloc"; now it names the model and the bytes,
 // ends that model as failed, and the others finish and are recorded.
 TEST_F(InputLimits, RefusedAllocationFailsThatModelOnly) {
-  const std::string plan = plan_of("alloc", dense("small", 32) + dense("large", 32, 2048) +
-                                                dense("small2", 32));
+  const std::string plan =
+      plan_of("alloc", dense("small", 32) + dense("large", 32, 2048) + dense("small2", 32));
   set_arena_limit(int64_t{1} << 20);  // the small models take about 70 KB, the large 3 MB
   const FleetSummary s = run(plan, "out", 1);
   ASSERT_EQ(s.results.size(), 3u);
