@@ -276,3 +276,16 @@ def test_a_keras_model_object_trains_from_its_own_weights(tmp_path, data):
     assert warm.metrics == by_file.metrics
     # It continues from the trained weights: its first epoch beats the fresh model's.
     assert warm.history["loss"][0] < first.history["loss"][0]
+
+
+def test_huge_batch_size_and_workers_are_capped_by_the_data_and_the_cores(data):
+    # batch_size near 2^31 overflowed int (a crash) and sized memory by the batch; a million
+    # workers aborted with std::system_error. Now: one batch of the data, one worker per core.
+    x, y = data
+    fit = dict(FIT, batch_size=len(x))
+    want = nnfleet.train(MODELS[:1], x, y, seed=5, workers=1, progress=False, **fit)
+    fit["batch_size"] = 2**31 - 1
+    got = nnfleet.train(MODELS[:1], x, y, seed=5, workers=10**6, progress=False, **fit)
+    assert got.workers == len(os.sched_getaffinity(0))
+    assert got["mlp"].status == "done"
+    assert got["mlp"].metrics == want["mlp"].metrics

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
-#include <cstdlib>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "cli/commands.h"
@@ -128,7 +130,6 @@ int train(const TrainArgs& a, Cluster* cluster) {
 }
 
 int run_train(const TrainArgs& a) {
-  if (a.workers < 0) throw UsageError("failed to parse --workers: expected a positive number, got " + std::to_string(a.workers));
   std::unique_ptr<Cluster> cluster = start_mpi_cluster();  // null unless launched by mpirun/srun
   try {
     return train(a, cluster.get());
@@ -145,8 +146,21 @@ void add_train_command(CLI::App& app, Run& run) {
   c->add_option("plan", args->plan, "The plan file (see examples/fashion-mnist.yaml)")->required();
   c->add_option("--out", args->out, "Output folder (default: runs/<plan>-<timestamp>)");
   c->add_option("--workers", args->workers,
-                "Worker threads, each pinned to one core (default: the cores this process may use)")
-      ->check(CLI::PositiveNumber);
+                "Worker threads, each pinned to one core (default, and at most: the cores this "
+                "process may use)")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            // Checked as text: CLI11's own range check prints its bounds with 309 digits.
+            char* end = nullptr;
+            errno = 0;
+            const long long n = std::strtoll(v.c_str(), &end, 10);
+            return end != v.c_str() && *end == '\0' && errno == 0 && n >= 1 && n <= INT32_MAX
+                       ? std::string()
+                       : "expected a whole number of workers from 1 to " +
+                             std::to_string(INT32_MAX) + " (leave it out for one per core); got '" +
+                             v + "'";
+          },
+          "N"));
   c->add_flag("--resume", args->resume,
               "Continue the run in --out: finished models are kept, others restart from their "
               "last checkpoint");

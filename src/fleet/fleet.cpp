@@ -335,9 +335,11 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
 }
 
 // Model `s` (plan index `i`) built and validated against its data into job `j`; its problems go
-// to `problems`, its memory estimate to `estimate` (left alone when it cannot be built).
+// to `problems`, its memory estimate to `estimate` (left alone when it cannot be built). The
+// estimate is of batch_rows(), never more rows than the data has; it is held to `available`,
+// the memory this process may still take (the data is loaded and not in it).
 void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
-                 size_t all_data, PreparedJob& j, std::vector<std::string>& problems,
+                 size_t available, PreparedJob& j, std::vector<std::string>& problems,
                  size_t& estimate) {
   j.name = s.name;
   j.index = i;
@@ -369,15 +371,16 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
     problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     return;
   }
-  j.pieces = batch_pieces(s, *j.model);
-  const size_t est = Network::estimate_bytes(j.model, s.batch_size, train, j.pieces);
+  const int rows = batch_rows(s, data);
+  j.pieces = batch_pieces(s, *j.model, rows);
+  const size_t est = Network::estimate_bytes(j.model, rows, train, j.pieces);
   estimate = est;
-  const size_t phys = physical_memory_bytes();
-  if (est + all_data > phys)
+  if (est > available)
     problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
-                       " of memory at batch_size " + std::to_string(s.batch_size) +
-                       "; expected at most " + gib(phys > all_data ? phys - all_data : 0) +
-                       " (this machine's memory less the data); reduce batch_size or the model");
+                       " of memory for batches of " + std::to_string(rows) +
+                       " rows; expected at most " + gib(available) +
+                       " (the memory available, with the data loaded); reduce batch_size or the "
+                       "model");
   j.cost = estimated_cost(s, *j.model, data.n_train);
   j.params = j.model->trainable_params() + j.model->non_trainable_params();
   // Built again when the job runs: a plan of many models holds one at a time.
@@ -393,26 +396,28 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
                          int workers, std::vector<PreparedJob>& jobs) {
   const size_t n = plan.models.size();
   jobs.assign(n, PreparedJob{});
-  const size_t all_data = data_bytes(sources);
+  // Asked once, after the data was loaded: every model is held to the same figure.
+  const size_t available = available_memory_bytes();
   std::vector<std::vector<std::string>> problems_of(n);
   std::vector<size_t> estimates(n, 0);  // a model that cannot be built counts 0
   std::string plan_yaml = plan_to_yaml(
       plan,
       [&](size_t i, const ModelSpec& s) {
-        prepare_job(s, i, io, sources[s.source], all_data, jobs[i], problems_of[i], estimates[i]);
+        prepare_job(s, i, io, sources[s.source], available, jobs[i], problems_of[i], estimates[i]);
       },
       workers);
   std::vector<std::string> problems;
   for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
+  // The models that may run together: the `workers` largest.
   std::sort(estimates.rbegin(), estimates.rend());
-  size_t concurrent = all_data;
-  for (size_t i = 0; i < estimates.size() && i < static_cast<size_t>(workers); ++i)
-    concurrent += estimates[i];
-  if (problems.empty() && concurrent > physical_memory_bytes())
-    problems.push_back(plan.path + ": the " + std::to_string(workers) +
+  const size_t together = std::min(estimates.size(), static_cast<size_t>(workers));
+  size_t concurrent = 0;
+  for (size_t i = 0; i < together; ++i) concurrent += estimates[i];
+  if (problems.empty() && concurrent > available)
+    problems.push_back(plan.path + ": the " + std::to_string(together) +
                        " largest models running at once need an estimated " + gib(concurrent) +
-                       "; expected at most " + gib(physical_memory_bytes()) +
-                       "; use fewer --workers");
+                       "; expected at most " + gib(available) +
+                       " (the memory available, with the data loaded); use fewer workers");
   if (!problems.empty()) {
     std::string msg = "failed to validate plan '" + plan.path +
                       "': " + std::to_string(problems.size()) + " problem" +
@@ -653,7 +658,10 @@ void Peers::serve(RunState& st, const Slots&, std::atomic<int>& running, FleetSu
 }
 
 std::vector<int> worker_cores(const std::vector<int>& cores, int workers) {
-  const int n = workers > 0 ? workers : static_cast<int>(cores.size());
+  // More workers than cores would only take turns on them (and a million threads is more than
+  // the system gives a process): capped, and run_fleet_here() says so.
+  const int usable = static_cast<int>(cores.size());
+  const int n = workers > 0 ? std::min(workers, usable) : usable;
   std::vector<int> out;
   for (int w = 0; w < n; ++w) out.push_back(cores[static_cast<size_t>(w) % cores.size()]);
   return out;
@@ -675,6 +683,12 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
     const std::string plan_yaml = prepare_jobs(plan, io, data, workers, st.jobs);
     opened = open_run(plan, plan_yaml, opts, workers, st, folder);
   });
+  if (opts.workers > workers)
+    opened.notes.insert(opened.notes.begin(),
+                        "warning: " + std::to_string(opts.workers) + " workers asked for, " +
+                            "but this process may use " + std::to_string(workers) +
+                            " core(s); running " + std::to_string(workers) +
+                            " worker(s), one per core");
 
   // 4. The display has a row per worker: this process's first, then every peer's.
   Slots slots{cores, std::vector<int>(cores.size(), 0), {0}, {host_name()}};

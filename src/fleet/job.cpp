@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <new>
 #include <numeric>
 
 #include "fleet/checkpoint.h"
@@ -104,6 +105,7 @@ struct Batcher {
   const FleetData& data;
   const ModelSpec& spec;
   const TrainSpec& train;
+  const int batch;             // rows of a batch (batch_rows())
   std::vector<int> ks, steps;  // per output: features per sample, and steps (Targets::steps)
   std::vector<int64_t> idx;
   std::vector<std::vector<int32_t>> labels;
@@ -113,12 +115,12 @@ struct Batcher {
   std::vector<float> class_weight;  // by class index (1 for classes the plan does not list)
 
   Batcher(const FleetData& d, const ModelSpec& s, const TrainSpec& ts, const Network& net)
-      : data(d), spec(s), train(ts) {
+      : data(d), spec(s), train(ts), batch(net.max_batch()) {
     const size_t outs = net.model().num_outputs();
     labels.resize(outs);
     values.resize(outs);
     targets.resize(outs);
-    const size_t bs = static_cast<size_t>(spec.batch_size);
+    const size_t bs = static_cast<size_t>(batch);
     for (size_t j = 0; j < outs; ++j) {
       ks.push_back(static_cast<int>(net.output_features(j)));
       steps.push_back(net.output_steps(j));
@@ -173,7 +175,7 @@ struct Batcher {
   }
   void load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
     const bool of_test = &xy != &data.train;
-    NNFLEET_CHECK(n <= spec.batch_size && net.model().num_inputs() == data.num_x() &&
+    NNFLEET_CHECK(n <= batch && net.model().num_inputs() == data.num_x() &&
                   targets.size() == data.num_y());
     for (size_t i = 0; i < data.num_x(); ++i)
       gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
@@ -196,14 +198,14 @@ struct Batcher {
 
 // The loss sum and the metrics' state over rows [begin, end) of xy, in inference mode (weighted
 // by `sample_weights` when given, as Keras weighs validation data); `infer(n)` runs the network's
-// forward on the first n input rows.
+// forward on the first n input rows. Batches of b.batch rows, as in training.
 template <typename Infer>
 void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
-              int64_t begin, int64_t end, const JobMetrics& metrics, const ModelSpec& spec,
-              Infer infer, double& loss_sum, std::vector<double>& msums) {
+              int64_t begin, int64_t end, const JobMetrics& metrics, Infer infer, double& loss_sum,
+              std::vector<double>& msums) {
   loss_sum = 0.0;
   msums.assign(metrics.state_size(), 0.0);
-  const int bs = spec.batch_size;
+  const int bs = b.batch;
   const size_t outs = b.targets.size();
   std::vector<double> out_sums(outs);
   // Keras's val_loss and test loss include the regularizers, as its training loss does.
@@ -281,10 +283,16 @@ std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& inp
   return std::make_shared<const Model>(spec.name, input_shape, std::move(nodes), out);
 }
 
-int batch_pieces(const ModelSpec& spec, const Model& model) {
+int batch_rows(const ModelSpec& spec, const FleetData& data) {
+  int64_t rows = std::max(data.n_train, data.n_val);
+  if (data.test) rows = std::max(rows, data.test->x.rows());
+  return static_cast<int>(std::clamp<int64_t>(rows, 1, spec.batch_size));
+}
+
+int batch_pieces(const ModelSpec& spec, const Model& model, int rows) {
   if (model.mixes_samples()) return 1;
-  if (spec.batch_split > 0) return std::min(spec.batch_split, spec.batch_size);
-  return 3.0 * model.forward_flops() * spec.batch_size >= kAutoSplitFlops ? 2 : 1;
+  if (spec.batch_split > 0) return std::min(spec.batch_split, rows);
+  return 3.0 * model.forward_flops() * rows >= kAutoSplitFlops ? 2 : 1;
 }
 
 double estimated_cost(const ModelSpec& spec, const Model& model, int64_t n_train) {
@@ -364,13 +372,14 @@ class JobRun {
         io_(io),
         model_(std::move(model)),
         train_(job_train_spec(spec, *model_, ctx)),
-        net_(model_, spec.batch_size, train_, batch_pieces(spec, *model_)),
+        batch_(batch_rows(spec, data)),
+        net_(model_, batch_, train_, batch_pieces(spec, *model_, batch_)),
         metrics_(spec, train_, net_),
         es_(spec.early_stopping ? &*spec.early_stopping : nullptr),
         es_max_(es_ && monitor_goes_up(es_->monitor, es_->mode)),
         batcher_(data, spec, train_, net_),
         order_(static_cast<size_t>(data.n_train)),
-        batches_(static_cast<int>((data.n_train + spec.batch_size - 1) / spec.batch_size)) {}
+        batches_(static_cast<int>((data.n_train + batch_ - 1) / batch_)) {}
 
   // Resumes from ctx.checkpoint_path when it holds a checkpoint; otherwise initializes the
   // weights (`initial_params`, when not null, replaces the initializer). Throws FileError.
@@ -446,7 +455,7 @@ class JobRun {
       double tl = 0;
       std::vector<double> tm;
       evaluate(
-          net_, batcher_, *data_.test, data_.test_weights, 0, data_.test->x.rows(), metrics_, spec_,
+          net_, batcher_, *data_.test, data_.test_weights, 0, data_.test->x.rows(), metrics_,
           [this](int n) { infer(n); }, tl, tm);
       const double nt = static_cast<double>(data_.test->x.rows());
       res_.metrics.emplace_back("test_loss", tl / nt);
@@ -506,7 +515,7 @@ class JobRun {
 
   // Batch b of the epoch that began (or resumed) at t0; false when the job ended at it.
   bool train_batch(int epoch, int b, Clock::time_point t0) {
-    const int bs = spec_.batch_size;
+    const int bs = batch_;
     const int n = static_cast<int>(std::min<int64_t>(bs, data_.n_train - int64_t{b} * bs));
     const Targets* t = batcher_.load(data_.train, order_.data() + int64_t{b} * bs, n, net_,
                                      data_.train_weights, true);
@@ -560,7 +569,7 @@ class JobRun {
       std::vector<double> vm;
       evaluate(
           net_, batcher_, data_.train, data_.train_weights, data_.n_train,
-          data_.n_train + data_.n_val, metrics_, spec_, [this](int n) { infer(n); }, vl, vm);
+          data_.n_train + data_.n_val, metrics_, [this](int n) { infer(n); }, vl, vm);
       const double nv = static_cast<double>(data_.n_val);
       rec.values.emplace_back("val_loss", vl / nv);
       for (size_t m = 0; m < metrics_.size(); ++m)
@@ -660,6 +669,7 @@ class JobRun {
   Io& io_;
   const std::shared_ptr<const Model> model_;
   const TrainSpec train_;
+  const int batch_;  // batch_rows(): what the network and batch buffers are sized by
   Network net_;
   const std::function<void(int)> train_piece_ = [this](int p) { net_.train_piece(p); };
   const std::function<void(int)> update_piece_ = [this](int p) { net_.update_piece(p); };
@@ -688,6 +698,13 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
     JobRun job(spec, std::move(model), data, ctx, res, io);
     job.prepare(initial_params);
     if (job.run_epochs()) job.finish();
+  } catch (const std::bad_alloc&) {
+    // The arena's refusal is a ModelError with its bytes; this is any other allocation.
+    res.status = JobStatus::kFailed;
+    res.message = "failed to train model '" + spec.name +
+                  "': out of memory; expected room for its batch buffers and checkpoint at batch " +
+                  std::to_string(batch_rows(spec, data)) + ", got an allocation refused" +
+                  "\nhint: lower batch_size, use fewer workers, or free some memory";
   } catch (const std::exception& e) {
     res.status = JobStatus::kFailed;
     res.message = e.what();

@@ -103,13 +103,19 @@ struct JobContext {
   const RestoredOptimizer* restored_optimizer = nullptr;
 };
 
-// Pieces each batch of this model is split into: spec.batch_split when set; otherwise 2 for a
-// model with at least kAutoSplitFlops of training work per batch (so that a piece is worth
-// handing to another core) and 1 for the rest. A model with batch statistics is never split.
-// Depends on the plan only, so results never depend on the number of workers.
+// Rows one batch of this model can hold: spec.batch_size, but never more than the rows any batch
+// is taken from (training, validation or test data), as Keras's batch over N < batch_size rows
+// is those N rows. Memory is sized by it: batch_size 2^31 - 1 on 200 samples costs what 200 do.
+int batch_rows(const ModelSpec& spec, const FleetData& data);
+
+// Pieces each batch of `rows` rows (batch_rows()) of this model is split into: spec.batch_split
+// when set; otherwise 2 for a model with at least kAutoSplitFlops of training work per batch (so
+// that a piece is worth handing to another core) and 1 for the rest. A model with batch
+// statistics is never split. Depends on the plan and data only, so results never depend on the
+// number of workers.
 constexpr double kAutoSplitFlops = 1e9;
 
-int batch_pieces(const ModelSpec& spec, const Model& model);
+int batch_pieces(const ModelSpec& spec, const Model& model, int rows);
 
 // The model of a spec on the plan's data (the Keras loader arrives with the Keras issue; for a
 // `keras:` spec the caller provides the model). Throws ModelError.

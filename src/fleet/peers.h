@@ -60,7 +60,8 @@ class Peers {
   }
 };
 
-// The cores of `workers` workers (0: one per core of `cores`), round robin over `cores`.
+// The cores of `workers` workers (0: one per core of `cores`), one per core: never more workers
+// than `cores` has.
 std::vector<int> worker_cores(const std::vector<int>& cores, int workers);
 
 // run_fleet() in the process that owns the queue and the output folder, its `data` loaded and

@@ -2,6 +2,7 @@
 #include "fleet/worker.h"
 
 #include "fleet/fine_tune.h"
+#include "platform/limits.h"
 
 namespace nnfleet::fleet_detail {
 
@@ -21,6 +22,13 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
       restored = io.optimizer(s, data.input_shape);
     }
   }
+  // The bound a Keras file's model has (keras_reader.cpp), for the plan's own models too and for
+  // what fine-tuning added: checked before any parameter is allocated.
+  const size_t params = m->trainable_params() + m->non_trainable_params();
+  if (params > limits::kMaxParams)
+    throw ModelError("failed to build model '" + s.name + "': it has " + std::to_string(params) +
+                     " parameters; expected at most " + std::to_string(limits::kMaxParams) +
+                     "\nhint: make its layers smaller, or split it into several models");
   // An option nnfleet only predicts with (a regularizer, dropout inside a recurrent cell): found
   // while the plan is validated, not when the model's turn comes. Training without its effect
   // would silently give a different model than Keras trains.

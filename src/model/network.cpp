@@ -2,7 +2,9 @@
 #include "model/network.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <new>
 
 namespace nnfleet {
 
@@ -26,6 +28,22 @@ Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainS
 size_t Network::estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
                                const TrainSpec& train, int pieces) {
   return Network(std::move(model), max_batch, train, pieces, DryRun{}).arena_.planned_bytes();
+}
+
+void Network::allocate_arena(int max_batch) {
+  try {
+    arena_.allocate();
+  } catch (const std::bad_alloc&) {
+    const size_t bytes = arena_.planned_bytes();
+    char gib[32];
+    std::snprintf(gib, sizeof gib, "%.2f GiB", static_cast<double>(bytes) / (1u << 30));
+    throw ModelError("failed to allocate the memory of model '" + model_->name() +
+                     "': the system refused its weights, gradients and activations at batch " +
+                     std::to_string(max_batch) + "; expected " + std::to_string(bytes) +
+                     " bytes (" + gib +
+                     ") to be available\nhint: lower batch_size, use fewer "
+                     "workers, or free some memory");
+  }
 }
 
 namespace {
@@ -102,8 +120,10 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   // nor a masked loss (whose normalizer, the kept steps of the batch, needs every row).
   if (!train_ || m.mixes_samples() || masked) pieces = 1;
   pieces = std::clamp(pieces, 1, max_batch);
-  const int capacity = (max_batch + pieces - 1) / pieces;
-  pieces = (max_batch + capacity - 1) / capacity;
+  // In 64 bits: max_batch + pieces - 1 passes INT_MAX for a batch near 2^31.
+  const int64_t batch = max_batch;
+  const int capacity = static_cast<int>((batch + pieces - 1) / pieces);
+  pieces = static_cast<int>((batch + capacity - 1) / capacity);
   pieces_.resize(static_cast<size_t>(pieces));
   for (int p = 0; p < pieces; ++p) {
     pieces_[static_cast<size_t>(p)].row0 = p * capacity;
@@ -159,7 +179,7 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
       out_offs_[j] = arena_.reserve(static_cast<size_t>(max_batch) * m.output_shape(j).size());
   }
   if (!allocate) return;
-  arena_.allocate();
+  allocate_arena(max_batch);
 
   params_ = shared_params ? const_cast<float*>(shared_params) : arena_.at(params_off_);
   // Parameter views and optimizer variables (one per trainable ParamSpec).

@@ -45,6 +45,7 @@ class Network {
   Network(std::shared_ptr<const Model> model, int max_batch, const float* shared_params = nullptr);
   // Training: adds gradients, optimizer state and loss buffers; `pieces` splits every batch (at
   // most max_batch pieces; a model whose layers mix samples is never split).
+  // Both throw ModelError (naming the model and the bytes) when the arena cannot be allocated.
   Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
           int pieces = 1);
 
@@ -158,6 +159,8 @@ class Network {
           DryRun);
   // Lays out the arena; allocates it and sets up the views unless `allocate` is false.
   void plan(int max_batch, int pieces, const float* shared_params, bool allocate = true);
+  // arena_.allocate(); a refusal becomes a ModelError naming the model and the bytes.
+  void allocate_arena(int max_batch);
 
   struct NodeBuffers {
     size_t y_off = 0, cache_off = 0, dy_off = 0;

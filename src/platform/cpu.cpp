@@ -6,8 +6,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -81,6 +85,61 @@ size_t physical_memory_bytes() {
   static const size_t bytes =
       static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return bytes;
+}
+
+namespace {
+
+std::atomic<int64_t> g_available{-1};  // set_available_memory(); -1: ask the system
+std::once_flag g_available_from_env;
+
+void read_available_from_env() {
+  std::call_once(g_available_from_env, [] {
+    const char* v = std::getenv("NNFLEET_FAULT_AVAILABLE_MEMORY");
+    if (v && *v) g_available = std::strtoll(v, nullptr, 10);
+  });
+}
+
+// The first number after `key` in a "key value" file (/proc/meminfo, memory.stat); -1 if absent.
+int64_t keyed_value(const char* path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+    in.ignore(1 << 10, '\n');
+  }
+  return -1;
+}
+
+// A cgroup v2 file holding one number ("max" and missing files give -1).
+int64_t cgroup_value(const char* path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  return in >> v ? v : -1;
+}
+
+}  // namespace
+
+size_t available_memory_bytes() {
+  read_available_from_env();
+  if (const int64_t fake = g_available.load(); fake >= 0) return static_cast<size_t>(fake);
+  const int64_t kib = keyed_value("/proc/meminfo", "MemAvailable:");
+  size_t bytes = kib >= 0 ? static_cast<size_t>(kib) * 1024 : physical_memory_bytes();
+  const int64_t limit = cgroup_value("/sys/fs/cgroup/memory.max");
+  const int64_t used = cgroup_value("/sys/fs/cgroup/memory.current");
+  if (limit >= 0 && used >= 0) {
+    // Page cache the group could drop is not in use: docker stats counts the same way.
+    const int64_t cache =
+        std::max<int64_t>(0, keyed_value("/sys/fs/cgroup/memory.stat", "inactive_file"));
+    const int64_t in_use = std::max<int64_t>(0, used - cache);
+    bytes = std::min(bytes, static_cast<size_t>(std::max<int64_t>(0, limit - in_use)));
+  }
+  return bytes;
+}
+
+void set_available_memory(int64_t bytes) {
+  read_available_from_env();  // so that a later first call does not overwrite this
+  g_available = bytes < 0 ? -1 : bytes;
 }
 
 }  // namespace nnfleet

@@ -1,6 +1,8 @@
 // CPU topology and thread affinity: the only place nnfleet talks to the OS scheduler.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,5 +22,15 @@ size_t current_rss_bytes();
 double process_age_seconds();
 // Total physical memory in bytes.
 size_t physical_memory_bytes();
+// Memory this process may still take, in bytes, asked afresh each call: the kernel's estimate of
+// what new allocations can get without swapping (MemAvailable), or less under a cgroup v2 memory
+// limit (its limit less what the group uses, reclaimable page cache not counted). What is already
+// allocated (loaded data) is not in it. Falls back to physical_memory_bytes().
+//
+// Fault injection for tests: set_available_memory(n), or the environment variable
+// NNFLEET_FAULT_AVAILABLE_MEMORY=n read at the first call, makes it report n bytes (-1: the
+// system's own answer), so memory checks can be tested without allocating gigabytes.
+size_t available_memory_bytes();
+void set_available_memory(int64_t bytes);
 
 }  // namespace nnfleet

@@ -56,7 +56,7 @@ inline constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kMaxWeightsBytes = uint64_t{8} << 30;
 // Bytes of one HDF5 attribute (model_config, layer_names, ...).
 inline constexpr size_t kMaxAttrBytes = size_t{64} << 20;
-// Parameters of one model, and floats of one sample at any layer's output.
+// Parameters of one model (a Keras file's or a plan's); floats of one sample at a layer's output.
 inline constexpr size_t kMaxParams = size_t{1} << 28;
 inline constexpr int64_t kMaxSampleFloats = int64_t{1} << 26;
 // Groups of a Keras 3 weights file that are indexed, and how deep.

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "nnfleet/error.h"
@@ -17,7 +19,22 @@ size_t page_bytes() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return page;
 }
+
+std::atomic<int64_t> g_limit{-1};  // set_arena_limit(); -1: none
+std::once_flag g_limit_from_env;
+
+void read_limit_from_env() {
+  std::call_once(g_limit_from_env, [] {
+    const char* v = std::getenv("NNFLEET_FAULT_ARENA_BYTES");
+    if (v && *v) g_limit = std::strtoll(v, nullptr, 10);
+  });
+}
 }  // namespace
+
+void set_arena_limit(int64_t bytes) {
+  read_limit_from_env();  // so that a later first allocation does not overwrite this
+  g_limit = bytes < 0 ? -1 : bytes;
+}
 
 size_t Arena::reserve(size_t floats) {
   NNFLEET_CHECK(!allocated());
@@ -32,6 +49,9 @@ void Arena::allocate() {
   // A large arena starts on a page so that discard() can give all of it back.
   const size_t align = bytes >= kPageAlignedBytes ? page_bytes() : 64;
   bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
+  read_limit_from_env();
+  const int64_t limit = g_limit.load();
+  if (limit >= 0 && bytes > static_cast<uint64_t>(limit)) throw std::bad_alloc();
   void* p = std::aligned_alloc(align, bytes);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);

@@ -18,7 +18,8 @@ class Arena {
 
   // Reserves `floats` floats; returns the region's offset. Only before allocate().
   size_t reserve(size_t floats);
-  // Makes the single allocation, zero-filled. Called once.
+  // Makes the single allocation, zero-filled. Called once. Throws std::bad_alloc when the system
+  // refuses it (or a test's set_arena_limit() does); the caller names the model and the bytes.
   void allocate();
   bool allocated() const { return data_ != nullptr; }
 
@@ -42,5 +43,10 @@ class Arena {
   std::unique_ptr<float, Free> data_;
   size_t size_ = 0;
 };
+
+// Fault injection for tests: every arena larger than `bytes` fails to allocate, as when the
+// system refuses the memory (-1: no limit). The environment variable NNFLEET_FAULT_ARENA_BYTES=n
+// sets it at the first allocation. Lets tests reach an out-of-memory path without the gigabytes.
+void set_arena_limit(int64_t bytes);
 
 }  // namespace nnfleet

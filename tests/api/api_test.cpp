@@ -16,6 +16,7 @@
 
 #include "../fleet/fleet_test_util.h"
 #include "nnfleet/nnfleet.h"
+#include "platform/cpu.h"
 
 namespace nnfleet {
 namespace {
@@ -260,6 +261,29 @@ TEST_F(ApiTest, RunsOnSeveralThreadsAtOnceKeepTheirOwnArrays) {
   const api::RunResult again = train_memory();
   EXPECT_EQ(b.models[0].metrics, again.models[0].metrics);
   EXPECT_NE(a.models[0].metrics, b.models[0].metrics);
+}
+
+// Issue 31, items 2 and 4, through the C++ API: batch_size 2^31 - 1 (a SIGSEGV in
+// Network::plan) trains as batch_size 72 (the training rows) does, bit for bit, and a million
+// workers (std::system_error) run one per core.
+TEST_F(ApiTest, HugeBatchSizeAndWorkersAreCappedByTheDataAndTheCores) {
+  auto with_batch = [&](const std::string& batch) {
+    std::string text = plan_text("memory:x", "memory:y");
+    text.replace(text.find("\"batch_size\": 16"), 16, "\"batch_size\": " + batch);
+    return api::PlanInput::text(text, "mem");
+  };
+  api::RunOptions o;
+  o.workers = 1;
+  const api::RunResult want = api::train(with_batch("72"), {{"x", data.xv()}, {"y", data.yv()}}, o);
+  o.workers = 1'000'000;
+  const api::RunResult got =
+      api::train(with_batch("2147483647"), {{"x", data.xv()}, {"y", data.yv()}}, o);
+  EXPECT_EQ(got.workers, static_cast<int>(allowed_cpus().size()));
+  ASSERT_EQ(got.models.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(got.models[i].status, "done") << got.models[i].message;
+    EXPECT_EQ(got.models[i].metrics, want.models[i].metrics) << got.models[i].name;
+  }
 }
 
 TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {

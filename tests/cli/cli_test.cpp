@@ -25,6 +25,7 @@ namespace nnfleet {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing_util::TempDir;
 
 const std::string kTool = std::string(NNFLEET_BINARY_DIR) + "/nnfleet";
@@ -152,6 +153,62 @@ TEST_F(Cli, BadFlagsExitWithUsageCode) {
   EXPECT_FALSE(file_exists(dir.path + "/runs"));
   EXPECT_EQ(run({"train"}, dir.path, nullptr, &err), 2);
   EXPECT_EQ(run({"frobnicate"}, dir.path), 2);
+}
+
+// --workers 0 answered with CLI11's range, 4.94e-324 to 1.79e308 written out in 309 digits.
+TEST_F(Cli, WorkersOutOfRangeAreRefusedInOneShortLine) {
+  for (const char* bad : {"0", "-3", "1e6", "99999999999", "two"}) {
+    std::string err;
+    EXPECT_EQ(run({"train", plan, "--workers", bad}, dir.path, nullptr, &err), 2) << bad;
+    EXPECT_THAT(err, HasSubstr("expected a whole number of workers from 1 to 2147483647 (leave "
+                               "it out for one per core); got '" +
+                               std::string(bad) + "'"));
+    EXPECT_LT(err.size(), 300u) << err;
+  }
+  EXPECT_FALSE(file_exists(dir.path + "/runs"));
+}
+
+// The input limits of issue 31 through the tool: batch_size 2^31 - 1 (a SIGSEGV in
+// Network::plan) trains as one batch of the data, a million workers (std::system_error) run one
+// per core with a warning, a model the system refuses memory for fails alone with its bytes,
+// and a plan whose models do not fit the available memory is refused before anything runs.
+// The memory figures are faked through the environment (platform/cpu.h, tensor/arena.h).
+TEST_F(Cli, InputLimitsEndInTheDataTheCoresOrAClearError) {
+  const std::string p = dir.path + "/limits.yaml";
+  auto model = [](const std::string& name, int units) {
+    return "  - name: " + name +
+           "\n    layers:\n      - Flatten: {}\n      - Dense: {units: " + std::to_string(units) +
+           "}\n      - Dense: {units: 3, activation: softmax}\n";
+  };
+  testing_util::write_text(p,
+                           "data:\n  train: {x: test_x.npy, y: test_y.npy}\ndefaults:\n"
+                           "  epochs: 1\n  batch_size: 2147483647\n"
+                           "  loss: sparse_categorical_crossentropy\nmodels:\n" +
+                               model("small", 8) + model("large", 2048));
+  std::string out, err;
+  ASSERT_EQ(run({"train", p, "--workers", "1000000", "--out", dir.path + "/a", "--json"}, dir.path,
+                &out, &err),
+            0)
+      << err;
+  EXPECT_THAT(out, HasSubstr("warning: 1000000 workers asked for, but this process may use"));
+  EXPECT_THAT(out, HasSubstr("\"status\":\"done\""));
+
+  setenv("NNFLEET_FAULT_ARENA_BYTES", "1048576", 1);  // the small model's fits, the large's not
+  const int code = run({"train", p, "--out", dir.path + "/b", "--json"}, dir.path, &out, &err);
+  unsetenv("NNFLEET_FAULT_ARENA_BYTES");
+  EXPECT_EQ(code, 3) << err;  // a model failed
+  EXPECT_THAT(out, HasSubstr("failed to allocate the memory of model 'large'"));
+  EXPECT_THAT(out + err, Not(HasSubstr("bad_alloc")));
+  const Json results = Json::parse(read_file(dir.path + "/b/results.json"));
+  EXPECT_EQ(results["models"][0]["status"], "done");
+  EXPECT_EQ(results["models"][1]["status"], "failed");
+
+  setenv("NNFLEET_FAULT_AVAILABLE_MEMORY", "100000", 1);
+  EXPECT_EQ(run({"train", p, "--out", dir.path + "/c"}, dir.path, &out, &err), 1);
+  unsetenv("NNFLEET_FAULT_AVAILABLE_MEMORY");
+  EXPECT_THAT(err, HasSubstr("model 'large': needs an estimated"));
+  EXPECT_THAT(err, HasSubstr("for batches of 300 rows"));
+  EXPECT_FALSE(file_exists(dir.path + "/c"));
 }
 
 TEST_F(Cli, PlanErrorNamesFileLineAndFieldAndWritesNothing) {

@@ -377,7 +377,9 @@ TEST(BatchPieces, AutomaticForHeavyModelsExplicitWhenSetNeverWithBatchStatistics
                                            flatten,
                                            {"Dense", {{"units", 10}}, ""}};
   const Shape image{28, 28, 1};
-  auto pieces = [&](const ModelSpec& s) { return batch_pieces(s, *build_model(s, image)); };
+  auto pieces = [&](const ModelSpec& s) {
+    return batch_pieces(s, *build_model(s, image), s.batch_size);
+  };
   EXPECT_EQ(pieces(spec_of(small, 0)), 1);
   EXPECT_EQ(pieces(spec_of(heavy, 0)), 2);
   EXPECT_EQ(pieces(spec_of(heavy, 1)), 1);

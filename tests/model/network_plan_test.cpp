@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "layers/registry.h"
 #include "model/buffer_plan.h"
 #include "model/network.h"
+#include "tensor/arena.h"
 
 namespace nnfleet {
 namespace {
@@ -261,6 +263,43 @@ TEST(NetworkPlan, M7ArenaHoldsOnlyTheLiveGradientsAndNoFlattenCopy) {
   // copy of its input (9216), at 32 samples.
   const size_t per_node = fixed + all_ys + dys;
   EXPECT_EQ(per_node - got, (32 * (4 * 9216 + 2 * 128) + 320) * sizeof(float));
+}
+
+// A batch near 2^31 split in two overflowed int in Network::plan (max_batch + pieces - 1): a
+// SIGSEGV at 2^31 - 1, a std::length_error at 1.5e9. Planned in 64 bits, without allocating.
+TEST(NetworkPlan, BatchNear2To31IsPlannedIn64Bits) {
+  std::vector<std::unique_ptr<Layer>> ls;
+  ls.push_back(L("Dense", {{"units", 3}, {"activation", "softmax"}}, "d"));
+  const auto m = Model::sequential("tiny", Shape{2}, std::move(ls));
+  const TrainSpec spec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer("sgd")};
+  for (int batch : {INT_MAX, 1'500'000'000}) {
+    const size_t one = Network::estimate_bytes(m, batch, spec, 1);
+    const size_t two = Network::estimate_bytes(m, batch, spec, 2);
+    // At least the input, the output and the per-sample loss of every row.
+    EXPECT_GE(one, size_t(batch) * (2 + 3 + 1) * sizeof(float)) << batch;
+    EXPECT_GE(two, one) << batch;  // a split adds the gathered output
+  }
+}
+
+// A refused allocation read "std::bad_alloc": it names the model and the bytes.
+TEST(NetworkPlan, RefusedArenaNamesTheModelAndItsBytes) {
+  const auto m = m7(false);
+  const TrainSpec spec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer("adam")};
+  const size_t bytes = Network::estimate_bytes(m, 32, spec);
+  set_arena_limit(static_cast<int64_t>(bytes) - 1);
+  try {
+    Network net(m, 32, spec);
+    ADD_FAILURE() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("failed to allocate the memory of model 'm7': the system "
+                                         "refused its weights, gradients and activations at "
+                                         "batch 32; expected " +
+                                         std::to_string(bytes) + " bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  set_arena_limit(-1);
+  EXPECT_EQ(Network(m, 32, spec).arena_bytes(), bytes);
 }
 
 // A trained network's numbers can be given back before its file's copies of them are made
