@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -347,8 +348,7 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
       const uint64_t mine = ++pushed;
       cv.notify_all();
       // A stop (Ctrl-C, a raising callback, the interpreter's exit) lets the worker go on.
-      while (hold && delivered < mine && !stop)
-        cv.wait_for(lock, std::chrono::milliseconds(50));
+      while (hold && delivered < mine && !stop) cv.wait_for(lock, std::chrono::milliseconds(50));
     };
   const PlanInput plan =
       text.empty() ? PlanInput::file(path) : PlanInput::text(text, path, base_dir);
@@ -473,11 +473,11 @@ PYBIND11_MODULE(_core, m) {
       "_test_folder_barrier",
       [](int parties) {
         // Runs that create an output folder wait for each other just before its rename.
-        static std::optional<std::barrier<>> barrier;
+        static std::unique_ptr<std::barrier<>> barrier;
         nnfleet::fleet_detail::g_folder_hook = nullptr;
         barrier.reset();
         if (parties <= 0) return;
-        barrier.emplace(parties);
+        barrier = std::make_unique<std::barrier<>>(parties);
         nnfleet::fleet_detail::g_folder_hook = [](bool ready) {
           if (ready)
             barrier->arrive_and_wait();

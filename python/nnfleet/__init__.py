@@ -497,12 +497,13 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
         if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
             _fail(call, "workers", "must be an integer", "1 or more (None: every core)", workers)
         workers = _int(workers, "workers", call)
-    if out is not None and out != "":
+    if out is not None and not (isinstance(out, str) and out == ""):
         out = _path(out, "out", call)
     resume = _flag(resume, "resume", call)
     checkpoint_seconds = _float(checkpoint_seconds, "checkpoint_seconds", call, lo=0.0)
     format = _text(format, "format", call, choices=("keras", "h5", "onnx"))
-    if not (progress is None or isinstance(progress, (bool, np.bool_)) or progress == "json"):
+    if not (progress is None or isinstance(progress, (bool, np.bool_))
+            or (isinstance(progress, str) and progress == "json")):
         _fail(call, "progress", "must be True, False or 'json'", "a bool or 'json'", progress)
     if on_epoch_end is not None and not callable(on_epoch_end):
         _fail(call, "on_epoch_end", "must be callable", "a function(name, epoch, logs) or None",
@@ -637,7 +638,8 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     if not isinstance(models, (list, tuple)):
         models = [models]
     if not models:
-        raise UsageError("failed to train: expected at least one model, got an empty list")
+        raise UsageError("failed to train: models must hold at least one model; expected a "
+                         "list of models, got an empty list")
     # A test hook: each model's worker waits at each epoch end until on_epoch_end returned.
     hold = bool(plan_defaults.pop("_hold_at_epoch_end", False))
     defaults = {}
@@ -648,7 +650,7 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
             defaults[k] = _plain(v, k, call)
     for k, v in plan_defaults.items():
         if k not in _FIT_KEYS:
-            raise UsageError(f"failed to train: unknown keyword '{_repr.repr(k)}'; expected one "
+            raise UsageError(f"failed to train: unknown keyword {_repr.repr(k)}; expected one "
                              f"of {', '.join(sorted(_FIT_KEYS | {'validation_split', 'test_data', 'seed', 'workers', 'out', 'resume', 'progress', 'on_epoch_end', 'checkpoint_seconds', 'format', 'scale'}))}")
         defaults[k] = _plain(v, k, call)
     arrays = {}

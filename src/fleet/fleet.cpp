@@ -552,6 +552,7 @@ class WorkerPool {
     ctx.seed = st_.plan.seed;
     ctx.core = cores_[static_cast<size_t>(w)];
     ctx.stop = &st_.stop;
+    ctx.caller_stop = st_.opts.stop;
     TeeObserver tee(st_.live->observer(w), st_.opts.observer);
     ctx.observer = st_.opts.observer ? &tee : st_.live->observer(w);
     if (helpers_) ctx.helpers = &board_;

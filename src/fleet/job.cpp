@@ -211,7 +211,8 @@ struct Batcher {
     for (int64_t i = 0; i < total; ++i)
       if (!(v[i] >= 0 && v[i] < limit && v[i] == std::floor(v[i]))) {
         const Array& x = data.x(ids.input, of_test);
-        changed(of_test, rows[i / row], "input value " + number(x.at(rows[i / row] * row + i % row)),
+        changed(of_test, rows[i / row],
+                "input value " + number(x.at(rows[i / row] * row + i % row)),
                 "not an id the Embedding '" + ids.layer + "' has (integers in [0, " +
                     std::to_string(ids.limit) + "))");
         return false;
@@ -593,7 +594,7 @@ class JobRun {
                               metrics_.empty() ? NAN : metrics_.value(0, ck_.metric_sums.data()),
                               el > 0 ? ck_.seen / el : 0.0);
     }
-    if (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed) && b + 1 < batches_) {
+    if (stop_requested() && b + 1 < batches_) {
       ck_.epoch_seconds += since(t0);
       ck_.seconds += since(t0);
       write_checkpoint(epoch, b + 1);
@@ -605,6 +606,11 @@ class JobRun {
       return false;
     }
     return true;
+  }
+
+  bool stop_requested() const {
+    return (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed)) ||
+           (ctx_.caller_stop && ctx_.caller_stop->load(std::memory_order_relaxed));
   }
 
   // The job ends as failed, with Batcher::bad, after `epochs` complete epochs.
@@ -675,7 +681,7 @@ class JobRun {
   // file per epoch, and a crash costs at most that much retraining (a resume from any checkpoint
   // gives the same result). False when a stop ends the job here.
   bool checkpoint_epoch_end(int epoch) {
-    const bool stop_requested = ctx_.stop && ctx_.stop->load(std::memory_order_relaxed);
+    const bool stop_requested = this->stop_requested();
     if (stop_training_ || stop_requested || since(last_checkpoint_) >= ctx_.checkpoint_seconds) {
       write_checkpoint(epoch + 1, 0);
       last_checkpoint_ = Clock::now();

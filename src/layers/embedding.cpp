@@ -5,9 +5,10 @@
 // [0, input_dim) when the data is loaded (Model::id_input(), first_bad_id() in src/data), and
 // again per batch by the training loop (an array changed while a run reads it ends that model as
 // failed); here an id outside the table (which only such a change can bring) reads a zero row and
-// gets no gradient, so the table is never read or written out of bounds. Backward scatter-adds dy rows into the table's gradient; ids
-// get no gradient (Keras's neither). With mask_zero, id 0 is padding: the layer makes the mask
-// [N,T] (1 = real step) that the layers after it read (recurrent layers skip masked steps).
+// gets no gradient, so the table is never read or written out of bounds. Backward scatter-adds dy
+// rows into the table's gradient; ids get no gradient (Keras's neither). With mask_zero, id 0 is
+// padding: the layer makes the mask [N,T] (1 = real step) that the layers after it read (recurrent
+// layers skip masked steps).
 #include <cstring>
 
 #include "layers/kinds.h"
@@ -46,8 +47,10 @@ class Embedding final : public Layer {
       throw ModelError("expects an input of rank at most " + std::to_string(Shape::kMaxRank) +
                        ", got " + keras_shape(in[0]));
     if (mask_zero_ && in[0].rank() != 1)
-      throw ModelError("mask_zero makes a mask over the time axis; expected an input of ids "
-                       "[batch,time], got " + keras_shape(in[0]));
+      throw ModelError(
+          "mask_zero makes a mask over the time axis; expected an input of ids "
+          "[batch,time], got " +
+          keras_shape(in[0]));
     Shape out = in[0];
     out.push_back(output_dim_);
     if (!size_at_most(out, limits::kMaxSampleFloats))
@@ -63,7 +66,8 @@ class Embedding final : public Layer {
     const float* table = a.params[0];
     for (size_t i = 0; i < ids; ++i) {
       const float v = a.x[0][i];
-      const int64_t id = v >= 0 && v < static_cast<float>(input_dim_) ? static_cast<int64_t>(v) : -1;
+      const int64_t id =
+          v >= 0 && v < static_cast<float>(input_dim_) ? static_cast<int64_t>(v) : -1;
       if (id >= 0)
         std::memcpy(a.y + i * d, table + static_cast<size_t>(id) * d, d * sizeof(float));
       else
