@@ -6,26 +6,92 @@
 // checking for signals, so that Ctrl-C stops a run cleanly (every model checkpoints) and then
 // raises KeyboardInterrupt. NumPy arrays are read in place; the engine never keeps them past the
 // call.
+//
+// Every call that releases the GIL is counted (Calls): when the interpreter exits, the package's
+// exit hooks stop every running train (as Ctrl-C does) and wait, with the GIL released, until no
+// call is left inside the engine. Without that, a daemon thread still inside a call would be
+// ended by the interpreter's finalization while it waits for the GIL, unwinding through
+// destructors that may not throw: std::terminate.
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "data/dataset.h"
+#include "fleet/run_folder.h"
 #include "nnfleet/nnfleet.h"
 
 namespace py = pybind11;
 using namespace nnfleet::api;
 
 namespace {
+
+// The calls inside the engine, and the stop flags of the running trains.
+class Calls {
+ public:
+  static Calls& get() {
+    static Calls* c = new Calls;  // never destroyed: threads may still hold it at exit
+    return *c;
+  }
+  // Counts a call in (with the train's stop flag, or null); throws once the interpreter exits.
+  void enter(std::atomic<bool>* stop) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (closing_)
+      throw nnfleet::UsageError(
+          "failed to start the call: the Python interpreter is exiting; expected calls to "
+          "nnfleet before the interpreter's exit (its running trains were stopped)");
+    ++calls_;
+    if (stop) stops_.push_back(stop);
+  }
+  void leave(std::atomic<bool>* stop) {
+    std::lock_guard<std::mutex> g(mu_);
+    --calls_;
+    if (stop) stops_.erase(std::find(stops_.begin(), stops_.end(), stop));
+    cv_.notify_all();
+  }
+  // Stops every running train; with `closing`, no call starts after this one.
+  void stop_all(bool closing) {
+    std::lock_guard<std::mutex> g(mu_);
+    closing_ = closing_ || closing;
+    for (std::atomic<bool>* s : stops_) *s = true;
+  }
+  // Waits (the GIL released) until no call is inside the engine.
+  void wait_idle() {
+    py::gil_scoped_release release;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return calls_ == 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closing_ = false;
+  int calls_ = 0;
+  std::vector<std::atomic<bool>*> stops_;
+};
+
+// One call inside the engine, counted for as long as it lives (constructed with the GIL held).
+class CallScope {
+ public:
+  explicit CallScope(std::atomic<bool>* stop = nullptr) : stop_(stop) { Calls::get().enter(stop); }
+  ~CallScope() { Calls::get().leave(stop_); }
+  CallScope(const CallScope&) = delete;
+  CallScope& operator=(const CallScope&) = delete;
+
+ private:
+  std::atomic<bool>* stop_;
+};
 
 // The view of a NumPy array that is C-contiguous and of a type the engine reads in place; the
 // Python layer converts every other array before it gets here.
@@ -74,6 +140,17 @@ Result run_released(const std::function<Result()>& work, std::atomic<bool>& stop
     finished = true;
     cv.notify_all();
   });
+  // Should anything below throw, the run is stopped and joined before its thread is destroyed.
+  struct Joiner {
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~Joiner() {
+      if (!t.joinable()) return;
+      stop = true;
+      py::gil_scoped_release release;
+      t.join();
+    }
+  } joiner{t, stop};
   std::optional<py::error_already_set> interrupted;
   for (;;) {
     {
@@ -142,6 +219,7 @@ class PyModel {
   explicit PyModel(Model m) : m_(std::move(m)) {}
   static PyModel load(const std::string& path, const std::string& weights,
                       const std::vector<std::vector<int64_t>>& shapes) {
+    CallScope call;
     py::gil_scoped_release release;
     return PyModel(Model::load(path, weights, shapes));
   }
@@ -169,6 +247,7 @@ class PyModel {
       }
     }
     {
+      CallScope call;
       py::gil_scoped_release release;
       m_.predict(xv, pp, o, yv, lp);
     }
@@ -186,6 +265,7 @@ class PyModel {
     views(xs, ys, o, xv, yv);
     std::vector<std::pair<std::string, double>> figures;
     {
+      CallScope call;
       py::gil_scoped_release release;
       figures = m_.evaluate(xv, yv, o);
     }
@@ -231,10 +311,13 @@ py::dict model_result_dict(ModelResult& m) {
 
 // One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
 // called on this thread as epochs end; `on_batch` likewise, at most every `batch_interval` s.
+//
+// With `hold` (a test hook), a model's worker waits at each epoch end until `on_epoch` has
+// returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
 PyRun train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
                   const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
                   double checkpoint_seconds, const std::string& format, const std::string& progress,
-                  std::optional<py::function> on_epoch) {
+                  std::optional<py::function> on_epoch, bool hold) {
   RunOptions o;
   o.workers = workers;
   o.out = out;
@@ -252,15 +335,20 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   }
   std::atomic<bool> stop{false};
   o.stop = &stop;
+  const CallScope call(&stop);
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Event> events;
+  uint64_t pushed = 0, delivered = 0;  // epoch-end events, for `hold`
   if (on_epoch)
     o.on_event = [&](const Event& e) {
       if (e.kind != Event::Kind::kEpochEnd) return;
-      std::lock_guard<std::mutex> g(mu);
+      std::unique_lock<std::mutex> lock(mu);
       events.push_back(e);
+      const uint64_t mine = ++pushed;
       cv.notify_all();
+      // A stop (Ctrl-C, a raising callback, the interpreter's exit) lets the worker go on.
+      while (hold && delivered < mine && !stop) cv.wait_for(lock, std::chrono::milliseconds(50));
     };
   const PlanInput plan =
       text.empty() ? PlanInput::file(path) : PlanInput::text(text, path, base_dir);
@@ -273,15 +361,28 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
         e = std::move(events.front());
         events.pop_front();
       }
+      // Counted as delivered even when the callback raises (the run then stops).
+      struct Delivered {
+        std::mutex& mu;
+        std::condition_variable& cv;
+        uint64_t& delivered;
+        ~Delivered() {
+          std::lock_guard<std::mutex> g(mu);
+          ++delivered;
+          cv.notify_all();
+        }
+      } counted{mu, cv, delivered};
       (*on_epoch)(e.model, e.epoch, logs_dict(e.logs), e.seconds);
     }
   };
+  auto drop = [&] {
+    std::lock_guard<std::mutex> g(mu);
+    events.clear();
+    delivered = pushed;
+    cv.notify_all();
+  };
   RunResult r = run_released<RunResult>([&] { return nnfleet::api::train(plan, views, o); }, stop,
-                                        mu, cv, [&] { return !events.empty(); }, deliver,
-                                        [&] {
-                                          std::lock_guard<std::mutex> g(mu);
-                                          events.clear();
-                                        });
+                                        mu, cv, [&] { return !events.empty(); }, deliver, drop);
   PyRun p;
   for (ModelResult& m : r.models) p.models.append(model_result_dict(m));
   p.out = r.out_dir;
@@ -347,6 +448,7 @@ PYBIND11_MODULE(_core, m) {
       .def("evaluate", &PyModel::evaluate, py::arg("xs"), py::arg("ys"), py::arg("loss"),
            py::arg("metrics"), py::arg("batch_size"), py::arg("workers"), py::arg("scale"))
       .def("save", [](const PyModel& s, const std::string& path) {
+        CallScope call;
         py::gil_scoped_release release;
         s.model().save(path);
       });
@@ -365,5 +467,36 @@ PYBIND11_MODULE(_core, m) {
         "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
-        py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"));
+        py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
+        py::arg("hold") = false);
+  m.def(
+      "_test_folder_barrier",
+      [](int parties) {
+        // Runs that create an output folder wait for each other just before its rename.
+        static std::unique_ptr<std::barrier<>> barrier;
+        nnfleet::fleet_detail::g_folder_hook = nullptr;
+        barrier.reset();
+        if (parties <= 0) return;
+        barrier = std::make_unique<std::barrier<>>(parties);
+        nnfleet::fleet_detail::g_folder_hook = [](bool ready) {
+          if (ready)
+            barrier->arrive_and_wait();
+          else
+            barrier->arrive_and_drop();
+        };
+      },
+      py::arg("parties"), "A test hook: the next `parties` folder creations meet before renaming");
+  m.def(
+      "stop", [] { Calls::get().stop_all(false); },
+      "Stops every train running in this process (each model checkpoints; the train returns "
+      "with interrupted set)");
+  m.def(
+      "shutdown",
+      [](bool wait) {
+        Calls::get().stop_all(true);
+        if (wait) Calls::get().wait_idle();
+      },
+      py::arg("wait"),
+      "At interpreter exit: stops every running train, refuses new calls, and with `wait` "
+      "waits until no call is inside the engine");
 }

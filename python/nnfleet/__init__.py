@@ -9,16 +9,29 @@ data shared read-only by every worker); this package calls it with NumPy arrays 
                         x, y, epochs=2, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     print(run["mlp"].history["loss"])
 
-Every engine error is raised as a subclass of nnfleet.Error with the message `nnfleet` prints.
+Every engine error is raised as a subclass of nnfleet.Error with the message `nnfleet` prints
+(its options named as this package's keywords: out=, resume=True). A bad argument is a
+UsageError or DataError naming the keyword, the rule and what was expected, never a bare
+TypeError or ValueError.
+
+The engine reads the arrays in place while `train`, `predict` and `evaluate` run, without the
+GIL: they must not change until the call returns. A model whose ids or labels go out of range
+because an array changed during `train` ends as "failed" with a message saying so.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import gzip
 import json
+import math
 import os
+import re
+import reprlib
 import sys
 import tempfile
+import threading
 import warnings
 
 import numpy as np
@@ -29,9 +42,165 @@ from ._core import DataError, Error, FileError, ModelError, PlanError, UsageErro
 __all__ = [
     "Error", "PlanError", "DataError", "ModelError", "FileError", "UsageError",
     "Model", "ModelResult", "Run", "train", "train_plan", "predict", "evaluate", "load_model",
-    "datasets",
+    "stop", "datasets",
 ]
 __version__ = "0.1.0"
+
+
+def stop() -> None:
+    """Stops every `train` running in this process, on any thread, as Ctrl-C stops its own:
+    each model finishes its batch and checkpoints, and each `train` returns a Run with
+    `interrupted` set (resume=True with the same `out` continues it).
+
+    Ctrl-C raises KeyboardInterrupt on the main thread only; a program that trains on other
+    threads and catches it calls stop() (if it lets the interrupt end the program, the exit
+    stops them: see below).
+    """
+    _core.stop()
+
+
+# At the interpreter's exit (the main thread ends, or an uncaught Ctrl-C ends it), trains still
+# running on other threads are stopped as by stop(), before threading joins its threads; then
+# (atexit) the exit waits until no thread is inside the engine, so that daemon threads are never
+# ended by the interpreter's finalization in the middle of a call.
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_core.shutdown, False)
+atexit.register(_core.shutdown, True)
+
+
+# ---- arguments: each bad one a UsageError or DataError naming the keyword, never a raw error.
+
+_INT32_MAX = 2**31 - 1
+_FLOAT32_MAX = 3.4028234663852886e38
+_MAX_DEPTH = 100  # nesting of plan values (the plan reader allows 128 with its own levels)
+_MAX_PATH = 4096
+_repr = reprlib.Repr()
+_repr.maxstring = _repr.maxother = 40
+_repr.maxlist = _repr.maxtuple = _repr.maxdict = _repr.maxset = 4
+_repr.maxlevel = 3
+_repr.maxlong = 24
+
+
+def _show(v):
+    """`v` as a message quotes it: its type and a short form, never a whole plan or array."""
+    if isinstance(v, np.ndarray):
+        return f"an array of shape {v.shape} and dtype {v.dtype}"
+    try:
+        text = _repr.repr(v)
+    except Exception:  # a repr that raises says nothing more
+        text = "..."
+    return f"{type(v).__name__} {text[:80]}"
+
+
+def _fail(call, name, rule, expected, got, cls=None):
+    raise (cls or UsageError)(f"failed to {call}: {name} {rule}; expected {expected}, "
+                              f"got {_show(got)}")
+
+
+def _int(v, name, call, lo=1, hi=_INT32_MAX):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        _fail(call, name, "must be an integer", f"an int from {lo} to {hi}", v)
+    if not lo <= int(v) <= hi:
+        _fail(call, name, "is out of range", f"an int from {lo} to {hi}", v)
+    return int(v)
+
+
+def _float(v, name, call, lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX, hi_open=False):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        _fail(call, name, "must be a number", f"a finite number from {lo:g} to {hi:g}", v)
+    f = float(v) if not isinstance(v, int) or abs(v) < 2**1000 else math.inf
+    if not (math.isfinite(f) and lo <= f and (f < hi if hi_open else f <= hi)):
+        _fail(call, name, "is out of range",
+              f"a finite number from {lo:g} to {hi:g}{' (excluded)' if hi_open else ''}", v)
+    return f
+
+
+def _text(v, name, call, choices=None, max_len=1000):
+    if not isinstance(v, str):
+        _fail(call, name, "must be a string", " or ".join(choices) if choices else "a str", v)
+    if choices and v not in choices:
+        _fail(call, name, "is not a known value", "one of " + ", ".join(choices), v)
+    if len(v) > max_len or "\0" in v:
+        _fail(call, name, f"must be at most {max_len} characters without NUL", "a short name", v)
+    return v
+
+
+def _path(v, name, call):
+    if isinstance(v, os.PathLike):
+        try:
+            v = os.fspath(v)
+        except Exception:
+            v = None
+    if not isinstance(v, str) or not v or "\0" in v or len(v) > _MAX_PATH:
+        _fail(call, name, "must be a file or folder path",
+              f"a non-empty str or os.PathLike of at most {_MAX_PATH} characters without NUL", v)
+    return v
+
+
+def _flag(v, name, call):
+    if not isinstance(v, (bool, np.bool_)):
+        _fail(call, name, "must be True or False", "a bool", v)
+    return bool(v)
+
+
+def _plain(v, where, call, depth=0, path=()):
+    """`v` as plan JSON takes it: dicts with str keys, lists, str, finite numbers, bool, None;
+    numpy scalars become Python ones. Cycles, depth and other types are refused by name."""
+    if depth > _MAX_DEPTH:
+        _fail(call, where, f"is nested more than {_MAX_DEPTH} levels deep",
+              "a plan value of reasonable depth", "")
+    if isinstance(v, np.generic):
+        v = v.item()
+    if v is None or isinstance(v, (bool, str, int)):
+        return v
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            _fail(call, where, "holds a non-finite number", "finite numbers in plan values", v)
+        return v
+    if isinstance(v, (dict, list, tuple)):
+        if any(v is p for p in path):
+            _fail(call, where, "contains itself (a reference cycle)", "a tree of plan values", v)
+        path = path + (v,)
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    _fail(call, where, "has a key that is not a string", "str keys", k)
+                out[k] = _plain(x, f"{where}[{_repr.repr(k)}]", call, depth + 1, path)
+            return out
+        return [_plain(x, f"{where}[{i}]", call, depth + 1, path) for i, x in enumerate(v)]
+    _fail(call, where, "is not a plan value", "numbers, strings, lists and dicts", v)
+
+
+# Engine messages name the CLI's options; Python callers use keywords.
+_CLI_WORDS = [
+    (re.compile(r" \(nnfleet train: --out FOLDER\)"), ""),
+    (re.compile(r"--resume\b"), "resume=True"),
+    (re.compile(r"--out FOLDER\b"), "out=FOLDER"),
+    (re.compile(r"--out\b"), "out="),
+    (re.compile(r"--workers\b"), "workers="),
+    (re.compile(r"--format\b"), "format="),
+]
+_LONG_WORD = re.compile(r"[^\s']{200,}")
+
+
+def _for_python(msg):
+    for pattern, words in _CLI_WORDS:
+        msg = pattern.sub(words, msg)
+    # A value quoted whole (a long name or string) is abbreviated.
+    return _LONG_WORD.sub(lambda m: f"{m.group(0)[:60]}...({len(m.group(0))} characters)", msg)
+
+
+@contextlib.contextmanager
+def _engine():
+    """Engine errors as Python callers read them (_for_python)."""
+    try:
+        yield
+    except Error as e:
+        msg = _for_python(str(e))
+        if msg == str(e):
+            raise
+        raise type(e)(msg) from None
 
 # NumPy dtypes the engine reads in place; every other dtype is converted once (with a warning).
 _IN_PLACE = (np.uint8, np.int32, np.int64, np.float32, np.float64)
@@ -42,7 +211,20 @@ def _array(a, what):
     if (isinstance(a, np.ndarray) and a.dtype.type in _IN_PLACE and a.dtype.isnative
             and a.flags.c_contiguous):
         return a
-    arr = np.asarray(a)
+    if a is None:
+        raise DataError(f"failed to read {what}: it is None; expected a numeric array")
+    try:
+        arr = np.asarray(a)
+    except Exception as e:  # ragged nested lists, objects NumPy cannot read
+        raise DataError(f"failed to read {what}: NumPy cannot make an array of it "
+                        f"({str(e)[:100]}); expected a numeric array, got {_show(a)}") from None
+    if arr.ndim == 0 or arr.size == 0:
+        raise DataError(f"failed to read {what}: it holds no samples; expected an array with a "
+                        f"first (sample) axis and at least one value, got {_show(arr)}")
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.max() > np.iinfo(np.int64).max:
+        i = int(np.argmax(arr.reshape(-1) > np.iinfo(np.int64).max))
+        raise DataError(f"failed to read {what}: value {arr.reshape(-1)[i]} at flat index {i} "
+                        f"does not fit int64; expected uint64 values up to 2^63-1")
     if arr.dtype.type in _IN_PLACE:
         target = arr.dtype.newbyteorder("=")
     elif arr.dtype.kind in "biu":
@@ -134,11 +316,22 @@ def load_model(path, weights=None, *, input_shape=None) -> Model:
     `input_shape` (per sample; a list of them for several inputs) fills dimensions the file
     leaves free (None). Raises FileError, ModelError.
     """
+    call = "load the model"
+    path = _path(path, "path", call)
+    weights = "" if weights is None else _path(weights, "weights", call)
     shapes = []
     if input_shape is not None:
-        shapes = [list(s) for s in input_shape] if isinstance(input_shape[0], (list, tuple)) \
-            else [list(input_shape)]
-    return Model(_core.Model.load(os.fspath(path), os.fspath(weights) if weights else "", shapes))
+        expected = "a tuple of positive ints per sample, or a list of them (one per input)"
+        if not isinstance(input_shape, (list, tuple)) or not input_shape:
+            _fail(call, "input_shape", "must be a non-empty tuple", expected, input_shape)
+        several = isinstance(input_shape[0], (list, tuple))
+        for k, one in enumerate(input_shape if several else [input_shape]):
+            name = f"input_shape[{k}]" if several else "input_shape"
+            if not isinstance(one, (list, tuple)) or not one:
+                _fail(call, name, "must be a non-empty tuple", expected, one)
+            shapes.append([_int(d, f"{name}[{i}]", call) for i, d in enumerate(one)])
+    with _engine():
+        return Model(_core.Model.load(path, weights, shapes))
 
 
 def _as_model(model, x_shapes=None):
@@ -146,8 +339,8 @@ def _as_model(model, x_shapes=None):
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_model(model)
-    raise UsageError(f"failed to use the model: expected an nnfleet.Model or a path to a Keras "
-                     f"file, got {type(model).__name__}")
+    raise UsageError(f"failed to use the model: model must be an nnfleet.Model or a Keras file; "
+                     f"expected an nnfleet.Model or a path, got {_show(model)}")
 
 
 def _list(v, what):
@@ -155,6 +348,9 @@ def _list(v, what):
         raise UsageError(f"failed to read {what}: pass several inputs or outputs as a list in "
                          "the model's order; expected a list of arrays, got a dict")
     if isinstance(v, (list, tuple)):
+        if not v:
+            raise DataError(f"failed to read {what}: it is an empty list; expected an array, "
+                            "or a list of arrays (one per input or output)")
         return [_array(a, f"{what}[{i}]") for i, a in enumerate(v)]
     return [_array(v, what)]
 
@@ -164,14 +360,17 @@ def predict(model, x, *, y=None, loss=None, batch_size=256, workers=None, scale=
 
     Returns (predictions, per_sample_loss): float32 arrays of shape (N, *output) and (N,) (lists
     of them for several outputs); per_sample_loss is None without `y`. `loss` defaults to the
-    file's compile loss. Results do not depend on `workers` (default: every core).
+    file's compile loss. Results do not depend on `workers` (default: every core). The arrays
+    are read in place without the GIL and must not change until predict returns.
     Raises DataError (shapes, labels), UsageError (no loss known), ModelError.
     """
     m = _as_model(model)
+    call = "predict"
+    args = _predict_args(call, loss, batch_size, workers, scale)
     xs = _list(x, "x")
     ys = [] if y is None else _list(y, "y")
-    preds, losses = m._m.predict(xs, ys, loss or "", int(batch_size), int(workers or 0),
-                                 1.0 if scale is None else float(scale))
+    with _engine():
+        preds, losses = m._m.predict(xs, ys, *args)
     if len(preds) == 1:
         return preds[0], None if losses is None else losses[0]
     return preds, losses
@@ -186,11 +385,24 @@ def evaluate(model, x, y, *, loss=None, metrics=None, batch_size=256, workers=No
     `nnfleet evaluate`, for any `workers`. Raises DataError, UsageError, ModelError.
     """
     m = _as_model(model)
+    call = "evaluate"
+    loss, batch_size, workers, scale = _predict_args(call, loss, batch_size, workers, scale)
     if isinstance(metrics, str):
         metrics = [metrics]
-    return dict(m._m.evaluate(_list(x, "x"), _list(y, "y"), loss or "", list(metrics or []),
-                              int(batch_size), int(workers or 0),
-                              1.0 if scale is None else float(scale)))
+    if metrics is not None and not isinstance(metrics, (list, tuple)):
+        _fail(call, "metrics", "must be a list of metric names", "a list of str", metrics)
+    metrics = [_text(v, f"metrics[{i}]", call) for i, v in enumerate(metrics or [])]
+    xs, ys = _list(x, "x"), _list(y, "y")
+    with _engine():
+        return dict(m._m.evaluate(xs, ys, loss, metrics, batch_size, workers, scale))
+
+
+def _predict_args(call, loss, batch_size, workers, scale):
+    """predict's and evaluate's loss, batch_size, workers and scale, checked."""
+    return ("" if loss is None else _text(loss, "loss", call),
+            _int(batch_size, "batch_size", call),
+            0 if workers is None else _int(workers, "workers", call),
+            1.0 if scale is None else _float(scale, "scale", call))
 
 
 class ModelResult:
@@ -279,7 +491,23 @@ def _print_epoch(name, epoch, logs, epochs):
 
 
 def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_seconds, format,
-         progress, on_epoch_end, epochs_of):
+         progress, on_epoch_end, epochs_of, hold=False):
+    call = "train"
+    if workers is not None:
+        if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
+            _fail(call, "workers", "must be an integer", "1 or more (None: every core)", workers)
+        workers = _int(workers, "workers", call)
+    if out is not None and not (isinstance(out, str) and out == ""):
+        out = _path(out, "out", call)
+    resume = _flag(resume, "resume", call)
+    checkpoint_seconds = _float(checkpoint_seconds, "checkpoint_seconds", call, lo=0.0)
+    format = _text(format, "format", call, choices=("keras", "h5", "onnx"))
+    if not (progress is None or isinstance(progress, (bool, np.bool_))
+            or (isinstance(progress, str) and progress == "json")):
+        _fail(call, "progress", "must be True, False or 'json'", "a bool or 'json'", progress)
+    if on_epoch_end is not None and not callable(on_epoch_end):
+        _fail(call, "on_epoch_end", "must be callable", "a function(name, epoch, logs) or None",
+              on_epoch_end)
     mode, lines = _progress_mode(progress)
     callback = None
     if on_epoch_end is not None or lines:
@@ -288,19 +516,16 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
                 _print_epoch(name, epoch, logs, epochs_of)
             if on_epoch_end is not None:
                 on_epoch_end(name, epoch, dict(logs))
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise UsageError(f"failed to start the run: workers must be a positive integer; "
-                         f"expected 1 or more (None: every core), got {workers!r}")
-    r = _core.train(path, text, base_dir, arrays, workers or 0,
-                    None if out is None else os.fspath(out), bool(resume),
-                    float(checkpoint_seconds), format, mode, callback)
+    with _engine():
+        r = _core.train(path, text, base_dir, arrays, workers or 0, out, resume,
+                        checkpoint_seconds, format, mode, callback, hold)
     return Run(r)
 
 
 def train_plan(path, *, workers=None, out="", resume=False, checkpoint_seconds=2.0,
                format="keras", progress=True, on_epoch_end=None) -> Run:
     """Runs a plan file as `nnfleet train PATH` does (out="": runs/<plan>-<timestamp>)."""
-    return _run(os.fspath(path), "", "", {}, workers=workers, out=out, resume=resume,
+    return _run(_path(path, "path", "train"), "", "", {}, workers=workers, out=out, resume=resume,
                 checkpoint_seconds=checkpoint_seconds, format=format, progress=progress,
                 on_epoch_end=on_epoch_end, epochs_of={})
 
@@ -310,6 +535,8 @@ _KERAS_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
 
 def _model_entry(m, i, tmp):
     """A plan entry for one of train's `models`."""
+    if isinstance(m, dict):
+        m = _plain(m, f"models[{i}]", "train")
     if isinstance(m, dict) and ("layers" in m or "keras" in m):
         entry = dict(m)
         entry.setdefault("name", f"model-{i}")
@@ -318,7 +545,7 @@ def _model_entry(m, i, tmp):
     if isinstance(m, (str, os.PathLike)) and not str(m).lstrip().startswith("{"):
         p = os.fspath(m)
         if not p.lower().endswith(_KERAS_SUFFIXES):
-            raise UsageError(f"failed to use models[{i}] '{p}': expected a Keras file "
+            raise UsageError(f"failed to use models[{i}] {_repr.repr(p)}: expected a Keras file "
                              "(.keras, .h5, .json), a to_json() string, a plan-style dict or a "
                              "Keras model")
         stem = os.path.splitext(os.path.basename(p))[0]
@@ -335,9 +562,10 @@ def _model_entry(m, i, tmp):
     if isinstance(m, str):
         try:
             m = json.loads(m)
-        except json.JSONDecodeError as e:
-            raise UsageError(f"failed to read models[{i}]: not valid Keras JSON ({e}); expected "
-                             "model.to_json()") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            raise UsageError(f"failed to read models[{i}]: not valid Keras JSON "
+                             f"({str(e)[:100]}); expected model.to_json()") from None
+        m = _plain(m, f"models[{i}]", "train")
     if isinstance(m, dict) and "class_name" in m:
         file = os.path.join(tmp, f"model-{i}.json")
         with open(file, "w") as f:
@@ -358,13 +586,16 @@ def _data(x, y, key, validation_split, test_data, scale, arrays):
     arrays[f"y{key}"] = _array(y, "y" if not key else f"y{key}")
     d = {"train": {"x": f"memory:x{key}", "y": f"memory:y{key}"}}
     if validation_split:
-        d["validation_split"] = float(validation_split)
+        d["validation_split"] = validation_split
     if scale is not None:
-        d["scale"] = float(scale)
+        d["scale"] = scale
     if test_data is not None:
+        name = "test_data" if not key else f"test_data[{key[1:]}]"
+        if not isinstance(test_data, (list, tuple)) or len(test_data) != 2:
+            _fail("train", name, "must be a pair", "(x_test, y_test)", test_data)
         tx, ty = test_data
-        arrays[f"x_test{key}"] = _array(tx, "test x")
-        arrays[f"y_test{key}"] = _array(ty, "test y")
+        arrays[f"x_test{key}"] = _array(tx, f"{name}'s x")
+        arrays[f"y_test{key}"] = _array(ty, f"{name}'s y")
         d["test"] = {"x": f"memory:x_test{key}", "y": f"memory:y_test{key}"}
     return d
 
@@ -386,9 +617,20 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     default (shuffle, batch_split, ...) may be given too. out: keep the output folder there
     (None: a temporary one); resume=True continues the run in `out`. on_epoch_end(name, epoch,
     logs) is called on this thread. Ctrl-C stops every model cleanly (checkpointed in `out`),
-    then raises KeyboardInterrupt. Results are bit-identical to `nnfleet train` on the same plan.
+    then raises KeyboardInterrupt; on another thread, nnfleet.stop() (or the interpreter's
+    exit) stops it and it returns a Run with `interrupted` set. The arrays are read in place
+    without the GIL: they must not change until train returns (a model whose labels or ids go
+    out of range because one did ends as "failed", saying so). Results are bit-identical to
+    `nnfleet train` on the same plan.
     Raises PlanError (every problem listed), DataError, ModelError, FileError, UsageError.
     """
+    call = "train"
+    if validation_split is not None:
+        validation_split = _float(validation_split, "validation_split", call, lo=0.0, hi=1.0,
+                                  hi_open=True)
+    if scale is not None:
+        scale = _float(scale, "scale", call)
+    seed = _int(seed, "seed", call, lo=0, hi=2**63 - 1)
     if validation_data is not None:
         raise UsageError("failed to use validation_data: nnfleet validates on the last fraction "
                          "of the training data; expected validation_split (or concatenate the "
@@ -396,22 +638,29 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     if not isinstance(models, (list, tuple)):
         models = [models]
     if not models:
-        raise UsageError("failed to train: expected at least one model, got an empty list")
+        raise UsageError("failed to train: models must hold at least one model; expected a "
+                         "list of models, got an empty list")
+    # A test hook: each model's worker waits at each epoch end until on_epoch_end returned.
+    hold = bool(plan_defaults.pop("_hold_at_epoch_end", False))
     defaults = {}
     for k, v in (("epochs", epochs), ("batch_size", batch_size), ("loss", loss),
                  ("optimizer", optimizer), ("metrics", metrics),
                  ("early_stopping", early_stopping)):
         if v is not None:
-            defaults[k] = v
+            defaults[k] = _plain(v, k, call)
     for k, v in plan_defaults.items():
         if k not in _FIT_KEYS:
-            raise UsageError(f"failed to train: unknown keyword '{k}'; expected one of "
-                             f"{', '.join(sorted(_FIT_KEYS | {'validation_split', 'test_data', 'seed', 'workers', 'out', 'resume', 'progress', 'on_epoch_end', 'checkpoint_seconds', 'format', 'scale'}))}")
-        defaults[k] = v
+            raise UsageError(f"failed to train: unknown keyword {_repr.repr(k)}; expected one "
+                             f"of {', '.join(sorted(_FIT_KEYS | {'validation_split', 'test_data', 'seed', 'workers', 'out', 'resume', 'progress', 'on_epoch_end', 'checkpoint_seconds', 'format', 'scale'}))}")
+        defaults[k] = _plain(v, k, call)
     arrays = {}
     with tempfile.TemporaryDirectory(prefix="nnfleet-models-") as tmp:
         entries = [_model_entry(m, i, tmp) for i, m in enumerate(models)]
         per_model = isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))
+        if per_model and test_data is not None and (
+                not isinstance(test_data, (list, tuple)) or len(test_data) != len(entries)):
+            _fail(call, "test_data", "must give each model its own pair when x and y are lists",
+                  f"a list of {len(entries)} (x_test, y_test) pairs", test_data)
         plan = {"seed": seed, "defaults": defaults, "models": entries}
         if per_model:
             if len(x) != len(entries) or len(y) != len(entries):
@@ -426,7 +675,8 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
         epochs_of = {e["name"]: e.get("epochs", defaults.get("epochs", 1)) for e in entries}
         return _run("nnfleet.train", text, os.getcwd(), arrays, workers=workers, out=out,
                     resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
-                    progress=progress, on_epoch_end=on_epoch_end, epochs_of=epochs_of)
+                    progress=progress, on_epoch_end=on_epoch_end, epochs_of=epochs_of,
+                    hold=hold)
 
 
 def _json_default(v):

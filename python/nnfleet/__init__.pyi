@@ -84,6 +84,7 @@ def train(models: Any, x: Arrays, y: Arrays, *, validation_split: float | None =
           on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
           checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
           **plan_defaults: Any) -> Run: ...
+def stop() -> None: ...
 def train_plan(path: PathLike, *, workers: int | None = ..., out: PathLike | None = ...,
                resume: bool = ..., checkpoint_seconds: float = ..., format: str = ...,
                progress: bool | str = ...,

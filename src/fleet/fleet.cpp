@@ -45,35 +45,23 @@ std::string gib(size_t bytes) {
   return b;
 }
 
-// Tells two observers (the display's and the caller's) of a job's progress. A stop the caller's
-// observer asks for (its callback sets the caller's stop flag, `asked`) reaches the workers' flag
-// (`stop`) before the job goes on, not at the next look of the loop that joins the two every 5 ms:
-// a short run could otherwise end first, as it did on a loaded machine.
+// Tells two observers (the display's and the caller's) of a job's progress.
 class TeeObserver : public JobObserver {
  public:
-  TeeObserver(JobObserver* a, JobObserver* b, const std::atomic<bool>* asked,
-              std::atomic<bool>* stop)
-      : a_(a), b_(b), asked_(asked), stop_(stop) {}
+  TeeObserver(JobObserver* a, JobObserver* b) : a_(a), b_(b) {}
   void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
                 double metric, double samples_per_second) override {
     a_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
     if (b_) b_->on_batch(spec, epoch, batch, batches, loss, metric, samples_per_second);
-    pass_stop();
   }
   void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
     a_->on_epoch(spec, rec);
     if (b_) b_->on_epoch(spec, rec);
-    pass_stop();
   }
 
  private:
-  void pass_stop() {
-    if (asked_ && asked_->load(std::memory_order_relaxed)) *stop_ = true;
-  }
   JobObserver* a_;
   JobObserver* b_;
-  const std::atomic<bool>* asked_;
-  std::atomic<bool>* stop_;
 };
 
 // Checks that one source's targets suit the model's output and loss (the test targets are
@@ -569,7 +557,8 @@ class WorkerPool {
     ctx.seed = st_.plan.seed;
     ctx.core = cores_[static_cast<size_t>(w)];
     ctx.stop = &st_.stop;
-    TeeObserver tee(st_.live->observer(w), st_.opts.observer, st_.opts.stop, &st_.stop);
+    ctx.caller_stop = st_.opts.stop;
+    TeeObserver tee(st_.live->observer(w), st_.opts.observer);
     ctx.observer = st_.opts.observer ? &tee : st_.live->observer(w);
     if (helpers_) ctx.helpers = &board_;
     ctx.job = static_cast<int>(j.index);

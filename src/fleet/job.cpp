@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <new>
 #include <numeric>
 
@@ -139,11 +140,12 @@ struct Batcher {
   // Loads rows idx[0..n) of xy (data.train or *data.test, with their further inputs and targets)
   // into the network inputs and the target buffers, with the rows' weights from `sample_weights`
   // (indexed by row; empty: none) or, with `by_class`, the plan's class weights; returns the
-  // targets, one per output. The buffers were sized for the model: run_fleet's check_targets
+  // targets, one per output (null when the data changed under the run: `bad` says how). The
+  // buffers were sized for the model: run_fleet's check_targets
   // holds every source (training and test) to that shape before anything runs.
   const Targets* load(const XY& xy, const int64_t* rows, int n, Network& net,
                       const std::vector<float>& sample_weights, bool by_class) {
-    load_targets(xy, rows, n, net);
+    if (!load_targets(xy, rows, n, net)) return nullptr;
     const float* w = nullptr;
     if (!sample_weights.empty()) {
       for (int i = 0; i < n; ++i) weights[static_cast<size_t>(i)] = sample_weights[rows[i]];
@@ -173,12 +175,19 @@ struct Batcher {
                ? class_weight[static_cast<size_t>(c)]
                : 1.0f;
   }
-  void load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
+  // False (with `bad` saying why) when a gathered id or label is out of range: the data was
+  // checked before the run, so only an array changed while the run reads it (a caller's memory
+  // array) brings one; the job then ends as failed instead of indexing with it.
+  bool load_targets(const XY& xy, const int64_t* rows, int n, Network& net) {
     const bool of_test = &xy != &data.train;
     NNFLEET_CHECK(n <= batch && net.model().num_inputs() == data.num_x() &&
                   targets.size() == data.num_y());
-    for (size_t i = 0; i < data.num_x(); ++i)
+    const Model::IdInput& ids = net.model().id_input();
+    for (size_t i = 0; i < data.num_x(); ++i) {
       gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
+      if (ids.limit > 0 && ids.input == i && !ids_in_range(net.input(i), rows, n, of_test, ids))
+        return false;
+    }
     for (size_t j = 0; j < targets.size(); ++j) {
       const Array& y = data.y(j, of_test);
       const bool sparse = train.loss_of(j).sparse();
@@ -186,6 +195,7 @@ struct Batcher {
       Targets t;
       if (sparse) {
         gather_labels(y, rows, n, labels[j].data());
+        if (!labels_in_range(j, rows, n, of_test)) return false;
         t.labels = labels[j].data();
       } else {
         gather_rows(y, rows, n, 1.0f, values[j].data());
@@ -193,14 +203,60 @@ struct Batcher {
       }
       targets[j] = t;
     }
+    return true;
   }
+
+  // ids[n, row]: every value an integer in [0, limit) (one compare per value: the hot path).
+  bool ids_in_range(const float* v, const int64_t* rows, int n, bool of_test,
+                    const Model::IdInput& ids) {
+    const int64_t row = data.x(ids.input, of_test).row_size(), total = row * n;
+    const float limit = static_cast<float>(ids.limit);
+    for (int64_t i = 0; i < total; ++i)
+      if (!(v[i] >= 0 && v[i] < limit && v[i] == std::floor(v[i]))) {
+        const Array& x = data.x(ids.input, of_test);
+        changed(of_test, rows[i / row],
+                "input value " + number(x.at(rows[i / row] * row + i % row)),
+                "not an id the Embedding '" + ids.layer + "' has (integers in [0, " +
+                    std::to_string(ids.limit) + "))");
+        return false;
+      }
+    return true;
+  }
+  // Output j's labels[n, steps]: every one a class the model outputs.
+  bool labels_in_range(size_t j, const int64_t* rows, int n, bool of_test) {
+    const int32_t classes = ks[j] / steps[j];
+    const int64_t total = int64_t{n} * steps[j];
+    const int32_t* l = labels[j].data();
+    for (int64_t i = 0; i < total; ++i)
+      if (l[i] < 0 || l[i] >= classes) {
+        const Array& y = data.y(j, of_test);
+        changed(of_test, rows[i / steps[j]],
+                "label " + number(y.at(rows[i / steps[j]] * steps[j] + i % steps[j])),
+                "outside the model's classes 0.." + std::to_string(classes - 1));
+        return false;
+      }
+    return true;
+  }
+  static std::string number(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.17g", v);
+    return b;
+  }
+  void changed(bool of_test, int64_t row, const std::string& what, const std::string& rule) {
+    bad = "failed to train model '" + spec.name + "': sample " + std::to_string(row) + " of the " +
+          (of_test ? "test" : "training") + " data holds " + what + ", " + rule +
+          ", though every sample was checked when the run began; expected the data to stay "
+          "unchanged until the run ends (an array was changed while the run read it)";
+  }
+  std::string bad;  // why the last load() failed
 };
 
 // The loss sum and the metrics' state over rows [begin, end) of xy, in inference mode (weighted
 // by `sample_weights` when given, as Keras weighs validation data); `infer(n)` runs the network's
-// forward on the first n input rows. Batches of b.batch rows, as in training.
+// forward on the first n input rows. Batches of b.batch rows, as in training. False when the data
+// changed under the run (Batcher::bad).
 template <typename Infer>
-void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
+bool evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& sample_weights,
               int64_t begin, int64_t end, const JobMetrics& metrics, Infer infer, double& loss_sum,
               std::vector<double>& msums) {
   loss_sum = 0.0;
@@ -214,6 +270,7 @@ void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& 
     const int n = static_cast<int>(std::min<int64_t>(bs, end - r));
     std::iota(b.idx.begin(), b.idx.begin() + n, r);
     const Targets* t = b.load(xy, b.idx.data(), n, net, sample_weights, false);
+    if (!t) return false;
     infer(n);
     const double loss = b.train.outputs.empty() ? net.output_loss(n, b.train.loss, t[0], nullptr)
                                                 : net.output_losses(n, t, out_sums.data());
@@ -222,6 +279,7 @@ void evaluate(Network& net, Batcher& b, const XY& xy, const std::vector<float>& 
       for (size_t j = 0; j < outs; ++j) metrics.add_output_loss(msums.data(), j, out_sums[j], n);
     metrics.accumulate(msums.data(), n, net, t);
   }
+  return true;
 }
 
 // ReduceLROnPlateau at an epoch end, before early stopping (as when listed first in Keras's
@@ -429,7 +487,8 @@ class JobRun {
   bool run_epochs() {
     for (int epoch = ck_.epoch; epoch < spec_.epochs && !stop_training_; ++epoch) {
       if (!train_epoch(epoch)) return false;
-      const EpochRecord rec = epoch_record(epoch);
+      EpochRecord rec;
+      if (!epoch_record(epoch, rec)) return false;
       res_.history.push_back(rec);
       if (ctx_.observer) ctx_.observer->on_epoch(spec_, rec);
       if (spec_.reduce_lr_on_plateau)
@@ -454,9 +513,10 @@ class JobRun {
     if (data_.test) {
       double tl = 0;
       std::vector<double> tm;
-      evaluate(
-          net_, batcher_, *data_.test, data_.test_weights, 0, data_.test->x.rows(), metrics_,
-          [this](int n) { infer(n); }, tl, tm);
+      if (!evaluate(
+              net_, batcher_, *data_.test, data_.test_weights, 0, data_.test->x.rows(), metrics_,
+              [this](int n) { infer(n); }, tl, tm))
+        return fail_changed_data(res_.epochs);
       const double nt = static_cast<double>(data_.test->x.rows());
       res_.metrics.emplace_back("test_loss", tl / nt);
       for (size_t m = 0; m < metrics_.size(); ++m)
@@ -519,6 +579,11 @@ class JobRun {
     const int n = static_cast<int>(std::min<int64_t>(bs, data_.n_train - int64_t{b} * bs));
     const Targets* t = batcher_.load(data_.train, order_.data() + int64_t{b} * bs, n, net_,
                                      data_.train_weights, true);
+    if (!t) {
+      ck_.seconds += since(t0);
+      fail_changed_data(epoch);
+      return false;
+    }
     const double loss = train_step(n, t);
     if (!std::isfinite(loss)) {
       res_.status = JobStatus::kDiverged;
@@ -543,7 +608,7 @@ class JobRun {
                               metrics_.empty() ? NAN : metrics_.value(0, ck_.metric_sums.data()),
                               el > 0 ? ck_.seen / el : 0.0);
     }
-    if (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed) && b + 1 < batches_) {
+    if (stop_requested() && b + 1 < batches_) {
       ck_.epoch_seconds += since(t0);
       ck_.seconds += since(t0);
       write_checkpoint(epoch, b + 1);
@@ -557,9 +622,22 @@ class JobRun {
     return true;
   }
 
-  // The epoch's history record: training figures, then the validation split's.
-  EpochRecord epoch_record(int epoch) {
-    EpochRecord rec;
+  bool stop_requested() const {
+    return (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed)) ||
+           (ctx_.caller_stop && ctx_.caller_stop->load(std::memory_order_relaxed));
+  }
+
+  // The job ends as failed, with Batcher::bad, after `epochs` complete epochs.
+  void fail_changed_data(int epochs) {
+    res_.status = JobStatus::kFailed;
+    res_.message = batcher_.bad;
+    res_.epochs = epochs;
+    res_.seconds = ck_.seconds;
+  }
+
+  // The epoch's history record in `rec`: training figures, then the validation split's; false
+  // when the job ended in it (the data changed under the run).
+  bool epoch_record(int epoch, EpochRecord& rec) {
     rec.epoch = epoch + 1;
     rec.values.emplace_back("loss", ck_.loss_sum / ck_.seen);
     for (size_t m = 0; m < metrics_.size(); ++m)
@@ -567,9 +645,12 @@ class JobRun {
     if (data_.n_val > 0) {
       double vl = 0;
       std::vector<double> vm;
-      evaluate(
-          net_, batcher_, data_.train, data_.train_weights, data_.n_train,
-          data_.n_train + data_.n_val, metrics_, [this](int n) { infer(n); }, vl, vm);
+      if (!evaluate(
+              net_, batcher_, data_.train, data_.train_weights, data_.n_train,
+              data_.n_train + data_.n_val, metrics_, [this](int n) { infer(n); }, vl, vm)) {
+        fail_changed_data(epoch);
+        return false;
+      }
       const double nv = static_cast<double>(data_.n_val);
       rec.values.emplace_back("val_loss", vl / nv);
       for (size_t m = 0; m < metrics_.size(); ++m)
@@ -581,7 +662,7 @@ class JobRun {
       rec.values.emplace_back("learning_rate",
                               learning_rate_at(net_.train_spec().optimizer, net_.iterations()));
     rec.seconds = ck_.epoch_seconds;
-    return rec;
+    return true;
   }
 
   // Keras's EarlyStopping.on_epoch_end.
@@ -614,7 +695,7 @@ class JobRun {
   // file per epoch, and a crash costs at most that much retraining (a resume from any checkpoint
   // gives the same result). False when a stop ends the job here.
   bool checkpoint_epoch_end(int epoch) {
-    const bool stop_requested = ctx_.stop && ctx_.stop->load(std::memory_order_relaxed);
+    const bool stop_requested = this->stop_requested();
     if (stop_training_ || stop_requested || since(last_checkpoint_) >= ctx_.checkpoint_seconds) {
       write_checkpoint(epoch + 1, 0);
       last_checkpoint_ = Clock::now();

@@ -84,6 +84,9 @@ struct JobContext {
   uint64_t seed = 0;
   int core = -1;
   const std::atomic<bool>* stop = nullptr;  // finish the current batch, checkpoint, return
+  // The caller's stop (FleetOptions::stop), read as `stop` is: a stop requested while the job
+  // runs is seen at its next check, not only once the fleet has passed it on to `stop`.
+  const std::atomic<bool>* caller_stop = nullptr;
   JobObserver* observer = nullptr;
   std::string checkpoint_path;  // empty: no checkpoints
   // False when nothing but this job can have put a checkpoint at checkpoint_path (a fresh run

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -169,11 +170,17 @@ RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
     create(plan_yaml, manifest);
 }
 
+void (*g_folder_hook)(bool ready) = nullptr;
+
 void RunFolder::create(const std::string& plan_yaml, const Json& manifest) {
   // The folder appears whole (with its plan), and locked, or not at all. It is built under a
-  // name of this process's own, so only the rename can find another run's (or the user's)
-  // folder in the way: then the temporary goes, and nothing else was touched.
-  const std::string tmp = dir_ + ".tmp." + std::to_string(::getpid());
+  // name of this run's own (the process id and a per-process count: two threads of one process
+  // may start runs into the same folder at once), so only the rename can find another run's (or
+  // the user's) folder in the way: then the temporary goes, and nothing else was touched.
+  static std::atomic<uint64_t> runs{0};
+  const std::string tmp = dir_ + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(runs.fetch_add(1, std::memory_order_relaxed));
+  bool hooked = false;
   try {
     std::filesystem::remove_all(tmp);
     for (const char* sub : {"", "/models", "/checkpoints"}) make_dirs(tmp + sub);
@@ -181,6 +188,8 @@ void RunFolder::create(const std::string& plan_yaml, const Json& manifest) {
     write_file_atomic(tmp + "/plan.yaml", plan_yaml);
     write_file_atomic(tmp + "/run.json", manifest.dump(1) + "\n");
     log_ = AppendFile(tmp + "/jobs.log", 0);
+    hooked = true;
+    if (g_folder_hook) g_folder_hook(true);
     // rename(2) replaces an empty folder only: one with files in it is someone else's.
     if (std::rename(tmp.c_str(), dir_.c_str()) != 0) {
       const int e = errno;
@@ -191,6 +200,7 @@ void RunFolder::create(const std::string& plan_yaml, const Json& manifest) {
       throw FileError("failed to create output folder '" + dir_ + "': " + std::strerror(e));
     }
   } catch (...) {
+    if (!hooked && g_folder_hook) g_folder_hook(false);
     lock_ = FileLock();
     log_ = AppendFile();
     std::error_code ec;

@@ -47,6 +47,11 @@ std::string first_difference(const std::string& was, const std::string& now);
 // parent) has less than `bytes` free; `what` says what they are for.
 void check_room(const std::string& dir, uint64_t bytes, const std::string& what);
 
+// A test hook (null outside tests): RunFolder::create calls it with true once its temporary
+// folder is complete, just before the rename that makes it the output folder, or with false when
+// creation failed before that; tests hold runs there to start two into one folder at once.
+extern void (*g_folder_hook)(bool ready);
+
 class RunFolder {
  public:
   // A fresh run (resume = false): creates the folder with plan.yaml, run.json, jobs.log and its

@@ -2,10 +2,13 @@
 // of ids (any rank), table `embeddings` [input_dim, output_dim], output [N,..., output_dim].
 // Ids travel in the model's float input like every other value; float32 holds every integer
 // below 2^24 exactly, which bounds input_dim. They are checked to be integers in
-// [0, input_dim) when the data is loaded (Model::id_input(), first_bad_id() in src/data), never
-// here: forward only asserts it. Backward scatter-adds dy rows into the table's gradient; ids
-// get no gradient (Keras's neither). With mask_zero, id 0 is padding: the layer makes the mask
-// [N,T] (1 = real step) that the layers after it read (recurrent layers skip masked steps).
+// [0, input_dim) when the data is loaded (Model::id_input(), first_bad_id() in src/data), and
+// again per batch by the training loop (an array changed while a run reads it ends that model as
+// failed); here an id outside the table (which only such a change can bring) reads a zero row and
+// gets no gradient, so the table is never read or written out of bounds. Backward scatter-adds dy
+// rows into the table's gradient; ids get no gradient (Keras's neither). With mask_zero, id 0 is
+// padding: the layer makes the mask [N,T] (1 = real step) that the layers after it read (recurrent
+// layers skip masked steps).
 #include <cstring>
 
 #include "layers/kinds.h"
@@ -44,8 +47,10 @@ class Embedding final : public Layer {
       throw ModelError("expects an input of rank at most " + std::to_string(Shape::kMaxRank) +
                        ", got " + keras_shape(in[0]));
     if (mask_zero_ && in[0].rank() != 1)
-      throw ModelError("mask_zero makes a mask over the time axis; expected an input of ids "
-                       "[batch,time], got " + keras_shape(in[0]));
+      throw ModelError(
+          "mask_zero makes a mask over the time axis; expected an input of ids "
+          "[batch,time], got " +
+          keras_shape(in[0]));
     Shape out = in[0];
     out.push_back(output_dim_);
     if (!size_at_most(out, limits::kMaxSampleFloats))
@@ -60,9 +65,13 @@ class Embedding final : public Layer {
     const size_t ids = rows_floats(a.n, a.in_shapes[0]), d = static_cast<size_t>(output_dim_);
     const float* table = a.params[0];
     for (size_t i = 0; i < ids; ++i) {
-      const int64_t id = static_cast<int64_t>(a.x[0][i]);
-      NNFLEET_CHECK(id >= 0 && id < input_dim_);  // first_bad_id() checked the data
-      std::memcpy(a.y + i * d, table + static_cast<size_t>(id) * d, d * sizeof(float));
+      const float v = a.x[0][i];
+      const int64_t id =
+          v >= 0 && v < static_cast<float>(input_dim_) ? static_cast<int64_t>(v) : -1;
+      if (id >= 0)
+        std::memcpy(a.y + i * d, table + static_cast<size_t>(id) * d, d * sizeof(float));
+      else
+        std::memset(a.y + i * d, 0, d * sizeof(float));
       if (a.mask_out) a.mask_out[i] = id != 0 ? 1.0f : 0.0f;
     }
   }
@@ -70,7 +79,9 @@ class Embedding final : public Layer {
     const size_t ids = rows_floats(a.n, a.in_shapes[0]), d = static_cast<size_t>(output_dim_);
     float* dtable = a.dparams[0];
     for (size_t i = 0; i < ids; ++i) {
-      float* __restrict dst = dtable + static_cast<size_t>(a.x[0][i]) * d;
+      const float v = a.x[0][i];
+      if (!(v >= 0 && v < static_cast<float>(input_dim_))) continue;  // read as a zero row
+      float* __restrict dst = dtable + static_cast<size_t>(v) * d;
       const float* __restrict src = a.dy + i * d;
       for (size_t j = 0; j < d; ++j) dst[j] += src[j];
     }

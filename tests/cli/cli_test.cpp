@@ -272,13 +272,16 @@ TEST_F(Cli, SigintCheckpointsAndResumeMatchesAnUninterruptedRun) {
     Proc p = start(
         {"train", plan, "--out", out, "--json"}, dir.path,
         held ? std::vector<std::string>{hold_at_epoch_end(hold)} : std::vector<std::string>{});
-    if (held)
+    if (held) {
       ASSERT_EQ(wait_for_hold({&p}, hold), &p) << testing_util::read_text(p.err);
-    else
+    } else {
       ASSERT_TRUE(wait_for_lines(p, needle, count));
+    }
     kill(p.pid, SIGINT);
     const int code = wait_for(p);
-    if (held) EXPECT_EQ(code, 130) << "a run held mid-model did not stop on SIGINT";
+    if (held) {
+      EXPECT_EQ(code, 130) << "a run held mid-model did not stop on SIGINT";
+    }
     if (code == 130) {
       ++interrupted;
       EXPECT_THAT(testing_util::read_text(p.err), HasSubstr("--resume"));
@@ -315,12 +318,13 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
     Proc p = start(args, dir.path,
                    round == 0 ? std::vector<std::string>{hold_at_epoch_end(hold)}
                               : std::vector<std::string>{});
-    if (round == 0)
+    if (round == 0) {
       ASSERT_EQ(wait_for_hold({&p}, hold), &p) << testing_util::read_text(p.err);
-    else if (rng.below(4) == 0)
+    } else if (rng.below(4) == 0) {
       wait_for_lines(p, "\"first_step\"", 1);
-    else
+    } else {
       wait_for_lines(p, "\"epoch\"", 1 + static_cast<int>(rng.below(20)));
+    }
     kill(p.pid, SIGKILL);
     const int code = wait_for(p);
     kills += code == 128 + SIGKILL;
