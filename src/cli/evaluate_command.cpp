@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "api/evaluate_engine.h"
 #include "cli/model_run.h"
+#include "io/model_summary.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -64,14 +65,17 @@ int run_evaluate(EvaluateArgs& a) {
 
   if (a.json) {
     std::string s = "{";
-    for (const auto& [k, v] : values) s += "\"" + k + "\": " + json_number(v) + ", ";
+    // Keys may hold output names from the file: JSON-quoted, so that any name stays one key.
+    for (const auto& [k, v] : values)
+      s += Json(k).dump(-1, ' ', true, Json::error_handler_t::replace) + ": " + json_number(v) +
+           ", ";
     s += "\"samples\": " + std::to_string(run.n) + "}";
     std::printf("%s\n", s.c_str());
   } else {
     std::string s = std::to_string(run.n) + " samples";
     char b[64];
     for (const auto& [k, v] : values) {
-      std::snprintf(b, sizeof b, " - %s: %.4f", k.c_str(), v);
+      std::snprintf(b, sizeof b, " - %s: %.4f", terminal_safe(k).c_str(), v);
       s += b;
     }
     std::printf("%s\n", s.c_str());

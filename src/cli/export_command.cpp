@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_run.h"
+#include "io/model_summary.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::cli {
@@ -60,7 +61,7 @@ int run_export(const ExportArgs& a) {
     for (const api::TensorInfo& t : ts) {
       Shape shape{-1};
       for (int64_t d : t.shape) shape.push_back(d);
-      s += (s.empty() ? "" : ", ") + t.name + " " + shape.str();
+      s += (s.empty() ? "" : ", ") + terminal_safe(t.name) + " " + shape.str();
     }
     return s;
   };

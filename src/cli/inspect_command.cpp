@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "io/model_summary.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::cli {
@@ -13,7 +14,9 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
-  std::fputs(api::describe_model(a.model, a.weights).c_str(), stdout);
+  // Names in the text are escaped (terminal_safe); written whole, never cut at a NUL.
+  const std::string text = api::describe_model(a.model, a.weights);
+  std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
 

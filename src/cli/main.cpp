@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "io/model_summary.h"
 #include "nnfleet/error.h"
 
 int main(int argc, char** argv) {
@@ -34,10 +35,11 @@ int main(int argc, char** argv) {
   try {
     return run();
   } catch (const nnfleet::UsageError& e) {
-    std::fprintf(stderr, "nnfleet: %s\n", e.what());
+    // Messages quote names from files: shown with their control characters escaped.
+    std::fprintf(stderr, "nnfleet: %s\n", nnfleet::terminal_safe(e.what(), true).c_str());
     return 2;
   } catch (const nnfleet::Error& e) {
-    std::fprintf(stderr, "nnfleet: %s\n", e.what());
+    std::fprintf(stderr, "nnfleet: %s\n", nnfleet::terminal_safe(e.what(), true).c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "nnfleet: out of memory\n");

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_run.h"
+#include "io/model_summary.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -38,7 +39,7 @@ int run_predict(const RunArgs& a) {
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += ld[i];
     const std::string which =
-        model.num_outputs() > 1 ? " of output '" + model.output_name(j) + "'" : "";
+        model.num_outputs() > 1 ? " of output '" + terminal_safe(model.output_name(j)) + "'" : "";
     std::fprintf(stderr, "nnfleet predict: mean %s%s %.6g over %lld samples\n",
                  loss_name(targets[j].loss).c_str(), which.c_str(), sum / static_cast<double>(n),
                  static_cast<long long>(n));

@@ -580,10 +580,40 @@ namespace {
 constexpr const char* kImageName = "/dev/null/nnfleet-in-memory.h5";
 }  // namespace
 
+namespace {
+
+// File-image callbacks that let HDF5 read the caller's bytes in place (as H5LTopen_file_image's
+// DONT_COPY does): by default the property list takes a copy of the image and the core driver
+// another, so a weights member was held three times while it was read. The image is opened
+// read-only and outlives the File (open_image's contract), so nothing is copied, resized or freed.
+// `udata` is the caller's std::string.
+void* image_in_place(size_t size, H5FD_file_image_op_t, void* udata) {
+  const auto* bytes = static_cast<const std::string*>(udata);
+  return size == bytes->size() ? const_cast<char*>(bytes->data()) : nullptr;
+}
+void* image_same(void* dest, const void* src, size_t, H5FD_file_image_op_t, void*) {
+  return dest == src ? dest : nullptr;
+}
+void* image_no_realloc(void*, size_t, H5FD_file_image_op_t, void*) { return nullptr; }
+herr_t image_keep(void*, H5FD_file_image_op_t, void*) { return 0; }
+void* udata_same(void* udata) { return udata; }
+herr_t udata_keep(void*) { return 0; }
+
+}  // namespace
+
 File File::open_image(const std::string& name, const std::string& bytes) {
   auto lock = hdf5_lock();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5FD_file_image_callbacks_t in_place;
+  in_place.image_malloc = image_in_place;
+  in_place.image_memcpy = image_same;
+  in_place.image_realloc = image_no_realloc;
+  in_place.image_free = image_keep;
+  in_place.udata_copy = udata_same;
+  in_place.udata_free = udata_keep;
+  in_place.udata = const_cast<std::string*>(&bytes);
   if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
+      H5Pset_file_image_callbacks(fapl.get(), &in_place) < 0 ||
       H5Pset_file_image(fapl.get(), const_cast<char*>(bytes.data()), bytes.size()) < 0)
     throw FileError("failed to read HDF5 file '" + name + "': cannot set up an in-memory image");
   Handle f(H5Fopen(kImageName, H5F_ACC_RDONLY, fapl.get()), H5Fclose);

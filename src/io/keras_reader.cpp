@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -23,7 +24,6 @@ namespace nnfleet {
 namespace {
 
 using limits::kMaxJsonBytes;
-using limits::kMaxWeightsBytes;
 
 // nnfleet runs small models: a config beyond these sizes is refused (it is most likely corrupt)
 // before anything is allocated for it.
@@ -451,6 +451,37 @@ Json optional_json_attr(const h5::Group& root, const std::string& name) {
   }
 }
 
+// The most bytes a weights member for `m` can need (limits.h says how the allowance is made).
+uint64_t weights_member_bound(const Model& m) {
+  const uint64_t params = m.trainable_params() + m.non_trainable_params();
+  const uint64_t need = params * limits::kWeightsBytesPerParam +
+                        uint64_t{m.num_layers()} * limits::kWeightsBytesPerLayer +
+                        limits::kWeightsFixedBytes;
+  return std::min(need, limits::kMaxWeightsBytes);
+}
+
+// The weights member of a .keras archive `z`, for the model its config describes: refused on its
+// declared sizes, before anything is inflated, when it is larger than `m`'s parameters can need
+// or compressed beyond any weights file (a zip bomb); read() stops inflating at that size.
+std::string read_weights_member(const ZipReader& z, const std::string& path, const Model& m) {
+  const char* member = "model.weights.h5";
+  const ZipMemberInfo info = z.info(member);
+  const uint64_t bound = weights_member_bound(m);
+  const uint64_t params = m.trainable_params() + m.non_trainable_params();
+  if (info.size > bound)
+    fail(path, std::string(member) + " inflates to " + std::to_string(info.size) +
+                   " bytes; expected at most " + std::to_string(bound) + " for the " +
+                   std::to_string(params) + " parameters in " + std::to_string(m.num_layers()) +
+                   " layer(s) of its config (a zip bomb, or the weights of another model?)");
+  if (!info.stored && info.size > limits::kWeightsRatioFloorBytes &&
+      info.size / std::max<uint64_t>(info.compressed_size, 1) > limits::kMaxWeightsRatio)
+    fail(path, std::string(member) + " inflates from " + std::to_string(info.compressed_size) +
+                   " to " + std::to_string(info.size) + " bytes; expected at most " +
+                   std::to_string(limits::kMaxWeightsRatio) +
+                   " times its compressed size (a zip bomb?)");
+  return z.read(member, bound);
+}
+
 LoadedModel load_h5(const std::string& path, const std::string& weights_path,
                     const std::vector<ModelInput>* data_shapes) {
   auto lock = h5::hdf5_lock();
@@ -513,7 +544,7 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path,
            "with Keras's default weights format)");
     fail(path, "no model.weights.h5 in the archive");
   }
-  const std::string bytes = z.read("model.weights.h5", kMaxWeightsBytes);
+  const std::string bytes = read_weights_member(z, path, *graph.model);
   auto lock = h5::hdf5_lock();
   h5::File f = h5::File::open_image(path + ":model.weights.h5", bytes);
   Keras3Index index(f.root());
@@ -580,7 +611,7 @@ void load_weights_file(const std::string& path, const KerasGraph& graph, float* 
   if (kind == Kind::kZip) {
     ZipReader z(path);
     if (!z.has("model.weights.h5")) fail(path, "no model.weights.h5 in the archive");
-    const std::string bytes = z.read("model.weights.h5", kMaxWeightsBytes);
+    const std::string bytes = read_weights_member(z, path, *graph.model);
     auto lock = h5::hdf5_lock();
     h5::File f = h5::File::open_image(path + ":model.weights.h5", bytes);
     load_weights_from_root(f.root(), graph, params, path);

@@ -24,13 +24,15 @@ std::string pad(const std::string& s, size_t width) {
   return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
 }
 
+// A value of the file's configs, cut to about 120 characters, as a terminal may be shown it.
 std::string compact(const Json& j) {
-  std::string s = j.is_string() ? j.get<std::string>() : j.dump();
+  std::string s =
+      j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 120) {
     s.resize(117);
     s += "...";
   }
-  return s;
+  return terminal_safe(s);
 }
 
 std::string describe_loss(const Json& l) {
@@ -42,7 +44,7 @@ std::string describe_loss(const Json& l) {
 }
 
 std::string describe_optimizer(const Json& o) {
-  if (o.is_string()) return o.get<std::string>();
+  if (o.is_string()) return terminal_safe(o.get<std::string>());
   if (!o.is_object() || !o.contains("class_name")) return compact(o);
   std::string s = compact(o["class_name"]);
   const Json c = o.value("config", Json());
@@ -58,7 +60,58 @@ std::string describe_optimizer(const Json& o) {
   return s;
 }
 
+// The length of the well-formed UTF-8 sequence at s[i] (2 to 4 bytes; RFC 3629: no overlong
+// forms, no surrogates, nothing past U+10FFFF), or 0.
+size_t utf8_sequence(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  const size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((b(k) & 0xc0) != 0x80) return 0;
+  if ((c == 0xe0 && b(1) < 0xa0) || (c == 0xed && b(1) > 0x9f) || (c == 0xf0 && b(1) < 0x90) ||
+      (c == 0xf4 && b(1) > 0x8f))
+    return 0;
+  return n;
+}
+
 }  // namespace
+
+std::string terminal_safe(std::string_view s, bool keep_lines) {
+  std::string out;
+  out.reserve(s.size());
+  char buf[8];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += s[i];
+    } else if (keep_lines && (c == '\n' || c == '\t')) {
+      out += s[i];
+    } else if (c == 0) {
+      out += "\\0";
+    } else if (c == '\n' || c == '\t' || c == '\r') {
+      out += c == '\n' ? "\\n" : c == '\t' ? "\\t" : "\\r";
+    } else if (c < 0x80) {  // the other C0 controls and DEL
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (const size_t n = utf8_sequence(s, i); n == 0) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (n == 2 && c == 0xc2 && static_cast<unsigned char>(s[i + 1]) < 0xa0) {
+      // U+0080..U+009F, the C1 controls (U+009B is a terminal's CSI).
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[i + 1]));
+      out += buf;
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n - 1;
+    }
+  }
+  return out;
+}
 
 std::string thousands(uint64_t v) {
   std::string digits = std::to_string(v), out;
@@ -91,8 +144,8 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
   const size_t width = w1 + w2 + w3 + (functional ? 24 : 0);
   const std::string rule(width, '_'), double_rule(width, '=');
   std::string s;
-  s += "Model: \"" + m.name() + "\" (" + lm.class_name + ")\n";
-  s += "File: " + path + " (" +
+  s += "Model: \"" + terminal_safe(m.name()) + "\" (" + terminal_safe(lm.class_name) + ")\n";
+  s += "File: " + terminal_safe(path) + " (" +
        (lm.format == "keras" ? std::string(".keras archive")
         : lm.format == "h5"  ? std::string("HDF5")
                              : std::string("architecture JSON")) +
@@ -106,9 +159,11 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
   auto row = [&](const std::string& name, const std::string& cls, const Shape& out,
                  const Shape* out_other, uint64_t params, bool params_vary,
                  const std::string& inputs) {
-    std::string line = pad(name + " (" + cls + ")", w1) + pad(keras_shape_str(out, out_other), w2) +
+    // Names come from the file: escaped, so that none can drive the terminal.
+    std::string line = pad(terminal_safe(name) + " (" + terminal_safe(cls) + ")", w1) +
+                       pad(keras_shape_str(out, out_other), w2) +
                        pad(params_vary ? "per length" : thousands(params), w3) +
-                       (functional ? inputs : "");
+                       (functional ? terminal_safe(inputs) : "");
     while (!line.empty() && line.back() == ' ') line.pop_back();
     s += line + "\n";
   };
@@ -141,11 +196,11 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     // The order predict takes its --x files and writes its outputs in.
     s += "Inputs:";
     for (size_t k = 0; k < m.num_inputs(); ++k)
-      s += std::string(k ? "," : "") + " " + m.input(k).name + " " +
+      s += std::string(k ? "," : "") + " " + terminal_safe(m.input(k).name) + " " +
            keras_shape_str(m.input(k).shape);
     s += "\nOutputs:";
     for (size_t j = 0; j < m.num_outputs(); ++j)
-      s += std::string(j ? "," : "") + " " + m.output_name(j) + " " +
+      s += std::string(j ? "," : "") + " " + terminal_safe(m.output_name(j)) + " " +
            keras_shape_str(m.output_shape(j));
     s += "\n";
   }
@@ -175,8 +230,8 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     s += "Free (None) input dimensions take their size from the data given to predict or train\n";
   s += rule + "\n";
   s += "Keras version: " +
-       (lm.keras_version.empty() ? std::string("(not recorded)") : lm.keras_version);
-  if (!lm.backend.empty()) s += " (backend " + lm.backend + ")";
+       (lm.keras_version.empty() ? std::string("(not recorded)") : terminal_safe(lm.keras_version));
+  if (!lm.backend.empty()) s += " (backend " + terminal_safe(lm.backend) + ")";
   s += "\n";
   const Json& tc = lm.training_config;
   if (tc.is_object()) {

@@ -54,19 +54,39 @@ bool ZipReader::has(const std::string& member) const {
   return zip_name_locate(z_, member.c_str(), 0) >= 0;
 }
 
-std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const {
-  const zip_int64_t index = zip_name_locate(z_, member.c_str(), 0);
-  if (index < 0) fail("read", path_, "no member '" + member + "'");
+namespace {
+
+zip_uint64_t locate(zip_t* z, const std::string& path, const std::string& member) {
+  const zip_int64_t index = zip_name_locate(z, member.c_str(), 0);
+  if (index < 0) fail("read", path, "no member '" + member + "'");
+  return static_cast<zip_uint64_t>(index);
+}
+
+zip_stat_t stat_of(zip_t* z, zip_uint64_t index, const std::string& path,
+                   const std::string& member) {
   zip_stat_t st;
   zip_stat_init(&st);
-  if (zip_stat_index(z_, static_cast<zip_uint64_t>(index), 0, &st) != 0 ||
-      !(st.valid & ZIP_STAT_SIZE))
-    fail("read", path_, "cannot read the header of member '" + member + "'");
+  const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+  if (zip_stat_index(z, index, 0, &st) != 0 || (st.valid & need) != need)
+    fail("read", path, "cannot read the header of member '" + member + "'");
+  return st;
+}
+
+}  // namespace
+
+ZipMemberInfo ZipReader::info(const std::string& member) const {
+  const zip_stat_t st = stat_of(z_, locate(z_, path_, member), path_, member);
+  return {st.size, st.comp_size, st.comp_method == ZIP_CM_STORE};
+}
+
+std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const {
+  const zip_uint64_t index = locate(z_, path_, member);
+  const zip_stat_t st = stat_of(z_, index, path_, member);
   if (st.size > max_bytes)
     fail("read", path_,
          "member '" + member + "' is " + std::to_string(st.size) + " bytes; expected at most " +
              std::to_string(max_bytes));
-  zip_file_t* f = zip_fopen_index(z_, static_cast<zip_uint64_t>(index), 0);
+  zip_file_t* f = zip_fopen_index(z_, index, 0);
   if (!f) fail("read", path_, "cannot open member '" + member + "': " + zip_strerror(z_));
   std::string out(static_cast<size_t>(st.size), '\0');
   uint64_t got = 0;
@@ -82,14 +102,20 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
     if (r == 0) break;
     got += static_cast<uint64_t>(r);
   }
-  // Reading past the end makes libzip verify the CRC.
+  // Reading past the end makes libzip verify the CRC; a byte there means the data inflates to
+  // more than the header declares (a bomb's lie), and nothing more of it is inflated.
   char extra = 0;
-  if (ok && got == st.size && zip_fread(f, &extra, 1) < 0) {
+  zip_int64_t past = 0;
+  if (ok && got == st.size && (past = zip_fread(f, &extra, 1)) < 0) {
     ok = false;
     why = zip_error_strerror(zip_file_get_error(f));
   }
   zip_fclose(f);
   if (!ok) fail("read", path_, "member '" + member + "' is corrupt: " + why);
+  if (past > 0)
+    fail("read", path_,
+         "member '" + member + "' inflates to more than the " + std::to_string(st.size) +
+             " bytes its header declares (corrupt, or a zip bomb)");
   if (got != st.size)
     fail("read", path_,
          "member '" + member + "' is truncated; expected " + std::to_string(st.size) +
@@ -99,9 +125,10 @@ std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const
 
 namespace {
 
-// Adds `members` to `z`, stored. On failure discards `z` and throws FileError naming `path`.
+// Adds `members` to `z`, stored or deflated. On failure discards `z` and throws FileError naming
+// `path`.
 void add_members(zip_t* z, const std::string& path, const std::vector<ZipMember>& members) {
-  for (const auto& [name, bytes, file] : members) {
+  for (const auto& [name, bytes, file, deflate] : members) {
     zip_source_t* src = file.empty() ? zip_source_buffer(z, bytes.data(), bytes.size(), 0)
                                      : zip_source_file(z, file.c_str(), 0, -1);
     if (!src) {
@@ -115,7 +142,8 @@ void add_members(zip_t* z, const std::string& path, const std::vector<ZipMember>
       zip_discard(z);
       fail("write", path, "cannot add member '" + name + "': " + why);
     }
-    if (zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0) {
+    const zip_int32_t method = deflate ? ZIP_CM_DEFLATE : ZIP_CM_STORE;
+    if (zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), method, 0) != 0) {
       std::string why = zip_strerror(z);
       zip_discard(z);
       fail("write", path, "cannot store member '" + name + "': " + why);

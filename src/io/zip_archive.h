@@ -14,6 +14,13 @@ struct zip;
 
 namespace nnfleet {
 
+// What an archive's directory declares of a member, before anything of it is inflated.
+struct ZipMemberInfo {
+  uint64_t size = 0;             // inflated bytes, as declared
+  uint64_t compressed_size = 0;  // bytes in the archive
+  bool stored = true;            // not compressed
+};
+
 class ZipReader {
  public:
   // Opens an archive read-only with libzip's consistency checks. Throws FileError.
@@ -24,7 +31,11 @@ class ZipReader {
 
   const std::vector<std::string>& names() const { return names_; }
   bool has(const std::string& member) const;
-  // The whole member; throws FileError when missing, larger than max_bytes, or corrupt (CRC).
+  // The member's declared sizes; throws FileError when it is missing or its header unreadable.
+  ZipMemberInfo info(const std::string& member) const;
+  // The whole member; throws FileError when missing, declared larger than max_bytes, corrupt
+  // (CRC), or inflating to more than it declares: inflation stops one byte past the declared
+  // size, so at most max_bytes are ever held whatever the member's data says.
   std::string read(const std::string& member, uint64_t max_bytes) const;
 
  private:
@@ -39,10 +50,11 @@ struct ZipMember {
   std::string name;
   std::string bytes;
   std::string file;
+  bool deflate = false;  // compressed (tests and fuzzers make such archives; nnfleet stores)
 };
 
 // Writes `members` in order to a new archive at `path` (replacing it), stored without
-// compression. Throws FileError.
+// compression unless a member says otherwise. Throws FileError.
 void write_zip(const std::string& path, const std::vector<ZipMember>& members);
 
 // The bytes of the archive write_zip would write, made in memory (no temporary file: libzip's

@@ -52,8 +52,26 @@ inline constexpr int64_t kMaxLabel = INT32_MAX;
 inline constexpr int kMaxModelNesting = 16;
 // Bytes of a JSON member of a .keras archive, or of a to_json() architecture file.
 inline constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
-// Bytes of the weights member of a .keras archive (it is read into memory).
+// Bytes of the weights member of a .keras archive (it is read into memory): at most what the
+// config's parameters need, and never more than kMaxWeightsBytes. Checked on the sizes the
+// archive declares before anything is inflated; inflation stops at the declared size.
+//  - kWeightsBytesPerParam: six copies of each parameter at 8 bytes (float64 variables): the
+//    weights, and up to five optimizer slots (Adam with amsgrad: m, v, v_hat; with EMA and
+//    gradient accumulation one more each). Real files need 4 (float32, none) to 12 (Adam).
+//  - kWeightsBytesPerLayer: HDF5's groups and object headers of one layer (its own and its
+//    variables' and slots' datasets); h5py writes about 2 KB per group and 1 KB per dataset.
+//  - kWeightsFixedBytes: the superblock, the root, optimizer and metrics groups and metadata.
 inline constexpr uint64_t kMaxWeightsBytes = uint64_t{8} << 30;
+inline constexpr uint64_t kWeightsBytesPerParam = 48;
+inline constexpr uint64_t kWeightsBytesPerLayer = uint64_t{64} << 10;
+inline constexpr uint64_t kWeightsFixedBytes = uint64_t{1} << 20;
+// Inflated bytes per compressed byte of a weights member that inflates to more than
+// kWeightsRatioFloorBytes. Keras writes the member stored (1:1); float weights deflate to about
+// 1.1:1 and an untrained model's zero optimizer slots bring a file to about 3:1, while a bomb
+// needs deflate's 1032:1 to be cheap to ship. Small members (metadata-heavy, compressing 30:1
+// or more) are bounded by the size alone.
+inline constexpr uint64_t kMaxWeightsRatio = 100;
+inline constexpr uint64_t kWeightsRatioFloorBytes = uint64_t{16} << 20;
 // Bytes of one HDF5 attribute (model_config, layer_names, ...).
 inline constexpr size_t kMaxAttrBytes = size_t{64} << 20;
 // Parameters of one model (a Keras file's or a plan's); floats of one sample at a layer's output.

@@ -13,18 +13,31 @@ namespace {
 // Seconds between the reloads of a live page.
 constexpr int kReloadSeconds = 5;
 
-// JSON that can sit inside a <script> element: "</" would end it, so it is written "<\/"
-// (the same string to JSON).
+// JSON that can sit inside a <script> element whatever its strings hold. The HTML parser reads a
+// script element's text through states of its own: "</script" ends it, and "<!--" followed by
+// "<script" puts it in a "double escaped" state in which the next "</script>" no longer ends it
+// (a layer named "<!--<script>" emptied the whole page). So no '<' at all is written: '<', '>'
+// and '&' become \u003c, \u003e and \u0026 (the same strings to JSON), as do U+2028 and U+2029
+// (line terminators to older JavaScript parsers). '<', '>' and '&' occur in JSON text only
+// inside strings, where an escape means the same character.
 std::string script_safe_json(const Json& data) {
   const std::string s = data.dump(-1, ' ', false, Json::error_handler_t::replace);
   std::string out;
   out.reserve(s.size() + 64);
   for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '<' && i + 1 < s.size() && s[i + 1] == '/') {
-      out += "<\\/";
-      ++i;
+    const char c = s[i];
+    if (c == '<') {
+      out += "\\u003c";
+    } else if (c == '>') {
+      out += "\\u003e";
+    } else if (c == '&') {
+      out += "\\u0026";
+    } else if (c == '\xe2' && i + 2 < s.size() && s[i + 1] == '\x80' &&
+               (s[i + 2] == '\xa8' || s[i + 2] == '\xa9')) {
+      out += s[i + 2] == '\xa8' ? "\\u2028" : "\\u2029";
+      i += 2;
     } else {
-      out += s[i];
+      out += c;
     }
   }
   return out;

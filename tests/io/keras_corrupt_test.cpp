@@ -130,7 +130,7 @@ TEST_P(KerasCorruptMember, BitFlippedMembersLoadOrEndInFileError) {
   const int copies = env_copies ? std::atoi(env_copies) : 120;
   for (int k = 0; k < copies; ++k) {
     auto damaged = members;
-    for (auto& [n, bytes, unused_file] : damaged) {
+    for (auto& [n, bytes, unused_file, unused_deflate] : damaged) {
       if (n != member || bytes.empty()) continue;
       const int flips = 1 + static_cast<int>(rng.below(3));
       for (int f = 0; f < flips; ++f) {

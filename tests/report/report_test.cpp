@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "platform/files.h"
+#include "script_elements.h"
 
 namespace nnfleet {
 namespace {
@@ -194,13 +195,65 @@ TEST(Report, PageIsSelfContainedAndItsDataCannotEndTheScript) {
   d["models"][2]["message"] = "bad </script><script>alert(1)</script>";
   const std::string html = report_html(d);
   EXPECT_EQ(html.find("</script><script>alert"), std::string::npos);
-  EXPECT_NE(html.find("<\\/script><script>alert(1)<\\/script>"), std::string::npos);
+  EXPECT_NE(html.find("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"), std::string::npos);
   EXPECT_NE(html.find("uPlot"), std::string::npos);  // the library is inlined
   EXPECT_EQ(html.find("<script src"), std::string::npos);
   EXPECT_EQ(html.find("<link"), std::string::npos);
   EXPECT_EQ(html.find("http-equiv=\"refresh\""), std::string::npos);  // ended: no reload
   d["live"] = true;
   EXPECT_NE(report_html(d).find("http-equiv=\"refresh\""), std::string::npos);
+}
+
+// The page of a run in `dir` whose models bear `names` (and messages quoting them) must hold its
+// three script elements as an HTML parser splits them, the data first and whole, and its JSON
+// must read back the same.
+void expect_intact_page(const std::filesystem::path& dir, const std::vector<std::string>& names) {
+  std::filesystem::create_directories(dir);
+  std::string plan = "models:\n";
+  std::string log;
+  for (const auto& n : names) {
+    plan += "  - name: " + Json(n).dump() + "\n    layers:\n      - Dense: {units: 2}\n";
+    Json r = result(n, "failed", 1, nullptr);
+    r["message"] = "stopped at " + n;
+    log += record(r);
+  }
+  std::ofstream(dir / "plan.yaml") << plan;
+  std::ofstream(dir / "jobs.log") << log;
+  const Json d = collect_report(dir.string(), false);
+  const std::string html = report_html(d);
+
+  const auto scripts = test_html::script_elements(html);
+  ASSERT_EQ(scripts.size(), 3u);  // the data, uPlot, the page's script
+  int data_elements = 0;
+  for (const auto& s : scripts) {
+    EXPECT_TRUE(s.closed);
+    if (s.start_tag.find("id=\"report-data\"") != std::string::npos) ++data_elements;
+  }
+  ASSERT_EQ(data_elements, 1);
+  EXPECT_EQ(scripts[0].start_tag, "<script type=\"application/json\" id=\"report-data\">");
+  EXPECT_EQ(scripts[0].text.find('<'), std::string::npos);
+  EXPECT_NE(scripts[1].text.find("uPlot"), std::string::npos);
+  EXPECT_EQ(html.substr(html.size() - 16), "</body>\n</html>\n");
+
+  const Json back = Json::parse(scripts[0].text);
+  EXPECT_EQ(back.dump(), d.dump());
+  EXPECT_EQ(back["dir"], dir.string());
+  for (const auto& n : names) {
+    EXPECT_EQ(model(back, n)["name"], n);
+    EXPECT_EQ(model(back, n)["message"], "stopped at " + n);
+  }
+}
+
+// Names that change how the HTML parser reads a script element: "<!--<script>" alone put the
+// data element into the double-escaped state, where its own "</script>" no longer ended it and
+// the page's scripts became part of its text (an empty page). The run folder's path, shown in
+// the title and the data, holds them too.
+TEST(Report, NamesThatSpeakHtmlLeaveOneIntactDataElementAndRoundTrip) {
+  RunDir run;
+  expect_intact_page(run.path / "<!--<script>", {"<!--<script>", "m2"});
+  expect_intact_page(run.path / "<!--<script>" / "x<" / "script>--> & \u2028",
+                     {"<!--<script>", "</script>", "<!--", "-->", "<script>",
+                      "a\u2028b\u2029&amp;c", "</SCRIPT "});
 }
 
 TEST(Report, WritesReportHtmlAtomicallyAndRefusesAFolderThatIsNoRun) {
