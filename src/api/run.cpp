@@ -244,6 +244,7 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   }
   summarize(s, r);
   r.out_dir = temp ? std::string() : s.out_dir;
+  if (!temp && s.results_written) r.results_file = s.out_dir + "/results.json";
   const std::string ext = o.format == "h5" ? ".h5" : ".keras";
   for (JobResult& j : s.results)
     r.models.push_back(to_public(j, s.out_dir, ext, o.load_models && s.rank == 0));
