@@ -72,8 +72,7 @@ ModelIo model_io(ModelFormat format) {
       } catch (const ModelError& e) {
         export_error = "model '" + spec.name + "': " + e.what();
       }
-      if (export_error.empty())
-        write_file_atomic(stem + ".onnx", bytes, Durability::kProcessCrash);
+      if (export_error.empty()) write_file_atomic(stem + ".onnx", bytes, Durability::kProcessCrash);
     }
     // The .keras file is the network's last use: its working memory goes first, and each of its
     // numbers as soon as the file holds a copy (Network::discard_working_memory says why).

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <exception>
 #include <limits>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "model/network.h"
@@ -193,8 +193,7 @@ void check_input(const Wording& w, const std::string& model_path, double scale, 
     throw DataError("failed to " + w.verb + " with '" + model_path + "': row " +
                     std::to_string(big->row) + " of '" + file + "' holds " +
                     number_text(big->value) + ", which becomes about " +
-                    number_text_digits(big->value * scale, 3) + " at " +
-                    w.scale_option +
+                    number_text_digits(big->value * scale, 3) + " at " + w.scale_option +
                     number_text(scale) + "; expected every scaled input within float32's range " +
                     "(+-3.4e38)\nhint: choose a smaller scale, or check the data");
   const Shape& want = model.input(k).shape;
@@ -335,7 +334,8 @@ PredictTotals run_predict_job(const PredictJob& job) {
       const double* s = run.states.data() + static_cast<size_t>(c) * run.slots + run.first_slot[j];
       for (size_t i = 0; i < state.size(); ++i) state[i] += s[i];
     }
-    for (size_t m = 0; m < set.size(); ++m) r.metric_values[j].push_back(set.value(m, state.data()));
+    for (size_t m = 0; m < set.size(); ++m)
+      r.metric_values[j].push_back(set.value(m, state.data()));
   }
   return r;
 }

@@ -47,9 +47,9 @@ void check_input_shapes(const ExportArgs& a, const std::vector<std::vector<int64
                         const api::Model& m) {
   const auto& inputs = m.inputs();
   if (shapes.size() > inputs.size())
-    throw UsageError("failed to export '" + a.model + "': it has " +
-                     std::to_string(inputs.size()) + " input(s); expected at most that many " +
-                     "--input-shape, got " + std::to_string(shapes.size()));
+    throw UsageError("failed to export '" + a.model + "': it has " + std::to_string(inputs.size()) +
+                     " input(s); expected at most that many --input-shape, got " +
+                     std::to_string(shapes.size()));
   for (size_t k = 0; k < shapes.size(); ++k) {
     Shape given, model;
     for (int64_t d : shapes[k]) given.push_back(d);

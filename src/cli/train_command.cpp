@@ -2,15 +2,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <string>
-#include <atomic>
-#include <csignal>
-#include <cstdlib>
-#include <cstdio>
 #include <optional>
+#include <string>
 
 #include "cli/commands.h"
 #include "fleet/cluster/cluster.h"
@@ -60,10 +60,11 @@ void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
     std::printf("%s\n", ev.dump().c_str());
   } else if (!a.quiet) {
     std::printf("\n%s", r.leaderboard.c_str());
-    std::printf("\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
-                "memory %.1f MB\n",
-                r.models.size(), r.makespan, r.workers, 100.0 * r.busy_fraction,
-                static_cast<double>(r.peak_rss_bytes) / 1e6);
+    std::printf(
+        "\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
+        "memory %.1f MB\n",
+        r.models.size(), r.makespan, r.workers, 100.0 * r.busy_fraction,
+        static_cast<double>(r.peak_rss_bytes) / 1e6);
     // Only a file this run wrote (a failed write leaves none, or an older one).
     if (!r.results_file.empty()) std::printf("results: %s\n", r.results_file.c_str());
     if (!r.report_path.empty()) std::printf("report: %s\n", r.report_path.c_str());
@@ -79,7 +80,8 @@ void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
   if (!r.report_error.empty()) std::fprintf(stderr, "nnfleet: %s\n", r.report_error.c_str());
   if (!r.write_error.empty())
     // The run stopped at its first failed write; what finished is kept.
-    std::fprintf(stderr, "nnfleet: failed to write the output folder '%s': %s; the run stopped "
+    std::fprintf(stderr,
+                 "nnfleet: failed to write the output folder '%s': %s; the run stopped "
                  "early\n%s\n",
                  r.out_dir.c_str(), r.write_error.c_str(),
                  write_failure_hint(a.plan, r.out_dir, r.write_error).c_str());

@@ -327,7 +327,8 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
     m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
     FAIL() << "predicted an overflowing input";
   } catch (const DataError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("row 3 of 'x' holds 1000, which becomes about 1e+39 at scale=1e+36"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("row 3 of 'x' holds 1000, which becomes about 1e+39 at scale=1e+36"));
   }
   o.scale = 1e30;  // the same data fits
   m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
@@ -341,7 +342,8 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
     m.evaluate({data.xv()}, {{onehot.data(), api::ElementType::kFloat32, {data.n, 3}}}, eo);
     FAIL() << "evaluated NaN targets";
   } catch (const DataError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'y' has the target nan at sample 4, value 1; expected finite"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("'y' has the target nan at sample 4, value 1; expected finite"));
   }
 }
 

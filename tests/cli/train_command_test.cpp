@@ -29,7 +29,8 @@ TEST(TrainAdvice, AFailedWriteGetsTheHintOfItsCause) {
   for (const int e : {ENOSPC, EDQUOT, EFBIG}) {
     const std::string h = cli::write_failure_hint("plan.yaml", out, failed_write(model, e));
     EXPECT_THAT(h, HasSubstr("hint: free some space, then continue with: nnfleet train plan.yaml "
-                             "--out " + out + " --resume"))
+                             "--out " +
+                             out + " --resume"))
         << std::strerror(e);
   }
   for (const int e : {EACCES, EROFS}) {
@@ -41,7 +42,8 @@ TEST(TrainAdvice, AFailedWriteGetsTheHintOfItsCause) {
   std::filesystem::remove_all(out);
   const std::string gone = cli::write_failure_hint("plan.yaml", out, failed_write(model, ENOENT));
   EXPECT_THAT(gone, HasSubstr("was deleted or moved while the run wrote it; start the run again: "
-                              "nnfleet train plan.yaml --out " + out));
+                              "nnfleet train plan.yaml --out " +
+                              out));
   EXPECT_THAT(gone, Not(HasSubstr("space")));
   EXPECT_THAT(gone, Not(HasSubstr("--resume")));
   // A reason the folder does not explain: no guess at the cause.

@@ -170,9 +170,9 @@ TEST_F(OnnxFormat, AnExportFailingAfterTrainingKeepsTheModelAndIsNotRetrained) {
   EXPECT_NE(bad.message.find("model 'masked-lstm': failed to export layer 1 'lstm"),
             std::string::npos)
       << bad.message;
-  EXPECT_NE(bad.message.find("the trained model is kept in '" + out() +
-                             "/models/masked-lstm.keras'"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.message.find("the trained model is kept in '" + out() + "/models/masked-lstm.keras'"),
+      std::string::npos)
       << bad.message;
   EXPECT_EQ(bad.message.find("space"), std::string::npos) << bad.message;
   EXPECT_FALSE(file_exists(out() + "/models/masked-lstm.onnx"));

@@ -180,9 +180,10 @@ TEST(RealFilePredict, ShapeMismatchNamesBothShapes) {
 // overflow are refused, naming --scale and what is expected; nothing is written.
 TEST(PredictScale, RefusesAScaleThatIsNotAFiniteFloatOrOverflowsAnInput) {
   const std::string dir = test::scratch_dir("predict_scale");
-  const std::vector<std::string> base = {"predict", fixture("synthetic/mlp_vlen_utf8.h5"), "--x",
-                                         fixture("synthetic/mlp.input.npy"), "--out",
-                                         dir + "/p.npy", "--scale"};
+  const std::vector<std::string> base = {"predict", fixture("synthetic/mlp_vlen_utf8.h5"),
+                                         "--x",     fixture("synthetic/mlp.input.npy"),
+                                         "--out",   dir + "/p.npy",
+                                         "--scale"};
   for (const char* scale : {"1e39", "-1e300", "inf"}) {
     std::vector<std::string> args = base;
     args.push_back(scale);
@@ -192,8 +193,7 @@ TEST(PredictScale, RefusesAScaleThatIsNotAFiniteFloatOrOverflowsAnInput) {
     } catch (const UsageError& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find("failed to predict with '"), std::string::npos) << m;
-      EXPECT_NE(m.find("expected a finite number within float32's range"), std::string::npos)
-          << m;
+      EXPECT_NE(m.find("expected a finite number within float32's range"), std::string::npos) << m;
     }
   }
   // The file's largest value (about 1.97) times 3e38 is beyond float32 (3.4e38).
