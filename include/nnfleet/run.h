@@ -131,6 +131,7 @@ struct RunResult {
   std::string out_dir;              // empty when it was temporary
   bool interrupted = false;
   std::string write_error;  // a failed write to the output folder stopped the run early
+  std::string results_file;  // results.json as this run wrote it; empty: temporary, or not written
   double makespan = 0;      // seconds
   int workers = 0;          // under MPI: over all ranks
   double busy_fraction = 0;  // job time / (workers x makespan)

@@ -79,19 +79,19 @@ std::vector<std::vector<std::string>> add_metrics(const Wording& w, const Loaded
   const Model& model = *lm.model;
   std::vector<std::vector<std::string>> keys(targets.size());
   for (size_t j = 0; j < targets.size(); ++j) {
-    const int k =
-        static_cast<int>(model.output_shape(j).size()) / loss_steps(model.output_shape(j));
+    const Shape& out = model.output_shape(j);
     // Integer labels with categorical_crossentropy are one-hot rows by now: "accuracy" resolves
     // as for the loss itself.
-    for (const auto& name : metric_names(metrics, lm, model_path, j)) {
-      try {
-        targets[j].metrics.push_back(resolve_metric(name, targets[j].loss, k));
-      } catch (const ConfigError& e) {
-        throw UsageError("failed to " + w.verb + " '" + model_path + "': " + e.what() +
-                         "\nhint: choose the metrics with " + w.metrics_option);
-      }
-      keys[j].push_back(metric_key(name));
+    const std::vector<std::string> names = metric_names(metrics, lm, model_path, j);
+    try {
+      targets[j].metrics =
+          MetricSet(names, targets[j].loss, static_cast<int>(out.size()), loss_steps(out));
+    } catch (const ConfigError& e) {
+      throw UsageError("failed to " + w.verb + " '" + model_path + "': " + e.what() +
+                       "\nhint: choose the metrics with " + w.metrics_option);
     }
+    for (size_t m = 0; m < targets[j].metrics.size(); ++m)
+      keys[j].push_back(targets[j].metrics.key(m));
   }
   return keys;
 }
@@ -110,10 +110,8 @@ Figures evaluation_figures(const LoadedModel& lm, const std::vector<std::vector<
     total += loss_weight(lm, j) * mean;
     const std::string prefix = multi ? model.output_name(j) + "_" : "";
     if (multi) per_output.push_back({prefix + "loss", mean});
-    const double weight = totals.metric_weights.at(j);
     for (size_t m = 0; m < keys[j].size(); ++m)
-      per_output.push_back(
-          {prefix + keys[j][m], weight > 0 ? totals.metric_sums.at(j).at(m) / weight : 0.0});
+      per_output.push_back({prefix + keys[j][m], totals.metric_values.at(j).at(m)});
   }
   Figures out{{"loss", total}};
   out.insert(out.end(), per_output.begin(), per_output.end());

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "model/network.h"
@@ -28,10 +31,40 @@ int forward_rows() {
   return rows;
 }
 
+// v to `digits` significant digits.
+std::string number_text_digits(double v, int digits) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  return b;
+}
+
+// The shortest text that reads back as v (1e+39, not 1.0000000000000001e+39).
 std::string number_text(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.17g", v);
+  for (int digits = 6; digits <= 17; ++digits) {
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    if (!std::isfinite(v) || std::strtod(b, nullptr) == v) break;
+  }
   return b;
+}
+
+// The first finite value of `x` that times `scale` lies beyond float32's range (the model would
+// see infinities, then NaN), and its row; nullopt when there is none. Read once per call, never
+// on the hot path, and only when the dtype's values could overflow at this scale.
+std::optional<BadId> first_overflow(const Array& x, double scale) {
+  constexpr double kFloatMax = std::numeric_limits<float>::max();
+  const double bound = x.dtype() == DType::kU8    ? 255.0
+                       : x.dtype() == DType::kI32 ? 2147483648.0
+                       : x.dtype() == DType::kI64 ? 9.3e18
+                       : x.dtype() == DType::kF32 ? kFloatMax
+                                                  : HUGE_VAL;
+  if (bound * std::fabs(scale) <= kFloatMax) return std::nullopt;
+  const int64_t values = x.shape().size(), per_row = std::max<int64_t>(1, x.row_size());
+  for (int64_t i = 0; i < values; ++i) {
+    const double v = x.at(i);
+    if (std::isfinite(v) && std::fabs(v * scale) > kFloatMax) return BadId{i / per_row, v};
+  }
+  return std::nullopt;
 }
 
 // The targets as class labels 0..k-1 for `loss`: each value of `y` (read from `file`) must be an
@@ -85,10 +118,9 @@ LossSpec single_loss(const Wording& w, const LoadedModel& lm, const std::string&
 struct ChunkRun {
   const PredictJob& job;
   int64_t chunks;
-  size_t slots;                    // metric slots per chunk
-  std::vector<size_t> first_slot;  // per output
-  std::vector<double> sums;        // chunk c's slots at c * slots
-  std::vector<double> weights;     // chunk c's output j at c * outputs + j
+  size_t slots;                    // metric state doubles per chunk
+  std::vector<size_t> first_slot;  // per output: where its MetricSet's state starts in a chunk's
+  std::vector<double> states;      // chunk c's metric states at c * slots
   std::atomic<int64_t> next{0};
 
   void work(const std::vector<int>& cpus, int w);
@@ -125,11 +157,9 @@ void ChunkRun::work(const std::vector<int>& cpus, int w) {
           t.values = o.values.data() + static_cast<size_t>(begin) * k;
         t = net.on_output(t, j);
         loss_forward(o.loss, rows, k, net.output(j), t, job.losses[j] + begin);
-        if (o.metrics.empty()) continue;
-        weights[static_cast<size_t>(c) * outs + j] += metric_weight(rows, t);
-        double* s = sums.data() + static_cast<size_t>(c) * slots + first_slot[j];
-        for (size_t m = 0; m < o.metrics.size(); ++m)
-          s[m] += metric_sum(o.metrics[m], rows, k, net.output(j), t, o.loss.from_logits);
+        if (o.metrics.size() == 0) continue;
+        o.metrics.accumulate(states.data() + static_cast<size_t>(c) * slots + first_slot[j], rows,
+                             net.output(j), t, nullptr);
       }
     }
   }
@@ -148,8 +178,24 @@ bool compatible(const Shape& d, const Shape& m) {
   return a == b;
 }
 
+void check_scale(const Wording& w, const std::string& model_path, double scale) {
+  if (std::isfinite(scale) && std::fabs(scale) <= std::numeric_limits<float>::max()) return;
+  throw UsageError("failed to " + w.verb + " with '" + model_path + "': " + w.scale_option +
+                   number_text(scale) + " is not a number the inputs can be multiplied by; " +
+                   "expected a finite number within float32's range (|scale| <= 3.4e38), e.g. " +
+                   w.scale_option + "0.00392156862745098");
+}
+
 void check_input(const Wording& w, const std::string& model_path, double scale, const Model& model,
                  size_t k, const Array& x, const std::string& file) {
+  check_scale(w, model_path, scale);
+  if (const auto big = first_overflow(x, scale))
+    throw DataError("failed to " + w.verb + " with '" + model_path + "': row " +
+                    std::to_string(big->row) + " of '" + file + "' holds " +
+                    number_text(big->value) + ", which becomes about " +
+                    number_text_digits(big->value * scale, 3) + " at " + w.scale_option +
+                    number_text(scale) + "; expected every scaled input within float32's range " +
+                    "(+-3.4e38)\nhint: choose a smaller scale, or check the data");
   const Shape& want = model.input(k).shape;
   const std::string what =
       model.num_inputs() > 1 ? "input '" + model.input(k).name + "' " : "input ";
@@ -211,6 +257,15 @@ OutputTargets make_targets(const Array& y, const std::string& y_file, const Loss
   for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
   o.values.resize(static_cast<size_t>(n) * k);
   gather_rows(y, all.data(), static_cast<int>(n), 1.0f, o.values.data());
+  // A NaN or infinite target (or a float64 beyond float's range) makes the loss NaN and every
+  // metric meaningless: refused by name and row rather than reported as a number.
+  for (size_t i = 0; i < o.values.size(); ++i)
+    if (!std::isfinite(o.values[i]))
+      throw DataError("failed to compute " + loss_name(loss) + ": '" + y_file +
+                      "' has the target " + number_text(y.at(static_cast<int64_t>(i))) +
+                      " at sample " + std::to_string(i / static_cast<size_t>(k)) + ", value " +
+                      std::to_string(i % static_cast<size_t>(k)) +
+                      "; expected finite numbers within float32's range");
   return o;
 }
 
@@ -242,15 +297,13 @@ PredictTotals run_predict_job(const PredictJob& job) {
   NNFLEET_CHECK(job.predictions.size() == outs);
   NNFLEET_CHECK(targets.empty() || (targets.size() == outs && job.losses.size() == outs));
   const std::vector<int> cpus = allowed_cpus();
-  ChunkRun run{job, (job.n + job.batch - 1) / job.batch, 0, std::vector<size_t>(outs + 1, 0), {},
-               {}};
+  ChunkRun run{job, (job.n + job.batch - 1) / job.batch, 0, std::vector<size_t>(outs + 1, 0), {}};
   int workers = job.workers > 0 ? job.workers : std::max<int>(1, static_cast<int>(cpus.size()));
   workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(workers, run.chunks)));
   for (size_t j = 0; j < targets.size(); ++j)
-    run.first_slot[j + 1] = run.first_slot[j] + targets[j].metrics.size();
+    run.first_slot[j + 1] = run.first_slot[j] + targets[j].metrics.state_size();
   run.slots = run.first_slot[targets.size()];
-  run.sums.assign(static_cast<size_t>(run.chunks) * run.slots, 0.0);
-  run.weights.assign(static_cast<size_t>(run.chunks) * outs, 0.0);
+  run.states.assign(static_cast<size_t>(run.chunks) * run.slots, 0.0);
   std::exception_ptr failure;
   std::mutex failure_mutex;
   auto work = [&](int w) {
@@ -271,15 +324,18 @@ PredictTotals run_predict_job(const PredictJob& job) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.workers = workers;
   if (failure) std::rethrow_exception(failure);
-  r.metric_sums.resize(targets.size());
-  r.metric_weights.assign(targets.size(), 0.0);
+  // Every metric's state is a sum, so the chunks' states add up to the whole run's.
+  std::vector<double> state;
+  r.metric_values.resize(targets.size());
   for (size_t j = 0; j < targets.size(); ++j) {
-    r.metric_sums[j].assign(targets[j].metrics.size(), 0.0);
+    const MetricSet& set = targets[j].metrics;
+    state.assign(set.state_size(), 0.0);
     for (int64_t c = 0; c < run.chunks; ++c) {
-      r.metric_weights[j] += run.weights[static_cast<size_t>(c) * outs + j];
-      for (size_t m = 0; m < targets[j].metrics.size(); ++m)
-        r.metric_sums[j][m] += run.sums[static_cast<size_t>(c) * run.slots + run.first_slot[j] + m];
+      const double* s = run.states.data() + static_cast<size_t>(c) * run.slots + run.first_slot[j];
+      for (size_t i = 0; i < state.size(); ++i) state[i] += s[i];
     }
+    for (size_t m = 0; m < set.size(); ++m)
+      r.metric_values[j].push_back(set.value(m, state.data()));
   }
   return r;
 }

@@ -28,17 +28,24 @@ struct Wording {
 // 1s are dropped (so [28,28] feeds [28,28,1]), which keeps the row-major layout.
 bool compatible(const Shape& d, const Shape& m);
 
+// The scale the inputs are multiplied by: a finite number float32 can hold (NaN, infinity or
+// 1e39 would make every output NaN or infinite). Throws UsageError naming w.scale_option.
+void check_scale(const Wording& w, const std::string& model_path, double scale);
+
 // Input `k` (named `file` in messages) against the model loaded from `model_path`: its sample
-// shape, and the ids an Embedding reads from it. Throws DataError, UsageError.
+// shape, the scale (check_scale, and no scaled value beyond float32's range), and the ids an
+// Embedding reads from it. Throws DataError, UsageError.
 void check_input(const Wording& w, const std::string& model_path, double scale, const Model& model,
                  size_t k, const Array& x, const std::string& file);
 
-// One output's targets, converted once for all chunks, its loss and the metrics to sum on it.
+// One output's targets, converted once for all chunks, its loss and the metrics to compute on
+// it: the same MetricSet training uses, so evaluate reports every metric training does (AUC,
+// precision, recall, RMSE, R2 included) with training's formulas.
 struct OutputTargets {
   LossSpec loss;
   std::vector<int32_t> labels;
   std::vector<float> values;
-  std::vector<MetricKind> metrics;
+  MetricSet metrics;
 };
 
 // Output j's targets `y` (named `y_file`) for an output of shape `out_shape` and `n` rows:
@@ -66,10 +73,9 @@ struct PredictJob {
 };
 
 struct PredictTotals {
-  // Per output and metric: the sum of metric_sum over all chunks (in chunk order), and per
-  // output the summed metric_weight it is divided by.
-  std::vector<std::vector<double>> metric_sums;
-  std::vector<double> metric_weights;
+  // Per output and metric: its value over all n rows (MetricSet::value of the chunks' states
+  // summed in chunk order, so it does not depend on the workers).
+  std::vector<std::vector<double>> metric_values;
   double seconds = 0.0;
   int workers = 1;
 };

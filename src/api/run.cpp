@@ -132,7 +132,8 @@ ModelResult to_public(JobResult& r, const std::string& dir, const std::string& e
   m.best = {r.best.epoch, r.best.monitor, r.best.value};
   for (EpochRecord& e : r.history) m.history.emplace_back(e.epoch, std::move(e.values));
   const std::string file = dir + "/models/" + r.name + ext;
-  if (r.status != JobStatus::kCancelled && r.status != JobStatus::kFailed && file_exists(file)) {
+  // A failed model may have its file: one whose export beside it failed after training.
+  if (r.status != JobStatus::kCancelled && file_exists(file)) {
     m.model_file = file;
     if (load_model) m.model = Model::load(file);
   }
@@ -243,6 +244,7 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   }
   summarize(s, r);
   r.out_dir = temp ? std::string() : s.out_dir;
+  if (!temp && s.results_written) r.results_file = s.out_dir + "/results.json";
   const std::string ext = o.format == "h5" ? ".h5" : ".keras";
   for (JobResult& j : s.results)
     r.models.push_back(to_public(j, s.out_dir, ext, o.load_models && s.rank == 0));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -18,5 +19,12 @@ void add_inspect_command(CLI::App& app, Run& run);
 void add_report_command(CLI::App& app, Run& run);
 void add_evaluate_command(CLI::App& app, Run& run);
 void add_export_command(CLI::App& app, Run& run);
+
+// The hint `nnfleet train` prints after a write to the output folder `out_dir` failed with
+// `write_error` (a FileError's message, which ends with the system's reason): free space for a
+// full disk or a file-size limit, permissions for a refused write, and a fresh start when the
+// folder is gone (--resume cannot continue it). `plan` is the plan file as given.
+std::string write_failure_hint(const std::string& plan, const std::string& out_dir,
+                               const std::string& write_error);
 
 }  // namespace nnfleet::cli

@@ -58,8 +58,7 @@ int run_evaluate(EvaluateArgs& a) {
   std::vector<const float*> losses;
   for (const Array& l : r.losses) losses.push_back(static_cast<const float*>(l.data()));
   api_detail::PredictTotals totals;
-  totals.metric_sums = r.metric_sums;
-  totals.metric_weights = r.metric_weights;
+  totals.metric_values = r.metric_values;
   const api_detail::Figures values =
       api_detail::evaluation_figures(lm, keys, losses, run.n, totals);
 

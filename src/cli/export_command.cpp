@@ -42,6 +42,27 @@ Shape parse_shape(const std::string& s) {
   return out;
 }
 
+// The loader sizes only the dimensions a file leaves free from --input-shape: a size that
+// contradicts one the file fixes would be ignored, and the export not be what was asked for.
+void check_input_shapes(const ExportArgs& a, const std::vector<std::vector<int64_t>>& shapes,
+                        const api::Model& m) {
+  const auto& inputs = m.inputs();
+  if (shapes.size() > inputs.size())
+    throw UsageError("failed to export '" + a.model + "': it has " + std::to_string(inputs.size()) +
+                     " input(s); expected at most that many --input-shape, got " +
+                     std::to_string(shapes.size()));
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    Shape given, model;
+    for (int64_t d : shapes[k]) given.push_back(d);
+    for (int64_t d : inputs[k].shape) model.push_back(d);
+    if (!api_detail::compatible(given, model))
+      throw UsageError("failed to export '" + a.model + "': --input-shape " + a.input_shapes[k] +
+                       " contradicts the file's input '" + inputs[k].name + "'; expected " +
+                       "a sample shape of " + model.str() + " (its free dimensions sized from " +
+                       "--input-shape), got " + given.str());
+  }
+}
+
 int run_export(const ExportArgs& a) {
   if (!ends_with(a.to, ".onnx"))
     throw UsageError("failed to parse --to '" + a.to + "': expected a file name ending in .onnx");
@@ -51,6 +72,7 @@ int run_export(const ExportArgs& a) {
     shapes.emplace_back(shape.begin(), shape.end());
   }
   const api::Model m = api::Model::load(a.model, a.weights, shapes);
+  check_input_shapes(a, shapes, m);
   if (!m.has_weights())
     throw UsageError("failed to export '" + a.model +
                      "': it holds no weights; expected --weights WEIGHTS.h5 "

@@ -234,8 +234,7 @@ RunResult run_workers(const RunArgs& a, const LoadedModel& lm, const InputData& 
     job.losses.push_back(static_cast<float*>(r.losses[j].mutable_data()));
   }
   api_detail::PredictTotals t = api_detail::run_predict_job(job);
-  r.metric_sums = std::move(t.metric_sums);
-  r.metric_weights = std::move(t.metric_weights);
+  r.metric_values = std::move(t.metric_values);
   r.seconds = t.seconds;
   r.workers = t.workers;
   return r;
@@ -248,7 +247,7 @@ LoadedRun load_run(const RunArgs& a) {
   if (a.workers < 0)
     throw UsageError("failed to parse --workers: expected a positive number, got " +
                      std::to_string(a.workers));
-  if (!std::isfinite(a.scale)) throw UsageError("failed to parse --scale: expected a number");
+  api_detail::check_scale(wording(a), a.model, a.scale);
 
   // The data first: an input dimension the model file leaves free takes its size from it.
   LoadedRun run;

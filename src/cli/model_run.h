@@ -41,10 +41,8 @@ using api_detail::OutputTargets;
 
 struct RunResult {
   std::vector<Array> pred, losses;  // per output: [N, output shape] and [N]
-  // Per output and metric: the sum of metric_sum over all chunks (in chunk order) and the summed
-  // metric_weight it is divided by.
-  std::vector<std::vector<double>> metric_sums;
-  std::vector<double> metric_weights;
+  // Per output and metric: its value over all rows (api_detail::PredictTotals).
+  std::vector<std::vector<double>> metric_values;
   double seconds = 0.0;
   double load_seconds = 0.0;
   int workers = 1;

@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <optional>
+#include <string>
 
 #include "cli/commands.h"
 #include "fleet/cluster/cluster.h"
@@ -58,10 +61,13 @@ void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
     std::printf("%s\n", ev.dump().c_str());
   } else if (!a.quiet) {
     std::printf("\n%s", r.leaderboard.c_str());
-    std::printf("\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
-                "memory %.1f MB\nresults: %s/results.json\n",
-                r.models.size(), r.makespan, r.workers, 100.0 * r.busy_fraction,
-                static_cast<double>(r.peak_rss_bytes) / 1e6, r.out_dir.c_str());
+    std::printf(
+        "\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
+        "memory %.1f MB\n",
+        r.models.size(), r.makespan, r.workers, 100.0 * r.busy_fraction,
+        static_cast<double>(r.peak_rss_bytes) / 1e6);
+    // Only a file this run wrote (a failed write leaves none, or an older one).
+    if (!r.results_file.empty()) std::printf("results: %s\n", r.results_file.c_str());
     if (!r.report_path.empty()) std::printf("report: %s\n", r.report_path.c_str());
     if (!r.ranks.empty())
       std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
@@ -76,10 +82,10 @@ void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
   if (!r.write_error.empty())
     // The run stopped at its first failed write; what finished is kept.
     std::fprintf(stderr,
-                 "nnfleet: failed to write the output folder '%s': %s; the run stopped early\n"
-                 "hint: free some space (or fix the folder's permissions), then continue with: "
-                 "nnfleet train %s --out %s --resume\n",
-                 r.out_dir.c_str(), r.write_error.c_str(), a.plan.c_str(), r.out_dir.c_str());
+                 "nnfleet: failed to write the output folder '%s': %s; the run stopped "
+                 "early\n%s\n",
+                 r.out_dir.c_str(), r.write_error.c_str(),
+                 write_failure_hint(a.plan, r.out_dir, r.write_error).c_str());
   else if (r.interrupted)
     std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
                  a.plan.c_str(), r.out_dir.c_str());
@@ -139,6 +145,22 @@ int run_train(const TrainArgs& a) {
 }
 
 }  // namespace
+
+std::string write_failure_hint(const std::string& plan, const std::string& out_dir,
+                               const std::string& write_error) {
+  auto says = [&](int e) { return write_error.find(std::strerror(e)) != std::string::npos; };
+  const std::string resume = "nnfleet train " + plan + " --out " + out_dir + " --resume";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(out_dir, ec) || says(ENOENT) || says(ENOTDIR))
+    return "hint: the output folder (or a part of it) was deleted or moved while the run wrote "
+           "it; start the run again: nnfleet train " +
+           plan + " --out " + out_dir;
+  if (says(ENOSPC) || says(EDQUOT) || says(EFBIG))
+    return "hint: free some space, then continue with: " + resume;
+  if (says(EACCES) || says(EPERM) || says(EROFS))
+    return "hint: fix the folder's permissions, then continue with: " + resume;
+  return "hint: remove the cause above, then continue with: " + resume;
+}
 
 void add_train_command(CLI::App& app, Run& run) {
   auto args = std::make_shared<TrainArgs>();

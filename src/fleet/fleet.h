@@ -68,6 +68,7 @@ struct FleetSummary {
   // Not empty: a write to the output folder failed (full disk, permissions) and the run stopped
   // early; the first such error. Models not finished then are retried by --resume.
   std::string write_error;
+  bool results_written = false;  // results.json was written by this run (false after a failure)
   std::string rank_by;  // the leaderboard's metric
   bool rank_higher_is_better = true;
   // Cluster runs. On ranks other than 0 only `rank`, `interrupted` and each result's name and
@@ -80,9 +81,12 @@ struct FleetSummary {
 // Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).
 // A model file that ModelIo::save wrote: its path ("" when none) and the xxh3 of its bytes
 // (hash_bytes), which the run records for --resume without reading the file back.
+// `export_error`: an export beside it (--format onnx) that failed after training although the
+// model passed ModelIo::check; the model file is written all the same, and the job fails with it.
 struct SavedModel {
   std::string path;
   uint64_t xxh3 = 0;
+  std::string export_error = {};  // (a default: two-field initializers stay valid)
 };
 
 struct ModelIo {
@@ -97,6 +101,10 @@ struct ModelIo {
   // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
   // none that nnfleet runs. The shape is the data's (for the file's free dimensions).
   std::function<RestoredOptimizer(const ModelSpec&, const Shape&)> optimizer;
+  // Whether save() can write the model in the run's format (a layer ONNX cannot express, an
+  // activation .keras cannot name): called while the plan is validated, so a model is refused
+  // before training rather than after. Throws ModelError naming the layer. May be empty.
+  std::function<void(const Model&)> check;
 };
 
 // Runs the plan in this process. Throws PlanError (every validation problem, listed), DataError,

@@ -789,6 +789,10 @@ JobResult run_job(const ModelSpec& spec, std::shared_ptr<const Model> model, con
   } catch (const std::exception& e) {
     res.status = JobStatus::kFailed;
     res.message = e.what();
+    // The epochs it did train (a failed write after the last one still trained them all).
+    res.epochs = static_cast<int>(res.history.size());
+    if (res.seconds == 0)
+      for (const EpochRecord& r : res.history) res.seconds += r.seconds;
     res.retry = io != Io::kNone;
     res.write_failed = io == Io::kWriting;
   }

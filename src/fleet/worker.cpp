@@ -50,7 +50,15 @@ JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data
     ctx.save_model = [&](Network& net, const ModelSpec& sp) {
       saved = io.save(net, sp, root + "/models/" + sp.name);
     };
-  return run_job(s, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+  JobResult r = run_job(s, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+  // The model is trained and its file written, but the export the run asked for is missing: the
+  // job fails with the export's error, and its record (with the model file) keeps --resume from
+  // training it again.
+  if (r.status == JobStatus::kDone && !saved.export_error.empty()) {
+    r.status = JobStatus::kFailed;
+    r.message = saved.export_error + "; the trained model is kept in '" + saved.path + "'";
+  }
+  return r;
 }
 
 }  // namespace nnfleet::fleet_detail

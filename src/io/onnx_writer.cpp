@@ -2,7 +2,9 @@
 // the walk over a model's layers that wires their tensors, masks and weights together.
 #include "io/onnx_writer.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 #include "io/onnx_builder.h"
 #include "layers/kinds.h"
@@ -156,6 +158,18 @@ std::string onnx_model_bytes(const Model& m, const float* params) {
   std::string bytes;
   NNFLEET_CHECK(model.SerializeToString(&bytes));
   return bytes;
+}
+
+void check_onnx_export(const Model& m) {
+  // Zero weights from calloc: pages the exporters only read stay the kernel's shared zero page.
+  const size_t n = std::max<size_t>(1, m.trainable_params() + m.non_trainable_params());
+  const std::unique_ptr<float, decltype(&std::free)> zeros(
+      static_cast<float*>(std::calloc(n, sizeof(float))), &std::free);
+  if (!zeros)
+    throw ModelError("failed to check the ONNX export of model '" + m.name() +
+                     "': no memory for its " + std::to_string(n) + " weights");
+  onnx::GraphProto g;
+  build_graph(m, zeros.get(), &g);
 }
 
 void save_onnx(const std::string& path, const Model& m, const float* params, Durability d) {

@@ -17,6 +17,9 @@ namespace nnfleet {
 // The serialized ModelProto of `m` with `params` (laid out as Network::params()). Throws
 // ModelError for a layer that cannot be exported.
 std::string onnx_model_bytes(const Model& m, const float* params);
+// Throws the ModelError onnx_model_bytes would for `m` (the layer ONNX cannot express), without
+// its weights: for checking a model before it is trained.
+void check_onnx_export(const Model& m);
 // Writes it to `path` atomically. Throws ModelError, FileError.
 void save_onnx(const std::string& path, const Model& m, const float* params,
                Durability d = Durability::kSystemCrash);

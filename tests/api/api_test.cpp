@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -163,6 +164,44 @@ TEST_F(ApiTest, EvaluateGivesKerasFiguresFromTheSameEngineAsPredict) {
   EXPECT_THROW(m.evaluate({data.xv()}, {}, o), UsageError);
 }
 
+// A binary classifier trained with the epoch-level metrics (Keras's AUC, Precision, Recall,
+// RootMeanSquaredError, R2Score) on test data equal to its training data: evaluate, with the
+// metrics its file names, reports what training computed on the test data with the same weights.
+TEST_F(ApiTest, EvaluateComputesTheEpochMetricsAsTrainingDoes) {
+  std::vector<float> yb(static_cast<size_t>(data.n));
+  for (int64_t i = 0; i < data.n; ++i) yb[static_cast<size_t>(i)] = data.y[i] == 0 ? 1.0f : 0.0f;
+  const api::ArrayView ybv{yb.data(), api::ElementType::kFloat32, {data.n, 1}};
+  const std::string plan = R"({"seed": 3,
+ "data": {"train": {"x": "memory:x", "y": "memory:yb"}, "test": {"x": "memory:x", "y": "memory:yb"}},
+ "defaults": {"epochs": 2, "batch_size": 16, "loss": "binary_crossentropy",
+              "metrics": ["auc", "precision", "recall", "root_mean_squared_error", "r2_score"],
+              "optimizer": {"Adam": {"learning_rate": 0.01}}},
+ "models": [{"name": "bin", "layers": [{"Flatten": {}}, {"Dense": {"units": 4, "activation": "relu"}},
+                                       {"Dense": {"units": 1, "activation": "sigmoid"}}]}]})";
+  api::RunOptions ro;
+  ro.out = std::nullopt;
+  const api::RunResult r =
+      api::train(api::PlanInput::text(plan, "bin"), {{"x", data.xv()}, {"yb", ybv}}, ro);
+  ASSERT_EQ(r.models.at(0).status, "done") << r.models[0].message;
+  const api::Model& m = *r.models[0].model;
+  api::EvaluateOptions o;  // the file's loss and metrics
+  o.batch_size = 7;
+  o.workers = 1;
+  const auto one = m.evaluate({data.xv()}, {ybv}, o);
+  o.workers = 2;
+  EXPECT_EQ(m.evaluate({data.xv()}, {ybv}, o), one);
+  std::map<std::string, double> trained(r.models[0].metrics.begin(), r.models[0].metrics.end());
+  ASSERT_EQ(one.size(), 6u);
+  for (const auto& [key, value] : one) {
+    ASSERT_TRUE(trained.count("test_" + key)) << key;
+    EXPECT_NEAR(value, trained["test_" + key], 1e-6) << key;
+  }
+  // The figures are not trivial: a model that learned something, scored in [0, 1].
+  EXPECT_EQ(one[1].first, "auc");
+  EXPECT_GT(one[1].second, 0.6);
+  EXPECT_EQ(one[5].first, "r2_score");
+}
+
 TEST_F(ApiTest, SavedModelsReadBackTheSame) {
   const api::RunResult r = train_memory();
   const api::Model& m = *r.models[1].model;
@@ -285,6 +324,90 @@ TEST_F(ApiTest, HugeBatchSizeAndWorkersAreCappedByTheDataAndTheCores) {
     EXPECT_EQ(got.models[i].status, "done") << got.models[i].message;
     EXPECT_EQ(got.models[i].metrics, want.models[i].metrics) << got.models[i].name;
   }
+}
+
+// A scale that is NaN, infinite or beyond float32 (1e39), or that makes an input overflow, is
+// refused naming scale=; so are targets that are not finite, by file and row.
+TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  std::vector<float> p(static_cast<size_t>(data.n) * 3);
+  for (const double scale : {std::nan(""), std::numeric_limits<double>::infinity(), 1e39, -1e39}) {
+    api::PredictOptions o;
+    o.scale = scale;
+    try {
+      m.predict({data.xv()}, {p.data()}, o);
+      ADD_FAILURE() << "predicted at scale " << scale;
+    } catch (const UsageError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("scale="));
+      EXPECT_THAT(e.what(), HasSubstr("expected a finite number within float32's range"));
+    }
+  }
+  // 1e36 is a float, but the inputs (up to about 1.3) times it are not.
+  std::vector<float> big = data.x;
+  big[64 * 3 + 5] = 1000.0f;
+  api::PredictOptions o;
+  o.scale = 1e36;
+  try {
+    m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
+    FAIL() << "predicted an overflowing input";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("row 3 of 'x' holds 1000, which becomes about 1e+39 at scale=1e+36"));
+  }
+  o.scale = 1e30;  // the same data fits
+  m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
+  // One-hot targets with a NaN: refused by name and row, not a NaN loss.
+  std::vector<float> onehot(static_cast<size_t>(data.n) * 3, 0.0f);
+  for (int64_t i = 0; i < data.n; ++i) onehot[static_cast<size_t>(i * 3 + data.y[i])] = 1.0f;
+  onehot[4 * 3 + 1] = std::numeric_limits<float>::quiet_NaN();
+  api::EvaluateOptions eo;
+  eo.loss = "categorical_crossentropy";
+  try {
+    m.evaluate({data.xv()}, {{onehot.data(), api::ElementType::kFloat32, {data.n, 3}}}, eo);
+    FAIL() << "evaluated NaN targets";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("'y' has the target nan at sample 4, value 1; expected finite"));
+  }
+}
+
+// A full disk at every point of a run in turn (fault injection: platform/files.h): a model that
+// trained and then could not be written is reported with the epochs it trained, and the result
+// names results.json only when this run wrote it.
+TEST_F(ApiTest, AFullDiskReportsTheEpochsTrainedAndOnlyFilesWritten) {
+  api::RunOptions o;
+  o.workers = 1;
+  o.checkpoint_seconds = 1e9;  // no checkpoints: the model files are the writes that fail
+  int failed_trained = 0, results_missing = 0;
+  for (int64_t budget = 0;; budget += 2048) {
+    ASSERT_LT(budget, 1 << 22) << "the run never fitted";
+    o.out = dir.path + "/b" + std::to_string(budget);
+    api::RunResult r;
+    set_write_budget(budget);
+    try {
+      r = train_memory(o);
+    } catch (const FileError& e) {
+      set_write_budget(-1);  // the folder itself, or results.json with nothing else failing
+      EXPECT_THAT(e.what(), HasSubstr("No space left on device"));
+      continue;
+    }
+    set_write_budget(-1);
+    const std::string results = *o.out + "/results.json";
+    EXPECT_EQ(r.results_file.empty() ? "" : results, r.results_file);
+    EXPECT_EQ(!r.results_file.empty(), std::filesystem::exists(results)) << budget;
+    for (const api::ModelResult& m : r.models) {
+      EXPECT_EQ(m.epochs, static_cast<int>(m.history.size())) << m.name << ": " << m.message;
+      if (m.status == "failed") {
+        EXPECT_EQ(m.epochs, 3) << m.name << ": " << m.message;
+        ++failed_trained;
+      }
+    }
+    results_missing += !r.write_error.empty() && r.results_file.empty();
+    if (r.write_error.empty()) break;
+  }
+  EXPECT_GT(failed_trained, 0) << "no model failed after training";
+  EXPECT_GT(results_missing, 0) << "no run lost its results.json";
 }
 
 TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {

@@ -1,12 +1,18 @@
 // `nnfleet evaluate` through its CLI11 command: on shared Keras models it gives the accuracy that
 // MANIFEST.md records for them, its numbers do not depend on --workers, --metrics overrides the
-// file's metrics, and --loss-out writes predict's per-sample losses.
+// file's metrics, and --loss-out writes predict's per-sample losses; on a model nnfleet trained
+// with the epoch-level metrics it reports what training computed; targets that are not finite
+// are refused by file and row.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
+#include <map>
 
+#include "../fleet/fleet_test_util.h"
 #include "cli/commands.h"
 #include "io_test_util.h"
+#include "nnfleet/run.h"
 
 namespace nnfleet {
 namespace {
@@ -113,6 +119,71 @@ TEST(RealFileEvaluate, RefusesAnUnknownMetricByName) {
     const std::string m = err.what();
     EXPECT_NE(m.find("failed to evaluate"), std::string::npos) << m;
     EXPECT_NE(m.find("f1_score"), std::string::npos) << m;
+  }
+}
+
+// A binary classifier nnfleet trained (its .keras file names the metrics AUC, Precision, Recall,
+// RootMeanSquaredError and R2Score), on the blobs data with binary targets as test data too;
+// returns the run's results (with the test figures) and writes x.npy and yb.npy into `dir`.
+api::RunResult train_binary(const std::string& dir) {
+  testing_util::write_blobs(dir, "blobs", 120, 5);
+  const Array labels = load_npy(dir + "/blobs_y.npy");
+  Array yb = Array::zeros(DType::kF32, Shape{labels.rows(), 1});
+  for (int64_t i = 0; i < labels.rows(); ++i)
+    static_cast<float*>(yb.mutable_data())[i] = labels.at(i) == 0 ? 1.0f : 0.0f;
+  save_npy(dir + "/yb.npy", yb);
+  test::write_text(dir + "/plan.yaml", R"(seed: 3
+data:
+  train: {x: blobs_x.npy, y: yb.npy}
+  test: {x: blobs_x.npy, y: yb.npy}
+defaults:
+  epochs: 2
+  batch_size: 16
+  loss: binary_crossentropy
+  metrics: [auc, precision, recall, root_mean_squared_error, r2_score]
+  optimizer: {Adam: {learning_rate: 0.01}}
+models:
+  - name: bin
+    layers: [Flatten: {}, Dense: {units: 4, activation: relu}, Dense: {units: 1, activation: sigmoid}]
+)");
+  api::RunOptions o;
+  o.out = dir + "/run";
+  o.load_models = false;
+  return api::train(api::PlanInput::file(dir + "/plan.yaml"), {}, o);
+}
+
+// `evaluate` aborted (a failed internal check) on these metrics, named by the model's own file.
+TEST(Evaluate, ComputesTheEpochMetricsOfAModelNnfleetTrainedAsTrainingDid) {
+  const std::string dir = test::scratch_dir("evaluate_epoch_metrics");
+  const api::RunResult r = train_binary(dir);
+  ASSERT_EQ(r.models.at(0).status, "done") << r.models[0].message;
+  const Json j = evaluate_json({dir + "/run/models/bin.keras", "--x", dir + "/blobs_x.npy", "--y",
+                                dir + "/yb.npy", "--workers", "2", "--batch", "7"});
+  std::map<std::string, double> trained(r.models[0].metrics.begin(), r.models[0].metrics.end());
+  for (const char* key :
+       {"loss", "auc", "precision", "recall", "root_mean_squared_error", "r2_score"}) {
+    ASSERT_TRUE(j.contains(key)) << key << " in " << j.dump();
+    EXPECT_NEAR(j[key].get<double>(), trained.at(std::string("test_") + key), 1e-6) << key;
+  }
+}
+
+// Targets with a NaN gave "loss: nan" and exit 0.
+TEST(Evaluate, RefusesTargetsThatAreNotFiniteNamingFileAndRow) {
+  const std::string dir = test::scratch_dir("evaluate_nan_targets");
+  train_binary(dir);
+  Array y = load_npy(dir + "/yb.npy");
+  static_cast<float*>(y.mutable_data())[17] = std::numeric_limits<float>::infinity();
+  save_npy(dir + "/bad.npy", y);
+  try {
+    evaluate({dir + "/run/models/bin.keras", "--x", dir + "/blobs_x.npy", "--y", dir + "/bad.npy"});
+    FAIL() << "evaluated an infinite target";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("failed to compute binary_crossentropy: '" + dir +
+                     "/bad.npy' has the target inf at sample 17, value 0; expected finite "
+                     "numbers"),
+              std::string::npos)
+        << m;
   }
 }
 

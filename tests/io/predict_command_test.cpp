@@ -26,6 +26,7 @@ int run_cli(const std::vector<std::string>& args) {
   cli::Run run;
   cli::add_predict_command(app, run);
   cli::add_inspect_command(app, run);
+  cli::add_export_command(app, run);
   std::vector<const char*> argv = {"nnfleet"};
   for (const auto& a : args) argv.push_back(a.c_str());
   app.parse(static_cast<int>(argv.size()), argv.data());
@@ -173,6 +174,67 @@ TEST(RealFilePredict, ShapeMismatchNamesBothShapes) {
     EXPECT_NE(msg.find("[5]"), std::string::npos) << msg;
   }
   EXPECT_FALSE(file_exists(dir + "/p.npy"));
+}
+
+// `--scale 1e39` (beyond float32: every output NaN, exit 0) and a scale that makes an input
+// overflow are refused, naming --scale and what is expected; nothing is written.
+TEST(PredictScale, RefusesAScaleThatIsNotAFiniteFloatOrOverflowsAnInput) {
+  const std::string dir = test::scratch_dir("predict_scale");
+  const std::vector<std::string> base = {"predict", fixture("synthetic/mlp_vlen_utf8.h5"),
+                                         "--x",     fixture("synthetic/mlp.input.npy"),
+                                         "--out",   dir + "/p.npy",
+                                         "--scale"};
+  for (const char* scale : {"1e39", "-1e300", "inf"}) {
+    std::vector<std::string> args = base;
+    args.push_back(scale);
+    try {
+      run_cli(args);
+      ADD_FAILURE() << "predicted at --scale " << scale;
+    } catch (const UsageError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("failed to predict with '"), std::string::npos) << m;
+      EXPECT_NE(m.find("expected a finite number within float32's range"), std::string::npos) << m;
+    }
+  }
+  // The file's largest value (about 1.97) times 3e38 is beyond float32 (3.4e38).
+  std::vector<std::string> args = base;
+  args.push_back("3e38");
+  try {
+    run_cli(args);
+    ADD_FAILURE() << "predicted an overflowing input";
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("mlp.input.npy' holds "), std::string::npos) << m;
+    EXPECT_NE(m.find("at --scale 3e+38; expected every scaled input within float32's range"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_FALSE(file_exists(dir + "/p.npy"));
+  args.back() = "1e30";
+  EXPECT_EQ(run_cli(args), 0);
+  EXPECT_TRUE(file_exists(dir + "/p.npy"));
+}
+
+// `export --input-shape` sized only the dimensions a file leaves free and silently ignored a
+// size contradicting one the file fixes.
+TEST(Export, RefusesAnInputShapeThatContradictsTheFile) {
+  const std::string dir = test::scratch_dir("export_input_shape");
+  const std::string model = fixture("synthetic/mlp_vlen_utf8.h5");  // takes [5]
+  try {
+    run_cli({"export", model, "--to", dir + "/m.onnx", "--input-shape", "7"});
+    FAIL() << "exported with a contradicting --input-shape";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--input-shape 7 contradicts the file's input"), std::string::npos) << m;
+    EXPECT_NE(m.find("expected a sample shape of [5]"), std::string::npos) << m;
+    EXPECT_NE(m.find("got [7]"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(file_exists(dir + "/m.onnx"));
+  EXPECT_THROW(run_cli({"export", model, "--to", dir + "/m.onnx", "--input-shape", "5",
+                        "--input-shape", "5"}),
+               Error);  // two shapes for one input
+  EXPECT_EQ(run_cli({"export", model, "--to", dir + "/m.onnx", "--input-shape", "5"}), 0);
+  EXPECT_TRUE(file_exists(dir + "/m.onnx"));
 }
 
 // The label error of predict did not name the labels file.
