@@ -155,20 +155,11 @@ TEST_F(Fleet, StopThenResumeEqualsAnUninterruptedRun) {
   Outcome full = run(plan, dir.path + "/full", 2);
   for (int nth : {1, 3, 5}) {  // the plan's models pass such an epoch end at least 7 times
     const std::string out = dir.path + "/stopped" + std::to_string(nth);
-    const std::string hold = dir.path + "/hold" + std::to_string(nth);
-    std::filesystem::create_directories(hold);
-    test_hold::set_for_tests("epoch_end#" + std::to_string(nth) + ":" + hold);
-    std::atomic<bool> stop{false}, ended{false};
-    std::thread stopper([&] {
-      const std::string held = hold + "/epoch_end." + std::to_string(::getpid()) + ".held";
-      while (!file_exists(held) && !ended)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      stop = true;
-    });
-    Outcome first = run(plan, out, 2, &stop);
-    ended = true;
-    test_hold::set_for_tests("");
-    stopper.join();
+    Outcome first;
+    {
+      testing_util::StopAtEpochEnd stopper(dir.path + "/hold" + std::to_string(nth), nth);
+      first = run(plan, out, 2, &stopper.stop);
+    }
     EXPECT_TRUE(first.summary.interrupted) << "held at epoch end " << nth;
     Outcome resumed = run(plan, out, 2, nullptr, true);
     for (const auto& r : resumed.summary.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;

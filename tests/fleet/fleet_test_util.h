@@ -2,12 +2,16 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "data/dataset.h"
 #include "fleet/fleet.h"
@@ -15,9 +19,42 @@
 #include "layers/config.h"
 #include "nnfleet/error.h"
 #include "platform/files.h"
+#include "platform/test_hold.h"
 #include "tensor/rng.h"
 
 namespace nnfleet::testing_util {
+
+// A stop (as SIGINT asks for one) that lands while a run of this process is held at the n-th end
+// of an epoch that is not its model's last (platform/test_hold.h, hold folder `folder`): surely
+// mid-run, at a point that does not depend on how fast the cores are. Pass &stop as the run's
+// stop flag; the hold ends with this object.
+class StopAtEpochEnd {
+ public:
+  StopAtEpochEnd(const std::string& folder, int nth) : folder_(folder) {
+    std::filesystem::create_directories(folder);
+    test_hold::set_for_tests("epoch_end#" + std::to_string(nth) + ":" + folder);
+    thread_ = std::thread([this] {
+      const std::string held = folder_ + "/epoch_end." + std::to_string(::getpid()) + ".held";
+      while (!file_exists(held) && !ended_)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      stop = true;
+    });
+  }
+  ~StopAtEpochEnd() {
+    ended_ = true;  // a run that never reached the point ends the wait too
+    thread_.join();
+    test_hold::set_for_tests("");
+  }
+  StopAtEpochEnd(const StopAtEpochEnd&) = delete;
+  StopAtEpochEnd& operator=(const StopAtEpochEnd&) = delete;
+
+  std::atomic<bool> stop{false};
+
+ private:
+  std::string folder_;
+  std::atomic<bool> ended_{false};
+  std::thread thread_;
+};
 
 // A fresh folder under the system temp dir, removed by the destructor.
 struct TempDir {

@@ -283,20 +283,11 @@ TEST_F(ClusterProtocol, StopThenResumeOnThreeRanksEqualsAnUninterruptedRun) {
   const Outcome single = run_single(plan, dir.path + "/single");
   for (int nth : {1, 3}) {
     const std::string out = dir.path + "/stopped" + std::to_string(nth);
-    const std::string hold = dir.path + "/hold" + std::to_string(nth);
-    std::filesystem::create_directories(hold);
-    test_hold::set_for_tests("epoch_end#" + std::to_string(nth) + ":" + hold);
-    std::atomic<bool> stop{false}, ended{false};
-    std::thread t([&] {
-      const std::string held = hold + "/epoch_end." + std::to_string(::getpid()) + ".held";
-      while (!file_exists(held) && !ended)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      stop = true;
-    });
-    const Outcome first = run_ranks({plan, plan, plan}, out, &stop);
-    ended = true;
-    test_hold::set_for_tests("");
-    t.join();
+    Outcome first;
+    {
+      testing_util::StopAtEpochEnd stopper(dir.path + "/hold" + std::to_string(nth), nth);
+      first = run_ranks({plan, plan, plan}, out, &stopper.stop);
+    }
     for (const auto& e : first.errors) EXPECT_EQ(e, "");
     EXPECT_TRUE(first.ranks[0].interrupted) << "held at epoch end " << nth;
     EXPECT_EQ(first.ranks[1].interrupted, first.ranks[0].interrupted);
