@@ -10,6 +10,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { openPage } from "./open_page.mjs";
 
 const [nnfleet, work, pwDir] = process.argv.slice(2);
 let failures = 0, passes = 0;
@@ -72,18 +73,15 @@ const text = fs.readFileSync(html, "utf8");
 check(!/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(text), "the page loads nothing from the network");
 
 const { chromium } = await import(pathToFileURL(path.join(pwDir, "index.mjs")).href);
-// No timeouts of playwright's own (30 s by default): a loaded machine may take longer to start the
-// browser or draw the page, and waiting is not failing; ctest's timeout bounds the test.
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"], timeout: 0 });
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-page.setDefaultTimeout(0);
 const errors = [];
 const requests = [];
-page.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
-page.on("pageerror", (e) => errors.push("page: " + e.message));
-page.on("request", (r) => !r.url().startsWith("file:") && !r.url().startsWith("data:") && requests.push(r.url()));
-await page.goto(pathToFileURL(html).href);
-await page.waitForSelector("#board tbody tr");
+const { browser, page } = await openPage(chromium, pathToFileURL(html).href, "#board tbody tr", (p) => {
+  errors.length = 0;
+  requests.length = 0;
+  p.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
+  p.on("pageerror", (e) => errors.push("page: " + e.message));
+  p.on("request", (r) => !r.url().startsWith("file:") && !r.url().startsWith("data:") && requests.push(r.url()));
+});
 
 const data = await page.evaluate(() => window.nnfleetReport.data);
 const names = data.models.map((m) => m.name);

@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { openPage } from "./open_page.mjs";
 
 const [nnfleet, example, work, pwDir] = process.argv.slice(2);
 const workers = 2;
@@ -69,16 +70,12 @@ const html = path.join(run, "report.html");
 check(fs.existsSync(html), "train --report wrote report.html");
 
 const { chromium } = await import(pathToFileURL(path.join(pwDir, "index.mjs")).href);
-// No timeouts of playwright's own (30 s by default): a loaded machine may take longer to start the
-// browser or draw the page, and waiting is not failing; ctest's timeout bounds the test.
-const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"], timeout: 0 });
-const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-page.setDefaultTimeout(0);
 const errors = [];
-page.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
-page.on("pageerror", (e) => errors.push("page: " + e.message));
-await page.goto(pathToFileURL(html).href);
-await page.waitForSelector("#board tbody tr");
+const { browser, page } = await openPage(chromium, pathToFileURL(html).href, "#board tbody tr", (p) => {
+  errors.length = 0;
+  p.on("console", (m) => m.type() === "error" && errors.push("console: " + m.text()));
+  p.on("pageerror", (e) => errors.push("page: " + e.message));
+});
 
 const rows = await page.$$eval("#board tbody tr", (trs) => trs.map((t) => t.dataset.model));
 check(rows.length === models.length && models.every((m) => rows.includes(m)), `leaderboard rows == models (${rows.length} rows, ${models.length} models)`);
