@@ -5,7 +5,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,7 +14,6 @@
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
-#include "platform/test_hold.h"
 
 namespace nnfleet {
 namespace {

@@ -4,12 +4,10 @@
 // uninterrupted run, and a problem found on any rank is reported by rank 0 alone.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -20,7 +18,6 @@
 #include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
 #include "platform/files.h"
-#include "platform/test_hold.h"
 
 namespace nnfleet {
 namespace {
