@@ -2,7 +2,7 @@
 // cell (so most inputs get past the header), or a name no column has when the input is empty.
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.csv");

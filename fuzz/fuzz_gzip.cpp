@@ -5,7 +5,7 @@
 
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.idx.gz");

@@ -2,7 +2,7 @@
 // load_keras_model; libhdf5 parses the container.
 #include "fuzz_input.h"
 #include "io/keras_reader.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

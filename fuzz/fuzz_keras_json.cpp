@@ -2,7 +2,7 @@
 // the Keras graph builder.
 #include "fuzz_input.h"
 #include "io/keras_reader.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

@@ -9,7 +9,7 @@
 #include "fuzz_input.h"
 #include "io/keras_reader.h"
 #include "io/zip_archive.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

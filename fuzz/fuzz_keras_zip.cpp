@@ -2,7 +2,7 @@
 // zip) through load_keras_model.
 #include "fuzz_input.h"
 #include "io/keras_reader.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

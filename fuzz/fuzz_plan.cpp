@@ -2,7 +2,7 @@
 // alias and nesting limits, field checks, grid expansion, every layer built once through the
 // registry) and, when it loads, plan_to_yaml.
 #include "fuzz_input.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 #include "plan/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

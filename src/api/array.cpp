@@ -2,7 +2,7 @@
 #include "nnfleet/array.h"
 
 #include "api/convert.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet::api {
 

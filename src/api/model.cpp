@@ -11,7 +11,7 @@
 #include "io/keras_writer.h"
 #include "io/onnx_writer.h"
 #include "io/model_summary.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet::api {
 

@@ -15,7 +15,7 @@
 
 #include "model/network.h"
 #include "platform/cpu.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet::api_detail {
 namespace {

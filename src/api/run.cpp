@@ -18,7 +18,7 @@
 #include "fleet/results.h"
 #include "report/report.h"
 #include "plan/plan.h"
-#include "nnfleet/error.h"
+#include "core/check.h"
 #include "platform/files.h"
 
 namespace nnfleet::api {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -15,7 +15,7 @@
 #include <optional>
 
 #include "data/dataset.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

@@ -1,7 +1,7 @@
 // The thread's bound memory arrays (memory_arrays.h).
 #include "data/memory_arrays.h"
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "data/dataset.h"
 #include "platform/files.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -2,7 +2,7 @@
 #include "fleet/worker.h"
 
 #include "fleet/fine_tune.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet::fleet_detail {
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "nnfleet/error.h"
-#include "platform/limits.h"
+#include "core/check.h"
+#include "core/limits.h"
 
 namespace nnfleet::h5 {
 

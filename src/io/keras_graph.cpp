@@ -12,7 +12,7 @@
 
 #include "layers/layer_util.h"
 #include "layers/registry.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "model/model.h"
 
 namespace nnfleet {

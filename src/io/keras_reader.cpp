@@ -18,7 +18,7 @@
 #include "io/keras_writer.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "io/keras_graph.h"
-#include "layers/config.h"
+#include "core/config.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 

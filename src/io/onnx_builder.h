@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
-#include "layers/config.h"
+#include "core/config.h"
 #include "layers/layer.h"
 #include "model/model.h"
 

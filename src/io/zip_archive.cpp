@@ -4,7 +4,7 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <unsupported/Eigen/SpecialFunctions>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 namespace {

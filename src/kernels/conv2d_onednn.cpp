@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 namespace {

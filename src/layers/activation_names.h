@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/activation.h"
-#include "layers/config.h"
+#include "core/config.h"
 
 namespace nnfleet {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "tensor/rng.h"
 #include "tensor/shape.h"
 

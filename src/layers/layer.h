@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "layers/initializer.h"
 #include "tensor/rng.h"
 #include "tensor/shape.h"

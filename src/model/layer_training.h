@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "layers/layer.h"
 #include "optim/regularizer.h"
 

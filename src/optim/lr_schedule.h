@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 
 namespace nnfleet {
 

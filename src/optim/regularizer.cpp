@@ -12,11 +12,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string show(const Json& v) {
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-}
-
 // A factor: a finite number >= 0 (Keras's validate_float_arg).
 double factor(const Json& cfg, const char* k, double def, const std::string& key) {
   if (!cfg.contains(k) || cfg[k].is_null()) return def;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "tensor/shape.h"
 
 namespace nnfleet {

@@ -28,7 +28,7 @@
 #include "plan/yaml_emitter.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 #include "platform/parallel.h"
 
 namespace nnfleet {
@@ -46,7 +46,6 @@ using plan_detail::join;
 using plan_detail::LocatedJson;
 using plan_detail::near_miss;
 using plan_detail::Problems;
-using plan_detail::show;
 
 const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
 const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};

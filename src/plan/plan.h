@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 #include "loss/loss.h"
 #include "optim/optimizer.h"
 

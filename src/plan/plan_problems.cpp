@@ -107,17 +107,6 @@ void Problems::throw_if_any() const {
   throw PlanError(msg);
 }
 
-std::string show(const Json& v) {
-  // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (s.size() > 60) {
-    size_t cut = 57;  // not inside a UTF-8 sequence: messages end up in JSON files
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
-    s = s.substr(0, cut) + "...";
-  }
-  return s;
-}
-
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : sep) + i;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 
 namespace nnfleet::plan_detail {
 
@@ -66,8 +66,6 @@ class Problems {
   std::vector<Call> calls_;  // recording_ only (seen_ then holds the calls recorded)
 };
 
-// A JSON value for messages: strings quoted, long values cut at 60 characters.
-std::string show(const Json& v);
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
 // " (did you mean 'epochs'?)" when `word` is a near miss of one of `valid`, else "".

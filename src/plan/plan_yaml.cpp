@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "plan/yaml_emitter.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 #include "platform/parallel.h"
 
 namespace nnfleet::plan_detail {

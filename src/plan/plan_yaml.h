@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "layers/config.h"
+#include "core/config.h"
 
 namespace nnfleet::plan_detail {
 

@@ -7,7 +7,7 @@
 #include <charconv>
 #include <cstring>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet::plan_detail {
 namespace {

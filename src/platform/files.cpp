@@ -20,7 +20,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "layers/config.h"
+#include "core/config.h"
 
 namespace nnfleet {
 

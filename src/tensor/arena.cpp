@@ -11,7 +11,7 @@
 #include <mutex>
 #include <new>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 namespace {

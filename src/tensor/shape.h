@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 

@@ -15,7 +15,7 @@
 
 #include "../fleet/fleet_test_util.h"
 #include "io/keras_writer.h"
-#include "layers/config.h"
+#include "core/config.h"
 #include "layers/registry.h"
 #include "platform/files.h"
 

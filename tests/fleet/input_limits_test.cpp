@@ -13,7 +13,7 @@
 #include "fleet_test_util.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 #include "tensor/arena.h"
 
 namespace nnfleet {

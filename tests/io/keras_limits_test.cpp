@@ -11,7 +11,7 @@
 #include "io/keras_reader.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

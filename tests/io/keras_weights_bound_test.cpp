@@ -13,7 +13,7 @@
 #include "io/keras_writer.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

@@ -1,7 +1,7 @@
 // LayerConfig's integer reads and parse_json_bounded (issue 10, items 4 and 5): every integer
 // lands in [min, limits::kMaxConfigInt] or is refused by name, never truncated to 32 bits or cast
 // from an out-of-range float; JSON nested past the limit is refused while it is parsed.
-#include "layers/config.h"
+#include "core/config.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "layers/registry.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

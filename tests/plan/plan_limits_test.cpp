@@ -13,7 +13,7 @@
 #include "plan/plan.h"
 #include "plan/plan_yaml.h"
 #include "plan/yaml_emitter.h"
-#include "platform/limits.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

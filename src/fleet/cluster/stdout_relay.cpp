@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "nnfleet/error.h"
+#include "core/check.h"
 
 namespace nnfleet {
 

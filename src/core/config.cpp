@@ -1,5 +1,5 @@
 // LayerConfig: checked access to Keras-style config objects.
-#include "layers/config.h"
+#include "core/config.h"
 
 #include <cmath>
 #include <limits>
@@ -27,6 +27,9 @@ bool keras_key_is_harmless(const std::string& key, const Json& v) {
   return false;
 }
 
+
+}  // namespace
+
 std::string show(const Json& v) {
   // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
   std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -37,8 +40,6 @@ std::string show(const Json& v) {
   }
   return s;
 }
-
-}  // namespace
 
 JsonTooDeep::JsonTooDeep(int limit)
     : std::runtime_error("nested more than " + std::to_string(limit) +

@@ -8,14 +8,27 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "nnfleet/error.h"
-#include "platform/limits.h"
+#include "core/check.h"
+#include "core/limits.h"
 
 namespace nnfleet {
 
 using Json = nlohmann::json;
+
+// A bad value in a layer (or optimizer, loss) config. key() is the config key ("units"); the
+// message is "<rule>; expected <x>, got <y>" without location, which callers add (plan file and
+// line, or Keras file and layer).
+class ConfigError : public ModelError {
+ public:
+  ConfigError(std::string key, const std::string& what) : ModelError(what), key_(std::move(key)) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
 
 // A JSON document nested deeper than parse_json_bounded allows. depth() is the limit.
 class JsonTooDeep : public std::runtime_error {
@@ -26,6 +39,10 @@ class JsonTooDeep : public std::runtime_error {
  private:
   int limit_;
 };
+
+// A JSON value for a message: compact, cut to 60 characters (never inside a UTF-8 sequence:
+// messages end up in JSON files), bytes that are not UTF-8 replaced rather than thrown on.
+std::string show(const Json& v);
 
 // Json::parse, refusing a document nested more than `max_depth` levels (a list or mapping inside
 // another is one level) while it is parsed, so nothing deeper is ever built, copied or walked by
