@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -28,9 +27,8 @@
 #include <mutex>
 #include <thread>
 
-#include "data/dataset.h"
-#include "fleet/run_folder.h"
 #include "nnfleet/nnfleet.h"
+#include "nnfleet/testing.h"
 
 namespace py = pybind11;
 using namespace nnfleet::api;
@@ -233,23 +231,23 @@ class PyModel {
     views(xs, ys, o, xv, yv);
     const int64_t n = xv.empty() ? 0 : xv[0].rows();
     py::list preds, losses;
-    std::vector<float*> pp, lp;
+    std::vector<std::span<float>> pp, lp;
     for (const TensorInfo& out : m_.outputs()) {
       std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(n)};
       for (int64_t d : out.shape) shape.push_back(static_cast<py::ssize_t>(d));
       py::array_t<float> p(shape);
-      pp.push_back(p.mutable_data());
+      pp.emplace_back(p.mutable_data(), static_cast<size_t>(p.size()));
       preds.append(p);
       if (!ys.empty()) {
         py::array_t<float> l(std::vector<py::ssize_t>{static_cast<py::ssize_t>(n)});
-        lp.push_back(l.mutable_data());
+        lp.emplace_back(l.mutable_data(), static_cast<size_t>(l.size()));
         losses.append(l);
       }
     }
     {
       CallScope call;
       py::gil_scoped_release release;
-      m_.predict(xv, pp, o, yv, lp);
+      (void)m_.predict(xv, pp, o, yv, lp);  // the figures of the pass are not Python's to show
     }
     return py::make_tuple(preds, ys.empty() ? py::object(py::none()) : py::object(losses));
   }
@@ -462,7 +460,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("workers", &PyRun::workers)
       .def_readonly("exit_code", &PyRun::exit_code);
 
-  m.def("fashion_mnist_files", &nnfleet::fashion_mnist_files, py::arg("split"),
+  m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
         "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
@@ -471,20 +469,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("hold") = false);
   m.def(
       "_test_folder_barrier",
-      [](int parties) {
-        // Runs that create an output folder wait for each other just before its rename.
-        static std::unique_ptr<std::barrier<>> barrier;
-        nnfleet::fleet_detail::g_folder_hook = nullptr;
-        barrier.reset();
-        if (parties <= 0) return;
-        barrier = std::make_unique<std::barrier<>>(parties);
-        nnfleet::fleet_detail::g_folder_hook = [](bool ready) {
-          if (ready)
-            barrier->arrive_and_wait();
-          else
-            barrier->arrive_and_drop();
-        };
-      },
+      [](int parties) { nnfleet::api::testing::set_run_folder_barrier(parties); },
       py::arg("parties"), "A test hook: the next `parties` folder creations meet before renaming");
   m.def(
       "stop", [] { Calls::get().stop_all(false); },

@@ -11,6 +11,9 @@
 
 namespace nnfleet::api {
 
+// Axes an array may have, samples first.
+inline constexpr int kMaxRank = 6;
+
 enum class ElementType { kUint8, kInt32, kInt64, kFloat32, kFloat64 };
 
 // Bytes of one element: 1, 4, 8, 4, 8.

@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace nnfleet {
 
@@ -37,4 +38,12 @@ class FileError : public Error {
 class UsageError : public Error {
   using Error::Error;
 };
+
+// Text from a file (a layer or model name, a path) as a terminal may be shown it: control
+// characters (C0, DEL, C1) and bytes that are not UTF-8 become escapes (\x1b, \0, \n, \u009b),
+// so that a name can neither drive the terminal (clear the screen, set its title) nor end the
+// output at a NUL. With `keep_lines`, line feeds and tabs stay (messages of several lines).
+// Printable UTF-8, backslashes included, is kept as it is.
+std::string terminal_safe(std::string_view s, bool keep_lines = false);
+
 }  // namespace nnfleet

@@ -1,8 +1,12 @@
 // nnfleet's public C++ API, all of it: error.h (the exceptions), array.h (caller-owned arrays),
-// model.h (Keras models: load, inspect, predict, save) and run.h (train a plan's fleet).
+// data.h (data files in and out), model.h (Keras models: load, inspect, predict, save), run.h
+// (train a plan's fleet, its report) and cluster.h (a run across MPI ranks). testing.h holds hooks
+// for the tests of front ends and is not included here.
 #pragma once
 
 #include "nnfleet/array.h"
+#include "nnfleet/cluster.h"
+#include "nnfleet/data.h"
 #include "nnfleet/error.h"
 #include "nnfleet/model.h"
 #include "nnfleet/run.h"

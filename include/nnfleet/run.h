@@ -28,11 +28,8 @@
 #include <vector>
 
 #include "nnfleet/array.h"
+#include "nnfleet/cluster.h"
 #include "nnfleet/model.h"
-
-namespace nnfleet {
-class Cluster;  // the MPI ranks of a run (start_mpi_cluster(), src/fleet/cluster/cluster.h)
-}  // namespace nnfleet
 
 namespace nnfleet::api {
 
@@ -93,8 +90,9 @@ struct RunOptions {
   bool report = false;
   // The MPI ranks the run spans; null (or one rank): this process alone. Every rank calls
   // train() with the same plan and options (`workers` counts per rank); the plan is read as a
-  // collective step, and only rank 0's result has the models' figures. Not owned.
-  Cluster* cluster = nullptr;
+  // collective step, and only rank 0's result has the models' figures (nnfleet/cluster.h). Not
+  // owned.
+  const Cluster* cluster = nullptr;
 };
 
 // One MPI rank of a cluster run, as rank 0 reports it.
@@ -151,7 +149,12 @@ struct RunResult {
 };
 
 // Trains every model of the plan. Throws as the file header says.
-RunResult train(const PlanInput& plan, const DataArrays& arrays = {},
-                const RunOptions& options = {});
+[[nodiscard]] RunResult train(const PlanInput& plan, const DataArrays& arrays = {},
+                              const RunOptions& options = {});
+
+// Writes <run_dir>/report.html, the self-contained HTML report of a run folder (as `nnfleet
+// report` does), and returns its path; `live`: the page reloads itself (a run still going).
+// Throws FileError (not a run folder, a failed write).
+std::string write_report(const std::string& run_dir, bool live = false);
 
 }  // namespace nnfleet::api

@@ -6,6 +6,8 @@
 
 namespace nnfleet::api {
 
+static_assert(kMaxRank == Shape::kMaxRank, "the public rank limit is the engine's");
+
 size_t element_size(ElementType t) {
   switch (t) {
     case ElementType::kUint8:

@@ -21,6 +21,13 @@ Model::Model(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 Model Model::load(const std::string& path, const std::string& weights,
                   const std::vector<std::vector<int64_t>>& input_shapes) {
+  std::vector<InputShape> shapes;
+  for (const auto& sh : input_shapes) shapes.push_back({"", sh});
+  return load(path, weights, shapes);
+}
+
+Model Model::load(const std::string& path, const std::string& weights,
+                  const std::vector<InputShape>& input_shapes) {
   auto impl = std::make_shared<Impl>();
   if (input_shapes.empty()) {
     impl->lm = load_keras_model(path, weights);
@@ -28,7 +35,8 @@ Model Model::load(const std::string& path, const std::string& weights,
     std::vector<ModelInput> shapes;
     for (const auto& s : input_shapes) {
       ModelInput in;
-      for (int64_t d : s) in.shape.push_back(d);
+      in.name = s.name;
+      for (int64_t d : s.shape) in.shape.push_back(d);
       shapes.push_back(in);
     }
     impl->lm = load_keras_model(path, weights, shapes);
@@ -63,15 +71,41 @@ std::string nth_name(const std::vector<std::string>& names, const char* base, si
   return k == 0 ? std::string(base) : std::string(base) + "[" + std::to_string(k) + "]";
 }
 
-// How Model::predict's and evaluate's messages name their options (the Python module's
-// keywords).
-api_detail::Wording predict_wording(const std::string& verb) {
+// How Model::predict's and evaluate's messages name the caller's options.
+api_detail::Wording wording(const std::string& verb, const Spelling& s) {
   api_detail::Wording w;
   w.verb = verb;
-  w.metrics_option = "metrics=";
-  w.loss_option = "loss=";
-  w.scale_option = "scale=";
+  w.metrics_option = s.metrics;
+  w.loss_option = s.loss;
+  w.scale_option = s.scale;
   return w;
+}
+
+Shape engine_shape(const std::vector<int64_t>& dims) {
+  Shape s;
+  for (int64_t d : dims) s.push_back(d);
+  return s;
+}
+
+// Every buffer holds at least `rows` x its output's size floats.
+void check_buffers(const ModelAccess::Impl& impl, const char* what,
+                   const std::vector<std::span<float>>& buffers, int64_t n, bool per_sample,
+                   const std::string& verb) {
+  const nnfleet::Model& m = *impl.lm.model;
+  for (size_t j = 0; j < buffers.size() && j < m.num_outputs(); ++j) {
+    const int64_t need = n * (per_sample ? 1 : m.output_shape(j).size());
+    if (static_cast<int64_t>(buffers[j].size()) < need)
+      throw UsageError("failed to " + verb + " with '" + impl.path + "': the " + what +
+                       " buffer of output " + std::to_string(j) + " holds " +
+                       std::to_string(buffers[j].size()) + " floats; expected at least " +
+                       std::to_string(need));
+  }
+}
+
+std::vector<float*> pointers(const std::vector<std::span<float>>& buffers) {
+  std::vector<float*> p;
+  for (const auto& b : buffers) p.push_back(b.data());
+  return p;
 }
 
 }  // namespace
@@ -85,7 +119,7 @@ struct Prepared {
   int64_t n = 0;
 };
 
-Prepared prepare(const Model::Impl& impl, const std::vector<ArrayView>& x, size_t predictions,
+Prepared prepare(const ModelAccess::Impl& impl, const std::vector<ArrayView>& x, size_t predictions,
                  const PredictOptions& o, const std::vector<ArrayView>& y, size_t losses,
                  const api_detail::Wording& w) {
   const LoadedModel& lm = impl.lm;
@@ -137,6 +171,14 @@ Prepared prepare(const Model::Impl& impl, const std::vector<ArrayView>& x, size_
   return p;
 }
 
+RunStats stats_of(const api_detail::PredictTotals& t, const Prepared& p) {
+  RunStats s;
+  s.seconds = t.seconds;
+  s.workers = t.workers;
+  for (const auto& target : p.targets) s.losses.push_back(loss_name(target.loss));
+  return s;
+}
+
 api_detail::PredictTotals run(const LoadedModel& lm, const Prepared& p, const PredictOptions& o,
                               const std::vector<float*>& predictions,
                               const std::vector<float*>& losses) {
@@ -155,20 +197,25 @@ api_detail::PredictTotals run(const LoadedModel& lm, const Prepared& p, const Pr
 
 }  // namespace
 
-void Model::predict(const std::vector<ArrayView>& x, const std::vector<float*>& predictions,
-                    const PredictOptions& o, const std::vector<ArrayView>& y,
-                    const std::vector<float*>& losses) const {
-  const Prepared p =
-      prepare(*impl_, x, predictions.size(), o, y, losses.size(), predict_wording("predict"));
-  if (p.n > 0) run(impl_->lm, p, o, predictions, losses);
+RunStats Model::predict(const std::vector<ArrayView>& x,
+                        const std::vector<std::span<float>>& predictions, const PredictOptions& o,
+                        const std::vector<ArrayView>& y,
+                        const std::vector<std::span<float>>& losses) const {
+  const Prepared p = prepare(*impl_, x, predictions.size(), o, y, losses.size(),
+                             wording("predict", o.spelling));
+  check_buffers(*impl_, "predictions", predictions, p.n, false, "predict");
+  if (!y.empty()) check_buffers(*impl_, "losses", losses, p.n, true, "predict");
+  if (p.n == 0) return {};
+  const api_detail::PredictTotals t = run(impl_->lm, p, o, pointers(predictions), pointers(losses));
+  return stats_of(t, p);
 }
 
-std::vector<std::pair<std::string, double>> Model::evaluate(const std::vector<ArrayView>& x,
-                                                            const std::vector<ArrayView>& y,
-                                                            const EvaluateOptions& o) const {
+std::vector<std::pair<std::string, double>> Model::evaluate(
+    const std::vector<ArrayView>& x, const std::vector<ArrayView>& y, const EvaluateOptions& o,
+    const std::vector<std::span<float>>& losses, RunStats* stats) const {
   const LoadedModel& lm = impl_->lm;
   const size_t outs = lm.model->num_outputs();
-  const api_detail::Wording w = predict_wording("evaluate");
+  const api_detail::Wording w = wording("evaluate", o.spelling);
   if (y.empty())
     throw UsageError("failed to evaluate '" + impl_->path +
                      "': it needs targets; expected y (one array per output)");
@@ -176,18 +223,27 @@ std::vector<std::pair<std::string, double>> Model::evaluate(const std::vector<Ar
   if (p.n == 0)
     throw DataError("failed to evaluate '" + impl_->path +
                     "': x holds no samples; expected 1 or more");
+  if (!losses.empty()) {
+    if (losses.size() != outs)
+      throw UsageError("failed to evaluate '" + impl_->path + "': it has " + std::to_string(outs) +
+                       " output(s); expected one losses buffer per output, got " +
+                       std::to_string(losses.size()));
+    check_buffers(*impl_, "losses", losses, p.n, true, "evaluate");
+  }
   const auto keys = api_detail::add_metrics(w, lm, impl_->path, o.metrics, p.targets);
   std::vector<std::vector<float>> pred(outs), loss(outs);
   std::vector<float*> pred_ptr, loss_ptr;
   std::vector<const float*> loss_read;
   for (size_t j = 0; j < outs; ++j) {
     pred[j].resize(static_cast<size_t>(p.n * lm.model->output_shape(j).size()));
-    loss[j].resize(static_cast<size_t>(p.n));
+    if (losses.empty()) loss[j].resize(static_cast<size_t>(p.n));
+    float* l = losses.empty() ? loss[j].data() : losses[j].data();
     pred_ptr.push_back(pred[j].data());
-    loss_ptr.push_back(loss[j].data());
-    loss_read.push_back(loss[j].data());
+    loss_ptr.push_back(l);
+    loss_read.push_back(l);
   }
   const api_detail::PredictTotals t = run(lm, p, o, pred_ptr, loss_ptr);
+  if (stats) *stats = stats_of(t, p);
   return api_detail::evaluation_figures(lm, keys, loss_read, p.n, t);
 }
 
@@ -231,6 +287,21 @@ void Model::save(const std::string& path) const {
 }
 
 size_t Model::count_layers() const { return impl_->lm.model->num_layers(); }
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";  // as Shape::str() writes it
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + (shape[i] < 0 ? std::string("None") : std::to_string(shape[i]));
+  return s + "]";
+}
+
+bool sample_shape_fits(const std::vector<int64_t>& data, const std::vector<int64_t>& input) {
+  // No engine shape holds more axes (nor does any input of a model).
+  if (data.size() > static_cast<size_t>(Shape::kMaxRank) ||
+      input.size() > static_cast<size_t>(Shape::kMaxRank))
+    return false;
+  return api_detail::compatible(engine_shape(data), engine_shape(input));
+}
 
 std::string describe_model(const std::string& path, const std::string& weights) {
   return describe_model_file(path, weights);

@@ -12,7 +12,7 @@
 #include "api/convert.h"
 #include "api/model_io.h"
 #include "data/memory_arrays.h"
-#include "fleet/cluster/cluster.h"
+#include "api/cluster_impl.h"
 #include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
 #include "fleet/results.h"
@@ -204,8 +204,9 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
                                         input.base_dir().empty() ? fs::current_path().string()
                                                                  : input.base_dir());
   };
-  if (o.cluster)
-    o.cluster->agree(load);
+  nnfleet::Cluster* ranks = ClusterAccess::ranks(o.cluster);
+  if (ranks)
+    ranks->agree(load);
   else
     load();
   std::map<std::string, Array> bound;
@@ -235,7 +236,7 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   const auto io = api_detail::model_io(o.format == "h5"     ? api_detail::ModelFormat::kH5
                                        : o.format == "onnx" ? api_detail::ModelFormat::kOnnx
                                                             : api_detail::ModelFormat::kKeras);
-  FleetSummary s = run_cluster_fleet(plan, f, io, o.cluster);
+  FleetSummary s = run_cluster_fleet(plan, f, io, ranks);
   RunResult r;
   try {
     if (report) r.report_path = report->finish();
@@ -251,6 +252,10 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   if (temp)
     for (ModelResult& m : r.models) m.model_file.clear();
   return r;
+}
+
+std::string write_report(const std::string& run_dir, bool live) {
+  return nnfleet::write_report(run_dir, live);
 }
 
 }  // namespace nnfleet::api

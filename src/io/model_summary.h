@@ -20,13 +20,6 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
 // summary shows what depends on it as None. Throws what load_keras_model throws.
 std::string describe_model_file(const std::string& path, const std::string& weights = "");
 
-// Text from a file (a layer or model name, a path) as a terminal may be shown it: control
-// characters (C0, DEL, C1) and bytes that are not UTF-8 become escapes (\x1b, \0, \n, \u009b),
-// so that a name can neither drive the terminal (clear the screen, set its title) nor end the
-// output at a NUL. With `keep_lines`, line feeds and tabs stay (messages of several lines).
-// Printable UTF-8, backslashes included, is kept as it is.
-std::string terminal_safe(std::string_view s, bool keep_lines = false);
-
 // "34,826" and "136.04 KB".
 std::string thousands(uint64_t v);
 std::string human_bytes(double bytes);

@@ -69,9 +69,9 @@ std::vector<float> predict_all(const api::Model& m, const Blobs& b, int workers,
   if (losses) {
     losses->assign(static_cast<size_t>(b.n), 0.0f);
     o.loss = "sparse_categorical_crossentropy";
-    m.predict({b.xv()}, {p.data()}, o, {b.yv()}, {losses->data()});
+    m.predict({b.xv()}, {std::span<float>(p)}, o, {b.yv()}, {std::span<float>(*losses)});
   } else {
-    m.predict({b.xv()}, {p.data()}, o);
+    m.predict({b.xv()}, {std::span<float>(p)}, o);
   }
   return p;
 }
@@ -336,7 +336,7 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
     api::PredictOptions o;
     o.scale = scale;
     try {
-      m.predict({data.xv()}, {p.data()}, o);
+      m.predict({data.xv()}, {std::span<float>(p)}, o);
       ADD_FAILURE() << "predicted at scale " << scale;
     } catch (const UsageError& e) {
       EXPECT_THAT(e.what(), HasSubstr("scale="));
@@ -349,14 +349,14 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
   api::PredictOptions o;
   o.scale = 1e36;
   try {
-    m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
+    m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)}, o);
     FAIL() << "predicted an overflowing input";
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(),
                 HasSubstr("row 3 of 'x' holds 1000, which becomes about 1e+39 at scale=1e+36"));
   }
   o.scale = 1e30;  // the same data fits
-  m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {p.data()}, o);
+  m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)}, o);
   // One-hot targets with a NaN: refused by name and row, not a NaN loss.
   std::vector<float> onehot(static_cast<size_t>(data.n) * 3, 0.0f);
   for (int64_t i = 0; i < data.n; ++i) onehot[static_cast<size_t>(i * 3 + data.y[i])] = 1.0f;
@@ -364,7 +364,7 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
   api::EvaluateOptions eo;
   eo.loss = "categorical_crossentropy";
   try {
-    m.evaluate({data.xv()}, {{onehot.data(), api::ElementType::kFloat32, {data.n, 3}}}, eo);
+    (void)m.evaluate({data.xv()}, {{onehot.data(), api::ElementType::kFloat32, {data.n, 3}}}, eo);
     FAIL() << "evaluated NaN targets";
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(),
@@ -414,9 +414,9 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   api::RunOptions o;
   o.out = std::nullopt;
   const api::DataArrays arrays{{"x", data.xv()}, {"y", data.yv()}};
-  EXPECT_THROW(api::train(api::PlanInput::text("{\"models\": 3}"), arrays, o), PlanError);
+  EXPECT_THROW((void)api::train(api::PlanInput::text("{\"models\": 3}"), arrays, o), PlanError);
   try {
-    api::train(api::PlanInput::text(plan_text("memory:x", "memory:labels")), arrays, o);
+    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:labels")), arrays, o);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("'memory:labels'"));
@@ -424,14 +424,14 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   std::vector<float> fy(data.y.begin(), data.y.end());
   fy[5] = std::numeric_limits<float>::quiet_NaN();
   try {
-    api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
                {{"x", data.xv()}, {"y", {fy.data(), api::ElementType::kFloat32, {data.n}}}}, o);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("NaN) at row 5"));
   }
   try {
-    api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
                {{"x", {data.x.data(), api::ElementType::kFloat32, {data.n, 64}}}, {"y", data.yv()}},
                o);
     FAIL();
@@ -440,11 +440,11 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   }
   o.workers = -1;
   EXPECT_THROW(train_memory(o), UsageError);
-  EXPECT_THROW(api::Model::load(dir.path + "/missing.keras"), FileError);
+  EXPECT_THROW((void)api::Model::load(dir.path + "/missing.keras"), FileError);
   const api::RunResult r = train_memory();
   std::vector<float> p(3);
   try {
-    r.models[0].model->predict({{data.x.data(), api::ElementType::kFloat32, {1, 5}}}, {p.data()});
+    r.models[0].model->predict({{data.x.data(), api::ElementType::kFloat32, {1, 5}}}, {std::span<float>(p)});
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("the samples of 'x' have shape [5]"));

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../fleet/fleet_test_util.h"
-#include "cli/commands.h"
+#include "commands.h"
 
 namespace nnfleet {
 namespace {

@@ -10,7 +10,7 @@
 #include <map>
 
 #include "../fleet/fleet_test_util.h"
-#include "cli/commands.h"
+#include "commands.h"
 #include "io_test_util.h"
 #include "nnfleet/run.h"
 

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "io/model_summary.h"
 #include "io_test_util.h"
 

@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "io/hdf5.h"
 #include "io/keras_reader.h"
 #include "io/zip_archive.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "io/keras_writer.h"
 #include "io/model_summary.h"
 #include "io/zip_archive.h"

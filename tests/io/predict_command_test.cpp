@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "io/model_summary.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/commands.h"
+#include "commands.h"
 #include "io/hdf5.h"
 #include "io/keras_writer.h"
 #include "io_test_util.h"

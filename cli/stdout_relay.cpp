@@ -1,5 +1,5 @@
 // StdoutRelay: a pipe, a thread that drains it into memory, and a thread that writes memory out.
-#include "fleet/cluster/stdout_relay.h"
+#include "stdout_relay.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <string>
 #include <thread>
 
-#include "core/check.h"
+#include "nnfleet/error.h"
 
-namespace nnfleet {
+namespace nnfleet::cli {
 
 struct StdoutRelay::State {
   std::mutex mu;
@@ -91,4 +91,4 @@ StdoutRelay::~StdoutRelay() {
   state_->cv.wait_for(lock, std::chrono::seconds(1), [&] { return state_->delivered; });
 }
 
-}  // namespace nnfleet
+}  // namespace nnfleet::cli

@@ -2,8 +2,7 @@
 // Keras version and training config.
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "io/model_summary.h"
+#include "commands.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::cli {

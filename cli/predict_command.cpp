@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "cli/model_run.h"
-#include "io/model_summary.h"
+#include "commands.h"
+#include "model_run.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -18,30 +17,28 @@ int run_predict(const RunArgs& a) {
         "failed to compute losses: --loss and --loss-out need targets; expected "
         "--y Y.npy (or a CSV with --label)");
   const LoadedRun run = load_run(a);
-  const LoadedModel& lm = run.lm;
-  const Model& model = *lm.model;
+  const api::Model& model = *run.model;
   const int64_t n = run.n;
-
-  // Targets, converted once for all chunks.
-  const auto ys = load_targets(a, model, run.data);
+  auto ys = load_targets(a, model, run.data);
   const bool with_loss = !ys.empty() && (!a.y.empty() || !a.loss.empty() || !a.loss_out.empty());
-  std::vector<OutputTargets> targets;
-  if (with_loss)
-    for (size_t j = 0; j < model.num_outputs(); ++j)
-      targets.push_back(make_targets(ys[j].first, ys[j].second, output_loss_of(a, lm, j),
-                                     model.output_shape(j), n));
-
-  const RunResult r = run_workers(a, lm, run.data, targets, n);
-  save_outputs(a.out, r.pred, model, "--out");
-  if (!a.loss_out.empty()) save_outputs(a.loss_out, r.losses, model, "--loss-out");
-  for (size_t j = 0; j < targets.size(); ++j) {
-    const auto* ld = static_cast<const float*>(r.losses[j].data());
+  if (!with_loss) ys.clear();
+  std::vector<api::ArrayView> x, y;
+  for (const api::Array& v : run.data.x) x.push_back(v.view());
+  for (const auto& t : ys) y.push_back(t.first.view());
+  Outputs pred = make_outputs(model, n, false), losses = make_outputs(model, n, true);
+  const api::RunStats r = model.predict(x, pred.spans(), predict_options(a, run.data, ys), y,
+                                        with_loss ? losses.spans() : std::vector<std::span<float>>{});
+  save_outputs(a.out, pred, model, "--out");
+  if (!a.loss_out.empty()) save_outputs(a.loss_out, losses, model, "--loss-out");
+  for (size_t j = 0; j < r.losses.size(); ++j) {
     double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += ld[i];
+    for (float l : losses.data[j]) sum += l;
     const std::string which =
-        model.num_outputs() > 1 ? " of output '" + terminal_safe(model.output_name(j)) + "'" : "";
+        model.outputs().size() > 1
+            ? " of output '" + terminal_safe(model.outputs()[j].name) + "'"
+            : "";
     std::fprintf(stderr, "nnfleet predict: mean %s%s %.6g over %lld samples\n",
-                 loss_name(targets[j].loss).c_str(), which.c_str(), sum / static_cast<double>(n),
+                 r.losses[j].c_str(), which.c_str(), sum / static_cast<double>(n),
                  static_cast<long long>(n));
   }
   std::fprintf(stderr,

@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "cli/model_run.h"
-#include "io/model_summary.h"
+#include "commands.h"
+#include "model_run.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::cli {
@@ -18,8 +17,8 @@ struct ExportArgs {
   std::vector<std::string> input_shapes;  // "12" or "28,28,1", one per model input
 };
 
-Shape parse_shape(const std::string& s) {
-  Shape out;
+std::vector<int64_t> parse_shape(const std::string& s) {
+  std::vector<int64_t> out;
   size_t p = 0;
   while (p <= s.size()) {
     const size_t q = std::min(s.find(',', p), s.size());
@@ -31,7 +30,8 @@ Shape parse_shape(const std::string& s) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != part.size() || part.empty() || v < 1 || out.rank() == Shape::kMaxRank)
+    if (used != part.size() || part.empty() || v < 1 ||
+        out.size() == static_cast<size_t>(api::kMaxRank))
       throw UsageError("failed to parse --input-shape '" + s +
                        "': expected positive sizes separated by commas (a sample's shape, e.g. "
                        "300 or 28,28,1), got '" +
@@ -52,14 +52,14 @@ void check_input_shapes(const ExportArgs& a, const std::vector<std::vector<int64
                      " input(s); expected at most that many --input-shape, got " +
                      std::to_string(shapes.size()));
   for (size_t k = 0; k < shapes.size(); ++k) {
-    Shape given, model;
-    for (int64_t d : shapes[k]) given.push_back(d);
-    for (int64_t d : inputs[k].shape) model.push_back(d);
-    if (!api_detail::compatible(given, model))
+    const std::vector<int64_t>& given = shapes[k];
+    const std::vector<int64_t>& model = inputs[k].shape;
+    if (!api::sample_shape_fits(given, model))
       throw UsageError("failed to export '" + a.model + "': --input-shape " + a.input_shapes[k] +
                        " contradicts the file's input '" + inputs[k].name + "'; expected " +
-                       "a sample shape of " + model.str() + " (its free dimensions sized from " +
-                       "--input-shape), got " + given.str());
+                       "a sample shape of " + api::shape_text(model) +
+                       " (its free dimensions sized from --input-shape), got " +
+                       api::shape_text(given));
   }
 }
 
@@ -67,10 +67,7 @@ int run_export(const ExportArgs& a) {
   if (!ends_with(a.to, ".onnx"))
     throw UsageError("failed to parse --to '" + a.to + "': expected a file name ending in .onnx");
   std::vector<std::vector<int64_t>> shapes;
-  for (const auto& s : a.input_shapes) {
-    const Shape shape = parse_shape(s);
-    shapes.emplace_back(shape.begin(), shape.end());
-  }
+  for (const auto& s : a.input_shapes) shapes.push_back(parse_shape(s));
   const api::Model m = api::Model::load(a.model, a.weights, shapes);
   check_input_shapes(a, shapes, m);
   if (!m.has_weights())
@@ -81,9 +78,9 @@ int run_export(const ExportArgs& a) {
   auto list = [](const std::vector<api::TensorInfo>& ts) {
     std::string s;
     for (const api::TensorInfo& t : ts) {
-      Shape shape{-1};
-      for (int64_t d : t.shape) shape.push_back(d);
-      s += (s.empty() ? "" : ", ") + terminal_safe(t.name) + " " + shape.str();
+      std::vector<int64_t> shape{-1};
+      shape.insert(shape.end(), t.shape.begin(), t.shape.end());
+      s += (s.empty() ? "" : ", ") + terminal_safe(t.name) + " " + api::shape_text(shape);
     }
     return s;
   };

@@ -13,10 +13,12 @@
 #include <optional>
 #include <string>
 
-#include "cli/commands.h"
-#include "fleet/cluster/cluster.h"
-#include "fleet/cluster/stdout_relay.h"
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "nnfleet/cluster.h"
 #include "nnfleet/run.h"
+#include "stdout_relay.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -41,6 +43,7 @@ struct TrainArgs {
 // The end of the run on stdout: one JSON event, or the leaderboard and the run's figures.
 void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
   if (a.json) {
+    using Json = nlohmann::json;
     Json ev = {{"event", "run_end"}, {"out", r.out_dir}, {"makespan_seconds", r.makespan},
                {"busy_fraction", r.busy_fraction}, {"peak_rss_bytes", r.peak_rss_bytes},
                {"interrupted", r.interrupted}, {"failed", failed}};
@@ -96,7 +99,7 @@ void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
 }
 
 // Under mpirun/srun every rank runs this; only rank 0 prints (the others' errors reach rank 0).
-int train(const TrainArgs& a, Cluster* cluster) {
+int train(const TrainArgs& a, const api::Cluster* cluster) {
   api::RunOptions o;
   o.out = a.out;
   o.workers = a.workers;
@@ -136,7 +139,8 @@ int train(const TrainArgs& a, Cluster* cluster) {
 }
 
 int run_train(const TrainArgs& a) {
-  std::unique_ptr<Cluster> cluster = start_mpi_cluster();  // null unless launched by mpirun/srun
+  // Null unless launched by mpirun/srun.
+  const std::unique_ptr<api::Cluster> cluster = api::Cluster::start_mpi();
   try {
     return train(a, cluster.get());
   } catch (const PeerExit&) {

@@ -5,8 +5,7 @@
 
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "io/model_summary.h"
+#include "commands.h"
 #include "nnfleet/error.h"
 
 int main(int argc, char** argv) {

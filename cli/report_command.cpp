@@ -2,8 +2,8 @@
 // (src/report/report.h), from the files in the run folder.
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "report/report.h"
+#include "commands.h"
+#include "nnfleet/run.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -14,7 +14,7 @@ struct ReportArgs {
 };
 
 int run_report(const ReportArgs& a) {
-  const std::string path = write_report(a.dir, a.live);
+  const std::string path = api::write_report(a.dir, a.live);
   std::printf("report: %s\n", path.c_str());
   return 0;
 }

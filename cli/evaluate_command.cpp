@@ -9,10 +9,10 @@
 #include <cctype>
 #include <cstdio>
 
-#include "cli/commands.h"
-#include "api/evaluate_engine.h"
-#include "cli/model_run.h"
-#include "io/model_summary.h"
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_run.h"
 
 namespace nnfleet::cli {
 namespace {
@@ -36,37 +36,27 @@ int run_evaluate(EvaluateArgs& a) {
   }
   a.metrics = metrics;
   const LoadedRun run = load_run(a.run);
-  const LoadedModel& lm = run.lm;
-  const Model& model = *lm.model;
+  const api::Model& model = *run.model;
   const auto ys = load_targets(a.run, model, run.data);
   if (ys.empty())
     throw UsageError("failed to evaluate '" + a.run.model +
                      "': it needs targets; expected --y Y.npy (or a CSV --x with --label)");
-
-  std::vector<OutputTargets> targets;
-  for (size_t j = 0; j < model.num_outputs(); ++j)
-    targets.push_back(make_targets(ys[j].first, ys[j].second, output_loss_of(a.run, lm, j),
-                                   model.output_shape(j), run.n));
-  api_detail::Wording w;
-  w.verb = "evaluate";
-  w.metrics_option = "--metrics";
-  const auto keys = api_detail::add_metrics(w, lm, a.run.model, a.metrics, targets);
-
-  const RunResult r = run_workers(a.run, lm, run.data, targets, run.n);
-  if (!a.run.loss_out.empty()) save_outputs(a.run.loss_out, r.losses, model, "--loss-out");
-
-  std::vector<const float*> losses;
-  for (const Array& l : r.losses) losses.push_back(static_cast<const float*>(l.data()));
-  api_detail::PredictTotals totals;
-  totals.metric_values = r.metric_values;
-  const api_detail::Figures values =
-      api_detail::evaluation_figures(lm, keys, losses, run.n, totals);
-
+  std::vector<api::ArrayView> x, y;
+  for (const api::Array& v : run.data.x) x.push_back(v.view());
+  for (const auto& t : ys) y.push_back(t.first.view());
+  api::EvaluateOptions o;
+  static_cast<api::PredictOptions&>(o) = predict_options(a.run, run.data, ys);
+  o.metrics = a.metrics;
+  Outputs losses = make_outputs(model, run.n, true);
+  api::RunStats r;
+  const auto values = model.evaluate(
+      x, y, o, a.run.loss_out.empty() ? std::vector<std::span<float>>{} : losses.spans(), &r);
+  if (!a.run.loss_out.empty()) save_outputs(a.run.loss_out, losses, model, "--loss-out");
   if (a.json) {
     std::string s = "{";
     // Keys may hold output names from the file: JSON-quoted, so that any name stays one key.
     for (const auto& [k, v] : values)
-      s += Json(k).dump(-1, ' ', true, Json::error_handler_t::replace) + ": " + json_number(v) +
+      s += nlohmann::json(k).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": " + json_number(v) +
            ", ";
     s += "\"samples\": " + std::to_string(run.n) + "}";
     std::printf("%s\n", s.c_str());

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-namespace nnfleet {
+namespace nnfleet::cli {
 
 class StdoutRelay {
  public:
@@ -28,4 +28,4 @@ class StdoutRelay {
   int saved_fd_ = -1;
 };
 
-}  // namespace nnfleet
+}  // namespace nnfleet::cli
