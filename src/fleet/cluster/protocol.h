@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "fleet/fit/job.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
-#include "fleet/job.h"
 
 namespace nnfleet::fleet_detail {
 
