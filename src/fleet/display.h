@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "fleet/job.h"
+#include "fleet/fit/job_types.h"
 
 namespace nnfleet {
 

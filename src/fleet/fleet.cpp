@@ -16,8 +16,10 @@
 #include <optional>
 #include <thread>
 
-#include "fleet/checkpoint.h"
+#include "fleet/fit/checkpoint.h"
+#include "fleet/fit/job.h"
 #include "fleet/fleet_data.h"
+#include "fleet/help_board.h"
 #include "fleet/peers.h"
 #include "fleet/results.h"
 #include "fleet/run_state.h"

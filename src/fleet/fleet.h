@@ -9,103 +9,10 @@
 // run's.
 #pragma once
 
-#include <atomic>
-#include <functional>
-#include <string>
-#include <vector>
-
-#include "fleet/display.h"
-#include "fleet/job.h"
+#include "fleet/fleet_types.h"
 #include "plan/plan.h"
 
 namespace nnfleet {
-
-struct FleetOptions {
-  std::string out_dir;  // empty: runs/<plan>-<timestamp>
-  int workers = 0;      // 0: one per core this process may run on
-  bool resume = false;
-  Display::Mode mode = Display::Mode::kLines;
-  const std::atomic<bool>* stop = nullptr;  // set by a signal handler: finish batch, checkpoint
-  double checkpoint_seconds = kCheckpointSeconds;  // JobContext::checkpoint_seconds
-  // Called once the output folder exists (and plan.yaml, jobs.log and timeline.jsonl are in it),
-  // before any job starts; rank 0 only. For `train --report`.
-  std::function<void(const std::string& dir)> on_folder_ready;
-  // Also told of every batch and finished epoch (on the workers' threads, so it must be
-  // thread-safe), besides the display. Not owned.
-  JobObserver* observer = nullptr;
-  // FleetSummary::results keep their per-epoch histories (else they are in history.csv only).
-  bool keep_history = false;
-};
-
-// One rank of a cluster run, as rank 0 reports it.
-struct RankSummary {
-  int rank = 0;
-  std::string host;
-  std::vector<int> cores;    // one per worker
-  bool loaded_data = false;  // read the data files (one rank per node does)
-  int jobs = 0;              // jobs it ran
-  double busy_seconds = 0;   // summed over its workers
-  size_t peak_rss = 0;       // bytes, by the end of the run
-  size_t rss_private = 0;    // resident bytes of its own (anonymous) memory
-  size_t rss_shared = 0;     // resident bytes shared with other processes (the node's data window)
-};
-
-// Rank 0's scheduling overhead as the other ranks' workers saw it: the time from asking rank 0
-// for a job to holding the answer.
-struct RoundTrip {
-  size_t count = 0;
-  double mean_us = 0, median_us = 0, max_us = 0;
-};
-
-struct FleetSummary {
-  std::string out_dir;
-  std::vector<JobResult> results;  // plan order; without histories (history.csv has them)
-  double makespan = 0.0;           // seconds, launch of the first job to the end of the last
-  double busy_fraction = 0.0;      // job time / (workers x makespan)
-  size_t peak_rss = 0;
-  int workers = 0;  // under MPI: over all ranks
-  bool interrupted = false;
-  // Not empty: a write to the output folder failed (full disk, permissions) and the run stopped
-  // early; the first such error. Models not finished then are retried by --resume.
-  std::string write_error;
-  bool results_written = false;  // results.json was written by this run (false after a failure)
-  std::string rank_by;  // the leaderboard's metric
-  bool rank_higher_is_better = true;
-  // Cluster runs. On ranks other than 0 only `rank`, `interrupted` and each result's name and
-  // status are set (as rank 0 decided them); such a rank prints nothing.
-  int rank = 0;
-  std::vector<RankSummary> ranks;  // rank 0: every rank, in rank order
-  RoundTrip round_trip;
-};
-
-// Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).
-// A model file that ModelIo::save wrote: its path ("" when none) and the xxh3 of its bytes
-// (hash_bytes), which the run records for --resume without reading the file back.
-// `export_error`: an export beside it (--format onnx) that failed after training although the
-// model passed ModelIo::check; the model file is written all the same, and the job fails with it.
-struct SavedModel {
-  std::string path;
-  uint64_t xxh3 = 0;
-  std::string export_error = {};  // (a default: two-field initializers stay valid)
-};
-
-struct ModelIo {
-  // Builds the model of a `keras:` spec and fills its initial weights (empty when the file has
-  // none). Throws Error.
-  std::function<std::shared_ptr<const Model>(const ModelSpec&, const Shape&, std::vector<float>&)>
-      load;
-  // Saves a trained network to `path_without_extension` + its extension, atomically but without
-  // an fsync (the run syncs its manifest, jobs.log, once); returns the path and the bytes' hash.
-  // It is the network's last use: it may discard the network's numbers once they are copied.
-  std::function<SavedModel(Network&, const ModelSpec&, const std::string&)> save;
-  // The optimizer a `keras:` spec's file holds (restore_optimizer). Throws Error when it holds
-  // none that nnfleet runs. The shape is the data's (for the file's free dimensions).
-  std::function<RestoredOptimizer(const ModelSpec&, const Shape&)> optimizer;
-  // Whether save() can write the model in the run's format (a layer ONNX cannot express, an
-  // activation .keras cannot name): called while the plan is validated, so a model is refused
-  // before training rather than after. Throws ModelError naming the layer. May be empty.
-  std::function<void(const Model&)> check;
-};
 
 // Runs the plan in this process. Throws PlanError (every validation problem, listed), DataError,
 // FileError before anything is written; after that, failures of single models are results, not

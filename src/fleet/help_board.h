@@ -13,16 +13,18 @@
 #include <mutex>
 #include <vector>
 
+#include "fleet/fit/piece_runner.h"
+
 namespace nnfleet {
 
-class HelpBoard {
+class HelpBoard : public PieceRunner {
  public:
   // `split_jobs`: how many jobs of the run will post pieces; helpers wait while any may still do so.
   explicit HelpBoard(int split_jobs);
 
   // Runs fn(0), ..., fn(pieces - 1) on the calling thread and on any helping worker; returns when
   // all have finished. Never allocates. `owner` (the job's plan index) is what help() reports.
-  void run(int pieces, const std::function<void(int)>& fn, int owner = -1);
+  void run(int pieces, const std::function<void(int)>& fn, int owner = -1) override;
   // A job counted in `split_jobs` has ended (finished, failed or stopped).
   void job_done();
   // What a helper computed for one owner, pieces following each other with short gaps merged

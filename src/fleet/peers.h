@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "fleet/display.h"
-#include "fleet/fleet.h"
+#include "fleet/fit/data_view.h"
+#include "fleet/fleet_types.h"
 #include "fleet/run_state.h"
 
 namespace nnfleet::fleet_detail {

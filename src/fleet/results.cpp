@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "fleet/checkpoint.h"
+#include "fleet/fit/checkpoint.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fleet/job.h"
+#include "fleet/fit/job_types.h"
 
 namespace nnfleet {
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "fleet/job.h"
+#include "fleet/fit/job_types.h"
 #include "plan/plan.h"
 #include "platform/files.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "fleet/display.h"
-#include "fleet/fleet.h"
+#include "fleet/fleet_types.h"
 #include "fleet/run_folder.h"
 #include "fleet/timeline.h"
 

@@ -1,7 +1,7 @@
 // A worker's job: its model built (again: validation dropped it) and trained (see worker.h).
 #include "fleet/worker.h"
 
-#include "fleet/fine_tune.h"
+#include "fleet/fit/fine_tune.h"
 #include "core/limits.h"
 
 namespace nnfleet::fleet_detail {

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fleet/fleet.h"
+#include "fleet/fit/job.h"
+#include "fleet/fleet_types.h"
 
 namespace nnfleet::fleet_detail {
 

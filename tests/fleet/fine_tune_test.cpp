@@ -3,7 +3,7 @@
 // learning-rate history Keras would show; fixtures by tools/make_finetune_golden_fixtures.py,
 // computed with PyTorch in float64 with Keras's formulas), the plan's freeze / unfreeze_from on
 // the Teachable-Machine-style nested real file, and their plan errors.
-#include "fleet/fine_tune.h"
+#include "fleet/fit/fine_tune.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,8 @@
 #include <cmath>
 
 #include "../io/io_test_util.h"
-#include "fleet/job.h"
+#include "fleet/fit/job.h"
+#include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "io/keras_reader.h"
 #include "io/keras_writer.h"

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cmath>
 
+#include "fleet/fit/job.h"
+#include "fleet/fit/lr_plateau.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
-#include "fleet/job.h"
-#include "fleet/lr_plateau.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "fleet/fit/job.h"
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"

@@ -8,8 +8,9 @@
 
 #include <climits>
 
+#include "fleet/fit/job.h"
 #include "fleet/fleet.h"
-#include "fleet/job.h"
+#include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/cpu.h"
 #include "platform/files.h"

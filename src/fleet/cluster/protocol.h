@@ -26,9 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
-#include "fleet/job.h"
+#include "fleet/fleet_types.h"
 
 namespace nnfleet::fleet_detail {
 

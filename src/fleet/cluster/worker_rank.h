@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fleet/cluster/cluster.h"
-#include "fleet/fleet.h"
+#include "fleet/fleet_types.h"
 
 namespace nnfleet::fleet_detail {
 

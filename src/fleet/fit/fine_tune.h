@@ -1,6 +1,8 @@
 // Fine-tuning a `keras:` model as a plan asks: freeze layers by name or index, or train only
 // from a named layer on (Keras's transfer-learning recipe: base.trainable = False, or every
 // layer before fine_tune_at frozen).
+// In fit/ because it shapes the one model a job trains (worker.h applies it before run_job); it
+// needs only the plan and the model.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // ReduceLROnPlateau's epoch-end rule.
-#include "fleet/lr_plateau.h"
+#include "fleet/fit/lr_plateau.h"
 
 #include <algorithm>
 

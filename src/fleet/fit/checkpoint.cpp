@@ -1,5 +1,5 @@
 // Checkpoint files: "NNFCKPT1", a JSON header, three float arrays, a CRC-32 (zlib) checksum.
-#include "fleet/checkpoint.h"
+#include "fleet/fit/checkpoint.h"
 
 #include <zlib.h>
 

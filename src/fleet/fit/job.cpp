@@ -1,5 +1,5 @@
 // Job: the training loop of one model.
-#include "fleet/job.h"
+#include "fleet/fit/job.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,8 +8,8 @@
 #include <new>
 #include <numeric>
 
-#include "fleet/checkpoint.h"
-#include "fleet/lr_plateau.h"
+#include "fleet/fit/checkpoint.h"
+#include "fleet/fit/lr_plateau.h"
 #include "layers/registry.h"
 #include "platform/test_hold.h"
 
@@ -297,35 +297,6 @@ void reduce_on_plateau(const ReduceLrOnPlateau& r, const EpochRecord& rec, Netwo
 }
 
 }  // namespace
-
-const char* job_status_name(JobStatus s) {
-  switch (s) {
-    case JobStatus::kPending:
-      return "pending";
-    case JobStatus::kDone:
-      return "done";
-    case JobStatus::kDiverged:
-      return "diverged";
-    case JobStatus::kFailed:
-      return "failed";
-    case JobStatus::kCancelled:
-      return "cancelled";
-  }
-  return "pending";
-}
-
-JobStatus job_status_from_name(const std::string& s) {
-  for (JobStatus st :
-       {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled})
-    if (s == job_status_name(st)) return st;
-  return JobStatus::kPending;
-}
-
-const double* find_metric(const Metrics& m, const std::string& key) {
-  for (const auto& [k, v] : m)
-    if (k == key) return &v;
-  return nullptr;
-}
 
 std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& input_shape) {
   // load_plan gives every layer its Keras default name ("dense_1") in its config.

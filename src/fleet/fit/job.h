@@ -3,82 +3,26 @@
 // ends (every kCheckpointSeconds) and when asked to stop, and resuming from a checkpoint bit for
 // bit.
 // A job never throws: every outcome (done, diverged, failed, cancelled) is a JobResult.
+// In fit/ because it is the fit loop itself: one model on one thread, whatever schedules it. What
+// it reads of the fleet has types headers here: the data (data_view.h, loaded by the fleet), the
+// place split batches go (piece_runner.h, the fleet's HelpBoard), its results (job_types.h).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "fleet/fleet_data.h"
-#include "fleet/help_board.h"
+#include "fleet/fit/data_view.h"
+#include "fleet/fit/job_types.h"
+#include "fleet/fit/piece_runner.h"
 #include "model/model.h"
 #include "model/network.h"
 #include "plan/plan.h"
 
 namespace nnfleet {
-
-enum class JobStatus { kPending, kDone, kDiverged, kFailed, kCancelled };
-const char* job_status_name(JobStatus s);
-JobStatus job_status_from_name(const std::string& s);
-
-// Named values in a fixed order ("loss", "accuracy", "val_loss", "val_accuracy", ...).
-using Metrics = std::vector<std::pair<std::string, double>>;
-const double* find_metric(const Metrics& m, const std::string& key);
-
-struct EpochRecord {
-  int epoch = 0;  // 1-based
-  Metrics values;
-  double seconds = 0.0;
-};
-
-struct BestRecord {
-  int epoch = 0;  // 1-based; 0 = none yet
-  std::string monitor;
-  double value = 0.0;
-};
-
-struct JobResult {
-  std::string name;
-  JobStatus status = JobStatus::kPending;
-  std::string message;
-  int epochs = 0;  // epochs completed
-  size_t params = 0;
-  double seconds = 0.0;  // training time, summed over resumed runs
-  double samples_per_second = 0.0;
-  int core = -1;
-  Metrics metrics;  // final values, including test_* when there is test data
-  BestRecord best;
-  std::vector<EpochRecord> history;
-  // A failure of the output folder, not of the model: a checkpoint that cannot be read back
-  // (`retry`), or a checkpoint or model file that cannot be written (`retry` and `write_failed`:
-  // the run stops, since every later write would fail too). Not final: --resume trains it again.
-  bool retry = false;
-  bool write_failed = false;
-  bool checkpointed = false;  // this run wrote a checkpoint of it
-};
-
-// What a running job reports; called on the worker's thread.
-class JobObserver {
- public:
-  virtual ~JobObserver() = default;
-  virtual void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
-                        double metric, double samples_per_second) = 0;
-  virtual void on_epoch(const ModelSpec& spec, const EpochRecord& rec) = 0;
-};
-
-// Default seconds of training between the checkpoints written at epoch ends (see run_job).
-constexpr double kCheckpointSeconds = 2.0;
-
-// The optimizer of a `keras:` model's file, for restore_optimizer: its spec (class, configuration,
-// schedule), its state in Network::optimizer_state() layout, and its step count.
-struct RestoredOptimizer {
-  OptimizerSpec spec;
-  std::vector<float> state;
-  int64_t iterations = 0;
-};
 
 struct JobContext {
   uint64_t seed = 0;
@@ -96,8 +40,9 @@ struct JobContext {
   // write failed (JobResult::write_failed).
   // It is the network's last use: it may discard the network's numbers once they are copied.
   std::function<void(Network&, const ModelSpec&)> save_model;
-  // Where the pieces of a split batch are posted for idle workers; null: computed in turn here.
-  HelpBoard* helpers = nullptr;
+  // Where the pieces of a split batch are posted for idle workers (the fleet's HelpBoard); null:
+  // computed in turn here.
+  PieceRunner* helpers = nullptr;
   int job = -1;  // the job's plan index, as the help board reports whom a helper helped
   // Seconds of training between the checkpoints written at epoch ends; 0: every epoch.
   double checkpoint_seconds = kCheckpointSeconds;

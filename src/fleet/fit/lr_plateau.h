@@ -1,6 +1,7 @@
 // ReduceLROnPlateau as Keras runs it at every epoch end (keras/src/callbacks/
 // reduce_lr_on_plateau.py and monitor_callback.py), as a small state machine whose state goes
 // into checkpoints, so a resumed run reduces the rate at the same epochs.
+// In fit/ because its state is the fit loop's: run_job steps it and checkpoint.h stores it.
 #pragma once
 
 #include <string>

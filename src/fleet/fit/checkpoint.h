@@ -2,6 +2,8 @@
 // position in training (epoch and batch), the dropout stream, running sums, early-stopping state
 // and history. Written atomically (temporary name, then rename) with a checksum; a corrupt or
 // truncated checkpoint is reported, never half-read.
+// In fit/ because a checkpoint is the fit loop's state (run_job writes and resumes it); the fleet
+// only names its path and, in a cluster, ships its bytes.
 #pragma once
 
 #include <array>
@@ -10,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "fleet/job.h"
-#include "fleet/lr_plateau.h"
+#include "fleet/fit/job_types.h"
+#include "fleet/fit/lr_plateau.h"
 
 namespace nnfleet {
 

@@ -1,5 +1,5 @@
 // apply_fine_tuning: the plan's freeze and unfreeze_from over a model's layers.
-#include "fleet/fine_tune.h"
+#include "fleet/fit/fine_tune.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // ReduceLROnPlateau's epoch-end rule against Keras 3's on_epoch_end written out in numpy
 // (float32 learning-rate variable, float32 comparisons), and the monitor directions.
-#include "fleet/lr_plateau.h"
+#include "fleet/fit/lr_plateau.h"
 
 #include <gtest/gtest.h>
 
