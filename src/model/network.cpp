@@ -10,19 +10,21 @@ namespace nnfleet {
 
 Network::Network(std::shared_ptr<const Model> model, int max_batch, const float* shared_params)
     : model_(std::move(model)), max_batch_(max_batch) {
-  plan(max_batch, 1, shared_params);
+  reshape(1, shared_params == nullptr);
+  setup(shared_params);
 }
 
 Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
                  int pieces)
     : model_(std::move(model)), max_batch_(max_batch), train_(true), spec_(train) {
-  plan(max_batch, pieces, nullptr);
+  reshape(pieces, true);
+  setup(nullptr);
 }
 
 Network::Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train,
                  int pieces, DryRun)
     : model_(std::move(model)), max_batch_(max_batch), train_(true), spec_(train) {
-  plan(max_batch, pieces, nullptr, false);
+  reshape(pieces, true);  // no setup(): estimate_bytes() wants the layout only
 }
 
 size_t Network::estimate_bytes(std::shared_ptr<const Model> model, int max_batch,
@@ -59,29 +61,59 @@ size_t tensor_dy_off(const Buffers& nb, int k) {
 }
 }  // namespace
 
-void Network::plan(int max_batch, int pieces, const float* shared_params, bool allocate) {
-  NNFLEET_CHECK(max_batch > 0);
+void Network::reshape(int pieces, bool own_params) {
+  NNFLEET_CHECK(max_batch_ > 0);
+  count_params();
+  if (train_) check_trainable();
+  plan_training();
+  plan_views();
+  step_targets_.assign(model_->num_outputs(), Targets{});
+  plan_pieces(pieces);
+  plan_arena(own_params);
+}
+
+void Network::setup(const float* shared_params) {
+  allocate_arena(max_batch_);
+  bind_params(shared_params);
+  for (size_t i = 0; i < model_->num_layers(); ++i) bind_inputs(i);
+  bind_outputs();
+  if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
+}
+
+void Network::count_params() {
   const Model& m = *model_;
-  const size_t L = m.num_layers();
-  for (size_t i = 0; i < L; ++i)
+  for (size_t i = 0; i < m.num_layers(); ++i)
     for (const auto& p : m.planned(i).params)
       (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
+}
 
-  if (train_) {
-    if (const std::string why = m.training_refusal(); !why.empty())
-      throw ModelError("failed to train model '" + m.name() + "': " + why);
-    if (!spec_.outputs.empty() && spec_.outputs.size() != m.num_outputs())
-      throw ModelError(
-          "failed to train model '" + m.name() + "': it has " + std::to_string(m.num_outputs()) +
-          " outputs; expected a loss for each, got " + std::to_string(spec_.outputs.size()));
+void Network::check_trainable() const {
+  const Model& m = *model_;
+  if (const std::string why = m.training_refusal(); !why.empty())
+    throw ModelError("failed to train model '" + m.name() + "': " + why);
+  if (!spec_.outputs.empty() && spec_.outputs.size() != m.num_outputs())
+    throw ModelError("failed to train model '" + m.name() + "': it has " +
+                     std::to_string(m.num_outputs()) + " outputs; expected a loss for each, got " +
+                     std::to_string(spec_.outputs.size()));
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const int mask_steps = output_mask_steps(m, j);
+    if (mask_steps > 0 && mask_steps != loss_steps(m.output_shape(j)))
+      throw ModelError("failed to train model '" + m.name() + "': its output " + std::to_string(j) +
+                       " carries a Keras mask of " + std::to_string(mask_steps) +
+                       " steps, which the loss cannot weight; " + "expected an output [" +
+                       std::to_string(mask_steps) + ", C], got " + m.output_shape(j).str());
   }
-  plan_training();
-  // Views (Layer::output_aliases_input). Not for a model output nor a layer with an activity
-  // regularizer: the loss overwrites its output's gradient, and that must not be shared with
-  // another output's or hold the regularizer's (which is written earlier). Nor for a layer whose
-  // input is also read by another layer or is a model output: the input's gradient would then
-  // sum its parts in another order than the copy's did (a + (b + c) for (a + b) + c), and
-  // results stay bit-identical to the plan with copies.
+}
+
+// Views (Layer::output_aliases_input). Not for a model output nor a layer with an activity
+// regularizer: the loss overwrites its output's gradient, and that must not be shared with
+// another output's or hold the regularizer's (which is written earlier). Nor for a layer whose
+// input is also read by another layer or is a model output: the input's gradient would then
+// sum its parts in another order than the copy's did (a + (b + c) for (a + b) + c), and
+// results stay bit-identical to the plan with copies.
+void Network::plan_views() {
+  const Model& m = *model_;
+  const size_t L = m.num_layers();
   views_.assign(L, 0);
   std::vector<int> readers(L, 0);  // per layer: reads of its output, the loss's included
   std::vector<char> is_output(L, 0);
@@ -104,39 +136,38 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
                   m.layer(i).cache_floats(p.in_shapes, 1) == 0);
     views_[i] = 1;
   }
-  step_targets_.assign(m.num_outputs(), Targets{});
+}
+
+void Network::plan_pieces(int pieces) {
+  const Model& m = *model_;
   bool masked = false;
-  for (size_t j = 0; j < m.num_outputs(); ++j) {
-    const int mask_steps = output_mask_steps(m, j);
-    const int out_steps = loss_steps(m.output_shape(j));
-    masked = masked || mask_steps > 0;
-    if (train_ && mask_steps > 0 && mask_steps != out_steps)
-      throw ModelError("failed to train model '" + m.name() + "': its output " + std::to_string(j) +
-                       " carries a Keras mask of " + std::to_string(mask_steps) +
-                       " steps, which the loss cannot weight; " + "expected an output [" +
-                       std::to_string(mask_steps) + ", C], got " + m.output_shape(j).str());
-  }
+  for (size_t j = 0; j < m.num_outputs(); ++j) masked = masked || output_mask_steps(m, j) > 0;
   // Pieces of ceil(max_batch / pieces) rows; only training splits, never across batch statistics
   // nor a masked loss (whose normalizer, the kept steps of the batch, needs every row).
   if (!train_ || m.mixes_samples() || masked) pieces = 1;
-  pieces = std::clamp(pieces, 1, max_batch);
+  pieces = std::clamp(pieces, 1, max_batch_);
   // In 64 bits: max_batch + pieces - 1 passes INT_MAX for a batch near 2^31.
-  const int64_t batch = max_batch;
+  const int64_t batch = max_batch_;
   const int capacity = static_cast<int>((batch + pieces - 1) / pieces);
   pieces = static_cast<int>((batch + capacity - 1) / capacity);
   pieces_.resize(static_cast<size_t>(pieces));
   for (int p = 0; p < pieces; ++p) {
-    pieces_[static_cast<size_t>(p)].row0 = p * capacity;
-    pieces_[static_cast<size_t>(p)].capacity = std::min(capacity, max_batch - p * capacity);
-    pieces_[static_cast<size_t>(p)].nodes.resize(L);
-    pieces_[static_cast<size_t>(p)].zero_before.resize(L);
+    Piece& pc = pieces_[static_cast<size_t>(p)];
+    pc.row0 = p * capacity;
+    pc.capacity = std::min(capacity, max_batch_ - p * capacity);
+    pc.nodes.resize(m.num_layers());
+    pc.zero_before.resize(m.num_layers());
   }
+}
 
-  // Layout: params | per piece: grads (zeroed each step), activation grads (blocks shared by
-  // lifetime, each zeroed when it becomes live) | optimizer state | input | per piece: y and
-  // cache per node (a view node's y is its input's), scratch | per-sample loss | gathered output.
-  // Piece 0's gradients are the network's; the others' are added to them at the end of a step.
-  if (!shared_params) params_off_ = arena_.reserve(n_trainable_ + n_fixed_);
+// Layout: params | per piece: grads (zeroed each step), activation grads (blocks shared by
+// lifetime, each zeroed when it becomes live) | optimizer state | input | per piece: y and
+// cache per node (a view node's y is its input's), scratch | per-sample loss | gathered output.
+// Piece 0's gradients are the network's; the others' are added to them at the end of a step.
+void Network::plan_arena(bool own_params) {
+  const Model& m = *model_;
+  const size_t batch = static_cast<size_t>(max_batch_);
+  if (own_params) params_off_ = arena_.reserve(n_trainable_ + n_fixed_);
   if (train_) {
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
@@ -151,41 +182,45 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
   }
   input_offs_.clear();
   for (size_t k = 0; k < m.num_inputs(); ++k)
-    input_offs_.push_back(arena_.reserve(static_cast<size_t>(max_batch) * m.input(k).shape.size()));
-  for (Piece& pc : pieces_) {
-    size_t scratch = 0;
-    for (size_t i = 0; i < L; ++i) {
-      const PlannedNode& p = m.planned(i);
-      if (views_[i]) {
-        pc.nodes[i].y_off = view_offset(pc, i);
-        continue;
-      }
-      pc.nodes[i].y_off = arena_.reserve(static_cast<size_t>(pc.capacity) * p.out_shape.size());
-      for (const Shape& s : p.extra_out_shapes)
-        pc.nodes[i].extra_y_off.push_back(
-            arena_.reserve(static_cast<size_t>(pc.capacity) * s.size()));
-      pc.nodes[i].cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
-      scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
-    }
-    pc.scratch_off = arena_.reserve(scratch);
-    plan_masks(pc);
-  }
-  loss_off_ = arena_.reserve(static_cast<size_t>(max_batch));
+    input_offs_.push_back(arena_.reserve(batch * m.input(k).shape.size()));
+  for (Piece& pc : pieces_) plan_activations(pc);
+  loss_off_ = arena_.reserve(batch);
   out_offs_.assign(m.num_outputs(), 0);
   out_loss_offs_.assign(m.num_outputs(), loss_off_);
   for (size_t j = 0; j < m.num_outputs(); ++j) {
-    if (m.num_outputs() > 1) out_loss_offs_[j] = arena_.reserve(static_cast<size_t>(max_batch));
-    if (pieces > 1)
-      out_offs_[j] = arena_.reserve(static_cast<size_t>(max_batch) * m.output_shape(j).size());
+    if (m.num_outputs() > 1) out_loss_offs_[j] = arena_.reserve(batch);
+    if (pieces_.size() > 1) out_offs_[j] = arena_.reserve(batch * m.output_shape(j).size());
   }
-  if (!allocate) return;
-  allocate_arena(max_batch);
+}
 
+void Network::plan_activations(Piece& pc) {
+  const Model& m = *model_;
+  const size_t rows = static_cast<size_t>(pc.capacity);
+  size_t scratch = 0;
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const PlannedNode& p = m.planned(i);
+    NodeBuffers& nb = pc.nodes[i];
+    if (views_[i]) {
+      nb.y_off = view_offset(pc, i);
+      continue;
+    }
+    nb.y_off = arena_.reserve(rows * p.out_shape.size());
+    for (const Shape& s : p.extra_out_shapes)
+      nb.extra_y_off.push_back(arena_.reserve(rows * s.size()));
+    nb.cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
+    scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
+  }
+  pc.scratch_off = arena_.reserve(scratch);
+  plan_masks(pc);
+}
+
+// Parameter views and optimizer variables (one per trainable ParamSpec).
+void Network::bind_params(const float* shared_params) {
+  const Model& m = *model_;
   params_ = shared_params ? const_cast<float*>(shared_params) : arena_.at(params_off_);
-  // Parameter views and optimizer variables (one per trainable ParamSpec).
   size_t t_off = 0, f_off = n_trainable_;
-  param_ptrs_.resize(L);
-  for (size_t i = 0; i < L; ++i) {
+  param_ptrs_.resize(m.num_layers());
+  for (size_t i = 0; i < m.num_layers(); ++i) {
     size_t sink = 0;
     for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
       const ParamSpec& p = m.planned(i).params[j];
@@ -205,32 +240,39 @@ void Network::plan(int max_batch, int pieces, const float* shared_params, bool a
         f_off += sz;
       }
     }
-    for (Piece& pc : pieces_) {
-      NodeBuffers& nb = pc.nodes[i];
-      for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
-        const int id = m.layer_inputs(i)[j];
-        if (m.is_input(id)) {
-          const size_t k = static_cast<size_t>(id);
-          nb.x.push_back(arena_.at(input_offs_[k]) +
-                         static_cast<size_t>(pc.row0) * m.input(k).shape.size());
-          nb.dx.push_back(nullptr);
-          continue;
-        }
-        const size_t src = m.layer_of(id);
-        nb.x.push_back(tensor_y(pc, i, j));
-        nb.dx.push_back(train_ && needs_backward_[src] ? tensor_dy(pc, i, j) : nullptr);
-      }
-      for (size_t off : nb.extra_y_off) nb.extra_y.push_back(arena_.at(off));
-      for (size_t off : nb.extra_dy_off) nb.extra_dy.push_back(arena_.at(off));
-    }
   }
+}
+
+void Network::bind_inputs(size_t i) {
+  const Model& m = *model_;
+  for (Piece& pc : pieces_) {
+    NodeBuffers& nb = pc.nodes[i];
+    for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
+      const int id = m.layer_inputs(i)[j];
+      if (m.is_input(id)) {
+        const size_t k = static_cast<size_t>(id);
+        nb.x.push_back(arena_.at(input_offs_[k]) +
+                       static_cast<size_t>(pc.row0) * m.input(k).shape.size());
+        nb.dx.push_back(nullptr);
+        continue;
+      }
+      const size_t src = m.layer_of(id);
+      nb.x.push_back(tensor_y(pc, i, j));
+      nb.dx.push_back(train_ && needs_backward_[src] ? tensor_dy(pc, i, j) : nullptr);
+    }
+    for (size_t off : nb.extra_y_off) nb.extra_y.push_back(arena_.at(off));
+    for (size_t off : nb.extra_dy_off) nb.extra_dy.push_back(arena_.at(off));
+  }
+}
+
+void Network::bind_outputs() {
+  const Model& m = *model_;
   out_ptrs_.clear();
   for (size_t j = 0; j < m.num_outputs(); ++j)
-    out_ptrs_.push_back(pieces > 1
+    out_ptrs_.push_back(pieces_.size() > 1
                             ? arena_.at(out_offs_[j])
                             : arena_.at(tensor_off(pieces_[0].nodes[m.layer_of(m.output_node(j))],
                                                    m.output_tensor(j))));
-  if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
 // Keras's mask flow: a producer's output carries a mask it makes in its own arena block; layers

@@ -157,8 +157,6 @@ class Network {
   struct DryRun {};
   Network(std::shared_ptr<const Model> model, int max_batch, const TrainSpec& train, int pieces,
           DryRun);
-  // Lays out the arena; allocates it and sets up the views unless `allocate` is false.
-  void plan(int max_batch, int pieces, const float* shared_params, bool allocate = true);
   // arena_.allocate(); a refusal becomes a ModelError naming the model and the bytes.
   void allocate_arena(int max_batch);
 
@@ -200,6 +198,27 @@ class Network {
   // Lays out a piece's activation gradients (their offsets and when each is zeroed): blocks
   // whose lifetimes do not overlap share memory (model/buffer_plan.h).
   void plan_gradients(Piece& pc);
+  // Planning, split as XNNPACK splits reshape from setup. reshape() settles every tensor's shape
+  // and place in the arena (offsets only; throws ModelError for a model that cannot train this
+  // way); setup() allocates the arena and binds every pointer into it. estimate_bytes() stops
+  // after reshape(); the constructors run both.
+  void reshape(int pieces, bool own_params);
+  void setup(const float* shared_params);
+  // The phases of reshape(), in order.
+  void count_params();
+  void check_trainable() const;  // training only
+  // Which layers' outputs are views of their inputs (views_).
+  void plan_views();
+  // Splits the batch into pieces (at most `pieces`, fewer when a model cannot be split).
+  void plan_pieces(int pieces);
+  // Reserves every block of the arena, in the order of the layout it describes.
+  void plan_arena(bool own_params);
+  // A piece's outputs, caches, scratch and masks.
+  void plan_activations(Piece& pc);
+  // The phases of setup() after the allocation.
+  void bind_params(const float* shared_params);
+  void bind_inputs(size_t i);  // each piece's input (and input gradient) pointers of layer i
+  void bind_outputs();
   // The arena offset of layer i's output when it is a view of its input (output_aliases_input).
   size_t view_offset(const Piece& pc, size_t i) const;
   void forward_piece(Piece& pc, bool training);

@@ -1,5 +1,5 @@
 // The fit options of a plan's model entry beyond epochs and batches: Keras's ReduceLROnPlateau
-// callback (and, with issue 12, the weights per class). Internal to src/fleet (plan.cpp).
+// callback (and, with issue 12, the weights per class). Internal to src/plan (plan_models.cpp).
 #pragma once
 
 #include <functional>

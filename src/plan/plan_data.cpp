@@ -1,0 +1,226 @@
+// Plan data sources: a `data:` mapping (train, test, scale, validation_split) and each of its
+// sources (fashion-mnist, npy, npz, csv, idx), checked field by field, with relative file names
+// taken from the plan's directory; and their JSON form (which also tells two sources apart).
+#include <cmath>
+
+#include "data/memory_arrays.h"
+#include "plan/plan_loader.h"
+
+namespace nnfleet {
+namespace plan_detail {
+namespace {
+
+const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
+const char* const kSourceForms =
+    "fashion-mnist:train, fashion-mnist:test, {x: x.npy, y: y.npy}, "
+    "{npz: d.npz, x: key, y: key}, {csv: f.csv, label: column} or "
+    "{idx_images: file, idx_labels: file} (x and y of npy and npz sources may be lists, one "
+    "per model input and output)";
+
+// The fields of the source mapping `v` at `path`, each checked; `ok` turns false at the first
+// problem.
+struct SourceFields {
+  const PlanContext& cx;
+  const std::string& path;
+  const Json& v;
+  bool ok = true;
+
+  std::string field(const std::string& key, bool is_file, const char* what) {
+    const std::string p = child_path(path, key);
+    if (!v.contains(key) || v[key].is_null()) {
+      cx.pr.add(p, "required key missing; expected " + std::string(what));
+    } else if (!v[key].is_string() || v[key].get<std::string>().empty()) {
+      cx.pr.add(p, "expected " + std::string(what) + ", got " + show(v[key]));
+    } else {
+      return is_file ? cx.resolve(v[key].get<std::string>()) : v[key].get<std::string>();
+    }
+    ok = false;
+    return "";
+  }
+
+  // x: [a, b] and y: [c, d] (several model inputs and outputs): the first stays in x and y, the
+  // others go to more_x and more_y.
+  void list_field(const std::string& key, bool is_file, const char* what, std::string& first,
+                  std::vector<std::string>& more) {
+    if (!v.contains(key) || !v[key].is_array()) {
+      first = field(key, is_file, what);
+      return;
+    }
+    const Json& a = v[key];
+    if (a.empty()) {
+      cx.pr.add(child_path(path, key), "expected at least one entry (" + std::string(what) + ")");
+      ok = false;
+      return;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!a[i].is_string() || a[i].get<std::string>().empty()) {
+        cx.pr.add(index_path(child_path(path, key), i),
+                  "expected " + std::string(what) + ", got " + show(a[i]));
+        ok = false;
+        continue;
+      }
+      const std::string e = is_file ? cx.resolve(a[i].get<std::string>()) : a[i].get<std::string>();
+      if (i == 0)
+        first = e;
+      else
+        more.push_back(e);
+    }
+  }
+};
+
+// The kind of source the mapping `v` is, and the keys it may have; false when it is none.
+bool source_form(const Json& v, DataSource& s, std::vector<std::string>& keys) {
+  if (v.is_object() && v.contains("npz")) {
+    s.kind = DataSource::Kind::kNpz;
+    keys = {"npz", "sample_weight", "x", "y"};
+  } else if (v.is_object() && v.contains("csv")) {
+    s.kind = DataSource::Kind::kCsv;
+    keys = {"csv", "label"};
+  } else if (v.is_object() && (v.contains("idx_images") || v.contains("idx_labels"))) {
+    s.kind = DataSource::Kind::kIdx;
+    keys = {"idx_images", "idx_labels"};
+  } else if (v.is_object() && (v.contains("x") || v.contains("y"))) {
+    s.kind = DataSource::Kind::kNpy;
+    keys = {"sample_weight", "x", "y"};
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void source_fields(SourceFields& f, DataSource& s) {
+  switch (s.kind) {
+    case DataSource::Kind::kNpz:
+      s.file = f.field("npz", true, "an .npz file path");
+      f.list_field("x", false, "the name of an array in the .npz", s.x, s.more_x);
+      f.list_field("y", false, "the name of an array in the .npz", s.y, s.more_y);
+      if (f.v.contains("sample_weight"))
+        s.sample_weight = f.field("sample_weight", false, "the name of an array in the .npz");
+      break;
+    case DataSource::Kind::kCsv:
+      s.file = f.field("csv", true, "a .csv file path");
+      s.label = f.field("label", false, "the name of the label column");
+      break;
+    case DataSource::Kind::kIdx:
+      s.x = f.field("idx_images", true, "an IDX images file path");
+      s.y = f.field("idx_labels", true, "an IDX labels file path");
+      break;
+    default:
+      f.list_field("x", true, "an .npy file path", s.x, s.more_x);
+      f.list_field("y", true, "an .npy file path", s.y, s.more_y);
+      if (f.v.contains("sample_weight"))
+        s.sample_weight = f.field("sample_weight", true, "an .npy file path");
+      break;
+  }
+}
+
+std::optional<DataSource> source(const PlanContext& cx, const std::string& path, const Json& v) {
+  DataSource s;
+  if (v.is_string()) {
+    const std::string t = v.get<std::string>();
+    if (t == "fashion-mnist:train" || t == "fashion-mnist:test") {
+      s.kind = DataSource::Kind::kFashionMnist;
+      s.split = t.substr(t.find(':') + 1);
+      return s;
+    }
+    cx.pr.add(path,
+              "unknown data source; expected " + std::string(kSourceForms) + ", got " + show(v));
+    return std::nullopt;
+  }
+  std::vector<std::string> keys;
+  if (!source_form(v, s, keys)) {
+    cx.pr.add(path, "unknown form of data source; expected " + std::string(kSourceForms) +
+                        ", got " + show(v));
+    return std::nullopt;
+  }
+  check_keys(cx.pr, path, v, keys);
+  SourceFields f{cx, path, v};
+  source_fields(f, s);
+  if (!f.ok) return std::nullopt;
+  return s;
+}
+
+}  // namespace
+
+std::string PlanContext::resolve(const std::string& p) const {
+  // An array the caller holds in memory (data/memory_arrays.h), not a file.
+  if (p.rfind(kMemoryArrayPrefix, 0) == 0) return p;
+  std::filesystem::path q(p);
+  if (q.is_relative()) q = dir / q;
+  return q.lexically_normal().string();
+}
+
+DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v) {
+  Problems& pr = cx.pr;
+  DataSpec d;
+  if (!v.is_object()) {
+    pr.add(path, "expected a mapping with keys " + join(kDataKeys) + ", got " + show(v));
+    return d;
+  }
+  check_keys(pr, path, v, kDataKeys);
+  const std::string train = child_path(path, "train"), test = child_path(path, "test");
+  if (!v.contains("train") || v["train"].is_null()) {
+    pr.add(train,
+           "required key missing; expected a data source such as "
+           "fashion-mnist:train or {x: x.npy, y: y.npy}");
+  } else if (auto s = source(cx, train, v["train"])) {
+    d.train = *s;
+  }
+  if (v.contains("test") && !v["test"].is_null()) d.test = source(cx, test, v["test"]);
+  if (v.contains("scale") && !v["scale"].is_null())
+    d.scale = check_number(pr, child_path(path, "scale"), v["scale"], 0, true, INFINITY, false,
+                           "a positive number")
+                  .value_or(1.0);
+  const std::string split = child_path(path, "validation_split");
+  if (v.contains("validation_split") && !v["validation_split"].is_null())
+    d.validation_split =
+        check_number(pr, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
+            .value_or(0.0);
+  d.validation_split_where = pr.where(v.contains("validation_split") ? split : path);
+  return d;
+}
+
+size_t add_source(DataSpec d, std::vector<DataSpec>& sources) {
+  const Json form = d.to_json();
+  for (size_t i = 0; i < sources.size(); ++i)
+    if (sources[i].to_json() == form) return i;
+  sources.push_back(std::move(d));
+  return sources.size() - 1;
+}
+
+}  // namespace plan_detail
+
+Json DataSpec::to_json() const {
+  Json j = Json::object(
+      {{"train", train.to_json()}, {"scale", scale}, {"validation_split", validation_split}});
+  if (test) j["test"] = test->to_json();
+  return j;
+}
+
+Json DataSource::to_json() const {
+  // One input (target): a string, as before; several: the list.
+  auto list = [](const std::string& first, const std::vector<std::string>& more) {
+    if (more.empty()) return Json(first);
+    Json a = Json::array({first});
+    for (const auto& m : more) a.push_back(m);
+    return a;
+  };
+  switch (kind) {
+    case Kind::kFashionMnist:
+      return "fashion-mnist:" + split;
+    case Kind::kNpy:
+    case Kind::kNpz: {
+      Json j = Json::object({{"x", list(x, more_x)}, {"y", list(y, more_y)}});
+      if (kind == Kind::kNpz) j["npz"] = file;
+      if (!sample_weight.empty()) j["sample_weight"] = sample_weight;
+      return j;
+    }
+    case Kind::kCsv:
+      return Json::object({{"csv", file}, {"label", label}});
+    case Kind::kIdx:
+      return Json::object({{"idx_images", x}, {"idx_labels", y}});
+  }
+  return nullptr;
+}
+
+}  // namespace nnfleet

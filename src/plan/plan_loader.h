@@ -1,0 +1,178 @@
+// The pieces of a plan's load, each with one job, sharing one small context (the document, the
+// problems list, the directory of relative paths): the data sources (plan_data.cpp), the
+// expansion of entries over `defaults` and their grids (plan_expand.cpp), and the building of
+// each model's spec (plan_models.cpp); plan.cpp holds the top-level load. Internal to src/plan.
+//
+// Every piece reports into the context's Problems and goes on, so that a plan's problems are
+// reported all at once; the order of the calls is the order of the problems on one line.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "plan/plan.h"
+#include "plan/plan_problems.h"
+#include "plan/plan_yaml.h"
+
+namespace nnfleet::plan_detail {
+
+// The keys of a model entry and of `defaults` (plan_expand.cpp).
+extern const std::vector<std::string> kModelKeys;
+extern const std::vector<std::string> kDefaultsKeys;
+
+// What every piece of one load shares. Copies refer to the same document and problems.
+struct PlanContext {
+  const LocatedJson& doc;
+  Problems& pr;
+  std::filesystem::path dir;  // relative file names are taken from here
+
+  // `p` taken from dir (an in-memory array's name, data/memory_arrays.h, as it is).
+  std::string resolve(const std::string& p) const;
+};
+
+// What expands a plan's models after load_plan: the document (for the lines of messages and of
+// ModelSpec::where), and every entry once, merged over `defaults`.
+class ModelExpander {
+ public:
+  struct Entry {
+    Json merged;                              // the entry over `defaults`, placeholders kept
+    std::map<std::string, std::string> base;  // key -> where it came from ("defaults", "models[0]")
+    std::string path;                         // "models[0]"
+    std::vector<std::pair<std::string, Json>> vars;  // the grid in written order, each its values
+  };
+  ModelExpander(std::string file, std::filesystem::path dir)
+      : file(std::move(file)), dir(std::move(dir)) {}
+  // The model at `r`, as load_plan checked it (without constructing its layers again).
+  ModelSpec expand(const ModelRef& r) const;
+
+  std::string file;           // the plan's path as given, for messages
+  std::filesystem::path dir;  // relative file names are taken from here
+  LocatedJson doc;
+  std::vector<Entry> entries;
+};
+
+// Data sources (plan_data.cpp).
+// A data mapping at field path `path` ("data", "models[2].data").
+DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v);
+// The index of `d` in `sources`, appended when no source there has the same form.
+size_t add_source(DataSpec d, std::vector<DataSpec>& sources);
+
+// Builds the ModelSpec of one expanded entry, checking every field (plan_models.cpp).
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(PlanContext cx) : cx_(cx) {}
+  // A builder for building `o`'s models apart (on another thread), reporting into `pr`: the same
+  // document, default source and checked layers; no data sources (only models without data of
+  // their own are built apart).
+  ModelBuilder(const ModelBuilder& o, Problems& pr)
+      : cx_{o.cx_.doc, pr, o.cx_.dir},
+        has_default_(o.has_default_),
+        check_layers_(o.check_layers_),
+        checked_layers_(o.checked_layers_) {}
+
+  // The plan's `data:` (sources[0]) when it has one: the source of models without their own.
+  void set_default_source(std::vector<DataSpec>* sources, bool has_default) {
+    sources_ = sources;
+    has_default_ = has_default;
+  }
+  // Building models load_plan checked already: their layers are not constructed again (about
+  // half the time of expanding a tiny model), and their data source is already known.
+  void set_checked() {
+    check_layers_ = false;
+    has_default_ = true;
+  }
+  // The model of entry `m` (placeholders substituted) at `entry` ("models[0]"); `base` says where
+  // each key came from.
+  ModelSpec build(const Json& m, const std::map<std::string, std::string>& base,
+                  const std::string& entry);
+
+ private:
+  // The field path of a key of the entry: under the entry or `defaults`, wherever it came from.
+  struct KeyPaths {
+    const std::map<std::string, std::string>& base;
+    const std::string& entry;
+    std::string operator()(const std::string& k) const;
+  };
+  void model_name(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void model_architecture(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void model_data(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
+  // The default name of a layer of class `stem` not yet in `used`.
+  static std::string layer_name(const std::string& stem, std::map<std::string, int>& counters,
+                                const std::map<std::string, std::string>& used);
+  // freeze, unfreeze_from and restore_optimizer of a `keras:` model.
+  void fine_tuning(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  // The parts of a model entry, in the order their problems are listed.
+  void model_schedule(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  bool model_losses(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void model_loss_weights(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  std::vector<std::string> model_metrics(const Json& m, const KeyPaths& at, bool loss_ok,
+                                         ModelSpec& s, Json& ex);
+  void model_optimizer(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void model_early_stopping(const Json& m, const KeyPaths& at, std::vector<std::string>& monitors,
+                            ModelSpec& s, Json& ex);
+  void check_name(const std::string& path, const std::string& name);
+  // Constructs a layer through the registry, which throws what is wrong with its config, unless
+  // the same class and config was constructed before (a grid over anything but its layers
+  // repeats them: the 8,000 models of an 8 x 1,000 grid over units and learning rate have 8
+  // distinct Dense configs).
+  void check_layer(const std::string& cls, const Json& cfg);
+  static constexpr size_t kMaxCheckedLayers = 4096;  // bounds what a plan's load holds for this
+
+  PlanContext cx_;
+  std::vector<DataSpec>* sources_ = nullptr;
+  bool has_default_ = false;
+  bool check_layers_ = true;
+  std::set<std::string> checked_layers_;  // class and config of layers constructed without error
+};
+
+// Reads the plan's model entries, merges each over `defaults` and expands it over its grid,
+// building every model once to check it (plan_expand.cpp).
+class EntryExpander {
+ public:
+  explicit EntryExpander(PlanContext cx) : cx_(cx), builder_(cx) {}
+  // An expander for `o`'s models apart (on another thread), reporting into `pr`.
+  EntryExpander(const EntryExpander& o, Problems& pr)
+      : cx_{o.cx_.doc, pr, o.cx_.dir}, builder_(o.builder_, pr) {}
+  // Up to how many threads models() may check the models of one entry on (1: this one only).
+  void set_threads(int n) { threads_ = n; }
+  ModelBuilder& builder() { return builder_; }
+
+  // Appends the entries of `list`, merged over `defaults`, to `ex`, and a ref per model of their
+  // grids to `out`, each model expanded and checked once.
+  void models(const Json& defaults, const Json& list, ModelExpander& ex,
+              std::vector<ModelRef>& out);
+  // Point `point` of entry `e`'s grid, expanded into its ModelSpec.
+  ModelSpec expand(const ModelExpander::Entry& e, size_t point);
+
+ private:
+  struct Expanded {
+    std::string name_path;      // "models[0].name"
+    std::string entry;          // "models[0]"
+    std::string name_template;  // the name as written
+    std::vector<std::string> grid_vars;
+  };
+  bool grid(const Json& e, const std::string& ep, std::vector<std::pair<std::string, Json>>& vars,
+            size_t& count);
+  void check_unique_names(const std::vector<ModelRef>& models);
+  void expand_entry(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                    std::vector<ModelRef>& out);
+  void expand_entry_apart(const ModelExpander::Entry& e, uint32_t index, size_t count,
+                          std::vector<ModelRef>& out);
+
+  PlanContext cx_;
+  ModelBuilder builder_;
+  int threads_ = 1;
+  // Models per share when an entry's are checked on several threads: 64 tiny ones are about
+  // 2 ms of a thread's work.
+  static constexpr size_t kBlock = 64;
+  std::vector<Expanded> entries_;  // one per plan entry that expanded (ModelRef::entry)
+};
+
+}  // namespace nnfleet::plan_detail
