@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::api {

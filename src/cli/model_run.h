@@ -11,7 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "data/dataset.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "api/predict_engine.h"
 #include "loss/loss.h"
 

@@ -13,8 +13,8 @@
 #include "../io/io_test_util.h"
 #include "fleet/job.h"
 #include "fleet_test_util.h"
-#include "io/keras_reader.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 
 namespace nnfleet {
 namespace {

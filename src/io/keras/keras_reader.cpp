@@ -4,7 +4,7 @@
 //  .keras: keras/src/saving/saving_lib.py, where each layer's variables live at
 //    <path>/vars/<i> with <path> built from snake_case class names (H5IOStore.get, including
 //    its fallback to tf.keras 2.13's "_layer_checkpoint_dependencies" groups).
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 
 #include <unistd.h>
 
@@ -14,8 +14,8 @@
 #include <fstream>
 #include <map>
 
-#include "io/hdf5.h"
-#include "io/keras_writer.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_writer.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
 #include "core/limits.h"

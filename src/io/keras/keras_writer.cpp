@@ -1,16 +1,16 @@
 // Model -> .keras (Keras 3.10 layout) and legacy .h5 (tf.keras 2.x layout). Each structure was
 // checked group by group against files Keras wrote (the shared real set, ../shared/keras-models):
 // fmnist_cnn_k310.keras for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 
 #include <cstdio>
 #include <ctime>
 #include <map>
 #include <utility>
 
-#include "io/h5_builder.h"
-#include "io/hdf5.h"
-#include "io/keras_graph.h"
+#include "io/keras/h5_builder.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_graph.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
 
