@@ -44,7 +44,8 @@ TEST(KerasLayout, BidirectionalNestsEachHalfUnderItsName) {
   // A given backward_layer keeps its own class and name.
   const Json back = {{"class_name", "SimpleRNN"},
                      {"config", {{"units", 2}, {"go_backwards", true}, {"name", "back"}}}};
-  const auto q = places_of("Bidirectional", {{"layer", fwd}, {"backward_layer", back}}, Shape{3, 2});
+  const auto q =
+      places_of("Bidirectional", {{"layer", fwd}, {"backward_layer", back}}, Shape{3, 2});
   ASSERT_EQ(q.size(), 5u);
   expect_place(q[4], "backward_layer/cell", 2, "back/simple_rnn_cell/bias");
 }

@@ -29,8 +29,8 @@ std::string cell_scope(const std::string& cls) {
 // One recurrent layer of class `cls` whose weights are specs[first, first + count): Keras 3 keeps
 // them on the cell object (`group`), tf.keras under the cell's scope below `legacy_prefix`.
 void add_recurrent(const std::string& cls, const std::string& group,
-                   const std::string& legacy_prefix, const Specs& specs, size_t first,
-                   size_t count, Places& out) {
+                   const std::string& legacy_prefix, const Specs& specs, size_t first, size_t count,
+                   Places& out) {
   for (size_t j = 0; j < count; ++j)
     out.push_back({group, static_cast<int>(j),
                    legacy_prefix + cell_scope(cls) + "/" + specs[first + j].name});
