@@ -1,6 +1,6 @@
 // `nnfleet export MODEL --to OUT.onnx`: any model nnfleet loads (a Keras .keras/.h5 file, a
 // to_json() .json with --weights, or a trained model of a run, RUN/models/NAME.keras) as an ONNX
-// file (io/onnx_writer.h). A dimension the file leaves free (a sequence length) is fixed by
+// file (io/onnx/onnx_writer.h). A dimension the file leaves free (a sequence length) is fixed by
 // --input-shape, as the data fixes it in predict.
 #include <algorithm>
 #include <cstdio>

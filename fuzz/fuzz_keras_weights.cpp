@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "fuzz_input.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "io/zip_archive.h"
 #include "core/check.h"
 

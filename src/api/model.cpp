@@ -8,8 +8,8 @@
 #include "api/model_impl.h"
 #include "api/evaluate_engine.h"
 #include "api/predict_engine.h"
-#include "io/keras_writer.h"
-#include "io/onnx_writer.h"
+#include "io/keras/keras_writer.h"
+#include "io/onnx/onnx_writer.h"
 #include "io/model_summary.h"
 #include "core/check.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "nnfleet/model.h"
 
 namespace nnfleet::api {

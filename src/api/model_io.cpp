@@ -3,9 +3,9 @@
 // onnx, a `.keras` file and an `.onnx` export beside it).
 #include "api/model_io.h"
 
-#include "io/keras_reader.h"
-#include "io/keras_writer.h"
-#include "io/onnx_writer.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
+#include "io/onnx/onnx_writer.h"
 #include "layers/layer_util.h"
 
 namespace nnfleet::api_detail {

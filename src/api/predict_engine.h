@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "loss/loss.h"
 
 namespace nnfleet::api_detail {

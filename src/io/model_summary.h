@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 
 namespace nnfleet {
 

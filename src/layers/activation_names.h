@@ -1,5 +1,7 @@
 // The table of activation names (Keras's), shared by the Activation layer, the activation option
-// of Dense/Conv2D, the gradient-check test and the Keras writer.
+// of Dense/Conv2D, the gradient-check test and the Keras writer. It is also how code above
+// layers/ (the ONNX exporters) sees a layer's Activation (Act, alpha, max_value, threshold): the
+// kernels define the type, and this header hands it on with the names.
 #pragma once
 
 #include <string>

@@ -34,14 +34,6 @@ struct ParamSpec {
   bool trainable = true;
 };
 
-// Where a Keras 3 weights file keeps one parameter, relative to the layer's own group: the
-// sub-group holding its "vars" ("" for the layer's group itself, "cell" for a recurrent cell,
-// "forward_layer/cell" inside Bidirectional) and its index there.
-struct KerasVarPath {
-  std::string group;
-  int index = 0;
-};
-
 // Keras masks: a sequence may carry a mask [n, T] over its first per-sample axis (1 = a real
 // step, 0 = padding), made by a layer from its input (Masking; Embedding with mask_zero) and
 // passed along by the network to the layers after it, as Keras's _keras_mask:
@@ -128,15 +120,6 @@ class Layer {
   // Why this layer cannot be trained (an option accepted for inference whose training effect is
   // not implemented, e.g. a regularizer), as "<rule>; expected <x>"; empty when it can.
   virtual std::string training_refusal() const { return {}; }
-  // Keras file layout of param_specs() entry `param`: its place in a Keras 3 weights file, and
-  // its weight name in a legacy .h5 below the layer's name ("kernel", "lstm_cell/kernel").
-  virtual KerasVarPath keras_var_path(size_t param) const {
-    return {"", static_cast<int>(param)};
-  }
-  virtual std::string keras_legacy_weight_name(size_t /*param*/,
-                                               const std::string& spec_name) const {
-    return spec_name;
-  }
 
  private:
   std::string name_;

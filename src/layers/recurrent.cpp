@@ -228,15 +228,6 @@ class Recurrent final : public Layer {
   bool passes_mask() const override { return d_.return_sequences; }
   // Regularizers are refused by Model::training_refusal, which reads every layer's config.
   std::string training_refusal() const override { return {}; }
-  KerasVarPath keras_var_path(size_t param) const override {
-    return {"cell", static_cast<int>(param)};
-  }
-  std::string keras_legacy_weight_name(size_t, const std::string& spec_name) const override {
-    const char* cell = d_.cell == RnnCell::kSimple ? "simple_rnn_cell"
-                       : d_.cell == RnnCell::kLstm ? "lstm_cell"
-                                                   : "gru_cell";
-    return std::string(cell) + "/" + spec_name;
-  }
 
   Json keras_config() const override {
     Json j = base_keras_config(*this);
@@ -497,16 +488,6 @@ class Bidirectional final : public Layer {
   std::string training_refusal() const override {
     const std::string f = fwd_->training_refusal();
     return f.empty() ? bwd_->training_refusal() : f;
-  }
-  KerasVarPath keras_var_path(size_t param) const override {
-    const size_t nf = nf_params();
-    return param < nf ? KerasVarPath{"forward_layer/cell", static_cast<int>(param)}
-                      : KerasVarPath{"backward_layer/cell", static_cast<int>(param - nf)};
-  }
-  std::string keras_legacy_weight_name(size_t param, const std::string& spec) const override {
-    const size_t nf = nf_params();
-    return param < nf ? fwd_->name() + "/" + fwd_->keras_legacy_weight_name(param, spec)
-                      : bwd_->name() + "/" + bwd_->keras_legacy_weight_name(param - nf, spec);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);

@@ -17,7 +17,7 @@
 #include <tuple>
 
 #include "fleet/results.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "io/model_summary.h"
 #include "plan/plan_yaml.h"
 #include "platform/files.h"

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 #include "core/config.h"
 #include "layers/registry.h"
 #include "platform/files.h"

@@ -14,8 +14,8 @@
 #include "fleet/fit/job.h"
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
-#include "io/keras_reader.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 
 namespace nnfleet {
 namespace {

@@ -12,8 +12,8 @@
 #include "data/dataset.h"
 #include "fleet/fleet.h"
 #include "fleet_test_util.h"
-#include "io/h5_builder.h"
-#include "io/keras_reader.h"
+#include "io/keras/h5_builder.h"
+#include "io/keras/keras_reader.h"
 #include "platform/files.h"
 #include "tensor/rng.h"
 

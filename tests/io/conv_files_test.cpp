@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "io/hdf5.h"
-#include "io/keras_writer.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_writer.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"

@@ -2,7 +2,7 @@
 // script, and reads back with its own numbers and name; anything but numbers and varying
 // strings makes a new structure. libhdf5 runs once per structure per thread, which is what keeps
 // a fleet of small models cheap to write (one HDF5 file set-up per architecture, not per model).
-#include "io/h5_builder.h"
+#include "io/keras/h5_builder.h"
 
 #include <gtest/gtest.h>
 

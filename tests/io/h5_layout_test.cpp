@@ -11,8 +11,8 @@
 
 #include <map>
 
-#include "io/hdf5.h"
-#include "io/keras_writer.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_writer.h"
 #include "io_test_util.h"
 
 namespace nnfleet {

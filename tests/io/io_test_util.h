@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "model/network.h"
 
 namespace nnfleet::test {

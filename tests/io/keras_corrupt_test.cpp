@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <tuple>
 
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "tensor/rng.h"

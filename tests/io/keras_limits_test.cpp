@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "commands.h"
-#include "io/hdf5.h"
-#include "io/keras_reader.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_reader.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "core/limits.h"

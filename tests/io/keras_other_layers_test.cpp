@@ -6,9 +6,9 @@
 
 #include <set>
 
-#include "io/hdf5.h"
-#include "io/keras_reader.h"
-#include "io/keras_writer.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"

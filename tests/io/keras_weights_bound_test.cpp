@@ -9,8 +9,8 @@
 
 #include <cstring>
 
-#include "io/keras_reader.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "core/limits.h"

@@ -2,7 +2,7 @@
 // its structure (groups, datasets, shapes, attributes, config keys) is the one Keras writes,
 // checked against real files (fmnist_cnn_k310.keras, mnist_cnn_raw_k224.h5,
 // asl_cnn_functional_tf290.h5).
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "io/hdf5.h"
-#include "io/keras_reader.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_reader.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"

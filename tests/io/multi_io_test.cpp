@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "commands.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io/zip_archive.h"
 #include "io_test_util.h"

@@ -17,7 +17,7 @@
 #include <map>
 
 #include "../fleet/fleet_test_util.h"
-#include "io/onnx_writer.h"
+#include "io/onnx/onnx_writer.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
 #include "tensor/rng.h"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "io_test_util.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 #include "model/network.h"
 
 namespace nnfleet::test {

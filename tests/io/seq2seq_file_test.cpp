@@ -6,8 +6,8 @@
 // that it builds with the io library alone.
 #include <gtest/gtest.h>
 
-#include "io/keras_graph.h"
-#include "io/keras_writer.h"
+#include "io/keras/keras_graph.h"
+#include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io_test_util.h"
 #include "layers/registry.h"

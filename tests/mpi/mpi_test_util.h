@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "../fleet/fleet_test_util.h"
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 #include "platform/files.h"
 
 extern char** environ;

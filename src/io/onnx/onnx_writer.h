@@ -2,9 +2,9 @@
 // protobuf classes: standard operators only, the weights as initializers, a dynamic batch axis
 // ("N") on every input and output, the inputs named as the Keras model's inputs and the outputs as
 // its output layers. Inputs and outputs keep Keras's layout (channels last, [batch, time,
-// features]). Every layer kind of the registry has an exporter (src/io/onnx_builder.h); one that
-// ONNX cannot express is refused with a ModelError naming the layer. Thread-safe (no shared
-// state).
+// features]). Every layer kind of the registry has an exporter (src/io/onnx/onnx_builder.h);
+// one that ONNX cannot express is refused with a ModelError naming the layer. Thread-safe (no
+// shared state).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // The ONNX graph builder and the helpers the per-kind exporters share (see onnx_builder.h).
-#include "io/onnx_builder.h"
+#include "io/onnx/onnx_builder.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <tuple>
 
-#include "io/onnx_builder.h"
+#include "io/onnx/onnx_builder.h"
 
 namespace nnfleet::onnx_export {
 namespace {

@@ -14,7 +14,7 @@
 //    the forward operator's, then the reverse one's.
 #include <limits>
 
-#include "io/onnx_builder.h"
+#include "io/onnx/onnx_builder.h"
 
 namespace nnfleet::onnx_export {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/activation.h"
 #include "core/config.h"
+#include "layers/activation_names.h"
 #include "layers/layer.h"
 #include "model/model.h"
 

@@ -1,12 +1,12 @@
 // The ONNX writer: the exporter table (one per registry kind, forced by NNFLEET_LAYER_KINDS), and
 // the walk over a model's layers that wires their tensors, masks and weights together.
-#include "io/onnx_writer.h"
+#include "io/onnx/onnx_writer.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
 
-#include "io/onnx_builder.h"
+#include "io/onnx/onnx_builder.h"
 #include "layers/kinds.h"
 
 namespace nnfleet {

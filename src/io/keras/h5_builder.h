@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/hdf5.h"
+#include "io/keras/hdf5.h"
 
 namespace nnfleet::h5 {
 

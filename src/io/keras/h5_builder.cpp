@@ -1,6 +1,6 @@
 // h5::Builder: HDF5 file images from a script, through libhdf5 once per structure and from a
 // kept template after that (h5_builder.h says why that is safe).
-#include "io/h5_builder.h"
+#include "io/keras/h5_builder.h"
 
 #include <algorithm>
 #include <atomic>

@@ -3,7 +3,7 @@
 // models flattened into the outer graph. A tensor index above 0 names an extra output of a
 // multi-output layer (a recurrent layer's states with return_state); a recurrent layer's initial
 // states arrive as further inbound tensors (Keras 2) or as kwargs "initial_state" (Keras 3).
-#include "io/keras_graph.h"
+#include "io/keras/keras_graph.h"
 
 #include <algorithm>
 #include <map>

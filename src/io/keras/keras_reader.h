@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "io/keras_graph.h"
+#include "io/keras/keras_graph.h"
 #include "core/config.h"
 #include "model/model.h"
 #include "optim/optimizer.h"

@@ -1,5 +1,5 @@
 // RAII wrappers over the HDF5 C API with every failure turned into FileError.
-#include "io/hdf5.h"
+#include "io/keras/hdf5.h"
 
 #include <unistd.h>
 

@@ -4,7 +4,7 @@
 //  .keras: keras/src/saving/saving_lib.py, where each layer's variables live at
 //    <path>/vars/<i> with <path> built from snake_case class names (H5IOStore.get, including
 //    its fallback to tf.keras 2.13's "_layer_checkpoint_dependencies" groups).
-#include "io/keras_reader.h"
+#include "io/keras/keras_reader.h"
 
 #include <unistd.h>
 
@@ -14,8 +14,9 @@
 #include <fstream>
 #include <map>
 
-#include "io/hdf5.h"
-#include "io/keras_writer.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_layout.h"
+#include "io/keras/keras_writer.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
 #include "core/limits.h"
@@ -256,7 +257,7 @@ size_t count_datasets(const h5::Group& g) {
   return n;
 }
 
-// One layer's weights: each parameter sits in the vars group its Layer::keras_var_path names
+// One layer's weights: each parameter sits in the vars group keras_weight_places names
 // (recurrent layers keep theirs one level down, in "cell"), counted group by group.
 void read_keras3_layer(const h5::Group& root, const Keras3Index& index, const KerasGraph& graph,
                        size_t i, const std::vector<size_t>& offsets, float* params,
@@ -265,8 +266,9 @@ void read_keras3_layer(const h5::Group& root, const Keras3Index& index, const Ke
   const Layer& layer = m.layer(i);
   const auto& specs = m.planned(i).params;
   const std::string who = "layer '" + layer.name() + "' (" + layer.class_name() + ")";
+  const std::vector<KerasWeightPlace> places = keras_weight_places(layer, specs);
   std::map<std::string, std::vector<size_t>> groups;  // sub-group -> params stored there
-  for (size_t j = 0; j < specs.size(); ++j) groups[layer.keras_var_path(j).group].push_back(j);
+  for (size_t j = 0; j < specs.size(); ++j) groups[places[j].group].push_back(j);
   for (const auto& [sub, members] : groups) {
     const std::string tail = (sub.empty() ? "" : "/" + sub) + "/vars";
     std::string real;
@@ -286,7 +288,7 @@ void read_keras3_layer(const h5::Group& root, const Keras3Index& index, const Ke
                       "'); expected " + std::to_string(members.size()) + " (" + names + ")");
     }
     for (size_t j : members) {
-      const std::string ds = std::to_string(layer.keras_var_path(j).index);
+      const std::string ds = std::to_string(places[j].index);
       if (!vars.has_dataset(ds))
         fail(where, who + " has no weight '" + real + "/" + ds + "'; expected " + specs[j].name);
       read_into(vars.dataset(ds), m, i, j, params + offsets[j], where);

@@ -1,16 +1,17 @@
 // Model -> .keras (Keras 3.10 layout) and legacy .h5 (tf.keras 2.x layout). Each structure was
 // checked group by group against files Keras wrote (the shared real set, ../shared/keras-models):
 // fmnist_cnn_k310.keras for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
-#include "io/keras_writer.h"
+#include "io/keras/keras_writer.h"
 
 #include <cstdio>
 #include <ctime>
 #include <map>
 #include <utility>
 
-#include "io/h5_builder.h"
-#include "io/hdf5.h"
-#include "io/keras_graph.h"
+#include "io/keras/h5_builder.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_graph.h"
+#include "io/keras/keras_layout.h"
 #include "io/zip_archive.h"
 #include "platform/files.h"
 
@@ -393,19 +394,20 @@ G open_or_create(G& base, const std::string& path) {
 }
 
 // Keras 3's groups for one layer: the layer's own vars (named after the layer), and each
-// sub-group of Layer::keras_var_path with its vars (a recurrent cell's named after the cell,
+// sub-group of keras_weight_places with its vars (a recurrent cell's named after the cell,
 // e.g. gru_cell, as Keras names the cell object).
 void write_keras3_layer(h5::Builder::Node lg, const Model& m, size_t i, const float* params,
                         const std::vector<size_t>& offsets, const NumbersCopied& copied) {
   const Layer& l = m.layer(i);
   const auto& specs = m.planned(i).params;
   lg.create_group("vars").write_string_attr("name", l.name(), h5::StrType::kVlenUtf8);
+  const std::vector<KerasWeightPlace> places = keras_weight_places(l, specs);
   for (size_t j = 0; j < specs.size(); ++j) {
-    const KerasVarPath where = l.keras_var_path(j);
+    const KerasWeightPlace& where = places[j];
     const std::string vpath = where.group.empty() ? "vars" : where.group + "/vars";
     if (!lg.has_group(vpath)) {
       h5::Builder::Node v = open_or_create(lg, vpath);
-      const std::string legacy = l.keras_legacy_weight_name(j, specs[j].name);
+      const std::string& legacy = where.legacy_name;
       const size_t slash = legacy.rfind('/');
       v.write_string_attr("name", slash == std::string::npos ? l.name() : legacy.substr(0, slash),
                           h5::StrType::kVlenUtf8);
@@ -628,14 +630,14 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
     for (int pass = 0; pass < 2; ++pass)
       for (size_t j = 0; j < specs.size(); ++j)
         if (specs[j].trainable == (pass == 0)) order.push_back(j);
-    for (size_t j : order)
-      wnames.push_back(l.name() + "/" + l.keras_legacy_weight_name(j, specs[j].name) + ":0");
+    const std::vector<KerasWeightPlace> places = keras_weight_places(l, specs);
+    for (size_t j : order) wnames.push_back(l.name() + "/" + places[j].legacy_name + ":0");
     write_split_names(lg, "weight_names", wnames);
     if (order.empty()) continue;
     h5::Group inner = lg.create_group(l.name());
     for (size_t j : order) {
       // tf.keras nests a recurrent layer's weights under its cell's scope (lstm/lstm_cell/...).
-      const std::string name = l.keras_legacy_weight_name(j, specs[j].name);
+      const std::string& name = places[j].legacy_name;
       const size_t slash = name.rfind('/');
       if (slash == std::string::npos) {
         inner.write_floats(name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
@@ -674,9 +676,10 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     const auto& specs = m.planned(i).params;
+    const std::vector<KerasWeightPlace> places = keras_weight_places(l, specs);
     for (size_t j = 0; j < specs.size(); ++j) {
       if (!specs[j].trainable) continue;
-      const std::string var = l.name() + "/" + l.keras_legacy_weight_name(j, specs[j].name);
+      const std::string var = l.name() + "/" + places[j].legacy_name;
       for (size_t k = 0; k < slots.size(); ++k)
         out.push_back({cls + "/" + slot_name(slots[k]) + "/" + var + ":0", i, j, k});
     }
