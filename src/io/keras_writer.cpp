@@ -11,7 +11,7 @@
 #include "io/h5_builder.h"
 #include "io/hdf5.h"
 #include "io/keras_graph.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "platform/files.h"
 
 namespace nnfleet {

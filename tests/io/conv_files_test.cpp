@@ -12,7 +12,7 @@
 
 #include "io/hdf5.h"
 #include "io/keras_writer.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
 

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "io/hdf5.h"
 #include "io/keras_reader.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "core/limits.h"
 
