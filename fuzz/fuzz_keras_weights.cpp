@@ -8,7 +8,7 @@
 
 #include "fuzz_input.h"
 #include "io/keras/keras_reader.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS

@@ -2,16 +2,14 @@
 // read_array, and the NumPy writers behind write_npy / write_npz.
 #include "nnfleet/data.h"
 
-#include <unistd.h>
-
 #include <cctype>
 #include <cstdio>
 #include <cstring>
 
 #include "api/convert.h"
 #include "data/dataset.h"
-#include "io/zip_archive.h"
-#include "platform/files.h"
+#include "platform/zip_archive.h"
+#include "platform/file.h"
 
 namespace nnfleet::api {
 namespace {
@@ -53,11 +51,11 @@ Array to_public(const nnfleet::Array& a) {
 // The first bytes of a data file, to tell NumPy, zip (.npz) and IDX apart. Throws DataError.
 size_t read_head(const std::string& path, unsigned char (&head)[6]) {
   std::string why;
-  const int fd = open_regular_file(path, why);
-  if (fd < 0) throw_data_error(path, why);
-  const ssize_t got = ::read(fd, head, sizeof head);
-  ::close(fd);
-  return got > 0 ? static_cast<size_t>(got) : 0;
+  File f = File::open_regular(path, why);
+  if (!f.is_open()) throw_data_error(path, why);
+  size_t got = 0;
+  f.read_full(head, sizeof head, got);  // a failed read leaves what it got: too short to match
+  return got;
 }
 
 nnfleet::Array read_engine_array(const std::string& spec, const ReadOptions& o,
@@ -104,9 +102,7 @@ Array read_npz(const std::string& path, const std::string& key) {
 
 std::vector<std::string> npz_keys(const std::string& path) {
   std::string why;
-  const int fd = open_regular_file(path, why);
-  if (fd < 0) throw_data_error(path, why);
-  ::close(fd);
+  if (!File::open_regular(path, why).is_open()) throw_data_error(path, why);
   return nnfleet::npz_keys(path);
 }
 

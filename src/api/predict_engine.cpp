@@ -11,10 +11,10 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "model/network.h"
 #include "platform/cpu.h"
+#include "platform/parallel.h"
 #include "core/limits.h"
 
 namespace nnfleet::api_detail {
@@ -123,14 +123,13 @@ struct ChunkRun {
   std::vector<double> states;      // chunk c's metric states at c * slots
   std::atomic<int64_t> next{0};
 
-  void work(const std::vector<int>& cpus, int w);
+  void work();
 };
 
-void ChunkRun::work(const std::vector<int>& cpus, int w) {
+void ChunkRun::work() {
   const LoadedModel& lm = *job.lm;
   const size_t outs = lm.model->num_outputs();
   const std::vector<OutputTargets>& targets = *job.targets;
-  if (!cpus.empty()) pin_this_thread(cpus[static_cast<size_t>(w) % cpus.size()]);
   // A worker takes job.batch rows at a time and runs them through the network forward_rows() at
   // a time, so that every layer's activations stay in cache.
   const int step = std::min(job.batch, forward_rows());
@@ -306,9 +305,9 @@ PredictTotals run_predict_job(const PredictJob& job) {
   run.states.assign(static_cast<size_t>(run.chunks) * run.slots, 0.0);
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  auto work = [&](int w) {
+  auto work = [&](int) {
     try {
-      run.work(cpus, w);
+      run.work();
     } catch (...) {
       std::lock_guard<std::mutex> g(failure_mutex);
       if (!failure) failure = std::current_exception();
@@ -316,10 +315,10 @@ PredictTotals run_predict_job(const PredictJob& job) {
     }
   };
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work, w);
-  work(0);
-  for (auto& t : threads) t.join();
+  // Worker w on cpus[w % cpus.size()], unpinned when the cpus are unknown.
+  std::vector<int> cores(static_cast<size_t>(workers), -1);
+  for (size_t w = 0; w < cores.size() && !cpus.empty(); ++w) cores[w] = cpus[w % cpus.size()];
+  run_pinned_workers_here(cores, work);
   PredictTotals r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.workers = workers;

@@ -6,11 +6,8 @@
 // and then the raw elements. The header is parsed by a small strict parser (never eval-like), the
 // declared size is checked against the bytes present before anything is allocated, and the
 // elements are read straight into the Array's storage. An .npz is a zip archive whose members
-// are "<key>.npy" files, stored or deflated; libzip reads them.
-#include <fcntl.h>
-#include <sys/stat.h>
+// are "<key>.npy" files, stored or deflated; platform/zip_archive.h reads them.
 #include <unistd.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <bit>
@@ -18,12 +15,14 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <utility>
 #include <new>
 #include <string_view>
 
 #include "data/dataset.h"
-#include "platform/files.h"
 #include "core/limits.h"
+#include "platform/file.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {
@@ -61,65 +60,42 @@ class ByteSource {
   virtual size_t read(void* dst, size_t n) = 0;
 };
 
-class FdSource : public ByteSource {
+class FileSource : public ByteSource {
  public:
-  explicit FdSource(const std::string& path) : path_(path) {
+  explicit FileSource(const std::string& path) : path_(path) {
     std::string why;
-    fd_ = open_regular_file(path, why, &size_);
-    if (fd_ < 0) throw_data_error(path, why);
+    file_ = File::open_regular(path, why);
+    if (!file_.is_open()) throw_data_error(path, why);
   }
-  ~FdSource() override { ::close(fd_); }
-  FdSource(const FdSource&) = delete;
-  FdSource& operator=(const FdSource&) = delete;
-  uint64_t size() const { return size_; }
+  uint64_t size() const { return file_.size(); }
   size_t read(void* dst, size_t n) override {
     size_t got = 0;
-    while (got < n) {
-      ssize_t r = ::read(fd_, static_cast<char*>(dst) + got, n - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) throw_data_error(path_, std::string("read failed: ") + std::strerror(errno));
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
-    }
+    if (!file_.read_full(dst, n, got))
+      throw_data_error(path_, std::string("read failed: ") + std::strerror(errno));
     return got;
   }
 
  private:
   const std::string& path_;
-  int fd_ = -1;
-  uint64_t size_ = 0;
+  File file_;
 };
-
-struct ZipCloser {
-  void operator()(zip_t* z) const { zip_discard(z); }
-};
-struct ZipFileCloser {
-  void operator()(zip_file_t* f) const { zip_fclose(f); }
-};
-using ZipPtr = std::unique_ptr<zip_t, ZipCloser>;
-using ZipFilePtr = std::unique_ptr<zip_file_t, ZipFileCloser>;
 
 class ZipMemberSource : public ByteSource {
  public:
-  ZipMemberSource(const std::string& path, const std::string& member, zip_file_t* f)
-      : path_(path), member_(member), f_(f) {}
+  ZipMemberSource(const std::string& path, const std::string& member, ZipMemberStream f)
+      : path_(path), member_(member), f_(std::move(f)) {}
   size_t read(void* dst, size_t n) override {
     size_t got = 0;
-    while (got < n) {
-      zip_int64_t r = zip_fread(f_, static_cast<char*>(dst) + got, n - got);
-      if (r < 0)
-        throw_data_error(path_, "member '" + member_ + "' cannot be read (" +
-                                    zip_error_strerror(zip_file_get_error(f_)) + ")");
-      if (r == 0) break;
-      got += static_cast<size_t>(r);
-    }
+    std::string why;
+    if (!f_.read(dst, n, got, why))
+      throw_data_error(path_, "member '" + member_ + "' cannot be read (" + why + ")");
     return got;
   }
 
  private:
   const std::string& path_;
   const std::string& member_;
-  zip_file_t* f_;
+  ZipMemberStream f_;
 };
 
 // Text of the header for error messages: printable, at most ~120 characters.
@@ -414,35 +390,20 @@ Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
   return a;
 }
 
-ZipPtr open_zip(const std::string& path) {
-  // Open the file ourselves so a missing or unreadable file reads like every other loader's.
-  std::string why;
-  const int fd = open_regular_file(path, why);
-  if (fd < 0) throw_data_error(path, why);
-  int code = 0;
-  zip_t* z = zip_fdopen(fd, 0, &code);  // takes the descriptor only on success
-  if (!z) {
-    ::close(fd);
-    zip_error_t err;
-    zip_error_init_with_code(&err, code);
-    std::string msg = zip_error_strerror(&err);
-    zip_error_fini(&err);
+ZipReader open_zip(const std::string& path) {
+  // A missing or unreadable file reads like every other loader's.
+  return ZipReader(path, [&](ZipReader::OpenFault fault, const std::string& why) {
+    if (fault == ZipReader::OpenFault::kFile) throw_data_error(path, why);
     throw_data_error(
-        path, "not a valid NPZ archive; expected a zip file, got one libzip rejects (" + msg + ")");
-  }
-  return ZipPtr(z);
+        path, "not a valid NPZ archive; expected a zip file, got one libzip rejects (" + why + ")");
+  });
 }
 
-std::vector<std::string> keys_of(zip_t* z) {
+std::vector<std::string> keys_of(const ZipReader& z) {
   std::vector<std::string> keys;
-  const zip_int64_t n = zip_get_num_entries(z, 0);
-  for (zip_int64_t i = 0; i < n; ++i) {
-    const char* name = zip_get_name(z, static_cast<zip_uint64_t>(i), 0);
-    if (!name) continue;
-    std::string s = name;
+  for (const std::string& s : z.names())
     if (s.size() > 4 && s.compare(s.size() - 4, 4, ".npy") == 0)
       keys.push_back(s.substr(0, s.size() - 4));
-  }
   return keys;
 }
 
@@ -483,41 +444,35 @@ std::string npy_header_text(const Array& a) {
 }  // namespace
 
 Array load_npy(const std::string& path) {
-  FdSource src(path);
+  FileSource src(path);
   return read_npy(src, src.size(), [&](const std::string& rule) { throw_data_error(path, rule); });
 }
 
-std::vector<std::string> npz_keys(const std::string& path) {
-  ZipPtr z = open_zip(path);
-  return keys_of(z.get());
-}
+std::vector<std::string> npz_keys(const std::string& path) { return keys_of(open_zip(path)); }
 
 Array load_npz(const std::string& path, const std::string& key) {
-  ZipPtr z = open_zip(path);
+  const ZipReader z = open_zip(path);
   std::string member = key + ".npy";
-  zip_int64_t index = zip_name_locate(z.get(), member.c_str(), 0);
+  int64_t index = z.index_of(member);
   if (index < 0 && key.size() > 4 && key.compare(key.size() - 4, 4, ".npy") == 0) {
     member = key;
-    index = zip_name_locate(z.get(), member.c_str(), 0);
+    index = z.index_of(member);
   }
   if (index < 0) {
     std::string list;
-    for (const std::string& k : keys_of(z.get())) list += (list.empty() ? "'" : ", '") + k + "'";
+    for (const std::string& k : keys_of(z)) list += (list.empty() ? "'" : ", '") + k + "'";
     throw_data_error(path, "no array named '" + key + "' in the archive; expected one of " +
                                (list.empty() ? std::string("(no .npy members)") : list) +
                                ", got '" + key + "'");
   }
-  const auto i = static_cast<zip_uint64_t>(index);
-  zip_stat_t st;
-  zip_stat_init(&st);
-  if (zip_stat_index(z.get(), i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-    throw_data_error(path,
-                     "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
-  ZipFilePtr f(zip_fopen_index(z.get(), i, 0));
-  if (!f)
-    throw_data_error(path,
-                     "member '" + member + "' cannot be read (" + zip_strerror(z.get()) + ")");
-  ZipMemberSource src(path, member, f.get());
+  const auto i = static_cast<uint64_t>(index);
+  ZipMemberInfo st;
+  if (!z.stat(i, st))
+    throw_data_error(path, "member '" + member + "' cannot be read (" + z.last_error() + ")");
+  ZipMemberStream f = z.open_member(i);
+  if (!f.is_open())
+    throw_data_error(path, "member '" + member + "' cannot be read (" + z.last_error() + ")");
+  ZipMemberSource src(path, member, std::move(f));
   Array a = read_npy(src, st.size, [&](const std::string& rule) {
     throw_data_error(path, "member '" + member + "': " + rule);
   });
@@ -542,23 +497,12 @@ void save_npy(const std::string& path, const Array& a) {
   preamble += header;
 
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) fail(std::string("cannot create '") + tmp + "': " + std::strerror(errno));
-  auto write_all = [&](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return false;
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
-  const bool ok = write_all(preamble.data(), preamble.size()) &&
-                  write_all(a.data(), a.size_bytes()) && ::fsync(fd) == 0;
+  File f = File::create(tmp, 0666);
+  if (!f.is_open()) fail(std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  const bool ok = f.write_full(preamble.data(), preamble.size()) &&
+                  f.write_full(a.data(), a.size_bytes()) && f.sync();
   const int e = errno;
-  if (::close(fd) != 0 || !ok) {
+  if (!f.close() || !ok) {
     ::unlink(tmp.c_str());
     fail(std::string("write failed: ") + std::strerror(ok ? errno : e));
   }

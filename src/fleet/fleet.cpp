@@ -512,11 +512,7 @@ class WorkerPool {
 
   // Runs the workers, and `serve(running)` on this thread until they have all finished.
   void run(const std::function<void(std::atomic<int>&)>& serve) {
-    std::vector<std::thread> threads;
-    for (size_t w = 0; w < cores_.size(); ++w)
-      threads.emplace_back([this, w] { work(static_cast<int>(w)); });
-    serve(running_);
-    for (auto& t : threads) t.join();
+    run_pinned_workers(cores_, [this](int w) { work(w); }, [&] { serve(running_); });
   }
   double busy() const {
     double total = 0;
@@ -533,7 +529,6 @@ class WorkerPool {
   }
 
   void work(int w) {
-    pin_this_thread(cores_[static_cast<size_t>(w)]);
     while (PreparedJob* j = st_.take()) train(w, *j);
     if (helpers_) {
       st_.live->helping(w, true);

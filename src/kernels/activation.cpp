@@ -146,8 +146,8 @@ inline float relu_slope(const Activation& a, float v) {
 }
 
 // dx[i] += f'(x[i]) dy[i], each derivative written in whichever of x or y makes it cheapest
-// (see activation.h for which kinds read which). Softmax's Jacobian-vector product per row:
-// dx += y * (dy - sum(dy * y)).
+// (see activation.h for which kinds read which). Softmax is not element-wise: its rows are done
+// in activation_backward.
 void backward_flat(const Activation& a, int64_t size, const float* x, const float* y,
                    const float* dy, float* dx) {
   const ConstArrayMap gv(dy, size);
@@ -172,7 +172,7 @@ void backward_flat(const Activation& a, int64_t size, const float* x, const floa
       break;
     }
     case Act::kSoftmax:
-      NNFLEET_CHECK(false);  // row-wise: softmax_backward
+      NNFLEET_CHECK(false);  // row-wise: activation_backward does its rows
       break;
     case Act::kElu: {
       const ConstArrayMap xv(x, size);
@@ -349,7 +349,8 @@ void activation_forward(const Activation& a, int64_t rows, int64_t features, con
   }
 }
 
-// Softmax's Jacobian-vector product per row: dx += y * (dy - sum(dy * y)).
+// Softmax's Jacobian-vector product per row: dx += y * (dy - sum(dy * y)); every other kind
+// element-wise (backward_flat), the transcendental ones through exact_blocks() as in forward.
 void activation_backward(const Activation& a, int64_t rows, int64_t features, const float* x,
                          const float* y, const float* dy, float* dx) {
   const int64_t size = rows * features;

@@ -7,7 +7,7 @@
 //
 // Each sample is viewed as [rows, cols] with cols the normalized axes (layers/axes.h); when those
 // axes are the trailing ones the batch is already rows, otherwise each sample is gathered into
-// scratch, worked on as rows and scattered back.
+// scratch, worked on as rows and scattered back (over_rows forward, over_rows_backward backward).
 #include <cmath>
 #include <cstring>
 
@@ -37,6 +37,36 @@ void over_rows(const LayerArgs& a, unsigned mask, const AxisSplit& sp, const flo
     rows_fn(xs, ys, sp.rows, i * sp.rows);
     float* yi = y + i * per;
     for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { yi[o] = ys[k]; });
+  }
+}
+
+// Runs `rows_fn(x rows, dy rows, dx rows or null, row count, first row)` over the [rows, cols]
+// view of every sample for a backward pass, adding what it leaves in dx rows into a.dx[0] (null
+// when the input needs no gradient). When the axes are not trailing, each sample's x and dy are
+// gathered into scratch (3 * sample floats) beside zeroed dx rows, and those are scattered back.
+template <typename F>
+void over_rows_backward(const LayerArgs& a, unsigned mask, const AxisSplit& sp, F rows_fn) {
+  const Shape& s = a.in_shapes[0];
+  const int64_t per = s.size();
+  if (sp.trailing) {
+    rows_fn(a.x[0], a.dy, a.dx[0], a.n * sp.rows, int64_t{0});
+    return;
+  }
+  float* xs = a.scratch;
+  float* dys = a.scratch + per;
+  float* dxs = a.scratch + 2 * per;
+  for (int i = 0; i < a.n; ++i) {
+    const float* xi = a.x[0] + i * per;
+    const float* dyi = a.dy + i * per;
+    for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) {
+      xs[k] = xi[o];
+      dys[k] = dyi[o];
+      dxs[k] = 0.0f;
+    });
+    rows_fn(xs, dys, a.dx[0] ? dxs : nullptr, sp.rows, i * sp.rows);
+    if (!a.dx[0]) continue;
+    float* dxi = a.dx[0] + i * per;
+    for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { dxi[o] += dxs[k]; });
   }
 }
 
@@ -116,7 +146,7 @@ class LayerNormalization final : public Layer {
     const Shape& s = a.in_shapes[0];
     const unsigned mask = resolve_axes_unchecked(axes_, s);
     const AxisSplit sp = split_axes(s, mask);
-    const int64_t p = sp.cols, per = s.size();
+    const int64_t p = sp.cols;
     const float* gamma = scale_ ? a.params[0] : nullptr;
     float* dgamma = scale_ ? a.dparams[0] : nullptr;
     float* dbeta = center_ ? a.dparams[scale_ ? 1 : 0] : nullptr;
@@ -144,26 +174,7 @@ class LayerNormalization final : public Layer {
         }
       }
     };
-    if (sp.trailing) {
-      rows_fn(a.x[0], a.dy, a.dx[0], a.n * sp.rows, 0);
-      return;
-    }
-    float* xs = a.scratch;
-    float* dys = a.scratch + per;
-    float* dxs = a.scratch + 2 * per;
-    for (int i = 0; i < a.n; ++i) {
-      const float* xi = a.x[0] + i * per;
-      const float* dyi = a.dy + i * per;
-      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) {
-        xs[k] = xi[o];
-        dys[k] = dyi[o];
-        dxs[k] = 0.0f;
-      });
-      rows_fn(xs, dys, a.dx[0] ? dxs : nullptr, sp.rows, i * sp.rows);
-      if (!a.dx[0]) continue;
-      float* dxi = a.dx[0] + i * per;
-      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { dxi[o] += dxs[k]; });
-    }
+    over_rows_backward(a, mask, sp, rows_fn);
   }
 
   Json keras_config() const override {
@@ -230,7 +241,7 @@ class UnitNormalization final : public Layer {
     const Shape& s = a.in_shapes[0];
     const unsigned mask = resolve_axes_unchecked(axes_, s);
     const AxisSplit sp = split_axes(s, mask);
-    const int64_t p = sp.cols, per = s.size();
+    const int64_t p = sp.cols;
     auto rows_fn = [&](const float* x, const float* dy, float* dx, int64_t rows, int64_t r0) {
       for (int64_t r = 0; r < rows; ++r) {
         const double ss = a.cache[r0 + r];
@@ -243,25 +254,7 @@ class UnitNormalization final : public Layer {
           dx[r * p + j] += static_cast<float>(inv * dy[r * p + j] - k * x[r * p + j]);
       }
     };
-    if (sp.trailing) {
-      rows_fn(a.x[0], a.dy, a.dx[0], a.n * sp.rows, 0);
-      return;
-    }
-    float* xs = a.scratch;
-    float* dys = a.scratch + per;
-    float* dxs = a.scratch + 2 * per;
-    for (int i = 0; i < a.n; ++i) {
-      const float* xi = a.x[0] + i * per;
-      const float* dyi = a.dy + i * per;
-      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) {
-        xs[k] = xi[o];
-        dys[k] = dyi[o];
-        dxs[k] = 0.0f;
-      });
-      rows_fn(xs, dys, dxs, sp.rows, i * sp.rows);
-      float* dxi = a.dx[0] + i * per;
-      for_each_axis_offset(s, mask, [&](int64_t o, int64_t k) { dxi[o] += dxs[k]; });
-    }
+    over_rows_backward(a, mask, sp, rows_fn);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "platform/file.h"
 
 namespace nnfleet {
 namespace {
@@ -75,67 +76,24 @@ bool take_budget(uint64_t n) {
   }
 }
 
-bool write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 }  // namespace
 
 int open_regular_file(const std::string& path, std::string& why, uint64_t* size) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    why = std::strerror(errno);
-    return -1;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    why = std::strerror(errno);
-  } else if (S_ISDIR(st.st_mode)) {
-    why = "is a directory; expected a regular file";
-  } else if (!S_ISREG(st.st_mode)) {
-    why = std::string("is a ") +
-          (S_ISFIFO(st.st_mode)   ? "FIFO (named pipe)"
-           : S_ISSOCK(st.st_mode) ? "socket"
-                                  : "device") +
-          "; expected a regular file";
-  } else if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-    why = std::strerror(errno);
-  } else {
-    if (size) *size = static_cast<uint64_t>(st.st_size);
-    return fd;
-  }
-  ::close(fd);
-  return -1;
+  File f = File::open_regular(path, why);
+  if (f.is_open() && size) *size = f.size();
+  return f.release();
 }
 
 bool read_regular_file(const std::string& path, std::string& out, std::string& why) {
-  uint64_t size = 0;
-  const int fd = open_regular_file(path, why, &size);
-  if (fd < 0) return false;
-  out.assign(static_cast<size_t>(size), '\0');
+  File f = File::open_regular(path, why);
+  if (!f.is_open()) return false;
+  out.assign(static_cast<size_t>(f.size()), '\0');
   size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t r = ::read(fd, out.data() + got, out.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      why = std::string("read failed: ") + std::strerror(errno);
-      ::close(fd);
-      return false;
-    }
-    if (r == 0) break;  // the file shrank while we read it
-    got += static_cast<size_t>(r);
+  if (!f.read_full(out.data(), out.size(), got)) {
+    why = std::string("read failed: ") + std::strerror(errno);
+    return false;
   }
-  ::close(fd);
-  out.resize(got);
+  out.resize(got);  // the file shrank while we read it
   return true;
 }
 
@@ -218,7 +176,7 @@ uint64_t write_pieces(int fd, const std::string& path, std::span<const std::stri
   uint64_t bytes = 0;
   for (std::string_view piece : pieces) {
     bytes += piece.size();
-    if (!write_all(fd, piece.data(), piece.size())) {
+    if (!write_fully(fd, piece.data(), piece.size())) {
       const int e = errno;
       ::close(fd);
       fail_write(path, e);
@@ -368,7 +326,7 @@ void AppendFile::append(std::string_view bytes) {
   NNFLEET_CHECK(fd_ >= 0);
   int e = ENOSPC;
   if (take_budget(bytes.size())) {
-    if (write_all(fd_, bytes.data(), bytes.size())) {
+    if (write_fully(fd_, bytes.data(), bytes.size())) {
       size_ += bytes.size();
       return;
     }

@@ -18,10 +18,8 @@
 
 namespace nnfleet {
 
-// Opens `path` for reading only when it is a regular file, without ever blocking: a FIFO would
-// block open() until a writer came (and SIGTERM could not stop the wait), and a device or socket
-// never ends. Returns a descriptor (O_CLOEXEC, blocking reads) and sets `size`; on failure
-// returns -1 with `why` set to the reason, worded to follow "failed to read '<path>': ".
+// File::open_regular (platform/file.h) for code that keeps a bare descriptor: returns it
+// (O_CLOEXEC, blocking reads) and sets `size`; on failure returns -1 with `why` set.
 int open_regular_file(const std::string& path, std::string& why, uint64_t* size = nullptr);
 // Reads a whole regular file into `out`; false with `why` set as above.
 bool read_regular_file(const std::string& path, std::string& out, std::string& why);

@@ -1,3 +1,4 @@
+// Pinned workers and blocks of work over a few threads.
 #include "platform/parallel.h"
 
 #include <algorithm>
@@ -6,6 +7,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "platform/cpu.h"
 
 namespace nnfleet {
 
@@ -39,6 +42,32 @@ void for_each_block(size_t blocks, int threads,
   for (auto& h : helpers) h.join();
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+namespace {
+
+void run_pinned(const std::vector<int>& cores, size_t first, const std::function<void(int)>& work,
+                const std::function<void()>& meanwhile) {
+  auto pinned = [&](size_t w) {
+    if (cores[w] >= 0) pin_this_thread(cores[w]);
+    work(static_cast<int>(w));
+  };
+  std::vector<std::thread> threads;
+  for (size_t w = first; w < cores.size(); ++w) threads.emplace_back([&pinned, w] { pinned(w); });
+  if (first > 0) pinned(0);
+  if (meanwhile) meanwhile();
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace
+
+void run_pinned_workers(const std::vector<int>& cores, const std::function<void(int w)>& work,
+                        const std::function<void()>& meanwhile) {
+  run_pinned(cores, 0, work, meanwhile);
+}
+
+void run_pinned_workers_here(const std::vector<int>& cores, const std::function<void(int w)>& work) {
+  run_pinned(cores, cores.empty() ? 0 : 1, work, {});
 }
 
 }  // namespace nnfleet

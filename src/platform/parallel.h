@@ -1,9 +1,11 @@
-// Blocks of work shared out to a few threads for the one-off passes over a whole plan (checking
-// its models as it loads, writing plan.yaml): the hot paths have their own pinned workers.
+// Threads: pinned workers for the hot paths (the fleet's, a cluster rank's, predict's chunks),
+// and blocks of work shared out to a few unpinned threads for the one-off passes over a whole plan
+// (checking its models as it loads, writing plan.yaml).
 #pragma once
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace nnfleet {
 
@@ -14,5 +16,16 @@ namespace nnfleet {
 // others; `threads` below 1 counts as 1.
 void for_each_block(size_t blocks, int threads,
                     const std::function<void(int thread, size_t block)>& fn);
+
+// Runs work(w) for every worker w in [0, cores.size()), each on a thread of its own started in
+// order of w, which first pins itself to cores[w] (-1: left unpinned; a pin the OS refuses leaves
+// it unpinned too). Meanwhile `meanwhile` runs on the calling thread; returns once it has and
+// every worker has returned. `work` must not throw (a worker's failure is a value it leaves
+// behind): an exception escaping a thread ends the process.
+void run_pinned_workers(const std::vector<int>& cores, const std::function<void(int w)>& work,
+                        const std::function<void()>& meanwhile);
+// The same with worker 0 run on the calling thread (pinned to cores[0] like the others) once the
+// other workers' threads are started, instead of a `meanwhile`.
+void run_pinned_workers_here(const std::vector<int>& cores, const std::function<void(int w)>& work);
 
 }  // namespace nnfleet

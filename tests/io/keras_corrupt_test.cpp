@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "io/keras/keras_reader.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "tensor/rng.h"
 

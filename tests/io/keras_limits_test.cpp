@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "core/limits.h"
 

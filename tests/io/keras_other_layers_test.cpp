@@ -9,7 +9,7 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
 #include "io/keras/keras_writer.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
 

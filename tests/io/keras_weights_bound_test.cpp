@@ -11,7 +11,7 @@
 
 #include "io/keras/keras_reader.h"
 #include "io/keras/keras_writer.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "core/limits.h"
 

@@ -13,7 +13,7 @@
 
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
 

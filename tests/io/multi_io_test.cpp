@@ -12,7 +12,7 @@
 #include "commands.h"
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "platform/files.h"
 

@@ -1,4 +1,5 @@
 // for_each_block: every block once, on up to the threads asked for, the lowest failure rethrown.
+// Pinned workers: every worker once, on a thread of its own or (worker 0) the caller's.
 #include "platform/parallel.h"
 
 #include <gmock/gmock.h>
@@ -61,6 +62,33 @@ TEST(ForEachBlock, TheLowestBlockThatThrewIsRethrownAfterTheBlocksBeforeIt) {
       }
     }
   }
+}
+
+TEST(PinnedWorkers, RunEachWorkerOnceBesideTheCallersWork) {
+  std::vector<std::atomic<int>> runs(3);
+  std::vector<std::thread::id> ids(3);
+  int meanwhile = 0;
+  run_pinned_workers(
+      {-1, -1, -1},
+      [&](int w) {
+        ++runs[static_cast<size_t>(w)];
+        ids[static_cast<size_t>(w)] = std::this_thread::get_id();
+      },
+      [&] { ++meanwhile; });
+  EXPECT_EQ(meanwhile, 1);
+  for (size_t w = 0; w < runs.size(); ++w) {
+    EXPECT_EQ(runs[w].load(), 1) << w;
+    EXPECT_NE(ids[w], std::this_thread::get_id()) << w;
+  }
+}
+
+TEST(PinnedWorkers, HereRunsWorkerZeroOnTheCallingThread) {
+  std::vector<std::thread::id> ids(3);
+  run_pinned_workers_here({-1, -1, -1},
+                          [&](int w) { ids[static_cast<size_t>(w)] = std::this_thread::get_id(); });
+  EXPECT_EQ(ids[0], std::this_thread::get_id());
+  EXPECT_NE(ids[1], std::this_thread::get_id());
+  EXPECT_NE(ids[2], std::this_thread::get_id());
 }
 
 }  // namespace

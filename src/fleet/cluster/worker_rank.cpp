@@ -19,8 +19,8 @@
 #include "fleet/results.h"
 #include "fleet/run_state.h"
 #include "fleet/worker.h"
-#include "platform/cpu.h"
 #include "platform/files.h"
+#include "platform/parallel.h"
 #include "platform/test_hold.h"
 
 namespace nnfleet::fleet_detail {
@@ -86,9 +86,18 @@ class WorkerRank {
   }
 
   Packet run() {
-    std::vector<std::thread> threads;
-    for (int w = 0; w < workers_; ++w) threads.emplace_back([this, w] { work(w); });
     std::optional<Packet> final;
+    const std::vector<int> cores(cores_.begin(), cores_.begin() + workers_);
+    run_pinned_workers(cores, [this](int w) { work(w); }, [&] { carry(final); });
+    while (cl_.sending()) {
+    }
+    return *final;
+  }
+
+ private:
+  // The main thread while the workers run: carries their messages to rank 0 and rank 0's to them
+  // until rank 0's final word arrives.
+  void carry(std::optional<Packet>& final) {
     bool bye_sent = false, stop_reported = false;
     while (!final) {
       std::deque<std::pair<Tag, std::string>> out;
@@ -137,13 +146,8 @@ class WorkerRank {
                          [&] { return !outbox_.empty() || (running_ == 0 && !bye_sent); });
       }
     }
-    for (auto& t : threads) t.join();
-    while (cl_.sending()) {
-    }
-    return *final;
   }
 
- private:
   // Queues a message for rank 0 (any thread).
   void post(Tag tag, const Packet& p) {
     std::string bytes = encode(p);
@@ -278,7 +282,6 @@ class WorkerRank {
   }
 
   void work(int w) {
-    pin_this_thread(cores_[static_cast<size_t>(w)]);
     Forwarder fwd(*this, w);
     Packet ask;
     ask.head = {{"w", w}};

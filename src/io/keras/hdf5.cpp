@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "platform/file.h"
 #include "platform/files.h"
 
 namespace nnfleet::h5 {
@@ -102,11 +103,11 @@ class RawSource {
     if (pos > size_ || n > size_ - pos)
       throw_at("read", display_, "corrupt string (global heap beyond the end of the file) in", at);
     if (image_) return image_->substr(static_cast<size_t>(pos), n);
-    std::ifstream f(path_, std::ios::binary);
+    std::string why;
+    nnfleet::File f = nnfleet::File::open_regular(path_, why);
     std::string out(n, '\0');
-    f.seekg(static_cast<std::streamoff>(pos));
-    f.read(out.data(), static_cast<std::streamsize>(n));
-    if (static_cast<size_t>(f.gcount()) != n)
+    size_t got = 0;
+    if (!f.is_open() || !f.pread_full(out.data(), n, pos, got) || got != n)
       throw_at("read", display_, "cannot read the global heap for", at);
     return out;
   }
@@ -558,9 +559,8 @@ File::File(Handle f, std::string name, std::shared_ptr<RawSource> raw)
 File File::open(const std::string& path) {
   // HDF5 opens the path itself: refuse a FIFO or device first, or its open() would block forever.
   std::string why;
-  const int fd = open_regular_file(path, why);
-  if (fd < 0) throw FileError("failed to read HDF5 file '" + path + "': " + why);
-  ::close(fd);
+  if (!nnfleet::File::open_regular(path, why).is_open())
+    throw FileError("failed to read HDF5 file '" + path + "': " + why);
   auto lock = hdf5_lock();
   const htri_t is = H5Fis_hdf5(path.c_str());
   if (is <= 0)

@@ -6,8 +6,6 @@
 //    its fallback to tf.keras 2.13's "_layer_checkpoint_dependencies" groups).
 #include "io/keras/keras_reader.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -17,7 +15,8 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_layout.h"
 #include "io/keras/keras_writer.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
+#include "platform/file.h"
 #include "platform/files.h"
 #include "core/limits.h"
 
@@ -39,12 +38,12 @@ enum class Kind { kHdf5, kZip, kJson, kUnknown };
 
 Kind sniff(const std::string& path) {
   std::string why;
-  const int fd = open_regular_file(path, why);
-  if (fd < 0) fail(path, why);
+  File file = File::open_regular(path, why);
+  if (!file.is_open()) fail(path, why);
   char head[64] = {};
-  const ssize_t got = ::read(fd, head, sizeof head);
-  ::close(fd);
-  const size_t n = got > 0 ? static_cast<size_t>(got) : 0;
+  size_t n = 0;
+  if (!file.read_full(head, sizeof head, n)) n = 0;
+  file.close();
   if (n >= 8 && std::memcmp(head, "\x89HDF\r\n\x1a\n", 8) == 0) return Kind::kHdf5;
   if (n >= 4 && head[0] == 'P' && head[1] == 'K' && (head[2] == 3 || head[2] == 5))
     return Kind::kZip;

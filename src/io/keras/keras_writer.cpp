@@ -12,7 +12,7 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_graph.h"
 #include "io/keras/keras_layout.h"
-#include "io/zip_archive.h"
+#include "platform/zip_archive.h"
 #include "platform/files.h"
 
 namespace nnfleet {

@@ -1,11 +1,13 @@
-// libzip-backed reading of whole members into memory and writing of members from memory or files.
-#include "io/zip_archive.h"
+// libzip-backed reading of whole members into memory or as streams, and writing of members from
+// memory or files.
+#include "platform/zip_archive.h"
 
-#include <unistd.h>
 #include <zip.h>
 
+#include <utility>
+
 #include "core/check.h"
-#include "platform/files.h"
+#include "platform/file.h"
 
 namespace nnfleet {
 namespace {
@@ -22,20 +24,37 @@ std::string error_text(int code) {
   throw FileError("failed to " + verb + " zip archive '" + path + "': " + what);
 }
 
+// More members than this in a .keras archive are refused before their names are read.
+constexpr int64_t kMaxMembers = 100000;
+
 }  // namespace
 
-ZipReader::ZipReader(const std::string& path) : path_(path) {
+ZipReader::ZipReader(const std::string& path)
+    : ZipReader(path, true, kMaxMembers, [&](OpenFault fault, const std::string& why) {
+        if (fault == OpenFault::kFile) fail("read", path, why);
+        fail("read", path, why + " (not a zip archive, truncated or corrupt?)");
+      }) {}
+
+ZipReader::ZipReader(const std::string& path, const OpenFail& fail)
+    : ZipReader(path, false, -1, fail) {}
+
+ZipReader::ZipReader(const std::string& path, bool check_consistency, int64_t max_members,
+                     const OpenFail& open_fail)
+    : path_(path) {
+  const auto refuse = [&](OpenFault fault, const std::string& why) {
+    open_fail(fault, why);
+    NNFLEET_CHECK(!"an OpenFail returned");
+  };
   std::string why;
-  const int fd = open_regular_file(path, why);  // a FIFO would block libzip's open()
-  if (fd < 0) fail("read", path, why);
+  File file = File::open_regular(path, why);  // a FIFO would block libzip's open()
+  if (!file.is_open()) refuse(OpenFault::kFile, why);
   int code = 0;
-  z_ = zip_fdopen(fd, ZIP_CHECKCONS, &code);  // takes the descriptor only on success
-  if (!z_) {
-    ::close(fd);
-    fail("read", path, error_text(code) + " (not a zip archive, truncated or corrupt?)");
-  }
+  // zip_fdopen takes the descriptor only on success.
+  z_ = zip_fdopen(file.fd(), check_consistency ? ZIP_CHECKCONS : 0, &code);
+  if (!z_) refuse(OpenFault::kNotZip, error_text(code));
+  file.release();
   const zip_int64_t n = zip_get_num_entries(z_, 0);
-  if (n < 0 || n > 100000) {
+  if (max_members >= 0 && (n < 0 || n > max_members)) {
     zip_discard(z_);
     z_ = nullptr;
     fail("read", path, "implausible number of members");
@@ -50,24 +69,67 @@ ZipReader::~ZipReader() {
   if (z_) zip_discard(z_);
 }
 
-bool ZipReader::has(const std::string& member) const {
-  return zip_name_locate(z_, member.c_str(), 0) >= 0;
+bool ZipReader::has(const std::string& member) const { return index_of(member) >= 0; }
+
+int64_t ZipReader::index_of(const std::string& member) const {
+  return zip_name_locate(z_, member.c_str(), 0);
+}
+
+bool ZipReader::stat(uint64_t index, ZipMemberInfo& out) const {
+  zip_stat_t st;
+  zip_stat_init(&st);
+  if (zip_stat_index(z_, index, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE)) return false;
+  const zip_uint64_t all = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+  out = {st.size, st.comp_size, st.comp_method == ZIP_CM_STORE, (st.valid & all) == all};
+  return true;
+}
+
+ZipMemberStream ZipReader::open_member(uint64_t index) const {
+  return ZipMemberStream(zip_fopen_index(z_, index, 0));
+}
+
+std::string ZipReader::last_error() const { return zip_strerror(z_); }
+
+ZipMemberStream::~ZipMemberStream() {
+  if (f_) zip_fclose(f_);
+}
+
+ZipMemberStream::ZipMemberStream(ZipMemberStream&& o) noexcept : f_(std::exchange(o.f_, nullptr)) {}
+
+ZipMemberStream& ZipMemberStream::operator=(ZipMemberStream&& o) noexcept {
+  if (this != &o) {
+    if (f_) zip_fclose(f_);
+    f_ = std::exchange(o.f_, nullptr);
+  }
+  return *this;
+}
+
+bool ZipMemberStream::read(void* dst, size_t n, size_t& got, std::string& why) {
+  got = 0;
+  while (got < n) {
+    const zip_int64_t r = zip_fread(f_, static_cast<char*>(dst) + got, n - got);
+    if (r < 0) {
+      why = zip_error_strerror(zip_file_get_error(f_));
+      return false;
+    }
+    if (r == 0) break;
+    got += static_cast<size_t>(r);
+  }
+  return true;
 }
 
 namespace {
 
-zip_uint64_t locate(zip_t* z, const std::string& path, const std::string& member) {
-  const zip_int64_t index = zip_name_locate(z, member.c_str(), 0);
+uint64_t locate(const ZipReader& z, const std::string& path, const std::string& member) {
+  const int64_t index = z.index_of(member);
   if (index < 0) fail("read", path, "no member '" + member + "'");
-  return static_cast<zip_uint64_t>(index);
+  return static_cast<uint64_t>(index);
 }
 
-zip_stat_t stat_of(zip_t* z, zip_uint64_t index, const std::string& path,
-                   const std::string& member) {
-  zip_stat_t st;
-  zip_stat_init(&st);
-  const zip_uint64_t need = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
-  if (zip_stat_index(z, index, 0, &st) != 0 || (st.valid & need) != need)
+ZipMemberInfo stat_of(const ZipReader& z, uint64_t index, const std::string& path,
+                      const std::string& member) {
+  ZipMemberInfo st;
+  if (!z.stat(index, st) || !st.complete)
     fail("read", path, "cannot read the header of member '" + member + "'");
   return st;
 }
@@ -75,42 +137,27 @@ zip_stat_t stat_of(zip_t* z, zip_uint64_t index, const std::string& path,
 }  // namespace
 
 ZipMemberInfo ZipReader::info(const std::string& member) const {
-  const zip_stat_t st = stat_of(z_, locate(z_, path_, member), path_, member);
-  return {st.size, st.comp_size, st.comp_method == ZIP_CM_STORE};
+  return stat_of(*this, locate(*this, path_, member), path_, member);
 }
 
 std::string ZipReader::read(const std::string& member, uint64_t max_bytes) const {
-  const zip_uint64_t index = locate(z_, path_, member);
-  const zip_stat_t st = stat_of(z_, index, path_, member);
+  const uint64_t index = locate(*this, path_, member);
+  const ZipMemberInfo st = stat_of(*this, index, path_, member);
   if (st.size > max_bytes)
     fail("read", path_,
          "member '" + member + "' is " + std::to_string(st.size) + " bytes; expected at most " +
              std::to_string(max_bytes));
-  zip_file_t* f = zip_fopen_index(z_, index, 0);
-  if (!f) fail("read", path_, "cannot open member '" + member + "': " + zip_strerror(z_));
+  ZipMemberStream f = open_member(index);
+  if (!f.is_open()) fail("read", path_, "cannot open member '" + member + "': " + last_error());
   std::string out(static_cast<size_t>(st.size), '\0');
-  uint64_t got = 0;
-  bool ok = true;
+  size_t got = 0, past = 0;
   std::string why;
-  while (got < st.size) {
-    const zip_int64_t r = zip_fread(f, out.data() + got, st.size - got);
-    if (r < 0) {
-      ok = false;
-      why = zip_error_strerror(zip_file_get_error(f));
-      break;
-    }
-    if (r == 0) break;
-    got += static_cast<uint64_t>(r);
-  }
+  bool ok = f.read(out.data(), out.size(), got, why);
   // Reading past the end makes libzip verify the CRC; a byte there means the data inflates to
   // more than the header declares (a bomb's lie), and nothing more of it is inflated.
   char extra = 0;
-  zip_int64_t past = 0;
-  if (ok && got == st.size && (past = zip_fread(f, &extra, 1)) < 0) {
-    ok = false;
-    why = zip_error_strerror(zip_file_get_error(f));
-  }
-  zip_fclose(f);
+  if (ok && got == st.size) ok = f.read(&extra, 1, past, why);
+  f = ZipMemberStream();
   if (!ok) fail("read", path_, "member '" + member + "' is corrupt: " + why);
   if (past > 0)
     fail("read", path_,

@@ -1,16 +1,20 @@
-// Zip archives for .keras files, through libzip: bounded reads of whole members into memory, and
-// writing an archive of in-memory members (stored uncompressed, as Keras's zipfile does).
-// Failures throw FileError naming the archive and the member.
+// Zip archives through libzip, for .keras files and .npz data: bounded reads of whole members into
+// memory, members read as streams, and writing an archive of in-memory members (stored
+// uncompressed, as Keras's zipfile does). The whole-member calls throw FileError naming the
+// archive and the member; the stream calls report their failures for the caller to word (the
+// .npz loader throws DataError).
 // Not thread-safe per object; separate objects may be used from separate threads.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 struct zip;
+struct zip_file;
 
 namespace nnfleet {
 
@@ -19,12 +23,40 @@ struct ZipMemberInfo {
   uint64_t size = 0;             // inflated bytes, as declared
   uint64_t compressed_size = 0;  // bytes in the archive
   bool stored = true;            // not compressed
+  bool complete = true;          // the compressed size and method are known as well as the size
+};
+
+// One member opened for reading, inflated as it is read. Move-only.
+class ZipMemberStream {
+ public:
+  ZipMemberStream() = default;
+  explicit ZipMemberStream(zip_file* f) : f_(f) {}
+  ~ZipMemberStream();
+  ZipMemberStream(ZipMemberStream&& o) noexcept;
+  ZipMemberStream& operator=(ZipMemberStream&& o) noexcept;
+  ZipMemberStream(const ZipMemberStream&) = delete;
+  ZipMemberStream& operator=(const ZipMemberStream&) = delete;
+  bool is_open() const { return f_ != nullptr; }
+  // Reads until `n` bytes or the member's end; `got` gets the bytes read. False with libzip's
+  // reason in `why` when the data is corrupt (a CRC mismatch shows once the end is read).
+  bool read(void* dst, size_t n, size_t& got, std::string& why);
+
+ private:
+  zip_file* f_ = nullptr;
 };
 
 class ZipReader {
  public:
-  // Opens an archive read-only with libzip's consistency checks. Throws FileError.
+  // Opens an archive read-only with libzip's consistency checks and at most 100,000 members.
+  // Throws FileError.
   explicit ZipReader(const std::string& path);
+  // Why an archive could not be opened: the file itself (`why` as File::open_regular words it),
+  // or libzip refused its contents (`why` is libzip's reason).
+  enum class OpenFault { kFile, kNotZip };
+  using OpenFail = std::function<void(OpenFault fault, const std::string& why)>;
+  // Opens an archive read-only without libzip's consistency checks and without a bound on the
+  // members, calling `fail` (which must throw) where it cannot.
+  ZipReader(const std::string& path, const OpenFail& fail);
   ~ZipReader();
   ZipReader(const ZipReader&) = delete;
   ZipReader& operator=(const ZipReader&) = delete;
@@ -38,7 +70,18 @@ class ZipReader {
   // size, so at most max_bytes are ever held whatever the member's data says.
   std::string read(const std::string& member, uint64_t max_bytes) const;
 
+  // For callers that word their own errors: the index of `member`, or -1; its sizes (false when
+  // libzip cannot read its header or does not know its size); the member as a stream (not open
+  // on failure); and libzip's reason for the archive's last failure.
+  int64_t index_of(const std::string& member) const;
+  bool stat(uint64_t index, ZipMemberInfo& out) const;
+  ZipMemberStream open_member(uint64_t index) const;
+  std::string last_error() const;
+
  private:
+  ZipReader(const std::string& path, bool check_consistency, int64_t max_members,
+            const OpenFail& fail);
+
   std::string path_;
   zip* z_ = nullptr;
   std::vector<std::string> names_;
