@@ -13,11 +13,11 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def cmake_project_version():
-    """The version in CMakeLists.txt's project(nnfleet VERSION x.y.z), the one place it is written."""
+    """The x.y.z of CMakeLists.txt's project(nnfleet VERSION x.y.z), the one place it is written."""
     with open(os.path.join(ROOT, "CMakeLists.txt"), encoding="utf-8") as f:
         found = re.search(r"^project\(nnfleet\s+VERSION\s+([0-9.]+)", f.read(), re.MULTILINE)
     if not found:
-        raise RuntimeError("nnfleet: no `project(nnfleet VERSION x.y.z ...)` line in CMakeLists.txt")
+        raise RuntimeError("nnfleet: CMakeLists.txt has no `project(nnfleet VERSION x.y.z` line")
     return found.group(1)
 
 

@@ -21,7 +21,8 @@ file(REMOVE_RECURSE "${WORK}")
 set(prefix "${WORK}/prefix")
 run("cmake --install" ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
 # Only the prefix: no package registry, so a stray nnfleet elsewhere cannot be the one found.
-run("configuring the consumer" ${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/consumer" -G "${GENERATOR}"
+run("configuring the consumer"
+    ${CMAKE_COMMAND} -S "${CONSUMER}" -B "${WORK}/consumer" -G "${GENERATOR}"
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 string(FIND "${out}" "nnfleet_DIR=${prefix}/" at)
@@ -32,5 +33,6 @@ run("building the consumer" ${CMAKE_COMMAND} --build "${WORK}/consumer")
 run("running the consumer" "${WORK}/consumer/nnfleet_consumer")
 message(STATUS "consumer: ${out}")
 if(NOT out MATCHES "nnfleet ${VERSION}\n")
-  message(FATAL_ERROR "install test: expected the consumer to print 'nnfleet ${VERSION}', got:\n${out}")
+  message(FATAL_ERROR "install test: expected the consumer to print 'nnfleet ${VERSION}', "
+                      "got:\n${out}")
 endif()
