@@ -1,9 +1,9 @@
 // A C++ program against an installed nnfleet: the public headers and nnfleet::nnfleet only.
 // Prints "nnfleet <version>" and the size of a float32, and loads nothing.
-#include <cstdio>
-
 #include <nnfleet/nnfleet.h>
 #include <nnfleet/version.h>
+
+#include <cstdio>
 
 // The internal headers (src/) stay inside nnfleet's own build.
 #if __has_include("core/config.h")
