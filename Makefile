@@ -4,8 +4,10 @@
 #                    and its HTML report (runs/demo-*/report.html)
 #   make forecast    W4: one LSTM, GRU and Conv1D forecaster per series (examples/forecast.yaml),
 #                    its 32 series written by tools/make_w4_series.py into $(BUILD)/bench-data/w4
-#   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then a short
-#                    run of every fuzzer (make fuzz-short)
+#   make test        every test (unit, golden, fleet, I/O and the W1 accuracy check), then the
+#                    source checks (make check) and a short run of every fuzzer (make fuzz-short)
+#   make check       the layering of src/ from the #include lines (scripts/check_layering) and the
+#                    C++ formatting (scripts/check_format: clang-format-14, .clang-format)
 #   make python      make build (which builds the Python module nnfleet too), then `import nnfleet`
 #                    works for python3 (an nnfleet.pth in site-packages naming $(BUILD)/python)
 #   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
@@ -21,7 +23,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build python demo forecast forecast-data test test-quick asan clean bench fuzz-build fuzz fuzz-short
+.PHONY: setup build python demo forecast forecast-data test test-quick check asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -50,10 +52,15 @@ forecast: build forecast-data
 test: build
 	@if [ -f $(BUILD)/real_files_absent.txt ]; then cat $(BUILD)/real_files_absent.txt; fi
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1200
+	$(MAKE) --no-print-directory check
 	$(MAKE) --no-print-directory fuzz-short
 
 test-quick: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+
+# Both checks run (and both report) before the result says whether either failed.
+check:
+	@rc=0; scripts/check_layering || rc=1; scripts/check_format || rc=1; exit $$rc
 
 asan: setup
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNNFLEET_SANITIZE=address,undefined -DNNFLEET_BENCH=OFF -DNNFLEET_PYTHON=OFF -DNNFLEET_PCH=OFF $(CMAKE_FLAGS)

@@ -2,6 +2,7 @@
 # target `make build` builds), then copied into the package being installed.
 import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -9,6 +10,15 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def cmake_project_version():
+    """The x.y.z of CMakeLists.txt's project(nnfleet VERSION x.y.z), the one place it is written."""
+    with open(os.path.join(ROOT, "CMakeLists.txt"), encoding="utf-8") as f:
+        found = re.search(r"^project\(nnfleet\s+VERSION\s+([0-9.]+)", f.read(), re.MULTILINE)
+    if not found:
+        raise RuntimeError("nnfleet: CMakeLists.txt has no `project(nnfleet VERSION x.y.z` line")
+    return found.group(1)
 
 
 class CMakeBuild(build_ext):
@@ -26,4 +36,5 @@ class CMakeBuild(build_ext):
         shutil.copyfile(built[0], dest)
 
 
-setup(ext_modules=[Extension("nnfleet._core", sources=[])], cmdclass={"build_ext": CMakeBuild})
+setup(version=cmake_project_version(), ext_modules=[Extension("nnfleet._core", sources=[])],
+      cmdclass={"build_ext": CMakeBuild})

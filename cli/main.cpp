@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "nnfleet/error.h"
+#include "nnfleet/version.h"
 
 int main(int argc, char** argv) {
   // Every buffer of 256 KiB or more (datasets, model arenas, file images) is mapped on its own and
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
       "nnfleet: train and evaluate many small neural networks at once, one pinned worker per "
       "core.\nSee README.md for the plan format and the output folder."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "nnfleet 0.1.0");
+  app.set_version_flag("--version", "nnfleet " NNFLEET_VERSION_STRING);
   nnfleet::cli::Run run;
   nnfleet::cli::add_train_command(app, run);
   nnfleet::cli::add_predict_command(app, run);

@@ -29,6 +29,7 @@
 
 #include "nnfleet/nnfleet.h"
 #include "nnfleet/testing.h"
+#include "nnfleet/version.h"
 
 namespace py = pybind11;
 using namespace nnfleet::api;
@@ -396,6 +397,7 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "nnfleet's engine (the C++ API); use the functions of the nnfleet package.";
+  m.attr("__version__") = NNFLEET_VERSION_STRING;
   py::object base = py::module_::import("builtins").attr("Exception");
   static py::exception<nnfleet::Error> error(m, "Error", base);
   static py::exception<nnfleet::PlanError> plan_error(m, "PlanError", error);

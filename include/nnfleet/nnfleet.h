@@ -1,6 +1,6 @@
 // nnfleet's public C++ API, all of it: error.h (the exceptions), array.h (caller-owned arrays),
 // data.h (data files in and out), model.h (Keras models: load, inspect, predict, save), run.h
-// (train a plan's fleet, its report) and cluster.h (a run across MPI ranks). testing.h holds hooks
+// (train a plan's fleet, its report), cluster.h (a run across MPI ranks) and version.h (generated). testing.h holds hooks
 // for the tests of front ends and is not included here.
 #pragma once
 
@@ -10,3 +10,4 @@
 #include "nnfleet/error.h"
 #include "nnfleet/model.h"
 #include "nnfleet/run.h"
+#include "nnfleet/version.h"

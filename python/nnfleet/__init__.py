@@ -44,7 +44,7 @@ __all__ = [
     "Model", "ModelResult", "Run", "train", "train_plan", "predict", "evaluate", "load_model",
     "stop", "datasets",
 ]
-__version__ = "0.1.0"
+__version__ = _core.__version__  # project(VERSION) in CMakeLists.txt, through nnfleet/version.h
 
 
 def stop() -> None:

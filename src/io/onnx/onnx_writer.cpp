@@ -8,6 +8,7 @@
 
 #include "io/onnx/onnx_builder.h"
 #include "layers/kinds.h"
+#include "nnfleet/version.h"
 
 namespace nnfleet {
 namespace onnx_export {
@@ -150,7 +151,7 @@ std::string onnx_model_bytes(const Model& m, const float* params) {
   onnx::ModelProto model;
   model.set_ir_version(kIrVersion);
   model.set_producer_name("nnfleet");
-  model.set_producer_version("0.1.0");
+  model.set_producer_version(NNFLEET_VERSION_STRING);
   onnx::OperatorSetIdProto* op = model.add_opset_import();
   op->set_domain("");
   op->set_version(kOpset);
