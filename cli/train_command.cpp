@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "leaderboard.h"
 #include "nnfleet/cluster.h"
 #include "nnfleet/run.h"
 #include "stdout_relay.h"
@@ -58,12 +59,13 @@ void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
                          {"rss_private_bytes", k.rss_private_bytes},
                          {"rss_shared_bytes", k.rss_shared_bytes}});
       ev["ranks"] = ranks;
-      ev["round_trip_us"] = {{"count", r.round_trips}, {"mean", r.round_trip_mean_us},
-                             {"median", r.round_trip_median_us}, {"max", r.round_trip_max_us}};
+      const api::RoundTrips& t = r.round_trips;
+      ev["round_trip_us"] = {
+          {"count", t.count}, {"mean", t.mean_us}, {"median", t.median_us}, {"max", t.max_us}};
     }
     std::printf("%s\n", ev.dump().c_str());
   } else if (!a.quiet) {
-    std::printf("\n%s", r.leaderboard.c_str());
+    std::printf("\n%s", leaderboard_text(r, 20).c_str());
     std::printf(
         "\n%zu model(s) in %.2f s on %d worker(s), cores busy %.0f%% of the time, peak "
         "memory %.1f MB\n",
@@ -75,7 +77,8 @@ void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
     if (!r.ranks.empty())
       std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
                   "(median %.0f us)\n",
-                  r.ranks.size(), r.round_trips, r.round_trip_mean_us, r.round_trip_median_us);
+                  r.ranks.size(), r.round_trips.count, r.round_trips.mean_us,
+                  r.round_trips.median_us);
   }
 }
 
@@ -92,7 +95,7 @@ void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
   else if (r.interrupted)
     std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
                  a.plan.c_str(), r.out_dir.c_str());
-  else if (r.none_done() && !failed)
+  else if (none_done(r) && !failed)
     std::fprintf(stderr,
                  "nnfleet: no model trained to the end: every one diverged (non-finite loss)\n"
                  "hint: lower the learning rate or check the data's scale\n");
@@ -110,10 +113,10 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   o.cluster = cluster;
   o.load_models = false;
   o.keep_history = false;
-  o.progress = a.json    ? api::RunOptions::Progress::kJson
-               : a.quiet ? api::RunOptions::Progress::kQuiet
-               : isatty(STDOUT_FILENO) ? api::RunOptions::Progress::kLive
-                                       : api::RunOptions::Progress::kLines;
+  o.progress = a.json                   ? api::Progress::kJson
+               : a.quiet                ? api::Progress::kQuiet
+               : isatty(STDOUT_FILENO) ? api::Progress::kLive
+                                       : api::Progress::kLines;
   o.stop = &g_stop;
   // Under mpirun, rank 0's output must never block the fleet (stdout_relay.h), and a reader that
   // went away must not kill a rank that is writing its results.
@@ -130,12 +133,12 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   const api::RunResult r = api::train(api::PlanInput::file(a.plan), {}, o);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  if (r.rank != 0) return r.exit_code();
+  if (r.rank != 0) return exit_code(r);
   const int failed = static_cast<int>(std::count_if(
-      r.models.begin(), r.models.end(), [](const api::ModelResult& m) { return m.status == "failed"; }));
+      r.models.begin(), r.models.end(), [](const api::ModelResult& m) { return m.status == api::Status::kFailed; }));
   print_summary(a, r, failed);
   print_advice(a, r, failed);
-  return r.exit_code();
+  return exit_code(r);
 }
 
 int run_train(const TrainArgs& a) {

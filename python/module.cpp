@@ -284,13 +284,12 @@ struct PyRun {
   std::string write_error;
   double makespan = 0;
   int workers = 0;
-  int exit_code = 0;
 };
 
 py::dict model_result_dict(ModelResult& m) {
   py::dict d;
   d["name"] = m.name;
-  d["status"] = m.status;
+  d["status"] = nnfleet::api::status_name(m.status);
   d["message"] = m.message;
   d["epochs"] = m.epochs;
   d["params"] = m.params;
@@ -301,7 +300,7 @@ py::dict model_result_dict(ModelResult& m) {
                                                  py::arg("value") = m.best.value))
                            : py::object(py::none());
   py::list hist;
-  for (auto& [epoch, logs] : m.history) hist.append(py::make_tuple(epoch, logs_dict(logs)));
+  for (auto& e : m.history) hist.append(py::make_tuple(e.epoch, logs_dict(e.values)));
   d["history"] = hist;
   d["model_file"] = m.model_file;
   d["model"] = m.model ? py::cast(PyModel(*m.model)) : py::object(py::none());
@@ -315,7 +314,7 @@ py::dict model_result_dict(ModelResult& m) {
 // returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
 PyRun train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
                   const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
-                  double checkpoint_seconds, const std::string& format, const std::string& progress,
+                  double checkpoint_seconds, const std::string& format, Progress progress,
                   std::optional<py::function> on_epoch, bool hold) {
   RunOptions o;
   o.workers = workers;
@@ -323,10 +322,7 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   o.resume = resume;
   o.checkpoint_seconds = checkpoint_seconds;
   o.format = format;
-  o.progress = progress == "live"    ? RunOptions::Progress::kLive
-               : progress == "lines" ? RunOptions::Progress::kLines
-               : progress == "json"  ? RunOptions::Progress::kJson
-                                     : RunOptions::Progress::kQuiet;
+  o.progress = progress;
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
@@ -389,7 +385,6 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   p.write_error = r.write_error;
   p.makespan = r.makespan;
   p.workers = r.workers;
-  p.exit_code = r.exit_code();
   return p;
 }
 
@@ -398,6 +393,12 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
 PYBIND11_MODULE(_core, m) {
   m.doc() = "nnfleet's engine (the C++ API); use the functions of the nnfleet package.";
   m.attr("__version__") = NNFLEET_VERSION_STRING;
+  // RunOptions::progress (nnfleet/run.h), the one spelling of what a run prints.
+  py::enum_<Progress>(m, "Progress")
+      .value("LIVE", Progress::kLive)
+      .value("LINES", Progress::kLines)
+      .value("JSON", Progress::kJson)
+      .value("QUIET", Progress::kQuiet);
   py::object base = py::module_::import("builtins").attr("Exception");
   static py::exception<nnfleet::Error> error(m, "Error", base);
   static py::exception<nnfleet::PlanError> plan_error(m, "PlanError", error);
@@ -459,8 +460,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("interrupted", &PyRun::interrupted)
       .def_readonly("write_error", &PyRun::write_error)
       .def_readonly("makespan", &PyRun::makespan)
-      .def_readonly("workers", &PyRun::workers)
-      .def_readonly("exit_code", &PyRun::exit_code);
+      .def_readonly("workers", &PyRun::workers);
 
   m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "

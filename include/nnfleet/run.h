@@ -30,6 +30,7 @@
 #include "nnfleet/array.h"
 #include "nnfleet/cluster.h"
 #include "nnfleet/model.h"
+#include "nnfleet/results.h"
 
 namespace nnfleet::api {
 
@@ -54,8 +55,6 @@ class PlanInput {
 // Arrays a plan names as "memory:<key>", by key ("x" for "memory:x"). Not owned (array.h).
 using DataArrays = std::map<std::string, ArrayView>;
 
-using Logs = std::vector<std::pair<std::string, double>>;  // "loss", "val_loss", ... in order
-
 struct Event {
   enum class Kind { kBatchEnd, kEpochEnd };
   Kind kind = Kind::kEpochEnd;
@@ -67,6 +66,10 @@ struct Event {
   double seconds = 0;                                   // kEpochEnd
 };
 
+// What a run prints on stdout (and run.log): a live table on a terminal, one line per event, one
+// JSON event per line, or nothing.
+enum class Progress { kLive, kLines, kJson, kQuiet };
+
 struct RunOptions {
   int workers = 0;  // pinned workers; 0: one per core this process may use
   // The output folder (README.md, "What you get"). Empty: runs/<plan>-<timestamp>. nullopt: a
@@ -76,7 +79,6 @@ struct RunOptions {
   double checkpoint_seconds = 2.0;  // between epoch-end checkpoints; 0: every epoch
   // Trained model files: "keras", "h5", or "onnx" (a .keras file and an .onnx export beside it).
   std::string format = "keras";
-  enum class Progress { kLive, kLines, kJson, kQuiet };
   Progress progress = Progress::kQuiet;  // what is printed to stdout (and run.log)
   // Called on the workers' threads, possibly several at once: must be thread-safe and quick.
   std::function<void(const Event&)> on_event;
@@ -93,59 +95,6 @@ struct RunOptions {
   // collective step, and only rank 0's result has the models' figures (nnfleet/cluster.h). Not
   // owned.
   const Cluster* cluster = nullptr;
-};
-
-// One MPI rank of a cluster run, as rank 0 reports it.
-struct RankResult {
-  int rank = 0;
-  std::string host;
-  std::vector<int> cores;    // one per worker
-  bool loaded_data = false;  // read the data files (one rank per node does)
-  int jobs = 0;
-  double busy_seconds = 0;
-  size_t peak_rss_bytes = 0, rss_private_bytes = 0, rss_shared_bytes = 0;
-};
-
-struct ModelResult {
-  std::string name;
-  std::string status;  // "done", "diverged", "failed", "cancelled"
-  std::string message;
-  int epochs = 0;  // completed
-  int64_t params = 0;
-  double seconds = 0;
-  Logs metrics;  // final values, test_* included with test data
-  struct Best {
-    int epoch = 0;  // 0: none
-    std::string monitor;
-    double value = 0;
-  } best;
-  std::vector<std::pair<int, Logs>> history;  // (epoch, values) per completed epoch
-  std::string model_file;                     // in the output folder; empty: none saved
-  std::optional<Model> model;                 // the trained model (RunOptions::load_models)
-};
-
-struct RunResult {
-  std::vector<ModelResult> models;  // plan order
-  std::string out_dir;              // empty when it was temporary
-  bool interrupted = false;
-  std::string write_error;  // a failed write to the output folder stopped the run early
-  std::string results_file;  // results.json as this run wrote it; empty: temporary, or not written
-  double makespan = 0;      // seconds
-  int workers = 0;          // under MPI: over all ranks
-  double busy_fraction = 0;  // job time / (workers x makespan)
-  size_t peak_rss_bytes = 0;
-  std::string rank_by;       // the metric the leaderboard ranks by
-  std::string leaderboard;   // the table `nnfleet train` prints: the 20 best models
-  std::string report_path;   // RunOptions::report: the written report.html
-  std::string report_error;  // RunOptions::report: why it could not be written (the run is kept)
-  // Cluster runs: this process's rank (ranks other than 0 hold only names and statuses), and on
-  // rank 0 every rank and its scheduling round trips (microseconds).
-  int rank = 0;
-  std::vector<RankResult> ranks;
-  size_t round_trips = 0;
-  double round_trip_mean_us = 0, round_trip_median_us = 0, round_trip_max_us = 0;
-  int exit_code() const;  // what `nnfleet train` would exit with: 0, 1, 3 or 130
-  bool none_done() const;  // no model trained to the end (every one diverged), not interrupted
 };
 
 // Trains every model of the plan. Throws as the file header says.

@@ -434,6 +434,18 @@ class ModelResult:
         return f"<ModelResult {self.name} {self.status} {shown}>"
 
 
+def _exit_code(run):
+    """What `nnfleet train` exits with for this run (the command line's rule, cli/leaderboard.h)."""
+    if run.write_error:
+        return 1
+    if run.interrupted:
+        return 130
+    statuses = [m.status for m in run.results]
+    if "failed" in statuses or (statuses and "done" not in statuses):
+        return 3
+    return 0
+
+
 class Run:
     """The results of `train`: iterate for ModelResults in plan order, or index by name.
 
@@ -448,7 +460,7 @@ class Run:
         self.write_error = r.write_error
         self.makespan = r.makespan
         self.workers = r.workers
-        self.exit_code = r.exit_code
+        self.exit_code = _exit_code(self)
 
     def __iter__(self):
         return iter(self.results)
@@ -473,15 +485,15 @@ class Run:
 
 def _progress_mode(progress):
     if not progress:
-        return "quiet", False
+        return _core.Progress.QUIET, False
     if progress == "json":
-        return "json", False
+        return _core.Progress.JSON, False
     try:
         tty = sys.stdout.isatty() and sys.stdout is sys.__stdout__
     except (AttributeError, ValueError):
         tty = False
     # A terminal gets the CLI's live display; Jupyter and logs one printed line per epoch.
-    return ("live", False) if tty else ("quiet", True)
+    return (_core.Progress.LIVE, False) if tty else (_core.Progress.QUIET, True)
 
 
 def _print_epoch(name, epoch, logs, epochs):

@@ -102,63 +102,16 @@ FleetOptions fleet_options(const RunOptions& o) {
   f.checkpoint_seconds = o.checkpoint_seconds;
   f.stop = o.stop;
   f.keep_history = o.keep_history;
-  switch (o.progress) {
-    case RunOptions::Progress::kLive:
-      f.mode = Display::Mode::kLive;
-      break;
-    case RunOptions::Progress::kLines:
-      f.mode = Display::Mode::kLines;
-      break;
-    case RunOptions::Progress::kJson:
-      f.mode = Display::Mode::kJson;
-      break;
-    case RunOptions::Progress::kQuiet:
-      f.mode = Display::Mode::kQuiet;
-      break;
-  }
+  f.mode = o.progress;
   return f;
 }
 
-ModelResult to_public(JobResult& r, const std::string& dir, const std::string& ext,
-                      bool load_model) {
-  ModelResult m;
-  m.name = r.name;
-  m.status = job_status_name(r.status);
-  m.message = r.message;
-  m.epochs = r.epochs;
-  m.params = static_cast<int64_t>(r.params);
-  m.seconds = r.seconds;
-  m.metrics = std::move(r.metrics);
-  m.best = {r.best.epoch, r.best.monitor, r.best.value};
-  for (EpochRecord& e : r.history) m.history.emplace_back(e.epoch, std::move(e.values));
-  const std::string file = dir + "/models/" + r.name + ext;
-  // A failed model may have its file: one whose export beside it failed after training.
-  if (r.status != JobStatus::kCancelled && file_exists(file)) {
-    m.model_file = file;
-    if (load_model) m.model = Model::load(file);
-  }
-  return m;
-}
-
-// The run's figures (before its results are moved into the models).
-void summarize(const FleetSummary& s, RunResult& r) {
-  r.interrupted = s.interrupted;
-  r.write_error = s.write_error;
-  r.makespan = s.makespan;
-  r.workers = s.workers;
-  r.busy_fraction = s.busy_fraction;
-  r.peak_rss_bytes = s.peak_rss;
-  r.rank_by = s.rank_by;
-  r.rank = s.rank;
-  if (s.rank == 0)
-    r.leaderboard = leaderboard_text(s.results, {s.rank_by, s.rank_higher_is_better}, 20);
-  for (const RankSummary& k : s.ranks)
-    r.ranks.push_back({k.rank, k.host, k.cores, k.loaded_data, k.jobs, k.busy_seconds, k.peak_rss,
-                       k.rss_private, k.rss_shared});
-  r.round_trips = s.round_trip.count;
-  r.round_trip_mean_us = s.round_trip.mean_us;
-  r.round_trip_median_us = s.round_trip.median_us;
-  r.round_trip_max_us = s.round_trip.max_us;
+// The models in leaderboard order (indices into the results).
+std::vector<size_t> ranking(const FleetSummary& s) {
+  std::vector<size_t> order;
+  for (const JobResult* r : ranked(s.results, {s.rank_by, s.rank_higher_is_better}))
+    order.push_back(static_cast<size_t>(r - s.results.data()));
+  return order;
 }
 
 }  // namespace
@@ -178,21 +131,6 @@ PlanInput PlanInput::text(const std::string& text, const std::string& name,
   p.text_ = text;
   p.base_dir_ = base_dir;
   return p;
-}
-
-bool RunResult::none_done() const {
-  const bool done = std::any_of(models.begin(), models.end(),
-                                [](const ModelResult& m) { return m.status == "done"; });
-  return !done && !models.empty() && !interrupted;
-}
-
-int RunResult::exit_code() const {
-  const bool failed = std::any_of(models.begin(), models.end(),
-                                  [](const ModelResult& m) { return m.status == "failed"; });
-  return !write_error.empty() || !report_error.empty() ? 1
-         : interrupted                                 ? 130
-         : failed || none_done()                       ? 3
-                                                       : 0;
 }
 
 RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptions& o) {
@@ -237,20 +175,21 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
                                        : o.format == "onnx" ? api_detail::ModelFormat::kOnnx
                                                             : api_detail::ModelFormat::kKeras);
   FleetSummary s = run_cluster_fleet(plan, f, io, ranks);
-  RunResult r;
+  // The fleet's summary is the public result: moved, not copied field by field.
+  s.ranking = ranking(s);
+  RunResult r = std::move(static_cast<RunResult&>(s));
   try {
     if (report) r.report_path = report->finish();
   } catch (const Error& e) {
     r.report_error = e.what();  // the run's results are written
   }
-  summarize(s, r);
-  r.out_dir = temp ? std::string() : s.out_dir;
-  if (!temp && s.results_written) r.results_file = s.out_dir + "/results.json";
-  const std::string ext = o.format == "h5" ? ".h5" : ".keras";
-  for (JobResult& j : s.results)
-    r.models.push_back(to_public(j, s.out_dir, ext, o.load_models && s.rank == 0));
-  if (temp)
-    for (ModelResult& m : r.models) m.model_file.clear();
+  if (!temp && s.results_written) r.results_file = r.out_dir + "/results.json";
+  if (temp) r.out_dir.clear();
+  for (JobResult& j : s.results) {
+    ModelResult& m = r.models.emplace_back(std::move(static_cast<ModelResult&>(j)));
+    if (o.load_models && s.rank == 0 && !m.model_file.empty()) m.model = Model::load(m.model_file);
+    if (temp) m.model_file.clear();  // gone with the temporary folder
+  }
   return r;
 }
 

@@ -190,12 +190,12 @@ void Display::job_finished(int worker, const JobResult& r, double cost) {
     ++done_;
     done_cost_ += cost;
   }
-  std::string line = "end " + r.name + " " + job_status_name(r.status) + " after " +
+  std::string line = "end " + r.name + " " + api::status_name(r.status) + " after " +
                      std::to_string(r.epochs) + " epoch(s), " + fmt("%.1f", r.seconds) + "s";
   for (const auto& [k, v] : r.metrics)
     if (k.rfind("test_", 0) == 0) line += " " + k + "=" + fmt("%.4f", v);
   if (!r.message.empty()) line += ": " + r.message;
-  Json ev = {{"event", "end"}, {"model", r.name}, {"status", job_status_name(r.status)},
+  Json ev = {{"event", "end"}, {"model", r.name}, {"status", api::status_name(r.status)},
              {"message", r.message}, {"epochs", r.epochs}, {"seconds", r.seconds},
              {"done", done_}, {"total", total_}};
   for (const auto& [k, v] : r.metrics) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);

@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "fleet/fit/job_types.h"
+#include "nnfleet/run.h"
 
 namespace nnfleet {
 
 class Display {
  public:
-  enum class Mode { kLive, kLines, kJson, kQuiet };
+  using Mode = api::Progress;  // the run's progress (nnfleet/run.h): one enum for every face
 
   Display(Mode mode, std::vector<int> cores, size_t total_jobs, size_t done_jobs, double total_cost,
           double done_cost, const std::string& log_path);

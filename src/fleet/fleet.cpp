@@ -704,7 +704,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   cancel_unstarted(st, sum);
   const double busy = peers.account(sum, pool.jobs(), pool.busy());
   sum.busy_fraction = sum.makespan > 0 ? busy / (sum.workers * sum.makespan) : 0.0;
-  sum.peak_rss = peak_rss_bytes();
+  sum.peak_rss_bytes = peak_rss_bytes();
   write_outcome(plan, data, st, *folder, peers, sum);
   sum.results = std::move(st.results);
   return sum;

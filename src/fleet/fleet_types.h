@@ -35,45 +35,14 @@ struct FleetOptions {
   bool keep_history = false;
 };
 
-// One rank of a cluster run, as rank 0 reports it.
-struct RankSummary {
-  int rank = 0;
-  std::string host;
-  std::vector<int> cores;    // one per worker
-  bool loaded_data = false;  // read the data files (one rank per node does)
-  int jobs = 0;              // jobs it ran
-  double busy_seconds = 0;   // summed over its workers
-  size_t peak_rss = 0;       // bytes, by the end of the run
-  size_t rss_private = 0;    // resident bytes of its own (anonymous) memory
-  size_t rss_shared = 0;     // resident bytes shared with other processes (the node's data window)
-};
+using RankSummary = api::RankResult;
+using RoundTrip = api::RoundTrips;
 
-// Rank 0's scheduling overhead as the other ranks' workers saw it: the time from asking rank 0
-// for a job to holding the answer.
-struct RoundTrip {
-  size_t count = 0;
-  double mean_us = 0, median_us = 0, max_us = 0;
-};
-
-struct FleetSummary {
-  std::string out_dir;
+// The run's summary is the public RunResult, filled by the fleet; `models` stays empty until the
+// API moves the results into it (they carry the fleet's own flags until then).
+struct FleetSummary : api::RunResult {
   std::vector<JobResult> results;  // plan order; without histories (history.csv has them)
-  double makespan = 0.0;           // seconds, launch of the first job to the end of the last
-  double busy_fraction = 0.0;      // job time / (workers x makespan)
-  size_t peak_rss = 0;
-  int workers = 0;  // under MPI: over all ranks
-  bool interrupted = false;
-  // Not empty: a write to the output folder failed (full disk, permissions) and the run stopped
-  // early; the first such error. Models not finished then are retried by --resume.
-  std::string write_error;
-  bool results_written = false;  // results.json was written by this run (false after a failure)
-  std::string rank_by;  // the leaderboard's metric
-  bool rank_higher_is_better = true;
-  // Cluster runs. On ranks other than 0 only `rank`, `interrupted` and each result's name and
-  // status are set (as rank 0 decided them); such a rank prints nothing.
-  int rank = 0;
-  std::vector<RankSummary> ranks;  // rank 0: every rank, in rank order
-  RoundTrip round_trip;
+  bool results_written = false;    // results.json was written by this run (false after a failure)
 };
 
 // Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).

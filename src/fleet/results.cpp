@@ -40,7 +40,7 @@ Json job_result_to_json(const JobResult& r) {
   Json m = Json::object();
   for (const auto& [k, v] : r.metrics) m[k] = finite_or_null(v);
   Json j = {{"name", r.name},
-            {"status", job_status_name(r.status)},
+            {"status", api::status_name(r.status)},
             {"message", r.message},
             {"epochs", r.epochs},
             {"params", r.params},
@@ -126,27 +126,6 @@ std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, cons
   return v;
 }
 
-std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top) {
-  std::ostringstream o;
-  size_t w = 5;
-  for (const auto& r : results) w = std::max(w, r.name.size());
-  char line[512];
-  std::snprintf(line, sizeof line, "%4s  %-*s  %-9s %6s %12s %9s %10s\n", "rank",
-                static_cast<int>(w), "model", "status", "epochs", key.key.c_str(), "seconds",
-                "samples/s");
-  o << line;
-  int i = 0;
-  for (const JobResult* r : ranked(results, key)) {
-    if (++i > top) break;
-    const double* v = find_metric(r->metrics, key.key);
-    std::snprintf(line, sizeof line, "%4d  %-*s  %-9s %6d %12s %9.1f %10.0f\n", i,
-                  static_cast<int>(w), r->name.c_str(), job_status_name(r->status), r->epochs,
-                  v ? num(*v).c_str() : "-", r->seconds, r->samples_per_second);
-    o << line;
-  }
-  return o.str();
-}
-
 std::string history_csv_header(const std::vector<std::string>& columns) {
   std::string h = "model,epoch";
   for (const auto& c : columns) h += "," + c;
@@ -211,7 +190,7 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
     for (const auto& c : mcols) o << "," << c;
     o << ",best_epoch,best_monitor,best_value,params,seconds,samples_per_second,core,message\n";
     for (const auto& r : results) {
-      o << csv_field(r.name) << "," << job_status_name(r.status) << "," << r.epochs;
+      o << csv_field(r.name) << "," << api::status_name(r.status) << "," << r.epochs;
       for (const auto& c : mcols) {
         const double* v = find_metric(r.metrics, c);
         o << "," << (v ? num(*v) : "");

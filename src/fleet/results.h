@@ -23,7 +23,6 @@ struct RankKey {
 RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool has_test);
 // Results sorted best first by `key` (models without the value last, in plan order).
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
-std::string leaderboard_text(const std::vector<JobResult>& results, const RankKey& key, int top);
 
 // The records of <dir>/jobs.log (run_folder.h): each intact one's JSON (job_result_to_json with
 // its history, plus "model_file"), in the order written, the last of each name kept; torn or

@@ -328,6 +328,7 @@ std::optional<JobResult> RunFolder::finished(size_t index, const std::string& na
       }
     }
     JobResult r = job_result_from_json(j);
+    if (!file.empty()) r.model_file = dir_ + "/" + file;
     add_columns(r);
     if (!keep_history) {
       r.history.clear();

@@ -42,6 +42,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // and has no record, so --resume runs it again. A write that failed stops the run: every
   // later one would fail the same way. The record is made before the lock is taken.
   const bool final = r.status != JobStatus::kCancelled && !r.retry;
+  if (final && !model_file.empty()) r.model_file = dir + "/" + model_file;
   const RunFolder::Record rec =
       final ? RunFolder::record(r, model_file, model_xxh3) : RunFolder::Record{};
   std::unique_lock<std::mutex> lock(out_mu);
@@ -77,7 +78,7 @@ void RunState::timeline_started(int slot, const std::string& model) {
 void RunState::timeline_ended(int slot, const PreparedJob& job) {
   if (timeline)
     timeline->job_ended(job.name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
-                        job_status_name(results.at(job.index).status));
+                        api::status_name(results.at(job.index).status));
 }
 
 }  // namespace nnfleet::fleet_detail

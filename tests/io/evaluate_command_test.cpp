@@ -156,7 +156,7 @@ models:
 TEST(Evaluate, ComputesTheEpochMetricsOfAModelNnfleetTrainedAsTrainingDid) {
   const std::string dir = test::scratch_dir("evaluate_epoch_metrics");
   const api::RunResult r = train_binary(dir);
-  ASSERT_EQ(r.models.at(0).status, "done") << r.models[0].message;
+  ASSERT_EQ(r.models.at(0).status, api::Status::kDone) << r.models[0].message;
   const Json j = evaluate_json({dir + "/run/models/bin.keras", "--x", dir + "/blobs_x.npy", "--y",
                                 dir + "/yb.npy", "--workers", "2", "--batch", "7"});
   std::map<std::string, double> trained(r.models[0].metrics.begin(), r.models[0].metrics.end());

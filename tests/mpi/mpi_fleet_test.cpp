@@ -204,7 +204,7 @@ TEST_F(ClusterProtocol, ThreeRanksGiveTheResultsAndWeightsOfOneProcess) {
   for (const auto& r : s.ranks) jobs += r.jobs;
   EXPECT_EQ(jobs, 4);
   EXPECT_EQ(s.workers, 3);
-  EXPECT_EQ(s.round_trip.count, static_cast<size_t>(s.ranks[1].jobs + s.ranks[2].jobs + 2));
+  EXPECT_EQ(s.round_trips.count, static_cast<size_t>(s.ranks[1].jobs + s.ranks[2].jobs + 2));
   for (int r = 1; r < 3; ++r) {
     EXPECT_EQ(three.ranks[static_cast<size_t>(r)].rank, r);
     ASSERT_EQ(three.ranks[static_cast<size_t>(r)].results.size(), 4u);

@@ -92,7 +92,7 @@ class Coordinator {
     }
     writer_.finish();
     std::sort(rtt_.begin(), rtt_.end());
-    RoundTrip& rt = sum_.round_trip;
+    RoundTrip& rt = sum_.round_trips;
     rt.count = rtt_.size();
     if (!rtt_.empty()) {
       double total = 0;
@@ -193,9 +193,9 @@ class Coordinator {
         const Json& h = p.head;
         r.jobs = h.at("jobs").get<int>();
         r.busy_seconds = h.at("busy").get<double>();
-        r.peak_rss = h.at("peak_rss").get<size_t>();
-        r.rss_private = h.at("rss_private").get<size_t>();
-        r.rss_shared = h.at("rss_shared").get<size_t>();
+        r.peak_rss_bytes = h.at("peak_rss").get<size_t>();
+        r.rss_private_bytes = h.at("rss_private").get<size_t>();
+        r.rss_shared_bytes = h.at("rss_shared").get<size_t>();
         for (const auto& v : h.at("rtt_us")) rtt_.push_back(v.get<double>());
         ++byes_;
         return;
@@ -234,7 +234,7 @@ void coordinate(Cluster& cluster, RunState& st, const std::vector<RankInfo>& ran
 void finish_cluster(Cluster& cluster, const std::vector<JobResult>& results, bool interrupted,
                     int code) {
   Json statuses = Json::array();
-  for (const auto& r : results) statuses.push_back(job_status_name(r.status));
+  for (const auto& r : results) statuses.push_back(api::status_name(r.status));
   Packet f;
   f.head = {{"code", code}, {"interrupted", interrupted}, {"statuses", statuses}};
   const std::string bytes = encode(f);

@@ -15,7 +15,7 @@ namespace nnfleet::fleet_detail {
 // Serves the other ranks until they have all said bye and `local_workers` (rank 0's own,
 // counted down as they finish) reaches zero; meanwhile turns a stop seen anywhere into
 // `st.stop` everywhere. Fills sum.ranks (rank 0's own entry as far as `ranks` tells) and
-// sum.round_trip. `slot_base[r]` is rank r's first row in the display.
+// sum.round_trips. `slot_base[r]` is rank r's first row in the display.
 void coordinate(Cluster& cluster, RunState& st, const std::vector<RankInfo>& ranks,
                 const std::vector<int>& slot_base, std::atomic<int>& local_workers,
                 FleetSummary& sum);

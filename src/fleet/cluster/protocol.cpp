@@ -140,13 +140,13 @@ uint64_t data_hash(const std::vector<FleetData>& sources) {
 }
 
 void measure_memory(RankSummary& r) {
-  r.peak_rss = peak_rss_bytes();
+  r.peak_rss_bytes = peak_rss_bytes();
   std::ifstream f("/proc/self/status");
   std::string key;
   size_t kb = 0;
   while (f >> key) {
-    if (key == "RssAnon:" && f >> kb) r.rss_private = kb * 1024;
-    if (key == "RssShmem:" && f >> kb) r.rss_shared = kb * 1024;
+    if (key == "RssAnon:" && f >> kb) r.rss_private_bytes = kb * 1024;
+    if (key == "RssShmem:" && f >> kb) r.rss_shared_bytes = kb * 1024;
   }
 }
 

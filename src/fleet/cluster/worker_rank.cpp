@@ -329,9 +329,9 @@ class WorkerRank {
     std::lock_guard<std::mutex> lock(mu_);
     p.head = {{"jobs", jobs_},
               {"busy", busy_},
-              {"peak_rss", m.peak_rss},
-              {"rss_private", m.rss_private},
-              {"rss_shared", m.rss_shared},
+              {"peak_rss", m.peak_rss_bytes},
+              {"rss_private", m.rss_private_bytes},
+              {"rss_shared", m.rss_shared_bytes},
               {"rtt_us", rtt_us_}};
     return p;
   }

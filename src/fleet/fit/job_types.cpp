@@ -1,9 +1,10 @@
-// Names of job statuses and the lookup of a metric (job_types.h).
+// Names of job statuses (api::status_name, include/nnfleet/results.h: the fleet writes them)
+// and the lookup of a metric (job_types.h).
 #include "fleet/fit/job_types.h"
 
 namespace nnfleet {
 
-const char* job_status_name(JobStatus s) {
+const char* api::status_name(api::Status s) {
   switch (s) {
     case JobStatus::kPending:
       return "pending";
@@ -22,7 +23,7 @@ const char* job_status_name(JobStatus s) {
 JobStatus job_status_from_name(const std::string& s) {
   for (JobStatus st :
        {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled})
-    if (s == job_status_name(st)) return st;
+    if (s == api::status_name(st)) return st;
   return JobStatus::kPending;
 }
 

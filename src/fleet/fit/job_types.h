@@ -9,43 +9,25 @@
 #include <utility>
 #include <vector>
 
+#include "nnfleet/results.h"
 #include "optim/optimizer.h"
 #include "plan/plan.h"
 
 namespace nnfleet {
 
-enum class JobStatus { kPending, kDone, kDiverged, kFailed, kCancelled };
-const char* job_status_name(JobStatus s);
+// The public result types (include/nnfleet/results.h) are the fleet's own: a job fills the
+// ModelResult its caller reads, with nothing copied on the way.
+using JobStatus = api::Status;
 JobStatus job_status_from_name(const std::string& s);
 
 // Named values in a fixed order ("loss", "accuracy", "val_loss", "val_accuracy", ...).
-using Metrics = std::vector<std::pair<std::string, double>>;
+using Metrics = api::Logs;
 const double* find_metric(const Metrics& m, const std::string& key);
 
-struct EpochRecord {
-  int epoch = 0;  // 1-based
-  Metrics values;
-  double seconds = 0.0;
-};
+using EpochRecord = api::EpochLog;
+using BestRecord = api::BestEpoch;
 
-struct BestRecord {
-  int epoch = 0;  // 1-based; 0 = none yet
-  std::string monitor;
-  double value = 0.0;
-};
-
-struct JobResult {
-  std::string name;
-  JobStatus status = JobStatus::kPending;
-  std::string message;
-  int epochs = 0;  // epochs completed
-  size_t params = 0;
-  double seconds = 0.0;  // training time, summed over resumed runs
-  double samples_per_second = 0.0;
-  int core = -1;
-  Metrics metrics;  // final values, including test_* when there is test data
-  BestRecord best;
-  std::vector<EpochRecord> history;
+struct JobResult : api::ModelResult {
   // A failure of the output folder, not of the model: a checkpoint that cannot be read back
   // (`retry`), or a checkpoint or model file that cannot be written (`retry` and `write_failed`:
   // the run stops, since every later write would fail too). Not final: --resume trains it again.
