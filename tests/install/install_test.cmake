@@ -36,3 +36,7 @@ if(NOT out MATCHES "nnfleet ${VERSION}\n")
   message(FATAL_ERROR "install test: expected the consumer to print 'nnfleet ${VERSION}', "
                       "got:\n${out}")
 endif()
+if(NOT out MATCHES "refused as expected: failed to read Keras model")
+  message(FATAL_ERROR "install test: expected the consumer to reach the engine (a FileError for "
+                      "a missing model file), got:\n${out}")
+endif()

@@ -1,7 +1,7 @@
 // Hostile and out-of-range plans (issue 10, items 4, 5 and 10): self-referencing YAML aliases,
 // alias bombs, deep nesting, 64-bit and non-finite integers, and where a YAML syntax error is
 // reported. Every file is generated here; each ends in a PlanError naming the file, the line and
-// the limit (src/platform/limits.h), never a crash, a hang or a silently truncated value.
+// the limit (src/core/limits.h), never a crash, a hang or a silently truncated value.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
