@@ -388,17 +388,8 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   return p;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_core, m) {
-  m.doc() = "nnfleet's engine (the C++ API); use the functions of the nnfleet package.";
-  m.attr("__version__") = NNFLEET_VERSION_STRING;
-  // RunOptions::progress (nnfleet/run.h), the one spelling of what a run prints.
-  py::enum_<Progress>(m, "Progress")
-      .value("LIVE", Progress::kLive)
-      .value("LINES", Progress::kLines)
-      .value("JSON", Progress::kJson)
-      .value("QUIET", Progress::kQuiet);
+// nnfleet::Error and its subclasses as Python exceptions of the same names.
+void bind_errors(py::module_& m) {
   py::object base = py::module_::import("builtins").attr("Exception");
   static py::exception<nnfleet::Error> error(m, "Error", base);
   static py::exception<nnfleet::PlanError> plan_error(m, "PlanError", error);
@@ -423,25 +414,23 @@ PYBIND11_MODULE(_core, m) {
       error(e.what());
     }
   });
+}
 
+py::list tensor_list(const std::vector<TensorInfo>& ts) {
+  py::list l;
+  for (const auto& t : ts) l.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape))));
+  return l;
+}
+
+void bind_model(py::module_& m) {
   py::class_<PyModel>(m, "Model")
       .def_static("load", &PyModel::load, py::arg("path"), py::arg("weights") = "",
                   py::arg("input_shapes") = std::vector<std::vector<int64_t>>{})
       .def("summary", [](const PyModel& s) { return s.model().summary(); })
       .def_property_readonly("inputs",
-                             [](const PyModel& s) {
-                               py::list l;
-                               for (const auto& t : s.model().inputs())
-                                 l.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape))));
-                               return l;
-                             })
+                             [](const PyModel& s) { return tensor_list(s.model().inputs()); })
       .def_property_readonly("outputs",
-                             [](const PyModel& s) {
-                               py::list l;
-                               for (const auto& t : s.model().outputs())
-                                 l.append(py::make_tuple(t.name, py::tuple(py::cast(t.shape))));
-                               return l;
-                             })
+                             [](const PyModel& s) { return tensor_list(s.model().outputs()); })
       .def_property_readonly("path", [](const PyModel& s) { return s.model().path(); })
       .def("count_params", [](const PyModel& s) { return s.model().count_params(); })
       .def("predict", &PyModel::predict, py::arg("xs"), py::arg("ys"), py::arg("loss"),
@@ -453,7 +442,15 @@ PYBIND11_MODULE(_core, m) {
         py::gil_scoped_release release;
         s.model().save(path);
       });
+}
 
+void bind_run(py::module_& m) {
+  // RunOptions::progress (nnfleet/run.h), the one spelling of what a run prints.
+  py::enum_<Progress>(m, "Progress")
+      .value("LIVE", Progress::kLive)
+      .value("LINES", Progress::kLines)
+      .value("JSON", Progress::kJson)
+      .value("QUIET", Progress::kQuiet);
   py::class_<PyRun>(m, "RunResult")
       .def_readonly("models", &PyRun::models)
       .def_readonly("out", &PyRun::out)
@@ -461,14 +458,23 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("write_error", &PyRun::write_error)
       .def_readonly("makespan", &PyRun::makespan)
       .def_readonly("workers", &PyRun::workers);
-
-  m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
-        "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
-        "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
         py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
         py::arg("hold") = false);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "nnfleet's engine (the C++ API); use the functions of the nnfleet package.";
+  m.attr("__version__") = NNFLEET_VERSION_STRING;
+  bind_errors(m);
+  bind_model(m);
+  bind_run(m);
+  m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
+        "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
+        "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");
   m.def(
       "_test_folder_barrier",
       [](int parties) { nnfleet::api::testing::set_run_folder_barrier(parties); },
