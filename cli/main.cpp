@@ -1,6 +1,7 @@
-// nnfleet: the command-line tool. main() is the only place errors become exit codes:
-//   0 success, 1 bad input (plan, data or model file), 2 bad command line,
-//   3 some models failed, 130 interrupted (Ctrl-C / SIGTERM; resume with --resume).
+// nnfleet: the command-line tool. Exit codes: 0 success; 1 bad input (plan, data or model file)
+// or an output folder that could not be written; 2 bad command line; 3 a model failed or none
+// trained to the end; 130 interrupted (Ctrl-C / SIGTERM; resume with --resume). main() turns
+// errors into 1 and 2; a finished `train` says 0, 1, 3 or 130 (leaderboard.h).
 #include <malloc.h>
 
 #include <cstdio>

@@ -308,7 +308,8 @@ py::dict model_result_dict(ModelResult& m) {
 }
 
 // One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
-// called on this thread as epochs end; `on_batch` likewise, at most every `batch_interval` s.
+// called on this (the caller's) thread as epochs end, in the order they ended; batch events are
+// not passed to Python.
 //
 // With `hold` (a test hook), a model's worker waits at each epoch end until `on_epoch` has
 // returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
