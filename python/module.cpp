@@ -277,43 +277,13 @@ class PyModel {
   Model m_;
 };
 
-struct PyRun {
-  py::list models;  // dicts, plan order
-  std::string out;
-  bool interrupted = false;
-  std::string write_error;
-  double makespan = 0;
-  int workers = 0;
-};
-
-py::dict model_result_dict(ModelResult& m) {
-  py::dict d;
-  d["name"] = m.name;
-  d["status"] = nnfleet::api::status_name(m.status);
-  d["message"] = m.message;
-  d["epochs"] = m.epochs;
-  d["params"] = m.params;
-  d["seconds"] = m.seconds;
-  d["metrics"] = logs_dict(m.metrics);
-  d["best"] = m.best.epoch ? py::object(py::dict(py::arg("epoch") = m.best.epoch,
-                                                 py::arg("monitor") = m.best.monitor,
-                                                 py::arg("value") = m.best.value))
-                           : py::object(py::none());
-  py::list hist;
-  for (auto& e : m.history) hist.append(py::make_tuple(e.epoch, logs_dict(e.values)));
-  d["history"] = hist;
-  d["model_file"] = m.model_file;
-  d["model"] = m.model ? py::cast(PyModel(*m.model)) : py::object(py::none());
-  return d;
-}
-
 // One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
 // called on this (the caller's) thread as epochs end, in the order they ended; batch events are
 // not passed to Python.
 //
 // With `hold` (a test hook), a model's worker waits at each epoch end until `on_epoch` has
 // returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
-PyRun train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
+RunResult train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
                   const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
                   double checkpoint_seconds, const std::string& format, Progress progress,
                   std::optional<py::function> on_epoch, bool hold) {
@@ -379,14 +349,7 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   };
   RunResult r = run_released<RunResult>([&] { return nnfleet::api::train(plan, views, o); }, stop,
                                         mu, cv, [&] { return !events.empty(); }, deliver, drop);
-  PyRun p;
-  for (ModelResult& m : r.models) p.models.append(model_result_dict(m));
-  p.out = r.out_dir;
-  p.interrupted = r.interrupted;
-  p.write_error = r.write_error;
-  p.makespan = r.makespan;
-  p.workers = r.workers;
-  return p;
+  return r;
 }
 
 // nnfleet::Error and its subclasses as Python exceptions of the same names.
@@ -445,6 +408,47 @@ void bind_model(py::module_& m) {
       });
 }
 
+// The run's results as the library fills them (nnfleet/results.h), read-only; the package's
+// Run and ModelResult (nnfleet/__init__.py) present them the Keras way.
+void bind_results(py::module_& m) {
+  py::enum_<Status>(m, "Status")
+      .value("PENDING", Status::kPending)
+      .value("DONE", Status::kDone)
+      .value("DIVERGED", Status::kDiverged)
+      .value("FAILED", Status::kFailed)
+      .value("CANCELLED", Status::kCancelled);
+  m.def("status_name", &nnfleet::api::status_name, py::arg("status"));
+  py::class_<EpochLog>(m, "EpochLog")
+      .def_readonly("epoch", &EpochLog::epoch)
+      .def_readonly("values", &EpochLog::values)
+      .def_readonly("seconds", &EpochLog::seconds);
+  py::class_<BestEpoch>(m, "BestEpoch")
+      .def_readonly("epoch", &BestEpoch::epoch)
+      .def_readonly("monitor", &BestEpoch::monitor)
+      .def_readonly("value", &BestEpoch::value);
+  py::class_<ModelResult>(m, "ModelResult")
+      .def_readonly("name", &ModelResult::name)
+      .def_readonly("status", &ModelResult::status)
+      .def_readonly("message", &ModelResult::message)
+      .def_readonly("epochs", &ModelResult::epochs)
+      .def_readonly("params", &ModelResult::params)
+      .def_readonly("seconds", &ModelResult::seconds)
+      .def_readonly("metrics", &ModelResult::metrics)
+      .def_readonly("best", &ModelResult::best)
+      .def_readonly("history", &ModelResult::history)
+      .def_readonly("model_file", &ModelResult::model_file)
+      .def_property_readonly("model", [](const ModelResult& r) {
+        return r.model ? py::cast(PyModel(*r.model)) : py::object(py::none());
+      });
+  py::class_<RunResult>(m, "RunResult")
+      .def_readonly("models", &RunResult::models)
+      .def_readonly("out_dir", &RunResult::out_dir)
+      .def_readonly("interrupted", &RunResult::interrupted)
+      .def_readonly("write_error", &RunResult::write_error)
+      .def_readonly("makespan", &RunResult::makespan)
+      .def_readonly("workers", &RunResult::workers);
+}
+
 void bind_run(py::module_& m) {
   // RunOptions::progress (nnfleet/run.h), the one spelling of what a run prints.
   py::enum_<Progress>(m, "Progress")
@@ -452,13 +456,6 @@ void bind_run(py::module_& m) {
       .value("LINES", Progress::kLines)
       .value("JSON", Progress::kJson)
       .value("QUIET", Progress::kQuiet);
-  py::class_<PyRun>(m, "RunResult")
-      .def_readonly("models", &PyRun::models)
-      .def_readonly("out", &PyRun::out)
-      .def_readonly("interrupted", &PyRun::interrupted)
-      .def_readonly("write_error", &PyRun::write_error)
-      .def_readonly("makespan", &PyRun::makespan)
-      .def_readonly("workers", &PyRun::workers);
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
         py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
@@ -472,6 +469,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = NNFLEET_VERSION_STRING;
   bind_errors(m);
   bind_model(m);
+  bind_results(m);
   bind_run(m);
   m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "

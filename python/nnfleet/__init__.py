@@ -411,23 +411,29 @@ class ModelResult:
     ({"epoch", "monitor", "value"} or None), epochs, params, seconds, model (a Model or None).
     """
 
-    def __init__(self, d):
-        self.name = d["name"]
-        self.status = d["status"]
-        self.message = d["message"]
-        self.metrics = dict(d["metrics"])
-        self.best = d["best"]
-        self.epochs = d["epochs"]
-        self.params = d["params"]
-        self.seconds = d["seconds"]
-        self.model_file = d["model_file"] or None
-        self.model = Model(d["model"]) if d["model"] is not None else None
+    def __init__(self, r):
+        # r: the engine's result (_core.ModelResult, nnfleet/results.h), read once.
+        self.name = r.name
+        self.status = _core.status_name(r.status)
+        self.message = r.message
+        self.metrics = dict(r.metrics)
+        best = r.best
+        self.best = ({"epoch": best.epoch, "monitor": best.monitor, "value": best.value}
+                     if best.epoch else None)
+        self.epochs = r.epochs
+        self.params = r.params
+        self.seconds = r.seconds
+        self.model_file = r.model_file or None
+        model = r.model
+        self.model = Model(model) if model is not None else None
         hist = {}
-        for _, logs in d["history"]:
-            for k, v in logs.items():
+        epochs = []
+        for e in r.history:
+            epochs.append(e.epoch)
+            for k, v in e.values:
                 hist.setdefault(k, []).append(v)
         self.history = hist
-        self.epoch = [e for e, _ in d["history"]]
+        self.epoch = epochs
 
     def __repr__(self):
         shown = ", ".join(f"{k}={v:.4g}" for k, v in list(self.metrics.items())[:4])
@@ -454,8 +460,8 @@ class Run:
     """
 
     def __init__(self, r):
-        self.results = [ModelResult(d) for d in r.models]
-        self.out = r.out
+        self.results = [ModelResult(m) for m in r.models]
+        self.out = r.out_dir
         self.interrupted = r.interrupted
         self.write_error = r.write_error
         self.makespan = r.makespan
