@@ -9,14 +9,6 @@
 namespace nnfleet::cli {
 namespace {
 
-// As results.json and history.csv write numbers (%.10g; nan and inf spelt out).
-std::string num(double v) {
-  if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
 const double* find(const api::Logs& logs, const std::string& key) {
   for (const auto& [k, v] : logs)
     if (k == key) return &v;
@@ -41,7 +33,7 @@ std::string leaderboard_text(const api::RunResult& r, int top) {
     const double* v = find(m.metrics, r.rank_by);
     std::snprintf(line, sizeof line, "%4d  %-*s  %-9s %6d %12s %9.1f %10.0f\n", i,
                   static_cast<int>(w), m.name.c_str(), api::status_name(m.status), m.epochs,
-                  v ? num(*v).c_str() : "-", m.seconds, m.samples_per_second);
+                  v ? api::figure_text(*v).c_str() : "-", m.seconds, m.samples_per_second);
     o << line;
   }
   return o.str();

@@ -20,6 +20,9 @@ enum class Status { kPending, kDone, kDiverged, kFailed, kCancelled };
 
 using Logs = std::vector<std::pair<std::string, double>>;  // "loss", "val_loss", ... in order
 
+// A figure as history.csv and the leaderboard write it: %.10g, with nan, inf and -inf spelt out.
+[[nodiscard]] std::string figure_text(double v);
+
 struct EpochLog {
   int epoch = 0;  // 1-based
   Logs values;

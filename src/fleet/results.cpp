@@ -15,14 +15,17 @@
 #include "platform/files.h"
 
 namespace nnfleet {
-namespace {
 
-std::string num(double v) {
+std::string api::figure_text(double v) {
   if (!std::isfinite(v)) return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
+
+namespace {
+
+using api::figure_text;
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -139,9 +142,9 @@ void history_csv_rows(std::ostream& o, const JobResult& r,
     o << name << "," << e.epoch;
     for (const auto& c : columns) {
       const double* v = find_metric(e.values, c);
-      o << "," << (v ? num(*v) : "");
+      o << "," << (v ? figure_text(*v) : "");
     }
-    o << "," << num(e.seconds) << "\n";
+    o << "," << figure_text(e.seconds) << "\n";
   }
 }
 
@@ -193,13 +196,13 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
       o << csv_field(r.name) << "," << api::status_name(r.status) << "," << r.epochs;
       for (const auto& c : mcols) {
         const double* v = find_metric(r.metrics, c);
-        o << "," << (v ? num(*v) : "");
+        o << "," << (v ? figure_text(*v) : "");
       }
       if (r.best.epoch > 0)
-        o << "," << r.best.epoch << "," << r.best.monitor << "," << num(r.best.value);
+        o << "," << r.best.epoch << "," << r.best.monitor << "," << figure_text(r.best.value);
       else
         o << ",,,";
-      o << "," << r.params << "," << num(r.seconds) << "," << num(r.samples_per_second) << ","
+      o << "," << r.params << "," << figure_text(r.seconds) << "," << figure_text(r.samples_per_second) << ","
         << r.core << "," << csv_field(r.message) << "\n";
     }
   });
