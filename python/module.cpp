@@ -330,7 +330,7 @@ PyRun train_fleet(const std::string& path, const std::string& text, const std::s
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
-    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "'memory:" + key + "'");
+    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "{array: " + key + "}");
   }
   std::atomic<bool> stop{false};
   o.stop = &stop;
