@@ -297,7 +297,7 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
-    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "'memory:" + key + "'");
+    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "{array: " + key + "}");
   }
   std::atomic<bool> stop{false};
   o.stop = &stop;

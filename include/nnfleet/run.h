@@ -8,12 +8,15 @@
 //
 // A plan is the YAML/JSON of `nnfleet train` (README.md), from a file or from text (which a
 // program may build as JSON). Its data sources name files, or caller-owned arrays given in
-// DataArrays: `data: {train: {x: "memory:x", y: "memory:y"}}` reads DataArrays{{"x", ...},
-// {"y", ...}} in place (never copied), shared read-only by every worker.
+// DataArrays by key: `data: {train: {x: {array: x}, y: {array: y}}}` (JSON
+// `{"x": {"array": "x"}, "y": {"array": "y"}}`) reads DataArrays{{"x", ...}, {"y", ...}} in place
+// (never copied), shared read-only by every worker. Only a program gives arrays: a plan naming
+// one is a PlanError when `arrays` is empty (as for `nnfleet train`), and a key that `arrays`
+// lacks is a DataError naming the keys given.
 //
 // Results are bit-identical to `nnfleet train` on the same plan and data, for any `workers`.
 // train() may be called from any thread, and from several threads at once (each run has its own
-// workers; memory arrays are bound per call). Errors a user can cause throw nnfleet::Error
+// workers, and reads only the arrays passed to it). Errors a user can cause throw nnfleet::Error
 // subclasses with the CLI's messages: PlanError (the plan, every problem listed), DataError,
 // FileError, ModelError, UsageError (the options, an output folder in use). Once training starts,
 // a failing model is a result (status "failed"), not an exception.
@@ -52,7 +55,8 @@ class PlanInput {
   std::string path_, text_, base_dir_;
 };
 
-// Arrays a plan names as "memory:<key>", by key ("x" for "memory:x"). Not owned (array.h).
+// Arrays a plan names as {array: <key>}, by key ("x" for {array: x}). Not owned (array.h): they
+// must stay valid and unchanged until train() returns.
 using DataArrays = std::map<std::string, ArrayView>;
 
 struct Event {

@@ -602,7 +602,7 @@ _FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stop
 def _data(x, y, key, validation_split, test_data, scale, arrays):
     arrays[f"x{key}"] = _array(x, "x" if not key else f"x{key}")
     arrays[f"y{key}"] = _array(y, "y" if not key else f"y{key}")
-    d = {"train": {"x": f"memory:x{key}", "y": f"memory:y{key}"}}
+    d = {"train": {"x": {"array": f"x{key}"}, "y": {"array": f"y{key}"}}}
     if validation_split:
         d["validation_split"] = validation_split
     if scale is not None:
@@ -614,7 +614,7 @@ def _data(x, y, key, validation_split, test_data, scale, arrays):
         tx, ty = test_data
         arrays[f"x_test{key}"] = _array(tx, f"{name}'s x")
         arrays[f"y_test{key}"] = _array(ty, f"{name}'s y")
-        d["test"] = {"x": f"memory:x_test{key}", "y": f"memory:y_test{key}"}
+        d["test"] = {"x": {"array": f"x_test{key}"}, "y": {"array": f"y_test{key}"}}
     return d
 
 

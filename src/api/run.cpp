@@ -1,5 +1,6 @@
-// train() (nnfleet/run.h): a plan's fleet through run_fleet, with caller-owned arrays bound as
-// memory sources, the caller's progress callback, and the results turned into public types.
+// train() (nnfleet/run.h): a plan's fleet through run_fleet, with caller-owned arrays handed to
+// the fleet for the plan's sources of arrays, the caller's progress callback, and the results
+// turned into public types.
 #include "nnfleet/run.h"
 
 #include <stdlib.h>
@@ -11,7 +12,6 @@
 
 #include "api/convert.h"
 #include "api/model_io.h"
-#include "data/memory_arrays.h"
 #include "api/cluster_impl.h"
 #include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
@@ -136,23 +136,24 @@ PlanInput PlanInput::text(const std::string& text, const std::string& name,
 RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptions& o) {
   FleetOptions f = fleet_options(o);
   Plan plan;
+  // Sources may name arrays ({array: KEY}) only when the caller gives some.
+  const bool given = !arrays.empty();
   auto load = [&] {
-    plan = input.is_file() ? load_plan(input.path())
+    plan = input.is_file() ? load_plan(input.path(), given)
                            : parse_plan(input.content(), input.path(),
                                         input.base_dir().empty() ? fs::current_path().string()
-                                                                 : input.base_dir());
+                                                                 : input.base_dir(),
+                                        0, given);
   };
   nnfleet::Cluster* ranks = ClusterAccess::ranks(o.cluster);
   if (ranks)
     ranks->agree(load);
   else
     load();
-  std::map<std::string, Array> bound;
-  for (const auto& [key, view] : arrays) {
-    const std::string name = kMemoryArrayPrefix + key;
-    bound.emplace(name, api_detail::to_array(view, "'" + name + "'"));
-  }
-  const MemoryArrays::Scope scope(bound);
+  std::map<std::string, Array> given_arrays;
+  for (const auto& [key, view] : arrays)
+    given_arrays.emplace(key, api_detail::to_array(view, "{array: " + key + "}"));
+  f.arrays = &given_arrays;
   std::optional<TempFolder> temp;
   if (!o.out) {
     temp.emplace();

@@ -437,7 +437,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
   if (!opts.resume)
     check_room(st.dir, output_bytes(all, workers),
                "the files of " + std::to_string(all.size()) + " model(s)");
-  folder.emplace(plan, st.dir, opts.resume, plan_yaml);
+  folder.emplace(plan, st.dir, opts.resume, plan_yaml, opts.arrays);
   st.folder = &*folder;
   st.results.resize(st.jobs.size());
   for (auto& j : st.jobs) {
@@ -714,7 +714,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
 
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
   // 1. Data, loaded once and shared read-only by every worker.
-  const std::vector<FleetData> data = load_plan_data(plan.sources);
+  const std::vector<FleetData> data = load_plan_data(plan.sources, opts.arrays);
   fleet_detail::Peers alone;
   return fleet_detail::run_fleet_here(
       plan, opts, io, data, fleet_detail::worker_cores(allowed_cpus(), opts.workers), alone);

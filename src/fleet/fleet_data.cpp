@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "data/memory_arrays.h"
-
 namespace nnfleet {
 
 std::string describe_source(const DataSource& s) {
@@ -16,19 +14,38 @@ std::string describe_source(const DataSource& s) {
     case DataSource::Kind::kCsv:
     case DataSource::Kind::kNpz:
       return "'" + s.file + "'";
+    case DataSource::Kind::kArrays:
+      return "{array: " + s.x + "} and {array: " + s.y + "}";
     default:
       return "'" + s.x + "' and '" + s.y + "'";
   }
 }
 
-XY load_source(const DataSource& s) {
+const Array& given_array(const GivenArrays* arrays, const std::string& key) {
+  if (arrays) {
+    const auto it = arrays->find(key);
+    if (it != arrays->end()) return it->second;
+  }
+  std::string given;
+  if (arrays)
+    for (const auto& [k, v] : *arrays) given += (given.empty() ? "" : ", ") + k;
+  throw DataError("failed to read data {array: " + key +
+                  "}: no array of that name was given; expected one of: " +
+                  (given.empty() ? std::string("(none)") : given));
+}
+
+XY load_source(const DataSource& s, const GivenArrays* arrays) {
   XY d;
   switch (s.kind) {
     case DataSource::Kind::kFashionMnist:
       return load_fashion_mnist(s.split);
     case DataSource::Kind::kNpy:
-      d.x = is_memory_array(s.x) ? MemoryArrays::get(s.x) : load_npy(s.x);
-      d.y = is_memory_array(s.y) ? MemoryArrays::get(s.y) : load_npy(s.y);
+      d.x = load_npy(s.x);
+      d.y = load_npy(s.y);
+      break;
+    case DataSource::Kind::kArrays:
+      d.x = given_array(arrays, s.x);
+      d.y = given_array(arrays, s.y);
       break;
     case DataSource::Kind::kNpz:
       d.x = load_npz(s.file, s.x);
@@ -94,8 +111,8 @@ LabelStats label_stats(const Array& y) {
 }
 
 // Loads one source and checks it holds only finite numbers.
-XY load_checked(const DataSource& s) {
-  XY d = load_source(s);
+XY load_checked(const DataSource& s, const GivenArrays* arrays) {
+  XY d = load_source(s, arrays);
   const std::string what = describe_source(s);
   check_finite(d.x, what, "x");
   check_finite(d.y, what, "y");
@@ -104,11 +121,13 @@ XY load_checked(const DataSource& s) {
 
 // The second and later inputs and targets of a source, each with the first's rows and only
 // finite numbers.
-FleetData::More load_more(const DataSource& s, const XY& first) {
+FleetData::More load_more(const DataSource& s, const XY& first, const GivenArrays* arrays) {
   FleetData::More m;
   const std::string what = describe_source(s);
   auto one = [&](const std::string& name, const Array& like, const char* which, int k) {
-    Array a = s.kind == DataSource::Kind::kNpz ? load_npz(s.file, name) : load_npy(name);
+    Array a = s.kind == DataSource::Kind::kNpz      ? load_npz(s.file, name)
+              : s.kind == DataSource::Kind::kArrays ? given_array(arrays, name)
+                                                    : load_npy(name);
     const std::string label = std::string(which) + "[" + std::to_string(k) + "] ('" + name + "')";
     if (a.shape().rank() < 1 || a.rows() != like.rows())
       throw DataError("failed to load data " + what + ": " + label + " has " +
@@ -127,14 +146,17 @@ FleetData::More load_more(const DataSource& s, const XY& first) {
 
 // The sample weights of source `s` for its `rows` samples: one finite, non-negative number per
 // sample ([N] or [N, 1]), as float32.
-std::vector<float> load_sample_weights(const DataSource& s, int64_t rows) {
+std::vector<float> load_sample_weights(const DataSource& s, int64_t rows,
+                                       const GivenArrays* arrays) {
   if (s.sample_weight.empty()) return {};
-  const Array w = s.kind == DataSource::Kind::kNpz ? load_npz(s.file, s.sample_weight)
-                                                   : load_npy(s.sample_weight);
+  const Array w = s.kind == DataSource::Kind::kNpz      ? load_npz(s.file, s.sample_weight)
+                  : s.kind == DataSource::Kind::kArrays ? given_array(arrays, s.sample_weight)
+                                                        : load_npy(s.sample_weight);
   const std::string what =
-      "failed to load sample weights '" + (s.kind == DataSource::Kind::kNpz
-                                               ? s.file + "' (key '" + s.sample_weight + "')"
-                                               : s.sample_weight + "'");
+      "failed to load sample weights " +
+      (s.kind == DataSource::Kind::kNpz      ? "'" + s.file + "' (key '" + s.sample_weight + "')"
+       : s.kind == DataSource::Kind::kArrays ? "{array: " + s.sample_weight + "}"
+                                             : "'" + s.sample_weight + "'");
   if (w.shape().rank() < 1 || w.shape().rank() > 2 || (w.shape().rank() == 2 && w.shape()[1] != 1))
     throw DataError(what + ": one weight per sample; expected shape [" + std::to_string(rows) +
                     "] or [" + std::to_string(rows) + ", 1], got " + w.shape().str());
@@ -159,15 +181,15 @@ std::vector<float> load_sample_weights(const DataSource& s, int64_t rows) {
 
 namespace {
 
-FleetData load_one(const DataSpec& spec) {
+FleetData load_one(const DataSpec& spec, const GivenArrays* arrays) {
   FleetData f;
-  f.train = load_checked(spec.train);
+  f.train = load_checked(spec.train, arrays);
   f.train_name = describe_source(spec.train);
-  f.more = load_more(spec.train, f.train);
+  f.more = load_more(spec.train, f.train, arrays);
   if (spec.test) {
-    f.test = load_checked(*spec.test);
+    f.test = load_checked(*spec.test, arrays);
     f.test_name = describe_source(*spec.test);
-    f.test_more = load_more(*spec.test, *f.test);
+    f.test_more = load_more(*spec.test, *f.test, arrays);
     if (f.test_more.x.size() != f.more.x.size() || f.test_more.y.size() != f.more.y.size())
       throw DataError("failed to load data " + f.test_name + ": test has " +
                       std::to_string(1 + f.test_more.x.size()) + " inputs and " +
@@ -200,8 +222,8 @@ FleetData load_one(const DataSpec& spec) {
                     ": validation_split " + split + " of " + std::to_string(rows) +
                     " samples leaves an empty part; expected both parts non-empty");
   }
-  f.train_weights = load_sample_weights(spec.train, rows);
-  if (f.test) f.test_weights = load_sample_weights(*spec.test, f.test->x.rows());
+  f.train_weights = load_sample_weights(spec.train, rows, arrays);
+  if (f.test) f.test_weights = load_sample_weights(*spec.test, f.test->x.rows(), arrays);
   f.train_labels = label_stats(f.train.y);
   if (f.test) f.test_labels = label_stats(f.test->y);
   for (FleetData::More* m : {&f.more, &f.test_more})
@@ -211,22 +233,23 @@ FleetData load_one(const DataSpec& spec) {
 
 }  // namespace
 
-FleetData load_fleet_data(const DataSpec& spec) {
-  if (spec.where.empty()) return load_one(spec);
+FleetData load_fleet_data(const DataSpec& spec, const GivenArrays* arrays) {
+  if (spec.where.empty()) return load_one(spec, arrays);
   try {
-    return load_one(spec);
+    return load_one(spec, arrays);
   } catch (const DataError& e) {
     throw DataError(spec.where + ": " + e.what());
   }
 }
 
-std::vector<FleetData> load_plan_data(const std::vector<DataSpec>& sources) {
+std::vector<FleetData> load_plan_data(const std::vector<DataSpec>& sources,
+                                      const GivenArrays* arrays) {
   std::vector<FleetData> out;
   std::vector<std::string> problems;
   out.reserve(sources.size());
   for (const DataSpec& s : sources) {
     try {
-      out.push_back(load_fleet_data(s));
+      out.push_back(load_fleet_data(s, arrays));
     } catch (const DataError& e) {
       problems.push_back(e.what());
       out.emplace_back();  // keeps indices; never used, the load fails below

@@ -6,10 +6,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "data/dataset.h"
 #include "fleet/display.h"
 #include "fleet/fit/job_types.h"
 #include "model/model.h"
@@ -33,6 +35,10 @@ struct FleetOptions {
   JobObserver* observer = nullptr;
   // FleetSummary::results keep their per-epoch histories (else they are in history.csv only).
   bool keep_history = false;
+  // The arrays a program gives, by key, for the plan's sources of arrays (`{array: KEY}`): read
+  // in place by the data loading and hashed by the run folder, never copied. Not owned: they
+  // must stay valid and unchanged until the run ends. Null: none given.
+  const std::map<std::string, Array>* arrays = nullptr;
 };
 
 using RankSummary = api::RankResult;

@@ -14,7 +14,7 @@
 #include <map>
 
 #include "data/dataset.h"
-#include "data/memory_arrays.h"
+#include "fleet/fleet_data.h"
 #include "fleet/results.h"
 
 namespace nnfleet::fleet_detail {
@@ -31,19 +31,21 @@ std::string mb(uint64_t bytes) {
   return b;
 }
 
-void add_source(const DataSource& s, const std::string& part, std::vector<DataFile>& out) {
-  auto add = [&](const std::string& role, const std::string& path) {
+void add_source(const DataSource& s, const GivenArrays* arrays, const std::string& part,
+                std::vector<DataFile>& out) {
+  const bool given = s.kind == DataSource::Kind::kArrays;
+  auto add = [&](const std::string& role, const std::string& name) {
     DataFile f;
     f.role = role;
-    f.path = path;
-    if (is_memory_array(path)) {
-      const Array& a = MemoryArrays::get(path);
+    f.path = given ? "{array: " + name + "}" : name;
+    if (given) {
+      const Array& a = given_array(arrays, name);
       f.bytes = a.size_bytes();
       // The shape and dtype count too: the same bytes read as another array are other data.
       f.xxh3 = hash_bytes(std::string_view(static_cast<const char*>(a.data()), a.size_bytes())) ^
                hash_bytes(a.shape().str() + dtype_name(a.dtype()));
     } else {
-      f.xxh3 = hash_file(path, &f.bytes);
+      f.xxh3 = hash_file(name, &f.bytes);
     }
     out.push_back(f);
   };
@@ -55,11 +57,13 @@ void add_source(const DataSource& s, const std::string& part, std::vector<DataFi
       break;
     }
     case DataSource::Kind::kNpy:
+    case DataSource::Kind::kArrays:
     case DataSource::Kind::kIdx:
       add(part + " x", s.x);
       add(part + " y", s.y);
-      // Further inputs and targets of a model with several (npy sources only: an npz is one file).
-      if (s.kind == DataSource::Kind::kNpy) {
+      // Further inputs and targets of a model with several (npy sources and arrays only: an npz
+      // is one file).
+      if (s.kind != DataSource::Kind::kIdx) {
         for (size_t i = 0; i < s.more_x.size(); ++i)
           add(part + " x" + std::to_string(i + 1), s.more_x[i]);
         for (size_t i = 0; i < s.more_y.size(); ++i)
@@ -115,17 +119,17 @@ std::optional<std::string_view> unframe(std::string_view line) {
   return json;
 }
 
-std::vector<DataFile> hash_data_files(const DataSpec& spec) {
+std::vector<DataFile> hash_data_files(const DataSpec& spec, const GivenArrays* arrays) {
   std::vector<DataFile> files;
-  add_source(spec.train, "train", files);
-  if (spec.test) add_source(*spec.test, "test", files);
+  add_source(spec.train, arrays, "train", files);
+  if (spec.test) add_source(*spec.test, arrays, "test", files);
   return files;
 }
 
-std::vector<DataFile> hash_data_files(const Plan& plan) {
+std::vector<DataFile> hash_data_files(const Plan& plan, const GivenArrays* arrays) {
   std::vector<DataFile> files;
   for (const DataSpec& spec : plan.sources)
-    for (DataFile& f : hash_data_files(spec)) {
+    for (DataFile& f : hash_data_files(spec, arrays)) {
       const bool seen = std::any_of(files.begin(), files.end(),
                                     [&](const DataFile& g) { return g.path == f.path; });
       if (!seen) files.push_back(std::move(f));
@@ -156,14 +160,15 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
                     "--out (an interrupted run continues with --resume)");
 }
 
-RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume)
-    : RunFolder(plan, dir, resume, plan_to_yaml(plan)) {}
+RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
+                     const GivenArrays* arrays)
+    : RunFolder(plan, dir, resume, plan_to_yaml(plan), arrays) {}
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
-                     const std::string& plan_yaml)
+                     const std::string& plan_yaml, const GivenArrays* arrays)
     : dir_(dir) {
   records_.resize(plan.models.size());
-  const Json manifest = manifest_of(plan_yaml, hash_data_files(plan));
+  const Json manifest = manifest_of(plan_yaml, hash_data_files(plan, arrays));
   if (resume)
     check_resume(plan_yaml, manifest);
   else

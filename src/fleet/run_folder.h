@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fleet/fit/job_types.h"
+#include "fleet/fleet_data.h"
 #include "plan/plan.h"
 #include "platform/files.h"
 
@@ -35,10 +36,12 @@ struct DataFile {
   std::string path;
   uint64_t bytes = 0, xxh3 = 0;
 };
-// Every file of a plan's data sources, hashed. Throws FileError, DataError.
-std::vector<DataFile> hash_data_files(const DataSpec& spec);
+// Every file of a plan's data sources, hashed; a source's arrays ({array: KEY}) are taken from
+// `arrays` (FleetOptions::arrays) and recorded with the path "{array: KEY}". Throws FileError,
+// DataError.
+std::vector<DataFile> hash_data_files(const DataSpec& spec, const GivenArrays* arrays = nullptr);
 // Every file of every source of a plan (Plan::sources), each file once, in the order first used.
-std::vector<DataFile> hash_data_files(const Plan& plan);
+std::vector<DataFile> hash_data_files(const Plan& plan, const GivenArrays* arrays = nullptr);
 
 // Where two plan.yaml texts first differ: "line 12 was `  units: 8`, the plan now has `...`".
 std::string first_difference(const std::string& was, const std::string& now);
@@ -57,11 +60,13 @@ class RunFolder {
   // A fresh run (resume = false): creates the folder with plan.yaml, run.json, jobs.log and its
   // sub-folders, locked; UsageError when it exists. --resume: locks the folder (UsageError when
   // another run holds it), checks the plan and the data against run.json (UsageError naming the
-  // first difference), removes a killed run's temporaries and reads the records. Throws
-  // UsageError, FileError.
-  RunFolder(const Plan& plan, const std::string& dir, bool resume);
+  // first difference), removes a killed run's temporaries and reads the records. The plan's
+  // arrays are hashed from `arrays` (hash_data_files). Throws UsageError, FileError, DataError.
+  RunFolder(const Plan& plan, const std::string& dir, bool resume,
+            const GivenArrays* arrays = nullptr);
   // The same with the plan's plan_to_yaml() text made already.
-  RunFolder(const Plan& plan, const std::string& dir, bool resume, const std::string& plan_yaml);
+  RunFolder(const Plan& plan, const std::string& dir, bool resume, const std::string& plan_yaml,
+            const GivenArrays* arrays = nullptr);
   const std::string& dir() const { return dir_; }
 
   // --resume: the record of model `index` (plan order), when it has one whose model file is

@@ -177,16 +177,17 @@ void read_models(const PlanContext& cx, EntryExpander& models, const Json& r, Pl
 
 }  // namespace
 
-Plan load_plan(const std::string& path) {
+Plan load_plan(const std::string& path, bool arrays) {
   return parse_plan(read_plan_file(path), path,
-                    fs::absolute(fs::path(path)).parent_path().string());
+                    fs::absolute(fs::path(path)).parent_path().string(), 0, arrays);
 }
 
 Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir,
-                int threads) {
+                int threads, bool arrays) {
   const YAML::Node root = read_yaml(text, path);
   auto expander = std::make_shared<ModelExpander>(path, fs::absolute(fs::path(base_dir)));
   expander->doc = located_json(root, path);
+  expander->arrays = arrays;
   const LocatedJson& doc = expander->doc;
   Problems pr(path, doc.lines);
   for (const auto& p : doc.problems) pr.add_at(p.line, p.path, p.message);
@@ -203,7 +204,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   check_keys(pr, "", r, kTopKeys);
   read_seed(pr, r, plan);
 
-  const PlanContext cx{doc, pr, expander->dir};
+  const PlanContext cx{doc, pr, expander->dir, arrays};
   EntryExpander models(cx);
   models.set_threads(threads > 0 ? threads : static_cast<int>(allowed_cpus().size()));
   std::vector<ModelRef> refs;

@@ -21,18 +21,20 @@ namespace nnfleet {
 
 // Where a dataset comes from. Exactly one form is set.
 struct DataSource {
-  enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx };
+  // kArrays: arrays a program gives by key (`{x: {array: x}, y: {array: y}}`; api::train's
+  // DataArrays, Python's x and y), never files.
+  enum class Kind { kFashionMnist, kNpy, kNpz, kCsv, kIdx, kArrays };
   Kind kind = Kind::kNpy;
   std::string split;  // fashion-mnist: "train" or "test"
-  std::string x, y;   // npy: paths; idx: images, labels; npz: member keys
+  std::string x, y;   // npy: paths; idx: images, labels; npz: member keys; arrays: keys
   std::string file;   // npz or csv path
   std::string label;  // csv label column
-  // Keras's sample_weight, one non-negative weight per sample: an .npy path, or the npz key
-  // (npy and npz sources only); empty: none.
+  // Keras's sample_weight, one non-negative weight per sample: an .npy path, the npz key, or
+  // an array's key (npy, npz and arrays sources only); empty: none.
   std::string sample_weight;
-  // npy and npz sources of models with several inputs or outputs (`x: [a.npy, b.npy]`): the
-  // second and later inputs and targets, in the model's input and output order (x and y hold
-  // the first).
+  // npy, npz and arrays sources of models with several inputs or outputs (`x: [a.npy, b.npy]`):
+  // the second and later inputs and targets, in the model's input and output order (x and y
+  // hold the first).
   std::vector<std::string> more_x, more_y;
   Json to_json() const;  // the plan form, for plan.yaml
 };
@@ -194,14 +196,17 @@ struct Plan {
 // unique file-safe model names, known layer classes and valid layer configs (every layer is
 // constructed once through the registry), known losses/optimizers/metrics/activations with the
 // valid names listed, data for every model. Does not touch the data. Throws PlanError whose
-// message lists every problem found, one per line.
-Plan load_plan(const std::string& path);
+// message lists every problem found, one per line. Sources of arrays (`{x: {array: x}, ...}`)
+// are a problem unless `arrays` says the caller gives arrays (a program does, through
+// api::train's DataArrays; `nnfleet train` never does); their keys are looked up only when the
+// data is loaded.
+Plan load_plan(const std::string& path, bool arrays = false);
 // The same for a plan's text: `path` names it in messages (and the default output folder), and
 // relative file names are taken from `base_dir`. A grid's models are checked on up to `threads`
 // threads (0: one per CPU this process may use), with the same problems, in the same order, on
 // any number. Throws PlanError.
 Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir,
-                int threads = 0);
+                int threads = 0, bool arrays = false);
 
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
 // expanded at a time, so the text is the only whole copy.

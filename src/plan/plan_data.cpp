@@ -1,9 +1,10 @@
 // Plan data sources: a `data:` mapping (train, test, scale, validation_split) and each of its
-// sources (fashion-mnist, npy, npz, csv, idx), checked field by field, with relative file names
-// taken from the plan's directory; and their JSON form (which also tells two sources apart).
+// sources (fashion-mnist, npy, npz, csv, idx, and arrays a program gives by key), checked field by
+// field, with relative file names taken from the plan's directory; and their JSON form (which
+// also tells two sources apart).
+#include <algorithm>
 #include <cmath>
 
-#include "data/memory_arrays.h"
 #include "plan/plan_loader.h"
 
 namespace nnfleet {
@@ -17,6 +18,12 @@ const char* const kSourceForms =
     "{idx_images: file, idx_labels: file} (x and y of npy and npz sources may be lists, one "
     "per model input and output)";
 
+// What a field of a source holds.
+enum class Value { kName, kFile, kArray };
+
+// Whether `v` names an array a program gives: `{array: KEY}`.
+bool names_array(const Json& v) { return v.is_object() && v.contains("array"); }
+
 // The fields of the source mapping `v` at `path`, each checked; `ok` turns false at the first
 // problem.
 struct SourceFields {
@@ -25,25 +32,67 @@ struct SourceFields {
   const Json& v;
   bool ok = true;
 
-  std::string field(const std::string& key, bool is_file, const char* what) {
+  std::string field(const std::string& key, Value kind, const char* what) {
     const std::string p = child_path(path, key);
     if (!v.contains(key) || v[key].is_null()) {
       cx.pr.add(p, "required key missing; expected " + std::string(what));
-    } else if (!v[key].is_string() || v[key].get<std::string>().empty()) {
-      cx.pr.add(p, "expected " + std::string(what) + ", got " + show(v[key]));
+      ok = false;
+      return "";
+    }
+    return value(p, v[key], kind, what);
+  }
+
+  // One value at field path `p`.
+  std::string value(const std::string& p, const Json& e, Value kind, const char* what) {
+    if (kind == Value::kArray) return array_key(p, e);
+    if (!e.is_string() || e.get<std::string>().empty()) {
+      cx.pr.add(p, "expected " + std::string(what) + ", got " + show(e));
+    } else if (kind == Value::kFile && e.get<std::string>().rfind("memory:", 0) == 0) {
+      // The spelling of arrays before {array: KEY}, refused with the new one.
+      const std::string key = e.get<std::string>().substr(7);
+      cx.pr.add(p, "arrays are written {array: KEY}, not \"memory:KEY\"; expected {array: " + key +
+                       "}, got " + show(e));
     } else {
-      return is_file ? cx.resolve(v[key].get<std::string>()) : v[key].get<std::string>();
+      return kind == Value::kFile ? cx.resolve(e.get<std::string>()) : e.get<std::string>();
     }
     ok = false;
     return "";
   }
 
+  // The key of `{array: KEY}` at `p`; only a caller that gives arrays may name them.
+  std::string array_key(const std::string& p, const Json& e) {
+    if (!cx.arrays || !names_array(e)) {
+      ok = false;
+      if (!cx.arrays && names_array(e))
+        cx.pr.add(p,
+                  "an array is given only by a program (train() with arrays, in C++ or "
+                  "Python), never by a plan file; expected a file path, got " +
+                      show(e));
+      else if (cx.arrays)
+        cx.pr.add(p,
+                  "expected {array: KEY} (a source of arrays holds only arrays), got " + show(e));
+      return "";
+    }
+    const Json& k = e["array"];
+    if (!k.is_string() || k.get<std::string>().empty()) {
+      cx.pr.add(child_path(p, "array"),
+                "expected the key of an array the program gives, got " + show(k));
+      ok = false;
+      return "";
+    }
+    if (e.size() != 1) {
+      check_keys(cx.pr, p, e, {"array"});
+      ok = false;
+    }
+    return k.get<std::string>();
+  }
+
   // x: [a, b] and y: [c, d] (several model inputs and outputs): the first stays in x and y, the
   // others go to more_x and more_y.
-  void list_field(const std::string& key, bool is_file, const char* what, std::string& first,
+  void list_field(const std::string& key, Value kind, const char* what, std::string& first,
                   std::vector<std::string>& more) {
     if (!v.contains(key) || !v[key].is_array()) {
-      first = field(key, is_file, what);
+      first = field(key, kind, what);
       return;
     }
     const Json& a = v[key];
@@ -53,13 +102,7 @@ struct SourceFields {
       return;
     }
     for (size_t i = 0; i < a.size(); ++i) {
-      if (!a[i].is_string() || a[i].get<std::string>().empty()) {
-        cx.pr.add(index_path(child_path(path, key), i),
-                  "expected " + std::string(what) + ", got " + show(a[i]));
-        ok = false;
-        continue;
-      }
-      const std::string e = is_file ? cx.resolve(a[i].get<std::string>()) : a[i].get<std::string>();
+      const std::string e = value(index_path(child_path(path, key), i), a[i], kind, what);
       if (i == 0)
         first = e;
       else
@@ -67,6 +110,17 @@ struct SourceFields {
     }
   }
 };
+
+// Whether the x, y or sample_weight of mapping `v` (or an entry of their lists) names an array.
+bool holds_arrays(const Json& v) {
+  for (const char* key : {"x", "y", "sample_weight"}) {
+    if (!v.contains(key)) continue;
+    const Json& f = v[key];
+    if (names_array(f)) return true;
+    if (f.is_array() && std::any_of(f.begin(), f.end(), names_array)) return true;
+  }
+  return false;
+}
 
 // The kind of source the mapping `v` is, and the keys it may have; false when it is none.
 bool source_form(const Json& v, DataSource& s, std::vector<std::string>& keys) {
@@ -80,7 +134,7 @@ bool source_form(const Json& v, DataSource& s, std::vector<std::string>& keys) {
     s.kind = DataSource::Kind::kIdx;
     keys = {"idx_images", "idx_labels"};
   } else if (v.is_object() && (v.contains("x") || v.contains("y"))) {
-    s.kind = DataSource::Kind::kNpy;
+    s.kind = holds_arrays(v) ? DataSource::Kind::kArrays : DataSource::Kind::kNpy;
     keys = {"sample_weight", "x", "y"};
   } else {
     return false;
@@ -91,25 +145,32 @@ bool source_form(const Json& v, DataSource& s, std::vector<std::string>& keys) {
 void source_fields(SourceFields& f, DataSource& s) {
   switch (s.kind) {
     case DataSource::Kind::kNpz:
-      s.file = f.field("npz", true, "an .npz file path");
-      f.list_field("x", false, "the name of an array in the .npz", s.x, s.more_x);
-      f.list_field("y", false, "the name of an array in the .npz", s.y, s.more_y);
+      s.file = f.field("npz", Value::kFile, "an .npz file path");
+      f.list_field("x", Value::kName, "the name of an array in the .npz", s.x, s.more_x);
+      f.list_field("y", Value::kName, "the name of an array in the .npz", s.y, s.more_y);
       if (f.v.contains("sample_weight"))
-        s.sample_weight = f.field("sample_weight", false, "the name of an array in the .npz");
+        s.sample_weight =
+            f.field("sample_weight", Value::kName, "the name of an array in the .npz");
       break;
     case DataSource::Kind::kCsv:
-      s.file = f.field("csv", true, "a .csv file path");
-      s.label = f.field("label", false, "the name of the label column");
+      s.file = f.field("csv", Value::kFile, "a .csv file path");
+      s.label = f.field("label", Value::kName, "the name of the label column");
       break;
     case DataSource::Kind::kIdx:
-      s.x = f.field("idx_images", true, "an IDX images file path");
-      s.y = f.field("idx_labels", true, "an IDX labels file path");
+      s.x = f.field("idx_images", Value::kFile, "an IDX images file path");
+      s.y = f.field("idx_labels", Value::kFile, "an IDX labels file path");
+      break;
+    case DataSource::Kind::kArrays:
+      f.list_field("x", Value::kArray, "{array: KEY}", s.x, s.more_x);
+      f.list_field("y", Value::kArray, "{array: KEY}", s.y, s.more_y);
+      if (f.v.contains("sample_weight"))
+        s.sample_weight = f.field("sample_weight", Value::kArray, "{array: KEY}");
       break;
     default:
-      f.list_field("x", true, "an .npy file path", s.x, s.more_x);
-      f.list_field("y", true, "an .npy file path", s.y, s.more_y);
+      f.list_field("x", Value::kFile, "an .npy file path", s.x, s.more_x);
+      f.list_field("y", Value::kFile, "an .npy file path", s.y, s.more_y);
       if (f.v.contains("sample_weight"))
-        s.sample_weight = f.field("sample_weight", true, "an .npy file path");
+        s.sample_weight = f.field("sample_weight", Value::kFile, "an .npy file path");
       break;
   }
 }
@@ -143,8 +204,6 @@ std::optional<DataSource> source(const PlanContext& cx, const std::string& path,
 }  // namespace
 
 std::string PlanContext::resolve(const std::string& p) const {
-  // An array the caller holds in memory (data/memory_arrays.h), not a file.
-  if (p.rfind(kMemoryArrayPrefix, 0) == 0) return p;
   std::filesystem::path q(p);
   if (q.is_relative()) q = dir / q;
   return q.lexically_normal().string();
@@ -219,6 +278,18 @@ Json DataSource::to_json() const {
       return Json::object({{"csv", file}, {"label", label}});
     case Kind::kIdx:
       return Json::object({{"idx_images", x}, {"idx_labels", y}});
+    case Kind::kArrays: {
+      auto array = [](const std::string& key) { return Json::object({{"array", key}}); };
+      auto arrays = [&](const std::string& first, const std::vector<std::string>& more) {
+        if (more.empty()) return array(first);
+        Json a = Json::array({array(first)});
+        for (const auto& m : more) a.push_back(array(m));
+        return a;
+      };
+      Json j = Json::object({{"x", arrays(x, more_x)}, {"y", arrays(y, more_y)}});
+      if (!sample_weight.empty()) j["sample_weight"] = array(sample_weight);
+      return j;
+    }
   }
   return nullptr;
 }

@@ -352,7 +352,7 @@ void EntryExpander::check_unique_names(const std::vector<ModelRef>& models) {
 
 ModelSpec ModelExpander::expand(const ModelRef& r) const {
   Problems pr(file, doc.lines);
-  EntryExpander expander(PlanContext{doc, pr, dir});
+  EntryExpander expander(PlanContext{doc, pr, dir, arrays});
   expander.builder().set_checked();
   ModelSpec s = expander.expand(entries.at(r.entry), r.point);
   NNFLEET_CHECK(pr.empty());  // load_plan expanded the same model without a problem

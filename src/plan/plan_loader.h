@@ -31,8 +31,9 @@ struct PlanContext {
   const LocatedJson& doc;
   Problems& pr;
   std::filesystem::path dir;  // relative file names are taken from here
+  bool arrays;                // the caller gives arrays: sources may name them (load_plan)
 
-  // `p` taken from dir (an in-memory array's name, data/memory_arrays.h, as it is).
+  // `p` taken from dir.
   std::string resolve(const std::string& p) const;
 };
 
@@ -53,6 +54,7 @@ class ModelExpander {
 
   std::string file;           // the plan's path as given, for messages
   std::filesystem::path dir;  // relative file names are taken from here
+  bool arrays = false;        // PlanContext::arrays
   LocatedJson doc;
   std::vector<Entry> entries;
 };
@@ -71,7 +73,7 @@ class ModelBuilder {
   // document, default source and checked layers; no data sources (only models without data of
   // their own are built apart).
   ModelBuilder(const ModelBuilder& o, Problems& pr)
-      : cx_{o.cx_.doc, pr, o.cx_.dir},
+      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays},
         has_default_(o.has_default_),
         check_layers_(o.check_layers_),
         checked_layers_(o.checked_layers_) {}
@@ -139,7 +141,7 @@ class EntryExpander {
   explicit EntryExpander(PlanContext cx) : cx_(cx), builder_(cx) {}
   // An expander for `o`'s models apart (on another thread), reporting into `pr`.
   EntryExpander(const EntryExpander& o, Problems& pr)
-      : cx_{o.cx_.doc, pr, o.cx_.dir}, builder_(o.builder_, pr) {}
+      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays}, builder_(o.builder_, pr) {}
   // Up to how many threads models() may check the models of one entry on (1: this one only).
   void set_threads(int n) { threads_ = n; }
   ModelBuilder& builder() { return builder_; }

@@ -46,10 +46,15 @@ Blobs read_blobs(const std::string& dir, const std::string& stem) {
   return b;
 }
 
+// A source value in JSON: an array the program gives by key, or a file.
+std::string array_source(const std::string& key) { return R"({"array": ")" + key + R"("})"; }
+std::string file_source(const std::string& path) { return "\"" + path + "\""; }
+
+// `train_x` and `train_y` are source values (array_source(), file_source()).
 std::string plan_text(const std::string& train_x, const std::string& train_y) {
   return R"({"seed": 7,
- "data": {"train": {"x": ")" +
-         train_x + R"(", "y": ")" + train_y + R"("}, "validation_split": 0.25},
+ "data": {"train": {"x": )" +
+         train_x + R"(, "y": )" + train_y + R"(}, "validation_split": 0.25},
  "defaults": {"epochs": 3, "batch_size": 16, "loss": "sparse_categorical_crossentropy",
               "metrics": ["accuracy"], "optimizer": {"Adam": {"learning_rate": 0.01}}},
  "models": [
@@ -84,8 +89,9 @@ class ApiTest : public ::testing::Test {
   }
   api::RunResult train_memory(api::RunOptions o = {}) {
     if (!o.out || o.out->empty()) o.out = std::nullopt;
-    return api::train(api::PlanInput::text(plan_text("memory:x", "memory:y"), "mem"),
-                      {{"x", data.xv()}, {"y", data.yv()}}, o);
+    return api::train(
+        api::PlanInput::text(plan_text(array_source("x"), array_source("y")), "mem"),
+        {{"x", data.xv()}, {"y", data.yv()}}, o);
   }
   TempDir dir;
   Blobs data;
@@ -95,7 +101,8 @@ TEST_F(ApiTest, MemoryArraysTrainAsTheSameFilesDo) {
   api::RunOptions o;
   o.workers = 2;
   const api::RunResult mem = train_memory(o);
-  write_text(dir.path + "/plan.yaml", plan_text("train_x.npy", "train_y.npy"));
+  write_text(dir.path + "/plan.yaml",
+             plan_text(file_source("train_x.npy"), file_source("train_y.npy")));
   o.out = dir.path + "/run";
   o.workers = 1;
   const api::RunResult file = api::train(api::PlanInput::file(dir.path + "/plan.yaml"), {}, o);
@@ -175,7 +182,8 @@ TEST_F(ApiTest, EvaluateComputesTheEpochMetricsAsTrainingDoes) {
   for (int64_t i = 0; i < data.n; ++i) yb[static_cast<size_t>(i)] = data.y[i] == 0 ? 1.0f : 0.0f;
   const api::ArrayView ybv{yb.data(), api::ElementType::kFloat32, {data.n, 1}};
   const std::string plan = R"({"seed": 3,
- "data": {"train": {"x": "memory:x", "y": "memory:yb"}, "test": {"x": "memory:x", "y": "memory:yb"}},
+ "data": {"train": {"x": {"array": "x"}, "y": {"array": "yb"}},
+          "test": {"x": {"array": "x"}, "y": {"array": "yb"}}},
  "defaults": {"epochs": 2, "batch_size": 16, "loss": "binary_crossentropy",
               "metrics": ["auc", "precision", "recall", "root_mean_squared_error", "r2_score"],
               "optimizer": {"Adam": {"learning_rate": 0.01}}},
@@ -297,7 +305,7 @@ TEST_F(ApiTest, RunsOnSeveralThreadsAtOnceKeepTheirOwnArrays) {
   std::thread t([&] {
     api::RunOptions o;
     o.out = std::nullopt;
-    a = api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+    a = api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
                    {{"x", other.xv()}, {"y", other.yv()}}, o);
   });
   b = train_memory();
@@ -312,7 +320,7 @@ TEST_F(ApiTest, RunsOnSeveralThreadsAtOnceKeepTheirOwnArrays) {
 // workers (std::system_error) run one per core.
 TEST_F(ApiTest, HugeBatchSizeAndWorkersAreCappedByTheDataAndTheCores) {
   auto with_batch = [&](const std::string& batch) {
-    std::string text = plan_text("memory:x", "memory:y");
+    std::string text = plan_text(array_source("x"), array_source("y"));
     text.replace(text.find("\"batch_size\": 16"), 16, "\"batch_size\": " + batch);
     return api::PlanInput::text(text, "mem");
   };
@@ -421,22 +429,24 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   const api::DataArrays arrays{{"x", data.xv()}, {"y", data.yv()}};
   EXPECT_THROW((void)api::train(api::PlanInput::text("{\"models\": 3}"), arrays, o), PlanError);
   try {
-    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:labels")), arrays, o);
+    (void)api::train(
+        api::PlanInput::text(plan_text(array_source("x"), array_source("labels"))), arrays, o);
     FAIL();
   } catch (const DataError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'memory:labels'"));
+    EXPECT_THAT(e.what(), HasSubstr("{array: labels}: no array of that name was given; expected "
+                                    "one of: x, y"));
   }
   std::vector<float> fy(data.y.begin(), data.y.end());
   fy[5] = std::numeric_limits<float>::quiet_NaN();
   try {
-    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+    (void)api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
                {{"x", data.xv()}, {"y", {fy.data(), api::ElementType::kFloat32, {data.n}}}}, o);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("NaN) at row 5"));
   }
   try {
-    (void)api::train(api::PlanInput::text(plan_text("memory:x", "memory:y")),
+    (void)api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
                {{"x", {data.x.data(), api::ElementType::kFloat32, {data.n, 64}}}, {"y", data.yv()}},
                o);
     FAIL();

@@ -65,9 +65,10 @@ class ThreadCluster final : public Cluster {
       throw Error("on rank " + std::to_string(r) + ": " + all[static_cast<size_t>(r)].substr(1));
     }
   }
-  FleetData load_shared_data(const DataSpec& spec, bool& loaded_here) override {
+  FleetData load_shared_data(const DataSpec& spec, const GivenArrays* arrays,
+                             bool& loaded_here) override {
     FleetData d;
-    agree([&] { d = load_fleet_data(spec); });
+    agree([&] { d = load_fleet_data(spec, arrays); });
     loaded_here = true;
     return d;
   }

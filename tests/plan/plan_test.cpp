@@ -556,6 +556,55 @@ models: []
   EXPECT_THAT(lines[5], HasSubstr("p.yaml:7: models: expected a non-empty list of models"));
 }
 
+// Arrays ({array: KEY}) come only from a program (api::train with arrays, Python): a plan file
+// naming one is refused at its field, and the same text parses when the caller gives arrays.
+TEST_F(PlanTest, ArraysAreGivenOnlyByAProgram) {
+  const std::string text = R"(data:
+  train: {x: {array: x}, y: {array: y}}
+models: [{name: m, layers: [Flatten]}]
+)";
+  const auto lines = problems_of(write("p.yaml", text));
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:2: data.train.x: an array is given only by a program "
+                                  "(train() with arrays, in C++ or Python), never by a plan file; "
+                                  "expected a file path, got {\"array\":\"x\"}"));
+  EXPECT_THAT(lines[1], HasSubstr("p.yaml:2: data.train.y: an array is given only by a program"));
+
+  const Plan p = parse_plan(text, "p", dir(), 0, true);
+  EXPECT_EQ(p.data.train.kind, DataSource::Kind::kArrays);
+  EXPECT_EQ(p.data.train.x, "x");
+  EXPECT_EQ(p.data.train.y, "y");
+  EXPECT_EQ(p.data.train.to_json(), Json::parse(R"({"x": {"array": "x"}, "y": {"array": "y"}})"));
+  try {
+    (void)parse_plan(
+        "data: {train: {x: {array: x}, y: y.npy}}\nmodels: [{name: m, layers: [Flatten]}]\n", "p",
+        dir(), 0, true);
+    ADD_FAILURE() << "a source mixing an array and a file was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("p:1: data.train.y: expected {array: KEY} (a source of arrays "
+                                    "holds only arrays), got \"y.npy\""));
+  }
+}
+
+// The spelling of arrays before {array: KEY}, "memory:KEY", is refused with the new one, whether
+// or not the caller gives arrays.
+TEST_F(PlanTest, MemoryStringsAreRefusedWithTheArraySpelling) {
+  const std::string text = R"(data:
+  train: {x: "memory:x", y: y.npy}
+models: [{name: m, layers: [Flatten]}]
+)";
+  const auto lines = problems_of(write("p.yaml", text));
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("p.yaml:2: data.train.x: arrays are written {array: KEY}, not "
+                                  "\"memory:KEY\"; expected {array: x}, got \"memory:x\""));
+  try {
+    (void)parse_plan(text, "p", dir(), 0, true);
+    ADD_FAILURE() << "\"memory:x\" was accepted";
+  } catch (const PlanError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("p:2: data.train.x: arrays are written {array: KEY}"));
+  }
+}
+
 TEST_F(PlanTest, MissingSectionsAreReported) {
   const auto lines = problems_of(write("p.yaml", "seed: 2\n"));
   EXPECT_THAT(lines, ElementsAre(HasSubstr("p.yaml:1: data: required key missing"),

@@ -54,9 +54,11 @@ class Cluster {
 
   // Collective. The plan's data, read from disk once per node (by the node's first rank) and held
   // in one MPI shared-memory window that every rank of the node reads; `loaded_here` says whether
-  // this rank read the files. Errors are agreed as by agree(). The arrays stay valid until the
+  // this rank read the files. A source of arrays is read from the node's first rank's `arrays`
+  // (FleetOptions::arrays). Errors are agreed as by agree(). The arrays stay valid until the
   // cluster is destroyed; none may outlive it.
-  virtual FleetData load_shared_data(const DataSpec& spec, bool& loaded_here) = 0;
+  virtual FleetData load_shared_data(const DataSpec& spec, const GivenArrays* arrays,
+                                     bool& loaded_here) = 0;
 
   // Collective over the node. The CPUs this rank's workers use: `allowed` (this rank's affinity),
   // less the CPUs that other ranks of the same node may also use, shared out so that ranks bound

@@ -111,7 +111,7 @@ FleetSummary run_cluster_fleet(const Plan& plan, const FleetOptions& opts, const
   bool loaded_data = true;
   std::vector<FleetData> data;
   for (const DataSpec& spec : plan.sources)
-    data.push_back(cluster->load_shared_data(spec, loaded_data));
+    data.push_back(cluster->load_shared_data(spec, opts.arrays, loaded_data));
   std::vector<int> cores = allowed_cpus();
   if (opts.workers == 0) cores = cluster->share_cpus(cores);
   const std::vector<int> mine = worker_cores(cores, opts.workers);

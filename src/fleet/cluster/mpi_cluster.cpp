@@ -151,7 +151,8 @@ class MpiCluster final : public Cluster {
     throw PeerExit();
   }
 
-  FleetData load_shared_data(const DataSpec& spec, bool& loaded_here) override {
+  FleetData load_shared_data(const DataSpec& spec, const GivenArrays* given,
+                             bool& loaded_here) override {
     // The shared window carries x and y only (the same answer on every rank, before any load).
     if (!spec.train.sample_weight.empty() || (spec.test && !spec.test->sample_weight.empty()))
       throw DataError(spec.where + (spec.where.empty() ? "" : ": ") +
@@ -161,7 +162,7 @@ class MpiCluster final : public Cluster {
     const bool leader = node_rank_ == 0;
     FleetData d;
     agree([&] {
-      if (leader) d = load_fleet_data(spec);
+      if (leader) d = load_fleet_data(spec, given);
     });
     loaded_here = leader;
     if (node_size_ == 1) return d;
