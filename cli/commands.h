@@ -4,10 +4,9 @@
 // by main() alone.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace nnfleet::cli {
 

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -56,8 +55,8 @@ int run_evaluate(EvaluateArgs& a) {
     std::string s = "{";
     // Keys may hold output names from the file: JSON-quoted, so that any name stays one key.
     for (const auto& [k, v] : values)
-      s += nlohmann::json(k).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": " + json_number(v) +
-           ", ";
+      s += nlohmann::json(k).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace) + ": " +
+           json_number(v) + ", ";
     s += "\"samples\": " + std::to_string(run.n) + "}";
     std::printf("%s\n", s.c_str());
   } else {

@@ -85,8 +85,7 @@ int run_export(const ExportArgs& a) {
     return s;
   };
   std::fprintf(stderr, "nnfleet export: wrote %s (%zu layers; inputs %s; outputs %s)\n",
-               a.to.c_str(), m.count_layers(), list(m.inputs()).c_str(),
-               list(m.outputs()).c_str());
+               a.to.c_str(), m.count_layers(), list(m.inputs()).c_str(), list(m.outputs()).c_str());
   return 0;
 }
 

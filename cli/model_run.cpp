@@ -165,14 +165,15 @@ Outputs make_outputs(const api::Model& m, int64_t n, bool per_sample) {
 }
 
 // Where output j's predictions (or losses) go: the j-th of the files given, or key j of one .npz.
-void save_outputs(const std::vector<std::string>& files, const Outputs& arrays,
-                  const api::Model& m, const char* flag) {
+void save_outputs(const std::vector<std::string>& files, const Outputs& arrays, const api::Model& m,
+                  const char* flag) {
   auto view = [&arrays](size_t j) {
     return api::ArrayView{arrays.data[j].data(), api::ElementType::kFloat32, arrays.shapes[j]};
   };
   if (files.size() == 1 && ends_with(files[0], ".npz")) {
     std::vector<std::pair<std::string, api::ArrayView>> named;
-    for (size_t j = 0; j < arrays.data.size(); ++j) named.emplace_back(m.outputs()[j].name, view(j));
+    for (size_t j = 0; j < arrays.data.size(); ++j)
+      named.emplace_back(m.outputs()[j].name, view(j));
     api::write_npz(files[0], named);
     return;
   }

@@ -5,12 +5,11 @@
 // not depend on --workers.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "nnfleet/data.h"
 #include "nnfleet/model.h"
@@ -69,8 +68,8 @@ Outputs make_outputs(const api::Model& m, int64_t n, bool per_sample);
 
 // Writes output j's array to the j-th of `files`, or all of them into one .npz keyed by output
 // names. `flag` names the option in messages.
-void save_outputs(const std::vector<std::string>& files, const Outputs& arrays,
-                  const api::Model& m, const char* flag);
+void save_outputs(const std::vector<std::string>& files, const Outputs& arrays, const api::Model& m,
+                  const char* flag);
 
 // The options predict and evaluate share: MODEL, --x, --y, --label, --loss, --weights, --scale,
 // --batch, --workers and --loss-out.

@@ -26,20 +26,19 @@ int run_predict(const RunArgs& a) {
   for (const api::Array& v : run.data.x) x.push_back(v.view());
   for (const auto& t : ys) y.push_back(t.first.view());
   Outputs pred = make_outputs(model, n, false), losses = make_outputs(model, n, true);
-  const api::RunStats r = model.predict(x, pred.spans(), predict_options(a, run.data, ys), y,
-                                        with_loss ? losses.spans() : std::vector<std::span<float>>{});
+  const api::RunStats r =
+      model.predict(x, pred.spans(), predict_options(a, run.data, ys), y,
+                    with_loss ? losses.spans() : std::vector<std::span<float>>{});
   save_outputs(a.out, pred, model, "--out");
   if (!a.loss_out.empty()) save_outputs(a.loss_out, losses, model, "--loss-out");
   for (size_t j = 0; j < r.losses.size(); ++j) {
     double sum = 0;
     for (float l : losses.data[j]) sum += l;
-    const std::string which =
-        model.outputs().size() > 1
-            ? " of output '" + terminal_safe(model.outputs()[j].name) + "'"
-            : "";
-    std::fprintf(stderr, "nnfleet predict: mean %s%s %.6g over %lld samples\n",
-                 r.losses[j].c_str(), which.c_str(), sum / static_cast<double>(n),
-                 static_cast<long long>(n));
+    const std::string which = model.outputs().size() > 1
+                                  ? " of output '" + terminal_safe(model.outputs()[j].name) + "'"
+                                  : "";
+    std::fprintf(stderr, "nnfleet predict: mean %s%s %.6g over %lld samples\n", r.losses[j].c_str(),
+                 which.c_str(), sum / static_cast<double>(n), static_cast<long long>(n));
   }
   std::fprintf(stderr,
                "nnfleet predict: %lld samples in %.3f s = %.0f samples/s (%d worker%s, batch %d; "

@@ -10,10 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "leaderboard.h"
@@ -45,17 +44,25 @@ struct TrainArgs {
 void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
   if (a.json) {
     using Json = nlohmann::json;
-    Json ev = {{"event", "run_end"}, {"out", r.out_dir}, {"makespan_seconds", r.makespan},
-               {"busy_fraction", r.busy_fraction}, {"peak_rss_bytes", r.peak_rss_bytes},
-               {"interrupted", r.interrupted}, {"failed", failed}};
+    Json ev = {{"event", "run_end"},
+               {"out", r.out_dir},
+               {"makespan_seconds", r.makespan},
+               {"busy_fraction", r.busy_fraction},
+               {"peak_rss_bytes", r.peak_rss_bytes},
+               {"interrupted", r.interrupted},
+               {"failed", failed}};
     if (!r.write_error.empty()) ev["write_error"] = r.write_error;
     if (!r.report_path.empty()) ev["report"] = r.report_path;
     if (!r.ranks.empty()) {
       Json ranks = Json::array();
       for (const auto& k : r.ranks)
-        ranks.push_back({{"rank", k.rank}, {"host", k.host}, {"cores", k.cores},
-                         {"loaded_data", k.loaded_data}, {"jobs", k.jobs},
-                         {"busy_seconds", k.busy_seconds}, {"peak_rss_bytes", k.peak_rss_bytes},
+        ranks.push_back({{"rank", k.rank},
+                         {"host", k.host},
+                         {"cores", k.cores},
+                         {"loaded_data", k.loaded_data},
+                         {"jobs", k.jobs},
+                         {"busy_seconds", k.busy_seconds},
+                         {"peak_rss_bytes", k.peak_rss_bytes},
                          {"rss_private_bytes", k.rss_private_bytes},
                          {"rss_shared_bytes", k.rss_shared_bytes}});
       ev["ranks"] = ranks;
@@ -75,10 +82,10 @@ void print_summary(const TrainArgs& a, const api::RunResult& r, int failed) {
     if (!r.results_file.empty()) std::printf("results: %s\n", r.results_file.c_str());
     if (!r.report_path.empty()) std::printf("report: %s\n", r.report_path.c_str());
     if (!r.ranks.empty())
-      std::printf("%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
-                  "(median %.0f us)\n",
-                  r.ranks.size(), r.round_trips.count, r.round_trips.mean_us,
-                  r.round_trips.median_us);
+      std::printf(
+          "%zu MPI ranks; rank 0 answered %zu job request(s) in %.0f us on average "
+          "(median %.0f us)\n",
+          r.ranks.size(), r.round_trips.count, r.round_trips.mean_us, r.round_trips.median_us);
   }
 }
 
@@ -93,7 +100,8 @@ void print_advice(const TrainArgs& a, const api::RunResult& r, int failed) {
                  r.out_dir.c_str(), r.write_error.c_str(),
                  write_failure_hint(a.plan, r.out_dir, r.write_error).c_str());
   else if (r.interrupted)
-    std::fprintf(stderr, "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
+    std::fprintf(stderr,
+                 "nnfleet: interrupted; continue with: nnfleet train %s --out %s --resume\n",
                  a.plan.c_str(), r.out_dir.c_str());
   else if (none_done(r) && !failed)
     std::fprintf(stderr,
@@ -113,8 +121,8 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   o.cluster = cluster;
   o.load_models = false;
   o.keep_history = false;
-  o.progress = a.json                   ? api::Progress::kJson
-               : a.quiet                ? api::Progress::kQuiet
+  o.progress = a.json                  ? api::Progress::kJson
+               : a.quiet               ? api::Progress::kQuiet
                : isatty(STDOUT_FILENO) ? api::Progress::kLive
                                        : api::Progress::kLines;
   o.stop = &g_stop;
@@ -134,8 +142,9 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (r.rank != 0) return exit_code(r);
-  const int failed = static_cast<int>(std::count_if(
-      r.models.begin(), r.models.end(), [](const api::ModelResult& m) { return m.status == api::Status::kFailed; }));
+  const int failed = static_cast<int>(
+      std::count_if(r.models.begin(), r.models.end(),
+                    [](const api::ModelResult& m) { return m.status == api::Status::kFailed; }));
   print_summary(a, r, failed);
   print_advice(a, r, failed);
   return exit_code(r);

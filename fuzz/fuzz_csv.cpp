@@ -1,8 +1,8 @@
 // libFuzzer harness: a CSV file through load_csv. The label column is the input's first header
 // cell (so most inputs get past the header), or a name no column has when the input is empty.
+#include "core/check.h"
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.csv");

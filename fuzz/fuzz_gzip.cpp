@@ -3,9 +3,9 @@
 // deflate ratio bound) rather than the plain IDX path.
 #include <vector>
 
+#include "core/check.h"
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.idx.gz");

@@ -1,7 +1,7 @@
 // libFuzzer harness: a plain IDX file through load_idx (header, dimensions, size checks).
+#include "core/check.h"
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.idx");

@@ -1,8 +1,8 @@
 // libFuzzer harness: a Keras HDF5 model file (.h5: model_config, legacy weights) through
 // load_keras_model; libhdf5 parses the container.
+#include "core/check.h"
 #include "fuzz_input.h"
 #include "io/keras/keras_reader.h"
-#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

@@ -1,8 +1,8 @@
 // libFuzzer harness: a to_json() architecture (.json) through load_keras_model: the JSON limits and
 // the Keras graph builder.
+#include "core/check.h"
 #include "fuzz_input.h"
 #include "io/keras/keras_reader.h"
-#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

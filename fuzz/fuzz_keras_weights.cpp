@@ -6,10 +6,10 @@
 // real .keras files).
 #include <cstdlib>
 
+#include "core/check.h"
 #include "fuzz_input.h"
 #include "io/keras/keras_reader.h"
 #include "platform/zip_archive.h"
-#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

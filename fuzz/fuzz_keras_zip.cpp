@@ -1,8 +1,8 @@
 // libFuzzer harness: a Keras 3 .keras archive (config.json, metadata.json, model.weights.h5 in a
 // zip) through load_keras_model.
+#include "core/check.h"
 #include "fuzz_input.h"
 #include "io/keras/keras_reader.h"
-#include "core/check.h"
 
 NNFLEET_FUZZ_HDF5_SETTINGS
 

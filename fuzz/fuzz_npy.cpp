@@ -1,7 +1,7 @@
 // libFuzzer harness: an .npy file through load_npy (header parser, dtype widening, size checks).
+#include "core/check.h"
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.npy");

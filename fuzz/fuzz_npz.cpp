@@ -1,7 +1,7 @@
 // libFuzzer harness: an .npz archive through npz_keys and load_npz of (up to 4 of) its members.
+#include "core/check.h"
 #include "data/dataset.h"
 #include "fuzz_input.h"
-#include "core/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static nnfleet::fuzz::InputFile file("input.npz");

@@ -1,8 +1,8 @@
 // libFuzzer harness: a plan (YAML, or JSON which is YAML too) through load_plan (YAML parsing,
 // alias and nesting limits, field checks, grid expansion, every layer built once through the
 // registry) and, when it loads, plan_to_yaml.
-#include "fuzz_input.h"
 #include "core/check.h"
+#include "fuzz_input.h"
 #include "plan/plan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

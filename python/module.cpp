@@ -284,9 +284,9 @@ class PyModel {
 // With `hold` (a test hook), a model's worker waits at each epoch end until `on_epoch` has
 // returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
 RunResult train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
-                  const py::dict& arrays, int workers, std::optional<std::string> out, bool resume,
-                  double checkpoint_seconds, const std::string& format, Progress progress,
-                  std::optional<py::function> on_epoch, bool hold) {
+                      const py::dict& arrays, int workers, std::optional<std::string> out,
+                      bool resume, double checkpoint_seconds, const std::string& format,
+                      Progress progress, std::optional<py::function> on_epoch, bool hold) {
   RunOptions o;
   o.workers = workers;
   o.out = out;

@@ -98,7 +98,8 @@ class Model {
   // `losses[j]` receives the N per-sample losses of output j. Buffers are the caller's, at least
   // that large (else UsageError); results do not depend on `workers`. Throws DataError (shapes,
   // labels), UsageError (no loss known, no weights, a buffer too small), ModelError.
-  RunStats predict(const std::vector<ArrayView>& x, const std::vector<std::span<float>>& predictions,
+  RunStats predict(const std::vector<ArrayView>& x,
+                   const std::vector<std::span<float>>& predictions,
                    const PredictOptions& options = {}, const std::vector<ArrayView>& y = {},
                    const std::vector<std::span<float>>& losses = {}) const;
 
@@ -121,7 +122,6 @@ class Model {
   void save(const std::string& path) const;
   // The model's layers (as summary() lists them).
   size_t count_layers() const;
-
 
  private:
   struct Impl;

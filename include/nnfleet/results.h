@@ -56,10 +56,10 @@ struct ModelResult {
 struct RankResult {
   int rank = 0;
   std::string host;
-  std::vector<int> cores;    // one per worker
-  bool loaded_data = false;  // read the data files (one rank per node does)
-  int jobs = 0;              // jobs it ran
-  double busy_seconds = 0;   // summed over its workers
+  std::vector<int> cores;        // one per worker
+  bool loaded_data = false;      // read the data files (one rank per node does)
+  int jobs = 0;                  // jobs it ran
+  double busy_seconds = 0;       // summed over its workers
   size_t peak_rss_bytes = 0;     // by the end of the run
   size_t rss_private_bytes = 0;  // resident bytes of its own (anonymous) memory
   size_t rss_shared_bytes = 0;   // resident bytes shared with other processes (the data window)

@@ -89,7 +89,7 @@ struct RunOptions {
   // Set (by any thread) to stop: every model finishes its batch, checkpoints and ends as
   // "cancelled"; train() then returns with RunResult::interrupted. Not owned.
   const std::atomic<bool>* stop = nullptr;
-  bool load_models = true;  // RunResult models carry the trained Model (read back from its file)
+  bool load_models = true;   // RunResult models carry the trained Model (read back from its file)
   bool keep_history = true;  // ModelResult::history is filled (else it is in history.csv only)
   // Writes <out>/report.html (as `nnfleet report` does) every few seconds while the run goes on,
   // and once at its end (RunResult::report_path; a failure there is RunResult::report_error).

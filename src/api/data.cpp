@@ -8,8 +8,8 @@
 
 #include "api/convert.h"
 #include "data/dataset.h"
-#include "platform/zip_archive.h"
 #include "platform/file.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet::api {
 namespace {

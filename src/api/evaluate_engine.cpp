@@ -40,8 +40,8 @@ std::vector<std::string> metric_list(const Json& m, const std::string& model) {
 
 // Output j's metric names: --metrics for every output, or the file's "metrics" (a list for every
 // output, a list of lists in output order, or a dict by output name).
-std::vector<std::string> metric_names(const std::vector<std::string>& metrics, const LoadedModel& lm,
-                                      const std::string& path, size_t j) {
+std::vector<std::string> metric_names(const std::vector<std::string>& metrics,
+                                      const LoadedModel& lm, const std::string& path, size_t j) {
   if (!metrics.empty()) return metrics;
   const Json& tc = lm.training_config;
   if (!tc.is_object() || !tc.contains("metrics")) return {};

@@ -5,13 +5,13 @@
 #include <cctype>
 
 #include "api/convert.h"
-#include "api/model_impl.h"
 #include "api/evaluate_engine.h"
+#include "api/model_impl.h"
 #include "api/predict_engine.h"
-#include "io/keras/keras_writer.h"
-#include "io/onnx/onnx_writer.h"
-#include "io/model_summary.h"
 #include "core/check.h"
+#include "io/keras/keras_writer.h"
+#include "io/model_summary.h"
+#include "io/onnx/onnx_writer.h"
 
 namespace nnfleet::api {
 
@@ -147,8 +147,8 @@ Prepared prepare(const ModelAccess::Impl& impl, const std::vector<ArrayView>& x,
     const std::string name = nth_name(o.x_names, "x", k);
     if (p.xs[k].rows() != p.n)
       throw DataError(failed + "'" + name + "' has " + std::to_string(p.xs[k].rows()) +
-                      " samples and '" + nth_name(o.x_names, "x", 0) + "' " +
-                      std::to_string(p.n) + "; expected the same number in every input");
+                      " samples and '" + nth_name(o.x_names, "x", 0) + "' " + std::to_string(p.n) +
+                      "; expected the same number in every input");
     api_detail::check_input(w, path, o.scale, m, k, p.xs[k], name);
   }
   if (predictions != m.num_outputs())
@@ -164,9 +164,9 @@ Prepared prepare(const ModelAccess::Impl& impl, const std::vector<ArrayView>& x,
                      std::to_string(y.size()) + " and " + std::to_string(losses));
   for (size_t j = 0; j < y.size(); ++j) {
     const std::string name = nth_name(o.y_names, "y", j);
-    p.targets.push_back(api_detail::make_targets(
-        api_detail::to_array(y[j], name), name,
-        api_detail::output_loss(w, lm, path, o.loss, j), m.output_shape(j), p.n));
+    p.targets.push_back(api_detail::make_targets(api_detail::to_array(y[j], name), name,
+                                                 api_detail::output_loss(w, lm, path, o.loss, j),
+                                                 m.output_shape(j), p.n));
   }
   return p;
 }
@@ -201,8 +201,8 @@ RunStats Model::predict(const std::vector<ArrayView>& x,
                         const std::vector<std::span<float>>& predictions, const PredictOptions& o,
                         const std::vector<ArrayView>& y,
                         const std::vector<std::span<float>>& losses) const {
-  const Prepared p = prepare(*impl_, x, predictions.size(), o, y, losses.size(),
-                             wording("predict", o.spelling));
+  const Prepared p =
+      prepare(*impl_, x, predictions.size(), o, y, losses.size(), wording("predict", o.spelling));
   check_buffers(*impl_, "predictions", predictions, p.n, false, "predict");
   if (!y.empty()) check_buffers(*impl_, "losses", losses, p.n, true, "predict");
   if (p.n == 0) return {};

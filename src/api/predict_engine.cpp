@@ -12,10 +12,10 @@
 #include <mutex>
 #include <optional>
 
+#include "core/limits.h"
 #include "model/network.h"
 #include "platform/cpu.h"
 #include "platform/parallel.h"
-#include "core/limits.h"
 
 namespace nnfleet::api_detail {
 namespace {

@@ -10,16 +10,16 @@
 #include <cstring>
 #include <filesystem>
 
+#include "api/cluster_impl.h"
 #include "api/convert.h"
 #include "api/model_io.h"
-#include "api/cluster_impl.h"
+#include "core/check.h"
 #include "fleet/cluster/cluster_fleet.h"
 #include "fleet/fleet.h"
 #include "fleet/results.h"
-#include "report/report.h"
 #include "plan/plan.h"
-#include "core/check.h"
 #include "platform/files.h"
+#include "report/report.h"
 
 namespace nnfleet::api {
 namespace {

@@ -17,8 +17,7 @@ namespace nnfleet {
 
 }  // namespace nnfleet
 
-#define NNFLEET_CHECK(cond) \
-  ((cond) ? (void)0 : ::nnfleet::check_failed(__FILE__, __LINE__, #cond))
+#define NNFLEET_CHECK(cond) ((cond) ? (void)0 : ::nnfleet::check_failed(__FILE__, __LINE__, #cond))
 #if defined(NDEBUG) && !defined(NNFLEET_SANITIZED)
 #define NNFLEET_DCHECK(cond) ((void)0)
 #else

@@ -27,7 +27,6 @@ bool keras_key_is_harmless(const std::string& key, const Json& v) {
   return false;
 }
 
-
 }  // namespace
 
 std::string show(const Json& v) {
@@ -88,8 +87,9 @@ KerasObject split_keras_object(const Json& j, const std::string& key, const std:
       // shared_object_id: Keras 3's tag for an object several configs share; no meaning here.
       if (it.key() != "class_name" && it.key() != "config" && it.key() != "module" &&
           it.key() != "registered_name" && it.key() != "shared_object_id")
-        throw ConfigError(key, "unknown key '" + it.key() + "' in a Keras " + what +
-                                   "; expected one of: class_name, config, module, registered_name");
+        throw ConfigError(key,
+                          "unknown key '" + it.key() + "' in a Keras " + what +
+                              "; expected one of: class_name, config, module, registered_name");
     o.name = j["class_name"].get<std::string>();
     if (j.contains("config") && !j["config"].is_null()) o.config = j["config"];
     o.mode = ConfigMode::kKeras;
@@ -97,8 +97,10 @@ KerasObject split_keras_object(const Json& j, const std::string& key, const std:
     o.name = j.begin().key();
     if (!j.begin().value().is_null()) o.config = j.begin().value();
   } else {
-    throw ConfigError(key, "bad " + what + "; expected a name, {\"Name\": {config}} or "
-                           "{\"class_name\": ..., \"config\": ...}, got " + show(j));
+    throw ConfigError(key, "bad " + what +
+                               "; expected a name, {\"Name\": {config}} or "
+                               "{\"class_name\": ..., \"config\": ...}, got " +
+                               show(j));
   }
   if (!o.config.is_object())
     throw ConfigError(key, "bad config of " + what + " " + o.name + "; expected a mapping, got " +
@@ -109,7 +111,9 @@ KerasObject split_keras_object(const Json& j, const std::string& key, const std:
 LayerConfig::LayerConfig(const Json& j, ConfigMode mode, std::string class_name)
     : j_(j.is_null() ? Json::object() : j), mode_(mode), class_name_(std::move(class_name)) {
   if (!j_.is_object())
-    throw ConfigError("", "a layer config must be a mapping of keys to values; expected a mapping, got " + show(j));
+    throw ConfigError(
+        "",
+        "a layer config must be a mapping of keys to values; expected a mapping, got " + show(j));
 }
 
 const Json* LayerConfig::find(const std::string& key) const {
@@ -284,8 +288,8 @@ void LayerConfig::finish() const {
     if (mode_ == ConfigMode::kKeras) {
       if (keras_key_is_harmless(key, it.value())) continue;
       throw ConfigError(key, "unsupported option '" + key + "' = " + show(it.value()) + " of " +
-                                 class_name_ + "; expected it absent or null (nnfleet supports: " +
-                                 known + ")");
+                                 class_name_ +
+                                 "; expected it absent or null (nnfleet supports: " + known + ")");
     }
     if (key == "trainable" && it.value().is_boolean() && it.value().get<bool>()) continue;
     throw ConfigError(key, "unknown key '" + key + "' for " + class_name_ + "; expected one of: " +

@@ -194,11 +194,16 @@ std::optional<BadId> first_bad_id_as(const Array& src, int64_t limit) {
 std::optional<BadId> first_bad_id(const Array& src, int64_t limit) {
   if (src.empty()) return std::nullopt;
   switch (src.dtype()) {
-    case DType::kU8: return first_bad_id_as<uint8_t>(src, limit);
-    case DType::kI32: return first_bad_id_as<int32_t>(src, limit);
-    case DType::kI64: return first_bad_id_as<int64_t>(src, limit);
-    case DType::kF32: return first_bad_id_as<float>(src, limit);
-    case DType::kF64: return first_bad_id_as<double>(src, limit);
+    case DType::kU8:
+      return first_bad_id_as<uint8_t>(src, limit);
+    case DType::kI32:
+      return first_bad_id_as<int32_t>(src, limit);
+    case DType::kI64:
+      return first_bad_id_as<int64_t>(src, limit);
+    case DType::kF32:
+      return first_bad_id_as<float>(src, limit);
+    case DType::kF64:
+      return first_bad_id_as<double>(src, limit);
   }
   return std::nullopt;
 }

@@ -32,11 +32,11 @@ class Array {
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }  // full shape, first axis = samples
   int64_t rows() const { return shape_.rank() ? shape_[0] : 0; }
-  int64_t row_size() const;                      // elements per sample
-  Shape sample_shape() const;                    // shape without the first axis
+  int64_t row_size() const;    // elements per sample
+  Shape sample_shape() const;  // shape without the first axis
   const void* data() const { return data_; }
   void* mutable_data() const { return const_cast<void*>(data_); }  // only while loading
-  double at(int64_t flat_index) const;           // any dtype as double (slow path)
+  double at(int64_t flat_index) const;  // any dtype as double (slow path)
   // Rows [begin, end) as a view sharing the storage.
   Array slice_rows(int64_t begin, int64_t end) const;
   bool empty() const { return data_ == nullptr; }
@@ -72,7 +72,7 @@ void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst);
 // Loaders. Each throws DataError naming the file and the problem
 // ("failed to read data file 'x.npy': unsupported dtype '<c8'; expected one of |u1, <i4, ...").
 // A loader either returns a complete Array or throws; nothing is left half-read.
-Array load_idx(const std::string& path);                     // plain or gzip, ubyte images/labels
+Array load_idx(const std::string& path);  // plain or gzip, ubyte images/labels
 // NPY v1/v2/v3, little-endian, C order. |u1 <i4 <i8 <f4 <f8 load as-is; narrower types are
 // widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32. Fortran order (rank
 // >= 2), big-endian ('>') and every other dtype are rejected.

@@ -37,7 +37,8 @@ std::vector<std::string> fashion_mnist_files(const std::string& split) {
         "'");
   const std::string dir = fashion_mnist_dir();
   const std::string prefix = split == "train" ? "train" : "t10k";
-  return {find_file(dir, prefix + "-images-idx3-ubyte"), find_file(dir, prefix + "-labels-idx1-ubyte")};
+  return {find_file(dir, prefix + "-images-idx3-ubyte"),
+          find_file(dir, prefix + "-labels-idx1-ubyte")};
 }
 
 XY load_fashion_mnist(const std::string& split) {

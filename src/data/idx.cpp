@@ -14,8 +14,8 @@
 #include <new>
 #include <optional>
 
-#include "data/dataset.h"
 #include "core/limits.h"
+#include "data/dataset.h"
 
 namespace nnfleet {
 namespace {

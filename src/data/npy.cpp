@@ -15,12 +15,12 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <utility>
 #include <new>
 #include <string_view>
+#include <utility>
 
-#include "data/dataset.h"
 #include "core/limits.h"
+#include "data/dataset.h"
 #include "platform/file.h"
 #include "platform/zip_archive.h"
 

@@ -43,7 +43,8 @@ std::string fmt(const char* f, double v) {
 }
 
 std::string epoch_line(const ModelSpec& spec, const EpochRecord& rec) {
-  std::string s = spec.name + " epoch " + std::to_string(rec.epoch) + "/" + std::to_string(spec.epochs);
+  std::string s =
+      spec.name + " epoch " + std::to_string(rec.epoch) + "/" + std::to_string(spec.epochs);
   for (const auto& [k, v] : rec.values) s += " " + k + "=" + fmt("%.4f", v);
   return s + " (" + fmt("%.1f", rec.seconds) + "s)";
 }
@@ -71,8 +72,11 @@ class Display::WorkerObserver final : public JobObserver {
     s.sps = sps;
   }
   void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
-    Json ev = {{"event", "epoch"}, {"model", spec.name}, {"epoch", rec.epoch},
-               {"epochs", spec.epochs}, {"seconds", rec.seconds}};
+    Json ev = {{"event", "epoch"},
+               {"model", spec.name},
+               {"epoch", rec.epoch},
+               {"epochs", spec.epochs},
+               {"seconds", rec.seconds}};
     for (const auto& [k, v] : rec.values) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
     d_->note(epoch_line(spec, rec), ev);
   }
@@ -178,7 +182,8 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
   s.epochs = spec.epochs;
   s.cost = cost;
   s.busy = true;
-  Json ev = {{"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
+  Json ev = {
+      {"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
   if (!ranks_.empty()) ev["rank"] = ranks_[static_cast<size_t>(worker)];
   emit("start " + spec.name + " on " + where(worker), ev);
 }
@@ -195,9 +200,9 @@ void Display::job_finished(int worker, const JobResult& r, double cost) {
   for (const auto& [k, v] : r.metrics)
     if (k.rfind("test_", 0) == 0) line += " " + k + "=" + fmt("%.4f", v);
   if (!r.message.empty()) line += ": " + r.message;
-  Json ev = {{"event", "end"}, {"model", r.name}, {"status", api::status_name(r.status)},
+  Json ev = {{"event", "end"},       {"model", r.name},    {"status", api::status_name(r.status)},
              {"message", r.message}, {"epochs", r.epochs}, {"seconds", r.seconds},
-             {"done", done_}, {"total", total_}};
+             {"done", done_},        {"total", total_}};
   for (const auto& [k, v] : r.metrics) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
   emit(line, ev);
 }
@@ -219,12 +224,13 @@ void Display::redraw_locked(bool final) {
     std::string row;
     const std::string core = where(static_cast<int>(&s - slots_.data()));
     if (!s.busy) {
-      row = core + (s.helping ? "  helping the running models with pieces of their batches"
-                              : "  idle");
+      row = core +
+            (s.helping ? "  helping the running models with pieces of their batches" : "  idle");
     } else {
-      const double frac = s.batches && s.epochs
-                              ? ((s.epoch - 1) + static_cast<double>(s.batch) / s.batches) / s.epochs
-                              : 0.0;
+      const double frac =
+          s.batches && s.epochs
+              ? ((s.epoch - 1) + static_cast<double>(s.batch) / s.batches) / s.epochs
+              : 0.0;
       running += frac * s.cost;
       const double in_epoch = s.batches ? static_cast<double>(s.batch) / s.batches : 0.0;
       char b[320];
@@ -241,8 +247,9 @@ void Display::redraw_locked(bool final) {
   const double elapsed = now_seconds() - t0_;
   const double progress = total_cost_ > 0 ? (done_cost_ + running) / total_cost_ : 0.0;
   const double eta = progress > 0.001 ? elapsed * (1.0 - progress) / progress : NAN;
-  std::fprintf(stdout, "all    %s %zu/%zu models done  elapsed %s  ETA %s\n", bar(progress, 30).c_str(),
-               done_, total_, duration(elapsed).c_str(), duration(eta).c_str());
+  std::fprintf(stdout, "all    %s %zu/%zu models done  elapsed %s  ETA %s\n",
+               bar(progress, 30).c_str(), done_, total_, duration(elapsed).c_str(),
+               duration(eta).c_str());
   ++drawn_lines_;
   std::fflush(stdout);
 }

@@ -512,7 +512,8 @@ class WorkerPool {
 
   // Runs the workers, and `serve(running)` on this thread until they have all finished.
   void run(const std::function<void(std::atomic<int>&)>& serve) {
-    run_pinned_workers(cores_, [this](int w) { work(w); }, [&] { serve(running_); });
+    run_pinned_workers(
+        cores_, [this](int w) { work(w); }, [&] { serve(running_); });
   }
   double busy() const {
     double total = 0;

@@ -131,8 +131,8 @@ FleetData::More load_more(const DataSource& s, const XY& first, const GivenArray
     const std::string label = std::string(which) + "[" + std::to_string(k) + "] ('" + name + "')";
     if (a.shape().rank() < 1 || a.rows() != like.rows())
       throw DataError("failed to load data " + what + ": " + label + " has " +
-                      (a.shape().rank() < 1 ? std::string("no sample axis") :
-                                              std::to_string(a.rows()) + " samples") +
+                      (a.shape().rank() < 1 ? std::string("no sample axis")
+                                            : std::to_string(a.rows()) + " samples") +
                       "; expected " + std::to_string(like.rows()) + ", as " + which + "[0]");
     check_finite(a, what, which);
     return a;

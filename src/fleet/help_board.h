@@ -19,7 +19,8 @@ namespace nnfleet {
 
 class HelpBoard : public PieceRunner {
  public:
-  // `split_jobs`: how many jobs of the run will post pieces; helpers wait while any may still do so.
+  // `split_jobs`: how many jobs of the run will post pieces; helpers wait while any may still do
+  // so.
   explicit HelpBoard(int split_jobs);
 
   // Runs fn(0), ..., fn(pieces - 1) on the calling thread and on any helping worker; returns when
@@ -30,8 +31,8 @@ class HelpBoard : public PieceRunner {
   // What a helper computed for one owner, pieces following each other with short gaps merged
   // into one span [begin, end]; called on the helper's thread, outside the lock.
   using Clock = std::chrono::steady_clock;
-  using SpanSink = std::function<void(int owner, Clock::time_point begin, Clock::time_point end,
-                                      int pieces)>;
+  using SpanSink =
+      std::function<void(int owner, Clock::time_point begin, Clock::time_point end, int pieces)>;
   // An idle worker helps with posted pieces until no counted job is left or `stop` is set,
   // reporting its spans to `sink` (when set). Returns the seconds it spent computing pieces.
   double help(const std::atomic<bool>* stop, const SpanSink& sink = nullptr);
@@ -41,8 +42,8 @@ class HelpBoard : public PieceRunner {
     const std::function<void(int)>* fn;
     int pieces;
     int owner;
-    int next = 0;                // claimed pieces (under the lock)
-    std::atomic<int> done{0};    // finished pieces (incremented under the lock)
+    int next = 0;              // claimed pieces (under the lock)
+    std::atomic<int> done{0};  // finished pieces (incremented under the lock)
   };
   // Claims the next piece of a posted task (lock held); false when there is none.
   bool claim(Task*& task, int& piece);
@@ -53,7 +54,7 @@ class HelpBoard : public PieceRunner {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Task*> posted_;  // tasks with pieces not yet claimed
+  std::vector<Task*> posted_;       // tasks with pieces not yet claimed
   std::atomic<uint64_t> posts_{0};  // tasks posted so far
   int split_jobs_;
   // Test hold "split_step" (platform/test_hold.h): the first posted step waits, its pieces

@@ -202,8 +202,9 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
         o << "," << r.best.epoch << "," << r.best.monitor << "," << figure_text(r.best.value);
       else
         o << ",,,";
-      o << "," << r.params << "," << figure_text(r.seconds) << "," << figure_text(r.samples_per_second) << ","
-        << r.core << "," << csv_field(r.message) << "\n";
+      o << "," << r.params << "," << figure_text(r.seconds) << ","
+        << figure_text(r.samples_per_second) << "," << r.core << "," << csv_field(r.message)
+        << "\n";
     }
   });
 }

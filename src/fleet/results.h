@@ -33,7 +33,7 @@ std::vector<Json> read_job_records(const std::string& dir);
 std::string history_csv_header(const std::vector<std::string>& columns);
 void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);
 // results.json and results.csv in `dir` (written model by model: no whole copy in memory).
-void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed,
-                   int workers, const std::vector<JobResult>& results, const RankKey& key);
+void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
+                   const std::vector<JobResult>& results, const RankKey& key);
 
 }  // namespace nnfleet

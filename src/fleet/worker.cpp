@@ -1,8 +1,8 @@
 // A worker's job: its model built (again: validation dropped it) and trained (see worker.h).
 #include "fleet/worker.h"
 
-#include "fleet/fit/fine_tune.h"
 #include "core/limits.h"
+#include "fleet/fit/fine_tune.h"
 
 namespace nnfleet::fleet_detail {
 

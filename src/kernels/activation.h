@@ -13,14 +13,14 @@ enum class Act {
   kSigmoid,
   kTanh,
   kSoftmax,
-  kElu,        // alpha (Keras default 1.0)
+  kElu,  // alpha (Keras default 1.0)
   kSelu,
   kSoftplus,
   kSoftsign,
-  kSwish,      // x * sigmoid(x), also "silu"
-  kGelu,       // exact (erf) form, Keras 3 default approximate=False
-  kGeluTanh,   // approximate=True
-  kLeakyRelu,  // alpha = negative slope (activation function default 0.2; LeakyReLU layer 0.3)
+  kSwish,        // x * sigmoid(x), also "silu"
+  kGelu,         // exact (erf) form, Keras 3 default approximate=False
+  kGeluTanh,     // approximate=True
+  kLeakyRelu,    // alpha = negative slope (activation function default 0.2; LeakyReLU layer 0.3)
   kHardSigmoid,  // Keras 3: relu6(x + 3) / 6
   kExponential,
 };

@@ -15,9 +15,10 @@ void gemm_ref(bool trans_a, bool trans_b, int M, int N, int K, const float* A, i
               const float* B, int ldb, float beta, float* C, int ldc);
 
 // C[M,N] = beta * C + op(A) * B (op(A) as in gemm), every element one chain of fused multiply-adds
-// over k in order, from beta * C: the order of libxsmm's kernels on AVX2, and on AVX-512 for N > 16,
-// so a row's result never depends on M nor on the rows beside it. gemm() runs it where libxsmm's
-// AVX-512 kernels do depend on M (N <= 16 and 2 <= M <= 11, see gemm.cpp); public for its tests.
+// over k in order, from beta * C: the order of libxsmm's kernels on AVX2, and on AVX-512 for N >
+// 16, so a row's result never depends on M nor on the rows beside it. gemm() runs it where
+// libxsmm's AVX-512 kernels do depend on M (N <= 16 and 2 <= M <= 11, see gemm.cpp); public for its
+// tests.
 void gemm_in_order(bool trans_a, int M, int N, int K, const float* A, int lda, const float* B,
                    int ldb, float beta, float* C, int ldc);
 
@@ -39,7 +40,8 @@ bool gemm_batch_reduce(int M, int N, int K, const float* const* A, int lda, cons
 bool gemm_batch_reduce_available(int M, int N, int K, int lda, int ldb, int ldc);
 
 // y[N,O] = x[N,I] * w[I,O] + b[O] (b may be null). w uses Keras's Dense kernel layout.
-void dense_forward(int n, int in, int out, const float* x, const float* w, const float* b, float* y);
+void dense_forward(int n, int in, int out, const float* x, const float* w, const float* b,
+                   float* y);
 void dense_forward_ref(int n, int in, int out, const float* x, const float* w, const float* b,
                        float* y);
 

@@ -65,8 +65,7 @@ void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) 
     // Same fold as the general loop (from -inf, taps in order), so results are identical.
     for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
       float* __restrict o = y + out;
-      const float *__restrict a = x + t0, *__restrict b = x + t1, *__restrict c = x + t2,
-                              *__restrict d = x + t3;
+      const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
       for (int k = 0; k < g.c; ++k) {
         const float m = std::max(std::max(-std::numeric_limits<float>::infinity(), a[k]), b[k]);
         o[k] = std::max(std::max(m, c[k]), d[k]);
@@ -106,11 +105,9 @@ void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const flo
                          const float* dy, float* dx) {
   if (is_full_2x2(g)) {
     for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
-      const float *__restrict target = y + out, *__restrict grad = dy + out;
-      const float *__restrict a = x + t0, *__restrict b = x + t1, *__restrict c = x + t2,
-                              *__restrict d = x + t3;
-      float *__restrict da = dx + t0, *__restrict db = dx + t1, *__restrict dc = dx + t2,
-                        *__restrict dd = dx + t3;
+      const float* __restrict target = y + out, * __restrict grad = dy + out;
+      const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
+      float* __restrict da = dx + t0, * __restrict db = dx + t1, * __restrict dc = dx + t2, * __restrict dd = dx + t3;
       // Adding 0 where a tap does not win keeps the loop a branch-free vector select-and-add; it
       // can only turn a -0 gradient into +0.
 #if defined(__GNUC__) && !defined(__clang__)  // the fuzz build uses clang

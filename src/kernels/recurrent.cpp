@@ -51,12 +51,18 @@ void act_forward(RnnAct a, int len, const float* x, float* y) {
 // inside (0, 1), as TensorFlow's gradient).
 inline float act_grad(RnnAct a, float y) {
   switch (a) {
-    case RnnAct::kLinear: return 1.0f;
-    case RnnAct::kRelu: return y > 0.0f ? 1.0f : 0.0f;
-    case RnnAct::kSigmoid: return y * (1.0f - y);
-    case RnnAct::kTanh: return 1.0f - y * y;
-    case RnnAct::kHardSigmoid: return (y > 0.0f && y < 1.0f) ? 1.0f / 6.0f : 0.0f;
-    case RnnAct::kHardSigmoidKeras2: return (y > 0.0f && y < 1.0f) ? 0.2f : 0.0f;
+    case RnnAct::kLinear:
+      return 1.0f;
+    case RnnAct::kRelu:
+      return y > 0.0f ? 1.0f : 0.0f;
+    case RnnAct::kSigmoid:
+      return y * (1.0f - y);
+    case RnnAct::kTanh:
+      return 1.0f - y * y;
+    case RnnAct::kHardSigmoid:
+      return (y > 0.0f && y < 1.0f) ? 1.0f / 6.0f : 0.0f;
+    case RnnAct::kHardSigmoidKeras2:
+      return (y > 0.0f && y < 1.0f) ? 0.2f : 0.0f;
   }
   return 1.0f;
 }
@@ -220,8 +226,8 @@ void rnn_forward(const RnnDims& d, const float* x, const float* w, const float* 
   if (b)
     for (size_t row = 0; row < static_cast<size_t>(N) * T; ++row)
       for (int j = 0; j < GU; ++j) cv.gates[row * GU + j] += b[j];
-  float* rec = scratch;                                   // [N,GU]
-  float* rhm = rec + static_cast<size_t>(N) * GU;         // [N,U]
+  float* rec = scratch;                            // [N,GU]
+  float* rhm = rec + static_cast<size_t>(N) * GU;  // [N,U]
   const bool gru_plain = d.cell == RnnCell::kGru && !d.reset_after;
   const int rec_cols = gru_plain ? 2 * U : GU;
   const bool lstm = d.cell == RnnCell::kLstm;
@@ -328,8 +334,8 @@ void lstm_row_back(const RnnDims& d, const float* g, const float* ac, const floa
       [&d](float y) { return act_grad(d.ract, y); }, g, ac, cp, dh, dc, dz);
 }
 
-void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const float* dh,
-                    float* dz, float* dhp) {
+void gru_row_back_a(const RnnDims& d, const float* g, const float* hp, const float* dh, float* dz,
+                    float* dhp) {
   const int U = d.units;
   for (int j = 0; j < U; ++j) {
     const float z = g[j], hh = g[2 * U + j];
@@ -377,13 +383,13 @@ void rnn_backward(const RnnDims& d, const float* x, const float* w, const float*
   const int ldg = T * GU, ldh = T * U;
   const CacheView cv = cache_view(d, const_cast<float*>(cache));
   const size_t nu = static_cast<size_t>(N) * U;
-  float* dz = scratch;                                    // [N,T,GU] time order
-  float* dzr = dz + static_cast<size_t>(N) * T * GU;      // [N,GU]
-  float* dh = dzr + static_cast<size_t>(N) * GU;          // [N,U]
-  float* dhp = dh + nu;                                   // [N,U]
-  float* dc = dhp + nu;                                   // [N,U]
-  float* rhm = dc + nu;                                   // [N,U]
-  float* drh = rhm + nu;                                  // [N,U]
+  float* dz = scratch;                                // [N,T,GU] time order
+  float* dzr = dz + static_cast<size_t>(N) * T * GU;  // [N,GU]
+  float* dh = dzr + static_cast<size_t>(N) * GU;      // [N,U]
+  float* dhp = dh + nu;                               // [N,U]
+  float* dc = dhp + nu;                               // [N,U]
+  float* rhm = dc + nu;                               // [N,U]
+  float* drh = rhm + nu;                              // [N,U]
   // The final states' gradients start the walk back (zeros when not given).
   if (st.dh_out)
     std::copy_n(st.dh_out, nu, dh);

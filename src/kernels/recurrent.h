@@ -29,14 +29,14 @@ enum class RnnAct {
 struct RnnDims {
   int n = 0, t = 0, in = 0, units = 0;
   RnnCell cell = RnnCell::kLstm;
-  RnnAct act = RnnAct::kTanh;        // SimpleRNN output, LSTM candidate and o * act(c), GRU candidate
-  RnnAct ract = RnnAct::kSigmoid;    // LSTM i f o and GRU z r gates
-  bool reset_after = true;           // GRU only
-  bool go_backwards = false;         // step s reads time T-1-s; outputs stay in step order
-  bool return_sequences = false;     // y [N,T,U] in step order, else the last step's h [N,U]
-  bool zero_masked_output = false;   // with a mask: a masked step outputs 0 (else the carried h)
-  bool in_dropout = false;           // scratch for RnnDropout::in
-  bool rec_dropout = false;          // scratch for RnnDropout::rec
+  RnnAct act = RnnAct::kTanh;      // SimpleRNN output, LSTM candidate and o * act(c), GRU candidate
+  RnnAct ract = RnnAct::kSigmoid;  // LSTM i f o and GRU z r gates
+  bool reset_after = true;         // GRU only
+  bool go_backwards = false;       // step s reads time T-1-s; outputs stay in step order
+  bool return_sequences = false;   // y [N,T,U] in step order, else the last step's h [N,U]
+  bool zero_masked_output = false;  // with a mask: a masked step outputs 0 (else the carried h)
+  bool in_dropout = false;          // scratch for RnnDropout::in
+  bool rec_dropout = false;         // scratch for RnnDropout::rec
 };
 
 // Keras's dropout inside the cell (training only): one mask per sample and sequence, drawn when

@@ -13,24 +13,36 @@ using Vec = std::vector<double>;
 
 double act_ref(RnnAct a, double x) {
   switch (a) {
-    case RnnAct::kLinear: return x;
-    case RnnAct::kRelu: return x > 0 ? x : 0.0;
-    case RnnAct::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case RnnAct::kTanh: return std::tanh(x);
-    case RnnAct::kHardSigmoid: return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
-    case RnnAct::kHardSigmoidKeras2: return std::clamp(0.2 * x + 0.5, 0.0, 1.0);
+    case RnnAct::kLinear:
+      return x;
+    case RnnAct::kRelu:
+      return x > 0 ? x : 0.0;
+    case RnnAct::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case RnnAct::kTanh:
+      return std::tanh(x);
+    case RnnAct::kHardSigmoid:
+      return std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case RnnAct::kHardSigmoidKeras2:
+      return std::clamp(0.2 * x + 0.5, 0.0, 1.0);
   }
   return x;
 }
 // The derivative as a function of the output y.
 double dact_ref(RnnAct a, double y) {
   switch (a) {
-    case RnnAct::kLinear: return 1.0;
-    case RnnAct::kRelu: return y > 0 ? 1.0 : 0.0;
-    case RnnAct::kSigmoid: return y * (1.0 - y);
-    case RnnAct::kTanh: return 1.0 - y * y;
-    case RnnAct::kHardSigmoid: return (y > 0 && y < 1) ? 1.0 / 6.0 : 0.0;
-    case RnnAct::kHardSigmoidKeras2: return (y > 0 && y < 1) ? 0.2 : 0.0;
+    case RnnAct::kLinear:
+      return 1.0;
+    case RnnAct::kRelu:
+      return y > 0 ? 1.0 : 0.0;
+    case RnnAct::kSigmoid:
+      return y * (1.0 - y);
+    case RnnAct::kTanh:
+      return 1.0 - y * y;
+    case RnnAct::kHardSigmoid:
+      return (y > 0 && y < 1) ? 1.0 / 6.0 : 0.0;
+    case RnnAct::kHardSigmoidKeras2:
+      return (y > 0 && y < 1) ? 0.2 : 0.0;
   }
   return 1.0;
 }

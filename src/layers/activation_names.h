@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/activation.h"
 #include "core/config.h"
+#include "kernels/activation.h"
 
 namespace nnfleet {
 

@@ -98,7 +98,8 @@ class BatchNormalization final : public Layer {
         }
       return;
     }
-    for (int64_t j = 0; j < c; ++j) inv_std[j] = 1.0f / std::sqrt(mvar[j] + static_cast<float>(epsilon_));
+    for (int64_t j = 0; j < c; ++j)
+      inv_std[j] = 1.0f / std::sqrt(mvar[j] + static_cast<float>(epsilon_));
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < c; ++j) {
         const float h = (x[r * c + j] - mmean[j]) * inv_std[j];

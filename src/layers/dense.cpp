@@ -20,8 +20,8 @@ class Dense final : public Layer {
   MaskUse mask_use() const override { return MaskUse::kPropagate; }
 
   Shape output_shape(const std::vector<Shape>& in) const override {
-    if (in[0].rank() < 1) throw ModelError("expects an input with a feature axis, got " +
-                                           keras_shape(in[0]));
+    if (in[0].rank() < 1)
+      throw ModelError("expects an input with a feature axis, got " + keras_shape(in[0]));
     Shape out = in[0];
     out[out.rank() - 1] = units_;
     if (!size_at_most(out, limits::kMaxSampleFloats))

@@ -47,8 +47,8 @@ class DepthwiseConv2D final : public Layer {
   }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
-    const float* dz = pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
-                                          a.scratch);
+    const float* dz =
+        pre_activation_grad(act_, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a, a.scratch);
     depthwise_conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0],
                               use_bias_ ? a.dparams[1] : nullptr);
   }
@@ -88,7 +88,10 @@ std::unique_ptr<Layer> make_depthwise_conv2d(LayerConfig& c, const std::string& 
 
 std::vector<LayerExample> depthwise_conv2d_examples() {
   return {{{{"kernel_size", 3}}, {Shape{5, 5, 2}}},
-          {{{"kernel_size", 2}, {"depth_multiplier", 2}, {"strides", 2}, {"padding", "same"},
+          {{{"kernel_size", 2},
+            {"depth_multiplier", 2},
+            {"strides", 2},
+            {"padding", "same"},
             {"activation", "sigmoid"}},
            {Shape{5, 6, 3}}}};
 }

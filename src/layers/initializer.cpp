@@ -71,8 +71,9 @@ void parse_variance_scaling(LayerConfig& c, Initializer& init) {
   if (!(init.a > 0)) c.fail("scale", "a number > 0");
   const std::string fan = c.get_string("mode", "fan_in", {"fan_in", "fan_out", "fan_avg"});
   init.fan = fan == "fan_in" ? InitFan::kIn : fan == "fan_out" ? InitFan::kOut : InitFan::kAvg;
-  const std::string d = c.get_string("distribution", "truncated_normal",
-                                     {"truncated_normal", "normal", "untruncated_normal", "uniform"});
+  const std::string d =
+      c.get_string("distribution", "truncated_normal",
+                   {"truncated_normal", "normal", "untruncated_normal", "uniform"});
   init.distribution = d == "uniform"              ? InitDistribution::kUniform
                       : d == "untruncated_normal" ? InitDistribution::kUntruncatedNormal
                                                   : InitDistribution::kTruncatedNormal;
@@ -222,8 +223,8 @@ static void fill_orthogonal(double gain, const Shape& shape, Rng& rng, float* ou
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
-      const double v = rows >= cols ? q[static_cast<size_t>(c * m + r)]
-                                    : q[static_cast<size_t>(r * m + c)];
+      const double v =
+          rows >= cols ? q[static_cast<size_t>(c * m + r)] : q[static_cast<size_t>(r * m + c)];
       out[r * cols + c] = static_cast<float>(gain * v);
     }
 }

@@ -14,18 +14,18 @@ namespace nnfleet {
 enum class InitKind {
   kZeros,
   kOnes,
-  kConstant,        // a = value
+  kConstant,  // a = value
   kGlorotUniform,
   kGlorotNormal,
   kHeUniform,
   kHeNormal,
   kLecunUniform,
   kLecunNormal,
-  kRandomNormal,    // a = mean (0.0), b = stddev (0.05)
-  kRandomUniform,   // a = minval (-0.05), b = maxval (0.05)
-  kTruncatedNormal, // a = mean (0.0), b = stddev (0.05)
-  kOrthogonal,      // a = gain (1.0)
-  kVarianceScaling, // a = scale (1.0), fan and distribution below
+  kRandomNormal,     // a = mean (0.0), b = stddev (0.05)
+  kRandomUniform,    // a = minval (-0.05), b = maxval (0.05)
+  kTruncatedNormal,  // a = mean (0.0), b = stddev (0.05)
+  kOrthogonal,       // a = gain (1.0)
+  kVarianceScaling,  // a = scale (1.0), fan and distribution below
 };
 
 enum class InitFan { kIn, kOut, kAvg };

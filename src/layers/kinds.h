@@ -9,66 +9,66 @@
 
 #include "layers/registry.h"
 
-#define NNFLEET_LAYER_KINDS(X)                           \
-  X(Dense, dense)                                        \
-  X(Conv2D, conv2d)                                      \
-  X(DepthwiseConv2D, depthwise_conv2d)                   \
-  X(MaxPooling2D, max_pooling2d)                         \
-  X(AveragePooling2D, average_pooling2d)                 \
-  X(GlobalAveragePooling2D, global_average_pooling2d)    \
-  X(GlobalMaxPooling2D, global_max_pooling2d)            \
-  X(Flatten, flatten)                                    \
-  X(Reshape, reshape)                                    \
-  X(Dropout, dropout)                                    \
-  X(BatchNormalization, batch_normalization)             \
-  X(Activation, activation)                              \
-  X(ReLU, relu)                                          \
-  X(LeakyReLU, leaky_relu)                               \
-  X(ELU, elu)                                            \
-  X(Softmax, softmax)                                    \
-  X(Rescaling, rescaling)                                \
-  X(ZeroPadding2D, zero_padding2d)                       \
-  X(Add, add)                                            \
-  X(Concatenate, concatenate)                            \
-  X(Conv1D, conv1d)                                      \
-  X(MaxPooling1D, max_pooling1d)                         \
-  X(AveragePooling1D, average_pooling1d)                 \
-  X(GlobalAveragePooling1D, global_average_pooling1d)    \
-  X(GlobalMaxPooling1D, global_max_pooling1d)            \
-  X(Embedding, embedding)                                \
-  X(UpSampling1D, up_sampling1d)                         \
-  X(Cropping1D, cropping1d)                              \
-  X(ZeroPadding1D, zero_padding1d)                       \
-  X(RepeatVector, repeat_vector)                         \
-  X(Permute, permute)                                    \
-  X(TimeDistributed, time_distributed)                   \
-  X(SimpleRNN, simple_rnn)                               \
-  X(LSTM, lstm)                                          \
-  X(GRU, gru)                                            \
-  X(Bidirectional, bidirectional)                        \
-  X(Masking, masking)                                    \
-  X(UpSampling2D, up_sampling2d)                         \
-  X(LayerNormalization, layer_normalization)             \
-  X(UnitNormalization, unit_normalization)               \
-  X(PReLU, prelu)                                        \
-  X(Multiply, multiply)                                  \
-  X(Subtract, subtract)                                  \
-  X(Average, average)                                    \
-  X(Maximum, maximum)                                    \
-  X(Minimum, minimum)                                    \
-  X(Dot, dot)                                            \
-  X(SpatialDropout1D, spatial_dropout1d)                 \
-  X(SpatialDropout2D, spatial_dropout2d)                 \
-  X(GaussianNoise, gaussian_noise)                       \
-  X(GaussianDropout, gaussian_dropout)                   \
-  X(AlphaDropout, alpha_dropout) \
-  X(Conv2DTranspose, conv2d_transpose)                   \
-  X(SeparableConv2D, separable_conv2d)                   \
+#define NNFLEET_LAYER_KINDS(X)                        \
+  X(Dense, dense)                                     \
+  X(Conv2D, conv2d)                                   \
+  X(DepthwiseConv2D, depthwise_conv2d)                \
+  X(MaxPooling2D, max_pooling2d)                      \
+  X(AveragePooling2D, average_pooling2d)              \
+  X(GlobalAveragePooling2D, global_average_pooling2d) \
+  X(GlobalMaxPooling2D, global_max_pooling2d)         \
+  X(Flatten, flatten)                                 \
+  X(Reshape, reshape)                                 \
+  X(Dropout, dropout)                                 \
+  X(BatchNormalization, batch_normalization)          \
+  X(Activation, activation)                           \
+  X(ReLU, relu)                                       \
+  X(LeakyReLU, leaky_relu)                            \
+  X(ELU, elu)                                         \
+  X(Softmax, softmax)                                 \
+  X(Rescaling, rescaling)                             \
+  X(ZeroPadding2D, zero_padding2d)                    \
+  X(Add, add)                                         \
+  X(Concatenate, concatenate)                         \
+  X(Conv1D, conv1d)                                   \
+  X(MaxPooling1D, max_pooling1d)                      \
+  X(AveragePooling1D, average_pooling1d)              \
+  X(GlobalAveragePooling1D, global_average_pooling1d) \
+  X(GlobalMaxPooling1D, global_max_pooling1d)         \
+  X(Embedding, embedding)                             \
+  X(UpSampling1D, up_sampling1d)                      \
+  X(Cropping1D, cropping1d)                           \
+  X(ZeroPadding1D, zero_padding1d)                    \
+  X(RepeatVector, repeat_vector)                      \
+  X(Permute, permute)                                 \
+  X(TimeDistributed, time_distributed)                \
+  X(SimpleRNN, simple_rnn)                            \
+  X(LSTM, lstm)                                       \
+  X(GRU, gru)                                         \
+  X(Bidirectional, bidirectional)                     \
+  X(Masking, masking)                                 \
+  X(UpSampling2D, up_sampling2d)                      \
+  X(LayerNormalization, layer_normalization)          \
+  X(UnitNormalization, unit_normalization)            \
+  X(PReLU, prelu)                                     \
+  X(Multiply, multiply)                               \
+  X(Subtract, subtract)                               \
+  X(Average, average)                                 \
+  X(Maximum, maximum)                                 \
+  X(Minimum, minimum)                                 \
+  X(Dot, dot)                                         \
+  X(SpatialDropout1D, spatial_dropout1d)              \
+  X(SpatialDropout2D, spatial_dropout2d)              \
+  X(GaussianNoise, gaussian_noise)                    \
+  X(GaussianDropout, gaussian_dropout)                \
+  X(AlphaDropout, alpha_dropout)                      \
+  X(Conv2DTranspose, conv2d_transpose)                \
+  X(SeparableConv2D, separable_conv2d)                \
   X(Cropping2D, cropping2d)
 
 namespace nnfleet {
 
-#define NNFLEET_DECLARE_KIND(cls, id)                                              \
+#define NNFLEET_DECLARE_KIND(cls, id)                                          \
   std::unique_ptr<Layer> make_##id(LayerConfig& cfg, const std::string& name); \
   std::vector<LayerExample> id##_examples();
 NNFLEET_LAYER_KINDS(NNFLEET_DECLARE_KIND)

@@ -3,7 +3,8 @@
 // A layer is an immutable description (its Keras config) plus its math; it owns no tensors.
 // Shapes are per sample (no batch axis), NHWC, and are planned once when a Model is built:
 //   output_shape()  checks the input shapes and says the output shape; throws ModelError with a
-//                   rule and a hint (the model adds "failed to build model 'x': layer 3 'dense_1'").
+//                   rule and a hint (the model adds "failed to build model 'x': layer 3
+//                   'dense_1'").
 //   param_specs()   the layer's weights in Keras order (trainable before non-trainable), each with
 //                   its Keras name ("kernel", "bias", "gamma", ...), shape and initializer.
 //   cache_floats()  floats kept from forward to backward for a batch of n (e.g. a pre-activation).
@@ -45,26 +46,26 @@ enum class MaskUse {
 };
 
 struct LayerArgs {
-  int n = 0;                              // batch rows in this call (<= the planned maximum)
-  bool training = false;                  // dropout active, batch norm uses batch statistics
-  int n_inputs = 1;                       // number of inputs (x, dx and in_shapes entries)
-  const Shape* in_shapes = nullptr;       // per-sample shapes of the inputs
-  Shape out_shape;                        // per-sample shape of the output
-  const float* const* x = nullptr;        // inputs, each [n, in_shapes[i]]
-  float* y = nullptr;                     // output [n, out_shape]
-  float* const* extra_y = nullptr;        // outputs 1.. (extra_output_shapes), each [n, shape]
-  float* const* params = nullptr;         // per param_specs() entry (forward may update
-                                          // non-trainable ones in training, e.g. moving_mean)
-  float* cache = nullptr;                 // cache_floats(n) floats, kept from forward to backward
-  float* scratch = nullptr;               // scratch_floats(n) floats
-  Rng* rng = nullptr;                     // the model's training randomness (dropout)
-  const float* mask = nullptr;            // [n, in_shapes[0][0]] the input's mask, or null
-  float* mask_out = nullptr;              // kProduce only: [n, in_shapes[0][0]], written by forward
+  int n = 0;                         // batch rows in this call (<= the planned maximum)
+  bool training = false;             // dropout active, batch norm uses batch statistics
+  int n_inputs = 1;                  // number of inputs (x, dx and in_shapes entries)
+  const Shape* in_shapes = nullptr;  // per-sample shapes of the inputs
+  Shape out_shape;                   // per-sample shape of the output
+  const float* const* x = nullptr;   // inputs, each [n, in_shapes[i]]
+  float* y = nullptr;                // output [n, out_shape]
+  float* const* extra_y = nullptr;   // outputs 1.. (extra_output_shapes), each [n, shape]
+  float* const* params = nullptr;    // per param_specs() entry (forward may update
+                                     // non-trainable ones in training, e.g. moving_mean)
+  float* cache = nullptr;            // cache_floats(n) floats, kept from forward to backward
+  float* scratch = nullptr;          // scratch_floats(n) floats
+  Rng* rng = nullptr;                // the model's training randomness (dropout)
+  const float* mask = nullptr;       // [n, in_shapes[0][0]] the input's mask, or null
+  float* mask_out = nullptr;         // kProduce only: [n, in_shapes[0][0]], written by forward
   // Backward only.
-  const float* dy = nullptr;              // [n, out_shape]
+  const float* dy = nullptr;               // [n, out_shape]
   const float* const* extra_dy = nullptr;  // per extra output, shaped as it (zeros when unused)
-  float* const* dx = nullptr;             // per input, += ; an entry may be null (not needed)
-  float* const* dparams = nullptr;        // per trainable param, in param_specs() order, +=
+  float* const* dx = nullptr;              // per input, += ; an entry may be null (not needed)
+  float* const* dparams = nullptr;         // per trainable param, in param_specs() order, +=
 };
 
 class Layer {

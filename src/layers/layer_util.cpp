@@ -16,8 +16,9 @@ Json base_keras_config(const Layer& l) {
 }
 
 ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int64_t out_channels) {
-  require_rank(in, 3, "convolution and pooling layers take images [batch,height,width,channels]; "
-                      "add a Reshape before it");
+  require_rank(in, 3,
+               "convolution and pooling layers take images [batch,height,width,channels]; "
+               "add a Reshape before it");
   // conv_geometry computes in int: input + dilated window + stride must fit, per axis.
   const int64_t ekh = (int64_t{o.kh} - 1) * o.dh + 1, ekw = (int64_t{o.kw} - 1) * o.dw + 1;
   if (in[0] + ekh + o.sh > limits::kMaxDimension || in[1] + ekw + o.sw > limits::kMaxDimension ||
@@ -43,7 +44,8 @@ ConvGeometry make_geometry(const Conv2dOptions& o, const Shape& in, int64_t out_
   if (!conv_geometry(g, o.same))
     throw ModelError("window " + std::to_string(o.kh) + "x" + std::to_string(o.kw) +
                      " does not fit input " + keras_shape(in) + " with padding '" +
-                     (o.same ? "same" : "valid") + "'; expected an input at least as large as "
+                     (o.same ? "same" : "valid") +
+                     "'; expected an input at least as large as "
                      "the window");
   return g;
 }
@@ -54,8 +56,8 @@ namespace nnfleet {
 
 Conv2dOptions parse_conv_options(LayerConfig& c, const char* window_key, bool is_pool) {
   Conv2dOptions o;
-  std::vector<int64_t> k = is_pool ? c.get_ints(window_key, 2, std::vector<int64_t>{2, 2})
-                                   : c.get_ints(window_key, 2);
+  std::vector<int64_t> k =
+      is_pool ? c.get_ints(window_key, 2, std::vector<int64_t>{2, 2}) : c.get_ints(window_key, 2);
   o.kh = static_cast<int>(k[0]);
   o.kw = static_cast<int>(k[1]);
   std::vector<int64_t> s = c.get_ints("strides", 2, is_pool ? k : std::vector<int64_t>{1, 1});
@@ -108,20 +110,22 @@ namespace nnfleet {
 
 Conv1dOptions parse_conv1d_options(LayerConfig& c, const char* window_key, bool is_pool) {
   Conv1dOptions o;
-  const std::vector<int64_t> k = is_pool ? c.get_ints(window_key, 1, std::vector<int64_t>{2})
-                                         : c.get_ints(window_key, 1);
+  const std::vector<int64_t> k =
+      is_pool ? c.get_ints(window_key, 1, std::vector<int64_t>{2}) : c.get_ints(window_key, 1);
   o.k = static_cast<int>(k[0]);
   // A pool's strides may be null (Keras 2 writes that): the pool size then.
   o.s = static_cast<int>(c.get_ints("strides", 1, is_pool ? k : std::vector<int64_t>{1})[0]);
-  const std::string pad = c.get_string(
-      "padding", "valid",
-      is_pool ? std::vector<std::string>{"valid", "same"}
-              : std::vector<std::string>{"valid", "same", "causal"});
-  o.padding = pad == "same" ? Padding1d::kSame : pad == "causal" ? Padding1d::kCausal
-                                                                 : Padding1d::kValid;
+  const std::string pad =
+      c.get_string("padding", "valid",
+                   is_pool ? std::vector<std::string>{"valid", "same"}
+                           : std::vector<std::string>{"valid", "same", "causal"});
+  o.padding = pad == "same"     ? Padding1d::kSame
+              : pad == "causal" ? Padding1d::kCausal
+                                : Padding1d::kValid;
   if (!is_pool) {
     o.d = static_cast<int>(c.get_ints("dilation_rate", 1, std::vector<int64_t>{1})[0]);
-    if (o.d > 1 && o.s > 1) c.fail("dilation_rate", "1 when strides > 1 (Keras does not allow both)");
+    if (o.d > 1 && o.s > 1)
+      c.fail("dilation_rate", "1 when strides > 1 (Keras does not allow both)");
   }
   c.get_string("data_format", "channels_last", {"channels_last"});
   return o;
@@ -140,8 +144,9 @@ Json conv1d_options_to_keras(const Conv1dOptions& o, const char* window_key, boo
 }
 
 ConvGeometry make_geometry1d(const Conv1dOptions& o, const Shape& in, int64_t out_channels) {
-  require_rank(in, 2, "1-D convolution and pooling layers take sequences [batch,steps,channels]; "
-                      "add a Reshape before it");
+  require_rank(in, 2,
+               "1-D convolution and pooling layers take sequences [batch,steps,channels]; "
+               "add a Reshape before it");
   const int64_t ek = (int64_t{o.k} - 1) * o.d + 1;
   if (in[0] + ek + o.s > limits::kMaxDimension || in[1] > limits::kMaxDimension ||
       out_channels > limits::kMaxDimension)

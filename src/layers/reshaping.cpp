@@ -58,7 +58,8 @@ class Reshape final : public Layer {
     int64_t known = 1;
     for (int i = 0; i < s.rank(); ++i) {
       if (s[i] == -1) {
-        if (unknown >= 0) throw ModelError("target_shape " + target_.str() + " has more than one -1");
+        if (unknown >= 0)
+          throw ModelError("target_shape " + target_.str() + " has more than one -1");
         unknown = i;
       } else {
         if (s[i] > in[0].size() / known)  // checked before multiplying: no overflow
@@ -71,8 +72,8 @@ class Reshape final : public Layer {
     if (unknown >= 0 && known > 0 && in[0].size() % known == 0) s[unknown] = in[0].size() / known;
     if (s.size() != in[0].size() || (unknown >= 0 && s[unknown] < 1))
       throw ModelError("cannot reshape input " + keras_shape(in[0]) + " (" +
-                       std::to_string(in[0].size()) + " values) to target_shape " +
-                       target_.str() + "; expected the same number of values");
+                       std::to_string(in[0].size()) + " values) to target_shape " + target_.str() +
+                       "; expected the same number of values");
     return s;
   }
   void forward(const LayerArgs& a) const override { copy_rows(a); }
@@ -117,8 +118,8 @@ class ZeroPadding2D final : public Layer {
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
     const Shape& s = a.in_shapes[0];
-    zero_pad2d_backward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                        static_cast<int>(s[2]), top_, bottom_, left_, right_, a.dy, a.dx[0]);
+    zero_pad2d_backward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2]),
+                        top_, bottom_, left_, right_, a.dy, a.dx[0]);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);
@@ -144,7 +145,8 @@ std::unique_ptr<Layer> make_zero_padding2d(LayerConfig& c, const std::string& na
 }
 std::vector<LayerExample> flatten_examples() { return {{{}, {Shape{2, 3, 2}}}}; }
 std::vector<LayerExample> reshape_examples() {
-  return {{{{"target_shape", Json{3, -1}}}, {Shape{12}}}, {{{"target_shape", Json{6}}}, {Shape{2, 3}}}};
+  return {{{{"target_shape", Json{3, -1}}}, {Shape{12}}},
+          {{{"target_shape", Json{6}}}, {Shape{2, 3}}}};
 }
 std::vector<LayerExample> zero_padding2d_examples() {
   return {{{{"padding", 1}}, {Shape{2, 3, 2}}},

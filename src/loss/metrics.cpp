@@ -319,8 +319,7 @@ double auc_value(const double* pos, const double* neg) {
 
 }  // namespace
 
-MetricSet::MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k,
-                     int steps)
+MetricSet::MetricSet(const std::vector<std::string>& names, const LossSpec& loss, int k, int steps)
     : k_(k), from_logits_(loss.from_logits) {
   NNFLEET_CHECK(steps >= 1 && k % steps == 0);
   for (const auto& name : names) {

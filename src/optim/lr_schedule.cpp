@@ -67,8 +67,8 @@ void parse_piecewise(LayerConfig& c, LrSchedule& s) {
   for (size_t i = 1; i < s.boundaries.size(); ++i)
     if (!(s.boundaries[i] > s.boundaries[i - 1])) c.fail("boundaries", "strictly increasing steps");
   if (s.values.size() != s.boundaries.size() + 1)
-    c.fail("values", "one more rate than boundaries (" +
-                         std::to_string(s.boundaries.size() + 1) + ")");
+    c.fail("values",
+           "one more rate than boundaries (" + std::to_string(s.boundaries.size() + 1) + ")");
   for (double v : s.values)
     if (!(v >= 0)) c.fail("values", "rates >= 0");
 }
@@ -200,17 +200,22 @@ Json lr_schedule_keras_config(const LrSchedule& s) {
   switch (s.kind) {
     case LrScheduleKind::kExponentialDecay:
     case LrScheduleKind::kInverseTimeDecay:
-      c = {{"initial_learning_rate", s.initial}, {"decay_steps", s.decay_steps},
-           {"decay_rate", s.decay_rate},         {"staircase", s.staircase},
+      c = {{"initial_learning_rate", s.initial},
+           {"decay_steps", s.decay_steps},
+           {"decay_rate", s.decay_rate},
+           {"staircase", s.staircase},
            {"name", s.name}};
       break;
     case LrScheduleKind::kPiecewiseConstantDecay:
       c = {{"boundaries", s.boundaries}, {"values", s.values}, {"name", s.name}};
       break;
     case LrScheduleKind::kPolynomialDecay:
-      c = {{"initial_learning_rate", s.initial}, {"decay_steps", s.decay_steps},
-           {"end_learning_rate", s.end_learning_rate}, {"power", s.power},
-           {"cycle", s.cycle}, {"name", s.name}};
+      c = {{"initial_learning_rate", s.initial},
+           {"decay_steps", s.decay_steps},
+           {"end_learning_rate", s.end_learning_rate},
+           {"power", s.power},
+           {"cycle", s.cycle},
+           {"name", s.name}};
       break;
     case LrScheduleKind::kCosineDecay:
       c = {{"initial_learning_rate", s.initial},
@@ -221,8 +226,12 @@ Json lr_schedule_keras_config(const LrSchedule& s) {
            {"warmup_steps", s.warmup_steps}};
       break;
     case LrScheduleKind::kCosineDecayRestarts:
-      c = {{"initial_learning_rate", s.initial}, {"first_decay_steps", s.decay_steps},
-           {"t_mul", s.t_mul}, {"m_mul", s.m_mul}, {"alpha", s.alpha}, {"name", s.name}};
+      c = {{"initial_learning_rate", s.initial},
+           {"first_decay_steps", s.decay_steps},
+           {"t_mul", s.t_mul},
+           {"m_mul", s.m_mul},
+           {"alpha", s.alpha},
+           {"name", s.name}};
       break;
   }
   std::string cls = "ExponentialDecay";

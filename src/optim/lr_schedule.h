@@ -23,13 +23,13 @@ enum class LrScheduleKind {
 
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::kExponentialDecay;
-  std::string name;               // Keras's `name` config key, written back
-  double initial = 0.001;         // initial_learning_rate
-  double decay_steps = 1;         // decay_steps; first_decay_steps for restarts
-  double decay_rate = 0.96;       // exponential, inverse time
-  bool staircase = false;         // exponential, inverse time: floor(step / decay_steps)
-  std::vector<double> boundaries; // piecewise: strictly increasing
-  std::vector<double> values;     // piecewise: boundaries.size() + 1 rates
+  std::string name;                // Keras's `name` config key, written back
+  double initial = 0.001;          // initial_learning_rate
+  double decay_steps = 1;          // decay_steps; first_decay_steps for restarts
+  double decay_rate = 0.96;        // exponential, inverse time
+  bool staircase = false;          // exponential, inverse time: floor(step / decay_steps)
+  std::vector<double> boundaries;  // piecewise: strictly increasing
+  std::vector<double> values;      // piecewise: boundaries.size() + 1 rates
   double end_learning_rate = 1e-4, power = 1.0;  // polynomial
   bool cycle = false;                            // polynomial
   double alpha = 0.0;                            // cosine, restarts: the floor, as a fraction

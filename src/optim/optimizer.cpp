@@ -222,18 +222,18 @@ Json optimizer_keras_config(const OptimizerSpec& s) {
       name = "adagrad";
       break;
   }
-  Json c = {{"name", name},
-            {"learning_rate",
-             s.schedule ? lr_schedule_keras_config(*s.schedule) : Json(s.learning_rate)},
-            {"weight_decay", or_null(s.weight_decay)},
-            {"clipnorm", or_null(s.clipnorm)},
-            {"global_clipnorm", or_null(s.global_clipnorm)},
-            {"clipvalue", or_null(s.clipvalue)},
-            {"use_ema", false},
-            {"ema_momentum", 0.99},
-            {"ema_overwrite_frequency", nullptr},
-            {"loss_scale_factor", nullptr},
-            {"gradient_accumulation_steps", nullptr}};
+  Json c = {
+      {"name", name},
+      {"learning_rate", s.schedule ? lr_schedule_keras_config(*s.schedule) : Json(s.learning_rate)},
+      {"weight_decay", or_null(s.weight_decay)},
+      {"clipnorm", or_null(s.clipnorm)},
+      {"global_clipnorm", or_null(s.global_clipnorm)},
+      {"clipvalue", or_null(s.clipvalue)},
+      {"use_ema", false},
+      {"ema_momentum", 0.99},
+      {"ema_overwrite_frequency", nullptr},
+      {"loss_scale_factor", nullptr},
+      {"gradient_accumulation_steps", nullptr}};
   switch (s.kind) {
     case OptKind::kSGD:
       c["momentum"] = s.momentum;
@@ -330,8 +330,8 @@ void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float
       // m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); [vhat = max(vhat, v); v = vhat]
       // p -= alpha m / (sqrt(v) + eps).
       const double t = static_cast<double>(iteration + 1);
-      const float alpha = static_cast<float>(
-          rate * std::sqrt(1 - std::pow(s.beta_2, t)) / (1 - std::pow(s.beta_1, t)));
+      const float alpha = static_cast<float>(rate * std::sqrt(1 - std::pow(s.beta_2, t)) /
+                                             (1 - std::pow(s.beta_1, t)));
       const float c1 = static_cast<float>(1 - s.beta_1), c2 = static_cast<float>(1 - s.beta_2);
       const float eps = static_cast<float>(s.epsilon);
       // Separate loops without aliasing so the compiler vectorizes them (this loop streams four

@@ -20,18 +20,18 @@ struct OptimizerSpec {
   OptKind kind = OptKind::kAdam;
   double learning_rate = 0.001;        // the rate of the first update when `schedule` is set
   std::optional<LrSchedule> schedule;  // a Keras learning-rate schedule in place of the number
-  double momentum = 0.0;      // SGD, RMSprop
-  bool nesterov = false;      // SGD
+  double momentum = 0.0;               // SGD, RMSprop
+  bool nesterov = false;               // SGD
   double beta_1 = 0.9, beta_2 = 0.999;
   double epsilon = 1e-7;
-  bool amsgrad = false;       // Adam, AdamW
-  double weight_decay = 0.0;  // any optimizer (AdamW default 0.004)
-  double rho = 0.9;           // RMSprop
-  bool centered = false;      // RMSprop
+  bool amsgrad = false;                    // Adam, AdamW
+  double weight_decay = 0.0;               // any optimizer (AdamW default 0.004)
+  double rho = 0.9;                        // RMSprop
+  bool centered = false;                   // RMSprop
   double initial_accumulator_value = 0.1;  // Adagrad
-  double clipnorm = 0.0;         // per variable, 0 = off
-  double global_clipnorm = 0.0;  // over all variables, 0 = off
-  double clipvalue = 0.0;        // element-wise, 0 = off
+  double clipnorm = 0.0;                   // per variable, 0 = off
+  double global_clipnorm = 0.0;            // over all variables, 0 = off
+  double clipvalue = 0.0;                  // element-wise, 0 = off
 };
 
 // Parses {"Adam": {"learning_rate": 0.001}}, "adam", or Keras's {"class_name": "Adam", "config":
@@ -61,7 +61,8 @@ void optimizer_step(const OptimizerSpec& s, int64_t iteration, size_t n, float* 
 // clip_gradients over all gradients first (a no-op unless clipnorm, global_clipnorm or clipvalue
 // is set), then the element-wise update of parameters [begin, end). Any split of [0, n) into
 // ranges gives exactly the result of optimizer_step.
-void clip_gradients(const OptimizerSpec& s, size_t n, float* grads, const std::vector<VarRange>& vars);
+void clip_gradients(const OptimizerSpec& s, size_t n, float* grads,
+                    const std::vector<VarRange>& vars);
 void optimizer_update(const OptimizerSpec& s, int64_t iteration, size_t n, float* params,
                       float* grads, float* state, size_t begin, size_t end);
 // Names of each state slot, Keras-style, for writing .keras optimizer vars ("m", "v", "vhat").

@@ -37,7 +37,8 @@ void check_keys(const Json& cfg, const std::vector<std::string>& allowed, const 
     if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      throw ConfigError(key, key + ": unknown option '" + it.key() + "' of " + cls + "; expected one of " +
+      throw ConfigError(key, key + ": unknown option '" + it.key() + "' of " + cls +
+                                 "; expected one of " +
                                  (list.empty() ? std::string("(none)") : list));
     }
 }
@@ -107,10 +108,12 @@ Constraint parse_constraint_spec(const Json& v, const std::string& key) {
     for (const Json& e : a.is_array() ? a : Json::array({a})) {
       if (!e.is_number_integer() || std::abs(e.get<int64_t>()) > Shape::kMaxRank)
         throw ConfigError(
-            key, key + ": constraint axis must be an integer or a list of integers; got " + show(a));
+            key,
+            key + ": constraint axis must be an integer or a list of integers; got " + show(a));
       c.axes.push_back(static_cast<int>(e.get<int64_t>()));
     }
-    if (c.axes.empty()) throw ConfigError(key, key + ": constraint axis list is empty; expected e.g. 0");
+    if (c.axes.empty())
+      throw ConfigError(key, key + ": constraint axis list is empty; expected e.g. 0");
   };
   if (n == "maxnorm") {
     check_keys(o.config, {"max_value", "axis"}, key, "MaxNorm");
@@ -131,7 +134,8 @@ Constraint parse_constraint_spec(const Json& v, const std::string& key) {
     c.max_value = number(o.config, "max_value", 1.0, key);
     c.rate = number(o.config, "rate", 1.0, key);
     if (c.min_value < 0 || c.min_value > c.max_value)
-      throw ConfigError(key, key + ": MinMaxNorm needs 0 <= min_value <= max_value; got " + show(o.config));
+      throw ConfigError(
+          key, key + ": MinMaxNorm needs 0 <= min_value <= max_value; got " + show(o.config));
     axes();
   } else if (n == "radialconstraint") {
     c.refusal =

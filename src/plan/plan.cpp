@@ -178,8 +178,8 @@ void read_models(const PlanContext& cx, EntryExpander& models, const Json& r, Pl
 }  // namespace
 
 Plan load_plan(const std::string& path, bool arrays) {
-  return parse_plan(read_plan_file(path), path,
-                    fs::absolute(fs::path(path)).parent_path().string(), 0, arrays);
+  return parse_plan(read_plan_file(path), path, fs::absolute(fs::path(path)).parent_path().string(),
+                    0, arrays);
 }
 
 Plan parse_plan(const std::string& text, const std::string& path, const std::string& base_dir,

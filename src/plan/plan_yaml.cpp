@@ -9,8 +9,8 @@
 #include <cstring>
 #include <optional>
 
-#include "plan/yaml_emitter.h"
 #include "core/limits.h"
+#include "plan/yaml_emitter.h"
 #include "platform/parallel.h"
 
 namespace nnfleet::plan_detail {

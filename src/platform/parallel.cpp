@@ -66,7 +66,8 @@ void run_pinned_workers(const std::vector<int>& cores, const std::function<void(
   run_pinned(cores, 0, work, meanwhile);
 }
 
-void run_pinned_workers_here(const std::vector<int>& cores, const std::function<void(int w)>& work) {
+void run_pinned_workers_here(const std::vector<int>& cores,
+                             const std::function<void(int w)>& work) {
   run_pinned(cores, cores.empty() ? 0 : 1, work, {});
 }
 

@@ -57,7 +57,9 @@ class Rng {
   // Uniform in [0, 1) as double with 53 bits.
   double uniform_double() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
   // Uniform integer in [0, n).
-  uint64_t below(uint64_t n) { return static_cast<uint64_t>((static_cast<__uint128_t>(next()) * n) >> 64); }
+  uint64_t below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<__uint128_t>(next()) * n) >> 64);
+  }
   // Standard normal (Box-Muller in double).
   double normal() {
     double u1 = uniform_double(), u2 = uniform_double();

@@ -89,9 +89,8 @@ class ApiTest : public ::testing::Test {
   }
   api::RunResult train_memory(api::RunOptions o = {}) {
     if (!o.out || o.out->empty()) o.out = std::nullopt;
-    return api::train(
-        api::PlanInput::text(plan_text(array_source("x"), array_source("y")), "mem"),
-        {{"x", data.xv()}, {"y", data.yv()}}, o);
+    return api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y")), "mem"),
+                      {{"x", data.xv()}, {"y", data.yv()}}, o);
   }
   TempDir dir;
   Blobs data;
@@ -362,14 +361,16 @@ TEST_F(ApiTest, PredictAndEvaluateRefuseNonFiniteScalesAndTargets) {
   api::PredictOptions o;
   o.scale = 1e36;
   try {
-    m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)}, o);
+    m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)},
+              o);
     FAIL() << "predicted an overflowing input";
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(),
                 HasSubstr("row 3 of 'x' holds 1000, which becomes about 1e+39 at scale=1e+36"));
   }
   o.scale = 1e30;  // the same data fits
-  m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)}, o);
+  m.predict({{big.data(), api::ElementType::kFloat32, {data.n, 8, 8, 1}}}, {std::span<float>(p)},
+            o);
   // One-hot targets with a NaN: refused by name and row, not a NaN loss.
   std::vector<float> onehot(static_cast<size_t>(data.n) * 3, 0.0f);
   for (int64_t i = 0; i < data.n; ++i) onehot[static_cast<size_t>(i * 3 + data.y[i])] = 1.0f;
@@ -429,8 +430,8 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   const api::DataArrays arrays{{"x", data.xv()}, {"y", data.yv()}};
   EXPECT_THROW((void)api::train(api::PlanInput::text("{\"models\": 3}"), arrays, o), PlanError);
   try {
-    (void)api::train(
-        api::PlanInput::text(plan_text(array_source("x"), array_source("labels"))), arrays, o);
+    (void)api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("labels"))),
+                     arrays, o);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("{array: labels}: no array of that name was given; expected "
@@ -440,15 +441,16 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   fy[5] = std::numeric_limits<float>::quiet_NaN();
   try {
     (void)api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
-               {{"x", data.xv()}, {"y", {fy.data(), api::ElementType::kFloat32, {data.n}}}}, o);
+                     {{"x", data.xv()}, {"y", {fy.data(), api::ElementType::kFloat32, {data.n}}}},
+                     o);
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("NaN) at row 5"));
   }
   try {
-    (void)api::train(api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
-               {{"x", {data.x.data(), api::ElementType::kFloat32, {data.n, 64}}}, {"y", data.yv()}},
-               o);
+    (void)api::train(
+        api::PlanInput::text(plan_text(array_source("x"), array_source("y"))),
+        {{"x", {data.x.data(), api::ElementType::kFloat32, {data.n, 64}}}, {"y", data.yv()}}, o);
     FAIL();
   } catch (const PlanError& e) {
     EXPECT_THAT(e.what(), HasSubstr("Conv2D"));
@@ -459,7 +461,8 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   const api::RunResult r = train_memory();
   std::vector<float> p(3);
   try {
-    r.models[0].model->predict({{data.x.data(), api::ElementType::kFloat32, {1, 5}}}, {std::span<float>(p)});
+    r.models[0].model->predict({{data.x.data(), api::ElementType::kFloat32, {1, 5}}},
+                               {std::span<float>(p)});
     FAIL();
   } catch (const DataError& e) {
     EXPECT_THAT(e.what(), HasSubstr("the samples of 'x' have shape [5]"));

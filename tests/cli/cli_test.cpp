@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
-#include "io/keras/keras_writer.h"
 #include "core/config.h"
+#include "io/keras/keras_writer.h"
 #include "layers/registry.h"
 #include "platform/files.h"
 
@@ -487,13 +487,13 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
   EXPECT_LT(per_model_in_all, 1024.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
                                       << "models, " << run_peak[4000] / 1e6 << " MB for 4,000";
-  EXPECT_LT(per_model_plan, 512.0) << "peak RSS after load_plan " << plan_peak[1000] / 1e6
-                                   << " MB for 1,000 models, " << plan_peak[4000] / 1e6
-                                   << " MB for 4,000";
+  EXPECT_LT(per_model_plan, 512.0)
+      << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
+      << plan_peak[4000] / 1e6 << " MB for 4,000";
   EXPECT_LT(per_model, 768.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
-                              << run_peak[4000] / 1e6 << " MB for 4,000 (the plan alone: "
-                              << plan_peak[1000] / 1e6 << " and " << plan_peak[4000] / 1e6
-                              << " MB)";
+                              << run_peak[4000] / 1e6
+                              << " MB for 4,000 (the plan alone: " << plan_peak[1000] / 1e6
+                              << " and " << plan_peak[4000] / 1e6 << " MB)";
 }
 
 }  // namespace
@@ -560,8 +560,7 @@ TEST_F(Cli, FormatH5WritesLegacyKerasFilesThatPredictReads) {
             0)
       << err;
   EXPECT_EQ(
-      run({"train", plan, "--out", dir.path + "/x", "--format", "pt"}, dir.path, nullptr, &err),
-      2);
+      run({"train", plan, "--out", dir.path + "/x", "--format", "pt"}, dir.path, nullptr, &err), 2);
   EXPECT_THAT(err, HasSubstr("--format"));
 }
 
@@ -586,16 +585,17 @@ TEST_F(Cli, KerasModelThatDotKerasCannotHoldIsRefusedBeforeTraining) {
   ls.push_back(make_layer("Reshape", {{"target_shape", {8, 8}}}, ConfigMode::kPlan, "reshape"));
   ls.push_back(make_layer("LSTM", {{"units", 3}, {"recurrent_activation", "hard_sigmoid_keras2"}},
                           ConfigMode::kPlan, "lstm"));
-  ls.push_back(make_layer("Dense", {{"units", 3}, {"activation", "softmax"}}, ConfigMode::kPlan,
-                          "dense"));
+  ls.push_back(
+      make_layer("Dense", {{"units", 3}, {"activation", "softmax"}}, ConfigMode::kPlan, "dense"));
   auto model = Model::sequential("old", Shape{8, 8, 1}, std::move(ls));
   Network net(model, 1);
   Rng init(1);
   net.initialize(init);
   save_keras_h5(dir.path + "/old_lstm.h5", *model, net.params());
   const std::string p = dir.path + "/old.yaml";
-  testing_util::write_text(p, "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
-                              "  - name: old\n    keras: old_lstm.h5\n    epochs: 1\n");
+  testing_util::write_text(p,
+                           "data:\n  train: {x: train_x.npy, y: train_y.npy}\nmodels:\n"
+                           "  - name: old\n    keras: old_lstm.h5\n    epochs: 1\n");
   std::string err;
   EXPECT_EQ(run({"train", p, "--out", dir.path + "/o", "--quiet"}, dir.path, nullptr, &err), 1);
   EXPECT_THAT(err, HasSubstr("layer 'lstm' uses Keras 2's hard_sigmoid (0.2 x + 0.5) as its "

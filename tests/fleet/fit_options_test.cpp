@@ -251,9 +251,8 @@ TEST_F(FitOptions, ClassWeightTrainsAsTheSampleWeightsKerasMakesOfIt) {
     EXPECT_EQ(s.results[0].status, JobStatus::kDone) << tag << ": " << s.results[0].message;
     return Trained{s.results[0], w["m"]};
   };
-  const Trained t_plain =
-      train("    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}\n",
-            "plain");
+  const Trained t_plain = train(
+      "    data: {train: {x: train_x.npy, y: train_y.npy}, validation_split: 0.25}\n", "plain");
   const Trained t_ones = train(
       "    data: {train: {x: train_x.npy, y: train_y.npy, sample_weight: w_ones.npy},\n"
       "           validation_split: 0.25}\n",

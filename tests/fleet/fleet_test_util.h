@@ -13,11 +13,11 @@
 #include <string>
 #include <thread>
 
+#include "core/check.h"
+#include "core/config.h"
 #include "data/dataset.h"
 #include "fleet/fleet.h"
 #include "model/network.h"
-#include "core/config.h"
-#include "core/check.h"
 #include "platform/files.h"
 #include "platform/test_hold.h"
 #include "tensor/rng.h"

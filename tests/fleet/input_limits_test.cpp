@@ -8,13 +8,13 @@
 
 #include <climits>
 
+#include "core/limits.h"
 #include "fleet/fit/job.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
-#include "core/limits.h"
 #include "tensor/arena.h"
 
 namespace nnfleet {

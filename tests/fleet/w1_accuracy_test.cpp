@@ -19,9 +19,9 @@ TEST(W1, EveryModelReachesItsTestAccuracyAfterOneEpoch) {
   const Plan plan = load_plan(std::string(NNFLEET_SOURCE_DIR) + "/examples/fashion-mnist.yaml");
   ASSERT_EQ(plan.seed, 1u);
   FleetSummary s = run_fleet(plan, o, ModelIo{});
-  const std::map<std::string, double> floor = {{"m1", 0.82},  {"m2", 0.83}, {"m3", 0.82},
-                                               {"m4", 0.83},  {"m5", 0.835}, {"m6", 0.84},
-                                               {"m7", 0.87},  {"m8", 0.825}};
+  const std::map<std::string, double> floor = {{"m1", 0.82}, {"m2", 0.83},  {"m3", 0.82},
+                                               {"m4", 0.83}, {"m5", 0.835}, {"m6", 0.84},
+                                               {"m7", 0.87}, {"m8", 0.825}};
   int seen = 0;
   for (const auto& r : s.results) {
     EXPECT_EQ(r.status, JobStatus::kDone) << r.name << ": " << r.message;

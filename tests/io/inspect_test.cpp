@@ -41,7 +41,9 @@ TEST(TerminalSafe, EscapesControlsAndBadBytesAndKeepsPrintableUtf8) {
   EXPECT_EQ(terminal_safe("\x1b[2J\x1b]0;title\x07"s), "\\x1b[2J\\x1b]0;title\\x07");
   EXPECT_EQ(terminal_safe("a\0b\n\t\r\x7f"s), "a\\0b\\n\\t\\r\\x7f");
   EXPECT_EQ(terminal_safe("line\n\tnext\r"s, true), "line\n\tnext\\r");
-  EXPECT_EQ(terminal_safe("csi \xc2\x9b" "2J nel \xc2\x85"s), "csi \\u009b2J nel \\u0085");
+  EXPECT_EQ(terminal_safe("csi \xc2\x9b"
+                          "2J nel \xc2\x85"s),
+            "csi \\u009b2J nel \\u0085");
   EXPECT_EQ(terminal_safe("bad \xff \xc3 \xe2\x82 \xed\xa0\x80 \xc0\xaf"s),
             "bad \\xff \\xc3 \\xe2\\x82 \\xed\\xa0\\x80 \\xc0\\xaf");
   const std::string text = "caf\xc3\xa9 \xe2\x80\xae \xf0\x9f\x99\x82 a\\b \xc2\xa0";

@@ -7,8 +7,8 @@
 #include <tuple>
 
 #include "io/keras/keras_reader.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
+#include "platform/zip_archive.h"
 #include "tensor/rng.h"
 
 // libhdf5 1.10 itself leaks a few small blocks when H5Fopen gives up on some corrupt files
@@ -118,7 +118,8 @@ TEST_P(KerasCorruptMember, BitFlippedMembersLoadOrEndInFileError) {
   std::vector<ZipMember> members;
   {
     ZipReader z(fixture(file));
-    for (const auto& name : z.names()) members.push_back({name, z.read(name, uint64_t{1} << 32), ""});
+    for (const auto& name : z.names())
+      members.push_back({name, z.read(name, uint64_t{1} << 32), ""});
   }
   const std::string name = std::string(file).substr(std::string(file).find_last_of('/') + 1);
   const std::string path = test::scratch_dir("member_" + name + "_" + member) + "/" + name;
@@ -186,10 +187,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Synthetic, KerasCorrupt,
-    ::testing::Values(
-        CorruptCase{"synthetic/mlp_vlen_utf8.h5", "", "synthetic/mlp.input.npy"},
-        CorruptCase{"synthetic/mlp_split.h5", "", "synthetic/mlp.input.npy"},
-        CorruptCase{"synthetic/functional_k3.keras", "", "synthetic/functional_k3.input.npy"}),
+    ::testing::Values(CorruptCase{"synthetic/mlp_vlen_utf8.h5", "", "synthetic/mlp.input.npy"},
+                      CorruptCase{"synthetic/mlp_split.h5", "", "synthetic/mlp.input.npy"},
+                      CorruptCase{"synthetic/functional_k3.keras", "",
+                                  "synthetic/functional_k3.input.npy"}),
     corrupt_case_name);
 
 }  // namespace

@@ -7,11 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "commands.h"
+#include "core/limits.h"
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
-#include "core/limits.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {

@@ -1,5 +1,6 @@
-// Loading real Keras files (the shared real set, ../shared/keras-models, see its MANIFEST.md) and checking their
-// predictions against the reference outputs; refusing what nnfleet cannot run, by name.
+// Loading real Keras files (the shared real set, ../shared/keras-models, see its MANIFEST.md) and
+// checking their predictions against the reference outputs; refusing what nnfleet cannot run, by
+// name.
 #include "io/keras/keras_reader.h"
 
 #include <gtest/gtest.h>

@@ -9,11 +9,11 @@
 
 #include <cstring>
 
+#include "core/limits.h"
 #include "io/keras/keras_reader.h"
 #include "io/keras/keras_writer.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
-#include "core/limits.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {

@@ -13,9 +13,9 @@
 
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "layers/registry.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {

@@ -12,9 +12,9 @@
 #include "commands.h"
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "platform/files.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {
@@ -60,7 +60,8 @@ std::vector<std::vector<float>> run_all(std::shared_ptr<const Model> model, cons
   net.forward(n, false);
   std::vector<std::vector<float>> out;
   for (size_t j = 0; j < model->num_outputs(); ++j)
-    out.emplace_back(net.output(j), net.output(j) + static_cast<size_t>(n) * net.output_features(j));
+    out.emplace_back(net.output(j),
+                     net.output(j) + static_cast<size_t>(n) * net.output_features(j));
   return out;
 }
 
@@ -136,10 +137,17 @@ TEST(RealFilePredict, WideDeepTakesOneXPerInputAndWritesOneFilePerOutput) {
     save_npy(ys.back(), y);
   }
   for (const char* w : {"1", "2"}) {
-    ASSERT_EQ(run_cli({"predict", fixture(kWideDeep), "--x", x0, "--x", x1, "--y", ys[0], "--y",
-                       ys[1], "--batch", "3", "--workers", w, "--out", dir + "/main.npy", "--out",
-                       dir + "/aux.npy", "--loss-out", dir + "/l0.npy", "--loss-out",
-                       dir + "/l1.npy"}),
+    ASSERT_EQ(run_cli({"predict",    fixture(kWideDeep),
+                       "--x",        x0,
+                       "--x",        x1,
+                       "--y",        ys[0],
+                       "--y",        ys[1],
+                       "--batch",    "3",
+                       "--workers",  w,
+                       "--out",      dir + "/main.npy",
+                       "--out",      dir + "/aux.npy",
+                       "--loss-out", dir + "/l0.npy",
+                       "--loss-out", dir + "/l1.npy"}),
               0);
     const char* outs[] = {"/main.npy", "/aux.npy"};
     const char* losses[] = {"/l0.npy", "/l1.npy"};
@@ -154,12 +162,13 @@ TEST(RealFilePredict, WideDeepTakesOneXPerInputAndWritesOneFilePerOutput) {
   // matter: deep_input is stored first).
   write_zip(dir + "/in.npz", {{"deep_input.npy", test::read_text(x1), ""},
                               {"wide_input.npy", test::read_text(x0), ""}});
-  ASSERT_EQ(run_cli({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out",
-                     dir + "/out.npz"}),
-            0);
+  ASSERT_EQ(
+      run_cli({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out", dir + "/out.npz"}),
+      0);
   EXPECT_EQ(npz_keys(dir + "/out.npz"), (std::vector<std::string>{"main_output", "aux_output"}));
-  EXPECT_LT(test::max_abs_diff(floats(load_npz(dir + "/out.npz", "main_output")), want[0].data(), 8),
-            1e-4);
+  EXPECT_LT(
+      test::max_abs_diff(floats(load_npz(dir + "/out.npz", "main_output")), want[0].data(), 8),
+      1e-4);
   EXPECT_LT(test::max_abs_diff(floats(load_npz(dir + "/out.npz", "aux_output")), want[1].data(), 8),
             1e-4);
 }
@@ -168,18 +177,20 @@ TEST(RealFilePredict, WideDeepRefusesTooFewInputsAndOutputsNamingThem) {
   const std::string dir = test::scratch_dir("predict_multi_io_refusals");
   const std::string x0 = fixture("expected/housing_widedeep_functional_tf240.input0.npy");
   const std::string x1 = fixture("expected/housing_widedeep_functional_tf240.input1.npy");
-  std::string msg = usage_error_of({"predict", fixture(kWideDeep), "--x", x0, "--out", dir + "/p.npy"});
-  EXPECT_NE(msg.find("it has 2 inputs (wide_input [5], deep_input [6]); expected one --x per input"),
-            std::string::npos)
+  std::string msg =
+      usage_error_of({"predict", fixture(kWideDeep), "--x", x0, "--out", dir + "/p.npy"});
+  EXPECT_NE(
+      msg.find("it has 2 inputs (wide_input [5], deep_input [6]); expected one --x per input"),
+      std::string::npos)
       << msg;
   msg = usage_error_of(
       {"predict", fixture(kWideDeep), "--x", x0, "--x", x1, "--out", dir + "/p.npy"});
   EXPECT_NE(msg.find("the model has 2 outputs; expected one --out per output"), std::string::npos)
       << msg;
-  write_zip(dir + "/in.npz", {{"deep_input.npy", test::read_text(x1), ""},
-                              {"wide.npy", test::read_text(x0), ""}});
-  msg = usage_error_of({"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out",
-                        dir + "/o.npz"});
+  write_zip(dir + "/in.npz",
+            {{"deep_input.npy", test::read_text(x1), ""}, {"wide.npy", test::read_text(x0), ""}});
+  msg = usage_error_of(
+      {"predict", fixture(kWideDeep), "--x", dir + "/in.npz", "--out", dir + "/o.npz"});
   EXPECT_NE(msg.find("it has no array 'wide_input'"), std::string::npos) << msg;
 }
 
@@ -193,7 +204,8 @@ TEST(RealFileMultiIo, InspectListsEveryInputAndOutput) {
 
 // Inputs in [-1, 1) and targets that are smooth functions of them, from a fixed generator.
 void write_widedeep_data(const std::string& dir, int64_t n) {
-  Array wide = Array::zeros(DType::kF32, Shape{n, 5}), deep = Array::zeros(DType::kF32, Shape{n, 6});
+  Array wide = Array::zeros(DType::kF32, Shape{n, 5}),
+        deep = Array::zeros(DType::kF32, Shape{n, 6});
   Array main = Array::zeros(DType::kF32, Shape{n, 1}), aux = Array::zeros(DType::kF32, Shape{n, 1});
   auto* w = static_cast<float*>(wide.mutable_data());
   auto* d = static_cast<float*>(deep.mutable_data());
@@ -219,21 +231,22 @@ void write_widedeep_data(const std::string& dir, int64_t n) {
 TEST(RealFileMultiIo, TwoOutputPlanTrainsAndWritesKerasAndH5) {
   const std::string dir = test::scratch_dir("multi_io_train");
   write_widedeep_data(dir, 48);
-  test::write_text(dir + "/plan.yaml", "seed: 5\ndata:\n"
+  test::write_text(dir + "/plan.yaml",
+                   "seed: 5\ndata:\n"
                    "  train: {x: [wide.npy, deep.npy], y: [main.npy, aux.npy]}\n"
                    "  validation_split: 0.25\n"
-                   "models:\n  - name: wd\n    keras: " + fixture(kWideDeep) + "\n"
-                   "    epochs: 3\n    batch_size: 8\n    loss: [mse, mae]\n"
-                   "    loss_weights: {main_output: 0.9, aux_output: 0.1}\n"
-                   "    metrics: [mae]\n    optimizer: {SGD: {learning_rate: 0.01}}\n");
-  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/a", "--workers", "1",
-                     "--quiet"}),
-            0);
-  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/b", "--workers", "2",
-                     "--quiet"}),
-            0);
-  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/c", "--workers", "1",
-                     "--quiet", "--format", "h5"}),
+                   "models:\n  - name: wd\n    keras: " +
+                       fixture(kWideDeep) +
+                       "\n"
+                       "    epochs: 3\n    batch_size: 8\n    loss: [mse, mae]\n"
+                       "    loss_weights: {main_output: 0.9, aux_output: 0.1}\n"
+                       "    metrics: [mae]\n    optimizer: {SGD: {learning_rate: 0.01}}\n");
+  ASSERT_EQ(
+      run_cli({"train", dir + "/plan.yaml", "--out", dir + "/a", "--workers", "1", "--quiet"}), 0);
+  ASSERT_EQ(
+      run_cli({"train", dir + "/plan.yaml", "--out", dir + "/b", "--workers", "2", "--quiet"}), 0);
+  ASSERT_EQ(run_cli({"train", dir + "/plan.yaml", "--out", dir + "/c", "--workers", "1", "--quiet",
+                     "--format", "h5"}),
             0);
   const Json r = Json::parse(read_file(dir + "/a/results.json"));
   const Json& m = r["models"][0];
@@ -263,8 +276,7 @@ TEST(RealFileMultiIo, TwoOutputPlanTrainsAndWritesKerasAndH5) {
   const auto ha = history("a");
   ASSERT_EQ(ha.size(), 3u);
   for (const auto& e : ha) {
-    EXPECT_NEAR(e.at("loss"), 0.9 * e.at("main_output_loss") + 0.1 * e.at("aux_output_loss"),
-                1e-5);
+    EXPECT_NEAR(e.at("loss"), 0.9 * e.at("main_output_loss") + 0.1 * e.at("aux_output_loss"), 1e-5);
     // mae is aux's loss, so its metric and its loss agree.
     EXPECT_NEAR(e.at("aux_output_loss"), e.at("aux_output_mae"), 1e-5);
     EXPECT_NEAR(e.at("val_loss"),

@@ -12,9 +12,9 @@
 
 #include "commands.h"
 #include "io/model_summary.h"
-#include "platform/zip_archive.h"
 #include "io_test_util.h"
 #include "platform/files.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {

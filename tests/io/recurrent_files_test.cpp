@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "io_test_util.h"
 #include "io/keras/keras_writer.h"
+#include "io_test_util.h"
 #include "model/network.h"
 
 namespace nnfleet::test {

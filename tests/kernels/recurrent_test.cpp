@@ -1,12 +1,13 @@
 // The recurrent kernels against their naive twins over a shape sweep (sequence length 1, odd
 // lengths, batch 1), every cell and option, with and without a mask; and alignment independence.
+#include "kernels/recurrent.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "kernels/recurrent.h"
 
 namespace nnfleet {
 namespace {
@@ -112,8 +113,9 @@ std::vector<Case> cases() {
   const RnnCell cells[] = {RnnCell::kSimple, RnnCell::kLstm, RnnCell::kGru};
   for (RnnCell cell : cells)
     for (int opt = 0; opt < 8; ++opt) {
-      Case c{cell, RnnAct::kTanh, RnnAct::kSigmoid, (opt & 1) != 0, (opt & 2) != 0,
-             (opt & 4) != 0, false, true, false};
+      Case c{cell,           RnnAct::kTanh,  RnnAct::kSigmoid,
+             (opt & 1) != 0, (opt & 2) != 0, (opt & 4) != 0,
+             false,          true,           false};
       v.push_back(c);
       c.masked = true;
       c.zero_masked = opt % 3 == 0;
@@ -123,10 +125,10 @@ std::vector<Case> cases() {
                false, false});
   v.push_back({RnnCell::kGru, RnnAct::kTanh, RnnAct::kHardSigmoidKeras2, false, true, true, false,
                true, false});
-  v.push_back({RnnCell::kSimple, RnnAct::kRelu, RnnAct::kSigmoid, false, false, true, false, false,
-               true});
-  v.push_back({RnnCell::kLstm, RnnAct::kLinear, RnnAct::kSigmoid, false, true, false, false, true,
-               false});
+  v.push_back(
+      {RnnCell::kSimple, RnnAct::kRelu, RnnAct::kSigmoid, false, false, true, false, false, true});
+  v.push_back(
+      {RnnCell::kLstm, RnnAct::kLinear, RnnAct::kSigmoid, false, true, false, false, true, false});
   return v;
 }
 

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "layers/registry.h"
 #include "core/limits.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
 namespace {

@@ -53,12 +53,16 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   for (size_t i = 0; i < ins.size(); ++i) {
     x[i].resize(static_cast<size_t>(n * ins[i].size()));
     for (auto& v : x[i])
-      v = c.ex.id_limit > 0 ? static_cast<float>(static_cast<int64_t>(rng.uniform() * c.ex.id_limit) % c.ex.id_limit) : draw(rng);
+      v = c.ex.id_limit > 0
+              ? static_cast<float>(static_cast<int64_t>(rng.uniform() * c.ex.id_limit) %
+                                   c.ex.id_limit)
+              : draw(rng);
     dx[i].assign(x[i].size(), 0.0f);
   }
   for (size_t j = 0; j < specs.size(); ++j) {
     p[j].resize(static_cast<size_t>(specs[j].shape.size()));
-    for (auto& v : p[j]) v = specs[j].name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
+    for (auto& v : p[j])
+      v = specs[j].name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
     if (specs[j].trainable) dp.emplace_back(p[j].size(), 0.0f);
   }
   std::vector<float> y(static_cast<size_t>(n * out.size())), r(y.size());
@@ -74,7 +78,8 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
     eyp.push_back(ey[k].data());
     erp.push_back(er[k].data());
   }
-  std::vector<float> cache(layer->cache_floats(ins, n) + 1), scratch(layer->scratch_floats(ins, n) + 1);
+  std::vector<float> cache(layer->cache_floats(ins, n) + 1),
+      scratch(layer->scratch_floats(ins, n) + 1);
 
   std::vector<const float*> xp;
   std::vector<float*> dxp, pp, dpp;
@@ -129,7 +134,8 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
     const double mid = objective();
     const double central = (up - down) / (2.0 * h);
     const double right = (up - mid) / h, left = (mid - down) / h;
-    const double scale = std::max({1.0, std::fabs(central), std::fabs(static_cast<double>(analytic))});
+    const double scale =
+        std::max({1.0, std::fabs(central), std::fabs(static_cast<double>(analytic))});
     if (std::fabs(right - left) > 0.05 * scale) {
       ++kinks;
       return;
@@ -141,11 +147,13 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   for (size_t i = 0; i < x.size() && c.ex.id_limit > 0; ++i)
     for (float g : dx[i]) EXPECT_EQ(g, 0.0f) << c.kind << " example " << c.index << " id input";
   for (size_t i = 0; i < x.size() && c.ex.id_limit == 0; ++i)
-    for (size_t e = 0; e < x[i].size(); ++e) check(x[i][e], dx[i][e], "input " + std::to_string(i) + "[" + std::to_string(e) + "]");
+    for (size_t e = 0; e < x[i].size(); ++e)
+      check(x[i][e], dx[i][e], "input " + std::to_string(i) + "[" + std::to_string(e) + "]");
   size_t t = 0;
   for (size_t j = 0; j < specs.size(); ++j) {
     if (!specs[j].trainable) continue;
-    for (size_t e = 0; e < p[j].size(); ++e) check(p[j][e], dp[t][e], specs[j].name + "[" + std::to_string(e) + "]");
+    for (size_t e = 0; e < p[j].size(); ++e)
+      check(p[j][e], dp[t][e], specs[j].name + "[" + std::to_string(e) + "]");
     ++t;
   }
   EXPECT_GT(checked, 0);
@@ -174,7 +182,10 @@ TEST(LayerRegistry, UnknownClassListsValidOnes) {
     make_layer("Dense2", Json::object(), ConfigMode::kPlan, "x");
     FAIL() << "expected an error";
   } catch (const ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown layer class 'Dense2'; expected one of Dense, Conv2D"), std::string::npos) << e.what();
+    EXPECT_NE(
+        std::string(e.what()).find("unknown layer class 'Dense2'; expected one of Dense, Conv2D"),
+        std::string::npos)
+        << e.what();
   }
 }
 
@@ -184,7 +195,9 @@ TEST(LayerConfig, PlanModeRefusesUnknownKeyAndListsValidOnes) {
     FAIL() << "expected an error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "unit");
-    EXPECT_NE(std::string(e.what()).find("unknown key 'unit' for Dense; expected one of:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown key 'unit' for Dense; expected one of:"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("units"), std::string::npos) << e.what();
   }
 }
@@ -195,24 +208,39 @@ TEST(LayerConfig, BadValueNamesKeyAndExpectation) {
     FAIL() << "expected an error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "units");
-    EXPECT_NE(std::string(e.what()).find("expected a positive integer, got \"abc\""), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected a positive integer, got \"abc\""),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST(LayerConfig, KerasModeToleratesDefaultsButRefusesRealOptions) {
-  EXPECT_NO_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", nullptr}, {"dtype", "float32"}}, ConfigMode::kKeras, "x"));
-  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"activity_regularizer", Json{{"class_name", "L2"}}}}, ConfigMode::kKeras, "x"), ConfigError);
-  EXPECT_THROW(make_layer("Dense", Json{{"units", 3}, {"kernel_constraint", Json{{"class_name", "MaxNorm"}}}}, ConfigMode::kKeras, "x"), ConfigError);
+  EXPECT_NO_THROW(
+      make_layer("Dense", Json{{"units", 3}, {"kernel_regularizer", nullptr}, {"dtype", "float32"}},
+                 ConfigMode::kKeras, "x"));
+  EXPECT_THROW(
+      make_layer("Dense", Json{{"units", 3}, {"activity_regularizer", Json{{"class_name", "L2"}}}},
+                 ConfigMode::kKeras, "x"),
+      ConfigError);
+  EXPECT_THROW(
+      make_layer("Dense",
+                 Json{{"units", 3}, {"kernel_constraint", Json{{"class_name", "MaxNorm"}}}},
+                 ConfigMode::kKeras, "x"),
+      ConfigError);
 }
 
 // Regularizers and constraints are training keys: make_layer_with_training takes them out of the
 // config before the layer is built (model/layer_training.h, tested with the model). A layer built
 // alone never drops one silently: it refuses it, naming the key.
 TEST(LayerConfig, TrainingKeysGivenToALayerAloneAreRefusedByKey) {
-  const Json l1{{"module", "keras.regularizers"}, {"class_name", "L1"}, {"config", {{"l1", 1e-5}}}, {"registered_name", nullptr}};
+  const Json l1{{"module", "keras.regularizers"},
+                {"class_name", "L1"},
+                {"config", {{"l1", 1e-5}}},
+                {"registered_name", nullptr}};
   for (const char* cls : {"Dense", "Conv1D", "Conv2D", "Conv2DTranspose"}) {
     SCOPED_TRACE(cls);
-    Json cfg = std::string(cls) == "Dense" ? Json{{"units", 3}} : Json{{"filters", 2}, {"kernel_size", 2}};
+    Json cfg =
+        std::string(cls) == "Dense" ? Json{{"units", 3}} : Json{{"filters", 2}, {"kernel_size", 2}};
     cfg["kernel_regularizer"] = l1;
     try {
       make_layer(cls, cfg, ConfigMode::kKeras, "x");
@@ -234,7 +262,9 @@ TEST(Activation, UnknownNameListsValidOnes) {
     FAIL();
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "activation");
-    EXPECT_NE(std::string(e.what()).find("expected one of linear, relu, sigmoid"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected one of linear, relu, sigmoid"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -90,15 +90,20 @@ std::shared_ptr<const Model> golden_model(const std::string& prefix) {
     return Model::sequential("dense", Shape{5}, std::move(ls));
   }
   if (prefix == "conv1d_causal") {
-    add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"activation", "relu"}},
+    add("Conv1D",
+        {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"activation", "relu"}},
         "conv1d");
     add("Flatten", Json::object(), "flatten");
     add("Dense", {{"units", 3}, {"activation", "softmax"}}, "dense");
     return Model::sequential("conv1d_causal", Shape{7, 2}, std::move(ls));
   }
   if (prefix == "conv1d_dilated") {
-    add("Conv1D", {{"filters", 3}, {"kernel_size", 3}, {"padding", "causal"}, {"dilation_rate", 2},
-                   {"activation", "tanh"}},
+    add("Conv1D",
+        {{"filters", 3},
+         {"kernel_size", 3},
+         {"padding", "causal"},
+         {"dilation_rate", 2},
+         {"activation", "tanh"}},
         "conv1d");
     add("Conv1D", {{"filters", 2}, {"kernel_size", 2}, {"dilation_rate", 3}}, "conv1d_1");
     add("GlobalAveragePooling1D", Json::object(), "global_average_pooling1d");
@@ -159,9 +164,9 @@ class Golden : public ::testing::TestWithParam<std::string> {
   // A network at the fixture's initial weights with its batch loaded.
   std::unique_ptr<Network> make(const Json& optimizer) {
     const std::string p = GetParam();
-    auto net = std::make_unique<Network>(golden_model(p), 8,
-                                         TrainSpec{parse_loss("sparse_categorical_crossentropy"),
-                                                   parse_optimizer(optimizer)});
+    auto net = std::make_unique<Network>(
+        golden_model(p), 8,
+        TrainSpec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer(optimizer)});
     x_ = load_npy(fixture(p + "_x"));
     y_ = load_npy(fixture(p + "_y"));
     n_ = static_cast<int>(x_.rows());
@@ -190,8 +195,7 @@ class Golden : public ::testing::TestWithParam<std::string> {
   Targets t_;
 };
 
-void expect_forward_and_gradients(Golden& g, Network& net, int n, const Targets& t,
-                                  int n_params) {
+void expect_forward_and_gradients(Golden& g, Network& net, int n, const Targets& t, int n_params) {
   const std::string p = g.GetParam();
   net.forward(n, false);
   expect_close(net.output(), load_npy(fixture(p + "_out")), "output");

@@ -107,25 +107,26 @@ TEST(Initializer, NormalVarianceScalingIsTruncated) {
 // "normal" is the truncated normal.
 TEST(Initializer, KerasVarianceScalingObjectMatchesTheNamedKinds) {
   const Shape sh{300, 500};
-  const Initializer vs = parse_initializer(
-      Json::parse(R"({"class_name": "VarianceScaling", "config": {"scale": 1.0,
+  const Initializer vs =
+      parse_initializer(Json::parse(R"({"class_name": "VarianceScaling", "config": {"scale": 1.0,
                    "mode": "fan_avg", "distribution": "uniform", "seed": null}})"),
-      "kernel_initializer");
+                        "kernel_initializer");
   ASSERT_EQ(vs.kind, InitKind::kVarianceScaling);
   std::vector<float> a, b;
   draw(vs, sh, &a, 7);
   draw(make(InitKind::kGlorotUniform), sh, &b, 7);
   EXPECT_EQ(a, b);
-  const Initializer he = parse_initializer(
-      Json::parse(R"({"class_name": "VarianceScaling", "config": {"scale": 2.0,
+  const Initializer he =
+      parse_initializer(Json::parse(R"({"class_name": "VarianceScaling", "config": {"scale": 2.0,
                    "mode": "fan_in", "distribution": "normal", "seed": null}})"),
-      "kernel_initializer");
+                        "kernel_initializer");
   draw(he, sh, &a, 3);
   draw(make(InitKind::kHeNormal), sh, &b, 3);
   EXPECT_EQ(a, b);
-  const Initializer raw = parse_initializer(
-      Json::parse(R"({"VarianceScaling": {"scale": 3.0, "mode": "fan_out",
-                   "distribution": "untruncated_normal"}})"), "kernel_initializer");
+  const Initializer raw =
+      parse_initializer(Json::parse(R"({"VarianceScaling": {"scale": 3.0, "mode": "fan_out",
+                   "distribution": "untruncated_normal"}})"),
+                        "kernel_initializer");
   Stats s = draw(raw, sh);
   expect_moments(s, 0, std::sqrt(3.0 / 500), 150000);
   EXPECT_EQ(parse_initializer(initializer_to_keras(raw), "k").distribution,

@@ -29,7 +29,8 @@ TEST(LrSchedule, ExponentialDecaySmoothAndStaircase) {
 }
 
 TEST(LrSchedule, PiecewiseConstantIncludesEachBoundaryInTheEarlierPiece) {
-  const char* j = R"({"PiecewiseConstantDecay": {"boundaries": [10, 20], "values": [1.0, 0.5, 0.1]}})";
+  const char* j =
+      R"({"PiecewiseConstantDecay": {"boundaries": [10, 20], "values": [1.0, 0.5, 0.1]}})";
   EXPECT_DOUBLE_EQ(rate(j, 0), 1.0);
   EXPECT_DOUBLE_EQ(rate(j, 10), 1.0);
   EXPECT_DOUBLE_EQ(rate(j, 11), 0.5);
@@ -39,7 +40,9 @@ TEST(LrSchedule, PiecewiseConstantIncludesEachBoundaryInTheEarlierPiece) {
 
 TEST(LrSchedule, InverseTimeAndPolynomialWithAndWithoutCycle) {
   EXPECT_DOUBLE_EQ(rate(R"({"InverseTimeDecay": {"initial_learning_rate": 0.1, "decay_steps": 10,
-                       "decay_rate": 1.0}})", 10), 0.05);
+                       "decay_rate": 1.0}})",
+                        10),
+                   0.05);
   const char* poly = R"({"PolynomialDecay": {"initial_learning_rate": 0.1, "decay_steps": 10,
                         "end_learning_rate": 0.01, "power": 2}})";
   EXPECT_NEAR(rate(poly, 5), 0.09 * 0.25 + 0.01, 1e-15);
@@ -52,7 +55,9 @@ TEST(LrSchedule, InverseTimeAndPolynomialWithAndWithoutCycle) {
 
 TEST(LrSchedule, CosineDecayWithAlphaAndWarmup) {
   EXPECT_NEAR(rate(R"({"CosineDecay": {"initial_learning_rate": 0.1, "decay_steps": 10,
-                     "alpha": 0.1}})", 5), 0.1 * (0.9 * 0.5 + 0.1), 1e-15);
+                     "alpha": 0.1}})",
+                   5),
+              0.1 * (0.9 * 0.5 + 0.1), 1e-15);
   const char* warm = R"({"CosineDecay": {"initial_learning_rate": 0.0, "decay_steps": 10,
                         "warmup_target": 0.1, "warmup_steps": 10}})";
   EXPECT_DOUBLE_EQ(rate(warm, 0), 0.0);
@@ -83,12 +88,13 @@ TEST(LrSchedule, KerasFormAndConfigRoundTrip) {
   ASSERT_TRUE(is_lr_schedule(keras));
   const LrSchedule s = parse_lr_schedule(keras);
   EXPECT_EQ(lr_schedule_keras_config(s), keras);
-  for (const char* text :
-       {R"({"ExponentialDecay": {"initial_learning_rate": 0.1, "decay_steps": 7, "decay_rate": 0.9}})",
-        R"({"PiecewiseConstantDecay": {"boundaries": [3], "values": [0.1, 0.01]}})",
-        R"({"CosineDecay": {"initial_learning_rate": 0.0, "decay_steps": 9, "warmup_target": 0.1,
+  for (
+      const char* text :
+      {R"({"ExponentialDecay": {"initial_learning_rate": 0.1, "decay_steps": 7, "decay_rate": 0.9}})",
+       R"({"PiecewiseConstantDecay": {"boundaries": [3], "values": [0.1, 0.01]}})",
+       R"({"CosineDecay": {"initial_learning_rate": 0.0, "decay_steps": 9, "warmup_target": 0.1,
             "warmup_steps": 3}})",
-        R"({"CosineDecayRestarts": {"initial_learning_rate": 0.1, "first_decay_steps": 4}})"}) {
+       R"({"CosineDecayRestarts": {"initial_learning_rate": 0.1, "first_decay_steps": 4}})"}) {
     const LrSchedule a = parse_lr_schedule(Json::parse(text));
     const LrSchedule b = parse_lr_schedule(lr_schedule_keras_config(a));
     for (int64_t step : {0, 1, 3, 8, 50}) EXPECT_DOUBLE_EQ(lr_at(a, step), lr_at(b, step)) << text;
@@ -105,15 +111,22 @@ TEST(LrSchedule, BadConfigsNameTheKeyAndRule) {
     return std::string("nothing thrown");
   };
   EXPECT_EQ(key_of(R"({"ExponentialDecay": {"initial_learning_rate": 0.1, "decay_steps": 0,
-                      "decay_rate": 0.5}})").rfind("decay_steps:", 0), 0u);
+                      "decay_rate": 0.5}})")
+                .rfind("decay_steps:", 0),
+            0u);
   EXPECT_EQ(key_of(R"({"ExponentialDecay": {"initial_learning_rate": 0.1, "decay_steps": 5}})")
-                .rfind("decay_rate:", 0), 0u);
+                .rfind("decay_rate:", 0),
+            0u);
   EXPECT_EQ(key_of(R"({"PiecewiseConstantDecay": {"boundaries": [5, 3], "values": [1, 2, 3]}})")
-                .rfind("boundaries:", 0), 0u);
+                .rfind("boundaries:", 0),
+            0u);
   EXPECT_EQ(key_of(R"({"PiecewiseConstantDecay": {"boundaries": [5], "values": [1]}})")
-                .rfind("values:", 0), 0u);
+                .rfind("values:", 0),
+            0u);
   EXPECT_EQ(key_of(R"({"CosineDecay": {"initial_learning_rate": 0.1, "decay_steps": 5,
-                      "frobnicate": 1}})").rfind("frobnicate:", 0), 0u);
+                      "frobnicate": 1}})")
+                .rfind("frobnicate:", 0),
+            0u);
   EXPECT_NE(key_of(R"({"StepDecay": {}})").find("ExponentialDecay"), std::string::npos);
 }
 

@@ -164,8 +164,8 @@ TEST(Optimizer, WeightDecayAppliesToEveryOptimizer) {
 // for the pieces of a split batch) gives exactly optimizer_step's result, for every kind.
 TEST(Optimizer, UpdateInRangesEqualsTheWholeStepBitForBit) {
   std::vector<OptimizerSpec> specs;
-  for (OptKind k : {OptKind::kSGD, OptKind::kAdam, OptKind::kAdamW, OptKind::kRMSprop,
-                    OptKind::kAdagrad})
+  for (OptKind k :
+       {OptKind::kSGD, OptKind::kAdam, OptKind::kAdamW, OptKind::kRMSprop, OptKind::kAdagrad})
     specs.push_back(spec(k, 0.05));
   specs.push_back(spec(OptKind::kSGD, 0.05));
   specs.back().momentum = 0.9;

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <string>
 
+#include "core/limits.h"
 #include "plan/plan.h"
 #include "plan/plan_yaml.h"
 #include "plan/yaml_emitter.h"
-#include "core/limits.h"
 
 namespace nnfleet {
 namespace {
@@ -233,7 +233,7 @@ TEST_F(PlanLimits, BytesThatAreNotUtf8AreRefusedWithTheirLineAndColumn) {
       error_of(kData + "models:\n  - name: m\n    layers: [Dense: {units: 3, name: \"a\x9a\"}]\n");
   EXPECT_THAT(msg,
               HasSubstr(path() + ":5: invalid text: byte 0x9a at column 40 is not UTF-8; expected "
-                        "a UTF-8"));
+                                 "a UTF-8"));
 }
 
 TEST_F(PlanLimits, ControlCharactersAreRefusedWithTheirLineAndColumn) {
@@ -244,7 +244,9 @@ TEST_F(PlanLimits, ControlCharactersAreRefusedWithTheirLineAndColumn) {
   const std::string msg = error_of(kData +
                                    "models:\n"
                                    "  - name: m\n"
-                                   "    optimizer: {Adam: {" + nul + ": 0.1}}\n"  // line 5
+                                   "    optimizer: {Adam: {" +
+                                   nul +
+                                   ": 0.1}}\n"  // line 5
                                    "    layers: [Dense: {units: 3}]\n");
   EXPECT_THAT(msg, HasSubstr(path() + ":5: invalid text: byte 0x00 at column 32 is a control "
                                       "character, which YAML does not allow"));
@@ -253,8 +255,7 @@ TEST_F(PlanLimits, ControlCharactersAreRefusedWithTheirLineAndColumn) {
               HasSubstr(path() + ":4: invalid text: byte 0x7f at column 13"));
   EXPECT_THAT(error_of(kData + "models:\n  - name: a\xc2\x81\n"),
               HasSubstr(path() + ":4: invalid text: byte 0xc2 at column 12"));
-  EXPECT_THAT(error_of(kData + "models:\n  - name: \"a\\x01\"\n"),
-              Not(HasSubstr("invalid text")));
+  EXPECT_THAT(error_of(kData + "models:\n  - name: \"a\\x01\"\n"), Not(HasSubstr("invalid text")));
 }
 
 TEST(YamlText, FirstUnprintableCharacterIsFound) {

@@ -12,8 +12,8 @@ namespace nnfleet {
 namespace {
 
 std::string scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("nnfleet_file_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("nnfleet_file_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   return (dir / name).string();
 }

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "fleet/fleet_data.h"
 #include "core/check.h"
+#include "fleet/fleet_data.h"
 #include "nnfleet/cluster.h"  // PeerExit
 
 namespace nnfleet {
@@ -23,7 +23,6 @@ namespace nnfleet {
 // Thrown on an MPI rank other than 0 when a collective step failed somewhere. Rank 0 reports the
 // problem and exits with its code; this rank leaves quietly, with 0, so that mpirun does not end
 // the job before rank 0 has said why.
-
 
 // Message tags of the fleet protocol (protocol.h); the transport only carries them.
 enum class Tag : int {

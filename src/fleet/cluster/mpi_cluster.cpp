@@ -155,8 +155,8 @@ class MpiCluster final : public Cluster {
                              bool& loaded_here) override {
     // The shared window carries x and y only (the same answer on every rank, before any load).
     if (!spec.train.sample_weight.empty() || (spec.test && !spec.test->sample_weight.empty()))
-      throw DataError(spec.where + (spec.where.empty() ? "" : ": ") +
-                      "failed to share data " + describe_source(spec.train) +
+      throw DataError(spec.where + (spec.where.empty() ? "" : ": ") + "failed to share data " +
+                      describe_source(spec.train) +
                       " across MPI ranks: sample_weight sources are not shared yet; expected a "
                       "source without sample_weight under MPI (run without MPI to use it)");
     const bool leader = node_rank_ == 0;

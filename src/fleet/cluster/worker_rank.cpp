@@ -88,7 +88,8 @@ class WorkerRank {
   Packet run() {
     std::optional<Packet> final;
     const std::vector<int> cores(cores_.begin(), cores_.begin() + workers_);
-    run_pinned_workers(cores, [this](int w) { work(w); }, [&] { carry(final); });
+    run_pinned_workers(
+        cores, [this](int w) { work(w); }, [&] { carry(final); });
     while (cl_.sending()) {
     }
     return *final;

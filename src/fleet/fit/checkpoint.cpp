@@ -104,7 +104,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, std::span<con
   put_u64(head, header.size());
   head += header;
   put_u64(head, params.size());
-  const std::string opt_size = u64_bytes(opt_state.size()), best_size = u64_bytes(c.best_params.size());
+  const std::string opt_size = u64_bytes(opt_state.size()),
+                    best_size = u64_bytes(c.best_params.size());
   std::array<std::string_view, 7> pieces = {
       head, bytes_of(params), opt_size, bytes_of(opt_state), best_size, bytes_of(c.best_params)};
   uint64_t crc = crc32_z(0L, Z_NULL, 0);

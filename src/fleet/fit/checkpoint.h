@@ -18,20 +18,20 @@
 namespace nnfleet {
 
 struct Checkpoint {
-  std::string model;        // model name, checked on load
-  int epoch = 0;            // epochs completed
-  int batch = 0;            // batches completed of the next epoch (a stop mid-epoch)
-  int64_t iterations = 0;   // optimizer steps so far
+  std::string model;       // model name, checked on load
+  int epoch = 0;           // epochs completed
+  int batch = 0;           // batches completed of the next epoch (a stop mid-epoch)
+  int64_t iterations = 0;  // optimizer steps so far
   std::array<uint64_t, 4> rng{};
-  double loss_sum = 0.0;    // running sums of the interrupted epoch
+  double loss_sum = 0.0;  // running sums of the interrupted epoch
   std::vector<double> metric_sums;
   int64_t seen = 0;
   double epoch_seconds = 0.0;
-  double seconds = 0.0;     // training time so far
-  int64_t samples = 0;      // samples trained so far
+  double seconds = 0.0;  // training time so far
+  int64_t samples = 0;   // samples trained so far
   BestRecord best;
   int wait = 0;
-  bool stopped = false;     // early stopping ended training (the weights are final)
+  bool stopped = false;  // early stopping ended training (the weights are final)
   bool has_best_params = false;
   // ReduceLROnPlateau's state and the rate it left (0: the optimizer's own rate).
   PlateauState plateau;

@@ -26,9 +26,9 @@ struct FleetData {
   std::optional<XY> test;
   float scale = 1.0f;
   int64_t n_train = 0, n_val = 0;
-  Shape input_shape;  // per sample
-  LabelStats train_labels;  // train and its validation split
-  LabelStats test_labels;   // when test is set
+  Shape input_shape;                  // per sample
+  LabelStats train_labels;            // train and its validation split
+  LabelStats test_labels;             // when test is set
   std::string train_name, test_name;  // "'x.npy' and 'y.npy'", for messages (describe_source)
   // Models with several inputs or outputs: the second and later inputs and targets of train and
   // of test (DataSource::more_x, more_y), each with the rows of train.x (test->x).

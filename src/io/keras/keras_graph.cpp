@@ -10,9 +10,9 @@
 #include <regex>
 #include <set>
 
+#include "core/limits.h"
 #include "layers/layer_util.h"
 #include "layers/registry.h"
-#include "core/limits.h"
 
 namespace nnfleet {
 namespace {

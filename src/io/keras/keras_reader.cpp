@@ -12,13 +12,13 @@
 #include <fstream>
 #include <map>
 
+#include "core/limits.h"
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_layout.h"
 #include "io/keras/keras_writer.h"
-#include "platform/zip_archive.h"
 #include "platform/file.h"
 #include "platform/files.h"
-#include "core/limits.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "io/keras/keras_graph.h"
 #include "core/config.h"
+#include "io/keras/keras_graph.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 

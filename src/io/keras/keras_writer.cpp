@@ -12,8 +12,8 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_graph.h"
 #include "io/keras/keras_layout.h"
-#include "platform/zip_archive.h"
 #include "platform/files.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {
