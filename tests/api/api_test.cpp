@@ -469,5 +469,49 @@ TEST_F(ApiTest, ErrorsAreTheDocumentedClasses) {
   }
 }
 
+// Output buffers are sized views: one too small for N rows is refused, naming the output and the
+// floats it needs, before any row is written; so is a losses buffer of the wrong count.
+TEST_F(ApiTest, PredictAndEvaluateRefuseBuffersTooSmall) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  std::vector<float> p(static_cast<size_t>(data.n) * 3 - 1, -7.0f);
+  try {
+    (void)m.predict({data.xv()}, {std::span<float>(p)});
+    FAIL() << "predicted into a buffer one float short";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(),
+                HasSubstr("the predictions buffer of output 0 holds " + std::to_string(p.size()) +
+                          " floats; expected at least " + std::to_string(data.n * 3)));
+  }
+  EXPECT_TRUE(std::all_of(p.begin(), p.end(), [](float v) { return v == -7.0f; }));
+  p.resize(static_cast<size_t>(data.n) * 3);
+  std::vector<float> losses(static_cast<size_t>(data.n) - 1);
+  api::PredictOptions o;
+  o.loss = "sparse_categorical_crossentropy";
+  EXPECT_THROW((void)m.predict({data.xv()}, {std::span<float>(p)}, o, {data.yv()},
+                               {std::span<float>(losses)}),
+               UsageError);
+  api::EvaluateOptions eo;
+  eo.loss = "sparse_categorical_crossentropy";
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, eo,
+                     {std::span<float>(losses), std::span<float>(losses)});
+    FAIL() << "evaluated with two losses buffers for one output";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expected one losses buffer per output, got 2"));
+  }
+  losses.resize(static_cast<size_t>(data.n));
+  api::RunStats stats;
+  const auto figures = m.evaluate({data.xv()}, {data.yv()}, eo, {std::span<float>(losses)}, &stats);
+  ASSERT_FALSE(figures.empty());
+  EXPECT_EQ(figures[0].first, "loss");
+  double mean = 0;
+  for (float l : losses) mean += l;
+  EXPECT_NEAR(figures[0].second, mean / static_cast<double>(data.n), 1e-6);
+  ASSERT_EQ(stats.losses.size(), 1u);
+  EXPECT_EQ(stats.losses[0], "sparse_categorical_crossentropy");
+  EXPECT_GE(stats.workers, 1);
+}
+
 }  // namespace
 }  // namespace nnfleet
