@@ -83,28 +83,18 @@ std::string human_bytes(double bytes) {
   return buf;
 }
 
-std::string model_summary(const LoadedModel& lm, const std::string& path,
-                          const LoadedModel* other_length) {
-  const Model& m = *lm.model;
-  const Model* o = other_length ? other_length->model.get() : nullptr;
-  if (o && o->num_layers() != m.num_layers()) o = nullptr;
-  const bool functional = lm.class_name == "Functional" || !m.is_sequential();
-  const size_t w1 = 34, w2 = 26, w3 = 12;
-  const size_t width = w1 + w2 + w3 + (functional ? 24 : 0);
-  const std::string rule(width, '_'), double_rule(width, '=');
-  std::string s;
-  s += "Model: \"" + terminal_safe(m.name()) + "\" (" + terminal_safe(lm.class_name) + ")\n";
-  s += "File: " + terminal_safe(path) + " (" +
-       (lm.format == "keras" ? std::string(".keras archive")
-        : lm.format == "h5"  ? std::string("HDF5")
-                             : std::string("architecture JSON")) +
-       (lm.has_weights ? ", with weights" : ", no weights") + ")\n";
-  s += rule + "\n";
-  std::string head = pad("Layer (type)", w1) + pad("Output Shape", w2) + pad("Param #", w3) +
-                     (functional ? "Connected to" : "");
-  while (!head.empty() && head.back() == ' ') head.pop_back();
-  s += head + "\n";
-  s += double_rule + "\n";
+namespace {
+
+struct TableLayout {
+  bool functional = false;
+  size_t w1 = 34, w2 = 26, w3 = 12;
+};
+
+// The table's rows: the inputs, then every layer with its output shape, parameters and (in a
+// functional model) what it is connected to.
+void layer_rows(std::string& s, const Model& m, const Model* o, const TableLayout& t) {
+  const bool functional = t.functional;
+  const size_t w1 = t.w1, w2 = t.w2, w3 = t.w3;
   auto row = [&](const std::string& name, const std::string& cls, const Shape& out,
                  const Shape* out_other, uint64_t params, bool params_vary,
                  const std::string& inputs) {
@@ -140,19 +130,10 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     row(m.layer(i).name(), m.layer(i).class_name(), m.planned(i).out_shape,
         o ? &o->planned(i).out_shape : nullptr, params, o && count(*o, i) != params, inputs);
   }
-  s += double_rule + "\n";
-  if (m.num_inputs() > 1 || m.num_outputs() > 1) {
-    // The order predict takes its --x files and writes its outputs in.
-    s += "Inputs:";
-    for (size_t k = 0; k < m.num_inputs(); ++k)
-      s += std::string(k ? "," : "") + " " + terminal_safe(m.input(k).name) + " " +
-           keras_shape_str(m.input(k).shape);
-    s += "\nOutputs:";
-    for (size_t j = 0; j < m.num_outputs(); ++j)
-      s += std::string(j ? "," : "") + " " + terminal_safe(m.output_name(j)) + " " +
-           keras_shape_str(m.output_shape(j));
-    s += "\n";
-  }
+}
+
+// The params and FLOPs lines (which may depend on the input's free dimensions).
+void totals_lines(std::string& s, const Model& m, const Model* o) {
   const uint64_t t = m.trainable_params(), f = m.non_trainable_params();
   if (o && (o->trainable_params() != t || o->non_trainable_params() != f)) {
     s += "Total params: depend on the input's free (None) dimensions\n";
@@ -177,7 +158,10 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
   }
   if (o)
     s += "Free (None) input dimensions take their size from the data given to predict or train\n";
-  s += rule + "\n";
+}
+
+// What the file says of Keras and of training: version, training config, optimizer state.
+void training_lines(std::string& s, const LoadedModel& lm) {
   s += "Keras version: " +
        (lm.keras_version.empty() ? std::string("(not recorded)") : terminal_safe(lm.keras_version));
   if (!lm.backend.empty()) s += " (backend " + terminal_safe(lm.backend) + ")";
@@ -206,6 +190,51 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     if (oi.contains("iterations")) s += ", " + compact(oi["iterations"]) + " iterations";
     s += lm.optimizer_state.empty() ? " (not restored)\n" : " (restorable)\n";
   }
+}
+
+}  // namespace
+
+std::string model_summary(const LoadedModel& lm, const std::string& path,
+                          const LoadedModel* other_length) {
+  const Model& m = *lm.model;
+  const Model* o = other_length ? other_length->model.get() : nullptr;
+  if (o && o->num_layers() != m.num_layers()) o = nullptr;
+  const bool functional = lm.class_name == "Functional" || !m.is_sequential();
+  TableLayout t;
+  t.functional = functional;
+  const size_t w1 = t.w1, w2 = t.w2, w3 = t.w3;
+  const size_t width = w1 + w2 + w3 + (functional ? 24 : 0);
+  const std::string rule(width, '_'), double_rule(width, '=');
+  std::string s;
+  s += "Model: \"" + terminal_safe(m.name()) + "\" (" + terminal_safe(lm.class_name) + ")\n";
+  s += "File: " + terminal_safe(path) + " (" +
+       (lm.format == "keras" ? std::string(".keras archive")
+        : lm.format == "h5"  ? std::string("HDF5")
+                             : std::string("architecture JSON")) +
+       (lm.has_weights ? ", with weights" : ", no weights") + ")\n";
+  s += rule + "\n";
+  std::string head = pad("Layer (type)", w1) + pad("Output Shape", w2) + pad("Param #", w3) +
+                     (functional ? "Connected to" : "");
+  while (!head.empty() && head.back() == ' ') head.pop_back();
+  s += head + "\n";
+  s += double_rule + "\n";
+  layer_rows(s, m, o, t);
+  s += double_rule + "\n";
+  if (m.num_inputs() > 1 || m.num_outputs() > 1) {
+    // The order predict takes its --x files and writes its outputs in.
+    s += "Inputs:";
+    for (size_t k = 0; k < m.num_inputs(); ++k)
+      s += std::string(k ? "," : "") + " " + terminal_safe(m.input(k).name) + " " +
+           keras_shape_str(m.input(k).shape);
+    s += "\nOutputs:";
+    for (size_t j = 0; j < m.num_outputs(); ++j)
+      s += std::string(j ? "," : "") + " " + terminal_safe(m.output_name(j)) + " " +
+           keras_shape_str(m.output_shape(j));
+    s += "\n";
+  }
+  totals_lines(s, m, o);
+  s += rule + "\n";
+  training_lines(s, lm);
   return s;
 }
 
