@@ -48,8 +48,7 @@ int run_evaluate(EvaluateArgs& a) {
   o.metrics = a.metrics;
   Outputs losses = make_outputs(model, run.n, true);
   api::RunStats r;
-  const auto values = model.evaluate(
-      x, y, o, a.run.loss_out.empty() ? std::vector<std::span<float>>{} : losses.spans(), &r);
+  const auto values = model.evaluate(x, y, o, losses.spans(), &r);
   if (!a.run.loss_out.empty()) save_outputs(a.run.loss_out, losses, model, "--loss-out");
   if (a.json) {
     std::string s = "{";

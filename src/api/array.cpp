@@ -1,7 +1,12 @@
-// ArrayView helpers (nnfleet/array.h) and their conversion to engine arrays (convert.h).
+// ArrayView helpers (nnfleet/array.h) and the conversions between public and engine arrays, both
+// ways (convert.h).
 #include "nnfleet/array.h"
 
+#include <memory>
+#include <utility>
+
 #include "api/convert.h"
+#include "api/public_array.h"
 #include "core/check.h"
 
 namespace nnfleet::api {
@@ -47,6 +52,28 @@ int64_t ArrayView::elements() const {
 }  // namespace nnfleet::api
 
 namespace nnfleet::api_detail {
+namespace {
+
+// The public element types and the engine's, one to one.
+constexpr std::pair<api::ElementType, DType> kTypes[] = {{api::ElementType::kUint8, DType::kU8},
+                                                         {api::ElementType::kInt32, DType::kI32},
+                                                         {api::ElementType::kInt64, DType::kI64},
+                                                         {api::ElementType::kFloat32, DType::kF32},
+                                                         {api::ElementType::kFloat64, DType::kF64}};
+
+DType engine_type(api::ElementType t) {
+  for (const auto& [pub, eng] : kTypes)
+    if (pub == t) return eng;
+  return DType::kF32;
+}
+
+api::ElementType public_type(DType t) {
+  for (const auto& [pub, eng] : kTypes)
+    if (eng == t) return pub;
+  return api::ElementType::kFloat32;
+}
+
+}  // namespace
 
 Array to_array(const api::ArrayView& v, const std::string& what) {
   if (v.shape.empty() || static_cast<int>(v.shape.size()) > Shape::kMaxRank)
@@ -62,27 +89,19 @@ Array to_array(const api::ArrayView& v, const std::string& what) {
   }
   if (!v.data && s.size() > 0)
     throw DataError("failed to read " + what + ": expected data, got a null pointer");
-  DType t = DType::kF32;
-  switch (v.type) {
-    case api::ElementType::kUint8:
-      t = DType::kU8;
-      break;
-    case api::ElementType::kInt32:
-      t = DType::kI32;
-      break;
-    case api::ElementType::kInt64:
-      t = DType::kI64;
-      break;
-    case api::ElementType::kFloat32:
-      t = DType::kF32;
-      break;
-    case api::ElementType::kFloat64:
-      t = DType::kF64;
-      break;
-  }
+  const DType t = engine_type(v.type);
   // An empty array still needs a non-null data pointer: Array::empty() means "no array".
   static const double kNothing = 0;
   return Array(t, s, nullptr, v.data ? v.data : &kNothing);
+}
+
+api::Array to_public(const Array& a) {
+  auto keep = std::make_shared<const Array>(a);
+  api::ArrayView v;
+  v.data = a.data();
+  v.type = public_type(a.dtype());
+  v.shape = dims(a.shape());
+  return api::Array(std::move(v), std::shared_ptr<const void>(keep, keep.get()));
 }
 
 std::vector<int64_t> dims(const Shape& s) { return std::vector<int64_t>(s.begin(), s.end()); }

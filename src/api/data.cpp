@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "api/convert.h"
+#include "api/public_array.h"
 #include "data/dataset.h"
 #include "platform/file.h"
 #include "platform/zip_archive.h"
@@ -20,32 +21,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
     if (std::tolower(static_cast<unsigned char>(s[s.size() - suffix.size() + i])) != suffix[i])
       return false;
   return true;
-}
-
-ElementType element_type(DType t) {
-  switch (t) {
-    case DType::kU8:
-      return ElementType::kUint8;
-    case DType::kI32:
-      return ElementType::kInt32;
-    case DType::kI64:
-      return ElementType::kInt64;
-    case DType::kF32:
-      return ElementType::kFloat32;
-    case DType::kF64:
-      return ElementType::kFloat64;
-  }
-  return ElementType::kFloat32;
-}
-
-// The engine's array as a public one: the view of its bytes, which a copy of it keeps alive.
-Array to_public(const nnfleet::Array& a) {
-  auto keep = std::make_shared<const nnfleet::Array>(a);
-  ArrayView v;
-  v.data = a.data();
-  v.type = element_type(a.dtype());
-  v.shape = api_detail::dims(a.shape());
-  return Array(std::move(v), std::shared_ptr<const void>(keep, keep.get()));
 }
 
 // The first bytes of a data file, to tell NumPy, zip (.npz) and IDX apart. Throws DataError.
@@ -84,7 +59,7 @@ nnfleet::Array read_engine_array(const std::string& spec, const ReadOptions& o,
       throw UsageError("failed to read '" + spec + "': a CSV file needs " + o.label_option +
                        "COLUMN (the column that is not an input)");
     CsvData d = load_csv(spec, o.label);
-    if (label_column) *label_column = to_public(d.y);
+    if (label_column) *label_column = api_detail::to_public(d.y);
     return d.x;
   }
   throw_data_error(spec, "unknown format; expected .npy, .npz[:key], an IDX file or .csv");
@@ -93,11 +68,11 @@ nnfleet::Array read_engine_array(const std::string& spec, const ReadOptions& o,
 }  // namespace
 
 Array read_array(const std::string& spec, const ReadOptions& options, Array* label_column) {
-  return to_public(read_engine_array(spec, options, label_column));
+  return api_detail::to_public(read_engine_array(spec, options, label_column));
 }
 
 Array read_npz(const std::string& path, const std::string& key) {
-  return to_public(load_npz(path, key));
+  return api_detail::to_public(load_npz(path, key));
 }
 
 std::vector<std::string> npz_keys(const std::string& path) {
