@@ -14,8 +14,9 @@
 namespace nnfleet::api {
 
 // How a model's training ended (kPending: not trained yet; never in a finished run's results).
-enum class Status { kPending, kDone, kDiverged, kFailed, kCancelled };
-// "pending", "done", "diverged", "failed", "cancelled": results.json's words.
+// kPruned: a search's scheduler stopped it at a rung (its figures are that rung's; no model file).
+enum class Status { kPending, kDone, kDiverged, kFailed, kCancelled, kPruned };
+// "pending", "done", "diverged", "failed", "cancelled", "pruned": results.json's words.
 [[nodiscard]] const char* status_name(Status s);
 
 using Logs = std::vector<std::pair<std::string, double>>;  // "loss", "val_loss", ... in order
@@ -36,6 +37,15 @@ struct BestEpoch {
   double value = 0.0;
 };
 
+// A search trial at one rung of its scheduler: the epochs it had trained there, the search
+// metric's value after them, and what the scheduler decided ("promoted", "pruned", "final":
+// the trial's last rung, or "stopped": a time limit ended the search there).
+struct Rung {
+  int epochs = 0;
+  double value = 0.0;
+  std::string decision;
+};
+
 struct ModelResult {
   std::string name;
   Status status = Status::kPending;
@@ -50,6 +60,10 @@ struct ModelResult {
   std::vector<EpochLog> history;  // per completed epoch (RunOptions::keep_history)
   std::string model_file;         // in the output folder; empty: none saved
   std::optional<Model> model;     // the trained model (RunOptions::load_models)
+  // The model's parameters as the run recorded them: a grid's vars, a search trial's sampled
+  // values, or a plan entry's `parameters:`; each value as JSON text ("0.001", "\"relu\"", "3").
+  std::vector<std::pair<std::string, std::string>> parameters;
+  std::vector<Rung> rungs;  // a search trial's rungs, in order; empty outside a search
 };
 
 // One MPI rank of a cluster run, as rank 0 reports it.

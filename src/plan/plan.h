@@ -151,6 +151,9 @@ class PlanModels {
   ModelSpec back() const { return (*this)[size() - 1]; }
   // Without expanding: its name and its data, Plan::sources[source(k)].
   const std::string& name(size_t k) const { return refs_[k].name; }
+  // Model k's parameters, as results record them: its grid point's vars (written order), its
+  // search trial's drawn values (the space's order), or its entry's `parameters:` mapping.
+  std::vector<std::pair<std::string, Json>> parameters(size_t k) const;
   size_t source(size_t k) const { return refs_[k].source; }
 
   // Plan order, each model expanded as it is reached.
@@ -176,6 +179,46 @@ class PlanModels {
   std::vector<plan_detail::ModelRef> refs_;
 };
 
+// A plan's `search:` (README "Search"): its trials (sampled from `space`, or the plan's models),
+// and the scheduler that decides which trials train on. Every decision is a function of the
+// metrics of the trials it compares (ties broken by trial index), never of completion order.
+struct SearchParameter {  // one parameter of the space, for reports and trials.csv
+  std::string name;       // as the models use it ("lr", "width" for width_0, width_1, ...)
+  std::string kind;       // "float", "int", "choice", "fixed"
+  bool log = false;       // drawn on a log scale: charted on log axes
+};
+
+struct SearchSchedule {
+  // kNone: every trial trains to max_budget (early stopping as the models say); kHalving:
+  // successive halving (Hyperband with brackets > 1); kMedian: at every rung, the trials worse
+  // than the rung's median stop.
+  enum class Kind { kNone, kHalving, kMedian };
+  Kind kind = Kind::kNone;
+  int reduction_factor = 3;  // halving: the best 1/reduction_factor of a rung go on (>= 2)
+  // Rung budgets: min_budget * reduction_factor^j (halving) or min_budget + j * interval
+  // (median), up to max_budget, which is always the last rung. In epochs, or in training
+  // samples when `samples` (each trial's rung epochs: ceil(budget / its training rows)).
+  int64_t min_budget = 1;
+  int64_t max_budget = 1;
+  int64_t interval = 1;  // median
+  int brackets = 1;      // halving: Hyperband's brackets; bracket b starts at min_budget * rf^b
+  bool samples = false;
+};
+
+struct SearchSpec {
+  std::string where;         // "fleet.yaml:3: search", for messages
+  bool sampled = false;      // trials drawn from `space:` (else every model of the plan is one)
+  size_t trials = 0;         // the number of trials (models of the plan)
+  std::string sampler = "random";  // "random" or "sobol"
+  SearchSchedule schedule;
+  std::string metric = "val_loss";  // the figure rungs compare, from every trial's history
+  bool higher_is_better = false;    // `mode: max` (auto: from the metric's name)
+  int64_t max_total_epochs = 0;     // 0: none (else fewer trials, so that the plan fits it)
+  double time_limit_seconds = 0;    // 0: none; not deterministic: stops at the next rung
+  std::vector<SearchParameter> parameters;  // the space's, in written order
+  Json to_json() const;                     // the plan form, for plan.yaml
+};
+
 struct Plan {
   std::string path;  // as given
   std::string name;  // file stem, for the default output folder
@@ -189,6 +232,8 @@ struct Plan {
   // order first used. Each is loaded once and shared by the models whose `source` names it.
   std::vector<DataSpec> sources;
   PlanModels models;
+  // `search:` when the plan has one; then every model is a trial (the k-th model, trial k).
+  std::optional<SearchSpec> search;
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where

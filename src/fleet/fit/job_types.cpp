@@ -16,13 +16,16 @@ const char* api::status_name(api::Status s) {
       return "failed";
     case JobStatus::kCancelled:
       return "cancelled";
+    case JobStatus::kPruned:
+      return "pruned";
   }
   return "pending";
 }
 
 JobStatus job_status_from_name(const std::string& s) {
   for (JobStatus st :
-       {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled})
+       {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled,
+        JobStatus::kPruned})
     if (s == api::status_name(st)) return st;
   return JobStatus::kPending;
 }

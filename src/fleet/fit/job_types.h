@@ -34,6 +34,10 @@ struct JobResult : api::ModelResult {
   bool retry = false;
   bool write_failed = false;
   bool checkpointed = false;  // this run wrote a checkpoint of it
+  // A search trial that reached its rung's epoch limit (JobContext::epoch_limit): status
+  // kCancelled (not final: its checkpoint is kept, no record is written) until its scheduler
+  // promotes it (it trains on from the checkpoint) or prunes it.
+  bool paused = false;
 };
 
 // What a running job reports; called on the worker's thread.
