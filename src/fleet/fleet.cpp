@@ -726,6 +726,8 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   timeline->end_session();
 
   cancel_unstarted(st, sum);
+  // A search's time limit ends the run as planned: every result is kept, and --resume goes on.
+  if (st.deadline_noted && !st.stopping()) sum.interrupted = false;
   const double busy = peers.account(sum, pool.jobs(), pool.busy());
   sum.busy_fraction = sum.makespan > 0 ? busy / (sum.workers * sum.makespan) : 0.0;
   sum.peak_rss_bytes = peak_rss_bytes();

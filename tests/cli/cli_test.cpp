@@ -482,7 +482,8 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
       ((run_peak[4000] - run_peak[1000]) - (plan_peak[4000] - plan_peak[1000])) / 3000;
   // And the plan holds each grid entry once, its models expanded only when needed: measured
   // 0.65-0.8 KB per model in all (0.14-0.24 KB of it the plan's), 3.6 KB when the plan held every
-  // model's spec and expanded entry.
+  // model's spec and expanded entry. A result's parameters and search rungs (issue 33: two
+  // vectors, 48 B a model) put "beyond the plan" at up to 0.78 KB (Zen 5, loaded): held to 0.8.
   const double per_model_in_all = (run_peak[4000] - run_peak[1000]) / 3000;
   const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
   EXPECT_LT(per_model_in_all, 1024.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
@@ -490,7 +491,7 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   EXPECT_LT(per_model_plan, 512.0)
       << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
       << plan_peak[4000] / 1e6 << " MB for 4,000";
-  EXPECT_LT(per_model, 768.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
+  EXPECT_LT(per_model, 832.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
                               << run_peak[4000] / 1e6
                               << " MB for 4,000 (the plan alone: " << plan_peak[1000] / 1e6
                               << " and " << plan_peak[4000] / 1e6 << " MB)";
