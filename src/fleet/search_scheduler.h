@@ -79,8 +79,8 @@ class SearchScheduler {
   struct Facts {
     int reached = 0;
     bool ended = false;
-    bool pruned = false;   // by an earlier run (its record says so)
-    bool running = false;  // queued or training
+    bool pruned = false;        // by an earlier run (its record says so)
+    bool running = false;       // queued or training
     std::vector<double> value;  // the metric after each epoch (NaN when missing)
     std::vector<api::Rung> decided;
   };

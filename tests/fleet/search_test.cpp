@@ -61,9 +61,8 @@ Played play(const SearchSpec& spec, const std::vector<double>& base, uint64_t sh
     const SearchScheduler::Work w = running[pick];
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(pick));
     reached[w.trial] = w.limit;
-    s.reached(w.trial, history(base[w.trial], w.limit), w.pause ? JobStatus::kCancelled
-                                                                : JobStatus::kDone,
-              w.pause);
+    s.reached(w.trial, history(base[w.trial], w.limit),
+              w.pause ? JobStatus::kCancelled : JobStatus::kDone, w.pause);
     s.advance();
   }
   EXPECT_TRUE(s.finished());
