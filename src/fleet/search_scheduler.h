@@ -68,6 +68,7 @@ class SearchScheduler {
   // nothing is queued or running and nothing can be decided any more.
   std::optional<Work> next();
   bool finished() const;
+  bool has_work() const { return !queue_.empty(); }
 
   // Trial k's rungs as results report them (epochs, value, decision).
   std::vector<api::Rung> rung_results(size_t k) const;

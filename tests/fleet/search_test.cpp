@@ -185,6 +185,7 @@ models:
     grid: {units: [4, 8, 16], lr: [0.001, 0.01, 0.05]}
     epochs: 3
     batch_size: 32
+    batch_split: 2  # idle workers help the trials a rung waits for: results must not change
     loss: sparse_categorical_crossentropy
     metrics: [accuracy]
     optimizer: {Adam: {learning_rate: "{lr}"}}
