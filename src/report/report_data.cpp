@@ -35,12 +35,28 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// plan.yaml: its expanded entries (`models`, in plan order) and its `search:`, if any.
-Json read_plan(const std::string& dir) {
+// What the report reads of plan.yaml: its expanded entries (`models`, in plan order), its
+// `search:` (null outside a search) and the names of the search's `space:` in written order (JSON
+// objects forget it; the YAML document keeps it).
+struct PlanFile {
+  Json models;
+  Json search;
+  std::vector<std::string> space_order;
+};
+
+PlanFile read_plan(const std::string& dir) {
   const std::string text = read_file(dir + "/plan.yaml");
   try {
-    const Json plan = plan_detail::yaml_to_json(YAML::Load(text)).value;
-    if (plan.contains("models") && plan["models"].is_array()) return plan;
+    const YAML::Node root = YAML::Load(text);
+    const Json plan = plan_detail::yaml_to_json(root).value;
+    if (plan.contains("models") && plan["models"].is_array()) {
+      PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}};
+      const YAML::Node search = root["search"];
+      const YAML::Node space = search && search.IsMap() ? search["space"] : YAML::Node();
+      if (space && space.IsMap())
+        for (const auto& kv : space) f.space_order.push_back(kv.first.as<std::string>());
+      return f;
+    }
   } catch (const std::exception&) {
   }
   throw FileError("failed to read plan '" + dir +
@@ -316,10 +332,10 @@ Json model_row(const std::string& name, const std::map<std::string, Json>& recor
 }
 
 // What plan.yaml's `search:` (the plan form: README "Search") says before results.json does:
-// the search's metric, mode and scheduler, and its space's parameters.
-Json search_of_plan(const Json& plan) {
-  if (!plan.contains("search") || !plan["search"].is_object()) return nullptr;
-  const Json& s = plan["search"];
+// the search's metric, mode and scheduler.
+Json search_of_plan(const PlanFile& plan) {
+  if (!plan.search.is_object()) return nullptr;
+  const Json& s = plan.search;
   Json out = {{"metric", s.value("metric", std::string("val_loss"))},
               {"mode", s.value("mode", std::string("auto"))},
               {"sampler", s.value("sampler", std::string("random"))}};
@@ -329,21 +345,22 @@ Json search_of_plan(const Json& plan) {
   return out;
 }
 
-// The parameters of plan.yaml's `search.space`, as results.json lists them.
-Json parameters_of_plan(const Json& plan) {
-  if (!plan.contains("search") || !plan["search"].contains("space") ||
-      !plan["search"]["space"].is_object())
-    return nullptr;
+// The parameters of plan.yaml's `search.space` in written order, as results.json lists them:
+// {name, kind ("float", "int", "choice", "fixed"), log}.
+Json parameters_of_plan(const PlanFile& plan) {
+  if (!plan.search.is_object() || !plan.search.contains("space")) return nullptr;
+  const Json& space = plan.search["space"];
   Json out = Json::array();
-  for (const auto& [name, dist] : plan["search"]["space"].items()) {
-    if (!dist.is_object() || dist.empty()) continue;
-    std::string kind = dist.begin().key();
-    bool log = dist.value("log", false);
-    if (kind == "uniform" || kind == "loguniform") {
-      log = log || kind == "loguniform";
-      kind = "float";
+  for (const auto& name : plan.space_order) {
+    const Json dist = space.value(name, Json(nullptr));
+    if (!dist.is_object()) continue;
+    for (const char* kind : {"uniform", "loguniform", "float", "int", "choice", "fixed"}) {
+      if (!dist.contains(kind)) continue;
+      const bool log = dist.value("log", false) || std::string(kind) == "loguniform";
+      const bool real = std::string(kind) == "uniform" || std::string(kind) == "loguniform";
+      out.push_back({{"name", name}, {"kind", real ? "float" : kind}, {"log", log}});
+      break;
     }
-    out.push_back({{"name", name}, {"kind", kind}, {"log", log}});
   }
   return out;
 }
@@ -440,8 +457,8 @@ std::string rank_metric(const Json& results, const std::vector<std::string>& col
 }  // namespace
 
 Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
-  const Json plan = read_plan(run_dir);
-  const Json& specs = plan["models"];
+  const PlanFile plan = read_plan(run_dir);
+  const Json& specs = plan.models;
   std::map<std::string, Json> records;
   for (Json& r : read_job_records(run_dir)) {
     const std::string name = r.value("name", "");  // before the move: Json assigns by value
