@@ -435,7 +435,7 @@
     pts.sort((a, b) => a.xv - b.xv);
     const xs = pts.map((p) => p.xv);
     const logx = numeric && xs.length > 1 && logAxis(info, xs[0], xs[xs.length - 1]);
-    const box = el("div", { class: "curve grid-chart", "data-var": v });
+    const box = el("div", { class: "curve grid-chart", "data-var": v, "data-axis": numeric ? (logx ? "log" : "linear") : "categories" });
     let tt;
     const u = new uPlot(
       {
@@ -513,7 +513,8 @@
     return { rank, best: order.length && order[0].m.status === "done" && order[0].v !== null ? order[0].i : -1 };
   }
   const trialRank = S ? rankTrials() : null;
-  const markColor = (i) => (models[i].status === "done" ? color(i) : models[i].status === "pruned" ? "rgba(156,163,175,0.55)" : "rgba(220,38,38,0.45)");
+  const failed = (m) => m.status === "failed" || m.status === "diverged";
+  const markColor = (i) => (models[i].status === "done" ? color(i) : failed(models[i]) ? "rgba(220,38,38,0.45)" : "rgba(156,163,175,0.55)");
   // Paint order: pruned and failed trials under finished ones, the best on top.
   function paintOrder(idx) {
     const layer = (i) => (i === trialRank.best ? 3 : models[i].status === "done" ? 2 : models[i].status === "pruned" ? 0 : 1);
@@ -562,7 +563,7 @@
               if (cx >= 0)
                 for (const mk of marks) {
                   const d = (mk[0] - cx) ** 2 + (mk[1] - cy) ** 2;
-                  if (d < bestD) {
+                  if (d <= bestD) { // ties: the mark painted last, on top
                     bestD = d;
                     best = mk;
                   }
@@ -593,6 +594,29 @@
     if (log) return [lo / 1.2, hi * 1.2];
     const pad = hi > lo ? (hi - lo) * 0.06 : Math.abs(hi) * 0.1 || 1;
     return [lo - pad, hi + pad];
+  }
+  // Axis options for a parameter's or a budget's values: on a log scale, ticks at 1, 2 and 5 of
+  // each decade (fewer when crowded) with every one labelled (uPlot's own log labels keep only
+  // some, none at all on a range like 32..512); integers only for int parameters.
+  function logTicks(lo, hi) {
+    const out = [];
+    for (const ms of [[1, 2, 5], [1, 3], [1]]) {
+      out.length = 0;
+      for (let p = Math.floor(Math.log10(lo)); p <= Math.ceil(Math.log10(hi)); p++)
+        for (const m of ms) {
+          const t = +(m * 10 ** p).toPrecision(6);
+          if (t >= lo && t <= hi) out.push(t);
+        }
+      if (out.length <= 8) break;
+    }
+    return out;
+  }
+  function valueAxis(log, range, integer) {
+    const show = (u, sp) => sp.map((v) => fmt(v));
+    // A tick of a log axis as its shortest text: 0.0001, not 1.000e-4.
+    const short = (u, sp) => sp.map((v) => String(+v.toPrecision(3)));
+    if (log) return { splits: () => logTicks(range[0], range[1]), filter: (u, sp) => sp, values: short };
+    return integer ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000], values: show } : {};
   }
   const trialTip = (i, line) => [el("b", {}, models[i].name + " (" + statusText(models[i]) + ")"), el("br"), line];
 
@@ -630,7 +654,7 @@
       xLog,
       xRange: span(xv, xLog),
       yRange: span(yv, false),
-      xAxis: { splits: () => ticks, values: (u, sp) => sp.map((v) => fmt(v)) },
+      xAxis: { splits: () => ticks, filter: (u, sp) => sp, values: (u, sp) => sp.map((v) => fmt(v)) },
       paint(u, ctx, mark) {
         const drawn = { pruned: 0, done: 0, other: 0, best: 0 };
         const pr = window.devicePixelRatio || 1;
@@ -676,6 +700,7 @@
     }
     const xs = pts.map((p) => p.xv);
     const xLog = numeric && pts.length > 0 && logAxis(info, Math.min(...xs), Math.max(...xs));
+    const xRange = numeric ? span(xs, xLog) : [-0.5, Math.max(cats.length, 1) - 0.5];
     const byIndex = new Map(pts.map((p) => [p.i, p]));
     const order = paintOrder(pts.map((p) => p.i));
     return paintedChart({
@@ -687,9 +712,9 @@
       xLabel: v,
       yLabel: S.metric,
       xLog,
-      xRange: numeric ? span(xs, xLog) : [-0.5, Math.max(cats.length, 1) - 0.5],
+      xRange,
       yRange: span(pts.map((p) => p.y), false),
-      xAxis: numeric ? {} : { splits: () => cats.map((_, k) => k), values: (u, sp) => sp.map((k) => cats[k] ?? "") },
+      xAxis: numeric ? valueAxis(xLog, xRange, info.kind === "int") : { splits: () => cats.map((_, k) => k), values: (u, sp) => sp.map((k) => cats[k] ?? "") },
       paint(u, ctx, mark) {
         const drawn = { pruned: 0, done: 0, other: 0, best: 0 };
         const pr = window.devicePixelRatio || 1;
@@ -795,7 +820,7 @@
       el("h2", {}, "Search: " + S.metric + " (" + (searchHigher ? "higher" : "lower") + " is better)"),
       el("p", { class: "summary" }, about.join(" · ")),
       el("p", { class: "summary", id: "search-best" }, best ? "best trial: " + best.name + ", " + S.metric + " = " + fmt(trialValue(best), 5) : "no trial has finished yet"),
-      el("p", { class: "hint" }, "finished trials in colour, the best in black; pruned trials grey (stopped at a rung), failed ones red; hover to read a trial"),
+      el("p", { class: "hint" }, "finished trials in colour, the best in black; pruned trials grey (stopped at a rung), failed or diverged ones red; hover to read a trial"),
       el("div", { class: "charts" }, budgetChart(chartW), ...D.grid_vars.map((v) => paramChart(v, chartW))),
       el("h3", {}, "Trials"),
       ...trialsTable()
