@@ -276,18 +276,18 @@ void EntryExpander::templates(const Json& defaults, const Json& list, ModelExpan
       cx_.pr.add(child_path(ep, "parameters"),
                  "a trial's parameters are the values it drew from search.space; expected no "
                  "parameters in a search's model entry");
+    ModelExpander::Entry entry;
+    entry.path = ep;
+    entry.is_template = true;
+    if (e.contains("when"))
+      entry.when = read_when(cx_.pr, child_path(ep, "when"), e["when"], search_->space,
+                             search_->space.params.size(), "of search.space");
     if (e.contains("grid") && !e["grid"].is_null()) {
       cx_.pr.add(child_path(ep, "grid"),
                  "a search's trials are drawn from search.space; expected no grid in its model "
                  "entries (put the grid's vars in the space, e.g. {choice: [...]})");
       continue;
     }
-    ModelExpander::Entry entry;
-    entry.path = ep;
-    entry.is_template = true;
-    if (e.contains("when"))
-      entry.when = read_when(cx_.pr, child_path(ep, "when"), e["when"], search_->space,
-                             search_->space.params.size());
     merge(defaults, e, ep, entry);
     const std::string name_template =
         e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";

@@ -58,9 +58,10 @@ struct SearchTrials {
 void read_search(const PlanContext& cx, const Json& r, uint64_t seed, SearchSpec& spec,
                  SearchTrials& out);
 void read_space(const PlanContext& cx, const Json& v, SearchSpace& space);
-// A `when:` mapping at `path` over the first `earlier` parameters of `space`.
+// A `when:` mapping at `path` over the first `earlier` parameters of `space` (`whose` says which
+// in messages: "before it", "of search.space").
 When read_when(Problems& pr, const std::string& path, const Json& v, const SearchSpace& space,
-               size_t earlier);
+               size_t earlier, const char* whose);
 // The rung budgets of `s`, ascending, the last max_budget.
 std::vector<int64_t> schedule_rungs(const SearchSchedule& s);
 // The epochs `s` plans for n trials (design "max_total_epochs"): halving with bracket b (trials

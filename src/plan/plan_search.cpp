@@ -222,7 +222,8 @@ void read_space(const PlanContext& cx, const Json& v, SearchSpace& space) {
     }
     if (d.is_object() && d.contains("per")) read_per(pr, child_path(path, "per"), d["per"], space, *p);
     if (d.is_object() && d.contains("when"))
-      p->when = read_when(pr, child_path(path, "when"), d["when"], space, space.params.size());
+      p->when = read_when(pr, child_path(path, "when"), d["when"], space, space.params.size(),
+                          "before it");
     space.add(std::move(*p));
   }
   std::vector<std::string> seen;
@@ -336,7 +337,7 @@ void read_search(const PlanContext& cx, const Json& r, uint64_t seed, SearchSpec
 }
 
 When read_when(Problems& pr, const std::string& path, const Json& v, const SearchSpace& space,
-               size_t earlier) {
+               size_t earlier, const char* whose) {
   When when;
   if (!v.is_object() || v.empty()) {
     pr.add(path, "expected a mapping of parameters to a value or a list of values, such as "
@@ -352,11 +353,8 @@ When read_when(Problems& pr, const std::string& path, const Json& v, const Searc
     const auto k = std::find(known.begin(), known.end(), it.key());
     if (k == known.end()) {
       pr.add(p, "when names an unknown parameter '" + it.key() + "'; expected one of " +
-                    (known.empty() ? std::string("none (no parameter comes before it)")
-                                   : "the parameters " + std::string(earlier < space.params.size()
-                                                                         ? "before it: "
-                                                                         : "of search.space: ") +
-                                         join(known)) +
+                    (known.empty() ? std::string("none (there is no parameter ") + whose + ")"
+                                   : std::string("the parameters ") + whose + ": " + join(known)) +
                     near_miss(it.key(), known));
       continue;
     }

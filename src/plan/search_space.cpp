@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "core/limits.h"
 #include "plan/plan_yaml.h"
@@ -315,6 +316,36 @@ std::vector<Trial> SearchSpace::draw(uint64_t seed, size_t n, const std::string&
     t.shrink_to_fit();
   }
   return out;
+}
+
+Json sample_one(uint64_t seed, size_t trial, const std::string& name, const Json& d,
+                const std::string& sampler, size_t dimension) {
+  const std::string head = "failed to sample parameter '" + name + "': ";
+  if (name.empty()) throw UsageError(head + "empty name; expected the parameter's name");
+  if (sampler != "random" && sampler != "sobol")
+    throw UsageError(head + "unknown sampler '" + sampler + "'; expected random or sobol");
+  if (sampler == "sobol" && dimension >= SobolSequence::kMaxDimensions)
+    throw UsageError(head + "sobol draws at most " +
+                     std::to_string(SobolSequence::kMaxDimensions) +
+                     " dimensions; expected a dimension below that, got " +
+                     std::to_string(dimension));
+  for (const char* k : {"when", "per"})
+    if (d.is_object() && d.contains(k))
+      throw UsageError(head + k + " applies in a plan's search.space; expected a distribution "
+                                  "alone, such as {\"uniform\": [0, 1]}");
+  const std::map<std::string, int> no_lines;
+  Problems pr = Problems::recorder("", no_lines);
+  const std::optional<SpaceParameter> p = read_distribution(pr, name, name, d);
+  const std::vector<Problems::Call> calls = pr.take_calls();
+  if (!calls.empty() || !p) {
+    std::string why;
+    for (const auto& c : calls) why += (why.empty() ? "" : "; and ") + c.path + ": " + c.message;
+    throw UsageError(head + why);
+  }
+  if (sampler == "random") return value_at(*p, random_u(seed, trial, name));
+  SobolSequence sobol(seed, dimension + 1);
+  for (size_t k = 0; k < trial; ++k) sobol.next();
+  return value_at(*p, sobol.next()[dimension]);
 }
 
 }  // namespace nnfleet::plan_detail

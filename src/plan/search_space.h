@@ -101,4 +101,11 @@ struct SearchSpace {
   Parameters named(const Trial& t) const;
 };
 
+// The value parameter `name` with distribution `d` (a space's form, without `when` and `per`)
+// takes in trial `trial` under `seed`: drawn by `sampler` ("random", or "sobol" at dimension
+// `dimension` of the flattened space), as a plan's space draws it. Throws UsageError naming the
+// parameter and the rule.
+Json sample_one(uint64_t seed, size_t trial, const std::string& name, const Json& d,
+                const std::string& sampler, size_t dimension);
+
 }  // namespace nnfleet::plan_detail
