@@ -173,7 +173,8 @@ void merge(const Json& defaults, const Json& e, const std::string& ep, ModelExpa
       }
   for (auto it = e.begin(); it != e.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "grid" || k == "when" || std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
+    if (k == "grid" || k == "when" ||
+        std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
       continue;
     if (k == "layers" || k == "keras") {  // the entry's architecture replaces the default's
       for (const char* a : {"layers", "keras"})
@@ -254,8 +255,12 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
                         name_template, var_names});
     ex.entries.push_back(std::move(entry));
     const auto index = static_cast<uint32_t>(ex.entries.size() - 1);
-    expand_points(ex.entries, count, [index](size_t c) { return Point{index, c}; },
-                  !ex.entries.back().merged.contains("data"), out);
+    expand_points(
+        ex.entries, count,
+        [index](size_t c) {
+          return Point{index, c};
+        },
+        !ex.entries.back().merged.contains("data"), out);
   }
   check_unique_names(out);
 }
@@ -291,8 +296,10 @@ void EntryExpander::templates(const Json& defaults, const Json& list, ModelExpan
     merge(defaults, e, ep, entry);
     const std::string name_template =
         e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
-    entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"), ep,
-                        name_template, {"trial"}});
+    entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"),
+                        ep,
+                        name_template,
+                        {"trial"}});
     ex.entries.push_back(std::move(entry));
   }
   const std::vector<Trial>& trials = search_->trials;
@@ -310,17 +317,20 @@ void EntryExpander::templates(const Json& defaults, const Json& list, ModelExpan
     std::string drew;
     for (const auto& [name, v] : search_->space.named(trials[first]))
       drew += (drew.empty() ? "" : ", ") + name + ": " + value_text(v);
-    cx_.pr.add("models", "no model entry matches trial " + std::to_string(first) + " (" + drew +
-                             ")" +
-                             (unmatched > 1 ? " nor " + std::to_string(unmatched - 1) +
-                                                  " other trial(s)"
-                                            : "") +
-                             "; expected an entry whose when: holds for it, or one without when");
+    cx_.pr.add(
+        "models",
+        "no model entry matches trial " + std::to_string(first) + " (" + drew + ")" +
+            (unmatched > 1 ? " nor " + std::to_string(unmatched - 1) + " other trial(s)" : "") +
+            "; expected an entry whose when: holds for it, or one without when");
     return;
   }
   out.reserve(trials.size());
-  expand_points(ex.entries, trials.size(), [&](size_t k) { return Point{which[k], k}; }, !data,
-                out);
+  expand_points(
+      ex.entries, trials.size(),
+      [&](size_t k) {
+        return Point{which[k], k};
+      },
+      !data, out);
   check_unique_names(out);
 }
 
@@ -442,10 +452,12 @@ ModelSpec EntryExpander::expand(const ModelExpander::Entry& e, size_t point) {
     }
     // Blocks repeated before the placeholders are substituted ("{width_{i}}": "{width_0}").
     layers = expand_repeats(cx_.pr, it.value(), path, values);
-    for (size_t j = 0; j < layers.paths.size(); ++j) sub.apply(layers.list[j], layers.paths[j], true);
+    for (size_t j = 0; j < layers.paths.size(); ++j)
+      sub.apply(layers.list[j], layers.paths[j], true);
     it.value() = std::move(layers.list);
   }
-  if (e.is_template) m["parameters"] = parameters_json(search_->space.named(search_->trials[point]));
+  if (e.is_template)
+    m["parameters"] = parameters_json(search_->space.named(search_->trials[point]));
   if (search_) search_epochs(e, m);
   builder_.set_layer_paths(layers.paths.empty() ? nullptr : &layers.paths);
   ModelSpec s = builder_.build(m, e.base, e.path);
@@ -460,8 +472,8 @@ void EntryExpander::search_epochs(const ModelExpander::Entry& e, Json& m) {
   const int epochs = *search_->epochs;
   if (m.contains("epochs") && !(m["epochs"].is_number() && m["epochs"].get<double>() == epochs))
     cx_.pr.add(child_path(e.base.at("epochs"), "epochs"),
-               "a search's epochs are set by " + search_->epochs_path + " (max_epochs: " +
-                   std::to_string(epochs) + "); expected no epochs here (or " +
+               "a search's epochs are set by " + search_->epochs_path +
+                   " (max_epochs: " + std::to_string(epochs) + "); expected no epochs here (or " +
                    std::to_string(epochs) + "), got " + show(m["epochs"]));
   m["epochs"] = epochs;
 }

@@ -92,7 +92,7 @@ class ModelExpander {
     std::map<std::string, std::string> base;  // key -> where it came from ("defaults", "models[0]")
     std::string path;                         // "models[0]"
     std::vector<std::pair<std::string, Json>> vars;  // the grid in written order, each its values
-    When when;              // a search's template: the trials it makes
+    When when;                                       // a search's template: the trials it makes
     bool is_template = false;
   };
   ModelExpander(std::string file, std::filesystem::path dir)
@@ -198,9 +198,7 @@ class EntryExpander {
   explicit EntryExpander(PlanContext cx) : cx_(cx), builder_(cx) {}
   // An expander for `o`'s models apart (on another thread), reporting into `pr`.
   EntryExpander(const EntryExpander& o, Problems& pr)
-      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays},
-        builder_(o.builder_, pr),
-        search_(o.search_) {}
+      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays}, builder_(o.builder_, pr), search_(o.search_) {}
   // Up to how many threads models() may check the models of one entry on (1: this one only).
   void set_threads(int n) { threads_ = n; }
   // The plan's search (models() then makes its trials; every trial's epochs are the scheduler's).

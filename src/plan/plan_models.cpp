@@ -117,9 +117,9 @@ void ModelBuilder::model_parameters(const Json& m, const KeyPaths& at, Json& ex)
   if (!m.contains("parameters") || m["parameters"].is_null()) return;
   const Json& p = m["parameters"];
   if (!p.is_object())
-    cx_.pr.add(at("parameters"),
-               "expected a mapping of parameter names to values, such as {lr: 0.001}, got " +
-                   show(p));
+    cx_.pr.add(
+        at("parameters"),
+        "expected a mapping of parameter names to values, such as {lr: 0.001}, got " + show(p));
   else
     ex["parameters"] = p;
 }
@@ -390,8 +390,8 @@ void ModelBuilder::layers(const Json& list, const std::string& path, ModelSpec& 
   std::map<std::string, std::string> used;  // layer name -> its field path
   Json out = Json::array();
   for (size_t j = 0; j < list.size(); ++j) {
-    const std::string ip = layer_paths_ && j < layer_paths_->size() ? (*layer_paths_)[j]
-                                                                    : index_path(path, j);
+    const std::string ip =
+        layer_paths_ && j < layer_paths_->size() ? (*layer_paths_)[j] : index_path(path, j);
     const Json& item = list[j];
     std::string cls;
     Json cfg;

@@ -12,39 +12,41 @@ namespace nnfleet {
 namespace plan_detail {
 namespace {
 
-const std::vector<std::string> kSearchKeys = {"max_total_epochs", "metric",    "mode",
-                                              "sampler",          "scheduler", "space",
-                                              "time_limit",       "trials"};
+const std::vector<std::string> kSearchKeys = {"max_total_epochs", "metric", "mode",       "sampler",
+                                              "scheduler",        "space",  "time_limit", "trials"};
 const std::vector<std::string> kSchedulers = {"successive_halving", "median_stopping", "none"};
 // Budgets in samples may pass INT32_MAX (60,000 rows x 100,000 epochs); kept exact in a double.
 constexpr int64_t kMaxSamples = int64_t{1} << 53;
 
 bool is_name(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
 }
 
 // The keys of scheduler `kind`, its budgets in epochs or in samples.
 std::vector<std::string> scheduler_keys(const std::string& kind) {
   if (kind == "successive_halving")
-    return {"brackets", "max_epochs", "max_samples", "min_epochs", "min_samples",
-            "reduction_factor"};
+    return {"brackets",   "max_epochs",  "max_samples",
+            "min_epochs", "min_samples", "reduction_factor"};
   if (kind == "median_stopping")
-    return {"interval", "interval_samples", "max_epochs", "max_samples", "min_epochs",
-            "min_samples"};
+    return {"interval",    "interval_samples", "max_epochs",
+            "max_samples", "min_epochs",       "min_samples"};
   return {"max_epochs", "max_samples"};
 }
 
 // The budgets of scheduler mapping `v` at `path` (min, max, interval, in epochs or samples).
 void read_budgets(Problems& pr, const std::string& path, const Json& v, const std::string& kind,
                   SearchSchedule& s) {
-  const bool epochs = v.contains("max_epochs") || v.contains("min_epochs") || v.contains("interval");
-  s.samples = v.contains("max_samples") || v.contains("min_samples") ||
-              v.contains("interval_samples");
+  const bool epochs =
+      v.contains("max_epochs") || v.contains("min_epochs") || v.contains("interval");
+  s.samples =
+      v.contains("max_samples") || v.contains("min_samples") || v.contains("interval_samples");
   if (epochs && s.samples)
-    pr.add(path, "budgets are in epochs or in samples; expected *_epochs (and interval) or "
-                 "*_samples, not both");
+    pr.add(path,
+           "budgets are in epochs or in samples; expected *_epochs (and interval) or "
+           "*_samples, not both");
   const std::string unit = s.samples ? "_samples" : "_epochs";
   const int64_t most = s.samples ? kMaxSamples : limits::kMaxConfigInt;
   auto budget = [&](const std::string& key, int64_t fallback, bool required) {
@@ -118,10 +120,10 @@ void read_per(Problems& pr, const std::string& path, const Json& v, const Search
     if (q.per.empty() && (q.kind == SpaceParameter::Kind::kInt ||
                           (q.kind == SpaceParameter::Kind::kFixed && q.values.is_number_integer())))
       ints.push_back(q.name);
-  const SpaceParameter* q = v.is_string() && std::find(ints.begin(), ints.end(),
-                                                       v.get<std::string>()) != ints.end()
-                                ? space.find(v.get<std::string>())
-                                : nullptr;
+  const SpaceParameter* q =
+      v.is_string() && std::find(ints.begin(), ints.end(), v.get<std::string>()) != ints.end()
+          ? space.find(v.get<std::string>())
+          : nullptr;
   if (!q) {
     pr.add(path, "per names no int parameter; expected the name of an earlier int parameter (" +
                      (ints.empty() ? std::string("there is none") : "one of " + join(ints)) +
@@ -133,9 +135,11 @@ void read_per(Problems& pr, const std::string& path, const Json& v, const Search
   const double hi = fixed ? q->values.get<double>() : q->hi;
   if (!q->checked) return;
   if (lo < 0 || hi > static_cast<double>(kMaxRepeat)) {
-    pr.add(path, "per takes its count from '" + q->name + "'; expected a parameter whose values "
-                 "lie in [0, " + std::to_string(kMaxRepeat) + "], got [" + number_text(lo) +
-                     ", " + number_text(hi) + "]");
+    pr.add(path, "per takes its count from '" + q->name +
+                     "'; expected a parameter whose values "
+                     "lie in [0, " +
+                     std::to_string(kMaxRepeat) + "], got [" + number_text(lo) + ", " +
+                     number_text(hi) + "]");
     return;
   }
   p.per = q->name;
@@ -169,15 +173,17 @@ void read_mode(Problems& pr, const Json& r, SearchSpec& spec) {
 void read_budget_keys(Problems& pr, const Json& r, SearchSpec& spec) {
   if (r.contains("trials") && !r["trials"].is_null()) {
     if (!spec.sampled)
-      pr.add("search.trials", "trials are drawn from search.space; expected no trials without "
-                              "a space (every model of the plan is then a trial)");
+      pr.add("search.trials",
+             "trials are drawn from search.space; expected no trials without "
+             "a space (every model of the plan is then a trial)");
     else if (const auto n = check_int(pr, "search.trials", r["trials"], 1,
                                       static_cast<int64_t>(limits::kMaxPlanModels)))
       spec.trials = static_cast<size_t>(*n);
   } else if (spec.sampled) {
-    pr.add("search.trials", "required key missing; expected the number of trials to draw from "
-                            "search.space (at most " +
-                                std::to_string(limits::kMaxPlanModels) + ")");
+    pr.add("search.trials",
+           "required key missing; expected the number of trials to draw from "
+           "search.space (at most " +
+               std::to_string(limits::kMaxPlanModels) + ")");
   }
   if (r.contains("max_total_epochs") && !r["max_total_epochs"].is_null()) {
     spec.max_total_epochs =
@@ -200,17 +206,19 @@ void read_budget_keys(Problems& pr, const Json& r, SearchSpec& spec) {
 void read_space(const PlanContext& cx, const Json& v, SearchSpace& space) {
   Problems& pr = cx.pr;
   if (!v.is_object() || v.empty()) {
-    pr.add("search.space", "expected a mapping of parameter names to distributions, such as "
-                           "{lr: {loguniform: [1.0e-4, 1.0e-2]}}, got " +
-                               show(v));
+    pr.add("search.space",
+           "expected a mapping of parameter names to distributions, such as "
+           "{lr: {loguniform: [1.0e-4, 1.0e-2]}}, got " +
+               show(v));
     return;
   }
   auto order = cx.doc.keys.find("search.space");
   for (const auto& name : order != cx.doc.keys.end() ? order->second : std::vector<std::string>{}) {
     const std::string path = child_path("search.space", name);
     if (!is_name(name) || name == "trial") {
-      pr.add(path, "bad parameter name " + show(name) + "; expected letters, digits and '_', not "
-                   "starting with a digit, and not 'trial' (the {trial} placeholder's)");
+      pr.add(path, "bad parameter name " + show(name) +
+                       "; expected letters, digits and '_', not "
+                       "starting with a digit, and not 'trial' (the {trial} placeholder's)");
       continue;
     }
     const Json& d = v[name];
@@ -220,7 +228,8 @@ void read_space(const PlanContext& cx, const Json& v, SearchSpace& space) {
       p->name = name;
       p->checked = false;
     }
-    if (d.is_object() && d.contains("per")) read_per(pr, child_path(path, "per"), d["per"], space, *p);
+    if (d.is_object() && d.contains("per"))
+      read_per(pr, child_path(path, "per"), d["per"], space, *p);
     if (d.is_object() && d.contains("when"))
       p->when = read_when(pr, child_path(path, "when"), d["when"], space, space.params.size(),
                           "before it");
@@ -302,8 +311,8 @@ void read_search(const PlanContext& cx, const Json& r, uint64_t seed, SearchSpec
   Problems& pr = cx.pr;
   spec.where = pr.where("search");
   if (!r.is_object()) {
-    pr.add("search", "expected a mapping with scheduler (and space, trials, metric, ...), got " +
-                         show(r));
+    pr.add("search",
+           "expected a mapping with scheduler (and space, trials, metric, ...), got " + show(r));
     return;
   }
   check_keys(pr, "search", r, kSearchKeys);
@@ -340,9 +349,10 @@ When read_when(Problems& pr, const std::string& path, const Json& v, const Searc
                size_t earlier, const char* whose) {
   When when;
   if (!v.is_object() || v.empty()) {
-    pr.add(path, "expected a mapping of parameters to a value or a list of values, such as "
-                 "{family: mlp}, got " +
-                     show(v));
+    pr.add(path,
+           "expected a mapping of parameters to a value or a list of values, such as "
+           "{family: mlp}, got " +
+               show(v));
     return when;
   }
   std::vector<std::string> known;
@@ -366,14 +376,14 @@ When read_when(Problems& pr, const std::string& path, const Json& v, const Searc
       values.push_back(it.value());
     for (const Json& x : values)
       if (!sp.can_take(x))
-        pr.add(p, "when names a value " + show(x) + " that parameter '" + sp.name +
-                      "' never takes; expected one of its values (" + std::string(sp.kind_name()) +
-                      " " +
-                      (sp.kind == SpaceParameter::Kind::kChoice ||
-                               sp.kind == SpaceParameter::Kind::kFixed
-                           ? show(sp.values)
-                           : "[" + number_text(sp.lo) + ", " + number_text(sp.hi) + "]") +
-                      ")");
+        pr.add(
+            p,
+            "when names a value " + show(x) + " that parameter '" + sp.name +
+                "' never takes; expected one of its values (" + std::string(sp.kind_name()) + " " +
+                (sp.kind == SpaceParameter::Kind::kChoice || sp.kind == SpaceParameter::Kind::kFixed
+                     ? show(sp.values)
+                     : "[" + number_text(sp.lo) + ", " + number_text(sp.hi) + "]") +
+                ")");
     when.emplace_back(it.key(), std::move(values));
   }
   return when;

@@ -21,7 +21,8 @@ const std::vector<std::string> kDistributionKeys = {
 
 namespace {
 
-const std::vector<std::string> kForms = {"uniform", "loguniform", "float", "int", "choice", "fixed"};
+const std::vector<std::string> kForms = {"uniform", "loguniform", "float",
+                                         "int",     "choice",     "fixed"};
 constexpr double kTwo30 = 1073741824.0;  // GSL's Sobol points have 30 bits
 
 // A range [lo, hi] at `path`: two numbers (integers for `integer`); false after reporting.
@@ -60,8 +61,7 @@ bool read_choice(Problems& pr, const std::string& path, const Json& v, SpacePara
   }
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i].is_structured() || v[i].is_null()) {
-      pr.add(index_path(path, i),
-             "expected a value (a string, number or bool), got " + show(v[i]));
+      pr.add(index_path(path, i), "expected a value (a string, number or bool), got " + show(v[i]));
       return false;
     }
   p.kind = SpaceParameter::Kind::kChoice;
@@ -106,9 +106,10 @@ bool read_modifiers(Problems& pr, const std::string& path, const Json& v, const 
     p.step = *step;
   }
   if (p.log && p.lo <= 0) {
-    pr.add(child_path(path, form), "a log range cannot pass through zero or negative values; "
-                                   "expected lo > 0, got " +
-                                       show(v[form]));
+    pr.add(child_path(path, form),
+           "a log range cannot pass through zero or negative values; "
+           "expected lo > 0, got " +
+               show(v[form]));
     return false;
   }
   return true;
@@ -168,9 +169,10 @@ const char* SpaceParameter::kind_name() const {
 std::optional<SpaceParameter> read_distribution(Problems& pr, const std::string& path,
                                                 const std::string& name, const Json& v) {
   if (!v.is_object()) {
-    pr.add(path, "expected a distribution such as {uniform: [0, 1]}, {int: [1, 8]} or {choice: "
-                 "[a, b]}, got " +
-                     show(v));
+    pr.add(path,
+           "expected a distribution such as {uniform: [0, 1]}, {int: [1, 8]} or {choice: "
+           "[a, b]}, got " +
+               show(v));
     return std::nullopt;
   }
   check_keys(pr, path, v, kDistributionKeys);
@@ -178,8 +180,8 @@ std::optional<SpaceParameter> read_distribution(Problems& pr, const std::string&
   for (const auto& f : kForms)
     if (v.contains(f)) forms.push_back(f);
   if (forms.size() != 1) {
-    pr.add(path, std::string(forms.empty() ? "no distribution" : "several distributions (" +
-                                                                      join(forms) + ")") +
+    pr.add(path, std::string(forms.empty() ? "no distribution"
+                                           : "several distributions (" + join(forms) + ")") +
                      "; expected exactly one of " + join(kForms));
     return std::nullopt;
   }
@@ -215,7 +217,8 @@ Json value_at(const SpaceParameter& p, double u) {
   }
   if (p.kind == Kind::kInt) {
     if (!p.log) return static_cast<int64_t>(p.lo) + index_of(u, p.hi - p.lo + 1);
-    const double x = std::floor(std::exp(std::log(p.lo) + u * (std::log(p.hi + 1) - std::log(p.lo))));
+    const double x =
+        std::floor(std::exp(std::log(p.lo) + u * (std::log(p.hi + 1) - std::log(p.lo))));
     return static_cast<int64_t>(std::clamp(x, p.lo, p.hi));
   }
   const double x = p.log ? std::exp(std::log(p.lo) + u * (std::log(p.hi) - std::log(p.lo)))
@@ -325,14 +328,14 @@ Json sample_one(uint64_t seed, size_t trial, const std::string& name, const Json
   if (sampler != "random" && sampler != "sobol")
     throw UsageError(head + "unknown sampler '" + sampler + "'; expected random or sobol");
   if (sampler == "sobol" && dimension >= SobolSequence::kMaxDimensions)
-    throw UsageError(head + "sobol draws at most " +
-                     std::to_string(SobolSequence::kMaxDimensions) +
+    throw UsageError(head + "sobol draws at most " + std::to_string(SobolSequence::kMaxDimensions) +
                      " dimensions; expected a dimension below that, got " +
                      std::to_string(dimension));
   for (const char* k : {"when", "per"})
     if (d.is_object() && d.contains(k))
-      throw UsageError(head + k + " applies in a plan's search.space; expected a distribution "
-                                  "alone, such as {\"uniform\": [0, 1]}");
+      throw UsageError(head + k +
+                       " applies in a plan's search.space; expected a distribution "
+                       "alone, such as {\"uniform\": [0, 1]}");
   const std::map<std::string, int> no_lines;
   Problems pr = Problems::recorder("", no_lines);
   const std::optional<SpaceParameter> p = read_distribution(pr, name, name, d);

@@ -30,8 +30,8 @@ struct SpaceParameter {
   double lo = 0, hi = 0;  // float and int: the range, both ends included
   double step = 0;        // 0: none
   bool log = false;
-  Json values;      // choice: the list; fixed: the value
-  std::string per;  // an int parameter: one value per index 0..value-1, named NAME_i; "" none
+  Json values;         // choice: the list; fixed: the value
+  std::string per;     // an int parameter: one value per index 0..value-1, named NAME_i; "" none
   size_t per_max = 0;  // the largest value `per` can take: the dimensions this parameter holds
   When when;
   size_t dimension = 0;  // its first dimension in the flattened space (sobol)

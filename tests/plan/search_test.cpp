@@ -20,9 +20,9 @@
 namespace nnfleet {
 namespace {
 
+using plan_detail::Parameters;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using plan_detail::Parameters;
 
 const char* const kData = "data:\n  train: fashion-mnist:train\n";  // lines 1 and 2
 
@@ -127,7 +127,8 @@ TEST(SearchDraws, IntegersCoverTheirRangeOnTheirScale) {
   EXPECT_GT(median(l), 128 / 1.3);  // geometric mean of [32, 513)
   EXPECT_LT(median(l), 128 * 1.3);
   std::set<int64_t> stepped;
-  for (const auto& v : draws(R"({"int": [0, 11], "step": 5})", 300)) stepped.insert(v.get<int64_t>());
+  for (const auto& v : draws(R"({"int": [0, 11], "step": 5})", 300))
+    stepped.insert(v.get<int64_t>());
   EXPECT_THAT(stepped, ElementsAre(0, 5, 10));
 }
 
@@ -176,17 +177,21 @@ TEST(SearchDraws, SobolPointsAreStratifiedAndShiftedByTheSeed) {
 }
 
 TEST(SearchDraws, SampleOneTakesThePlansPath) {
-  const Plan p = parse(search_plan("    a: {choice: [x, y]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n",
-                                   kMlp, "  sampler: sobol\n"));
-  const Plan r = parse(search_plan("    a: {choice: [x, y]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n",
-                                   kMlp));
+  const Plan p =
+      parse(search_plan("    a: {choice: [x, y]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp,
+                        "  sampler: sobol\n"));
+  const Plan r =
+      parse(search_plan("    a: {choice: [x, y]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
   const Json d = Json::parse(R"({"loguniform": [1e-4, 1e-2]})");
   for (size_t k = 0; k < p.models.size(); ++k) {
-    EXPECT_EQ(*find(p.models.parameters(k), "lr"), plan_detail::sample_one(0, k, "lr", d, "sobol", 1));
-    EXPECT_EQ(*find(r.models.parameters(k), "lr"), plan_detail::sample_one(0, k, "lr", d, "random", 0));
+    EXPECT_EQ(*find(p.models.parameters(k), "lr"),
+              plan_detail::sample_one(0, k, "lr", d, "sobol", 1));
+    EXPECT_EQ(*find(r.models.parameters(k), "lr"),
+              plan_detail::sample_one(0, k, "lr", d, "random", 0));
   }
-  EXPECT_THROW(plan_detail::sample_one(0, 0, "lr", Json::parse(R"({"uniform": [1, 0]})"), "random", 0),
-               UsageError);
+  EXPECT_THROW(
+      plan_detail::sample_one(0, 0, "lr", Json::parse(R"({"uniform": [1, 0]})"), "random", 0),
+      UsageError);
   try {
     plan_detail::sample_one(0, 0, "lr", Json::parse(R"({"int": [1, 2], "step": -1})"), "random", 0);
     ADD_FAILURE() << "no throw";
@@ -254,8 +259,8 @@ TEST(Search, W5ExampleDrawsConditionalTrialsFromItsTemplates) {
 
 TEST(Search, AddingAParameterChangesNoOtherDraw) {
   const Plan a = parse(search_plan("    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
-  const Plan b = parse(search_plan(
-      "    extra: {uniform: [0, 1]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
+  const Plan b = parse(
+      search_plan("    extra: {uniform: [0, 1]}\n    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
   const Plan c = parse("seed: 8\n" + search_plan("    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
   const Plan again = parse(search_plan("    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp));
   for (size_t k = 0; k < a.models.size(); ++k) {
@@ -397,13 +402,14 @@ TEST(Search, RepeatBlocksTakeTheirIndexAndNest) {
 }
 
 TEST(Search, RepeatFillsPerParametersOfATrial) {
-  const Plan p = parse(search_plan("    depth: {int: [1, 3]}\n    width: {int: [2, 9], per: depth}\n",
-                                   R"(  - name: "t-{trial}"
+  const Plan p =
+      parse(search_plan("    depth: {int: [1, 3]}\n    width: {int: [2, 9], per: depth}\n",
+                        R"(  - name: "t-{trial}"
     layers:
       - repeat: "{depth}"
         layers: [Dense: {units: "{width_{i}}"}]
 )",
-                                   "", 12));
+                        "", 12));
   for (size_t k = 0; k < p.models.size(); ++k) {
     const Parameters q = p.models.parameters(k);
     const ModelSpec m = p.models[k];
@@ -492,14 +498,16 @@ TEST(Search, PlanYamlLoadsBackToTheSameTrials) {
   std::string wider = space;
   wider.replace(wider.find("1.0e-2"), 6, "2.0e-2");
   EXPECT_TRUE(changed(wider, models, "  metric: val_accuracy\n  time_limit: 60\n"));
-  EXPECT_TRUE(changed(space, models, "  metric: val_accuracy\n  time_limit: 60\n  sampler: sobol\n"));
+  EXPECT_TRUE(
+      changed(space, models, "  metric: val_accuracy\n  time_limit: 60\n  sampler: sobol\n"));
 }
 
 TEST(Search, ChecksManyTrialsOnSeveralThreadsAlike) {
   const std::string text = search_plan("    lr: {uniform: [0.01, 0.1]}\n", kMlp, "", 300);
   const Plan a = parse(text, 1), b = parse(text, 2);
   ASSERT_EQ(a.models.size(), 300u);
-  for (size_t k = 0; k < a.models.size(); k += 37) EXPECT_EQ(a.models[k].expanded, b.models[k].expanded);
+  for (size_t k = 0; k < a.models.size(); k += 37)
+    EXPECT_EQ(a.models[k].expanded, b.models[k].expanded);
 }
 
 // ---- Problems ----
@@ -523,23 +531,24 @@ models:
   - name: "t-{trial}"
     layers: [Flatten]
 )");
-  EXPECT_THAT(lines,
-              ElementsAre(HasSubstr("s.yaml:8: search.space.a.uniform: empty range; expected lo < hi"),
-                          HasSubstr("s.yaml:9: search.space.b.int: empty range; expected lo <= hi"),
-                          HasSubstr("s.yaml:10: search.space.c.loguniform: a log range cannot pass "
-                                    "through zero or negative values; expected lo > 0"),
-                          HasSubstr("s.yaml:11: search.space.d.step: expected a step > 0, got 0"),
-                          HasSubstr("s.yaml:12: search.space.e.choice: empty choice; expected a "
-                                    "non-empty list of values"),
-                          HasSubstr("s.yaml:13: search.space.f.normal: unknown key 'normal'"),
-                          HasSubstr("s.yaml:13: search.space.f: no distribution; expected exactly "
-                                    "one of uniform, loguniform, float, int, choice, fixed"),
-                          HasSubstr("s.yaml:14: search.space.g.per: per names no int parameter; "
-                                    "expected the name of an earlier int parameter"),
-                          HasSubstr("s.yaml:15: search.space.h.when.zz: when names an unknown "
-                                    "parameter 'zz'; expected one of the parameters before it"),
-                          HasSubstr("s.yaml:16: search.space.k.when.fam: when names a value \"z\" "
-                                    "that parameter 'fam' never takes")));
+  EXPECT_THAT(
+      lines,
+      ElementsAre(HasSubstr("s.yaml:8: search.space.a.uniform: empty range; expected lo < hi"),
+                  HasSubstr("s.yaml:9: search.space.b.int: empty range; expected lo <= hi"),
+                  HasSubstr("s.yaml:10: search.space.c.loguniform: a log range cannot pass "
+                            "through zero or negative values; expected lo > 0"),
+                  HasSubstr("s.yaml:11: search.space.d.step: expected a step > 0, got 0"),
+                  HasSubstr("s.yaml:12: search.space.e.choice: empty choice; expected a "
+                            "non-empty list of values"),
+                  HasSubstr("s.yaml:13: search.space.f.normal: unknown key 'normal'"),
+                  HasSubstr("s.yaml:13: search.space.f: no distribution; expected exactly "
+                            "one of uniform, loguniform, float, int, choice, fixed"),
+                  HasSubstr("s.yaml:14: search.space.g.per: per names no int parameter; "
+                            "expected the name of an earlier int parameter"),
+                  HasSubstr("s.yaml:15: search.space.h.when.zz: when names an unknown "
+                            "parameter 'zz'; expected one of the parameters before it"),
+                  HasSubstr("s.yaml:16: search.space.k.when.fam: when names a value \"z\" "
+                            "that parameter 'fam' never takes")));
 }
 
 TEST(SearchProblems, BadSearchSettingsAreReportedTogether) {
@@ -552,13 +561,14 @@ models:
   - name: m
     layers: [Flatten]
 )");
-  EXPECT_THAT(lines, ElementsAre(HasSubstr("s.yaml:4: search.trials: expected a positive integer, "
-                                           "got 0"),
-                                 HasSubstr("s.yaml:5: search.scheduler.successive_halving.min_epochs: "
-                                           "min_epochs is above max_epochs; expected min <= max, "
-                                           "got 5 > 3"),
-                                 HasSubstr("s.yaml:5: search.scheduler.successive_halving."
-                                           "reduction_factor: expected an integer >= 2, got 1")));
+  EXPECT_THAT(lines,
+              ElementsAre(HasSubstr("s.yaml:4: search.trials: expected a positive integer, "
+                                    "got 0"),
+                          HasSubstr("s.yaml:5: search.scheduler.successive_halving.min_epochs: "
+                                    "min_epochs is above max_epochs; expected min <= max, "
+                                    "got 5 > 3"),
+                          HasSubstr("s.yaml:5: search.scheduler.successive_halving."
+                                    "reduction_factor: expected an integer >= 2, got 1")));
   const auto more = problems(std::string(kData) + R"(search:
   trials: 100001
   scheduler: {hyperband: {max_epochs: 3}}
@@ -575,8 +585,7 @@ models:
 }
 
 TEST(SearchProblems, MaxTotalEpochsBelowOneTrialIsRefused) {
-  EXPECT_THAT(problems(search_plan("    lr: {uniform: [0, 1]}\n", kMlp,
-                                   "  max_total_epochs: 5\n")),
+  EXPECT_THAT(problems(search_plan("    lr: {uniform: [0, 1]}\n", kMlp, "  max_total_epochs: 5\n")),
               ElementsAre(HasSubstr("s.yaml:6: search.max_total_epochs: max_total_epochs is "
                                     "smaller than one trial of the schedule; expected at least 9 "
                                     "(one trial trained to max_epochs), got 5")));
@@ -610,7 +619,8 @@ TEST(SearchProblems, TemplatesThatDoNotFitTheTrialsAreRefused) {
   ASSERT_EQ(none.size(), 1u) << ::testing::PrintToString(none);
   EXPECT_THAT(none[0], HasSubstr("s.yaml:8: models: no model entry matches trial "));
   EXPECT_THAT(none[0], HasSubstr("(fam: cnn) nor "));
-  EXPECT_THAT(none[0], HasSubstr("expected an entry whose when: holds for it, or one without when"));
+  EXPECT_THAT(none[0],
+              HasSubstr("expected an entry whose when: holds for it, or one without when"));
   EXPECT_THAT(problems(search_plan("    lr: {uniform: [0.001, 0.1]}\n", R"(  - name: "t-{trial}"
     when: {lr: 2}
     parameters: {a: 1}
@@ -636,13 +646,14 @@ TEST(SearchProblems, TemplatesThatDoNotFitTheTrialsAreRefused) {
 }
 
 TEST(SearchProblems, WhenOutsideASearchAndTrialsWithoutASpace) {
-  EXPECT_THAT(problems(std::string(kData) + R"(models:
+  EXPECT_THAT(
+      problems(std::string(kData) + R"(models:
   - name: m
     when: {family: mlp}
     layers: [Flatten]
 )"),
-              ElementsAre(HasSubstr("s.yaml:5: models[0].when: when chooses the entry of a search's "
-                                    "trials; expected it only with search.space")));
+      ElementsAre(HasSubstr("s.yaml:5: models[0].when: when chooses the entry of a search's "
+                            "trials; expected it only with search.space")));
   EXPECT_THAT(problems(std::string(kData) + R"(search:
   trials: 3
   scheduler: {none: {max_epochs: 1}}
