@@ -211,10 +211,10 @@ struct SearchSpec {
   size_t trials = 0;     // the number of trials (models of the plan)
   std::string sampler = "random";  // "random" or "sobol"
   SearchSchedule schedule;
-  std::string metric = "val_loss";          // the figure rungs compare, from every trial's history
-  bool higher_is_better = false;            // `mode: max` (auto: from the metric's name)
-  int64_t max_total_epochs = 0;             // 0: none (else fewer trials, so that the plan fits it)
-  double time_limit_seconds = 0;            // 0: none; not deterministic: stops at the next rung
+  std::string metric = "val_loss";  // the figure rungs compare, from every trial's history
+  bool higher_is_better = false;    // `mode: max` (auto: from the metric's name)
+  int64_t max_total_epochs = 0;     // 0: none (else fewer trials, so that the plan fits it)
+  double time_limit_seconds = 0;    // 0: none; not deterministic: stops at the next rung
   // The space's, in written order; empty without a space (each model's own are then
   // PlanModels::parameters).
   std::vector<SearchParameter> parameters;
