@@ -211,7 +211,9 @@ FleetData load_one(const DataSpec& spec, const GivenArrays* arrays) {
   f.input_shape = f.train.x.sample_shape();
   f.input_shapes = {f.input_shape};
   for (const Array& a : f.more.x) f.input_shapes.push_back(a.sample_shape());
-  const int64_t rows = f.train.x.rows();
+  // `take`: the first rows only (the arrays keep theirs; batches and the split never reach past).
+  const int64_t rows =
+      spec.take > 0 ? std::min<int64_t>(spec.take, f.train.x.rows()) : f.train.x.rows();
   // Keras: split_at = int(n * (1 - validation_split)).
   f.n_train = static_cast<int64_t>(static_cast<double>(rows) * (1.0 - spec.validation_split));
   f.n_val = rows - f.n_train;

@@ -43,6 +43,9 @@ struct DataSpec {
   DataSource train;
   std::optional<DataSource> test;
   double scale = 1.0;                  // applied to x
+  // `take: N`: only the first N samples of train are used (as tf.data's take), before the
+  // validation split (0: all of them).
+  int64_t take = 0;
   double validation_split = 0.0;       // the last fraction of train, taken before shuffling
   std::string validation_split_where;  // "fleet.yaml:7: data.validation_split", for messages
   // Where the source was first given, for its load errors: empty for the plan's own `data:`

@@ -11,7 +11,7 @@ namespace nnfleet {
 namespace plan_detail {
 namespace {
 
-const std::vector<std::string> kDataKeys = {"scale", "test", "train", "validation_split"};
+const std::vector<std::string> kDataKeys = {"scale", "take", "test", "train", "validation_split"};
 const char* const kSourceForms =
     "fashion-mnist:train, fashion-mnist:test, {x: x.npy, y: y.npy}, "
     "{npz: d.npz, x: key, y: key}, {csv: f.csv, label: column} or "
@@ -236,6 +236,8 @@ DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v
         check_number(pr, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
             .value_or(0.0);
   d.validation_split_where = pr.where(v.contains("validation_split") ? split : path);
+  if (v.contains("take") && !v["take"].is_null())
+    d.take = check_int(pr, child_path(path, "take"), v["take"], 1).value_or(0);
   return d;
 }
 
@@ -253,6 +255,7 @@ Json DataSpec::to_json() const {
   Json j = Json::object(
       {{"train", train.to_json()}, {"scale", scale}, {"validation_split", validation_split}});
   if (test) j["test"] = test->to_json();
+  if (take > 0) j["take"] = take;
   return j;
 }
 

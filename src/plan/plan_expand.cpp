@@ -4,6 +4,8 @@
 // a model again from its entry whenever it is asked for.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -93,6 +95,12 @@ struct Substituter {
           return;
         }
       }
+      Json product;
+      if (exact && s.size() > 2 && s.front() == '{' && s.back() == '}' &&
+          scaled(s.substr(1, s.size() - 2), path, product)) {
+        v = std::move(product);
+        return;
+      }
       v = text(s, path);
     } else if (v.is_array()) {
       for (size_t i = 0; i < v.size(); ++i) apply(v[i], index_path(path, i), exact);
@@ -109,6 +117,34 @@ struct Substituter {
     }
   }
 
+  // "{name*k}" (k a number): the value of `name` times k, an integer when both are (a CNN's
+  // second layer with twice the first's filters: "{filters*2}"). False when `var` is not of
+  // that form; a problem when `name` is unknown or not a number.
+  bool scaled(const std::string& var, const std::string& path, Json& out) {
+    const size_t star = var.find('*');
+    if (star == std::string::npos || !is_identifier(var.substr(0, star))) return false;
+    const std::string name = var.substr(0, star), factor = var.substr(star + 1);
+    char* end = nullptr;
+    const double k = std::strtod(factor.c_str(), &end);
+    if (factor.empty() || *end != '\0' || !std::isfinite(k)) return false;
+    auto it = values.find(name);
+    if (it == values.end() || !it->second.is_number()) {
+      pr.add(path, it == values.end()
+                       ? "unknown placeholder '{" + name + "}' in '{" + var + "}'; expected " +
+                             expected
+                       : "placeholder '{" + var + "}' multiplies " + show(it->second) +
+                             "; expected a number");
+      pr.mute(path);
+      out = "{" + var + "}";
+      return true;
+    }
+    const bool whole = it->second.is_number_integer() && factor.find_first_of(".eE") ==
+                                                             std::string::npos;
+    out = whole ? Json(it->second.get<int64_t>() * static_cast<int64_t>(k))
+                : Json(it->second.get<double>() * k);
+    return true;
+  }
+
   std::string text(const std::string& s, const std::string& path) {
     std::string out;
     size_t i = 0;
@@ -119,6 +155,11 @@ struct Substituter {
       const std::string var = s.substr(open + 1, close - open - 1);
       out += s.substr(i, open - i);
       i = close + 1;
+      Json product;
+      if (scaled(var, path, product)) {
+        out += value_text(product);
+        continue;
+      }
       if (!is_identifier(var)) {  // not a placeholder: keep "{" and rescan after it
         out += '{';
         i = open + 1;
