@@ -663,12 +663,13 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
   sum.write_error = st.write_error;
   try {
     // Two files from two sources, made side by side (about 0.1 s each for 8,000 tiny models).
-    fleet_detail::fill_parameters_and_rungs(plan, st);
+    fleet_detail::fill_rungs(st);
     fleet_detail::write_trials_csv(plan, st);
     for_each_block(2, 2, [&](int, size_t b) {
       if (b == 0) {
         write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key,
-                      fleet_detail::results_head(plan, st));
+                      fleet_detail::results_head(plan, st),
+                      [&plan](size_t k) { return fleet_detail::parameters_json(plan, k); });
         sum.results_written = true;  // read once both blocks are done
       } else {
         folder.write_history();

@@ -196,8 +196,8 @@ void write_streamed(const std::string& path, const std::function<void(std::ostre
 }  // namespace
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
-                   const std::vector<JobResult>& results, const RankKey& key,
-                   const Json& more_head) {
+                   const std::vector<JobResult>& results, const RankKey& key, const Json& more_head,
+                   const std::function<Json(size_t)>& more_of) {
   write_streamed(dir + "/results.json", [&](std::ostream& o) {
     Json head = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
     if (more_head.is_object()) head.update(more_head);
@@ -208,6 +208,7 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
       for (const char* k :
            {"history", "metric_order", "history_order", "parameter_order", "paused"})
         j.erase(k);  // history.csv has the histories; the parameters keep written order here
+      if (more_of) j.update(more_of(i));
       std::string m = j.dump(2);
       // Indented two levels deeper, as a whole-document dump(2) would.
       for (size_t at = m.find('\n'); at != std::string::npos; at = m.find('\n', at + 1))

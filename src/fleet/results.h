@@ -3,6 +3,7 @@
 // written atomically.
 #pragma once
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,9 +34,11 @@ std::vector<Json> read_job_records(const std::string& dir);
 std::string history_csv_header(const std::vector<std::string>& columns);
 void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);
 // results.json and results.csv in `dir` (written model by model: no whole copy in memory);
-// `more_head`'s keys join results.json's top level (a run's `parameters` and `search`).
+// `more_head`'s keys join results.json's top level (a run's `parameters` and `search`), and
+// `more_of(k)`'s keys model k's (its `parameters`, made from the plan as it is written).
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
                    const std::vector<JobResult>& results, const RankKey& key,
-                   const Json& more_head = Json());
+                   const Json& more_head = Json(),
+                   const std::function<Json(size_t)>& more_of = nullptr);
 
 }  // namespace nnfleet

@@ -33,9 +33,8 @@ std::string csv_field(const std::string& s) {
 }
 
 // A parameter's value as a CSV cell: strings without their quotes.
-std::string cell(const std::string& json_text) {
-  const Json v = Json::parse(json_text);
-  return csv_field(v.is_string() ? v.get<std::string>() : json_text);
+std::string cell(const Json& v) {
+  return csv_field(v.is_string() ? v.get<std::string>() : v.dump());
 }
 
 }  // namespace
@@ -76,13 +75,10 @@ void resume_trial(RunState& st, const PreparedJob& j) {
   st.results.at(j.index) = std::move(r);
 }
 
-void fill_parameters_and_rungs(const Plan& plan, RunState& st) {
+void fill_rungs(RunState& st) {
+  if (!st.search) return;
   for (size_t k = 0; k < st.results.size(); ++k) {
     JobResult& r = st.results[k];
-    r.parameters.clear();
-    for (const auto& [name, value] : plan.models.parameters(k))
-      r.parameters.emplace_back(name, value.dump());
-    if (!st.search) continue;
     r.rungs = st.search->rung_results(k);
     if (r.paused) {
       r.message = "the search stopped (" +
@@ -94,6 +90,12 @@ void fill_parameters_and_rungs(const Plan& plan, RunState& st) {
   }
 }
 
+Json parameters_json(const Plan& plan, size_t k) {
+  Json p = Json::object();
+  for (auto& [name, value] : plan.models.parameters(k)) p[name] = std::move(value);
+  return p.empty() ? Json::object() : Json{{"parameters", p}};
+}
+
 Json results_head(const Plan& plan, const RunState& st) {
   Json head = Json::object();
   Json params = Json::array();
@@ -101,7 +103,7 @@ Json results_head(const Plan& plan, const RunState& st) {
     for (const SearchParameter& p : plan.search->parameters)
       params.push_back({{"name", p.name}, {"kind", p.kind}, {"log", p.log}});
   } else if (!st.results.empty()) {
-    for (const auto& [name, value] : st.results.front().parameters)
+    for (const auto& [name, value] : plan.models.parameters(0))
       params.push_back({{"name", name}, {"kind", "grid"}, {"log", false}});
   }
   if (!params.empty()) head["parameters"] = params;
@@ -128,11 +130,13 @@ Json results_head(const Plan& plan, const RunState& st) {
 void write_trials_csv(const Plan& plan, const RunState& st) {
   if (!plan.search) return;
   std::vector<std::string> names;
+  std::vector<std::vector<std::pair<std::string, Json>>> params(st.results.size());
   std::set<int> rung_epochs;  // a column per epochs any trial had a rung at (brackets differ)
-  for (const JobResult& r : st.results) {
-    for (const auto& [name, value] : r.parameters)
+  for (size_t k = 0; k < st.results.size(); ++k) {
+    params[k] = plan.models.parameters(k);
+    for (const auto& [name, value] : params[k])
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    for (const api::Rung& g : r.rungs) rung_epochs.insert(g.epochs);
+    for (const api::Rung& g : st.results[k].rungs) rung_epochs.insert(g.epochs);
   }
   std::ostringstream o;
   o << "trial,name,status,epochs," << csv_field(plan.search->metric);
@@ -152,7 +156,7 @@ void write_trials_csv(const Plan& plan, const RunState& st) {
     }
     for (const std::string& n : names) {
       std::string c;
-      for (const auto& [name, value] : r.parameters)
+      for (const auto& [name, value] : params[k])
         if (name == n) c = cell(value);
       o << "," << c;
     }

@@ -16,11 +16,12 @@ void make_search(const Plan& plan, const std::vector<FleetData>& data, RunState&
 // On a resume: trial `j` (not finished) from its checkpoint, when it has one: its epochs and
 // metric go to the scheduler and its result is a paused one, so that the scheduler can prune it.
 void resume_trial(RunState& st, const PreparedJob& j);
-// Every result's parameters (a grid's vars, a trial's values) and, in a search, its rungs; the
-// trials a time limit left paused said so.
-void fill_parameters_and_rungs(const Plan& plan, RunState& st);
+// In a search, every result's rungs; the trials a stop or time limit left paused say so.
+void fill_rungs(RunState& st);
 // results.json's extra top level: `parameters` (and `search`).
 Json results_head(const Plan& plan, const RunState& st);
+// Model k's `parameters` for results.json (none: an empty object).
+Json parameters_json(const Plan& plan, size_t k);
 // trials.csv of a search; throws FileError.
 void write_trials_csv(const Plan& plan, const RunState& st);
 

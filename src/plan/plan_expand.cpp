@@ -129,17 +129,16 @@ struct Substituter {
     if (factor.empty() || *end != '\0' || !std::isfinite(k)) return false;
     auto it = values.find(name);
     if (it == values.end() || !it->second.is_number()) {
-      pr.add(path, it == values.end()
-                       ? "unknown placeholder '{" + name + "}' in '{" + var + "}'; expected " +
-                             expected
-                       : "placeholder '{" + var + "}' multiplies " + show(it->second) +
-                             "; expected a number");
+      pr.add(path, it == values.end() ? "unknown placeholder '{" + name + "}' in '{" + var +
+                                            "}'; expected " + expected
+                                      : "placeholder '{" + var + "}' multiplies " +
+                                            show(it->second) + "; expected a number");
       pr.mute(path);
       out = "{" + var + "}";
       return true;
     }
-    const bool whole = it->second.is_number_integer() && factor.find_first_of(".eE") ==
-                                                             std::string::npos;
+    const bool whole =
+        it->second.is_number_integer() && factor.find_first_of(".eE") == std::string::npos;
     out = whole ? Json(it->second.get<int64_t>() * static_cast<int64_t>(k))
                 : Json(it->second.get<double>() * k);
     return true;
