@@ -714,7 +714,9 @@ def w5_part(b):
          f_sec(med(b, "w5.wall1.peer"))),
         (f"epochs trained (share of every trial for {epochs})", *map(all_epochs, sides)),
         ("trials pruned", *(f"{f_int(med(b, f'w5.pruned.{s}'))} of "
-                            f"{f_int(med(b, f'w5.trials.{s}'))}" for s in sides)),
+                            f"{f_int(med(b, f'w5.trials.{s}'))}"
+                            if med(b, f"w5.trials.{s}") is not None else "missing"
+                            for s in sides)),
         ("best trial's validation accuracy", *(f_acc(med(b, f"w5.best_val.{s}")) for s in sides)),
         ("best trial's test accuracy", *(f_acc(med(b, f"w5.best_test.{s}")) for s in sides)),
         ("the best trial", *map(names, sides)),

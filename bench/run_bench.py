@@ -796,6 +796,8 @@ class Bench:
                 r = json.load(f)
             runs[workers] = dict(w5_bench.peer_summary(r), wall=r["wall_seconds"])
             self.info["optuna"] = r["optuna"]
+            self.add(f"w5.cpu{'' if workers == self.n else '1'}.peer",
+                     sum(w.get("cpu_seconds", 0) for w in r["per_worker"]))
         self.w5_add("peer", runs[self.n])
         self.add("w5.wall1.peer", runs[1]["wall"])
         self.w5_same("peer", runs[self.n], runs[1])

@@ -32,9 +32,9 @@ Inputs /255, Keras initialisers, Adam(lr, eps=1e-7), sparse categorical cross-en
 
 The JSON written to --out: wall_seconds (spawning the workers to the last one's exit: imports,
 data loading and every trial), epochs_trained (every epoch of every trial), trials, complete,
-pruned, failed, best {number, params, val_accuracy, test_accuracy, epochs}, workers (per worker:
-core, trials, seconds), fingerprint (per trial in number order: params, state, the reported
-[epoch, value] pairs) and fingerprint_sha256. Two runs are the same study when their
+pruned, failed, best {number, params, val_accuracy, test_accuracy, epochs}, per_worker (core,
+trials, seconds, cpu_seconds), load_average (1 min, before and after), fingerprint (per trial in
+number order: params, state, the reported [epoch, value] pairs) and fingerprint_sha256. Two runs are the same study when their
 fingerprints are equal (same_study, --compare).
 """
 import argparse
@@ -167,8 +167,11 @@ def worker(a):
         study.tell(trial, value if state == "complete" else None,
                    state=TrialState.COMPLETE if state == "complete" else TrialState.PRUNED)
         done += 1
+    # CPU seconds beside the wall clock: on a shared machine the wall clock counts other
+    # processes' turns on this core, the CPU time only this worker's own work.
     print(json.dumps({"index": a.index, "core": a.core, "trials": done,
-                      "seconds": time.perf_counter() - t0}), flush=True)
+                      "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time()}),
+          flush=True)
 
 
 def fingerprint(trials):
@@ -192,7 +195,7 @@ def same_study(a, b):
     return not diffs, diffs[:5]
 
 
-def summarize(study, a, wall, per_worker):
+def summarize(study, a, wall, per_worker, loads):
     import optuna
     import torch
     from optuna.trial import TrialState
@@ -209,7 +212,7 @@ def summarize(study, a, wall, per_worker):
             "workers": len(per_worker), "seed": a.seed, "trials_asked": a.trials,
             "n_train": a.train, "n_val": a.val, "n_test": a.test, "max_epochs": a.max_epochs,
             "pruner": "none" if a.no_prune else "successive_halving",
-            "wall_seconds": wall, "trials": len(trials),
+            "wall_seconds": wall, "load_average": loads, "trials": len(trials),
             "epochs_trained": sum(len(t.intermediate_values) for t in trials),
             "complete": len(complete),
             "pruned": sum(t.state == TrialState.PRUNED for t in trials),
@@ -245,6 +248,7 @@ def launch(a):
     optuna.create_study(study_name=STUDY, storage=make_storage(storage), direction="maximize",
                         sampler=optuna.samplers.RandomSampler(seed=a.seed), pruner=make_pruner(a))
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     procs = [subprocess.Popen(worker_command(a, w, cores[w], storage), stdout=subprocess.PIPE,
                               text=True, env=env) for w in range(a.workers)]
@@ -256,7 +260,7 @@ def launch(a):
                          f"{[procs[w].returncode for w in bad]}); their errors are above")
     per_worker = [json.loads(o.strip().splitlines()[-1]) for o in outs]
     study = optuna.load_study(study_name=STUDY, storage=make_storage(storage))
-    r = summarize(study, a, wall, per_worker)
+    r = summarize(study, a, wall, per_worker, [load0, os.getloadavg()[0]])
     tmp = f"{a.out}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(r, f, indent=1)

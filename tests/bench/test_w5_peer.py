@@ -16,8 +16,8 @@ import optuna_w5  # noqa: E402
 
 QUICK = ["--trials", "6", "--train", "512", "--val", "256", "--test", "512"]
 KEYS = {"peer", "optuna", "torch", "workers", "seed", "trials_asked", "n_train", "n_val", "n_test",
-        "max_epochs", "pruner", "wall_seconds", "trials", "epochs_trained", "complete", "pruned",
-        "failed", "best", "per_worker", "fingerprint", "fingerprint_sha256"}
+        "max_epochs", "pruner", "wall_seconds", "load_average", "trials", "epochs_trained",
+        "complete", "pruned", "failed", "best", "per_worker", "fingerprint", "fingerprint_sha256"}
 
 
 def run_peer(tmp_path, name, *args):
@@ -37,7 +37,8 @@ def check_figures(r, workers, trials, max_epochs):
     assert sorted(w["core"] for w in r["per_worker"]) == sorted(
         os.sched_getaffinity(0))[:workers]
     assert r["failed"] == 0 and r["complete"] + r["pruned"] == trials and r["complete"] >= 1
-    assert r["wall_seconds"] > 0
+    assert r["wall_seconds"] > 0 and len(r["load_average"]) == 2
+    assert all(0 < w["cpu_seconds"] and 0 < w["seconds"] for w in r["per_worker"])
     epochs = 0
     for t in r["fingerprint"]:
         steps = [s for s, _ in t["values"]]

@@ -141,3 +141,85 @@ def test_peer_results_take_the_same_shape():
     r2 = json.loads(json.dumps(r))
     r2["fingerprint"][0]["state"] = "complete"
     assert w5_bench.same_study(s, w5_bench.peer_summary(r2)) == (False, "trial 0: state")
+
+
+# A stand-in for `nnfleet train PLAN --workers N --json --out DIR` that writes a search's
+# results.json as search_design.md defines it: trial k reaches rung 1, 3 or 9 epochs (every
+# ninth trial finishes, every third reaches 3 epochs), or trains 9 epochs under `none`; with
+# FAKE_DIFFER set, what it reports depends on the number of workers.
+FAKE_NNFLEET = r'''#!/usr/bin/python3
+import json, os, re, sys
+plan, out = sys.argv[2], sys.argv[sys.argv.index("--out") + 1]
+workers = int(sys.argv[sys.argv.index("--workers") + 1])
+text = open(plan).read()
+trials = int(re.search(r"trials: (\d+)", text).group(1))
+unpruned = "{none: {max_epochs: 9}}" in text
+shift = 0.001 * workers if os.environ.get("FAKE_DIFFER") else 0
+models, epochs = [], 0
+for k in range(trials):
+    reached = 3 if unpruned or k % 9 == 0 else 2 if k % 3 == 0 else 1
+    budgets = [9] if unpruned else [1, 3, 9][:reached]
+    rungs = [{"epochs": e, "value": 0.5 + 0.03 * e + 0.001 * k + shift, "decision": "promoted"}
+             for e in budgets]
+    done = reached == 3
+    rungs[-1]["decision"] = "final" if done else "pruned"
+    m = {"name": f"trial-{k:02d}", "status": "done" if done else "pruned",
+         "parameters": {"lr": 0.001 * (k + 1)}, "rungs": rungs, "metrics": {}}
+    if done:
+        m["metrics"] = {"val_accuracy": rungs[-1]["value"], "test_accuracy": 0.8 + 0.001 * k}
+    models.append(m)
+    epochs += budgets[-1]
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "results.json"), "w") as f:
+    json.dump({"models": models, "search": {"metric": "val_accuracy", "mode": "max",
+                                            "epochs_trained": epochs}}, f)
+print(json.dumps({"event": "start"}))
+print(json.dumps({"event": "run_end", "makespan_seconds": 0.1, "peak_rss_bytes": 1}))
+'''
+
+
+def bench_with_fake_nnfleet(tmp_path, monkeypatch):
+    import run_bench
+    fake = tmp_path / "nnfleet"
+    fake.write_text(FAKE_NNFLEET)
+    fake.chmod(0o755)
+    plan = tmp_path / "w5.yaml"
+    plan.write_text(PLAN)
+    monkeypatch.setattr(w5_bench, "PLAN", str(plan))
+    a = run_bench.argparse.Namespace(quick=True, rounds=1, build="build", nnfleet=str(fake),
+                                     md=str(tmp_path / "quick.md"), profiler="none")
+    b = run_bench.Bench(a)
+    b.work = str(tmp_path / "work")
+    os.makedirs(os.path.join(b.work, "logs"))
+    b.round = 1
+    return b
+
+
+def test_the_runner_reads_nnfleets_search_unpruned_and_on_one_worker(tmp_path, monkeypatch):
+    b = bench_with_fake_nnfleet(tmp_path, monkeypatch)
+    b.w5_fleet()
+    b.round = 0
+    b.w5_nnfleet_once()
+    v = b.values
+    # --quick: 9 trials; 1 and 3 reach 3 epochs, 0 trains 9: 6 x 1 + 2 x 3 + 9.
+    assert v["w5.trials.nnfleet"] == [9] and v["w5.epochs_trained.nnfleet"] == [6 + 6 + 9]
+    assert v["w5.pruned.nnfleet"] == [8] and v["w5.best_test.nnfleet"] == [0.8]
+    assert v["w5.best_val.nnfleet"] == [pytest.approx(0.5 + 0.27)]
+    assert v["w5.epochs_trained.unpruned"] == [81] and v["w5.pruned.unpruned"] == [0]
+    assert v["w5.best_val.unpruned"] == [pytest.approx(0.5 + 0.27 + 0.008)]
+    assert b.info["w5.best.unpruned"] == ["trial-08"]
+    assert b.info["w5.same.nnfleet"] == {"same": True, "difference": None}
+    assert set(v) >= {"w5.wall.nnfleet", "w5.wall1.nnfleet", "w5.wall.unpruned"}
+    derived = open(os.path.join(b.work, "w5-unpruned-quick.yaml")).read()
+    assert "trials: 9" in derived and "{none: {max_epochs: 9}}" in derived
+    assert b.commands["nnfleet-w5"].endswith(f"--workers {b.n} --json --out "
+                                             f"{b.work}/r1-nnfleet-w5")
+
+
+def test_the_runner_says_when_one_worker_gives_another_study(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_DIFFER", "1")
+    b = bench_with_fake_nnfleet(tmp_path, monkeypatch)
+    monkeypatch.setattr(b, "n", 2)
+    b.w5_fleet()
+    b.w5_nnfleet_once()
+    assert b.info["w5.same.nnfleet"] == {"same": False, "difference": "trial-00: rungs"}
