@@ -857,6 +857,9 @@ class Bench:
             scenarios = scenarios[:cap]
         tools = {}
         for scen in scenarios:
+            if scen in bench_report.UNPROFILED:
+                self.profiles[scen] = {"skipped": bench_report.UNPROFILED[scen]}
+                continue
             kind = "memory" if scen == "w1-memory" else "time"
             if kind not in tools:
                 tools[kind] = bench_probe.tool_for(kind, self.a.profiler)

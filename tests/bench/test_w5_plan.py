@@ -223,3 +223,13 @@ def test_the_runner_says_when_one_worker_gives_another_study(tmp_path, monkeypat
     b.w5_fleet()
     b.w5_nnfleet_once()
     assert b.info["w5.same.nnfleet"] == {"same": False, "difference": "trial-00: rungs"}
+
+
+def test_a_missed_pruning_target_is_not_profiled(tmp_path, monkeypatch):
+    import bench_report
+    b = bench_with_fake_nnfleet(tmp_path, monkeypatch)
+    monkeypatch.setattr(bench_report, "Run", lambda raw: raw)
+    monkeypatch.setattr(bench_report, "missed_scenarios", lambda run: ["w5-pruning"])
+    monkeypatch.setattr(b, "raw", lambda: {})
+    b.profile_missed()
+    assert b.profiles == {"w5-pruning": {"skipped": bench_report.UNPROFILED["w5-pruning"]}}
