@@ -89,8 +89,8 @@ fuzz: fuzz-build
 fuzz-short: fuzz-build
 	scripts/fuzz --seconds $(FUZZ_SHORT_SECONDS) --jobs $(JOBS)
 
-# The benchmark (bench/run_bench.py): nnfleet against its peers (PyTorch, ONNX Runtime) on W1, W2
-# and W3, interleaved rounds, medians into BENCHMARKS.md. ARGS=--quick runs the same structure on
+# The benchmark (bench/run_bench.py): nnfleet against its peers (PyTorch, ONNX Runtime, Optuna) on
+# W1 to W5, interleaved rounds, medians into BENCHMARKS.md. ARGS=--quick runs the same structure on
 # less work and writes $(BUILD)/bench/BENCHMARKS-quick.md instead.
 ARGS ?=
 bench:

@@ -77,6 +77,12 @@ REMEDIES = {
                 "update fused with the gradient pass.",
     "w4-fleet": "batch the recurrent products of every time step into one GEMM per gate block, "
                 "and keep the gate activations of the whole sequence for the backward pass.",
+    "w5-search": "keep both cores busy across rung boundaries: start the next trials' first "
+                 "epochs while a rung waits for its last trials, and promote as soon as a "
+                 "trial's place in its rung is certain.",
+    "w5-pruning": "compare where the two searches pruned: each trial's rung values in "
+                  "results.json against the values the peer reported at the same epochs; a "
+                  "ranking that follows the noise of the first epoch stops good trials early.",
 }
 SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w1-fleet": "W1 on all cores (`nnfleet train`, every model)",
@@ -88,7 +94,11 @@ SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w4-fleet": "W4 on all cores (`nnfleet train examples/forecast.yaml`)",
     "tiny-fleet": "a fleet of tiny models on all cores (`nnfleet train` of bench/tiny_overhead.py's "
                   "plan)",
+    "w5-search": "W5's search on all cores (`nnfleet train examples/search/w5.yaml`)",
+    "w5-pruning": "W5's pruning: which trials the search kept, and their accuracy",
 }
+# Scenarios whose targets are not about time or memory: a profile would not explain a miss.
+UNPROFILED = {"w5-pruning": "an accuracy or epoch-count target, which a profile does not explain"}
 
 
 class Run:
@@ -153,6 +163,15 @@ def f_mse(v):
 
 def f_acc(v):
     return "missing" if v is None else f"{v:.4f}"
+
+
+def f_pt(v):
+    """A difference of accuracies (fractions) in percentage points."""
+    return "—" if v is None else f"{100 * v:+.2f} pt"
+
+
+def pts(a, b):
+    return a - b if a is not None and b is not None else None
 
 
 def table(head, rows):
@@ -224,8 +243,13 @@ def target_rows(b, c=None):
     rows = []
 
     def row(label, n, p, fmt, ratio, target, have, need, unit, scenario, ngf="—", pgf="—"):
-        ok = None if have is None else (have < need if unit == "s" else have >= need)
-        rows.append({"label": label, "n": fmt(n), "p": fmt(p), "ratio": f_x(ratio),
+        # unit: "x" a ratio at least need, "s" a time under need, "pt" a difference of
+        # accuracies at least need, "share" a fraction at most need. ratio: a number shown as
+        # "1.23x", or the text to show.
+        ok = None if have is None else (have < need if unit == "s" else have <= need
+                                        if unit == "share" else have >= need)
+        rows.append({"label": label, "n": fmt(n), "p": fmt(p),
+                     "ratio": ratio if isinstance(ratio, str) else f_x(ratio),
                      "target": target, "met": ok, "ngf": ngf, "pgf": pgf, "have": have,
                      "need": need, "unit": unit, "scenario": scenario})
 
@@ -286,6 +310,7 @@ def target_rows(b, c=None):
         + f" on {b.n} cores", n, None, f_ms, None, "nnfleet < 0.3 ms", n, 0.0003, "s",
         "tiny-fleet")
     w4_target_rows(b, c, row)
+    w5_target_rows(b, row)
     return rows
 
 
@@ -310,6 +335,30 @@ def w4_target_rows(b, c, row):
             "w4-fleet")
 
 
+def w5_target_rows(b, row):
+    """W5's targets (issue 33): the search at least 10x faster than the Optuna peer, its best
+    trial's test accuracy at most 0.5 point below the peer's; pruning trains at most 40% of the
+    unpruned run's epochs with a best validation accuracy within 0.5 point of the unpruned one's.
+    The last two compare nnfleet with itself: their peer column is the unpruned run."""
+    trials = (getattr(b, "w5", None) or {}).get("trials", workloads.W5_TRIALS)
+    n, p = med(b, "w5.wall.nnfleet"), med(b, "w5.wall.peer")
+    r = div(p, n)
+    row(f"W5 search of {trials} trials, {b.n} cores vs Optuna (wall time)", n, p, f_sec, r,
+        "≥ 10x faster", r, 10, "x", "w5-search")
+    n, p = med(b, "w5.best_test.nnfleet"), med(b, "w5.best_test.peer")
+    d = pts(n, p)
+    row("W5 best trial's test accuracy vs Optuna's", n, p, f_acc, f_pt(d), "≥ peer − 0.5 pt", d,
+        -0.005, "pt", "w5-pruning")
+    n, p = med(b, "w5.epochs_trained.nnfleet"), med(b, "w5.epochs_trained.unpruned")
+    share = div(n, p)
+    row("W5 epochs trained, pruned (peer column: the same search unpruned)", n, p, f_int,
+        f_pct(share), "≤ 40% of unpruned", share, 0.4, "share", "w5-pruning")
+    n, p = med(b, "w5.best_val.nnfleet"), med(b, "w5.best_val.unpruned")
+    d = pts(n, p)
+    row("W5 best validation accuracy, pruned (peer column: unpruned)", n, p, f_acc, f_pt(d),
+        "≥ unpruned − 0.5 pt", d, -0.005, "pt", "w5-pruning")
+
+
 def missed_scenarios(b):
     """The profile keys of the targets this run missed, in target order (each once)."""
     out = []
@@ -325,6 +374,11 @@ def gap_text(r):
         scale, unit = (1e3, "ms") if r["need"] < 0.1 else (1, "s")
         have, need = r["have"] * scale, r["need"] * scale
         return f"{have:.3f} {unit} against < {need:g} {unit} ({have - need:.3f} {unit} over)"
+    if r["unit"] == "pt":
+        short = 100 * (r["need"] - r["have"])
+        return f"{f_pt(r['have'])} against ≥ {f_pt(r['need'])} ({short:.2f} pt short)"
+    if r["unit"] == "share":
+        return f"{f_pct(r['have'])} against ≤ {f_pct(r['need'])}"
     more = f"{f_pct(r['need'] / r['have'] - 1)} more needed" if r["have"] else "none measured"
     return f"{r['have']:.2f}x against ≥ {r['need']}x ({more})"
 
@@ -636,6 +690,59 @@ def w4_part(b, c):
     return L
 
 
+def w5_same_text(b, side):
+    s = b.info.get(f"w5.same.{side}")
+    if not s:
+        return "missing"
+    return "yes" if s["same"] else f"no ({s.get('difference') or 'the trials differ'})"
+
+
+def w5_part(b):
+    w5 = getattr(b, "w5", None) or {}
+    trials, epochs = w5.get("trials", workloads.W5_TRIALS), w5.get("max_epochs",
+                                                                   workloads.W5_MAX_EPOCHS)
+    peer = w5.get("peer") or {"trials": trials, "train": workloads.W5_TRAIN,
+                              "val": workloads.W5_VAL, "test": workloads.W5_TEST}
+    sides = ("nnfleet", "unpruned", "peer")
+
+    def all_epochs(side):
+        """The side's epochs as a share of every trial trained to the last epoch."""
+        e, t = med(b, f"w5.epochs_trained.{side}"), med(b, f"w5.trials.{side}")
+        return f"{f_int(e)} ({f_pct(div(e, t and t * epochs))})" if e is not None else "missing"
+
+    def names(side):
+        return ", ".join(sorted(set(b.info.get(f"w5.best.{side}", [])))) or "missing"
+
+    L = ["### W5: a hyper-parameter search with pruning\n"]
+    L.append(table(["figure", "nnfleet", "nnfleet unpruned", "Optuna peer"], [
+        (f"wall time, {b.n} cores", *(f_sec(med(b, f"w5.wall.{s}")) for s in sides)),
+        ("wall time, 1 worker", f_sec(med(b, "w5.wall1.nnfleet")), "—",
+         f_sec(med(b, "w5.wall1.peer"))),
+        (f"epochs trained (share of every trial for {epochs})", *map(all_epochs, sides)),
+        ("trials pruned", *(f"{f_int(med(b, f'w5.pruned.{s}'))} of "
+                            f"{f_int(med(b, f'w5.trials.{s}'))}"
+                            if med(b, f"w5.trials.{s}") is not None else "missing"
+                            for s in sides)),
+        ("best trial's validation accuracy", *(f_acc(med(b, f"w5.best_val.{s}")) for s in sides)),
+        ("best trial's test accuracy", *(f_acc(med(b, f"w5.best_test.{s}")) for s in sides)),
+        ("the best trial", *map(names, sides)),
+        (f"same study with 1 worker and {b.n}", w5_same_text(b, "nnfleet"), "—",
+         w5_same_text(b, "peer")),
+    ]))
+    L.append(f"\n{trials} trials drawn from W5's space, successive halving (reduction factor 3, "
+             f"1 to {epochs} epochs), ranked by validation accuracy. nnfleet: "
+             "`examples/search/w5.yaml` on all cores in every round, then once on 1 worker and "
+             f"once unpruned (its scheduler rewritten to `none` over {epochs} epochs). The peer, "
+             f"once: Optuna {b.info.get('optuna', '(missing)')} with PyTorch objectives "
+             f"(`bench/peers/optuna_w5.py`), {b.n} pinned single-thread workers sharing one "
+             "study in a journal file, RandomSampler and SuccessiveHalvingPruner, on the first "
+             f"{peer['train']:,} training images, the next {peer['val']:,} to validate and "
+             f"{peer['test']:,} test images; then 1 worker. \"Same study\": the same trials "
+             "(parameters, pruned or not, every reported value) with 1 worker as with all "
+             "cores.\n")
+    return L
+
+
 def rounds_part(b):
     L = ["### Every figure, round by round\n"]
     rows = [(f"`{k}`", ", ".join("—" if v is None else f"{v:.4g}" for v in b.values[k]))
@@ -668,7 +775,8 @@ def render_section(b):
         L.append("> **Quick run** (`bench/run_bench.py --quick`): the benchmark's structure on "
                  f"reduced work (W1 with {', '.join(b.w1_models)} on the first {b.n_train:,} "
                  f"training and {b.n_test:,} test images, W3 on {len(b.w3_jobs)} models for "
-                 f"{b.w3_jobs[0]['epochs']} epochs, W2 on {b.n_train:,} images). It proves the "
+                 f"{b.w3_jobs[0]['epochs']} epochs, W2 on {b.n_train:,} images, W5 with "
+                 f"{(getattr(b, 'w5', None) or {}).get('trials', 'its')} trials). It proves the "
                  "harness; its figures are not the benchmark's.\n")
     L.append(provenance(b))
     L += machine_part(b, c)
@@ -687,6 +795,7 @@ def render_section(b):
     L += w2_part(b, c)
     L += w3_part(b, c)
     L += w4_part(b, c)
+    L += w5_part(b)
     L += kernel_section(b, c)
     L += rounds_part(b)
     return "\n".join(L)
@@ -695,7 +804,8 @@ def render_section(b):
 HEADER = """# Benchmarks
 
 nnfleet against its peers on the workloads of `/work/shared/workloads.md` (W1:
-`examples/w1.yaml`; W3: `examples/w3.yaml`; W4: `examples/forecast.yaml`), written by `make bench` (`bench/run_bench.py`, which
+`examples/w1.yaml`; W3: `examples/w3.yaml`; W4: `examples/forecast.yaml`; W5:
+`examples/search/w5.yaml`), written by `make bench` (`bench/run_bench.py`, which
 `bench/README.md` describes). There is one section per instruction set, each written whole by one
 full run on a machine of that kind and headed by that run's machine, commit and date: a run
 replaces only its own instruction set's section and keeps the others as they were. Every figure
@@ -752,6 +862,14 @@ METHOD = """## How each figure is measured
   instructions` counts on this machine, else callgrind on a reduced run (shares of the
   instructions executed); for memory, valgrind massif on a reduced run (shares of the heap at its
   peak). The top symbols and their shares are printed with the target's own figures.
+- **W5.** nnfleet: wall-clock from `Popen` to its `run_end` event; epochs, the pruned trials and
+  the best trial (by the search's metric, finished trials only) from `results.json`'s `search`
+  object and its trials' `status`, `metrics` and `rungs`. Peer (`bench/peers/optuna_w5.py`):
+  from spawning its pinned workers to the last one's exit (each imports torch, loads the data and
+  trains trials until the study holds them all). A trial's torch seed comes from its number;
+  each worker's RandomSampler is seeded with the seed plus the worker's index (with one seed, N
+  processes would draw the same configurations). A run's fingerprint (per trial: parameters,
+  pruned or finished, every reported value) decides "same study".
 """
 
 

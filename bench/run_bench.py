@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""nnfleet's benchmark: nnfleet against its peers on W1 to W4 (/work/shared/workloads.md), in
+"""nnfleet's benchmark: nnfleet against its peers on W1 to W5 (/work/shared/workloads.md), in
 one sitting, interleaved, then the medians into BENCHMARKS.md (bench/bench_report.py writes it).
 
   bench/run_bench.py [--quick] [--rounds N] [--build DIR] [--nnfleet PATH] [--md PATH]
@@ -20,7 +20,14 @@ Scenarios, run in this order in every round, nnfleet first and then its peers:
   w4-fleet  W4 on all cores: `nnfleet train examples/forecast.yaml` (per-architecture samples/s of
             each model on its one core, makespan, test MSE); until nnfleet has LSTM, GRU and
             Conv1D layers this step reports itself not available
+  w5-search W5 on all cores: `nnfleet train examples/search/w5.yaml --workers N` (wall time for
+            the trials, epochs trained, the best trial's validation and test accuracy); until
+            nnfleet knows the plan's search keys this step reports itself not available
 After the rounds, once:
+  w5 nnfleet  the same plan with 1 worker (same study as with N?) and unpruned (its scheduler
+            rewritten to `none`, the same max_epochs) on all cores
+  w5 peer   Optuna + PyTorch (bench/peers/optuna_w5.py): N pinned workers sharing a journal-file
+            study, then 1 worker (same study?); minutes on 2 cores
   w4 peer   W4's PyTorch peer (bench/peers/torch_w4.py) once, not in every round (about 12
             minutes on 2 cores): the three models of series 5 one after another on one core
             (single-core samples/s), then every model on the pooled peer (makespan, test MSE)
@@ -36,7 +43,8 @@ After the rounds, once:
 --quick keeps that structure on less work: W1 with m1, m3, m5 and m7 on the first 2,000 training
 and 1,000 test images (IDX .gz subsets written to build/bench-data/fmnist-first2000-1000/), W3 on
 8 of the 120 models for 3 epochs, W2 on those 2,000 images, W4 on 2 of the 32 series for 1
-epoch, 800 tiny models; it writes
+epoch, 800 tiny models, W5 with 9 trials (the peer on the first 2,000 training images, the next
+500 and 2,000 test images); it writes
 BUILD/bench/BENCHMARKS-quick.md, never BENCHMARKS.md.
 Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, profiles/, raw.json);
 `bench/bench_report.py BUILD/bench/<mode>-<time>/raw.json` re-renders a run without measuring.
@@ -62,6 +70,7 @@ sys.path.insert(0, HERE)
 import bench_probe  # noqa: E402
 import bench_report  # noqa: E402
 import tiny_overhead  # noqa: E402
+import w5_bench  # noqa: E402
 import workloads  # noqa: E402
 
 PY = "/usr/bin/python3"
@@ -78,12 +87,16 @@ QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"
          "kernels_min_time": 0.05, "profile_seconds": {"perf": 1, "valgrind": 0.005},
          "profile_max": 2,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]},
-         "w4_series": 2, "w4_epochs": 1, "tiny_models": 800}
+         "w4_series": 2, "w4_epochs": 1, "tiny_models": 800,
+         "w5_trials": 9, "w5_peer": {"trials": 9, "train": 2000, "val": 500, "test": 2000}}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
         "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.02},
         "profile_max": None,
-        "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10, "tiny_models": 8000}
+        "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10, "tiny_models": 8000,
+        "w5_trials": None,  # the plan's own (81)
+        "w5_peer": {"trials": workloads.W5_TRIALS, "train": workloads.W5_TRAIN,
+                    "val": workloads.W5_VAL, "test": workloads.W5_TEST}}
 
 
 class BenchError(Exception):
@@ -222,8 +235,9 @@ class Bench:
                 ":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else "")
         return env
 
-    def nnfleet_train(self, label, plan, workers, out):
-        """Runs `nnfleet train --json`, timestamping each event line as it arrives."""
+    def nnfleet_train(self, label, plan, workers, out, ok=("done",)):
+        """Runs `nnfleet train --json`, timestamping each event line as it arrives; every model
+        must end in a status of `ok`."""
         cmd = [self.nnfleet, "train", plan, "--workers", str(workers), "--json", "--out", out]
         self.commands.setdefault(label, shown(cmd))
         log = self.log_path(label)
@@ -261,11 +275,12 @@ class Bench:
         with open(os.path.join(out, "results.json")) as f:
             res = json.load(f)
         bad = [f"{m['name']} ({m['status']}: {m.get('message')})" for m in res["models"]
-               if m["status"] != "done"]
+               if m["status"] not in ok]
         if bad:
             raise BenchError(f"{label}: models did not finish: {', '.join(bad)} (log: {log})")
         return {"first_start": first_start, "wall_to_run_end": end_at, "wall": wall,
-                "run_end": run_end, "models": {m["name"]: m for m in res["models"]}}
+                "run_end": run_end, "models": {m["name"]: m for m in res["models"]},
+                "results": res}
 
     def peer_fleet(self, label, jobs, workers, mode, cores=None, save=None, n_train=None):
         jobs_file = os.path.join(self.work, f"jobs-{label}.json")
@@ -688,6 +703,105 @@ class Bench:
             raise BenchError(f"W4 peer: {p['failed'] + s['failed']} model(s) failed (logs: "
                              f"{self.log_path('peer-w4-pool')})")
 
+    # ---- W5: a hyper-parameter search with pruning (w5_bench) ---------------------------------
+    def w5_plan(self, unpruned=False):
+        """examples/search/w5.yaml as it is, or derived into the work folder: --quick's fewer
+        trials, and the unpruned variant (its scheduler rewritten to `none`)."""
+        src = w5_bench.PLAN
+        if not os.path.exists(src):
+            raise NotAvailable(f"{shown([src])} is not in this checkout")
+        trials = self.cfg["w5_trials"]
+        if trials is None and not unpruned:
+            return src
+        name = "w5" + ("-unpruned" if unpruned else "") + ("-quick" if self.a.quick else "")
+        try:
+            return w5_bench.derive_plan(src, os.path.join(self.work, f"{name}.yaml"), trials,
+                                        unpruned)
+        except w5_bench.PlanRewriteError as e:
+            raise BenchError(str(e))
+
+    def w5_train(self, label, plan, workers):
+        """One nnfleet W5 run reduced to w5_bench's summary (with its wall time), also saved
+        beside its log."""
+        out = os.path.join(self.work, f"r{self.round}-{label}")
+        try:
+            r = self.nnfleet_train(label, plan, workers, out, ok=("done", "pruned"))
+        except BenchError as e:
+            why = w5_bench.unavailable_reason(read(self.log_path(label))) if os.path.exists(
+                self.log_path(label)) else None
+            if why:
+                raise NotAvailable(f"{why}; the plan: {shown([plan])}") from e
+            raise
+        try:
+            summary = w5_bench.nnfleet_summary(r["results"])
+        except KeyError as e:
+            raise NotAvailable(f"this nnfleet's results.json lacks {e} ({out}), which a "
+                               "search run writes (search_design.md \"Results\")") from e
+        summary["wall"] = r["wall_to_run_end"]
+        write_atomic(os.path.join(self.work, f"r{self.round}-{label}-summary.json"),
+                     json.dumps(summary, indent=1))
+        return summary
+
+    def w5_add(self, side, summary):
+        """A W5 run's figures under w5.<figure>.<side> (side: nnfleet, unpruned, peer)."""
+        self.add(f"w5.wall.{side}", summary["wall"])
+        for key in ("epochs_trained", "pruned", "trials"):
+            self.add(f"w5.{key}.{side}", summary[key])
+        best = summary["best"] or {}
+        self.add(f"w5.best_val.{side}", best.get("val"))
+        self.add(f"w5.best_test.{side}", best.get("test"))
+        if best:
+            self.info.setdefault(f"w5.best.{side}", []).append(best["name"])
+
+    def w5_same(self, side, many, one):
+        """Records whether the run on all cores and the 1-worker run are the same study."""
+        same, difference = w5_bench.same_study(many, one)
+        self.info[f"w5.same.{side}"] = {"same": same, "difference": difference}
+
+    def w5_fleet(self):
+        summary = self.w5_train("nnfleet-w5", self.w5_plan(), self.n)
+        self.w5_add("nnfleet", summary)
+        if getattr(self, "w5_first", None) is None:
+            self.w5_first = summary
+
+    def w5_nnfleet_once(self):
+        """After the rounds: the plan on 1 worker (same study as the rounds' first run on all
+        cores?), and unpruned on all cores (what pruning costs in epochs and accuracy)."""
+        first = getattr(self, "w5_first", None)
+        if first is None:
+            raise NotAvailable("no W5 run of the rounds finished (see w5-search nnfleet)")
+        one = self.w5_train("nnfleet-w5-1worker", self.w5_plan(), 1)
+        self.add("w5.wall1.nnfleet", one["wall"])
+        self.w5_same("nnfleet", first, one)
+        self.w5_add("unpruned", self.w5_train("nnfleet-w5-unpruned", self.w5_plan(True), self.n))
+
+    def w5_peer(self):
+        """After the rounds: the Optuna peer on all cores, then on 1 worker (same study?)."""
+        q = self.cfg["w5_peer"]
+        probe = subprocess.run([PY, "-c", "import optuna, torch"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise BenchError("failed to import optuna for W5's peer: "
+                             f"{probe.stderr.strip().splitlines()[-1]}; expected Debian's "
+                             "python3-optuna (scripts/setup --bench)")
+        runs = {}
+        for workers in dict.fromkeys((self.n, 1)):
+            label = f"peer-w5-{workers}w"
+            out = os.path.join(self.work, f"{label}.json")
+            cmd = [PY, os.path.join(PEERS, "optuna_w5.py"), "--out", out, "--workers", workers,
+                   "--cores", ",".join(map(str, self.cores[:workers])), "--trials", q["trials"],
+                   "--train", q["train"], "--val", q["val"], "--test", q["test"],
+                   "--fmnist-dir", FMNIST]
+            self.run(label, cmd, self.peer_env(), timeout=6 * 3600)
+            with open(out) as f:
+                r = json.load(f)
+            runs[workers] = dict(w5_bench.peer_summary(r), wall=r["wall_seconds"])
+            self.info["optuna"] = r["optuna"]
+            self.add(f"w5.cpu{'' if workers == self.n else '1'}.peer",
+                     sum(w.get("cpu_seconds", 0) for w in r["per_worker"]))
+        self.w5_add("peer", runs[self.n])
+        self.add("w5.wall1.peer", runs[1]["wall"])
+        self.w5_same("peer", runs[self.n], runs[1])
+
     def kernel_benchmarks(self):
         """bench/kernels/kernels_bench (Google Benchmark) once, pinned to one core, as JSON; on a
         CPU with AVX-512 also kernels_bench_avx2, the AVX2-only machines' path on this machine."""
@@ -743,6 +857,9 @@ class Bench:
             scenarios = scenarios[:cap]
         tools = {}
         for scen in scenarios:
+            if scen in bench_report.UNPROFILED:
+                self.profiles[scen] = {"skipped": bench_report.UNPROFILED[scen]}
+                continue
             kind = "memory" if scen == "w1-memory" else "time"
             if kind not in tools:
                 tools[kind] = bench_probe.tool_for(kind, self.a.profiler)
@@ -826,6 +943,13 @@ class Bench:
             series = 1 if tool != "perf" else self.cfg["w4_series"]
             return train(self.w4_plan(series, 1, "profile-w4"), fleet), reduced(
                 [f"{series} series for 1 epoch"] + cut)
+        if scen == "w5-search":
+            if tool == "perf":
+                return train(self.w5_plan(), fleet), reduced(cut)
+            n = 3  # valgrind: a few trials show the same per-epoch work
+            plan = w5_bench.derive_plan(w5_bench.PLAN, os.path.join(self.work, "profile-w5.yaml"),
+                                        trials=n)
+            return train(plan, fleet), reduced([f"{n} of the trials"] + cut)
         if scen == "w3-fleet":
             if tool == "perf" or self.a.quick:
                 return train(self.plans["w3"], fleet), reduced(cut)
@@ -847,6 +971,8 @@ class Bench:
                 "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs,
                 "tiny_models": self.cfg["tiny_models"],
                 "w4": {"series": self.cfg["w4_series"], "epochs": self.cfg["w4_epochs"]},
+                "w5": {"trials": self.cfg["w5_trials"] or workloads.W5_TRIALS,
+                       "peer": self.cfg["w5_peer"], "max_epochs": workloads.W5_MAX_EPOCHS},
                 "values": self.values,
                 "info": self.info, "unavailable": self.unavailable, "failures": self.failures,
                 "commands": self.commands, "loads": self.loads, "kernels": self.kernels,
@@ -878,8 +1004,11 @@ class Bench:
             self.step("w3-fleet peer pool", lambda: self.w3_fleet_peer("pool"))
             self.step("tiny-fleet nnfleet", self.tiny)
             self.step("w4-fleet nnfleet", self.w4_fleet)
+            self.step("w5-search nnfleet", self.w5_fleet)
             self.loads.append((self.round, before, os.getloadavg()[0]))
         self.step("w4 peer (once)", self.w4_peer)
+        self.step("w5 nnfleet (once)", self.w5_nnfleet_once)
+        self.step("w5 peer (once)", self.w5_peer)
         self.step("kernels", self.kernel_benchmarks)
         self.save_raw()  # the measurements are safe before the profiles run
         self.step("profiles", self.profile_missed)

@@ -1,4 +1,4 @@
-"""The benchmark workloads W1, W3 and W4 (/work/shared/workloads.md) as plain data, for the peers and
+"""The benchmark workloads W1, W3, W4 and W5 (/work/shared/workloads.md) as plain data, for the peers and
 for bench/run_bench.py: the layer lists, the W3 grid, parameter and FLOP counts, and the cost
 estimate that orders a fleet longest first. No torch here, so the harness can import it cheaply.
 
@@ -73,11 +73,47 @@ def w1_spec(name, epochs=1):
 def spec_layers(spec):
     if spec["workload"] == "w1":
         return W1_MODELS[spec["name"]]
+    if spec["workload"] == "w5":
+        return w5_layers(spec["params"])
     return w3_layers(spec["depth"], spec["width"], spec["act"])
 
 
 def spec_input(spec):
-    return W1_INPUT if spec["workload"] == "w1" else W3_INPUT
+    return W1_INPUT if spec["workload"] in ("w1", "w5") else W3_INPUT
+
+
+# W5: a hyper-parameter search with pruning on Fashion-MNIST. The space in the order the plan
+# (examples/search/w5.yaml) and the Optuna peer draw it: (name, distribution, arguments, the
+# family it belongs to or None). `width` is drawn once per hidden layer as width_0..width_{depth-1}.
+W5_SPACE = [
+    ("family", "choice", ["mlp", "cnn"], None),
+    ("depth", "int", (1, 3), "mlp"),
+    ("width", "int_log", (32, 512), "mlp"),
+    ("activation", "choice", ["relu", "tanh"], "mlp"),
+    ("dropout", "uniform", (0.0, 0.5), "mlp"),
+    ("filters", "int_log", (4, 32), "cnn"),
+    ("kernel", "choice", [3, 5], "cnn"),
+    ("dense", "int_log", (32, 256), "cnn"),
+    ("lr", "loguniform", (1e-4, 1e-2), None),
+    ("batch_size", "choice", [32, 64, 128], None),
+]
+W5_TRIALS, W5_MAX_EPOCHS, W5_REDUCTION = 81, 9, 3
+W5_TRAIN, W5_VAL, W5_TEST = 10000, 2000, 10000
+
+
+def w5_layers(p):
+    """A W5 trial's layers from its parameters: the MLP (Flatten, then per hidden layer Dense and
+    Dropout) or the CNN (two Conv2D + MaxPooling2D(2) blocks, the second with twice the filters,
+    then a relu Dense), each ending in Dense(10, softmax)."""
+    if p["family"] == "mlp":
+        layers = [("flatten",)]
+        for i in range(p["depth"]):
+            layers += [("dense", p[f"width_{i}"], p["activation"]), ("dropout", p["dropout"])]
+    else:
+        f, k = p["filters"], p["kernel"]
+        layers = [("conv", f, k, "relu"), ("maxpool", 2), ("conv", 2 * f, k, "relu"),
+                  ("maxpool", 2), ("flatten",), ("dense", p["dense"], "relu")]
+    return layers + [("dense", 10, "softmax")]
 
 
 def layer_stats(layers, input_shape):

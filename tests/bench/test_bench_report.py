@@ -42,6 +42,11 @@ for _a, _r, _e in (("lstm", 1400, 0.011), ("gru", 1800, 0.004), ("tcn", 11500, 0
     BASE[f"w4.mse.{_a}.nnfleet"] = _e
     BASE[f"w4.mse.{_a}.peer"] = _e
 BASE.update({"w4.wall.nnfleet": 200, "w4.wall.pool": 720, "w4.rss.nnfleet": 6e7})
+BASE.update({"w5.wall.nnfleet": 40, "w5.wall.unpruned": 110, "w5.wall.peer": 900,
+             "w5.wall1.nnfleet": 75, "w5.wall1.peer": 1700, "w5.epochs_trained.nnfleet": 243,
+             "w5.epochs_trained.unpruned": 729, "w5.epochs_trained.peer": 300,
+             "w5.pruned.nnfleet": 72, "w5.pruned.unpruned": 0.01, "w5.pruned.peer": 60,
+             "w5.trials.nnfleet": 81, "w5.trials.unpruned": 81, "w5.trials.peer": 81})
 for _m, _r in zip(MODELS, (7e5, 2e5, 1e5, 4e5, 8e4, 3e4, 1900, 3.7e4)):
     BASE[f"w1.sps.{_m}.nnfleet"] = _r
     BASE[f"w1.sps.{_m}.peer"] = _r / 2.5
@@ -58,6 +63,9 @@ def make_raw(seed, isa="AVX2", mode="full"):
         values[f"w1.fleet_acc.{m}.nnfleet"] = values[f"w1.acc.{m}.nnfleet"]
     for k in ("w3.best_acc.nnfleet", "w3.best_acc.fresh", "w3.best_acc.pool"):
         values[k] = [rng.uniform(0.9, 0.95)] * 3
+    for k in ("best_val", "best_test"):
+        for side in ("nnfleet", "unpruned", "peer"):
+            values[f"w5.{k}.{side}"] = [rng.uniform(0.85, 0.9)] * 3
     values["w1.launch.peer.all"] = [fig(1) for _ in range(24)]
     values["w2.best_batch.peer"] = [32, 32, 32]
     jobs = workloads.w3_specs()
@@ -66,7 +74,12 @@ def make_raw(seed, isa="AVX2", mode="full"):
             "w2.torch_loss": rng.uniform(0.2, 0.4), "w2.ort_loss": rng.uniform(0.2, 0.4),
             "w3.best.nnfleet": [jobs[rng.randrange(len(jobs))]["name"]],
             "w3.best.fresh": [jobs[rng.randrange(len(jobs))]["name"]],
-            "w3.best.pool": [jobs[rng.randrange(len(jobs))]["name"]]}
+            "w3.best.pool": [jobs[rng.randrange(len(jobs))]["name"]],
+            "w5.best.nnfleet": [f"trial-{rng.randrange(81):02d}"],
+            "w5.best.unpruned": [f"trial-{rng.randrange(81):02d}"],
+            "w5.best.peer": [f"trial {rng.randrange(81)}"], "optuna": "3.1.0",
+            "w5.same.nnfleet": {"same": True, "difference": None},
+            "w5.same.peer": {"same": False, "difference": "trial 0: params, values"}}
     for m in MODELS:
         info[f"params.{m}.nnfleet"] = workloads.spec_stats(workloads.w1_spec(m))[0]
     kernels = [{"name": f"BM_DenseForward/in:784/out:{u}", "samples_per_second": fig(1e6),
@@ -193,8 +206,9 @@ def test_the_generator_prints_no_fixed_figures():
     measurements carried over from an earlier run."""
     raw = make_raw(3)
     fixed = fixed_figures(render(raw), raw)
-    # The data sets' sizes, the W2 batch-1 subset, the date, the number of tiny models.
-    defined = {"60,000", "10,000", "2030", "8,000"}
+    # The data sets' sizes, the W2 batch-1 subset, the date, the number of tiny models, W5's
+    # validation images.
+    defined = {"60,000", "10,000", "2030", "8,000", f"{workloads.W5_VAL:,}"}
     for m in MODELS:  # the models' parameter and FLOP counts
         spec = workloads.w1_spec(m)
         params, _ = workloads.spec_stats(spec)
@@ -419,3 +433,57 @@ def test_time_profiles_use_perf_where_valgrind_cannot_run_the_build(monkeypatch,
     assert bench_probe.tool_for("memory", "auto") == ("massif" if valgrind else "smaps")
     assert bench_probe.tool_for("time", "callgrind") == "callgrind"
     assert bench_probe.tool_for("time", "none") is None
+
+
+def w5_rows(raw):
+    return {r["label"].split(",")[0].split(" (")[0]: r
+            for r in bench_report.target_rows(bench_report.Run(raw))
+            if r["scenario"].startswith("w5-")}
+
+
+def test_w5_targets_compare_the_search_with_optuna_and_with_itself_unpruned():
+    raw = make_raw(12)
+    v = raw["values"]
+    v["w5.wall.nnfleet"], v["w5.wall.peer"] = [30.0] * 3, [330.0] * 3
+    v["w5.best_test.nnfleet"], v["w5.best_test.peer"] = [0.851] * 3, [0.855] * 3
+    v["w5.epochs_trained.nnfleet"], v["w5.epochs_trained.unpruned"] = [243.0] * 3, [729.0] * 3
+    v["w5.best_val.nnfleet"], v["w5.best_val.unpruned"] = [0.86] * 3, [0.8675] * 3
+    rows = w5_rows(raw)
+    assert [r["met"] for r in rows.values()] == [True, True, True, False]
+    speed = rows["W5 search of 81 trials"]
+    assert (speed["ratio"], speed["target"]) == ("11.00x", "≥ 10x faster")
+    test = rows["W5 best trial's test accuracy vs Optuna's"]
+    assert (test["n"], test["p"], test["ratio"]) == ("0.8510", "0.8550", "-0.40 pt")
+    share = rows["W5 epochs trained"]
+    assert (share["n"], share["p"], share["ratio"]) == ("243", "729", "33%")
+    val = rows["W5 best validation accuracy"]
+    assert bench_report.gap_text(val) == "-0.75 pt against ≥ -0.50 pt (0.25 pt short)"
+    v["w5.epochs_trained.nnfleet"] = [300.0] * 3  # 41%: more than 40% of the unpruned epochs
+    share = w5_rows(raw)["W5 epochs trained"]
+    assert share["met"] is False and bench_report.gap_text(share) == "41% against ≤ 40%"
+    # Only the speed is profiled: the others are about which trials the search kept.
+    assert [r["scenario"] for r in rows.values()] == ["w5-search"] + ["w5-pruning"] * 3
+    assert "w5-pruning" in bench_report.missed_scenarios(bench_report.Run(raw))
+    assert "w5-pruning" in bench_report.UNPROFILED and "w5-search" not in bench_report.UNPROFILED
+
+
+def test_w5_is_reported_side_by_side_and_missing_while_nnfleet_cannot_search():
+    raw = make_raw(13)
+    run = bench_report.Run(raw)
+    text = render(raw)
+    assert "### W5: a hyper-parameter search with pruning" in text
+    row = next(line for line in text.splitlines() if line.startswith("| best trial's test acc"))
+    for side in ("nnfleet", "unpruned", "peer"):
+        assert bench_report.f_acc(bench_report.med(run, f"w5.best_test.{side}")) in row
+    same = next(line for line in text.splitlines() if line.startswith("| same study"))
+    assert same == "| same study with 1 worker and 2 | yes | — | no (trial 0: params, values) |"
+    for k in [k for k in raw["values"] if k.startswith("w5.") and not k.endswith(".peer")]:
+        del raw["values"][k]
+    del raw["info"]["w5.same.nnfleet"]
+    raw["unavailable"]["w5-search nnfleet"] = "this nnfleet does not know the plan key(s) search"
+    text = render(raw)
+    row = next(line for line in text.splitlines() if line.startswith("| W5 search of"))
+    assert row.split(" | ")[1] == "missing" and row.split(" | ")[5] == "missing"
+    assert "this nnfleet does not know the plan key(s) search" in text
+    assert not [s for s in bench_report.missed_scenarios(bench_report.Run(raw))
+                if s.startswith("w5-")]
