@@ -188,9 +188,32 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
   emit("start " + spec.name + " on " + where(worker), ev);
 }
 
+void Display::job_pruned(const JobResult& r, double cost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++done_;
+  done_cost_ += cost;
+  emit("pruned " + r.name + ": " + r.message, {{"event", "pruned"},
+                                                {"model", r.name},
+                                                {"message", r.message},
+                                                {"epochs", r.epochs},
+                                                {"done", done_},
+                                                {"total", total_}});
+}
+
 void Display::job_finished(int worker, const JobResult& r, double cost) {
   std::lock_guard<std::mutex> lock(mu_);
   slots_[static_cast<size_t>(worker)].busy = false;
+  if (r.paused) {
+    std::string line = "rung " + r.name + " paused after " + std::to_string(r.epochs) +
+                       " epoch(s), " + fmt("%.1f", r.seconds) + "s";
+    Json ev = {{"event", "paused"}, {"model", r.name}, {"epochs", r.epochs}};
+    for (const auto& [k, v] : r.metrics) {
+      if (k.rfind("val_", 0) == 0) line += " " + k + "=" + fmt("%.4f", v);
+      ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+    }
+    emit(line, ev);
+    return;
+  }
   if (r.status != JobStatus::kCancelled) {
     ++done_;
     done_cost_ += cost;

@@ -23,6 +23,7 @@
 #include "fleet/peers.h"
 #include "fleet/results.h"
 #include "fleet/run_state.h"
+#include "fleet/search_run.h"
 #include "fleet/worker.h"
 #include "platform/cpu.h"
 #include "platform/files.h"
@@ -333,10 +334,11 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
 // estimate is of batch_rows(), never more rows than the data has; it is held to `available`,
 // the memory this process may still take (the data is loaded and not in it).
 void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
-                 size_t available, PreparedJob& j, std::vector<std::string>& problems,
-                 size_t& estimate) {
+                 size_t available, const SearchSpec* search, PreparedJob& j,
+                 std::vector<std::string>& problems, size_t& estimate) {
   j.name = s.name;
   j.index = i;
+  j.epochs = s.epochs;
   j.record_bytes = record_bytes(s);
   std::vector<float> initial_params;
   RestoredOptimizer restored;
@@ -354,6 +356,7 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
     check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
   if (s.reduce_lr_on_plateau)
     check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
+  if (search) check_monitor(s, data, "search", search->metric, problems);
   check_weights(s, *j.model, data, problems);
   TrainSpec train{s.loss, s.optimizer};
   try {
@@ -398,7 +401,8 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
   std::string plan_yaml = plan_to_yaml(
       plan,
       [&](size_t i, const ModelSpec& s) {
-        prepare_job(s, i, io, sources[s.source], available, jobs[i], problems_of[i], estimates[i]);
+        prepare_job(s, i, io, sources[s.source], available, plan.search ? &*plan.search : nullptr,
+                    jobs[i], problems_of[i], estimates[i]);
       },
       workers);
   std::vector<std::string> problems;
@@ -448,7 +452,13 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
     o.total_cost += j.cost;
     if (opts.resume) {
       std::string why;
-      if (std::optional<JobResult> r = folder->finished(j.index, j.name, why, opts.keep_history)) {
+      // A search's scheduler is told every finished trial's history.
+      if (std::optional<JobResult> r =
+              folder->finished(j.index, j.name, why, opts.keep_history || st.search)) {
+        if (st.search) {
+          st.search->reached(j.index, r->history, r->status, false);
+          if (!opts.keep_history) r->history = {};
+        }
         st.results[j.index] = std::move(*r);
         ++o.done;
         o.done_cost += j.cost;
@@ -457,6 +467,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
         continue;
       }
       if (!why.empty()) o.notes.push_back("model '" + j.name + "' is trained again: " + why);
+      if (st.search) resume_trial(st, j);
     }
     st.queue.push_back(&j);
   }
@@ -509,8 +520,10 @@ class WorkerPool {
         io_(io),
         data_(data),
         cores_(cores),
-        helpers_(helpers),
-        board_(helpers ? split_jobs(st) : 0),
+        // A search's trials come back to the queue rung after rung: its workers leave take()
+        // only when the search is over, with nothing left to help.
+        helpers_(helpers && !st.search),
+        board_(helpers_ ? split_jobs(st) : 0),
         busy_(cores.size(), 0.0),
         running_(static_cast<int>(cores.size())) {}
 
@@ -567,6 +580,8 @@ class WorkerPool {
     ctx.job = static_cast<int>(j.index);
     ctx.checkpoint_seconds = st_.opts.checkpoint_seconds;
     ctx.checkpoint_may_exist = !st_.own_checkpoints_only;
+    ctx.epoch_limit = j.epoch_limit;
+    ctx.pause_at_limit = j.pause;
     SavedModel saved;
     JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
     if (ctx.helpers && j.pieces > 1) board_.job_done();
@@ -611,6 +626,7 @@ void cancel_unstarted(RunState& st, FleetSummary& sum) {
 void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunState& st,
                    RunFolder& folder, Peers& peers, FleetSummary& sum) {
   RankKey key = plan_rank_key(plan, data);
+  if (plan.search) key = {plan.search->metric, plan.search->higher_is_better};
   // A model with several outputs names its metrics by output (val_main_output_mae): when no
   // result has the plan's metric, the models rank by the loss.
   if (std::none_of(st.results.begin(), st.results.end(),
@@ -619,9 +635,12 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
   sum.write_error = st.write_error;
   try {
     // Two files from two sources, made side by side (about 0.1 s each for 8,000 tiny models).
+    fleet_detail::fill_parameters_and_rungs(plan, st);
+    fleet_detail::write_trials_csv(plan, st);
     for_each_block(2, 2, [&](int, size_t b) {
       if (b == 0) {
-        write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key);
+        write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key,
+                      fleet_detail::results_head(plan, st));
         sum.results_written = true;  // read once both blocks are done
       } else {
         folder.write_history();
@@ -675,6 +694,9 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   OpenedRun opened;
   peers.agree([&] {
     const std::string plan_yaml = prepare_jobs(plan, io, data, workers, st.jobs);
+    fleet_detail::make_search(plan, data, st);
+    // A promoted trial trains on from the checkpoint of its rung.
+    if (st.search) st.own_checkpoints_only = false;
     opened = open_run(plan, plan_yaml, opts, workers, st, folder);
   });
   if (opts.workers > workers)
@@ -701,6 +723,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   const auto t0 = Clock::now();
   announce(live, st, opened, sum.workers, peers, slots);
   live.start();
+  if (st.search) st.start_search();
   pool.run([&](std::atomic<int>& running) { peers.serve(st, slots, running, sum); });
   sum.makespan = std::chrono::duration<double>(Clock::now() - t0).count();
   live.stop();

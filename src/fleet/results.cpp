@@ -73,6 +73,22 @@ Json job_result_to_json(const JobResult& r) {
   j["history_order"] = horder;
   if (r.retry) j["retry"] = true;
   if (r.write_failed) j["write_failed"] = true;
+  if (r.paused) j["paused"] = true;
+  if (!r.parameters.empty()) {
+    Json p = Json::object();
+    for (const auto& [k, v] : r.parameters) p[k] = Json::parse(v);
+    j["parameters"] = p;
+    Json porder = Json::array();
+    for (const auto& kv : r.parameters) porder.push_back(kv.first);
+    j["parameter_order"] = porder;
+  }
+  if (!r.rungs.empty()) {
+    Json rungs = Json::array();
+    for (const api::Rung& g : r.rungs)
+      rungs.push_back(
+          {{"epochs", g.epochs}, {"value", finite_or_null(g.value)}, {"decision", g.decision}});
+    j["rungs"] = rungs;
+  }
   return j;
 }
 
@@ -104,6 +120,15 @@ JobResult job_result_from_json(const Json& j) {
   }
   r.retry = j.value("retry", false);
   r.write_failed = j.value("write_failed", false);
+  r.paused = j.value("paused", false);
+  if (j.contains("parameter_order"))
+    for (const auto& k : j["parameter_order"])
+      r.parameters.emplace_back(k.get<std::string>(),
+                                j.at("parameters").at(k.get<std::string>()).dump());
+  if (j.contains("rungs"))
+    for (const auto& g : j["rungs"])
+      r.rungs.push_back({g.at("epochs").get<int>(), value(g.at("value")),
+                         g.at("decision").get<std::string>()});
   return r;
 }
 
@@ -120,10 +145,15 @@ std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, cons
   std::stable_sort(v.begin(), v.end(), [&](const JobResult* a, const JobResult* b) {
     const double* x = find_metric(a->metrics, key.key);
     const double* y = find_metric(b->metrics, key.key);
-    const bool xa = x && std::isfinite(*x) && a->status == JobStatus::kDone;
-    const bool ya = y && std::isfinite(*y) && b->status == JobStatus::kDone;
-    if (xa != ya) return xa;
-    if (!xa) return false;
+    // Finished models first, then a search's pruned trials (furthest rung first), then the rest.
+    auto group = [](const JobResult* r, const double* v) {
+      if (!v || !std::isfinite(*v)) return 2;
+      return r->status == JobStatus::kDone ? 0 : r->status == JobStatus::kPruned ? 1 : 2;
+    };
+    const int ga = group(a, x), gb = group(b, y);
+    if (ga != gb) return ga < gb;
+    if (ga == 2) return false;
+    if (ga == 1 && a->epochs != b->epochs) return a->epochs > b->epochs;
     return key.higher_is_better ? *x > *y : *x < *y;
   });
   return v;
@@ -166,15 +196,17 @@ void write_streamed(const std::string& path, const std::function<void(std::ostre
 }  // namespace
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
-                   const std::vector<JobResult>& results, const RankKey& key) {
+                   const std::vector<JobResult>& results, const RankKey& key,
+                   const Json& more_head) {
   write_streamed(dir + "/results.json", [&](std::ostream& o) {
-    const Json head = {
-        {"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
+    Json head = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
+    if (more_head.is_object()) head.update(more_head);
     const std::string h = head.dump(2);  // "{\n  ...\n}": the models go before the brace
     o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
     for (size_t i = 0; i < results.size(); ++i) {
       Json j = job_result_to_json(results[i]);
-      for (const char* k : {"history", "metric_order", "history_order"}) j.erase(k);  // history.csv
+      for (const char* k : {"history", "metric_order", "history_order", "parameter_order", "paused"})
+        j.erase(k);  // history.csv has the histories; the parameters keep written order here
       std::string m = j.dump(2);
       // Indented two levels deeper, as a whole-document dump(2) would.
       for (size_t at = m.find('\n'); at != std::string::npos; at = m.find('\n', at + 1))

@@ -32,8 +32,10 @@ std::vector<Json> read_job_records(const std::string& dir);
 // history.csv: "model,epoch,<columns>,seconds", then one row per epoch of each model.
 std::string history_csv_header(const std::vector<std::string>& columns);
 void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);
-// results.json and results.csv in `dir` (written model by model: no whole copy in memory).
+// results.json and results.csv in `dir` (written model by model: no whole copy in memory);
+// `more_head`'s keys join results.json's top level (a run's `parameters` and `search`).
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
-                   const std::vector<JobResult>& results, const RankKey& key);
+                   const std::vector<JobResult>& results, const RankKey& key,
+                   const Json& more_head = Json());
 
 }  // namespace nnfleet

@@ -8,9 +8,83 @@
 namespace nnfleet::fleet_detail {
 
 PreparedJob* RunState::take() {
+  if (!search) {
+    if (stopping()) return nullptr;
+    const size_t qi = next.fetch_add(1);
+    return qi < queue.size() ? queue[qi] : nullptr;
+  }
+  std::unique_lock<std::mutex> lock(search_mu);
+  for (;;) {
+    bool wait = false;
+    if (PreparedJob* j = take_search(wait)) return j;
+    if (!wait) return nullptr;
+    // Woken by a decision; a stop or the time limit is seen within 50 ms.
+    search_cv.wait_for(lock, std::chrono::milliseconds(50));
+  }
+}
+
+PreparedJob* RunState::try_take(bool& wait) {
+  wait = false;
+  if (!search) return take();
+  std::lock_guard<std::mutex> lock(search_mu);
+  return take_search(wait);
+}
+
+PreparedJob* RunState::take_search(bool& wait) {
+  wait = false;
   if (stopping()) return nullptr;
-  const size_t qi = next.fetch_add(1);
-  return qi < queue.size() ? queue[qi] : nullptr;
+  if (deadline && std::chrono::steady_clock::now() >= *deadline && !deadline_noted) {
+    deadline_noted = true;
+    search->stop_deciding();
+    const std::string n = "the search's time limit (" +
+                          api::figure_text(plan.search->time_limit_seconds) +
+                          " s) is reached: no trial starts another rung; resume with --resume";
+    live->note(n, {{"event", "note"}, {"message", n}});
+  }
+  if (std::optional<SearchScheduler::Work> w = search->next()) {
+    PreparedJob& j = jobs.at(w->trial);
+    j.epoch_limit = w->limit;
+    j.pause = w->pause;
+    return &j;
+  }
+  wait = !search->finished();
+  return nullptr;
+}
+
+void RunState::start_search() {
+  std::vector<SearchScheduler::Pruned> pruned;
+  {
+    std::lock_guard<std::mutex> lock(search_mu);
+    pruned = search->start();
+  }
+  prune(pruned);
+}
+
+void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
+  for (const SearchScheduler::Pruned& p : pruned) {
+    const PreparedJob& job = jobs.at(p.trial);
+    std::unique_lock<std::mutex> lock(out_mu);
+    JobResult& r = results.at(p.trial);
+    r.status = JobStatus::kPruned;
+    r.paused = false;
+    r.message = p.message;
+    r.epochs = p.epochs;
+    if (static_cast<int>(r.history.size()) >= p.epochs && p.epochs > 0)
+      r.metrics = r.history[static_cast<size_t>(p.epochs - 1)].values;
+    try {
+      folder->append(job.index, r, RunFolder::record(r, "", 0));
+    } catch (const Error& e) {
+      halt(e.what());
+      return;
+    }
+    if (!opts.keep_history) {
+      r.history.clear();
+      r.history.shrink_to_fit();
+    }
+    if (live) live->job_pruned(r, job.cost);
+    lock.unlock();
+    std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+  }
 }
 
 void RunState::halt(const std::string& why) {
@@ -58,8 +132,15 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     }
   }
   if (r.write_failed) halt(r.message);
-  // The history is in jobs.log now; only the summary stays in memory.
-  if (!opts.keep_history) {
+  std::vector<SearchScheduler::Pruned> pruned;
+  if (search) {
+    std::lock_guard<std::mutex> slock(search_mu);
+    search->reached(job.index, r.history, r.retry ? JobStatus::kCancelled : r.status, r.paused);
+    pruned = search->advance();
+  }
+  // The history is in jobs.log now; only the summary stays in memory (a paused trial's stays
+  // until it is pruned or trains on: a pruned trial's record is written with it).
+  if (!opts.keep_history && !r.paused) {
     r.history.clear();
     r.history.shrink_to_fit();
   }
@@ -69,6 +150,10 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
   if (recorded && (!own_checkpoints_only || checkpointed))
     std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+  if (search) {
+    prune(pruned);
+    search_cv.notify_all();
+  }
 }
 
 void RunState::timeline_started(int slot, const std::string& model) {

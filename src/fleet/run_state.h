@@ -4,8 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "fleet/display.h"
 #include "fleet/fleet_types.h"
 #include "fleet/run_folder.h"
+#include "fleet/search_scheduler.h"
 #include "fleet/timeline.h"
 
 namespace nnfleet::fleet_detail {
@@ -26,8 +30,12 @@ struct PreparedJob {
   std::shared_ptr<const Model> model;  // only while it is validated (built again to run)
   size_t params = 0;
   double cost = 0.0;
+  int epochs = 1;             // the spec's
   int pieces = 1;             // batch_pieces()
   uint64_t record_bytes = 0;  // about what its record in jobs.log takes
+  // A search trial's rung (JobContext::epoch_limit and pause_at_limit), set when it is taken.
+  int epoch_limit = 0;
+  bool pause = false;
 };
 
 // A file of a finished job shipped from another process: its path under the output folder and
@@ -55,9 +63,24 @@ struct RunState {
   // failing system calls per model, 2% of the CPU of 8,000 tiny models).
   bool own_checkpoints_only = false;
 
+  // A search's scheduler (null: a plain run, whose order is `queue`), under search_mu; its
+  // workers wait on search_cv for work a rung's decision makes. `deadline`: its time limit.
+  std::unique_ptr<SearchScheduler> search;
+  std::mutex search_mu;
+  std::condition_variable search_cv;
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  bool deadline_noted = false;  // (search_mu)
+
   bool stopping() const { return stop.load() || (opts.stop && opts.stop->load()); }
-  // The next queue entry, or null when the queue is empty or the run is stopping.
+  // The next queue entry, or null when the queue is empty or the run is stopping. In a search,
+  // waits until a rung's decision gives work or the search has none left.
   PreparedJob* take();
+  // The same without waiting (rank 0's coordinator): null with `wait` set when work may still
+  // come (ask again later).
+  PreparedJob* try_take(bool& wait);
+  // A search: the first rung's work queued after what a resume found (`pruned` by the
+  // decisions the facts allow are recorded).
+  void start_search();
   // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
   // it finished for --resume) and records its result; `model_file` (relative to the folder)
   // names the model this process saved for it, `model_xxh3` its bytes' hash. A write failure
@@ -66,6 +89,9 @@ struct RunState {
              std::string model_file = "", uint64_t model_xxh3 = 0);
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
+  PreparedJob* take_search(bool& wait);  // needs search_mu
+  // Records the trials a search's scheduler pruned (their records written as final).
+  void prune(const std::vector<SearchScheduler::Pruned>& pruned);
   // timeline.jsonl: job `model` started, or ended with its stored result, on display slot `slot`.
   void timeline_started(int slot, const std::string& model);
   void timeline_ended(int slot, const PreparedJob& job);

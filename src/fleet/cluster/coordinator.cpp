@@ -82,6 +82,10 @@ class Coordinator {
         handle(from, tag, decode(bytes));
         active = true;
       }
+      // Parked requests are asked again: a result stored meanwhile may have decided a rung.
+      std::vector<std::pair<int, Json>> parked;
+      parked.swap(parked_);
+      for (const auto& [rank, head] : parked) assign(rank, head);
       cl_.sending();
       if (!stop_sent && st_.stopping()) {
         st_.stop = true;
@@ -110,14 +114,22 @@ class Coordinator {
   }
   PreparedJob& job(const Json& head) { return st_.jobs.at(head.at("job").get<size_t>()); }
 
-  // Answers worker head["w"] of rank `from` with the next job (and its checkpoint) or none.
+  // Answers worker head["w"] of rank `from` with the next job (and its checkpoint) or none. In a
+  // search, a request that must wait for a rung's decision is parked and answered later.
   void assign(int from, const Json& head) {
-    PreparedJob* j = st_.take();
+    bool wait = false;
+    PreparedJob* j = st_.try_take(wait);
+    if (!j && wait) {
+      parked_.emplace_back(from, Json{{"w", head.at("w")}});
+      return;
+    }
     Packet a;
     a.head = {{"w", head.at("w")},
               {"job", j ? static_cast<int64_t>(j->index) : int64_t{-1}},
               {"live", st_.opts.mode == Display::Mode::kLive}};
     if (j) {
+      a.head["limit"] = j->epoch_limit;
+      a.head["pause"] = j->pause;
       const std::string ckpt = st_.dir + "/checkpoints/" + j->name + ".ckpt";
       try {
         if (file_exists(ckpt)) a.blobs.push_back(read_file(ckpt));
@@ -211,6 +223,7 @@ class Coordinator {
   FleetSummary& sum_;
   Writer writer_;
   std::vector<double> rtt_;
+  std::vector<std::pair<int, Json>> parked_;  // search requests waiting for a decision
   int byes_ = 0;
 };
 

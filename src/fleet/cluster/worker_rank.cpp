@@ -259,6 +259,9 @@ class WorkerRank {
       ctx.stop = &stop_;
       ctx.observer = &fwd;
       ctx.checkpoint_seconds = opts_.checkpoint_seconds;
+      // A search's rung (RunState::take): rank 0 sent the trial's checkpoint when it has one.
+      ctx.epoch_limit = a.head.value("limit", 0);
+      ctx.pause_at_limit = a.head.value("pause", false);
       SavedModel saved;
       fwd.begin(index, ckpt);
       r = train_job(s, io_, data_[s.source], ctx, tmp_, saved);

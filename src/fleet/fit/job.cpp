@@ -456,7 +456,8 @@ class JobRun {
 
   // The epochs left; false when the job ended before its last (diverged, or cancelled by a stop).
   bool run_epochs() {
-    for (int epoch = ck_.epoch; epoch < spec_.epochs && !stop_training_; ++epoch) {
+    const int end = last_epoch();
+    for (int epoch = ck_.epoch; epoch < end && !stop_training_; ++epoch) {
       if (!train_epoch(epoch)) return false;
       EpochRecord rec;
       if (!epoch_record(epoch, rec)) return false;
@@ -472,7 +473,7 @@ class JobRun {
       if (epoch + 1 < spec_.epochs && !stop_training_)
         test_hold::reach("epoch_end", spec_.name, ctx_.stop);
     }
-    return true;
+    return !paused_at_limit();
   }
 
   // After the last epoch: the final figures, the test data's, the best epoch, and the model saved.
@@ -514,6 +515,26 @@ class JobRun {
     if (net_.pieces() == 1 || !ctx_.helpers) return net_.forward(n, false);
     net_.begin_inference(n);
     ctx_.helpers->run(net_.pieces(), infer_piece_, ctx_.job);
+  }
+
+  // The epoch the loop ends after: the spec's last, or the rung's limit (JobContext).
+  int last_epoch() const {
+    return ctx_.epoch_limit > 0 ? std::min(spec_.epochs, ctx_.epoch_limit) : spec_.epochs;
+  }
+  bool pausing() const { return ctx_.pause_at_limit && last_epoch() < spec_.epochs; }
+
+  // After the loop: a trial that reached its rung's limit with epochs left pauses there (its
+  // checkpoint written at the limit's epoch end); true when it did.
+  bool paused_at_limit() {
+    if (!pausing() || stop_training_ || static_cast<int>(res_.history.size()) < last_epoch())
+      return false;
+    res_.status = JobStatus::kCancelled;
+    res_.paused = true;
+    res_.message = "paused after epoch " + std::to_string(last_epoch()) + " (a rung)";
+    res_.epochs = last_epoch();
+    res_.seconds = ck_.seconds;
+    res_.metrics = res_.history.back().values;
+    return true;
   }
 
   // The epoch's batches (from the checkpoint's batch on a resume); false when the job ended in
@@ -668,11 +689,13 @@ class JobRun {
   // gives the same result). False when a stop ends the job here.
   bool checkpoint_epoch_end(int epoch) {
     const bool stop_requested = this->stop_requested();
-    if (stop_training_ || stop_requested || since(last_checkpoint_) >= ctx_.checkpoint_seconds) {
+    const bool rung_end = pausing() && epoch + 1 == last_epoch();
+    if (stop_training_ || stop_requested || rung_end ||
+        since(last_checkpoint_) >= ctx_.checkpoint_seconds) {
       write_checkpoint(epoch + 1, 0);
       last_checkpoint_ = Clock::now();
     }
-    if (stop_requested && epoch + 1 < spec_.epochs && !stop_training_) {
+    if (stop_requested && epoch + 1 < last_epoch() && !stop_training_) {
       res_.status = JobStatus::kCancelled;
       res_.message = "stopped after epoch " + std::to_string(epoch + 1) + "; resume with --resume";
       res_.epochs = epoch + 1;

@@ -49,6 +49,12 @@ struct JobContext {
   // restore_optimizer: the job trains with this optimizer, starting from its state (not the
   // plan's optimizer); ignored when a checkpoint resumes the job.
   const RestoredOptimizer* restored_optimizer = nullptr;
+  // A search's rung (fleet/search_scheduler.h): train up to this many epochs (0: the spec's), then,
+  // when `pause_at_limit` and epochs are left, checkpoint and return paused (JobResult::paused)
+  // for the scheduler to promote or prune; without it the limit ends training as the spec's last
+  // epoch would. A trial continued from its checkpoint is the same trial trained straight through.
+  int epoch_limit = 0;
+  bool pause_at_limit = false;
 };
 
 // Rows one batch of this model can hold: spec.batch_size, but never more than the rows any batch
