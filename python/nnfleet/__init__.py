@@ -108,6 +108,13 @@ def _int(v, name, call, lo=1, hi=_INT32_MAX):
     return int(v)
 
 
+def _int_from(v, name, call, lo, why="", hi=_INT32_MAX):
+    """_int, with a value below `lo` refused by the rule "must be at least lo" (and `why`)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v < lo:
+        _fail(call, name, f"must be at least {lo}{why}", f"an int from {lo} to {hi}", v)
+    return _int(v, name, call, lo=lo, hi=hi)
+
+
 def _float(v, name, call, lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX, hi_open=False):
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
         _fail(call, name, "must be a number", f"a finite number from {lo:g} to {hi:g}", v)
@@ -845,10 +852,7 @@ class SearchRun(Run):
         self.higher_is_better = higher_is_better
 
     def _value(self, m):
-        v = m.metrics.get(self.metric)
-        if v is None and m.rungs:
-            v = m.rungs[-1][1]
-        return v
+        return m.metrics.get(self.metric)  # a pruned trial's: its last rung's (as trials.csv)
 
     @property
     def best(self):
@@ -904,22 +908,16 @@ def _schedule(call, scheduler, reduction_factor, min_epochs, max_epochs, bracket
     if max_epochs is None:
         _fail(call, "max_epochs", "is required", "the epochs of a trial that is never stopped "
               "(an int of at least 1)", max_epochs)
-    max_epochs = _int(max_epochs, "max_epochs", call, lo=-_INT32_MAX)
-    if scheduler == "none" or max_epochs < 1:
-        if max_epochs < 1:
-            _fail(call, "max_epochs", "must be at least 1", "an int from 1", max_epochs)
+    max_epochs = _int_from(max_epochs, "max_epochs", call, 1)
+    if scheduler == "none":
         return {"none": {"max_epochs": max_epochs}}
     min_epochs = _int(min_epochs, "min_epochs", call)
-    if max_epochs < min_epochs:
-        _fail(call, "max_epochs", f"must be at least min_epochs ({min_epochs})",
-              f"an int from {min_epochs}", max_epochs)
+    max_epochs = _int_from(max_epochs, "max_epochs", call, min_epochs, " (min_epochs)")
     if scheduler == "median_stopping":
         return {"median_stopping": {"min_epochs": min_epochs, "max_epochs": max_epochs,
                                     "interval": _int(interval, "interval", call)}}
-    factor = _int(reduction_factor, "reduction_factor", call, lo=-_INT32_MAX)
-    if factor < 2:
-        _fail(call, "reduction_factor", "must be at least 2 (the best 1/reduction_factor of a "
-              "rung train on)", "an int from 2", reduction_factor)
+    factor = _int_from(reduction_factor, "reduction_factor", call, 2,
+                       " (the best 1/reduction_factor of a rung train on)")
     return {"successive_halving": {"reduction_factor": factor, "min_epochs": min_epochs,
                                    "max_epochs": max_epochs,
                                    "brackets": _int(brackets, "brackets", call)}}
@@ -1020,9 +1018,7 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
               "max_epochs= (and min_epochs=) instead", plan_defaults["epochs"])
     if trials is None:
         _fail(call, "trials", "is required", "the number of trials (an int of at least 1)", trials)
-    trials = _int(trials, "trials", call, lo=-_INT32_MAX, hi=_MAX_TRIALS)
-    if trials < 1:
-        _fail(call, "trials", "must be at least 1", f"an int from 1 to {_MAX_TRIALS}", trials)
+    trials = _int_from(trials, "trials", call, 1, hi=_MAX_TRIALS)
     schedule = _schedule(call, scheduler, reduction_factor, min_epochs, max_epochs, brackets,
                          interval)
     section = _search_section(call, trials, schedule, _text(metric, "metric", call),

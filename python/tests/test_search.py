@@ -227,10 +227,11 @@ def search_call(data, **change):
     (dict(mode="best"), "mode is not a known value; expected one of min, max, auto"),
     (dict(sampler="grid"), "sampler is not a known value; expected one of random, sobol"),
     (dict(reduction_factor=1), "reduction_factor must be at least 2"),
-    (dict(min_epochs=4, max_epochs=3), r"max_epochs must be at least min_epochs \(4\); "
-                                       r"expected an int from 4, got int 3"),
+    (dict(min_epochs=4, max_epochs=3), r"max_epochs must be at least 4 \(min_epochs\); "
+                                       r"expected an int from 4 to 2147483647, got int 3"),
     (dict(max_epochs=None), "max_epochs is required"),
     (dict(max_epochs=0, scheduler="none"), "max_epochs must be at least 1"),
+    (dict(trials=-2**63), "trials must be at least 1; expected an int from 1 to 100000"),
     (dict(min_epochs=0), "min_epochs is out of range"),
     (dict(brackets=0), "brackets is out of range"),
     (dict(scheduler="median_stopping", interval=0), "interval is out of range"),
