@@ -25,7 +25,8 @@ void add_report_command(CLI::App& app, Run& run) {
   auto args = std::make_shared<ReportArgs>();
   CLI::App* c = app.add_subcommand(
       "report",
-      "Write RUN_DIR/report.html: leaderboard, learning curves, grid charts, per-core timeline "
+      "Write RUN_DIR/report.html: leaderboard, learning curves, grid and search charts, per-core "
+      "timeline "
       "and layer tables of a run, in one self-contained page that opens offline");
   c->add_option("run_dir", args->dir, "The output folder of a run (train --out)")->required();
   c->add_flag("--live", args->live,

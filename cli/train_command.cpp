@@ -180,7 +180,10 @@ std::string write_failure_hint(const std::string& plan, const std::string& out_d
 
 void add_train_command(CLI::App& app, Run& run) {
   auto args = std::make_shared<TrainArgs>();
-  CLI::App* c = app.add_subcommand("train", "Train every model of a plan (YAML or JSON) at once");
+  CLI::App* c =
+      app.add_subcommand("train",
+                         "Train every model of a plan (YAML or JSON) at once, or run its search "
+                         "(sampled trials, successive halving; README \"Search\")");
   c->add_option("plan", args->plan, "The plan file (see examples/fashion-mnist.yaml)")->required();
   c->add_option("--out", args->out, "Output folder (default: runs/<plan>-<timestamp>)");
   c->add_option("--workers", args->workers,

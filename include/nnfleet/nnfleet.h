@@ -1,6 +1,7 @@
 // nnfleet's public C++ API, all of it: error.h (the exceptions), array.h (caller-owned arrays),
 // data.h (data files in and out), model.h (Keras models: load, inspect, predict, save), run.h
-// (train a plan's fleet, its report), cluster.h (a run across MPI ranks) and version.h (generated).
+// (train a plan's fleet, its report), search.h (a search's draws), cluster.h (a run across MPI
+// ranks) and version.h (generated).
 // testing.h holds hooks for the tests of front ends and is not included here.
 #pragma once
 
@@ -10,4 +11,5 @@
 #include "nnfleet/error.h"
 #include "nnfleet/model.h"
 #include "nnfleet/run.h"
+#include "nnfleet/search.h"
 #include "nnfleet/version.h"

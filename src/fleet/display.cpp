@@ -193,11 +193,11 @@ void Display::job_pruned(const JobResult& r, double cost) {
   ++done_;
   done_cost_ += cost;
   emit("pruned " + r.name + ": " + r.message, {{"event", "pruned"},
-                                                {"model", r.name},
-                                                {"message", r.message},
-                                                {"epochs", r.epochs},
-                                                {"done", done_},
-                                                {"total", total_}});
+                                               {"model", r.name},
+                                               {"message", r.message},
+                                               {"epochs", r.epochs},
+                                               {"done", done_},
+                                               {"total", total_}});
 }
 
 void Display::job_finished(int worker, const JobResult& r, double cost) {

@@ -520,10 +520,12 @@ class WorkerPool {
         io_(io),
         data_(data),
         cores_(cores),
-        // A search's trials come back to the queue rung after rung: its workers leave take()
-        // only when the search is over, with nothing left to help.
-        helpers_(helpers && !st.search),
-        board_(helpers_ ? split_jobs(st) : 0),
+        helpers_(helpers),
+        // A search's trials come back rung after rung: its board counts the search as one job,
+        // ended when the search is.
+        board_(!helpers    ? 0
+               : st.search ? 1
+                           : split_jobs(st)),
         busy_(cores.size(), 0.0),
         running_(static_cast<int>(cores.size())) {}
 
@@ -538,6 +540,7 @@ class WorkerPool {
     return total;
   }
   int jobs() const { return jobs_.load(); }
+  void wake() { board_.wake(); }
 
  private:
   static int split_jobs(const RunState& st) {
@@ -547,20 +550,48 @@ class WorkerPool {
   }
 
   void work(int w) {
-    while (PreparedJob* j = st_.take()) train(w, *j);
-    if (helpers_) {
-      st_.live->helping(w, true);
-      const Timeline::Slot& me = st_.slots.at(static_cast<size_t>(w));
-      busy_[static_cast<size_t>(w)] +=
-          board_.help(&st_.stop, [&](int owner, HelpBoard::Clock::time_point b,
-                                     HelpBoard::Clock::time_point e, int pieces) {
-            if (st_.timeline)
-              st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
-                                   st_.timeline->wall(b), st_.timeline->wall(e), pieces);
-          });
-      st_.live->helping(w, false);
+    if (st_.search) {
+      work_search(w);
+    } else {
+      while (PreparedJob* j = st_.take()) train(w, *j);
+      if (helpers_) help(w, nullptr);
     }
     --running_;
+  }
+
+  // A search's worker: trains what the scheduler hands out; while a rung waits for its last
+  // trials, it helps the split ones among them (or waits) until a decision gives work.
+  void work_search(int w) {
+    for (;;) {
+      bool wait = false;
+      if (PreparedJob* j = st_.try_take(wait)) {
+        train(w, *j);
+        continue;
+      }
+      if (!wait) break;
+      if (!helpers_) {
+        PreparedJob* j = st_.take();  // waits for a decision
+        if (!j) break;
+        train(w, *j);
+        continue;
+      }
+      help(w, [this] { return st_.search_ready(); });
+    }
+    if (helpers_ && !search_over_.exchange(true)) board_.job_done();
+  }
+
+  // Helps split models (HelpBoard) until no split job is left, or `until()`.
+  void help(int w, const std::function<bool()>& until) {
+    st_.live->helping(w, true);
+    const Timeline::Slot& me = st_.slots.at(static_cast<size_t>(w));
+    busy_[static_cast<size_t>(w)] += board_.help_until(
+        &st_.stop, until,
+        [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e, int pieces) {
+          if (st_.timeline)
+            st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
+                                 st_.timeline->wall(b), st_.timeline->wall(e), pieces);
+        });
+    st_.live->helping(w, false);
   }
 
   void train(int w, PreparedJob& j) {
@@ -584,7 +615,7 @@ class WorkerPool {
     ctx.pause_at_limit = j.pause;
     SavedModel saved;
     JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
-    if (ctx.helpers && j.pieces > 1) board_.job_done();
+    if (ctx.helpers && j.pieces > 1 && !st_.search) board_.job_done();
     busy_[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
     ++jobs_;
     st_.store(
@@ -605,6 +636,7 @@ class WorkerPool {
   std::vector<double> busy_;  // per worker
   std::atomic<int> running_;  // workers not yet finished
   std::atomic<int> jobs_{0};
+  std::atomic<bool> search_over_{false};
 };
 
 // 6. Models never started because of a stop are reported as cancelled.
@@ -720,6 +752,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   // 5. Pinned workers take the next job as soon as they are free (with peers, rank 0's
   // coordinator hands jobs from the same queue to theirs meanwhile).
   WorkerPool pool(st, io, data, cores, peers.helpers());
+  st.on_decision = [&pool] { pool.wake(); };
   const auto t0 = Clock::now();
   announce(live, st, opened, sum.workers, peers, slots);
   live.start();
@@ -730,6 +763,8 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   timeline->end_session();
 
   cancel_unstarted(st, sum);
+  // A search's time limit ends the run as planned: every result is kept, and --resume goes on.
+  if (st.deadline_noted && !st.stopping()) sum.interrupted = false;
   const double busy = peers.account(sum, pool.jobs(), pool.busy());
   sum.busy_fraction = sum.makespan > 0 ? busy / (sum.workers * sum.makespan) : 0.0;
   sum.peak_rss_bytes = peak_rss_bytes();

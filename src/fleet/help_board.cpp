@@ -61,6 +61,16 @@ void HelpBoard::job_done() {
 }
 
 double HelpBoard::help(const std::atomic<bool>* stop, const SpanSink& sink) {
+  return help_until(stop, nullptr, sink);
+}
+
+void HelpBoard::wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cv_.notify_all();
+}
+
+double HelpBoard::help_until(const std::atomic<bool>* stop, const std::function<bool()>& until,
+                             const SpanSink& sink) {
   // Pieces of one owner less than this apart make one span (a step's pieces follow each other
   // within microseconds; its next step's within the owner's own share of the step).
   constexpr auto kMerge = std::chrono::milliseconds(250);
@@ -75,6 +85,12 @@ double HelpBoard::help(const std::atomic<bool>* stop, const SpanSink& sink) {
   double seconds = 0.0;
   std::unique_lock<std::mutex> lock(mu_);
   while (split_jobs_ > 0 && !(stop && stop->load(std::memory_order_relaxed))) {
+    if (until) {
+      lock.unlock();
+      const bool done = until();
+      lock.lock();
+      if (done) break;
+    }
     Task* task = nullptr;
     int piece = 0;
     if (!claim(task, piece)) {

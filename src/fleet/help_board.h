@@ -36,6 +36,12 @@ class HelpBoard : public PieceRunner {
   // An idle worker helps with posted pieces until no counted job is left or `stop` is set,
   // reporting its spans to `sink` (when set). Returns the seconds it spent computing pieces.
   double help(const std::atomic<bool>* stop, const SpanSink& sink = nullptr);
+  // The same, also returning as soon as `until()` is true (checked between pieces and at least
+  // every 50 ms): a search's idle worker helps while it waits for a rung's decision.
+  double help_until(const std::atomic<bool>* stop, const std::function<bool()>& until,
+                    const SpanSink& sink = nullptr);
+  // Wakes helpers to check their `until` now (a rung was decided).
+  void wake();
 
  private:
   struct Task {

@@ -127,8 +127,8 @@ JobResult job_result_from_json(const Json& j) {
                                 j.at("parameters").at(k.get<std::string>()).dump());
   if (j.contains("rungs"))
     for (const auto& g : j["rungs"])
-      r.rungs.push_back({g.at("epochs").get<int>(), value(g.at("value")),
-                         g.at("decision").get<std::string>()});
+      r.rungs.push_back(
+          {g.at("epochs").get<int>(), value(g.at("value")), g.at("decision").get<std::string>()});
   return r;
 }
 
@@ -205,7 +205,8 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
     o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
     for (size_t i = 0; i < results.size(); ++i) {
       Json j = job_result_to_json(results[i]);
-      for (const char* k : {"history", "metric_order", "history_order", "parameter_order", "paused"})
+      for (const char* k :
+           {"history", "metric_order", "history_order", "parameter_order", "paused"})
         j.erase(k);  // history.csv has the histories; the parameters keep written order here
       std::string m = j.dump(2);
       // Indented two levels deeper, as a whole-document dump(2) would.

@@ -51,6 +51,13 @@ PreparedJob* RunState::take_search(bool& wait) {
   return nullptr;
 }
 
+bool RunState::search_ready() {
+  if (stopping()) return true;
+  std::lock_guard<std::mutex> lock(search_mu);
+  return search->has_work() || search->finished() ||
+         (deadline && !deadline_noted && std::chrono::steady_clock::now() >= *deadline);
+}
+
 void RunState::start_search() {
   std::vector<SearchScheduler::Pruned> pruned;
   {
@@ -153,6 +160,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   if (search) {
     prune(pruned);
     search_cv.notify_all();
+    if (on_decision) on_decision();
   }
 }
 

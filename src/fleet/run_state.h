@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -81,6 +82,10 @@ struct RunState {
   // A search: the first rung's work queued after what a resume found (`pruned` by the
   // decisions the facts allow are recorded).
   void start_search();
+  // A search's worker may stop waiting: work is queued, the search is over, or the run stops.
+  bool search_ready();
+  // Called after a search's decision (the worker pool wakes its helpers); may be empty.
+  std::function<void()> on_decision;
   // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
   // it finished for --resume) and records its result; `model_file` (relative to the folder)
   // names the model this process saved for it, `model_xxh3` its bytes' hash. A write failure

@@ -140,8 +140,10 @@ bool SearchScheduler::decide(Bracket& b, std::vector<Pruned>& pruned) {
     const bool goes_on = std::binary_search(keep.begin(), keep.end(), k);
     Facts& f = facts_[k];
     if (f.ended) {
-      f.decided.push_back(
-          {e, value_at(k, e), f.reached > e ? "promoted" : f.pruned ? "pruned" : "final"});
+      f.decided.push_back({e, value_at(k, e),
+                           f.reached > e ? "promoted"
+                           : f.pruned    ? "pruned"
+                                         : "final"});
       if (goes_on && f.reached > e) next.push_back(k);  // an earlier run trained it on
       continue;
     }

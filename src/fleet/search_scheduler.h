@@ -68,6 +68,7 @@ class SearchScheduler {
   // nothing is queued or running and nothing can be decided any more.
   std::optional<Work> next();
   bool finished() const;
+  bool has_work() const { return !queue_.empty(); }
 
   // Trial k's rungs as results report them (epochs, value, decision).
   std::vector<api::Rung> rung_results(size_t k) const;
@@ -79,8 +80,8 @@ class SearchScheduler {
   struct Facts {
     int reached = 0;
     bool ended = false;
-    bool pruned = false;   // by an earlier run (its record says so)
-    bool running = false;  // queued or training
+    bool pruned = false;        // by an earlier run (its record says so)
+    bool running = false;       // queued or training
     std::vector<double> value;  // the metric after each epoch (NaN when missing)
     std::vector<api::Rung> decided;
   };

@@ -32,11 +32,12 @@ using plan_detail::ModelRef;
 using plan_detail::PlanContext;
 using plan_detail::Problems;
 
-const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "seed"};
+const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "search", "seed"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
-    "name", "seed", "data", "train", "test", "scale", "validation_split", "models", "keras",
+    "name", "parameters", "seed", "data", "train", "test", "scale", "validation_split", "search",
+    "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
     "weighted_metrics", "reduce_lr_on_plateau", "factor", "cooldown", "min_lr", "class_weight",
@@ -207,8 +208,19 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   const PlanContext cx{doc, pr, expander->dir, arrays};
   EntryExpander models(cx);
   models.set_threads(threads > 0 ? threads : static_cast<int>(allowed_cpus().size()));
+  if (r.contains("search") && !r["search"].is_null()) {
+    plan.search.emplace();
+    plan_detail::read_search(cx, r["search"], plan.seed, *plan.search, expander->search);
+    expander->has_search = true;
+    models.set_search(&expander->search);
+  }
   std::vector<ModelRef> refs;
   read_models(cx, models, r, plan, *expander, refs);
+  if (plan.search && !plan.search->sampled) {
+    // The plan's models are the trials; a max_total_epochs keeps the first that fit.
+    refs.resize(plan_detail::fit_trials(pr, *plan.search, refs.size()));
+    plan.search->trials = refs.size();
+  }
   pr.throw_if_any();
   plan.models = PlanModels(std::move(expander), std::move(refs));
   return plan;
@@ -222,6 +234,7 @@ std::string plan_to_yaml(const Plan& plan,
                          const std::function<void(size_t, const ModelSpec&)>& each, int threads) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
+  if (plan.search) head["search"] = plan.search->to_json();
   // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
   // thread after the others stopped, and `each` sees every model once. Each k is marked by the
   // one thread that makes it.

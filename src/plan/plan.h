@@ -206,17 +206,22 @@ struct SearchSchedule {
 };
 
 struct SearchSpec {
-  std::string where;         // "fleet.yaml:3: search", for messages
-  bool sampled = false;      // trials drawn from `space:` (else every model of the plan is one)
-  size_t trials = 0;         // the number of trials (models of the plan)
+  std::string where;     // "fleet.yaml:3: search", for messages
+  bool sampled = false;  // trials drawn from `space:` (else every model of the plan is one)
+  size_t trials = 0;     // the number of trials (models of the plan)
   std::string sampler = "random";  // "random" or "sobol"
   SearchSchedule schedule;
   std::string metric = "val_loss";  // the figure rungs compare, from every trial's history
   bool higher_is_better = false;    // `mode: max` (auto: from the metric's name)
   int64_t max_total_epochs = 0;     // 0: none (else fewer trials, so that the plan fits it)
   double time_limit_seconds = 0;    // 0: none; not deterministic: stops at the next rung
-  std::vector<SearchParameter> parameters;  // the space's, in written order
-  Json to_json() const;                     // the plan form, for plan.yaml
+  // The space's, in written order; empty without a space (each model's own are then
+  // PlanModels::parameters).
+  std::vector<SearchParameter> parameters;
+  // The plan.yaml form: scheduler, metric, mode (min or max), max_total_epochs and time_limit.
+  // Not the space, sampler or trials: plan.yaml's models are the trials, each with the
+  // `parameters:` it drew, so the file loads back to the same trials as a search without space.
+  Json to_json() const;
 };
 
 struct Plan {

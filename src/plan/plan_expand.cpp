@@ -4,6 +4,7 @@
 // a model again from its entry whenever it is asked for.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 
@@ -29,11 +30,13 @@ const std::vector<std::string> kModelKeys = {"batch_size",
                                              "metrics",
                                              "name",
                                              "optimizer",
+                                             "parameters",
                                              "reduce_lr_on_plateau",
                                              "restore_optimizer",
                                              "shuffle",
                                              "unfreeze_from",
-                                             "weighted_metrics"};
+                                             "weighted_metrics",
+                                             "when"};
 const std::vector<std::string> kDefaultsKeys = {"batch_size",
                                                 "batch_split",
                                                 "class_weight",
@@ -71,13 +74,13 @@ std::string value_text(const Json& v) {
   return v.dump();  // integers, bools, null
 }
 
-// Replaces "{var}" placeholders with grid values. A string that is exactly "{var}" takes the
-// value itself (a number stays a number) unless `exact` is off; elsewhere the value's text is
-// spliced in. Mapping keys are substituted as text.
+// Replaces "{var}" placeholders with grid values (or a trial's parameters). A string that is
+// exactly "{var}" takes the value itself (a number stays a number) unless `exact` is off;
+// elsewhere the value's text is spliced in. Mapping keys are substituted as text.
 struct Substituter {
   Problems& pr;
   const std::map<std::string, Json>& values;
-  std::string vars;  // "units, lr" for messages
+  std::string expected;  // "one of the grid's vars: units, lr", for messages
 
   void apply(Json& v, const std::string& path, bool exact) {
     if (v.is_string()) {
@@ -123,9 +126,7 @@ struct Substituter {
       }
       auto it = values.find(var);
       if (it == values.end()) {
-        pr.add(path, "unknown placeholder '{" + var + "}'; expected " +
-                         (vars.empty() ? std::string("none, as this model has no grid")
-                                       : "one of the grid's vars: " + vars));
+        pr.add(path, "unknown placeholder '{" + var + "}'; expected " + expected);
         out += "{" + var + "}";
         pr.mute(path);
       } else if (it->second.is_structured()) {
@@ -172,7 +173,8 @@ void merge(const Json& defaults, const Json& e, const std::string& ep, ModelExpa
       }
   for (auto it = e.begin(); it != e.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "grid" || std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
+    if (k == "grid" || k == "when" ||
+        std::find(kModelKeys.begin(), kModelKeys.end(), k) == kModelKeys.end())
       continue;
     if (k == "layers" || k == "keras") {  // the entry's architecture replaces the default's
       for (const char* a : {"layers", "keras"})
@@ -188,10 +190,35 @@ void merge(const Json& defaults, const Json& e, const std::string& ep, ModelExpa
   }
 }
 
+// The values of grid point `point` of `e` (the last var varying fastest).
+std::map<std::string, Json> grid_values(const ModelExpander::Entry& e, size_t point) {
+  std::map<std::string, Json> values;
+  for (size_t v = e.vars.size(); v-- > 0;) {
+    const Json& list = e.vars[v].second;
+    values[e.vars[v].first] = list[point % list.size()];
+    point /= list.size();
+  }
+  return values;
+}
+
+// {trial}: the index zero-padded to `digits` ("007" of 100 trials), text even where the whole
+// string is the placeholder.
+std::string trial_text(size_t k, int digits) {
+  std::string t = std::to_string(k);
+  return std::string(t.size() < static_cast<size_t>(digits) ? digits - t.size() : 0, '0') + t;
+}
+
+Json parameters_json(const Parameters& p) {
+  Json j = Json::object();
+  for (const auto& [name, v] : p) j[name] = v;
+  return j;
+}
+
 }  // namespace
 
 void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander& ex,
                            std::vector<ModelRef>& out) {
+  if (search_ && search_->sampled) return templates(defaults, list, ex, out);
   const size_t planned = planned_models(list);
   if (planned > limits::kMaxPlanModels) {
     cx_.pr.add("models", "plan too large; expected at most " +
@@ -209,6 +236,11 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
       continue;
     }
     check_keys(cx_.pr, ep, e, kModelKeys);
+    if (e.contains("when"))
+      cx_.pr.add(child_path(ep, "when"),
+                 "when chooses the entry of a search's trials; expected it only with "
+                 "search.space (this plan's models are " +
+                     std::string(search_ ? "its search's trials as written)" : "not a search)"));
     ModelExpander::Entry entry;
     entry.path = ep;
     size_t count = 1;
@@ -222,30 +254,108 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
     entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"), ep,
                         name_template, var_names});
     ex.entries.push_back(std::move(entry));
-    expand_entry(ex.entries.back(), static_cast<uint32_t>(ex.entries.size() - 1), count, out);
+    const auto index = static_cast<uint32_t>(ex.entries.size() - 1);
+    expand_points(
+        ex.entries, count,
+        [index](size_t c) {
+          return Point{index, c};
+        },
+        !ex.entries.back().merged.contains("data"), out);
   }
   check_unique_names(out);
 }
 
-// Refs to the `count` models of entry `e` (number `index`) in `out`, each model expanded and so
-// checked here (and made again when needed).
-void EntryExpander::expand_entry(const ModelExpander::Entry& e, uint32_t index, size_t count,
-                                 std::vector<ModelRef>& out) {
-  // A model with data of its own adds its source to the plan's list, in model order.
-  if (threads_ > 1 && count >= 2 * kBlock && !e.merged.contains("data"))
-    return expand_entry_apart(e, index, count, out);
+// A search's templates: each entry of `list` merged over `defaults`, and trial k expanded from
+// the first whose `when` holds for it.
+void EntryExpander::templates(const Json& defaults, const Json& list, ModelExpander& ex,
+                              std::vector<ModelRef>& out) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string ep = index_path("models", i);
+    const Json& e = list[i];
+    if (!e.is_object()) {
+      cx_.pr.add(ep, "expected a mapping with a name and layers (or keras), got " + show(e));
+      continue;
+    }
+    check_keys(cx_.pr, ep, e, kModelKeys);
+    if (e.contains("parameters"))
+      cx_.pr.add(child_path(ep, "parameters"),
+                 "a trial's parameters are the values it drew from search.space; expected no "
+                 "parameters in a search's model entry");
+    ModelExpander::Entry entry;
+    entry.path = ep;
+    entry.is_template = true;
+    if (e.contains("when"))
+      entry.when = read_when(cx_.pr, child_path(ep, "when"), e["when"], search_->space,
+                             search_->space.params.size(), "of search.space");
+    if (e.contains("grid") && !e["grid"].is_null()) {
+      cx_.pr.add(child_path(ep, "grid"),
+                 "a search's trials are drawn from search.space; expected no grid in its model "
+                 "entries (put the grid's vars in the space, e.g. {choice: [...]})");
+      continue;
+    }
+    merge(defaults, e, ep, entry);
+    const std::string name_template =
+        e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+    entries_.push_back({child_path(entry.base.count("name") ? entry.base["name"] : ep, "name"),
+                        ep,
+                        name_template,
+                        {"trial"}});
+    ex.entries.push_back(std::move(entry));
+  }
+  const std::vector<Trial>& trials = search_->trials;
+  std::vector<uint32_t> which(trials.size());
+  size_t unmatched = 0, first = 0;
+  bool data = false;
+  for (size_t k = 0; k < trials.size(); ++k) {
+    size_t t = 0;
+    while (t < ex.entries.size() && !search_->space.holds(ex.entries[t].when, trials[k])) ++t;
+    if (t == ex.entries.size() && unmatched++ == 0) first = k;
+    which[k] = static_cast<uint32_t>(t);
+    data = data || (t < ex.entries.size() && ex.entries[t].merged.contains("data"));
+  }
+  if (unmatched > 0) {
+    std::string drew;
+    for (const auto& [name, v] : search_->space.named(trials[first]))
+      drew += (drew.empty() ? "" : ", ") + name + ": " + value_text(v);
+    cx_.pr.add(
+        "models",
+        "no model entry matches trial " + std::to_string(first) + " (" + drew + ")" +
+            (unmatched > 1 ? " nor " + std::to_string(unmatched - 1) + " other trial(s)" : "") +
+            "; expected an entry whose when: holds for it, or one without when");
+    return;
+  }
+  out.reserve(trials.size());
+  expand_points(
+      ex.entries, trials.size(),
+      [&](size_t k) {
+        return Point{which[k], k};
+      },
+      !data, out);
+  check_unique_names(out);
+}
+
+// Refs to the `count` models at(0), at(1), ... in `out`, each model expanded and so checked here
+// (and made again when needed).
+void EntryExpander::expand_points(const std::vector<ModelExpander::Entry>& entries, size_t count,
+                                  const std::function<Point(size_t)>& at, bool apart,
+                                  std::vector<ModelRef>& out) {
+  // A model with data of its own adds its source to the plan's list, in model order: never apart.
+  if (threads_ > 1 && count >= 2 * kBlock && apart)
+    return expand_points_apart(entries, count, at, out);
   for (size_t c = 0; c < count; ++c) {
-    ModelSpec s = expand(e, c);
-    out.push_back(
-        {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
+    const Point p = at(c);
+    ModelSpec s = expand(entries[p.entry], p.point);
+    out.push_back({p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source),
+                   std::move(s.name)});
   }
 }
 
 // The same on up to threads_ threads, in blocks of kBlock models, each thread with an expander
 // of its own whose problems are replayed here in model order: the same problems as one after the
 // other. (An 8 x 1,000 grid of tiny models took 0.25 s to check on one thread, Zen 3.)
-void EntryExpander::expand_entry_apart(const ModelExpander::Entry& e, uint32_t index, size_t count,
-                                       std::vector<ModelRef>& out) {
+void EntryExpander::expand_points_apart(const std::vector<ModelExpander::Entry>& entries,
+                                        size_t count, const std::function<Point(size_t)>& at,
+                                        std::vector<ModelRef>& out) {
   const size_t blocks = (count + kBlock - 1) / kBlock;
   const int threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), blocks));
   std::vector<std::unique_ptr<Problems>> prs;
@@ -262,9 +372,10 @@ void EntryExpander::expand_entry_apart(const ModelExpander::Entry& e, uint32_t i
   for_each_block(blocks, threads, [&](int t, size_t b) {
     EntryExpander& l = *expanders[static_cast<size_t>(t)];
     for (size_t c = b * kBlock; c < std::min(count, (b + 1) * kBlock); ++c) {
-      ModelSpec s = l.expand(e, c);
-      done[b].refs.push_back(
-          {index, static_cast<uint32_t>(c), static_cast<uint32_t>(s.source), std::move(s.name)});
+      const Point p = at(c);
+      ModelSpec s = l.expand(entries[p.entry], p.point);
+      done[b].refs.push_back({p.entry, static_cast<uint32_t>(p.point),
+                              static_cast<uint32_t>(s.source), std::move(s.name)});
     }
     done[b].calls = prs[static_cast<size_t>(t)]->take_calls();
   });
@@ -313,18 +424,58 @@ bool EntryExpander::grid(const Json& e, const std::string& ep,
 
 ModelSpec EntryExpander::expand(const ModelExpander::Entry& e, size_t point) {
   std::map<std::string, Json> values;
-  for (size_t v = e.vars.size(); v-- > 0;) {
-    const Json& list = e.vars[v].second;
-    values[e.vars[v].first] = list[point % list.size()];
-    point /= list.size();
+  std::string expected;
+  if (e.is_template) {
+    std::vector<std::string> names;
+    for (const auto& [d, v] : search_->trials[point]) {
+      values[search_->space.names[d]] = v;
+      names.push_back(search_->space.names[d]);
+    }
+    values["trial"] = trial_text(point, search_->digits);
+    expected = "one of the parameters of search.space that trial " + std::to_string(point) +
+               " drew (" + (names.empty() ? std::string("none") : join(names)) + ") or trial";
+  } else {
+    values = grid_values(e, point);
+    std::vector<std::string> var_names;
+    for (const auto& v : e.vars) var_names.push_back(v.first);
+    expected = var_names.empty() ? "none, as this model has no grid"
+                                 : "one of the grid's vars: " + join(var_names);
   }
-  std::vector<std::string> var_names;
-  for (const auto& v : e.vars) var_names.push_back(v.first);
-  Substituter sub{cx_.pr, values, join(var_names)};
+  Substituter sub{cx_.pr, values, expected};
   Json m = e.merged;
-  for (auto it = m.begin(); it != m.end(); ++it)
-    sub.apply(it.value(), child_path(e.base.at(it.key()), it.key()), it.key() != "name");
-  return builder_.build(m, e.base, e.path);
+  RepeatedLayers layers;
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    const std::string path = child_path(e.base.at(it.key()), it.key());
+    if (it.key() != "layers") {
+      sub.apply(it.value(), path, it.key() != "name");
+      continue;
+    }
+    // Blocks repeated before the placeholders are substituted ("{width_{i}}": "{width_0}").
+    layers = expand_repeats(cx_.pr, it.value(), path, values);
+    for (size_t j = 0; j < layers.paths.size(); ++j)
+      sub.apply(layers.list[j], layers.paths[j], true);
+    it.value() = std::move(layers.list);
+  }
+  if (e.is_template)
+    m["parameters"] = parameters_json(search_->space.named(search_->trials[point]));
+  if (search_) search_epochs(e, m);
+  builder_.set_layer_paths(layers.paths.empty() ? nullptr : &layers.paths);
+  ModelSpec s = builder_.build(m, e.base, e.path);
+  builder_.set_layer_paths(nullptr);
+  return s;
+}
+
+// A search's trials train for the scheduler's max_epochs: an entry's own epochs, unless the same,
+// would say otherwise (plan.yaml writes every trial's epochs, and loads back).
+void EntryExpander::search_epochs(const ModelExpander::Entry& e, Json& m) {
+  if (!search_->epochs) return;
+  const int epochs = *search_->epochs;
+  if (m.contains("epochs") && !(m["epochs"].is_number() && m["epochs"].get<double>() == epochs))
+    cx_.pr.add(child_path(e.base.at("epochs"), "epochs"),
+               "a search's epochs are set by " + search_->epochs_path +
+                   " (max_epochs: " + std::to_string(epochs) + "); expected no epochs here (or " +
+                   std::to_string(epochs) + "), got " + show(m["epochs"]));
+  m["epochs"] = epochs;
 }
 
 void EntryExpander::check_unique_names(const std::vector<ModelRef>& models) {
@@ -354,10 +505,34 @@ ModelSpec ModelExpander::expand(const ModelRef& r) const {
   Problems pr(file, doc.lines);
   EntryExpander expander(PlanContext{doc, pr, dir, arrays});
   expander.builder().set_checked();
+  if (has_search) expander.set_search(&search);
   ModelSpec s = expander.expand(entries.at(r.entry), r.point);
   NNFLEET_CHECK(pr.empty());  // load_plan expanded the same model without a problem
   s.source = r.source;
   return s;
+}
+
+Parameters ModelExpander::parameters(const ModelRef& r) const {
+  const Entry& e = entries.at(r.entry);
+  if (e.is_template) return search.space.named(search.trials.at(r.point));
+  const std::map<std::string, Json> values = grid_values(e, r.point);
+  Parameters out;
+  if (!e.merged.contains("parameters")) {
+    for (const auto& v : e.vars) out.emplace_back(v.first, values.at(v.first));
+    return out;
+  }
+  // The entry's own `parameters:`, its placeholders substituted, in its written order.
+  Problems pr(file, doc.lines);
+  Substituter sub{pr, values, ""};
+  const std::string path = child_path(e.base.at("parameters"), "parameters");
+  Json p = e.merged["parameters"];
+  sub.apply(p, path, true);
+  auto order = doc.keys.find(path);
+  for (const auto& k : order != doc.keys.end() ? order->second : std::vector<std::string>{}) {
+    const std::string key = sub.text(k, path);
+    if (p.contains(key)) out.emplace_back(key, p[key]);
+  }
+  return out;
 }
 
 }  // namespace plan_detail
@@ -369,6 +544,10 @@ PlanModels::PlanModels(std::shared_ptr<const plan_detail::ModelExpander> expande
 }
 
 ModelSpec PlanModels::operator[](size_t k) const { return expander_->expand(refs_[k]); }
+
+std::vector<std::pair<std::string, Json>> PlanModels::parameters(size_t k) const {
+  return expander_->parameters(refs_.at(k));
+}
 
 ModelSpec PlanModels::at(size_t k) const {
   if (k >= refs_.size())

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -19,8 +20,12 @@
 #include "plan/plan.h"
 #include "plan/plan_problems.h"
 #include "plan/plan_yaml.h"
+#include "plan/search_space.h"
 
 namespace nnfleet::plan_detail {
+
+// The most times a `repeat:` block repeats, and the most values of a `per` parameter.
+inline constexpr int64_t kMaxRepeat = 1000;
 
 // The keys of a model entry and of `defaults` (plan_expand.cpp).
 extern const std::vector<std::string> kModelKeys;
@@ -37,6 +42,47 @@ struct PlanContext {
   std::string resolve(const std::string& p) const;
 };
 
+// A plan's search as its expansion uses it (plan_search.cpp).
+struct SearchTrials {
+  bool sampled = false;  // the models are templates for trials drawn from `space`
+  SearchSpace space;
+  std::vector<Trial> trials;  // sampled: trial k's values
+  int digits = 1;             // of the {trial} text: those of trials - 1
+  // Every trial's epochs: the scheduler's max_epochs (none with budgets in samples).
+  std::optional<int> epochs;
+  std::string epochs_path;  // "search.scheduler", for messages
+};
+
+// The plan's `search:` mapping `r` into `spec`, and into `out` its space and, when it has one,
+// its trials drawn under `seed`.
+void read_search(const PlanContext& cx, const Json& r, uint64_t seed, SearchSpec& spec,
+                 SearchTrials& out);
+void read_space(const PlanContext& cx, const Json& v, SearchSpace& space);
+// A `when:` mapping at `path` over the first `earlier` parameters of `space` (`whose` says which
+// in messages: "before it", "of search.space").
+When read_when(Problems& pr, const std::string& path, const Json& v, const SearchSpace& space,
+               size_t earlier, const char* whose);
+// The rung budgets of `s`, ascending, the last max_budget.
+std::vector<int64_t> schedule_rungs(const SearchSchedule& s);
+// The epochs `s` plans for n trials (design "max_total_epochs"): halving with bracket b (trials
+// k with k % brackets == b) starting at rung b and floor(n_b / rf^j) (at least 1) trials
+// reaching its j-th rung; median and none: n * max_budget.
+int64_t planned_epochs(const SearchSchedule& s, size_t n);
+// The most trials, at most n, whose planned epochs fit spec.max_total_epochs (n without one);
+// reports a max_total_epochs too small for one trial.
+size_t fit_trials(Problems& pr, const SearchSpec& spec, size_t n);
+
+// A layers list with its `repeat:` blocks expanded (plan_repeat.cpp): each item and the field
+// path it was written at.
+struct RepeatedLayers {
+  Json list = Json::array();
+  std::vector<std::string> paths;
+};
+// `list` at `path`, `{repeat: N, layers: [...]}` items replaced by N copies of their layers with
+// "{i}" the copy's index (a count "{var}" taken from `values`); problems reported into `pr`.
+RepeatedLayers expand_repeats(Problems& pr, const Json& list, const std::string& path,
+                              const std::map<std::string, Json>& values);
+
 // What expands a plan's models after load_plan: the document (for the lines of messages and of
 // ModelSpec::where), and every entry once, merged over `defaults`.
 class ModelExpander {
@@ -46,17 +92,23 @@ class ModelExpander {
     std::map<std::string, std::string> base;  // key -> where it came from ("defaults", "models[0]")
     std::string path;                         // "models[0]"
     std::vector<std::pair<std::string, Json>> vars;  // the grid in written order, each its values
+    When when;                                       // a search's template: the trials it makes
+    bool is_template = false;
   };
   ModelExpander(std::string file, std::filesystem::path dir)
       : file(std::move(file)), dir(std::move(dir)) {}
   // The model at `r`, as load_plan checked it (without constructing its layers again).
   ModelSpec expand(const ModelRef& r) const;
+  // PlanModels::parameters of the model at `r`.
+  Parameters parameters(const ModelRef& r) const;
 
   std::string file;           // the plan's path as given, for messages
   std::filesystem::path dir;  // relative file names are taken from here
   bool arrays = false;        // PlanContext::arrays
   LocatedJson doc;
   std::vector<Entry> entries;
+  SearchTrials search;
+  bool has_search = false;  // the plan has `search:`
 };
 
 // Data sources (plan_data.cpp).
@@ -93,6 +145,9 @@ class ModelBuilder {
   // each key came from.
   ModelSpec build(const Json& m, const std::map<std::string, std::string>& base,
                   const std::string& entry);
+  // The field path each item of the next models' layers lists was written at (their `repeat:`
+  // blocks expanded), or nullptr: their index in the list.
+  void set_layer_paths(const std::vector<std::string>* paths) { layer_paths_ = paths; }
 
  private:
   // The field path of a key of the entry: under the entry or `defaults`, wherever it came from.
@@ -104,6 +159,7 @@ class ModelBuilder {
   void model_name(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
   void model_architecture(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
   void model_data(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
+  void model_parameters(const Json& m, const KeyPaths& at, Json& ex);
   void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
   // The default name of a layer of class `stem` not yet in `used`.
   static std::string layer_name(const std::string& stem, std::map<std::string, int>& counters,
@@ -132,6 +188,7 @@ class ModelBuilder {
   bool has_default_ = false;
   bool check_layers_ = true;
   std::set<std::string> checked_layers_;  // class and config of layers constructed without error
+  const std::vector<std::string>* layer_paths_ = nullptr;
 };
 
 // Reads the plan's model entries, merges each over `defaults` and expands it over its grid,
@@ -141,9 +198,11 @@ class EntryExpander {
   explicit EntryExpander(PlanContext cx) : cx_(cx), builder_(cx) {}
   // An expander for `o`'s models apart (on another thread), reporting into `pr`.
   EntryExpander(const EntryExpander& o, Problems& pr)
-      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays}, builder_(o.builder_, pr) {}
+      : cx_{o.cx_.doc, pr, o.cx_.dir, o.cx_.arrays}, builder_(o.builder_, pr), search_(o.search_) {}
   // Up to how many threads models() may check the models of one entry on (1: this one only).
   void set_threads(int n) { threads_ = n; }
+  // The plan's search (models() then makes its trials; every trial's epochs are the scheduler's).
+  void set_search(const SearchTrials* s) { search_ = s; }
   ModelBuilder& builder() { return builder_; }
 
   // Appends the entries of `list`, merged over `defaults`, to `ex`, and a ref per model of their
@@ -160,16 +219,25 @@ class EntryExpander {
     std::string name_template;  // the name as written
     std::vector<std::string> grid_vars;
   };
+  struct Point {  // a model: its entry (ModelRef::entry) and point (grid point or trial)
+    uint32_t entry;
+    size_t point;
+  };
   bool grid(const Json& e, const std::string& ep, std::vector<std::pair<std::string, Json>>& vars,
             size_t& count);
+  void templates(const Json& defaults, const Json& list, ModelExpander& ex,
+                 std::vector<ModelRef>& out);
+  void search_epochs(const ModelExpander::Entry& e, Json& m);
   void check_unique_names(const std::vector<ModelRef>& models);
-  void expand_entry(const ModelExpander::Entry& e, uint32_t index, size_t count,
-                    std::vector<ModelRef>& out);
-  void expand_entry_apart(const ModelExpander::Entry& e, uint32_t index, size_t count,
-                          std::vector<ModelRef>& out);
+  void expand_points(const std::vector<ModelExpander::Entry>& entries, size_t count,
+                     const std::function<Point(size_t)>& at, bool apart,
+                     std::vector<ModelRef>& out);
+  void expand_points_apart(const std::vector<ModelExpander::Entry>& entries, size_t count,
+                           const std::function<Point(size_t)>& at, std::vector<ModelRef>& out);
 
   PlanContext cx_;
   ModelBuilder builder_;
+  const SearchTrials* search_ = nullptr;
   int threads_ = 1;
   // Models per share when an entry's are checked on several threads: 64 tiny ones are about
   // 2 ms of a thread's work.

@@ -84,6 +84,7 @@ ModelSpec ModelBuilder::build(const Json& m, const std::map<std::string, std::st
   s.where = cx_.pr.where(entry);
   Json ex = Json::object();
   model_name(m, at, s, ex);
+  model_parameters(m, at, ex);
   model_architecture(m, at, s, ex);
   model_data(m, at, s, ex);
   model_schedule(m, at, s, ex);
@@ -109,6 +110,18 @@ void ModelBuilder::model_name(const Json& m, const KeyPaths& at, ModelSpec& s, J
     check_name(at("name"), s.name);
   }
   ex["name"] = s.name;
+}
+
+// parameters: what results record as the model's parameters (a search's trial: what it drew).
+void ModelBuilder::model_parameters(const Json& m, const KeyPaths& at, Json& ex) {
+  if (!m.contains("parameters") || m["parameters"].is_null()) return;
+  const Json& p = m["parameters"];
+  if (!p.is_object())
+    cx_.pr.add(
+        at("parameters"),
+        "expected a mapping of parameter names to values, such as {lr: 0.001}, got " + show(p));
+  else
+    ex["parameters"] = p;
 }
 
 // layers or keras (with its fine-tuning options).
@@ -377,7 +390,8 @@ void ModelBuilder::layers(const Json& list, const std::string& path, ModelSpec& 
   std::map<std::string, std::string> used;  // layer name -> its field path
   Json out = Json::array();
   for (size_t j = 0; j < list.size(); ++j) {
-    const std::string ip = index_path(path, j);
+    const std::string ip =
+        layer_paths_ && j < layer_paths_->size() ? (*layer_paths_)[j] : index_path(path, j);
     const Json& item = list[j];
     std::string cls;
     Json cfg;

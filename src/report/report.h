@@ -1,10 +1,11 @@
 // The HTML report of a run (`nnfleet report RUN_DIR`, `nnfleet train --report`): one
 // self-contained report.html in the run folder, its scripts (uPlot, inlined when nnfleet is
-// built), styles and data inlined, so it opens offline. It shows the leaderboard, the learning
-// curves, each grid variable against the ranking metric, the per-core timeline (timeline.jsonl)
-// and each model's layer table, and is made from the folder's files alone: plan.yaml, jobs.log
-// (readable while a run appends to it), results.json once the run ended, timeline.jsonl and the
-// saved models.
+// built), styles and data inlined, so it opens offline. It shows the leaderboard, a search's view
+// (trials through their rungs, each parameter against the metric, the trials table), the learning
+// curves, each grid variable (the run's recorded parameters) against the ranking metric, the
+// per-core timeline (timeline.jsonl) and each model's layer table, and is made from the folder's
+// files alone: plan.yaml, jobs.log (readable while a run appends to it), results.json once the
+// run ended, timeline.jsonl and the saved models.
 #pragma once
 
 #include <atomic>
@@ -40,7 +41,8 @@ std::string report_html(const Json& data);
 // Throws FileError.
 std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr);
 
-// Grid variables inferred from expanded plan entries: models with the same fields form a group,
+// Grid variables inferred from expanded plan entries (for runs whose results.json records no
+// `parameters`): models with the same fields form a group,
 // and a field is a grid variable when at least two models of a group spell different values of it
 // in their names, each as a whole token (plans name grid models after their values: mlp-16-0.01).
 // Returns {"vars": [path, ...], "values": {model: {path: value}}}.

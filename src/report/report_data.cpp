@@ -2,8 +2,13 @@
 //   title, dir, generated (Unix s), live, rank_by, higher_is_better, columns (history columns),
 //   models: [{name, status, message, epochs, planned_epochs, params, flops, seconds,
 //             samples_per_second, core, metrics, best, stop_reason, history {column: [...]},
-//             grid {var: value}, summary}],
-//   grid_vars: [path, ...],
+//             grid {var: value}, rungs [{epochs, value, decision}] (search trials), summary}],
+//   grid_vars: [name, ...], grid_source: "recorded" (the run's `parameters`) | "inferred" (from
+//   the model names, for runs that recorded none),
+//   param_info: {name: {kind, log}} (recorded parameters: "float", "int", "choice", "fixed",
+//   "grid"; `log`: drawn on a log scale),
+//   search: results.json's `search` object (metric, mode, scheduler, rungs, trials, ...) or, while
+//   a search runs, what plan.yaml's `search:` says of it; null outside a search,
 //   timeline: {sessions: [{session, start, end, ranks}], lanes: [{rank, host, core, worker}],
 //              jobs: [{model, lane, session, start, end, status}], help: [{..., pieces}]}
 #include <algorithm>
@@ -30,12 +35,28 @@ double wall_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The expanded entries of plan.yaml, in plan order.
-Json plan_models(const std::string& dir) {
+// What the report reads of plan.yaml: its expanded entries (`models`, in plan order), its
+// `search:` (null outside a search) and the names of the search's `space:` in written order (JSON
+// objects forget it; the YAML document keeps it).
+struct PlanFile {
+  Json models;
+  Json search;
+  std::vector<std::string> space_order;
+};
+
+PlanFile read_plan(const std::string& dir) {
   const std::string text = read_file(dir + "/plan.yaml");
   try {
-    const Json plan = plan_detail::yaml_to_json(YAML::Load(text)).value;
-    if (plan.contains("models") && plan["models"].is_array()) return plan["models"];
+    const YAML::Node root = YAML::Load(text);
+    const Json plan = plan_detail::yaml_to_json(root).value;
+    if (plan.contains("models") && plan["models"].is_array()) {
+      PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}};
+      const YAML::Node search = root["search"];
+      const YAML::Node space = search && search.IsMap() ? search["space"] : YAML::Node();
+      if (space && space.IsMap())
+        for (const auto& kv : space) f.space_order.push_back(kv.first.as<std::string>());
+      return f;
+    }
   } catch (const std::exception&) {
   }
   throw FileError("failed to read plan '" + dir +
@@ -267,22 +288,183 @@ Json infer_grid(const Json& expanded_models) {
   return out;
 }
 
+namespace {
+
+// results.json once the run wrote it (null while live, or when it is not there or unreadable).
+Json read_results(const std::string& run_dir, bool live) {
+  if (live || !file_exists(run_dir + "/results.json")) return nullptr;
+  try {
+    Json results = Json::parse(read_file(run_dir + "/results.json"));
+    if (results.is_object()) return results;
+  } catch (const std::exception&) {
+  }
+  return nullptr;
+}
+
+// A model's row: its jobs.log record, else its results.json row (cancelled models have no
+// record), else pending or running. results.json has the last word on what a search decided: a
+// trial's parameters, its rungs, and whether it was pruned.
+Json model_row(const std::string& name, const std::map<std::string, Json>& records,
+               const std::map<std::string, Json>& final_rows, const std::set<std::string>& running) {
+  const auto f = final_rows.find(name);
+  Json m;
+  if (auto it = records.find(name); it != records.end()) {
+    m = it->second;
+  } else if (f != final_rows.end()) {
+    return f->second;
+  } else {
+    return {{"name", name},
+            {"status", running.count(name) ? "running" : "pending"},
+            {"message", ""},
+            {"epochs", 0},
+            {"metrics", Json::object()},
+            {"best", nullptr}};
+  }
+  if (f != final_rows.end()) {
+    for (const char* k : {"parameters", "rungs"})
+      if (f->second.contains(k)) m[k] = f->second[k];
+    if (f->second.value("status", "") == "pruned") {
+      m["status"] = "pruned";
+      m["message"] = f->second.value("message", "");
+    }
+  }
+  return m;
+}
+
+// What plan.yaml's `search:` (the plan form: README "Search") says before results.json does:
+// the search's metric, mode and scheduler.
+Json search_of_plan(const PlanFile& plan) {
+  if (!plan.search.is_object()) return nullptr;
+  const Json& s = plan.search;
+  Json out = {{"metric", s.value("metric", std::string("val_loss"))},
+              {"mode", s.value("mode", std::string("auto"))},
+              {"sampler", s.value("sampler", std::string("random"))}};
+  if (s.contains("trials")) out["trials"] = s["trials"];
+  if (s.contains("scheduler") && s["scheduler"].is_object() && !s["scheduler"].empty())
+    out["scheduler"] = s["scheduler"].begin().key();
+  return out;
+}
+
+// The parameters of plan.yaml's `search.space` in written order, as results.json lists them:
+// {name, kind ("float", "int", "choice", "fixed"), log}.
+Json parameters_of_plan(const PlanFile& plan) {
+  if (!plan.search.is_object() || !plan.search.contains("space")) return nullptr;
+  const Json& space = plan.search["space"];
+  Json out = Json::array();
+  for (const auto& name : plan.space_order) {
+    const Json dist = space.value(name, Json(nullptr));
+    if (!dist.is_object()) continue;
+    for (const char* kind : {"uniform", "loguniform", "float", "int", "choice", "fixed"}) {
+      if (!dist.contains(kind)) continue;
+      const bool log = dist.value("log", false) || std::string(kind) == "loguniform";
+      const bool real = std::string(kind) == "uniform" || std::string(kind) == "loguniform";
+      out.push_back({{"name", name}, {"kind", real ? "float" : kind}, {"log", log}});
+      break;
+    }
+  }
+  return out;
+}
+
+// The chart keys of a listed parameter: NAME itself, and NAME_0, NAME_1, ... in index order
+// when it is one value per index (`per:`), as the models record them.
+std::vector<std::string> parameter_keys(const std::string& name, const std::set<std::string>& held) {
+  std::vector<std::pair<size_t, std::string>> indexed;
+  for (const auto& k : held) {
+    if (k.size() <= name.size() + 1 || k.compare(0, name.size() + 1, name + "_") != 0) continue;
+    const std::string digits = k.substr(name.size() + 1);
+    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(),
+                                          [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    indexed.emplace_back(std::stoul(digits), k);
+  }
+  std::sort(indexed.begin(), indexed.end());
+  std::vector<std::string> keys;
+  if (held.count(name)) keys.push_back(name);
+  for (const auto& [i, k] : indexed) keys.push_back(k);
+  return keys;
+}
+
+// The run's recorded parameters: the listed ones (results.json's top-level `parameters`, else a
+// search plan's space) in their order, else every name the models record in first-seen order.
+// Returns {"vars": [...], "info": {key: {kind, log}}}, or null when nothing is recorded (an
+// older run: the page then infers the grid from the model names).
+Json recorded_parameters(const Json& listed, const Json& models) {
+  std::set<std::string> held;
+  std::vector<std::string> seen;
+  for (const auto& m : models)
+    if (m.contains("parameters") && m["parameters"].is_object())
+      for (const auto& [k, v] : m["parameters"].items())
+        if (held.insert(k).second) seen.push_back(k);
+  Json out = {{"vars", Json::array()}, {"info", Json::object()}};
+  if (!listed.is_array()) {
+    if (seen.empty()) return nullptr;
+    for (const auto& k : seen) {
+      out["vars"].push_back(k);
+      out["info"][k] = {{"kind", ""}, {"log", nullptr}};
+    }
+    return out;
+  }
+  for (const auto& p : listed) {
+    if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) continue;
+    const Json info = {{"kind", p.value("kind", std::string())},
+                       {"log", p.contains("log") ? p["log"] : Json(nullptr)}};
+    for (const auto& k : parameter_keys(p["name"].get<std::string>(), held)) {
+      out["vars"].push_back(k);
+      out["info"][k] = info;
+    }
+  }
+  return out;
+}
+
+// The grid variables of the page, in each model's `grid`: recorded ones when the run has them,
+// else inferred from the names. Moves each model's `parameters` into its `grid` (the page
+// holds them once).
+Json grid_of(const Json& listed, const Json& specs, Json& models) {
+  const Json recorded = recorded_parameters(listed, models);
+  if (!recorded.is_null()) {
+    for (auto& m : models) {
+      m["grid"] = m.contains("parameters") && m["parameters"].is_object() ? m["parameters"]
+                                                                          : Json::object();
+      m.erase("parameters");
+    }
+    return {{"vars", recorded["vars"]}, {"info", recorded["info"]}, {"source", "recorded"}};
+  }
+  const Json grid = infer_grid(specs);
+  for (auto& m : models) m["grid"] = grid["values"].value(m.value("name", ""), Json::object());
+  return {{"vars", grid["vars"]}, {"info", Json::object()}, {"source", "inferred"}};
+}
+
+// The leaderboard's metric: results.json's, else as the leaderboard picks it (results.h): test_,
+// then val_, then the training figure.
+std::string rank_metric(const Json& results, const std::vector<std::string>& columns,
+                        const Json& models) {
+  std::string rank_by = results.is_object() ? results.value("rank_by", "") : "";
+  if (!rank_by.empty()) return rank_by;
+  std::string base = "loss";
+  for (const auto& c : columns)
+    if (c != "loss" && c.rfind("val_", 0) != 0 && c != "learning_rate") {
+      base = c;
+      break;
+    }
+  rank_by = base;
+  for (const auto& m : models)
+    if (m["metrics"].contains("val_" + base)) rank_by = "val_" + base;
+  for (const auto& m : models)
+    if (m["metrics"].contains("test_" + base)) rank_by = "test_" + base;
+  return rank_by;
+}
+
+}  // namespace
+
 Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
-  const Json specs = plan_models(run_dir);
+  const PlanFile plan = read_plan(run_dir);
+  const Json& specs = plan.models;
   std::map<std::string, Json> records;
   for (Json& r : read_job_records(run_dir)) {
     const std::string name = r.value("name", "");  // before the move: Json assigns by value
     records[name] = std::move(r);
   }
-  // results.json, once the run wrote it, has the models that have no record (cancelled ones).
-  Json results;
-  if (!live && file_exists(run_dir + "/results.json")) {
-    try {
-      results = Json::parse(read_file(run_dir + "/results.json"));
-    } catch (const std::exception&) {
-      results = nullptr;
-    }
-  }
+  const Json results = read_results(run_dir, live);
   std::map<std::string, Json> final_rows;
   if (results.is_object() && results.contains("models"))
     for (const auto& m : results["models"]) final_rows[m.value("name", "")] = m;
@@ -292,29 +474,14 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
   for (const auto& j : timeline["jobs"])
     if (j.value("status", "") == "running") running.insert(j.value("model", ""));
 
-  const Json grid = infer_grid(specs);
   std::vector<std::string> columns;
   Json models = Json::array();
   for (const auto& spec : specs) {
-    const std::string name = spec.value("name", "");
-    Json m;
-    if (auto it = records.find(name); it != records.end()) {
-      m = it->second;
-    } else if (auto f = final_rows.find(name); f != final_rows.end()) {
-      m = f->second;
-    } else {
-      m = {{"name", name},
-           {"status", running.count(name) ? "running" : "pending"},
-           {"message", ""},
-           {"epochs", 0},
-           {"metrics", Json::object()},
-           {"best", nullptr}};
-    }
+    Json m = model_row(spec.value("name", ""), records, final_rows, running);
     m["planned_epochs"] = spec.value("epochs", 0);
     m["history"] = history_columns(m.value("history", Json::array()),
                                    m.value("history_order", Json::array()), columns);
     m.erase("history_order");
-    m["grid"] = grid["values"].value(name, Json::object());
     m["stop_reason"] = stop_reason(m, spec);
     const std::string file = m.value("model_file", "");
     if (!file.empty() && file_exists(run_dir + "/" + file)) {
@@ -327,22 +494,15 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
     }
     models.push_back(std::move(m));
   }
+  const bool has_results = results.is_object();
+  const Json listed = has_results && results.contains("parameters") ? results["parameters"]
+                                                                    : parameters_of_plan(plan);
+  const Json grid = grid_of(listed, specs, models);
+  const Json search = has_results && results.contains("search") && results["search"].is_object()
+                          ? results["search"]
+                          : search_of_plan(plan);
 
-  std::string rank_by = results.is_object() ? results.value("rank_by", "") : "";
-  if (rank_by.empty()) {
-    // As the leaderboard picks it (results.h): test_, then val_, then the training figure.
-    std::string base = "loss";
-    for (const auto& c : columns)
-      if (c != "loss" && c.rfind("val_", 0) != 0 && c != "learning_rate") {
-        base = c;
-        break;
-      }
-    rank_by = base;
-    for (const auto& m : models)
-      if (m["metrics"].contains("val_" + base)) rank_by = "val_" + base;
-    for (const auto& m : models)
-      if (m["metrics"].contains("test_" + base)) rank_by = "test_" + base;
-  }
+  const std::string rank_by = rank_metric(results, columns, models);
   const bool higher = rank_by.find("acc") != std::string::npos;  // as rank_key() decides
   const std::string dir_name =
       std::filesystem::path(run_dir).lexically_normal().filename().string();
@@ -355,6 +515,9 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
           {"columns", columns},
           {"models", models},
           {"grid_vars", grid["vars"]},
+          {"grid_source", grid["source"]},
+          {"param_info", grid["info"]},
+          {"search", search},
           {"timeline", timeline}};
 }
 

@@ -340,6 +340,68 @@ TEST_F(Cli, SigkillAtRandomMomentsThenResumeMatchesAnUninterruptedRun) {
   EXPECT_EQ(testing_util::comparable(out), expected);
 }
 
+// What a search decided and measured: every trial's results, history, rungs and parameters, and
+// trials.csv.
+std::string study(const std::string& out) {
+  std::string s = testing_util::comparable(out);
+  const Json r = Json::parse(read_file(out + "/results.json"));
+  for (const auto& m : r["models"])
+    s += m["name"].get<std::string>() + " " + m["rungs"].dump() + " " + m["parameters"].dump() +
+         "\n";
+  return s + read_file(out + "/trials.csv");
+}
+
+TEST_F(Cli, ASearchIsTheSameStudyOnOneAndTwoWorkersAndAfterKillsAndResumes) {
+  const std::string search = dir.path + "/search.yaml";
+  testing_util::write_text(search, testing_util::search_plan());
+  ASSERT_EQ(
+      run({"train", search, "--out", dir.path + "/one", "--workers", "1", "--quiet"}, dir.path), 0);
+  ASSERT_EQ(
+      run({"train", search, "--out", dir.path + "/two", "--workers", "2", "--quiet"}, dir.path), 0);
+  const std::string expected = study(dir.path + "/one");
+  EXPECT_EQ(study(dir.path + "/two"), expected);
+  const std::string csv = read_file(dir.path + "/one/trials.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 9);
+  const Json r = Json::parse(read_file(dir.path + "/one/results.json"));
+  int done = 0, pruned = 0;
+  for (const auto& m : r["models"]) {
+    done += m["status"] == "done";
+    pruned += m["status"] == "pruned";
+  }
+  EXPECT_EQ(done, 2);  // 8 trials, the best 4 reach 2 epochs, the best 2 reach 4
+  EXPECT_EQ(pruned, 6);
+  EXPECT_EQ(r["search"]["epochs_trained"], 8 + 4 + 2 * 2);
+  // Killed with SIGKILL twice at rung ends held for it (the first epoch end of the run, then the
+  // sixth of a resumed run, past the first rung), resumed each time: the same study.
+  const std::string out = dir.path + "/killed";
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::string> args{"train", search, "--out", out, "--quiet", "--workers", "2"};
+    if (round > 0) args.push_back("--resume");
+    const std::string hold = dir.path + "/search-hold" + std::to_string(round);
+    make_dirs(hold);
+    Proc p =
+        start(args, dir.path,
+              {"NNFLEET_TEST_HOLD=epoch_end#" + std::to_string(round == 0 ? 1 : 6) + ":" + hold});
+    ASSERT_EQ(wait_for_hold({&p}, hold), &p) << testing_util::read_text(p.err);
+    kill(p.pid, SIGKILL);
+    EXPECT_EQ(wait_for(p), 128 + SIGKILL);
+  }
+  ASSERT_EQ(run({"train", search, "--out", out, "--resume", "--quiet"}, dir.path), 0);
+  EXPECT_EQ(study(out), expected);
+}
+
+TEST_F(Cli, ABadSpaceIsAPlanErrorNamingItsField) {
+  std::string text = testing_util::search_plan();
+  text.replace(text.find("lr: {loguniform: [1.0e-3, 3.0e-2]}"), 34,
+               "lr: {loguniform: [0.0, 3.0e-2]}");
+  const std::string bad = dir.path + "/bad.yaml";
+  testing_util::write_text(bad, text);
+  std::string err;
+  EXPECT_EQ(run({"train", bad, "--out", dir.path + "/bad"}, dir.path, nullptr, &err), 1);
+  EXPECT_THAT(err, HasSubstr("bad.yaml:14: search.space.lr"));
+  EXPECT_FALSE(file_exists(dir.path + "/bad"));
+}
+
 // Runs the tool with a file-size limit (RLIMIT_FSIZE, set in the child): a write past `bytes`
 // fails with EFBIG, as one fails on a full disk. Returns the exit code (or 128 + signal).
 int run_with_file_limit(const std::vector<std::string>& args, const std::string& dir, rlim_t bytes,
@@ -482,7 +544,8 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
       ((run_peak[4000] - run_peak[1000]) - (plan_peak[4000] - plan_peak[1000])) / 3000;
   // And the plan holds each grid entry once, its models expanded only when needed: measured
   // 0.65-0.8 KB per model in all (0.14-0.24 KB of it the plan's), 3.6 KB when the plan held every
-  // model's spec and expanded entry.
+  // model's spec and expanded entry. A result's parameters and search rungs (issue 33: two
+  // vectors, 48 B a model) put "beyond the plan" at up to 0.78 KB (Zen 5, loaded): held to 0.8.
   const double per_model_in_all = (run_peak[4000] - run_peak[1000]) / 3000;
   const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
   EXPECT_LT(per_model_in_all, 1024.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
@@ -490,7 +553,7 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   EXPECT_LT(per_model_plan, 512.0)
       << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
       << plan_peak[4000] / 1e6 << " MB for 4,000";
-  EXPECT_LT(per_model, 768.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
+  EXPECT_LT(per_model, 832.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
                               << run_peak[4000] / 1e6
                               << " MB for 4,000 (the plan alone: " << plan_peak[1000] / 1e6
                               << " and " << plan_peak[4000] / 1e6 << " MB)";

@@ -151,6 +151,48 @@ models:
 )" + extra_models;
 }
 
+// A search (README "Search"): eight trials drawn from a conditional space, halving by 2 over 1, 2
+// and 4 epochs.
+inline std::string search_plan() {
+  return R"(seed: 3
+data:
+  train: {x: train_x.npy, y: train_y.npy}
+  test: {x: test_x.npy, y: test_y.npy}
+  validation_split: 0.2
+search:
+  trials: 8
+  space:
+    family: {choice: [mlp, cnn]}
+    depth: {int: [1, 2], when: {family: mlp}}
+    width: {int: [4, 32], log: true, per: depth, when: {family: mlp}}
+    filters: {int: [2, 8], log: true, when: {family: cnn}}
+    lr: {loguniform: [1.0e-3, 3.0e-2]}
+    batch_size: {choice: [32, 64]}
+  scheduler: {successive_halving: {reduction_factor: 2, min_epochs: 1, max_epochs: 4}}
+  metric: val_accuracy
+defaults:
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+  optimizer: {Adam: {learning_rate: "{lr}"}}
+  batch_size: "{batch_size}"
+models:
+  - name: "trial-{trial}"
+    when: {family: mlp}
+    layers:
+      - Flatten: {}
+      - repeat: "{depth}"
+        layers:
+          - Dense: {units: "{width_{i}}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+  - name: "trial-{trial}"
+    when: {family: cnn}
+    layers:
+      - Conv2D: {filters: "{filters}", kernel_size: 3, activation: relu}
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+)";
+}
+
 // A temp folder holding the blobs data (train_x/y: 1,200 rows, test_x/y: 300) and small_plan()
 // as plan.yaml.
 class BlobsPlanTest : public ::testing::Test {

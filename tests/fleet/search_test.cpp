@@ -61,9 +61,8 @@ Played play(const SearchSpec& spec, const std::vector<double>& base, uint64_t sh
     const SearchScheduler::Work w = running[pick];
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(pick));
     reached[w.trial] = w.limit;
-    s.reached(w.trial, history(base[w.trial], w.limit), w.pause ? JobStatus::kCancelled
-                                                                : JobStatus::kDone,
-              w.pause);
+    s.reached(w.trial, history(base[w.trial], w.limit),
+              w.pause ? JobStatus::kCancelled : JobStatus::kDone, w.pause);
     s.advance();
   }
   EXPECT_TRUE(s.finished());
@@ -186,6 +185,7 @@ models:
     grid: {units: [4, 8, 16], lr: [0.001, 0.01, 0.05]}
     epochs: 3
     batch_size: 32
+    batch_split: 2  # idle workers help the trials a rung waits for: results must not change
     loss: sparse_categorical_crossentropy
     metrics: [accuracy]
     optimizer: {Adam: {learning_rate: "{lr}"}}

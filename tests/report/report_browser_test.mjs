@@ -106,7 +106,12 @@ const help = await page.$$eval("svg.timeline rect.help", (r) => r.map((e) => e.d
 check(help.length > 0 && help.every((m) => m === "wide"), `helper pieces are marked, all for the split model (${help.length} span(s))`);
 
 const gridVars = await page.$$eval(".grid-chart", (g) => g.map((e) => e.dataset.var));
-check(gridVars.length === 2 && gridVars.some((v) => v.endsWith("Dense.units")) && gridVars.some((v) => v.endsWith("learning_rate")), `a chart per grid variable (${gridVars.join(", ")})`);
+// The grid's vars as the run records them (units, lr), or as guessed from the names by a fleet
+// that records none (the Dense layer's units, the optimizer's learning_rate).
+const recorded = data.grid_source === "recorded";
+const isUnits = (v) => (recorded ? v === "units" : v.endsWith("Dense.units"));
+const isLr = (v) => (recorded ? v === "lr" : v.endsWith("learning_rate"));
+check(gridVars.length === 2 && gridVars.some(isUnits) && gridVars.some(isLr), `a chart per grid variable (${data.grid_source}: ${gridVars.join(", ")})`);
 const summaries = await page.$$eval("details.model pre.summary", (p) => p.map((e) => e.textContent));
 check(summaries.length === names.length && summaries.every((s) => s.includes("Dense")), `every model has its layer table (${summaries.length})`);
 const wide = data.models.find((m) => m.name === "wide");

@@ -1,6 +1,7 @@
-// The report's data from a run folder made by hand (plan.yaml, jobs.log, timeline.jsonl): models
-// with and without records, live and ended runs, grid variables, why a model stopped, the
-// timeline's lanes and bars; and the page itself (self-contained, script-safe).
+// The report's data from a run folder made by hand (plan.yaml, jobs.log, timeline.jsonl,
+// results.json): models with and without records, live and ended runs, grid variables (recorded
+// or guessed), a search's parameters, rungs and summary, why a model stopped, the timeline's
+// lanes and bars; and the page itself (self-contained, script-safe).
 #include "report/report.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "plan/plan_yaml.h"
 #include "platform/files.h"
 #include "script_elements.h"
 
@@ -186,6 +188,187 @@ TEST(Report, GridVariablesMayFollowALabelInTheNames) {
                    0.003);
   EXPECT_EQ(g["values"]["mlp-256-lr0.001"]["layers[0].Dense.units"], 256);
   EXPECT_FALSE(g["values"].contains("m1"));
+}
+
+// A search run as the design writes it (notes: results.json's `parameters`, `rungs`, `search`,
+// status "pruned"): six trials of successive halving over rungs 1, 3, 9 with a conditional
+// `width` per `depth`; trials 0 and 3 finished, the others pruned. jobs.log holds records of
+// some trials (as the fleet writes them, without parameters); results.json has the last word.
+const char* kSearchPlan = R"(seed: 7
+search:
+  trials: 6
+  space:
+    family: {choice: [mlp, cnn]}
+    depth: {int: [1, 2], when: {family: mlp}}
+    width: {int: [32, 512], log: true, per: depth, when: {family: mlp}}
+    lr: {loguniform: [1.0e-4, 1.0e-2]}
+    batch_size: {choice: [32, 64]}
+  scheduler:
+    successive_halving: {reduction_factor: 3, min_epochs: 1, max_epochs: 9}
+  metric: val_accuracy
+  mode: max
+models:
+)";
+
+Json search_trial(int k) {
+  const bool mlp = k % 2 == 0;
+  Json p = {{"family", mlp ? "mlp" : "cnn"}, {"lr", 0.0001 * (k + 1)}, {"batch_size", k < 3 ? 32 : 64}};
+  if (mlp) {
+    p["depth"] = k == 0 ? 2 : 1;
+    p["width_0"] = 32 << k;
+    if (k == 0) p["width_1"] = 64;
+  }
+  Json rungs = {{{"epochs", 1}, {"value", 0.5 + 0.01 * k}, {"decision", "promoted"}}};
+  const bool done = k == 0 || k == 3;
+  if (done) {
+    rungs[0]["decision"] = "promoted";
+    rungs.push_back({{"epochs", 3}, {"value", 0.7 + 0.01 * k}, {"decision", "promoted"}});
+    rungs.push_back({{"epochs", 9}, {"value", 0.8 + 0.01 * k}, {"decision", "final"}});
+  } else {
+    rungs[0]["decision"] = "pruned";
+  }
+  Json m = result("trial-" + std::to_string(k), done ? "done" : "pruned", done ? 9 : 1, nullptr);
+  m["metrics"] = {{"val_accuracy", rungs.back()["value"]}};
+  for (const char* key : {"history", "metric_order", "history_order"}) m.erase(key);
+  m["parameters"] = p;
+  m["rungs"] = rungs;
+  return m;
+}
+
+void make_search_run(const RunDir& run, bool with_results) {
+  std::string plan = kSearchPlan, log;
+  Json models = Json::array();
+  for (int k = 0; k < 6; ++k) {
+    plan += "  - name: trial-" + std::to_string(k) + "\n    epochs: 9\n    layers:\n" +
+            "      - Dense: {units: 10}\n";
+    models.push_back(search_trial(k));
+    if (k < 4) {  // the fleet's record: status and figures, without parameters and rungs
+      Json r = result("trial-" + std::to_string(k), k == 0 || k == 3 ? "done" : "pruned",
+                      k == 0 || k == 3 ? 9 : 1, nullptr);
+      if (!with_results) r["parameters"] = models.back()["parameters"];
+      log += record(r);
+    }
+  }
+  run.write("plan.yaml", plan);
+  run.write("jobs.log", log);
+  if (!with_results) return;
+  const Json results = {
+      {"plan", "search.yaml"},
+      {"rank_by", "val_accuracy"},
+      {"parameters",
+       {{{"name", "family"}, {"kind", "choice"}, {"log", false}},
+        {{"name", "depth"}, {"kind", "int"}, {"log", false}},
+        {{"name", "width"}, {"kind", "int"}, {"log", true}},
+        {{"name", "lr"}, {"kind", "float"}, {"log", true}},
+        {{"name", "batch_size"}, {"kind", "choice"}, {"log", false}}}},
+      {"search",
+       {{"metric", "val_accuracy"}, {"mode", "max"}, {"scheduler", "successive_halving"},
+        {"reduction_factor", 3}, {"rungs", {1, 3, 9}}, {"trials", 6}, {"epochs_trained", 28},
+        {"sampler", "random"}}},
+      {"models", models}};
+  run.write("results.json", results.dump(2));
+}
+
+TEST(Report, SearchRunHasItsParametersRungsAndSearch) {
+  RunDir run;
+  make_search_run(run, true);
+  const Json d = collect_report(run.dir(), false);
+  EXPECT_EQ(d["grid_source"], "recorded");
+  // The listed order; `width` is one value per index of `depth`: width_0, width_1.
+  EXPECT_EQ(d["grid_vars"], Json({"family", "depth", "width_0", "width_1", "lr", "batch_size"}));
+  EXPECT_EQ(d["param_info"]["width_1"], Json({{"kind", "int"}, {"log", true}}));
+  EXPECT_EQ(d["param_info"]["lr"], Json({{"kind", "float"}, {"log", true}}));
+  EXPECT_EQ(d["param_info"]["batch_size"]["kind"], "choice");
+  EXPECT_EQ(d["search"]["metric"], "val_accuracy");
+  EXPECT_EQ(d["search"]["rungs"], Json({1, 3, 9}));
+  const Json& t0 = model(d, "trial-0");
+  EXPECT_EQ(t0["status"], "done");
+  EXPECT_EQ(t0["grid"]["width_1"], 64);
+  EXPECT_EQ(t0["grid"]["family"], "mlp");
+  EXPECT_FALSE(t0.contains("parameters"));  // held once, as `grid`
+  ASSERT_EQ(t0["rungs"].size(), 3u);
+  EXPECT_EQ(t0["rungs"][2]["decision"], "final");
+  // A record and results.json's row (which alone has its rungs), and a row without a record.
+  for (const char* name : {"trial-1", "trial-5"}) {
+    const Json& t = model(d, name);
+    EXPECT_EQ(t["status"], "pruned") << name;
+    EXPECT_EQ(t["rungs"][0]["decision"], "pruned") << name;
+    EXPECT_FALSE(t["grid"].contains("depth")) << name;  // a cnn: no mlp parameters
+    EXPECT_EQ(t["grid"]["batch_size"], name == std::string("trial-1") ? 32 : 64) << name;
+  }
+  // The page holds the same data whole, and the script that draws the search's view.
+  const std::string html = report_html(d);
+  const auto scripts = test_html::script_elements(html);
+  ASSERT_EQ(scripts.size(), 3u);
+  const Json back = Json::parse(scripts[0].text);
+  EXPECT_EQ(back["search"], d["search"]);
+  EXPECT_EQ(back["param_info"], d["param_info"]);
+  EXPECT_EQ(model(back, "trial-3")["rungs"], model(d, "trial-3")["rungs"]);
+  for (const char* part : {"search-budget", "param-chart", "pruned@", "trialSort"})
+    EXPECT_NE(scripts[2].text.find(part), std::string::npos) << part;
+}
+
+TEST(Report, LiveSearchTakesItsSpaceFromThePlanAndValuesFromTheRecords) {
+  RunDir run;
+  make_search_run(run, false);
+  const Json d = collect_report(run.dir(), true);
+  EXPECT_EQ(d["search"]["metric"], "val_accuracy");
+  EXPECT_EQ(d["search"]["mode"], "max");
+  EXPECT_EQ(d["search"]["scheduler"], "successive_halving");
+  EXPECT_EQ(d["grid_vars"], Json({"family", "depth", "width_0", "width_1", "lr", "batch_size"}));
+  EXPECT_EQ(d["param_info"]["lr"], Json({{"kind", "float"}, {"log", true}}));  // loguniform
+  EXPECT_EQ(d["param_info"]["width_0"], Json({{"kind", "int"}, {"log", true}}));
+  EXPECT_EQ(d["param_info"]["depth"], Json({{"kind", "int"}, {"log", false}}));
+  EXPECT_EQ(model(d, "trial-2")["grid"]["width_0"], 128);
+  EXPECT_EQ(model(d, "trial-5")["status"], "pending");
+  EXPECT_EQ(model(d, "trial-5")["grid"], Json::object());
+}
+
+// A grid whose models are named without their values (a-0, a-1, ...): the run's recorded
+// parameters are its variables; the names alone would give none.
+TEST(Report, GridRunUsesItsRecordedParameters) {
+  RunDir run;
+  std::string plan = "models:\n", log;
+  Json rows = Json::array();
+  const int units[] = {8, 16, 8, 16};
+  const double lrs[] = {0.001, 0.001, 0.1, 0.1};
+  for (int k = 0; k < 4; ++k) {
+    const std::string name = "a-" + std::to_string(k);
+    plan += "  - name: " + name + "\n    layers:\n      - Dense: {units: " +
+            std::to_string(units[k]) + "}\n    optimizer: {Adam: {learning_rate: " +
+            plan_detail::number_text(lrs[k]) + "}}\n";
+    Json r = result(name, "done", 2, nullptr);
+    log += record(r);
+    for (const char* key : {"history", "metric_order", "history_order"}) r.erase(key);
+    r["parameters"] = {{"units", units[k]}, {"lr", lrs[k]}};
+    rows.push_back(r);
+  }
+  run.write("plan.yaml", plan);
+  run.write("jobs.log", log);
+  EXPECT_EQ(collect_report(run.dir(), false)["grid_vars"], Json::array());  // no results yet
+  run.write("results.json",
+            Json({{"rank_by", "val_loss"},
+                  {"parameters", {{{"name", "units"}, {"kind", "grid"}}, {{"name", "lr"}, {"kind", "grid"}}}},
+                  {"models", rows}})
+                .dump());
+  const Json d = collect_report(run.dir(), false);
+  EXPECT_EQ(d["grid_source"], "recorded");
+  EXPECT_EQ(d["grid_vars"], Json({"units", "lr"}));
+  EXPECT_EQ(d["param_info"]["lr"], Json({{"kind", "grid"}, {"log", nullptr}}));
+  EXPECT_EQ(model(d, "a-2")["grid"], Json({{"units", 8}, {"lr", 0.1}}));
+  EXPECT_TRUE(d["search"].is_null());
+  EXPECT_NE(report_html(d).find("\"grid_vars\":[\"units\",\"lr\"]"), std::string::npos);
+}
+
+TEST(Report, OldRunWithoutRecordedParametersKeepsTheGuess) {
+  RunDir run;
+  make_run(run);
+  run.write("results.json", R"({"rank_by": "val_loss", "models": []})");
+  const Json d = collect_report(run.dir(), false);
+  EXPECT_EQ(d["grid_source"], "inferred");
+  EXPECT_EQ(d["grid_vars"], Json({"layers[0].Dense.units", "optimizer.Adam.learning_rate"}));
+  EXPECT_EQ(model(d, "mlp-16-0.01")["grid"]["layers[0].Dense.units"], 16);
+  EXPECT_TRUE(d["search"].is_null());
 }
 
 TEST(Report, PageIsSelfContainedAndItsDataCannotEndTheScript) {

@@ -1,5 +1,6 @@
-// nnfleet's report page: builds the leaderboard, learning curves (uPlot), grid charts (uPlot),
-// per-core timeline (SVG) and model details from the JSON in #report-data. No network: every
+// nnfleet's report page: builds the leaderboard, a search's view (its trials through their rungs,
+// each parameter against the metric, the trials table), learning curves (uPlot), grid charts
+// (uPlot), per-core timeline (SVG) and model details from the JSON in #report-data. No network: every
 // script is inlined by nnfleet. window.nnfleetReport exposes the charts for the browser tests.
 "use strict";
 (function () {
@@ -12,7 +13,8 @@
     filter: load("filter", ""),
     isolated: load("isolated", null),
   };
-  const R = (window.nnfleetReport = { curves: [], grids: [], data: D });
+  const R = (window.nnfleetReport = { curves: [], grids: [], search: [], data: D });
+  const S = D.search || null;
 
   function load(k, dflt) {
     try {
@@ -69,6 +71,13 @@
     return v.toPrecision(3).replace(/\.?0+$/, "") + " " + s[i] + unit;
   }
   const modelIndex = new Map(models.map((m, i) => [m.name, i]));
+  // A pruned trial says at which budget its scheduler stopped it (its last rung's epochs).
+  function prunedAt(m) {
+    return m.rungs && m.rungs.length ? m.rungs[m.rungs.length - 1].epochs : m.epochs;
+  }
+  function statusText(m) {
+    return m.status === "pruned" ? "pruned@" + prunedAt(m) : m.status;
+  }
 
   // The ranking: done models with the figure first, best first; the others after, in plan order.
   const rankValue = (m) => (m.metrics ? m.metrics[D.rank_by] : undefined);
@@ -107,7 +116,7 @@
       el(
         "nav",
         {},
-        ...["leaderboard", "curves", "grid", "timeline", "models"].map((s) =>
+        ...["leaderboard", S ? "search" : null, "curves", S ? null : "grid", "timeline", "models"].filter((s) => s).map((s) =>
           el("a", { href: "#" + s }, s[0].toUpperCase() + s.slice(1))
         )
       )
@@ -122,7 +131,7 @@
   const columns = [
     { key: "rank", label: "#", get: (m) => m.rank },
     { key: "name", label: "model", get: (m) => m.name },
-    { key: "status", label: "status", get: (m) => m.status },
+    { key: "status", label: "status", get: (m) => statusText(m) },
     ...metricKeys.map((k) => ({ key: "m:" + k, label: k, get: (m) => (m.metrics || {})[k] })),
     { key: "epochs", label: "epochs", get: (m) => m.epochs },
     { key: "best", label: "best epoch", get: (m) => (m.best ? m.best.epoch : null) },
@@ -199,7 +208,7 @@
                 )
               );
             } else if (c.key === "status") {
-              cell = el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, m.status));
+              cell = el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, statusText(m)));
             } else {
               cell = el("td", { class: typeof v === "number" ? "num" : "" }, c.show ? c.show(v) : fmt(v));
             }
@@ -388,6 +397,26 @@
   }
 
   // ---- grid variables against the ranking metric ---------------------------------------------
+  function paramInfo(v) {
+    return (D.param_info || {})[v] || {};
+  }
+  // A parameter's axis is logarithmic when the run says it was drawn so; a grid's values (which
+  // say nothing of their scale) or a guessed grid's when they span two decades or more.
+  function logAxis(info, lo, hi) {
+    if (!(lo > 0) || !(hi > lo)) return false;
+    if (info.log === true) return true;
+    if (info.kind && info.kind !== "grid") return false;
+    return hi / lo >= 100;
+  }
+  // The distinct values of a categorical axis as its labels: numbers in numeric order (a choice
+  // of batch sizes), others in text order.
+  function categories(values) {
+    const byText = new Map(values.map((x) => [String(x), x]));
+    const all = [...byText.values()];
+    const numbers = all.every((x) => typeof x === "number");
+    all.sort((a, b) => (numbers ? a - b : String(a).localeCompare(String(b))));
+    return all.map(String);
+  }
   function gridChart(v, width) {
     const pts = [];
     for (const m of models) {
@@ -396,16 +425,17 @@
       if (x === undefined || m.status !== "done" || typeof y !== "number") continue;
       pts.push({ m, x, y });
     }
-    const numeric = pts.every((p) => typeof p.x === "number");
+    const info = paramInfo(v);
+    const numeric = info.kind !== "choice" && pts.every((p) => typeof p.x === "number");
     let cats = [];
     if (!numeric) {
-      cats = [...new Set(pts.map((p) => String(p.x)))].sort();
+      cats = categories(pts.map((p) => p.x));
       for (const p of pts) p.xv = cats.indexOf(String(p.x));
     } else for (const p of pts) p.xv = p.x;
     pts.sort((a, b) => a.xv - b.xv);
     const xs = pts.map((p) => p.xv);
-    const logx = numeric && xs.length > 1 && xs[0] > 0 && xs[xs.length - 1] / xs[0] >= 100;
-    const box = el("div", { class: "curve grid-chart", "data-var": v });
+    const logx = numeric && xs.length > 1 && logAxis(info, xs[0], xs[xs.length - 1]);
+    const box = el("div", { class: "curve grid-chart", "data-var": v, "data-axis": numeric ? (logx ? "log" : "linear") : "categories" });
     let tt;
     const u = new uPlot(
       {
@@ -441,13 +471,360 @@
   }
 
   function grids(width) {
-    const sec = el("section", { id: "grid" }, el("h2", {}, "Grid variables"));
+    const sec = el("section", { id: "grid" }, el("h2", {}, D.grid_source === "recorded" ? "Parameters" : "Grid variables"));
     if (!D.grid_vars.length) {
       sec.append(el("p", { class: "empty" }, "This plan has no grid."));
       return sec;
     }
     sec.append(el("p", { class: "hint" }, "each finished model of a grid: its value of the variable against " + D.rank_by));
     sec.append(el("div", { class: "charts" }, ...D.grid_vars.map((v) => gridChart(v, width))));
+    return sec;
+  }
+
+  // ---- a search: trials through their rungs, parameters against the metric, the trials -------
+  // A search may hold thousands of trials: its charts are one uPlot each whose marks the page
+  // paints itself in one pass over the canvas (as uPlot series, each trial would bring a DOM
+  // cursor point and a series' upkeep), and its table shows the first rows until asked for all.
+  const searchHigher = S ? (S.mode === "max" ? true : S.mode === "min" ? false : /acc/.test(S.metric || "")) : false;
+  // The trial's value of the search metric: its final figure, else its last rung's.
+  function trialValue(m) {
+    const v = m.metrics ? m.metrics[S.metric] : undefined;
+    if (typeof v === "number" && isFinite(v)) return v;
+    const r = m.rungs && m.rungs.length ? m.rungs[m.rungs.length - 1].value : null;
+    return typeof r === "number" && isFinite(r) ? r : null;
+  }
+  const better = (a, b) => (searchHigher ? a > b : a < b);
+  // Trials ranked as the leaderboard ranks a search: finished ones by the metric, then pruned
+  // ones (the longest-trained first, then by the value where they stopped), then the others.
+  function rankTrials() {
+    const group = (m) => (m.status === "done" ? 0 : m.status === "pruned" ? 1 : 2);
+    const order = models
+      .map((m, i) => ({ m, i, v: trialValue(m) }))
+      .sort((a, b) => {
+        const ga = group(a.m), gb = group(b.m);
+        if (ga !== gb) return ga - gb;
+        if (ga === 1 && prunedAt(a.m) !== prunedAt(b.m)) return prunedAt(b.m) - prunedAt(a.m);
+        if ((a.v === null) !== (b.v === null)) return a.v === null ? 1 : -1;
+        if (a.v !== null && a.v !== b.v) return better(a.v, b.v) ? -1 : 1;
+        return a.i - b.i;
+      });
+    const rank = new Array(models.length);
+    order.forEach((t, k) => (rank[t.i] = k + 1));
+    return { rank, best: order.length && order[0].m.status === "done" && order[0].v !== null ? order[0].i : -1 };
+  }
+  const trialRank = S ? rankTrials() : null;
+  const failed = (m) => m.status === "failed" || m.status === "diverged";
+  const markColor = (i) => (models[i].status === "done" ? color(i) : failed(models[i]) ? "rgba(220,38,38,0.45)" : "rgba(156,163,175,0.55)");
+  // Paint order: pruned and failed trials under finished ones, the best on top.
+  function paintOrder(idx) {
+    const layer = (i) => (i === trialRank.best ? 3 : models[i].status === "done" ? 2 : models[i].status === "pruned" ? 0 : 1);
+    return idx.slice().sort((a, b) => layer(a) - layer(b) || a - b);
+  }
+
+  // A chart drawn by `paint(u, ctx, mark)`, which calls mark(x, y, text) (canvas pixels) for each
+  // point a hover may name; uPlot gives the axes, the fixed scales `xRange`, `yRange` and the cursor.
+  // `text` is a function making the tooltip's nodes, called only for the point hovered.
+  function paintedChart(o) {
+    const box = el("div", Object.assign({ class: "curve " + o.cls }, o.attrs || {}));
+    const tip = el("div", { class: "tip" });
+    box.append(tip);
+    let marks = [];
+    const pxr = () => window.devicePixelRatio || 1;
+    const u = new uPlot(
+      {
+        width: o.width,
+        height: o.height || 260,
+        title: o.title,
+        legend: { show: false },
+        cursor: { drag: { x: false, y: false }, points: { show: false } },
+        scales: {
+          x: { time: false, distr: o.xLog ? 3 : 1, range: () => o.xRange.slice() },
+          y: { distr: 1, range: () => o.yRange.slice() },
+        },
+        series: [{ label: o.xLabel }, { label: o.yLabel, paths: () => null, points: { show: false } }],
+        axes: [Object.assign({ label: o.xLabel }, o.xAxis || {}), { label: o.yLabel, size: 60 }],
+        hooks: {
+          draw: [
+            (u) => {
+              marks = [];
+              const ctx = u.ctx;
+              ctx.save();
+              ctx.beginPath();
+              ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+              ctx.clip();
+              o.paint(u, ctx, (x, y, text) => marks.push([(x - u.bbox.left) / pxr(), (y - u.bbox.top) / pxr(), text]));
+              ctx.restore();
+            },
+          ],
+          setCursor: [
+            (u) => {
+              const cx = u.cursor.left, cy = u.cursor.top;
+              let best = null, bestD = 400; // within 20 px
+              if (cx >= 0)
+                for (const mk of marks) {
+                  const d = (mk[0] - cx) ** 2 + (mk[1] - cy) ** 2;
+                  if (d <= bestD) { // ties: the mark painted last, on top
+                    bestD = d;
+                    best = mk;
+                  }
+                }
+              if (!best) {
+                tip.style.display = "none";
+                return;
+              }
+              tip.style.display = "block";
+              tip.replaceChildren(...best[2]());
+              tip.style.left = Math.min(best[0] + u.over.offsetLeft + 12, box.clientWidth - 220) + "px";
+              tip.style.top = best[1] + u.over.offsetTop + 12 + "px";
+            },
+          ],
+        },
+      },
+      [o.xRange.slice(), o.yRange.slice()],
+      box
+    );
+    fitWidth(u, box);
+    R.search.push(u);
+    return box;
+  }
+  // [lo, hi] of `values` with a margin, for a fixed scale (log: a factor, else a share).
+  function span(values, log) {
+    if (!values.length) return [0, 1];
+    const lo = Math.min(...values), hi = Math.max(...values);
+    if (log) return [lo / 1.2, hi * 1.2];
+    const pad = hi > lo ? (hi - lo) * 0.06 : Math.abs(hi) * 0.1 || 1;
+    return [lo - pad, hi + pad];
+  }
+  // Axis options for a parameter's or a budget's values: on a log scale, ticks at 1, 2 and 5 of
+  // each decade (fewer when crowded) with every one labelled (uPlot's own log labels keep only
+  // some, none at all on a range like 32..512); integers only for int parameters.
+  function logTicks(lo, hi) {
+    const out = [];
+    for (const ms of [[1, 2, 5], [1, 3], [1]]) {
+      out.length = 0;
+      for (let p = Math.floor(Math.log10(lo)); p <= Math.ceil(Math.log10(hi)); p++)
+        for (const m of ms) {
+          const t = +(m * 10 ** p).toPrecision(6);
+          if (t >= lo && t <= hi) out.push(t);
+        }
+      if (out.length <= 8) break;
+    }
+    return out;
+  }
+  function valueAxis(log, range, integer) {
+    const show = (u, sp) => sp.map((v) => fmt(v));
+    // A tick of a log axis as its shortest text: 0.0001, not 1.000e-4.
+    const short = (u, sp) => sp.map((v) => String(+v.toPrecision(3)));
+    if (log) return { splits: () => logTicks(range[0], range[1]), filter: (u, sp) => sp, values: short };
+    return integer ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000], values: show } : {};
+  }
+  const trialTip = (i, line) => [el("b", {}, models[i].name + " (" + statusText(models[i]) + ")"), el("br"), line];
+
+  // What a painted chart drew, for the browser tests: marks by kind on the chart's box.
+  function noteDrawn(u, drawn) {
+    if (u.root.parentNode) u.root.parentNode.dataset.drawn = JSON.stringify(drawn);
+  }
+  const markKind = (i) => (i === trialRank.best ? "best" : models[i].status === "done" ? "done" : models[i].status === "pruned" ? "pruned" : "other");
+  const goodRungs = (m) => (m.rungs || []).filter((r) => typeof r.value === "number" && isFinite(r.value) && r.epochs > 0);
+
+  // (a) The metric against the budget: a line per trial through its rungs.
+  function budgetChart(width) {
+    const idx = [], xv = [], yv = [];
+    models.forEach((m, i) => {
+      const rs = goodRungs(m);
+      if (!rs.length) return;
+      idx.push(i);
+      for (const r of rs) {
+        xv.push(r.epochs);
+        yv.push(r.value);
+      }
+    });
+    if (!idx.length) return el("p", { class: "empty" }, "No trial has reached a rung yet.");
+    // Successive halving's rungs grow by its reduction factor (1, 3, 9): even steps on a log axis.
+    const xLog = S.scheduler === "successive_halving" && Math.max(...xv) / Math.min(...xv) >= 3;
+    const ticks = [...new Set(xv)].sort((a, b) => a - b);
+    const order = paintOrder(idx);
+    return paintedChart({
+      cls: "search-budget",
+      attrs: { "data-trials": String(idx.length) },
+      title: S.metric + " at each rung",
+      width,
+      xLabel: "epochs",
+      yLabel: S.metric,
+      xLog,
+      xRange: span(xv, xLog),
+      yRange: span(yv, false),
+      xAxis: { splits: () => ticks, filter: (u, sp) => sp, values: (u, sp) => sp.map((v) => fmt(v)) },
+      paint(u, ctx, mark) {
+        const drawn = { pruned: 0, done: 0, other: 0, best: 0 };
+        const pr = window.devicePixelRatio || 1;
+        for (const i of order) {
+          const best = i === trialRank.best;
+          ctx.strokeStyle = ctx.fillStyle = best ? "#111827" : markColor(i);
+          ctx.lineWidth = (best ? 3 : 1.25) * pr;
+          ctx.beginPath();
+          const rs = goodRungs(models[i]);
+          rs.forEach((r, k) => {
+            const x = u.valToPos(r.epochs, "x", true), y = u.valToPos(r.value, "y", true);
+            if (k) ctx.lineTo(x, y);
+            else ctx.moveTo(x, y);
+            mark(x, y, () => trialTip(i, "at " + r.epochs + " epoch(s): " + S.metric + " = " + fmt(r.value, 5) + " (" + r.decision + ")"));
+          });
+          ctx.stroke();
+          for (const r of rs) ctx.fillRect(u.valToPos(r.epochs, "x", true) - 2 * pr, u.valToPos(r.value, "y", true) - 2 * pr, 4 * pr, 4 * pr);
+          drawn[markKind(i)]++;
+        }
+        noteDrawn(u, drawn);
+      },
+    });
+  }
+
+  // (b) A parameter against the metric: a dot per trial that has the parameter (conditional ones
+  // are absent from the others); numbers on their axis (log when drawn so), choices as
+  // categories, each trial's dot spread a little across its category so that many stay apart.
+  function paramChart(v, width) {
+    const info = paramInfo(v);
+    const pts = [];
+    models.forEach((m, i) => {
+      const x = m.grid ? m.grid[v] : undefined, y = trialValue(m);
+      if (x !== undefined && x !== null && y !== null) pts.push({ i, x, y });
+    });
+    const numeric = info.kind !== "choice" && pts.every((p) => typeof p.x === "number");
+    let cats = [];
+    if (numeric) for (const p of pts) p.xv = p.x;
+    else {
+      cats = categories(pts.map((p) => p.x));
+      // A fixed spread per trial (the golden ratio's fractions), not a random one: the same page
+      // draws the same dots.
+      for (const p of pts) p.xv = cats.indexOf(String(p.x)) + (((p.i * 0.6180339887) % 1) - 0.5) * 0.5;
+    }
+    const xs = pts.map((p) => p.xv);
+    const xLog = numeric && pts.length > 0 && logAxis(info, Math.min(...xs), Math.max(...xs));
+    const xRange = numeric ? span(xs, xLog) : [-0.5, Math.max(cats.length, 1) - 0.5];
+    const byIndex = new Map(pts.map((p) => [p.i, p]));
+    const order = paintOrder(pts.map((p) => p.i));
+    return paintedChart({
+      cls: "param-chart",
+      attrs: { "data-var": v, "data-points": String(pts.length), "data-axis": numeric ? (xLog ? "log" : "linear") : "categories" },
+      title: v + " against " + S.metric,
+      width,
+      height: 240,
+      xLabel: v,
+      yLabel: S.metric,
+      xLog,
+      xRange,
+      yRange: span(pts.map((p) => p.y), false),
+      xAxis: numeric ? valueAxis(xLog, xRange, info.kind === "int") : { splits: () => cats.map((_, k) => k), values: (u, sp) => sp.map((k) => cats[k] ?? "") },
+      paint(u, ctx, mark) {
+        const drawn = { pruned: 0, done: 0, other: 0, best: 0 };
+        const pr = window.devicePixelRatio || 1;
+        for (const i of order) {
+          const p = byIndex.get(i), best = i === trialRank.best;
+          const x = u.valToPos(p.xv, "x", true), y = u.valToPos(p.y, "y", true);
+          ctx.fillStyle = markColor(i);
+          ctx.beginPath();
+          ctx.arc(x, y, (best ? 5 : 3) * pr, 0, 2 * Math.PI);
+          ctx.fill();
+          if (best) {
+            ctx.strokeStyle = "#111827";
+            ctx.lineWidth = 2 * pr;
+            ctx.stroke();
+          }
+          mark(x, y, () => trialTip(i, v + " = " + fmt(p.x) + ", " + S.metric + " = " + fmt(p.y, 5)));
+          drawn[markKind(i)]++;
+        }
+        noteDrawn(u, drawn);
+      },
+    });
+  }
+
+  // (c) The trials: sortable like the leaderboard; the first kTrialRows rows of the order until
+  // "show all" (thousands of rows of a dozen cells each are slow to lay out).
+  const kTrialRows = 300;
+  function trialsTable() {
+    const cols = [
+      { key: "rank", label: "#", get: (m, i) => trialRank.rank[i] },
+      { key: "trial", label: "trial", get: (m, i) => (typeof m.trial === "number" ? m.trial : i) },
+      { key: "name", label: "name", get: (m) => m.name },
+      { key: "status", label: "status", get: (m) => statusText(m) },
+      { key: "rungs", label: "rungs (epochs)", get: (m) => (m.rungs && m.rungs.length ? prunedAt(m) : null), show: (v, m) => (m.rungs || []).map((r) => r.epochs).join(" → ") },
+      { key: "metric", label: S.metric, get: (m) => trialValue(m), show: (v) => fmt(v, 5) },
+      ...D.grid_vars.map((v) => ({ key: "p:" + v, label: v, get: (m) => (m.grid ? m.grid[v] : undefined) })),
+    ];
+    let sort = load("trialSort", { key: "rank", asc: true });
+    let all = false;
+    const thead = el("thead"), tbody = el("tbody");
+    const table = el("table", { class: "board", id: "trials" }, thead, tbody);
+    const more = el("button", { class: "iso", id: "trials-all" }, "");
+    const hr = el("tr");
+    for (const c of cols) {
+      const th = el("th", { "data-key": c.key, title: "sort by " + c.label }, c.label);
+      th.addEventListener("click", () => {
+        sort = { key: c.key, asc: sort.key === c.key ? !sort.asc : true };
+        save("trialSort", sort);
+        fill();
+      });
+      hr.append(th);
+    }
+    thead.append(hr);
+    more.addEventListener("click", () => {
+      all = !all;
+      fill();
+    });
+    function fill() {
+      const col = cols.find((c) => c.key === sort.key) || cols[0];
+      const rows = models.map((m, i) => ({ m, i, v: col.get(m, i) }));
+      rows.sort((a, b) => {
+        const xn = a.v === null || a.v === undefined, yn = b.v === null || b.v === undefined;
+        if (xn || yn) return xn === yn ? a.i - b.i : xn ? 1 : -1;
+        const c = typeof a.v === "number" && typeof b.v === "number" ? a.v - b.v : String(a.v).localeCompare(String(b.v));
+        return (sort.asc ? c : -c) || a.i - b.i;
+      });
+      for (const th of hr.children) th.className = th.dataset.key === col.key ? (sort.asc ? "asc" : "desc") : "";
+      const shown = all ? rows : rows.slice(0, kTrialRows);
+      tbody.replaceChildren(
+        ...shown.map(({ m, i }) => {
+          const tr = el("tr", { "data-model": m.name, class: i === trialRank.best ? "isolated" : "" });
+          for (const c of cols) {
+            const v = c.get(m, i);
+            if (c.key === "status") tr.append(el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, v)));
+            else tr.append(el("td", { class: typeof v === "number" ? "num" : "" }, c.show ? c.show(v, m) : fmt(v)));
+          }
+          return tr;
+        })
+      );
+      more.textContent = all ? "show the first " + kTrialRows : "show all " + rows.length;
+      more.style.display = rows.length > kTrialRows ? "" : "none";
+      const note = document.getElementById("trials-shown");
+      if (note) note.textContent = shown.length + " of " + rows.length + " trials shown";
+    }
+    R.fillTrials = fill;
+    return [el("div", { class: "tools" }, el("span", { id: "trials-shown" }), more), el("div", { class: "scroll" }, table)];
+  }
+
+  function search(width, chartW) {
+    const counts = {};
+    for (const m of models) counts[m.status] = (counts[m.status] || 0) + 1;
+    const best = trialRank.best >= 0 ? models[trialRank.best] : null;
+    const about = [
+      (S.trials || models.length) + " trials",
+      S.sampler ? "sampled " + S.sampler : "",
+      S.scheduler ? "scheduler " + S.scheduler + (S.reduction_factor ? " (reduction factor " + S.reduction_factor + ")" : "") : "",
+      S.rungs && S.rungs.length ? "rungs at " + S.rungs.join(", ") : "",
+      S.epochs_trained !== undefined ? S.epochs_trained + " epochs trained" : "",
+      Object.entries(counts).map(([s, n]) => n + " " + s).join(", "),
+    ].filter((x) => x);
+    const sec = el(
+      "section",
+      { id: "search" },
+      el("h2", {}, "Search: " + S.metric + " (" + (searchHigher ? "higher" : "lower") + " is better)"),
+      el("p", { class: "summary" }, about.join(" · ")),
+      el("p", { class: "summary", id: "search-best" }, best ? "best trial: " + best.name + ", " + S.metric + " = " + fmt(trialValue(best), 5) : "no trial has finished yet"),
+      el("p", { class: "hint" }, "finished trials in colour, the best in black; pruned trials grey (stopped at a rung), failed or diverged ones red; hover to read a trial"),
+      el("div", { class: "charts" }, budgetChart(chartW), ...D.grid_vars.map((v) => paramChart(v, chartW))),
+      el("h3", {}, "Trials"),
+      ...trialsTable()
+    );
     return sec;
   }
 
@@ -509,7 +886,7 @@
         root.append(t);
       }
     }
-    const statusColor = { done: null, diverged: "#dc2626", failed: "#7f1d1d", cancelled: "#9ca3af", interrupted: "#9ca3af", running: null };
+    const statusColor = { done: null, diverged: "#dc2626", failed: "#7f1d1d", cancelled: "#9ca3af", interrupted: "#9ca3af", pruned: "#9ca3af", running: null };
     for (const b of T.jobs) {
       const i = modelIndex.has(b.model) ? modelIndex.get(b.model) : 0;
       const fill = statusColor[b.status] || color(i);
@@ -577,7 +954,8 @@
         ["training seconds", fmt(m.seconds)],
         ["core", m.core !== undefined && m.core >= 0 ? m.core : ""],
       ];
-      for (const [k, v] of Object.entries(m.grid || {})) kv.push(["grid " + k, fmt(v)]);
+      const gridWord = D.grid_source === "recorded" ? "parameter " : "grid ";
+      for (const [k, v] of Object.entries(m.grid || {})) kv.push([gridWord + k, fmt(v)]);
       for (const [k, v] of Object.entries(m.metrics || {})) kv.push([k, fmt(v, 6)]);
       const d = el(
         "details",
@@ -595,8 +973,12 @@
     // First guesses of the widths (the page is not laid out yet): every chart then fits its box.
     const width = Math.max(Math.min(app.clientWidth ? app.clientWidth - 40 : 1100, 1360), 300);
     const chartW = width >= 2 * 460 + 12 ? Math.floor((width - 12) / 2) - 10 : width - 10;
-    app.replaceChildren(header(), leaderboard(), curves(chartW), grids(chartW), timeline(width), details());
+    // A search's view shows each parameter against its metric, pruned trials included: it
+    // stands in for the grid charts.
+    const params = S ? search(width, chartW) : grids(chartW);
+    app.replaceChildren(header(), leaderboard(), ...(S ? [params, curves(chartW)] : [curves(chartW), params]), timeline(width), details());
     R.fillBoard();
+    if (R.fillTrials) R.fillTrials();
     if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
     else applyIsolation();
     const y = load("scroll", 0);
