@@ -491,6 +491,11 @@ PYBIND11_MODULE(_core, m) {
   bind_model(m);
   bind_results(m);
   bind_run(m);
+  m.def("sample_parameter", &nnfleet::api::sample_parameter, py::arg("seed"), py::arg("trial"),
+        py::arg("name"), py::arg("distribution_json"), py::arg("sampler") = "random",
+        py::arg("dimension") = 0,
+        "The value (JSON text) a search's parameter takes in a trial, as a plan's search.space "
+        "draws it (nnfleet/search.h)");
   m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
         "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");

@@ -9,6 +9,9 @@ data shared read-only by every worker); this package calls it with NumPy arrays 
                         x, y, epochs=2, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     print(run["mlp"].history["loss"])
 
+nnfleet.search(space_or_build, x, y, trials=..., max_epochs=...) searches hyperparameters the
+same way: its trials train at once, a scheduler stopping the worse ones early.
+
 Every engine error is raised as a subclass of nnfleet.Error with the message `nnfleet` prints
 (its options named as this package's keywords: out=, resume=True). A bad argument is a
 UsageError or DataError naming the keyword, the rule and what was expected, never a bare
@@ -822,7 +825,7 @@ class Trial:
         return self._draw(name, dist)
 
     def choice(self, name, values):
-        """One of `values` (a non-empty list of numbers, strings, bools or None)."""
+        """One of `values` (a non-empty list of numbers, strings or bools)."""
         if isinstance(values, tuple):
             values = list(values)
         return self._draw(name, {"choice": values})
