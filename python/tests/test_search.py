@@ -208,6 +208,25 @@ def test_a_search_trial_stops_on_stop_model(data):
                                                           "trials": 2, "max_epochs": 3},
                          on_epoch_end=lambda n, e, logs: "stop" if n == "trial-1" else None)
     assert [m.epochs for m in run] == [3, 1]
+    # In a halving search the promoted trials stopped at epoch 2 end done there, before rung 3.
+    whole = nnfleet.search(SPACE, x, y, model=TEMPLATE, **SEARCH)
+    run = nnfleet.search(SPACE, x, y, model=TEMPLATE, **SEARCH,
+                         on_epoch_end=lambda n, e, logs: nnfleet.STOP_MODEL if e == 2 else None)
+    assert [m.status for m in run] == [m.status for m in whole]
+    for a, b in zip(run, whole):
+        assert a.epochs == (2 if b.status == "done" else 1)
+        assert a.rungs == b.rungs[:1]
+
+
+def test_a_sobol_search_draws_the_same_from_a_space_and_from_build(data):
+    x, y = data
+    kw = {**SEARCH, "sampler": "sobol", "scheduler": "none", "max_epochs": 1}
+    space = nnfleet.search(SPACE, x, y, model=TEMPLATE, **kw)
+    built = nnfleet.search(build_like_template, x, y, **kw)
+    assert [m.parameters for m in built] == [m.parameters for m in space]
+    assert len({m.parameters["lr"] for m in space}) == 6
+    assert [m.parameters for m in space] != [m.parameters for m in nnfleet.search(
+        SPACE, x, y, model=TEMPLATE, **{**kw, "sampler": "random"})]
 
 
 def search_call(data, **change):
