@@ -308,7 +308,7 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Event> events;
-  uint64_t pushed = 0, delivered = 0;  // epoch-end events, for `hold`
+  uint64_t pushed = 0, delivered = 0;           // epoch-end events, for `hold`
   std::set<std::pair<std::string, int>> stops;  // (model, epoch) whose callback answered True
   if (on_epoch)
     o.on_event = [&](const Event& e) {
