@@ -25,6 +25,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "nnfleet/nnfleet.h"
@@ -281,8 +282,10 @@ class PyModel {
 // called on this (the caller's) thread as epochs end, in the order they ended; batch events are
 // not passed to Python.
 //
-// With `hold` (a test hook), a model's worker waits at each epoch end until `on_epoch` has
-// returned for it, so a callback acts at a known point of the run (as Keras's callbacks do).
+// With `hold`, a model's worker waits at each epoch end until `on_epoch` has returned for it, so
+// a callback acts at a known point of the run (as Keras's callbacks do), and its answer True
+// stops that model after this epoch (RunOptions::stop_model): the package holds whenever the
+// caller gives on_epoch_end, so that such a stop does not depend on timing.
 RunResult train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
                       const py::dict& arrays, int workers, std::optional<std::string> out,
                       bool resume, double checkpoint_seconds, const std::string& format,
@@ -305,7 +308,8 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Event> events;
-  uint64_t pushed = 0, delivered = 0;  // epoch-end events, for `hold`
+  uint64_t pushed = 0, delivered = 0;           // epoch-end events, for `hold`
+  std::set<std::pair<std::string, int>> stops;  // (model, epoch) whose callback answered True
   if (on_epoch)
     o.on_event = [&](const Event& e) {
       if (e.kind != Event::Kind::kEpochEnd) return;
@@ -315,6 +319,11 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
       cv.notify_all();
       // A stop (Ctrl-C, a raising callback, the interpreter's exit) lets the worker go on.
       while (hold && delivered < mine && !stop) cv.wait_for(lock, std::chrono::milliseconds(50));
+    };
+  if (on_epoch && hold)
+    o.stop_model = [&](const std::string& model, int epoch) {
+      std::lock_guard<std::mutex> g(mu);
+      return stops.erase({model, epoch}) > 0;
     };
   const PlanInput plan =
       text.empty() ? PlanInput::file(path) : PlanInput::text(text, path, base_dir);
@@ -338,7 +347,11 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
           cv.notify_all();
         }
       } counted{mu, cv, delivered};
-      (*on_epoch)(e.model, e.epoch, logs_dict(e.logs), e.seconds);
+      const py::object answer = (*on_epoch)(e.model, e.epoch, logs_dict(e.logs), e.seconds);
+      if (answer.ptr() == Py_True) {
+        std::lock_guard<std::mutex> g(mu);
+        stops.emplace(e.model, e.epoch);
+      }
     }
   };
   auto drop = [&] {
@@ -416,7 +429,8 @@ void bind_results(py::module_& m) {
       .value("DONE", Status::kDone)
       .value("DIVERGED", Status::kDiverged)
       .value("FAILED", Status::kFailed)
-      .value("CANCELLED", Status::kCancelled);
+      .value("CANCELLED", Status::kCancelled)
+      .value("PRUNED", Status::kPruned);
   m.def("status_name", &nnfleet::api::status_name, py::arg("status"));
   py::class_<EpochLog>(m, "EpochLog")
       .def_readonly("epoch", &EpochLog::epoch)
@@ -426,6 +440,10 @@ void bind_results(py::module_& m) {
       .def_readonly("epoch", &BestEpoch::epoch)
       .def_readonly("monitor", &BestEpoch::monitor)
       .def_readonly("value", &BestEpoch::value);
+  py::class_<Rung>(m, "Rung")
+      .def_readonly("epochs", &Rung::epochs)
+      .def_readonly("value", &Rung::value)
+      .def_readonly("decision", &Rung::decision);
   py::class_<ModelResult>(m, "ModelResult")
       .def_readonly("name", &ModelResult::name)
       .def_readonly("status", &ModelResult::status)
@@ -437,6 +455,8 @@ void bind_results(py::module_& m) {
       .def_readonly("best", &ModelResult::best)
       .def_readonly("history", &ModelResult::history)
       .def_readonly("model_file", &ModelResult::model_file)
+      .def_readonly("parameters", &ModelResult::parameters)
+      .def_readonly("rungs", &ModelResult::rungs)
       .def_property_readonly("model", [](const ModelResult& r) {
         return r.model ? py::cast(PyModel(*r.model)) : py::object(py::none());
       });
@@ -471,6 +491,11 @@ PYBIND11_MODULE(_core, m) {
   bind_model(m);
   bind_results(m);
   bind_run(m);
+  m.def("sample_parameter", &nnfleet::api::sample_parameter, py::arg("seed"), py::arg("trial"),
+        py::arg("name"), py::arg("distribution_json"), py::arg("sampler") = "random",
+        py::arg("dimension") = 0,
+        "The value (JSON text) a search's parameter takes in a trial, as a plan's search.space "
+        "draws it (nnfleet/search.h)");
   m.def("fashion_mnist_files", &nnfleet::api::fashion_mnist_files, py::arg("split"),
         "The IDX files (images, labels) of Fashion-MNIST's split: the Debian package "
         "dataset-fashion-mnist, or $NNFLEET_FASHION_MNIST");

@@ -86,6 +86,10 @@ struct RunOptions {
   Progress progress = Progress::kQuiet;  // what is printed to stdout (and run.log)
   // Called on the workers' threads, possibly several at once: must be thread-safe and quick.
   std::function<void(const Event&)> on_event;
+  // Asked on the model's worker thread after each of its epochs (after on_event's kEpochEnd):
+  // true stops that model after this epoch, as early stopping does (status "done"; a resume
+  // trains it no further). Thread-safe, as on_event. Results then depend on its answers.
+  std::function<bool(const std::string& model, int epoch)> stop_model;
   // Set (by any thread) to stop: every model finishes its batch, checkpoints and ends as
   // "cancelled"; train() then returns with RunResult::interrupted. Not owned.
   const std::atomic<bool>* stop = nullptr;

@@ -9,6 +9,9 @@ data shared read-only by every worker); this package calls it with NumPy arrays 
                         x, y, epochs=2, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     print(run["mlp"].history["loss"])
 
+nnfleet.search(space_or_build, x, y, trials=..., max_epochs=...) searches hyperparameters the
+same way: its trials train at once, a scheduler stopping the worse ones early.
+
 Every engine error is raised as a subclass of nnfleet.Error with the message `nnfleet` prints
 (its options named as this package's keywords: out=, resume=True). A bad argument is a
 UsageError or DataError naming the keyword, the rule and what was expected, never a bare
@@ -42,9 +45,12 @@ from ._core import DataError, Error, FileError, ModelError, PlanError, UsageErro
 __all__ = [
     "Error", "PlanError", "DataError", "ModelError", "FileError", "UsageError",
     "Model", "ModelResult", "Run", "train", "train_plan", "predict", "evaluate", "load_model",
-    "stop", "datasets",
+    "stop", "datasets", "search", "Trial", "SearchRun", "STOP_MODEL",
 ]
 __version__ = _core.__version__  # project(VERSION) in CMakeLists.txt, through nnfleet/version.h
+
+# What on_epoch_end returns to stop that model after this epoch (as early stopping does).
+STOP_MODEL = "stop"
 
 
 def stop() -> None:
@@ -103,6 +109,13 @@ def _int(v, name, call, lo=1, hi=_INT32_MAX):
     if not lo <= int(v) <= hi:
         _fail(call, name, "is out of range", f"an int from {lo} to {hi}", v)
     return int(v)
+
+
+def _int_from(v, name, call, lo, why="", hi=_INT32_MAX):
+    """_int, with a value below `lo` refused by the rule "must be at least lo" (and `why`)."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v < lo:
+        _fail(call, name, f"must be at least {lo}{why}", f"an int from {lo} to {hi}", v)
+    return _int(v, name, call, lo=lo, hi=hi)
 
 
 def _float(v, name, call, lo=-_FLOAT32_MAX, hi=_FLOAT32_MAX, hi_open=False):
@@ -406,9 +419,12 @@ def _predict_args(call, loss, batch_size, workers, scale):
 
 
 class ModelResult:
-    """One model's outcome: name, status ("done", "diverged", "failed", "cancelled"), message,
-    metrics (final values), history (Keras History.history: {"loss": [...], ...}), best
-    ({"epoch", "monitor", "value"} or None), epochs, params, seconds, model (a Model or None).
+    """One model's outcome: name, status ("done", "diverged", "failed", "cancelled", or
+    "pruned": a search's scheduler stopped it), message, metrics (final values), history (Keras
+    History.history: {"loss": [...], ...}), best ({"epoch", "monitor", "value"} or None), epochs,
+    params, seconds, model (a Model or None), parameters ({name: value}: its grid's vars, its
+    search trial's values, its plan entry's `parameters:`), rungs (a search trial's
+    [(epochs, value, decision), ...]; decision "promoted", "pruned", "final" or "stopped").
     """
 
     def __init__(self, r):
@@ -424,6 +440,9 @@ class ModelResult:
         self.params = r.params
         self.seconds = r.seconds
         self.model_file = r.model_file or None
+        # {name: value}: a grid's vars, a search trial's drawn values, an entry's `parameters:`.
+        self.parameters = {k: json.loads(v) for k, v in r.parameters}
+        self.rungs = [(g.epochs, g.value, g.decision) for g in r.rungs]  # a search trial's
         model = r.model
         self.model = Model(model) if model is not None else None
         hist = {}
@@ -503,13 +522,13 @@ def _progress_mode(progress):
 
 
 def _print_epoch(name, epoch, logs, epochs):
-    total = epochs.get(name)
+    total = epochs if isinstance(epochs, int) else epochs.get(name)
     shown = " ".join(f"{k} {v:.4f}" for k, v in logs.items())
     print(f"{name} epoch {epoch}{'/' + str(total) if total else ''}: {shown}", flush=True)
 
 
 def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_seconds, format,
-         progress, on_epoch_end, epochs_of, hold=False):
+         progress, on_epoch_end, epochs_of, hold=False, result=None):
     call = "train"
     if workers is not None:
         if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
@@ -533,11 +552,16 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
             if lines:
                 _print_epoch(name, epoch, logs, epochs_of)
             if on_epoch_end is not None:
-                on_epoch_end(name, epoch, dict(logs))
+                answer = on_epoch_end(name, epoch, dict(logs))
+                return isinstance(answer, str) and answer == STOP_MODEL
+            return False
+    # With on_epoch_end, each model's worker waits at its epoch ends for the callback's answer,
+    # so that STOP_MODEL stops that model after this very epoch (not at a later one by timing).
     with _engine():
         r = _core.train(path, text, base_dir, arrays, workers or 0, out, resume,
-                        checkpoint_seconds, format, mode, callback, hold)
-    return Run(r)
+                        checkpoint_seconds, format, mode, callback,
+                        hold or on_epoch_end is not None)
+    return (result or Run)(r)
 
 
 def train_plan(path, *, workers=None, out="", resume=False, checkpoint_seconds=2.0,
@@ -597,9 +621,38 @@ def _model_entry(m, i, tmp):
 
 _FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stopping", "shuffle",
              "batch_split"}
+_RUN_KEYS = {"validation_split", "test_data", "seed", "workers", "out", "resume", "progress",
+             "on_epoch_end", "checkpoint_seconds", "format", "scale"}
 
 
-def _data(x, y, key, validation_split, test_data, scale, arrays):
+def _fit_args(call, validation_split, validation_data, scale, seed):
+    """train's and search's validation_split, scale and seed, checked."""
+    if validation_split is not None:
+        validation_split = _float(validation_split, "validation_split", call, lo=0.0, hi=1.0,
+                                  hi_open=True)
+    if scale is not None:
+        scale = _float(scale, "scale", call)
+    seed = _int(seed, "seed", call, lo=0, hi=2**63 - 1)
+    if validation_data is not None:
+        raise UsageError("failed to use validation_data: nnfleet validates on the last fraction "
+                         "of the training data; expected validation_split (or concatenate the "
+                         "arrays and give the fraction)")
+    return validation_split, scale, seed
+
+
+def _fit_defaults(call, given, plan_defaults, known):
+    """The plan's `defaults:` from the fit keywords `given` (pairs; None: not given) and the
+    other plan defaults (unknown keywords refused, naming the `known` ones)."""
+    defaults = {k: _plain(v, k, call) for k, v in given if v is not None}
+    for k, v in plan_defaults.items():
+        if k not in _FIT_KEYS:
+            raise UsageError(f"failed to {call}: unknown keyword {_repr.repr(k)}; expected one "
+                             f"of {', '.join(sorted(known))}")
+        defaults[k] = _plain(v, k, call)
+    return defaults
+
+
+def _data(x, y, key, validation_split, test_data, scale, arrays, call="train"):
     arrays[f"x{key}"] = _array(x, "x" if not key else f"x{key}")
     arrays[f"y{key}"] = _array(y, "y" if not key else f"y{key}")
     d = {"train": {"x": {"array": f"x{key}"}, "y": {"array": f"y{key}"}}}
@@ -610,7 +663,7 @@ def _data(x, y, key, validation_split, test_data, scale, arrays):
     if test_data is not None:
         name = "test_data" if not key else f"test_data[{key[1:]}]"
         if not isinstance(test_data, (list, tuple)) or len(test_data) != 2:
-            _fail("train", name, "must be a pair", "(x_test, y_test)", test_data)
+            _fail(call, name, "must be a pair", "(x_test, y_test)", test_data)
         tx, ty = test_data
         arrays[f"x_test{key}"] = _array(tx, f"{name}'s x")
         arrays[f"y_test{key}"] = _array(ty, f"{name}'s y")
@@ -634,7 +687,9 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     evaluated after training. Keyword defaults follow Keras's compile/fit; any other plan
     default (shuffle, batch_split, ...) may be given too. out: keep the output folder there
     (None: a temporary one); resume=True continues the run in `out`. on_epoch_end(name, epoch,
-    logs) is called on this thread. Ctrl-C stops every model cleanly (checkpointed in `out`),
+    logs) is called on this thread while that model's worker waits for it; returning
+    nnfleet.STOP_MODEL ("stop") ends that model after this epoch, as early stopping would (status
+    "done"). Ctrl-C stops every model cleanly (checkpointed in `out`),
     then raises KeyboardInterrupt; on another thread, nnfleet.stop() (or the interpreter's
     exit) stops it and it returns a Run with `interrupted` set. The arrays are read in place
     without the GIL: they must not change until train returns (a model whose labels or ids go
@@ -643,16 +698,8 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     Raises PlanError (every problem listed), DataError, ModelError, FileError, UsageError.
     """
     call = "train"
-    if validation_split is not None:
-        validation_split = _float(validation_split, "validation_split", call, lo=0.0, hi=1.0,
-                                  hi_open=True)
-    if scale is not None:
-        scale = _float(scale, "scale", call)
-    seed = _int(seed, "seed", call, lo=0, hi=2**63 - 1)
-    if validation_data is not None:
-        raise UsageError("failed to use validation_data: nnfleet validates on the last fraction "
-                         "of the training data; expected validation_split (or concatenate the "
-                         "arrays and give the fraction)")
+    validation_split, scale, seed = _fit_args(call, validation_split, validation_data, scale,
+                                              seed)
     if not isinstance(models, (list, tuple)):
         models = [models]
     if not models:
@@ -660,17 +707,10 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
                          "list of models, got an empty list")
     # A test hook: each model's worker waits at each epoch end until on_epoch_end returned.
     hold = bool(plan_defaults.pop("_hold_at_epoch_end", False))
-    defaults = {}
-    for k, v in (("epochs", epochs), ("batch_size", batch_size), ("loss", loss),
-                 ("optimizer", optimizer), ("metrics", metrics),
-                 ("early_stopping", early_stopping)):
-        if v is not None:
-            defaults[k] = _plain(v, k, call)
-    for k, v in plan_defaults.items():
-        if k not in _FIT_KEYS:
-            raise UsageError(f"failed to train: unknown keyword {_repr.repr(k)}; expected one "
-                             f"of {', '.join(sorted(_FIT_KEYS | {'validation_split', 'test_data', 'seed', 'workers', 'out', 'resume', 'progress', 'on_epoch_end', 'checkpoint_seconds', 'format', 'scale'}))}")
-        defaults[k] = _plain(v, k, call)
+    defaults = _fit_defaults(call, (("epochs", epochs), ("batch_size", batch_size),
+                                    ("loss", loss), ("optimizer", optimizer),
+                                    ("metrics", metrics), ("early_stopping", early_stopping)),
+                             plan_defaults, _FIT_KEYS | _RUN_KEYS)
     arrays = {}
     with tempfile.TemporaryDirectory(prefix="nnfleet-models-") as tmp:
         entries = [_model_entry(m, i, tmp) for i, m in enumerate(models)]
@@ -695,6 +735,326 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
                     resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
                     progress=progress, on_epoch_end=on_epoch_end, epochs_of=epochs_of,
                     hold=hold)
+
+
+# ---- search: sampled spaces and schedulers (README "Search"), as plans with a `search:` section.
+
+_SCHEDULERS = ("successive_halving", "median_stopping", "none")
+_MAX_TRIALS = 100_000  # limits::kMaxPlanModels (src/core/limits.h): a plan's models at most
+# The metrics whose higher values are better (the engine's metric_goes_up): mode="auto" reads
+# the name as early stopping does; every other figure (losses, errors) is better lower.
+_HIGHER_IS_BETTER = ("acc", "precision", "recall", "auc", "r2_score", "r2score")
+
+
+def _higher_is_better(metric, mode):
+    if mode != "auto":
+        return mode == "max"
+    name = metric.lower()
+    for prefix in ("val_", "test_"):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name != "loss" and any(word in name for word in _HIGHER_IS_BETTER)
+
+
+class Trial:
+    """One trial of a `search` given a build function: build(trial) draws its parameters here
+    and returns the model dict they make.
+
+    Each draw is the value a plan's `search.space` gives the same parameter of the same trial
+    (the C++ engine's sample_parameter: it depends only on the seed, the trial's index and the
+    parameter's name, so adding a parameter leaves the others' values unchanged). Drawing the
+    same name again in the same trial returns the same value; with another distribution it is
+    a UsageError naming the parameter.
+
+    number: the trial's index (0, 1, ...); params: {name: value} drawn so far, in order.
+    Trial(number, seed, sampler) previews what search(build, seed=seed, sampler=sampler) draws
+    for that trial (with "sobol", a parameter's dimension is the order in which the search's
+    trials first drew it: the same only when drawn in the same order).
+    """
+
+    def __init__(self, number, seed=0, sampler="random", _dimensions=None):
+        call = "make a trial"
+        self.number = _int(number, "number", call, lo=0, hi=_MAX_TRIALS)
+        self._seed = _int(seed, "seed", call, lo=0, hi=2**63 - 1)
+        self._sampler = _text(sampler, "sampler", call, choices=("random", "sobol"))
+        # name -> Sobol dimension, shared by a search's trials (in order of first draw)
+        self._dims = {} if _dimensions is None else _dimensions
+        self._params = {}
+        self._dists = {}
+
+    @property
+    def params(self):
+        return dict(self._params)
+
+    def _draw(self, name, dist):
+        call = f"draw a parameter of trial {self.number}"
+        name = _text(name, "name", call)
+        dist = _plain(dist, f"parameter {_repr.repr(name)}", call)
+        text = json.dumps(dist, sort_keys=True)
+        if name in self._dists:
+            if self._dists[name] != text:
+                raise UsageError(
+                    f"failed to {call}: parameter {_repr.repr(name)} is drawn twice with different "
+                    f"distributions; expected the same distribution as its first draw "
+                    f"{self._dists[name][:200]}, got {text[:200]}")
+            return self._params[name]
+        dim = self._dims.setdefault(name, len(self._dims))  # order of first draw in the search
+        with _engine():
+            value = json.loads(_core.sample_parameter(self._seed, self.number, name, text,
+                                                      self._sampler, dim))
+        self._dists[name] = text
+        self._params[name] = value
+        return value
+
+    def uniform(self, name, lo, hi):
+        """A float drawn uniformly from [lo, hi)."""
+        return self._draw(name, {"uniform": [lo, hi]})
+
+    def loguniform(self, name, lo, hi):
+        """A float drawn uniformly on a log scale from [lo, hi) (0 < lo < hi)."""
+        return self._draw(name, {"loguniform": [lo, hi]})
+
+    def int(self, name, lo, hi, step=1, log=False):
+        """An int from lo to hi (both included), on multiples of `step` from lo, or on a log
+        scale with log=True."""
+        dist = {"int": [lo, hi]}
+        if not (isinstance(step, int) and not isinstance(step, bool) and step == 1):
+            dist["step"] = step
+        if log is not False:
+            dist["log"] = log
+        return self._draw(name, dist)
+
+    def choice(self, name, values):
+        """One of `values` (a non-empty list of numbers, strings or bools)."""
+        if isinstance(values, tuple):
+            values = list(values)
+        return self._draw(name, {"choice": values})
+
+    def fixed(self, name, value):
+        """`value` itself, recorded as a parameter of the trial."""
+        return self._draw(name, {"fixed": value})
+
+    def __repr__(self):
+        return f"<nnfleet.Trial {self.number} {self._params}>"
+
+
+class SearchRun(Run):
+    """The results of `search`, a Run whose models are its trials in trial order: each
+    ModelResult has `parameters` ({name: value}) and `rungs` ([(epochs, value, decision), ...],
+    decision "promoted", "pruned", "final" or "stopped"), and status "pruned" when the scheduler
+    stopped it at a rung (its figures are that rung's; no model).
+
+    metric, higher_is_better: what the search compared. best: the finished ("done") trial with
+    the best metric (the first of equal ones), or None. trials: one dict per trial (trial, name,
+    status, epochs, metric, rungs and each parameter). trials_frame(): them as a pandas DataFrame.
+    """
+
+    def __init__(self, r, metric, higher_is_better):
+        super().__init__(r)
+        self.metric = metric
+        self.higher_is_better = higher_is_better
+
+    def _value(self, m):
+        return m.metrics.get(self.metric)  # a pruned trial's: its last rung's (as trials.csv)
+
+    @property
+    def best(self):
+        done = [(self._value(m), k) for k, m in enumerate(self.results)
+                if m.status == "done" and self._value(m) is not None
+                and not math.isnan(self._value(m))]
+        if not done:
+            return None
+        sign = -1.0 if self.higher_is_better else 1.0
+        return self.results[min(done, key=lambda vk: (sign * vk[0], vk[1]))[1]]
+
+    @property
+    def trials(self):
+        rows = []
+        for k, m in enumerate(self.results):
+            row = {"trial": k, "name": m.name, "status": m.status, "epochs": m.epochs,
+                   "metric": self._value(m), "rungs": list(m.rungs)}
+            for name, v in m.parameters.items():
+                row[name if name not in row else f"param:{name}"] = v
+            rows.append(row)
+        return rows
+
+    def trials_frame(self):
+        """The trials as a pandas DataFrame, as the run folder's trials.csv: trial, name,
+        status, epochs, <metric>, rung_<epochs> per rung budget (the metric there, NaN where
+        the trial did not reach it), then each parameter. Raises UsageError without pandas."""
+        try:
+            import pandas
+        except ImportError:
+            raise UsageError("failed to make the trials' DataFrame: pandas is not importable; "
+                             "expected pandas installed (pip install pandas, or Debian's "
+                             "python3-pandas), or use run.trials") from None
+        budgets = sorted({e for m in self.results for e, _, _ in m.rungs})
+        rows = []
+        for row in self.trials:
+            rungs = {e: v for e, v, _ in row.pop("rungs")}
+            value = row.pop("metric")
+            out = {k: row.pop(k) for k in ("trial", "name", "status", "epochs")}
+            out[self.metric] = value
+            for e in budgets:
+                out[f"rung_{e}"] = rungs.get(e, math.nan)
+            out.update(row)
+            rows.append(out)
+        return pandas.DataFrame(rows)
+
+    def __repr__(self):
+        return f"<nnfleet.SearchRun {len(self)} trial(s), metric={self.metric!r}, out={self.out!r}>"
+
+
+def _schedule(call, scheduler, reduction_factor, min_epochs, max_epochs, brackets, interval):
+    """search.scheduler of the plan, its numbers checked by keyword."""
+    scheduler = _text(scheduler, "scheduler", call, choices=_SCHEDULERS)
+    if max_epochs is None:
+        _fail(call, "max_epochs", "is required", "the epochs of a trial that is never stopped "
+              "(an int of at least 1)", max_epochs)
+    max_epochs = _int_from(max_epochs, "max_epochs", call, 1)
+    if scheduler == "none":
+        return {"none": {"max_epochs": max_epochs}}
+    min_epochs = _int(min_epochs, "min_epochs", call)
+    max_epochs = _int_from(max_epochs, "max_epochs", call, min_epochs, " (min_epochs)")
+    if scheduler == "median_stopping":
+        return {"median_stopping": {"min_epochs": min_epochs, "max_epochs": max_epochs,
+                                    "interval": _int(interval, "interval", call)}}
+    factor = _int_from(reduction_factor, "reduction_factor", call, 2,
+                       " (the best 1/reduction_factor of a rung train on)")
+    return {"successive_halving": {"reduction_factor": factor, "min_epochs": min_epochs,
+                                   "max_epochs": max_epochs,
+                                   "brackets": _int(brackets, "brackets", call)}}
+
+
+def _search_section(call, trials, schedule, metric, mode, sampler, max_total_epochs, time_limit):
+    section = {"trials": trials, "sampler": sampler, "scheduler": schedule, "metric": metric,
+               "mode": mode}
+    if max_total_epochs is not None:
+        section["max_total_epochs"] = _int(max_total_epochs, "max_total_epochs", call)
+    if time_limit is not None:
+        section["time_limit"] = _float(time_limit, "time_limit", call, lo=0.0)
+        if section["time_limit"] <= 0:
+            _fail(call, "time_limit", "must be positive", "seconds above 0 (None: no limit)",
+                  time_limit)
+    return section
+
+
+def _templates(call, model):
+    """The model templates of a space search (`model=`): a dict, or a list of them with "when"."""
+    expected = "a plan-style model dict with 'layers' (strings may hold {param} placeholders), " \
+               "or a list of them with 'when'"
+    if model is None:
+        _fail(call, "model", "is required with a space dict", expected, model)
+    several = isinstance(model, (list, tuple))
+    if several and not model:
+        _fail(call, "model", "must hold at least one template", expected, model)
+    entries = []
+    for i, m in enumerate(model if several else [model]):
+        where = f"model[{i}]" if several else "model"
+        if not isinstance(m, dict):
+            _fail(call, where, "must be a dict", expected, m)
+        m = _plain(m, where, call)
+        if "layers" not in m and "keras" not in m:
+            _fail(call, where, "has no 'layers'", expected, m)
+        m.setdefault("name", "trial-{trial}")
+        entries.append(m)
+    return entries
+
+
+def _built(call, build, trials, seed, sampler):
+    """The models build(trial) returns, one per trial in trial order, each recording the
+    parameters its trial drew (`parameters:`) and named trial-<k> unless it names itself."""
+    width = len(str(trials - 1))
+    dims = {}
+    entries = []
+    for k in range(trials):
+        trial = Trial(k, seed, sampler, _dimensions=dims)
+        m = build(trial)
+        where = f"build(trial {k})"
+        if not isinstance(m, dict):
+            _fail(call, where, "must return a model dict", "a plan-style dict with 'layers' "
+                  "(the trial's model)", m)
+        m = _plain(m, f"{where}'s model", call)
+        if "layers" not in m and "keras" not in m:
+            _fail(call, f"{where}'s model", "has no 'layers'",
+                  "a plan-style dict with 'layers'", m)
+        m.setdefault("name", f"trial-{k:0{width}d}")
+        m["parameters"] = _plain(trial.params, f"{where}'s parameters", call)
+        entries.append(m)
+    return entries
+
+
+def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successive_halving",
+           reduction_factor=3, min_epochs=1, max_epochs=None, brackets=1, interval=1,
+           metric="val_loss", mode="auto", sampler="random", max_total_epochs=None,
+           time_limit=None, validation_split=None, validation_data=None, test_data=None,
+           batch_size=None, loss=None, optimizer=None, metrics=None, early_stopping=None,
+           seed=0, workers=None, out=None, resume=False, progress=True, on_epoch_end=None,
+           checkpoint_seconds=2.0, format="keras", scale=None, **plan_defaults) -> SearchRun:
+    """Searches hyperparameters: `trials` models trained at once on every core, a scheduler
+    stopping the worse ones early at its rungs. Returns a SearchRun.
+
+    space_or_build: a space dict in the plan's `search.space` form ({"lr": {"loguniform":
+    [1e-4, 1e-2]}, "depth": {"int": [1, 3]}, "act": {"choice": ["relu", "tanh"]}, ...; "when",
+    "per" and "log" as in plans}) with model= a template dict (or a list of them, each with
+    "when") whose strings use "{param}" placeholders ("trial-{trial}" names the trials); or a
+    function build(trial) -> model dict, called once per trial in trial order before anything
+    trains, that draws with trial.uniform / loguniform / int / choice / fixed (see Trial).
+    Either way trial k's values are what a plan with the same seed draws for it.
+    scheduler: "successive_halving" (rungs at min_epochs * reduction_factor^j up to
+    max_epochs: the best 1/reduction_factor of each rung train on; brackets > 1: Hyperband),
+    "median_stopping" (rungs every `interval` epochs from min_epochs: trials worse than the
+    rung's median stop) or "none" (every trial trains max_epochs). metric/mode: what rungs
+    compare (mode "auto": higher is better for accuracies, precision, recall, auc, r2_score).
+    sampler: "random" or "sobol". max_total_epochs: fewer trials, so that the planned epochs fit;
+    time_limit: seconds, ending the search at the next rung boundary (not deterministic).
+    The other keywords are train's (epochs is max_epochs here). Without on_epoch_end the result
+    depends only on the data, the models and the seed; on_epoch_end returning
+    nnfleet.STOP_MODEL stops that trial after the epoch, the one way a callback changes it.
+    Raises UsageError (a bad argument, by name), PlanError, DataError, ModelError, FileError.
+    """
+    call = "run the search"
+    validation_split, scale, seed = _fit_args(call, validation_split, validation_data, scale,
+                                              seed)
+    if "epochs" in plan_defaults:
+        _fail(call, "epochs", "is set by the scheduler in a search",
+              "max_epochs= (and min_epochs=) instead", plan_defaults["epochs"])
+    if trials is None:
+        _fail(call, "trials", "is required", "the number of trials (an int of at least 1)", trials)
+    trials = _int_from(trials, "trials", call, 1, hi=_MAX_TRIALS)
+    schedule = _schedule(call, scheduler, reduction_factor, min_epochs, max_epochs, brackets,
+                         interval)
+    section = _search_section(call, trials, schedule, _text(metric, "metric", call),
+                              _text(mode, "mode", call, choices=("min", "max", "auto")),
+                              _text(sampler, "sampler", call, choices=("random", "sobol")),
+                              max_total_epochs, time_limit)
+    known = (_FIT_KEYS - {"epochs"}) | _RUN_KEYS | {"validation_data"}
+    defaults = _fit_defaults(call, (("batch_size", batch_size), ("loss", loss),
+                                    ("optimizer", optimizer), ("metrics", metrics),
+                                    ("early_stopping", early_stopping)), plan_defaults, known)
+    if isinstance(space_or_build, dict):
+        section["space"] = _plain(space_or_build, "space", call)
+        entries = _templates(call, model)
+    elif callable(space_or_build):
+        if model is not None:
+            _fail(call, "model", "is for a space dict, not a build function",
+                  "None (build(trial) returns each trial's model)", model)
+        del section["trials"]  # the plan's models are the trials
+        entries = _built(call, space_or_build, trials, seed, section["sampler"])
+    else:
+        _fail(call, "space_or_build", "must be a space dict or a build function",
+              "a dict {name: distribution} with model=, or build(trial) -> model dict",
+              space_or_build)
+    arrays = {}
+    plan = {"seed": seed, "defaults": defaults, "search": section, "models": entries,
+            "data": _data(x, y, "", validation_split, test_data, scale, arrays, call)}
+    text = json.dumps(plan, indent=1, default=_json_default)
+    higher = _higher_is_better(section["metric"], section["mode"])
+    return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,
+                resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
+                progress=progress, on_epoch_end=on_epoch_end,
+                epochs_of=next(iter(schedule.values()))["max_epochs"],
+                result=lambda r: SearchRun(r, section["metric"], higher))
 
 
 def _json_default(v):

@@ -1,10 +1,12 @@
 # Type stubs of the nnfleet package (python/nnfleet/__init__.py; docstrings there).
+import builtins
 import os
 from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 __version__: str
+STOP_MODEL: str
 
 class Error(Exception): ...
 class PlanError(Error): ...
@@ -52,6 +54,8 @@ class ModelResult:
     seconds: float
     model_file: str | None
     model: Model | None
+    parameters: dict[str, Any]
+    rungs: list[tuple[int, float, str]]
 
 class Run:
     results: list[ModelResult]
@@ -65,6 +69,27 @@ class Run:
     def __len__(self) -> int: ...
     def __getitem__(self, key: str | int) -> ModelResult: ...
     def keys(self) -> list[str]: ...
+
+class Trial:
+    number: int
+    def __init__(self, number: int, seed: int = ..., sampler: str = ...) -> None: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
+    def uniform(self, name: str, lo: float, hi: float) -> float: ...
+    def loguniform(self, name: str, lo: float, hi: float) -> float: ...
+    def int(self, name: str, lo: builtins.int, hi: builtins.int, step: builtins.int = ...,
+            log: bool = ...) -> builtins.int: ...  # named as Keras Tuner's and Optuna's
+    def choice(self, name: str, values: Sequence[Any]) -> Any: ...
+    def fixed(self, name: str, value: Any) -> Any: ...
+
+class SearchRun(Run):
+    metric: str
+    higher_is_better: bool
+    @property
+    def best(self) -> ModelResult | None: ...
+    @property
+    def trials(self) -> list[dict[str, Any]]: ...
+    def trials_frame(self) -> Any: ...
 
 def load_model(path: PathLike, weights: PathLike | None = ..., *,
                input_shape: Sequence[int] | Sequence[Sequence[int]] | None = ...) -> Model: ...
@@ -84,6 +109,20 @@ def train(models: Any, x: Arrays, y: Arrays, *, validation_split: float | None =
           on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
           checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
           **plan_defaults: Any) -> Run: ...
+def search(space_or_build: Mapping[str, Any] | Callable[[Trial], dict[str, Any]], x: Arrays,
+           y: Arrays, *, model: dict[str, Any] | Sequence[dict[str, Any]] | None = ...,
+           trials: int | None = ..., scheduler: str = ..., reduction_factor: int = ...,
+           min_epochs: int = ..., max_epochs: int | None = ..., brackets: int = ...,
+           interval: int = ..., metric: str = ..., mode: str = ..., sampler: str = ...,
+           max_total_epochs: int | None = ..., time_limit: float | None = ...,
+           validation_split: float | None = ..., validation_data: Any = ...,
+           test_data: tuple[Arrays, Arrays] | None = ..., batch_size: int | None = ...,
+           loss: Any = ..., optimizer: Any = ..., metrics: Sequence[str] | None = ...,
+           early_stopping: Any = ..., seed: int = ..., workers: int | None = ...,
+           out: PathLike | None = ..., resume: bool = ..., progress: bool | str = ...,
+           on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
+           checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
+           **plan_defaults: Any) -> SearchRun: ...
 def stop() -> None: ...
 def train_plan(path: PathLike, *, workers: int | None = ..., out: PathLike | None = ...,
                resume: bool = ..., checkpoint_seconds: float = ..., format: str = ...,

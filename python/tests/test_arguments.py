@@ -94,7 +94,15 @@ def calls(setup):
         (nnfleet.evaluate, dict(model=str(path), x=x, y=y, loss="sparse_categorical_crossentropy",
                                 metrics=["accuracy"], workers=1)),
         (nnfleet.load_model, dict(path=str(path))),
+        (nnfleet.search, dict(space_or_build={"u": {"int": [2, 4]}}, model=SEARCH_MODEL, x=x,
+                              y=y, trials=2, max_epochs=1, scheduler="none", batch_size=8,
+                              progress=False, workers=1, metric="loss",
+                              loss="sparse_categorical_crossentropy")),
     ]
+
+
+SEARCH_MODEL = {"layers": [{"Flatten": {}}, {"Dense": {"units": "{u}"}},
+                          {"Dense": {"units": 3, "activation": "softmax"}}]}
 
 
 def keywords(f):
@@ -104,7 +112,7 @@ def keywords(f):
 
 # What a message names for a keyword, when not the keyword itself.
 ALSO = {"models": ("models[", "model '"), "model": ("model",), "path": ("path", "file"),
-        "out": ("out", "output folder")}
+        "out": ("out", "output folder"), "space_or_build": ("space", "build")}
 
 
 def check(f, kw, key, value, label, problems=None):

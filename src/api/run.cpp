@@ -26,10 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Forwards the workers' reports to RunOptions::on_event (on the workers' threads).
+// Forwards the workers' reports to RunOptions::on_event, and asks RunOptions::stop_model after
+// each epoch (on the workers' threads).
 class EventObserver : public JobObserver {
  public:
-  explicit EventObserver(const std::function<void(const Event&)>& f) : f_(f) {}
+  explicit EventObserver(const RunOptions& o) : f_(o.on_event), stop_(o.stop_model) {}
   void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
                 double metric, double samples_per_second) override {
     Event e;
@@ -41,7 +42,7 @@ class EventObserver : public JobObserver {
     e.loss = loss;
     e.metric = metric;
     e.samples_per_second = samples_per_second;
-    f_(e);
+    if (f_) f_(e);
   }
   void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
     Event e;
@@ -50,11 +51,15 @@ class EventObserver : public JobObserver {
     e.epoch = rec.epoch;
     e.logs = rec.values;
     e.seconds = rec.seconds;
-    f_(e);
+    if (f_) f_(e);
+  }
+  bool stop_model(const ModelSpec& spec, const EpochRecord& rec) override {
+    return stop_ && stop_(spec.name, rec.epoch);
   }
 
  private:
   const std::function<void(const Event&)>& f_;
+  const std::function<bool(const std::string&, int)>& stop_;
 };
 
 // A folder of our own under $TMPDIR for a run without an output folder; removed at the end.
@@ -162,8 +167,8 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
     f.out_dir = *o.out;
   }
   std::optional<EventObserver> events;
-  if (o.on_event) {
-    events.emplace(o.on_event);
+  if (o.on_event || o.stop_model) {
+    events.emplace(o);
     f.observer = &*events;
   }
   // The report is rewritten while the run goes on (rank 0 only), and once at its end.

@@ -61,6 +61,10 @@ class TeeObserver : public JobObserver {
     a_->on_epoch(spec, rec);
     if (b_) b_->on_epoch(spec, rec);
   }
+  bool stop_model(const ModelSpec& spec, const EpochRecord& rec) override {
+    const bool a = a_->stop_model(spec, rec);
+    return (b_ && b_->stop_model(spec, rec)) || a;
+  }
 
  private:
   JobObserver* a_;

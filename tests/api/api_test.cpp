@@ -247,6 +247,31 @@ TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
   EXPECT_EQ(epochs["cnn"], (std::vector<int>{1, 2, 3}));
 }
 
+// stop_model stops one model after the epoch it answered true for, as early stopping would:
+// it ends done with that epoch's figures and the other model trains on, unchanged.
+TEST_F(ApiTest, StopModelEndsThatModelAfterTheEpochAndLeavesTheOthers) {
+  const api::RunResult whole = train_memory();
+  std::mutex mu;
+  std::vector<std::pair<std::string, int>> asked;
+  api::RunOptions o;
+  o.stop_model = [&](const std::string& model, int epoch) {
+    std::lock_guard<std::mutex> g(mu);
+    asked.emplace_back(model, epoch);
+    return model == "cnn" && epoch == 2;
+  };
+  const api::RunResult r = train_memory(o);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<std::pair<std::string, int>>{
+                       {"cnn", 1}, {"cnn", 2}, {"mlp", 1}, {"mlp", 2}, {"mlp", 3}}));
+  ASSERT_EQ(r.models[1].name, "cnn");
+  EXPECT_EQ(r.models[1].status, api::Status::kDone);
+  EXPECT_EQ(r.models[1].epochs, 2);
+  EXPECT_EQ(r.models[1].history.size(), 2u);
+  EXPECT_EQ(r.models[1].history[1].values, whole.models[1].history[1].values);
+  EXPECT_EQ(r.models[0].metrics, whole.models[0].metrics);
+  EXPECT_EQ(r.models[0].epochs, 3);
+}
+
 TEST_F(ApiTest, AStopFlagCancelsAndResumeEqualsAnUninterruptedRun) {
   const api::RunResult whole = train_memory();
   api::RunOptions o;

@@ -466,6 +466,7 @@ class JobRun {
       if (spec_.reduce_lr_on_plateau)
         reduce_on_plateau(*spec_.reduce_lr_on_plateau, rec, net_, ck_);
       if (es_) early_stopping(epoch, rec);
+      if (ctx_.observer && ctx_.observer->stop_model(spec_, rec)) stop_training_ = true;
       ck_.stopped = stop_training_;
       if (!checkpoint_epoch_end(epoch)) return false;
       // A test may hold the run here, mid-model, its epoch reported and checkpointed.

@@ -47,6 +47,13 @@ class JobObserver {
   virtual void on_batch(const ModelSpec& spec, int epoch, int batch, int batches, double loss,
                         double metric, double samples_per_second) = 0;
   virtual void on_epoch(const ModelSpec& spec, const EpochRecord& rec) = 0;
+  // Asked right after on_epoch, on the same thread: true stops the model after this epoch as
+  // early stopping does (status done, its figures this epoch's; a resume trains it no further).
+  virtual bool stop_model(const ModelSpec& spec, const EpochRecord& rec) {
+    (void)spec;
+    (void)rec;
+    return false;
+  }
 };
 
 // Default seconds of training between the checkpoints written at epoch ends (see run_job).
