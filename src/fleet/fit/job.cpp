@@ -533,6 +533,8 @@ class JobRun {
     res_.message = "paused after epoch " + std::to_string(last_epoch()) + " (a rung)";
     res_.epochs = last_epoch();
     res_.seconds = ck_.seconds;
+    res_.samples_per_second =
+        ck_.seconds > 0 ? static_cast<double>(ck_.samples) / ck_.seconds : 0.0;
     res_.metrics = res_.history.back().values;
     return true;
   }
