@@ -444,7 +444,7 @@ class ModelResult:
         self.parameters = {k: json.loads(v) for k, v in r.parameters}
         self.rungs = [(g.epochs, g.value, g.decision) for g in r.rungs]  # a search trial's
         model = r.model
-        self.model = Model(model) if model is not None else None
+        self._model = Model(model) if model is not None else None
         hist = {}
         epochs = []
         for e in r.history:
@@ -453,6 +453,14 @@ class ModelResult:
                 hist.setdefault(k, []).append(v)
         self.history = hist
         self.epoch = epochs
+
+    @property
+    def model(self):
+        """The trained Model, read from model_file when first asked for (None: no model file,
+        as for a pruned, failed or diverged model)."""
+        if self._model is None and self.model_file is not None:
+            self._model = load_model(self.model_file)
+        return self._model
 
     def __repr__(self):
         shown = ", ".join(f"{k}={v:.4g}" for k, v in list(self.metrics.items())[:4])

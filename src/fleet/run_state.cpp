@@ -170,8 +170,9 @@ void RunState::timeline_started(int slot, const std::string& model) {
 
 void RunState::timeline_ended(int slot, const PreparedJob& job) {
   if (timeline)
-    timeline->job_ended(job.name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
-                        api::status_name(results.at(job.index).status));
+    timeline->job_ended(
+        job.name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
+        results.at(job.index).paused ? "paused" : api::status_name(results.at(job.index).status));
 }
 
 }  // namespace nnfleet::fleet_detail

@@ -68,6 +68,7 @@ void resume_trial(RunState& st, const PreparedJob& j) {
   r.paused = ck.batch == 0 && !ck.history.empty();
   r.epochs = static_cast<int>(ck.history.size());
   r.seconds = ck.seconds;
+  r.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
   r.history = std::move(ck.history);
   if (!r.history.empty()) r.metrics = r.history.back().values;
   r.message = "stopped after epoch " + std::to_string(r.epochs) + "; resume with --resume";

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "fleet/fleet.h"
+#include "fleet/fleet_data.h"
 #include "fleet/search_scheduler.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
@@ -168,6 +169,20 @@ TEST(SearchScheduler, AResumeFedWhatTheFolderHoldsDecidesAsTheRunDid) {
   }
   EXPECT_TRUE(s.finished());
   EXPECT_EQ(reached, full.reached);
+}
+
+// `take: N` keeps the first N rows, before the validation split takes the last of them.
+TEST(DataTake, TheFirstRowsTrainAndValidate) {
+  TempDir dir;
+  testing_util::write_blobs(dir.path, "train", 1200, 1);
+  testing_util::write_text(dir.path + "/p.yaml",
+                           "data:\n  train: {x: train_x.npy, y: train_y.npy}\n  take: 500\n"
+                           "  validation_split: 0.2\nmodels:\n  - name: m\n"
+                           "    layers: [Flatten, Dense: {units: 3}]\n");
+  const Plan p = load_plan(dir.path + "/p.yaml");
+  const FleetData d = load_fleet_data(p.sources.at(0), nullptr);
+  EXPECT_EQ(d.n_train, 400);
+  EXPECT_EQ(d.n_val, 100);
 }
 
 // The fleet: a 3 x 3 grid of small models as nine trials, halving by 3 over 1 and 3 epochs.

@@ -119,6 +119,25 @@ TEST_F(MpiTrain, ThreeRanksAndOneGiveTheResultsAndWeightsOfOneProcess) {
   }
 }
 
+// A search (issue 33) under mpirun -np 3: the same trials, decisions, metrics and files as one
+// process (trials.csv and results.json's rungs included).
+TEST_F(MpiTrain, ASearchOnThreeRanksIsTheStudyOfOneProcess) {
+  write_data(1500);
+  const std::string plan = write_plan("search.yaml", testing_util::search_plan());
+  ASSERT_EQ(train(0, plan, dir.path + "/single", {"--quiet"}), 0)
+      << testing_util::read_text(last.err);
+  ASSERT_EQ(train(3, plan, dir.path + "/mpi3", {"--quiet"}), 0)
+      << testing_util::read_text(last.err);
+  auto study = [](const std::string& out) {
+    std::string s = testing_util::comparable(out);
+    for (const auto& m : Json::parse(read_file(out + "/results.json"))["models"])
+      s += m["rungs"].dump() + m["parameters"].dump() + "\n";
+    return s + read_file(out + "/trials.csv");
+  };
+  EXPECT_EQ(study(dir.path + "/mpi3"), study(dir.path + "/single"));
+  EXPECT_THAT(read_file(dir.path + "/mpi3/trials.csv"), HasSubstr(",pruned,"));
+}
+
 TEST_F(MpiTrain, EveryModelRunsExactlyOnceAndEveryRankWorks) {
   write_data(1500);
   const std::string plan = write_plan("plan.yaml", plan_text(3));

@@ -401,7 +401,7 @@ models:
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: sead: unknown key 'sead'; expected one of: data, "
                                   "defaults, models, search, seed (did you mean 'seed'?)"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
-                                  "of: scale, test, train, validation_split"));
+                                  "of: scale, take, test, train, validation_split"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:6: defaults.name: unknown key 'name'"));
   EXPECT_THAT(lines[3],
               HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "

@@ -692,3 +692,59 @@ TEST(SearchProblems, RepeatCountsOutOfRangeAreNamed) {
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// "{name*k}": W5's second convolution has twice the first's filters.
+TEST(ScaledPlaceholders, MultiplyAValueAndKeepIntegersWhole) {
+  const Plan p = parse(search_plan("    f: {int: [4, 32], log: true}\n    lr: {fixed: 0.01}\n",
+                                   "  - name: \"t-{trial}\"\n"
+                                   "    optimizer: {SGD: {learning_rate: \"{lr*0.5}\"}}\n"
+                                   "    layers:\n"
+                                   "      - Conv2D: {filters: \"{f}\", kernel_size: 3}\n"
+                                   "      - Conv2D: {filters: \"{f*2}\", kernel_size: 3}\n"
+                                   "      - Flatten: {}\n"
+                                   "      - Dense: {units: 10, activation: softmax}\n"));
+  for (size_t k = 0; k < p.models.size(); ++k) {
+    const ModelSpec s = p.models[k];
+    const int64_t f = as_map(p.models.parameters(k)).at("f").get<int64_t>();
+    EXPECT_EQ(s.layers[0].config["filters"], f);
+    EXPECT_EQ(s.layers[1].config["filters"], 2 * f);
+    EXPECT_TRUE(s.layers[1].config["filters"].is_number_integer());
+    EXPECT_DOUBLE_EQ(s.optimizer.learning_rate, 0.005);
+  }
+}
+
+TEST(ScaledPlaceholders, AnUnknownOrNonNumericValueIsAProblemNamingTheField) {
+  const auto lines =
+      problems(search_plan("    act: {fixed: relu}\n",
+                           "  - name: \"t-{trial}\"\n"
+                           "    layers:\n"
+                           "      - Flatten: {}\n"
+                           "      - Dense: {units: \"{act*2}\", activation: softmax}\n"
+                           "      - Dense: {units: \"{nope*2}\", activation: softmax}\n"));
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_THAT(lines[0], HasSubstr("models[0].layers[1].Dense.units: placeholder '{act*2}' "
+                                  "multiplies \"relu\"; expected a number"));
+  EXPECT_THAT(lines[1], HasSubstr("models[0].layers[2].Dense.units: unknown placeholder "
+                                  "'{nope}' in '{nope*2}'"));
+}
+
+// `take: N`: the first N samples, before the validation split (W5 trains on the first 10,000
+// Fashion-MNIST images and validates on the next 2,000).
+TEST(DataTake, IsReadCheckedAndPartOfTheSourcesForm) {
+  const Plan p = parse(
+      "data:\n  train: fashion-mnist:train\n  take: 12000\n  validation_split: 0.2\n"
+      "models:\n  - name: m\n    layers: [Flatten, Dense: {units: 10}]\n");
+  EXPECT_EQ(p.data.take, 12000);
+  EXPECT_EQ(p.data.to_json()["take"], 12000);
+  const auto bad = problems(
+      "data:\n  train: fashion-mnist:train\n  take: 0\n"
+      "models:\n  - name: m\n    layers: [Flatten, Dense: {units: 10}]\n");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_THAT(bad[0], HasSubstr("s.yaml:3: data.take: expected a positive integer, got 0"));
+}
+
+}  // namespace
+}  // namespace nnfleet
