@@ -42,7 +42,7 @@ struct DataSource {
 struct DataSpec {
   DataSource train;
   std::optional<DataSource> test;
-  double scale = 1.0;                  // applied to x
+  double scale = 1.0;  // applied to x
   // `take: N`: only the first N samples of train are used (as tf.data's take), before the
   // validation split (0: all of them).
   int64_t take = 0;

@@ -305,7 +305,8 @@ Json read_results(const std::string& run_dir, bool live) {
 // record), else pending or running. results.json has the last word on what a search decided: a
 // trial's parameters, its rungs, and whether it was pruned.
 Json model_row(const std::string& name, const std::map<std::string, Json>& records,
-               const std::map<std::string, Json>& final_rows, const std::set<std::string>& running) {
+               const std::map<std::string, Json>& final_rows,
+               const std::set<std::string>& running) {
   const auto f = final_rows.find(name);
   Json m;
   if (auto it = records.find(name); it != records.end()) {
@@ -367,13 +368,14 @@ Json parameters_of_plan(const PlanFile& plan) {
 
 // The chart keys of a listed parameter: NAME itself, and NAME_0, NAME_1, ... in index order
 // when it is one value per index (`per:`), as the models record them.
-std::vector<std::string> parameter_keys(const std::string& name, const std::set<std::string>& held) {
+std::vector<std::string> parameter_keys(const std::string& name,
+                                        const std::set<std::string>& held) {
   std::vector<std::pair<size_t, std::string>> indexed;
   for (const auto& k : held) {
     if (k.size() <= name.size() + 1 || k.compare(0, name.size() + 1, name + "_") != 0) continue;
     const std::string digits = k.substr(name.size() + 1);
-    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(),
-                                          [](char c) { return c >= '0' && c <= '9'; }))
+    if (digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
     indexed.emplace_back(std::stoul(digits), k);
   }

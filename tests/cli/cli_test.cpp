@@ -398,7 +398,8 @@ TEST_F(Cli, ABadSpaceIsAPlanErrorNamingItsField) {
   testing_util::write_text(bad, text);
   std::string err;
   EXPECT_EQ(run({"train", bad, "--out", dir.path + "/bad"}, dir.path, nullptr, &err), 1);
-  EXPECT_THAT(err, HasSubstr("bad.yaml:13: search.space.lr.loguniform: a log range cannot pass through zero or negative values; expected lo > 0, got [0.0,0.03]"));
+  EXPECT_THAT(err, HasSubstr("bad.yaml:13: search.space.lr.loguniform: a log range cannot pass "
+                             "through zero or negative values; expected lo > 0, got [0.0,0.03]"));
   EXPECT_FALSE(file_exists(dir.path + "/bad"));
 }
 

@@ -212,7 +212,8 @@ models:
 
 Json search_trial(int k) {
   const bool mlp = k % 2 == 0;
-  Json p = {{"family", mlp ? "mlp" : "cnn"}, {"lr", 0.0001 * (k + 1)}, {"batch_size", k < 3 ? 32 : 64}};
+  Json p = {
+      {"family", mlp ? "mlp" : "cnn"}, {"lr", 0.0001 * (k + 1)}, {"batch_size", k < 3 ? 32 : 64}};
   if (mlp) {
     p["depth"] = k == 0 ? 2 : 1;
     p["width_0"] = 32 << k;
@@ -252,20 +253,24 @@ void make_search_run(const RunDir& run, bool with_results) {
   run.write("plan.yaml", plan);
   run.write("jobs.log", log);
   if (!with_results) return;
-  const Json results = {
-      {"plan", "search.yaml"},
-      {"rank_by", "val_accuracy"},
-      {"parameters",
-       {{{"name", "family"}, {"kind", "choice"}, {"log", false}},
-        {{"name", "depth"}, {"kind", "int"}, {"log", false}},
-        {{"name", "width"}, {"kind", "int"}, {"log", true}},
-        {{"name", "lr"}, {"kind", "float"}, {"log", true}},
-        {{"name", "batch_size"}, {"kind", "choice"}, {"log", false}}}},
-      {"search",
-       {{"metric", "val_accuracy"}, {"mode", "max"}, {"scheduler", "successive_halving"},
-        {"reduction_factor", 3}, {"rungs", {1, 3, 9}}, {"trials", 6}, {"epochs_trained", 28},
-        {"sampler", "random"}}},
-      {"models", models}};
+  const Json results = {{"plan", "search.yaml"},
+                        {"rank_by", "val_accuracy"},
+                        {"parameters",
+                         {{{"name", "family"}, {"kind", "choice"}, {"log", false}},
+                          {{"name", "depth"}, {"kind", "int"}, {"log", false}},
+                          {{"name", "width"}, {"kind", "int"}, {"log", true}},
+                          {{"name", "lr"}, {"kind", "float"}, {"log", true}},
+                          {{"name", "batch_size"}, {"kind", "choice"}, {"log", false}}}},
+                        {"search",
+                         {{"metric", "val_accuracy"},
+                          {"mode", "max"},
+                          {"scheduler", "successive_halving"},
+                          {"reduction_factor", 3},
+                          {"rungs", {1, 3, 9}},
+                          {"trials", 6},
+                          {"epochs_trained", 28},
+                          {"sampler", "random"}}},
+                        {"models", models}};
   run.write("results.json", results.dump(2));
 }
 
@@ -334,9 +339,9 @@ TEST(Report, GridRunUsesItsRecordedParameters) {
   const double lrs[] = {0.001, 0.001, 0.1, 0.1};
   for (int k = 0; k < 4; ++k) {
     const std::string name = "a-" + std::to_string(k);
-    plan += "  - name: " + name + "\n    layers:\n      - Dense: {units: " +
-            std::to_string(units[k]) + "}\n    optimizer: {Adam: {learning_rate: " +
-            plan_detail::number_text(lrs[k]) + "}}\n";
+    plan += "  - name: " + name +
+            "\n    layers:\n      - Dense: {units: " + std::to_string(units[k]) +
+            "}\n    optimizer: {Adam: {learning_rate: " + plan_detail::number_text(lrs[k]) + "}}\n";
     Json r = result(name, "done", 2, nullptr);
     log += record(r);
     for (const char* key : {"history", "metric_order", "history_order"}) r.erase(key);
@@ -348,7 +353,8 @@ TEST(Report, GridRunUsesItsRecordedParameters) {
   EXPECT_EQ(collect_report(run.dir(), false)["grid_vars"], Json::array());  // no results yet
   run.write("results.json",
             Json({{"rank_by", "val_loss"},
-                  {"parameters", {{{"name", "units"}, {"kind", "grid"}}, {{"name", "lr"}, {"kind", "grid"}}}},
+                  {"parameters",
+                   {{{"name", "units"}, {"kind", "grid"}}, {{"name", "lr"}, {"kind", "grid"}}}},
                   {"models", rows}})
                 .dump());
   const Json d = collect_report(run.dir(), false);

@@ -23,9 +23,8 @@ const char* api::status_name(api::Status s) {
 }
 
 JobStatus job_status_from_name(const std::string& s) {
-  for (JobStatus st :
-       {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed, JobStatus::kCancelled,
-        JobStatus::kPruned})
+  for (JobStatus st : {JobStatus::kDone, JobStatus::kDiverged, JobStatus::kFailed,
+                       JobStatus::kCancelled, JobStatus::kPruned})
     if (s == api::status_name(st)) return st;
   return JobStatus::kPending;
 }
