@@ -297,10 +297,7 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   o.checkpoint_seconds = checkpoint_seconds;
   o.format = format;
   o.progress = progress;
-  // Models are read back from their files only when the folder goes with the run (out=None):
-  // otherwise the package loads a model when its ModelResult.model is first asked for (about
-  // 3 ms a tiny model: 6 s of a 2,000-model run nobody looked at).
-  o.load_models = !out.has_value();
+  o.load_models = !out.has_value();  // a kept folder's: ModelResult.model loads when asked for
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);

@@ -256,6 +256,16 @@ Json parameters_json(const Parameters& p) {
 
 }  // namespace
 
+// Model entry `e` at `ep` is a mapping (else a problem) and its keys are checked.
+bool EntryExpander::entry_keys(const Json& e, const std::string& ep) {
+  if (!e.is_object()) {
+    cx_.pr.add(ep, "expected a mapping with a name and layers (or keras), got " + show(e));
+    return false;
+  }
+  check_keys(cx_.pr, ep, e, kModelKeys);
+  return true;
+}
+
 void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander& ex,
                            std::vector<ModelRef>& out) {
   if (search_ && search_->sampled) return templates(defaults, list, ex, out);
@@ -271,11 +281,7 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string ep = index_path("models", i);
     const Json& e = list[i];
-    if (!e.is_object()) {
-      cx_.pr.add(ep, "expected a mapping with a name and layers (or keras), got " + show(e));
-      continue;
-    }
-    check_keys(cx_.pr, ep, e, kModelKeys);
+    if (!entry_keys(e, ep)) continue;
     if (e.contains("when"))
       cx_.pr.add(child_path(ep, "when"),
                  "when chooses the entry of a search's trials; expected it only with "
@@ -312,11 +318,7 @@ void EntryExpander::templates(const Json& defaults, const Json& list, ModelExpan
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string ep = index_path("models", i);
     const Json& e = list[i];
-    if (!e.is_object()) {
-      cx_.pr.add(ep, "expected a mapping with a name and layers (or keras), got " + show(e));
-      continue;
-    }
-    check_keys(cx_.pr, ep, e, kModelKeys);
+    if (!entry_keys(e, ep)) continue;
     if (e.contains("parameters"))
       cx_.pr.add(child_path(ep, "parameters"),
                  "a trial's parameters are the values it drew from search.space; expected no "

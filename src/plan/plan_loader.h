@@ -223,6 +223,7 @@ class EntryExpander {
     uint32_t entry;
     size_t point;
   };
+  bool entry_keys(const Json& e, const std::string& ep);
   bool grid(const Json& e, const std::string& ep, std::vector<std::pair<std::string, Json>>& vars,
             size_t& count);
   void templates(const Json& defaults, const Json& list, ModelExpander& ex,

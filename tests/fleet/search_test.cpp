@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <thread>
 
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet/search_scheduler.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
+#include "platform/test_hold.h"
 
 namespace nnfleet {
 namespace {
@@ -213,10 +215,12 @@ models:
   }
 
   FleetSummary run(const std::string& out, int workers, bool search,
-                   const std::atomic<bool>* stop = nullptr, bool resume = false) {
+                   const std::atomic<bool>* stop = nullptr, bool resume = false,
+                   double time_limit = 0) {
     Plan p = load_plan(plan);
     if (search) p.search = halving(3, 1, 3);
     if (search) p.search->trials = p.models.size();
+    if (search) p.search->time_limit_seconds = time_limit;
     FleetOptions o;
     o.out_dir = out;
     o.workers = workers;
@@ -301,6 +305,45 @@ TEST_F(Search, AStopMidRungThenResumeGivesTheSameStudy) {
     const FleetSummary resumed = run(out, 2, true, nullptr, true);
     expect_same_study(full, resumed);
   }
+}
+
+// A time limit passing while a trial trains: no trial starts another rung, the running one ends
+// at its rung, every result is kept, and the run is not "interrupted". The order is made by a
+// hold: the run waits at its first epoch end until twice the limit has passed since then, so
+// the limit (set before the run's first epoch) is surely over when it goes on.
+TEST_F(Search, ATimeLimitEndsTheSearchAtTheNextRungWithEveryResultKept) {
+  const double limit = 0.2;
+  const std::string hold = dir.path + "/hold";
+  std::filesystem::create_directories(hold);
+  test_hold::set_for_tests("epoch_end:" + hold);
+  std::thread release([&] {
+    const std::string held = hold + "/epoch_end." + std::to_string(::getpid()) + ".held";
+    while (!file_exists(held)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::duration<double>(2 * limit));
+    testing_util::write_text(hold + "/epoch_end.go", "");
+  });
+  const FleetSummary s = run(dir.path + "/limited", 1, true, nullptr, false, limit);
+  release.join();
+  test_hold::set_for_tests("");
+  EXPECT_FALSE(s.interrupted);
+  int stopped = 0, unstarted = 0;
+  for (const JobResult& r : s.results) {
+    EXPECT_EQ(r.status, JobStatus::kCancelled) << r.name;
+    if (r.epochs == 1) {
+      ++stopped;
+      EXPECT_THAT(r.message, HasSubstr("its time limit")) << r.name;
+      ASSERT_EQ(r.rungs.size(), 1u);
+      EXPECT_EQ(r.rungs[0].decision, "stopped");
+    } else {
+      ++unstarted;
+      EXPECT_EQ(r.epochs, 0) << r.name;
+    }
+  }
+  EXPECT_EQ(stopped, 1);
+  EXPECT_EQ(unstarted, 8);
+  const Json j = Json::parse(read_file(dir.path + "/limited/results.json"));
+  EXPECT_EQ(j["search"]["stopped_by_time_limit"], true);
+  EXPECT_EQ(j["search"]["epochs_trained"], 1);
 }
 
 }  // namespace
