@@ -80,11 +80,11 @@ REMEDIES = {
     "w5-search": "the cores are already busy through the rungs (the run's busy fraction is "
                  "in its run.json): the trials are CNN epochs bound by their own compute, so the "
                  "gap is per-epoch speed against PyTorch's oneDNN on small 'same'-padded "
-                 "convolutions of few channels (W5's have 1 to 64), where the im2col gather and "
+                 "convolutions of few channels, where the im2col gather and "
                  "the pooling backward, vectorized across channels, fill a fraction of a vector: "
                  "an im2col-free (implicit GEMM) Conv2D and a pooling backward vectorized across "
                  "pixels for such layers, and trials that share their data and batch order "
-                 "trained as one wider product (issue 36).",
+                 "trained as one wider product.",
     "w5-pruning": "compare where the two searches pruned: each trial's rung values in "
                   "results.json against the values the peer reported at the same epochs; a "
                   "ranking that follows the noise of the first epoch stops good trials early.",
