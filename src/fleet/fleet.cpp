@@ -292,10 +292,11 @@ std::string default_out_dir(const Plan& plan) {
 
 // Runs job `j` on this thread in the output folder `dir`, its model built again (prepare_jobs()
 // dropped it); a model that cannot be built is a failed job.
-JobResult run_prepared(const PreparedJob& j, const ModelIo& io, const FleetData& data,
-                       const JobContext& ctx, const std::string& dir, SavedModel& saved) {
+JobResult run_prepared(const PreparedJob& j, const ModelSpec& spec, const ModelIo& io,
+                       const FleetData& data, const JobContext& ctx, const std::string& dir,
+                       SavedModel& saved) {
   try {
-    return fleet_detail::train_job(*j.spec, io, data, ctx, dir, saved);
+    return fleet_detail::train_job(spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
     JobResult r;
     r.name = j.name;
@@ -594,9 +595,10 @@ class WorkerPool {
     st_.live->helping(w, false);
   }
 
+  // Job j on worker w. Its spec is this attempt's own: a search's trial may be handed out again
+  // (its next rung) as soon as store() has recorded this one.
   void train(int w, PreparedJob& j) {
-    j.spec = std::make_shared<const ModelSpec>(st_.plan.models[j.index]);
-    const ModelSpec& s = *j.spec;
+    const ModelSpec s = st_.plan.models[j.index];
     st_.timeline_started(w, s.name);
     st_.live->job_started(w, s, j.cost);
     const auto js = Clock::now();
@@ -614,17 +616,14 @@ class WorkerPool {
     ctx.epoch_limit = j.epoch_limit;
     ctx.pause_at_limit = j.pause;
     SavedModel saved;
-    JobResult r = run_prepared(j, io_, data_[s.source], ctx, st_.dir, saved);
+    JobResult r = run_prepared(j, s, io_, data_[s.source], ctx, st_.dir, saved);
     if (ctx.helpers && j.pieces > 1 && !st_.search) board_.job_done();
     busy_[static_cast<size_t>(w)] += std::chrono::duration<double>(Clock::now() - js).count();
     ++jobs_;
     st_.store(
         j, std::move(r), {},
         saved.path.empty() ? "" : "models/" + std::filesystem::path(saved.path).filename().string(),
-        saved.xxh3);
-    st_.timeline_ended(w, j);
-    st_.live->job_finished(w, st_.results[j.index], j.cost);
-    j.spec.reset();
+        saved.xxh3, w);
   }
 
   RunState& st_;

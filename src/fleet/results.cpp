@@ -23,16 +23,16 @@ std::string api::figure_text(double v) {
   return buf;
 }
 
-namespace {
-
-using api::figure_text;
-
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string o = "\"";
   for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
   return o + "\"";
 }
+
+namespace {
+
+using api::figure_text;
 
 // JSON has no NaN: non-finite values are written as null.
 Json finite_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }

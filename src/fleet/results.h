@@ -12,6 +12,9 @@
 
 namespace nnfleet {
 
+// `s` as one CSV field: quoted (quotes doubled) when it holds a comma, quote or newline.
+std::string csv_field(const std::string& s);
+
 Json job_result_to_json(const JobResult& r);
 JobResult job_result_from_json(const Json& j);
 

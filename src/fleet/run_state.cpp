@@ -100,7 +100,7 @@ void RunState::halt(const std::string& why) {
 }
 
 void RunState::store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
-                     std::string model_file, uint64_t model_xxh3) {
+                     std::string model_file, uint64_t model_xxh3, int slot) {
   // Only this job writes these (outside the lock). Failing to write the model fails the job, as
   // failing to save it does on this rank; a lost checkpoint only means that a resumed job starts
   // from an earlier one.
@@ -139,20 +139,26 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     }
   }
   if (r.write_failed) halt(r.message);
+  const bool checkpointed = r.checkpointed;
+  JobResult& stored = results[job.index] = std::move(r);
+  if (slot >= 0) {
+    timeline_ended(slot, job);
+    if (live) live->job_finished(slot, stored, job.cost);
+  }
+  // A search decides now: from here on the job may be handed out again.
   std::vector<SearchScheduler::Pruned> pruned;
   if (search) {
     std::lock_guard<std::mutex> slock(search_mu);
-    search->reached(job.index, r.history, r.retry ? JobStatus::kCancelled : r.status, r.paused);
+    search->reached(job.index, stored.history, stored.retry ? JobStatus::kCancelled : stored.status,
+                    stored.paused);
     pruned = search->advance();
   }
   // The history is in jobs.log now; only the summary stays in memory (a paused trial's stays
   // until it is pruned or trains on: a pruned trial's record is written with it).
-  if (!opts.keep_history && !r.paused) {
-    r.history.clear();
-    r.history.shrink_to_fit();
+  if (!opts.keep_history && !stored.paused) {
+    stored.history.clear();
+    stored.history.shrink_to_fit();
   }
-  const bool checkpointed = r.checkpointed;
-  results[job.index] = std::move(r);
   lock.unlock();
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
   if (recorded && (!own_checkpoints_only || checkpointed))

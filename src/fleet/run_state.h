@@ -89,9 +89,10 @@ struct RunState {
   // Writes a finished job's files (shipped ones first, then its record in jobs.log, which marks
   // it finished for --resume) and records its result; `model_file` (relative to the folder)
   // names the model this process saved for it, `model_xxh3` its bytes' hash. A write failure
-  // fails the job and stops the run.
+  // fails the job and stops the run. With a display `slot` (>= 0), its end is shown and put in
+  // the timeline before a search's scheduler may hand the job out again.
   void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
-             std::string model_file = "", uint64_t model_xxh3 = 0);
+             std::string model_file = "", uint64_t model_xxh3 = 0, int slot = -1);
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
   PreparedJob* take_search(bool& wait);  // needs search_mu

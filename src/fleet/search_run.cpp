@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "fleet/fit/checkpoint.h"
+#include "fleet/results.h"
 #include "platform/files.h"
 
 namespace nnfleet::fleet_detail {
@@ -23,13 +24,6 @@ const char* scheduler_name(SearchSchedule::Kind k) {
       break;
   }
   return "none";
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
 }
 
 // A parameter's value as a CSV cell: strings without their quotes.

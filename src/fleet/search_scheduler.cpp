@@ -8,12 +8,6 @@
 
 namespace nnfleet::fleet_detail {
 
-namespace {
-
-std::string figure(double v) { return api::figure_text(v); }
-
-}  // namespace
-
 std::vector<int64_t> SearchScheduler::budgets(int bracket) const {
   const SearchSchedule& s = spec_.schedule;
   std::vector<int64_t> out;
@@ -154,7 +148,7 @@ bool SearchScheduler::decide(Bracket& b, std::vector<Pruned>& pruned) {
       f.ended = true;
       pruned.push_back({k, e,
                         "pruned after epoch " + std::to_string(e) + ": " + spec_.metric + " " +
-                            figure(value_at(k, e)) + ", not among the best " +
+                            api::figure_text(value_at(k, e)) + ", not among the best " +
                             std::to_string(keep.size()) + " of " + std::to_string(compared.size()) +
                             " at this rung"});
     }

@@ -187,12 +187,12 @@ class Coordinator {
           files.emplace_back(paths[i].get<std::string>(), std::move(p.blobs.at(i)));
         JobResult r = job_result_from_json(p.head.at("result"));
         const int s = slot(from, p.head);
-        writer_.push([this, j, s, r = std::move(r), files = std::move(files)]() mutable {
-          st_.store(*j, std::move(r), files);
-          st_.timeline_ended(s, *j);
-          st_.live->job_finished(s, st_.results[j->index], j->cost);
-        });
+        // The spec is dropped here, on this thread, which alone sets it (assign()): a search's
+        // trial stored by the writer may be handed out again at once.
         j->spec.reset();
+        writer_.push([this, j, s, r = std::move(r), files = std::move(files)]() mutable {
+          st_.store(*j, std::move(r), files, "", 0, s);
+        });
         // The result doubles as the worker's request for its next job.
         if (p.head.at("next").get<bool>()) assign(from, p.head);
         return;
