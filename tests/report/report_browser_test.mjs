@@ -11,14 +11,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { openPage } from "./open_page.mjs";
+import { check, finish } from "./checks.mjs";
 
 const [nnfleet, work, pwDir] = process.argv.slice(2);
-let failures = 0, passes = 0;
-function check(ok, what) {
-  if (ok) passes++;
-  else failures++;
-  console.log((ok ? "ok   " : "FAIL ") + what);
-}
 
 fs.rmSync(work, { recursive: true, force: true });
 fs.mkdirSync(work, { recursive: true });
@@ -173,5 +168,4 @@ check(errors.length === 0, `no console or page errors${errors.length ? ": " + er
 check(requests.length === 0, `no network requests${requests.length ? ": " + requests.join(" ") : ""}`);
 await browser.close();
 console.log(`screenshot: ${path.join(work, "report.png")}`);
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

@@ -12,15 +12,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { openPage } from "./open_page.mjs";
+import { check, finish } from "./checks.mjs";
 
 const [nnfleet, example, work, pwDir] = process.argv.slice(2);
 const workers = 2;
-let failures = 0, passes = 0;
-function check(ok, what) {
-  if (ok) passes++;
-  else failures++;
-  console.log((ok ? "ok   " : "FAIL ") + what);
-}
 
 // A uint8 .npy (C order) of `shape`.
 function writeNpy(file, shape, data) {
@@ -93,5 +88,4 @@ await page.screenshot({ path: path.join(work, "demo.png"), fullPage: true });
 check(errors.length === 0, `no console or page errors${errors.length ? ": " + errors.join(" | ") : ""}`);
 await browser.close();
 console.log(`screenshot: ${path.join(work, "demo.png")}`);
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

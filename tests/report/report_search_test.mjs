@@ -14,14 +14,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { openPage } from "./open_page.mjs";
+import { check, finish } from "./checks.mjs";
 
 const [nnfleet, work, pwDir] = process.argv.slice(2);
-let failures = 0, passes = 0;
-function check(ok, what) {
-  if (ok) passes++;
-  else failures++;
-  console.log((ok ? "ok   " : "FAIL ") + what);
-}
 fs.rmSync(work, { recursive: true, force: true });
 fs.mkdirSync(work, { recursive: true });
 
@@ -210,5 +205,4 @@ function noErrors(what) {
   await browser.close();
 }
 
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();
