@@ -9,18 +9,9 @@
 namespace nnfleet::fleet_detail {
 
 std::vector<int64_t> SearchScheduler::budgets(int bracket) const {
-  const SearchSchedule& s = spec_.schedule;
-  std::vector<int64_t> out;
-  if (s.kind == SearchSchedule::Kind::kHalving) {
-    int64_t b = s.min_budget;
-    for (int i = 0; i < bracket && b < s.max_budget; ++i) b *= s.reduction_factor;
-    for (; b < s.max_budget; b *= s.reduction_factor) out.push_back(b);
-  } else if (s.kind == SearchSchedule::Kind::kMedian) {
-    for (int64_t b = s.min_budget; b < s.max_budget; b += std::max<int64_t>(1, s.interval))
-      out.push_back(b);
-  }
-  out.push_back(s.max_budget);
-  return out;
+  const std::vector<int64_t> all = spec_.schedule.rungs();
+  const size_t from = std::min(static_cast<size_t>(std::max(bracket, 0)), all.size() - 1);
+  return {all.begin() + static_cast<std::ptrdiff_t>(from), all.end()};
 }
 
 SearchScheduler::SearchScheduler(const SearchSpec& spec, std::vector<Trial> trials)

@@ -206,6 +206,8 @@ struct SearchSchedule {
   int64_t interval = 1;  // median
   int brackets = 1;      // halving: Hyperband's brackets; bracket b starts at min_budget * rf^b
   bool samples = false;
+  // The rung budgets, ascending, the last max_budget (bracket b's are those from index b on).
+  std::vector<int64_t> rungs() const;
 };
 
 struct SearchSpec {

@@ -62,8 +62,6 @@ void read_space(const PlanContext& cx, const Json& v, SearchSpace& space);
 // in messages: "before it", "of search.space").
 When read_when(Problems& pr, const std::string& path, const Json& v, const SearchSpace& space,
                size_t earlier, const char* whose);
-// The rung budgets of `s`, ascending, the last max_budget.
-std::vector<int64_t> schedule_rungs(const SearchSchedule& s);
 // The epochs `s` plans for n trials (design "max_total_epochs"): halving with bracket b (trials
 // k with k % brackets == b) starting at rung b and floor(n_b / rf^j) (at least 1) trials
 // reaching its j-th rung; median and none: n * max_budget.

@@ -102,7 +102,7 @@ void read_scheduler(Problems& pr, const std::string& path, const Json& v, Search
   if (c.contains("brackets")) {
     const std::string bp = child_path(kp, "brackets");
     s.brackets = static_cast<int>(check_int(pr, bp, c["brackets"], 1).value_or(1));
-    const size_t rungs = schedule_rungs(s).size();
+    const size_t rungs = s.rungs().size();
     if (s.min_budget <= s.max_budget && static_cast<size_t>(s.brackets) > rungs) {
       s.brackets = 1;
       pr.add(bp, "more brackets than rungs; expected at most " + std::to_string(rungs) +
@@ -247,26 +247,30 @@ void read_space(const PlanContext& cx, const Json& v, SearchSpace& space) {
     }
 }
 
-std::vector<int64_t> schedule_rungs(const SearchSchedule& s) {
-  std::vector<int64_t> rungs;
-  if (s.kind != SearchSchedule::Kind::kNone) {
-    for (int64_t b = s.min_budget; b < s.max_budget;) {
-      rungs.push_back(b);
-      if (s.kind == SearchSchedule::Kind::kMedian)
-        b += std::max<int64_t>(1, s.interval);
-      else if (b > s.max_budget / s.reduction_factor)
+}  // namespace plan_detail
+
+std::vector<int64_t> SearchSchedule::rungs() const {
+  std::vector<int64_t> out;
+  if (kind != Kind::kNone) {
+    for (int64_t b = min_budget; b < max_budget;) {
+      out.push_back(b);
+      if (kind == Kind::kMedian)
+        b += std::max<int64_t>(1, interval);
+      else if (b > max_budget / reduction_factor)
         break;
       else
-        b *= s.reduction_factor;
+        b *= reduction_factor;
     }
   }
-  rungs.push_back(s.max_budget);
-  return rungs;
+  out.push_back(max_budget);
+  return out;
 }
+
+namespace plan_detail {
 
 int64_t planned_epochs(const SearchSchedule& s, size_t n) {
   if (s.kind != SearchSchedule::Kind::kHalving) return static_cast<int64_t>(n) * s.max_budget;
-  const std::vector<int64_t> rungs = schedule_rungs(s);
+  const std::vector<int64_t> rungs = s.rungs();
   const auto brackets = static_cast<size_t>(s.brackets);
   int64_t total = 0;
   for (size_t b = 0; b < brackets && b < rungs.size(); ++b) {

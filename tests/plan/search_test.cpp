@@ -426,20 +426,20 @@ TEST(Search, PlannedEpochsFollowTheSchedule) {
   h.kind = SearchSchedule::Kind::kHalving;
   h.min_budget = 1;
   h.max_budget = 9;
-  EXPECT_THAT(plan_detail::schedule_rungs(h), ElementsAre(1, 3, 9));
+  EXPECT_THAT(h.rungs(), ElementsAre(1, 3, 9));
   EXPECT_EQ(plan_detail::planned_epochs(h, 81), 81 * 1 + 27 * 2 + 9 * 6);  // 189
   EXPECT_EQ(plan_detail::planned_epochs(h, 2), 2 * 1 + 1 * 2 + 1 * 6);
   h.brackets = 2;  // trials 0, 2 from rung 1; trials 1, 3 from rung 3
   EXPECT_EQ(plan_detail::planned_epochs(h, 4), (2 + 1 * 2 + 1 * 6) + (2 * 3 + 1 * 6));
   h.max_budget = 10;
   h.brackets = 1;
-  EXPECT_THAT(plan_detail::schedule_rungs(h), ElementsAre(1, 3, 9, 10));
+  EXPECT_THAT(h.rungs(), ElementsAre(1, 3, 9, 10));
   SearchSchedule m;
   m.kind = SearchSchedule::Kind::kMedian;
   m.min_budget = 2;
   m.interval = 3;
   m.max_budget = 9;
-  EXPECT_THAT(plan_detail::schedule_rungs(m), ElementsAre(2, 5, 8, 9));
+  EXPECT_THAT(m.rungs(), ElementsAre(2, 5, 8, 9));
   EXPECT_EQ(plan_detail::planned_epochs(m, 7), 63);
 }
 
