@@ -467,7 +467,9 @@ void bind_results(py::module_& m) {
       .def_readonly("interrupted", &RunResult::interrupted)
       .def_readonly("write_error", &RunResult::write_error)
       .def_readonly("makespan", &RunResult::makespan)
-      .def_readonly("workers", &RunResult::workers);
+      .def_readonly("workers", &RunResult::workers)
+      .def_readonly("rank_by", &RunResult::rank_by)
+      .def_readonly("rank_higher_is_better", &RunResult::rank_higher_is_better);
 }
 
 void bind_run(py::module_& m) {

@@ -751,20 +751,6 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
 
 _SCHEDULERS = ("successive_halving", "median_stopping", "none")
 _MAX_TRIALS = 100_000  # limits::kMaxPlanModels (src/core/limits.h): a plan's models at most
-# The metrics whose higher values are better (the engine's metric_goes_up): mode="auto" reads
-# the name as early stopping does; every other figure (losses, errors) is better lower.
-_HIGHER_IS_BETTER = ("acc", "precision", "recall", "auc", "r2_score", "r2score")
-
-
-def _higher_is_better(metric, mode):
-    if mode != "auto":
-        return mode == "max"
-    name = metric.lower()
-    for prefix in ("val_", "test_"):
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-    return name != "loss" and any(word in name for word in _HIGHER_IS_BETTER)
-
 
 class Trial:
     """One trial of a `search` given a build function: build(trial) draws its parameters here
@@ -859,10 +845,11 @@ class SearchRun(Run):
     status, epochs, metric, rungs and each parameter). trials_frame(): them as a pandas DataFrame.
     """
 
-    def __init__(self, r, metric, higher_is_better):
+    def __init__(self, r):
         super().__init__(r)
-        self.metric = metric
-        self.higher_is_better = higher_is_better
+        # What the engine ranked by: the search's metric and the direction its mode resolved to.
+        self.metric = r.rank_by
+        self.higher_is_better = r.rank_higher_is_better
 
     def _value(self, m):
         return m.metrics.get(self.metric)  # a pruned trial's: its last rung's (as trials.csv)
@@ -1059,12 +1046,11 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
     plan = {"seed": seed, "defaults": defaults, "search": section, "models": entries,
             "data": _data(x, y, "", validation_split, test_data, scale, arrays, call)}
     text = json.dumps(plan, indent=1, default=_json_default)
-    higher = _higher_is_better(section["metric"], section["mode"])
     return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,
                 resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
                 progress=progress, on_epoch_end=on_epoch_end,
                 epochs_of=next(iter(schedule.values()))["max_epochs"],
-                result=lambda r: SearchRun(r, section["metric"], higher))
+                result=SearchRun)
 
 
 def _json_default(v):
