@@ -9,7 +9,10 @@
 #   make check       the layering of src/ from the #include lines (scripts/check_layering) and the
 #                    C++ formatting (scripts/check_format: clang-format-14, .clang-format)
 #   make python      make build (which builds the Python module nnfleet too), then `import nnfleet`
-#                    works for python3 (an nnfleet.pth in site-packages naming $(BUILD)/python)
+#                    works in this user's /usr/bin/python3: one file, nnfleet.pth in the user
+#                    site-packages (python3 -m site --user-site), naming $(BUILD)/python; it says
+#                    so. make python-undo removes it. (To install into a venv instead, with the
+#                    `nnfleet` command: pip install --no-build-isolation ., README.)
 #   make test-quick  the tests without the long W1 accuracy check (and without fuzzing)
 #   make asan        the tests in a separate AddressSanitizer + UBSan build (build-asan/)
 #   make fuzz        every libFuzzer harness for 5 minutes (FUZZ_SECONDS=300) in build-fuzz/
@@ -23,7 +26,7 @@ ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
 endif
 
-.PHONY: setup build python demo forecast forecast-data test test-quick check asan clean bench fuzz-build fuzz fuzz-short
+.PHONY: setup build python python-undo demo forecast forecast-data test test-quick check asan clean bench fuzz-build fuzz fuzz-short
 
 setup:
 	scripts/setup
@@ -34,9 +37,11 @@ build: setup
 	cmake --build $(BUILD) -j $(JOBS)
 
 python: build
-	@test -f $(BUILD)/python/nnfleet/__init__.py || { echo "make python: the module was not built (is python3-pybind11 installed?)"; exit 1; }
-	/usr/bin/python3 -c 'import site, sys; d = site.getsitepackages()[0]; import os; os.makedirs(d, exist_ok=True); open(os.path.join(d, "nnfleet.pth"), "w").write(sys.argv[1] + "\n"); print("make python: " + os.path.join(d, "nnfleet.pth") + " -> " + sys.argv[1])' "$(abspath $(BUILD))/python"
-	/usr/bin/python3 -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
+	/usr/bin/python3 scripts/python_pth add "$(abspath $(BUILD))/python"
+	cd / && /usr/bin/python3 -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
+
+python-undo:
+	/usr/bin/python3 scripts/python_pth remove
 
 demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --report --out runs/demo-$$(date +%Y%m%d-%H%M%S)
