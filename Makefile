@@ -21,6 +21,8 @@
 #   make bench       the benchmark against the peers into BENCHMARKS.md (ARGS=--quick: < 5 min)
 BUILD ?= build
 JOBS ?= $(shell nproc)
+# The Python that make python and make python-undo change (the one the build's module is for).
+PYTHON3 ?= /usr/bin/python3
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
   CMAKE_FLAGS += -DNNFLEET_WERROR=ON
@@ -37,11 +39,11 @@ build: setup
 	cmake --build $(BUILD) -j $(JOBS)
 
 python: build
-	/usr/bin/python3 scripts/python_pth add "$(abspath $(BUILD))/python"
-	cd / && /usr/bin/python3 -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
+	$(PYTHON3) scripts/python_pth add "$(abspath $(BUILD))/python"
+	cd / && $(PYTHON3) -c 'import nnfleet; print("import nnfleet: ok,", nnfleet.__file__)'
 
 python-undo:
-	/usr/bin/python3 scripts/python_pth remove
+	$(PYTHON3) scripts/python_pth remove
 
 demo: build
 	$(BUILD)/nnfleet train examples/fashion-mnist.yaml --report --out runs/demo-$$(date +%Y%m%d-%H%M%S)
