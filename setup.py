@@ -67,7 +67,11 @@ def ensure_uplot():
     if all(os.path.exists(f) for f in wanted):
         return
     npm = shutil.which("npm")
-    if npm:
+    modules = os.path.join(ROOT, "report", "node_modules")
+    if os.path.islink(modules):
+        # `npm ci` empties node_modules first: through a link, another tree's copy.
+        why = f"report/node_modules is a link ({os.readlink(modules)}), which npm ci would empty"
+    elif npm:
         print("nnfleet: report/node_modules has no uPlot; npm ci --offline in report/", flush=True)
         done = subprocess.run([npm, "ci", "--offline", "--no-audit", "--no-fund"],
                               cwd=os.path.join(ROOT, "report"), capture_output=True, text=True)
@@ -102,6 +106,8 @@ def configure():
         stop(f"the build folder {BUILD} (NNFLEET_BUILD) belongs to the source tree {home}, not to "
              f"{ROOT}; expected a folder of this tree or a new one")
     extra = shlex.split(os.environ.get("NNFLEET_CMAKE_ARGS", ""))
+    if cached("NNFLEET_PYTHON") == "OFF":  # e.g. a folder configured like `make asan`'s
+        extra.append("-DNNFLEET_PYTHON=ON")
     if home and not extra:
         return
     args = ["cmake", "-S", ROOT, "-B", BUILD, "-DNNFLEET_PYTHON=ON"]
@@ -114,13 +120,14 @@ def configure():
 
 def build_targets():
     """Builds the module and the tool; returns their paths."""
-    if subprocess.run(["ninja", "-C", BUILD, "-t", "query", "nnfleet_python"],
-                      capture_output=True).returncode != 0:
+    found = cached("pybind11_DIR")
+    if not found or found.endswith("NOTFOUND"):
         stop(f"CMake found no pybind11 (Debian: python3-pybind11 python3-dev) for the Python of "
              f"{BUILD}, so it builds no module; {SETUP_HINT}")
     run(["cmake", "--build", BUILD, "--target", "nnfleet_python", "nnfleet"],
         "building nnfleet with CMake")
-    module = os.path.join(BUILD, "python", "nnfleet", "_core" + sysconfig.get_config_var("EXT_SUFFIX"))
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    module = os.path.join(BUILD, "python", "nnfleet", "_core" + suffix)
     if not os.path.exists(module):
         others = glob.glob(os.path.join(BUILD, "python", "nnfleet", "_core*.so"))
         stop(f"{BUILD} builds the module for another Python ({', '.join(others) or 'none built'}); "

@@ -3,9 +3,11 @@
 # SOURCE's committed HEAD (uncommitted changes are not part of it), a fresh venv, then
 #   pip install --no-build-isolation .
 # and the installed module (a tiny model trained from NumPy arrays), the `nnfleet` command
-# (--version, and `train` of a tiny plan), and a source tree left with no untracked file.
+# (--version, `train` of a tiny plan and its `report`), and a source tree left with no untracked
+# file.
 # The clone's build compiles through ccache (CMakeLists.txt, NNFLEET_CCACHE) with the options of
-# the build that runs this test (CMAKE_ARGS...), so its objects come from that build's cache entries.
+# the build that runs this test (CMAKE_ARGS...), so that its objects come from that build's
+# cache entries.
 #   pip_install_test.sh SOURCE WORK_PARENT PYTHON VERSION CMAKE_ARGS...
 set -euo pipefail
 source_dir=$1 work_parent=$2 python=$3 version=$4
@@ -60,9 +62,10 @@ np.save("y.npy", y)
 print("import nnfleet: trained", run["tiny"].metrics)
 PY
 
-[ "$(command -v "$venv/bin/nnfleet")" = "$venv/bin/nnfleet" ] || fail "no nnfleet command in $venv/bin"
+[ -x "$venv/bin/nnfleet" ] || fail "no nnfleet command in $venv/bin"
 got=$("$venv/bin/nnfleet" --version)
-[ "$got" = "nnfleet $version" ] || fail "nnfleet --version printed '$got'; expected 'nnfleet $version'"
+[ "$got" = "nnfleet $version" ] ||
+  fail "nnfleet --version printed '$got'; expected 'nnfleet $version'"
 cat > plan.yaml <<'YAML'
 seed: 3
 data: {train: {x: x.npy, y: y.npy}, validation_split: 0.25}
@@ -77,4 +80,6 @@ import json
 models = json.load(open("run/results.json"))["models"]
 assert [m["name"] for m in models] == ["tiny"] and models[0]["status"] == "done", models
 ' || fail "run/results.json does not record the tiny model as done"
+"$venv/bin/nnfleet" report run >/dev/null || fail "nnfleet report run failed"
+grep -q "uPlot" run/report.html || fail "run/report.html has no embedded uPlot"
 echo "python_pip_install: ok"

@@ -14,7 +14,9 @@ user_site=$("$python" -m site --user-site)
 [[ $user_site == "$work"/* ]] || fail "the user site $user_site is not under PYTHONUSERBASE"
 pth=$user_site/nnfleet.pth
 undo() { make --no-print-directory -s -C "$source_dir" python-undo PYTHON3="$python"; }
-path_has_build() { (cd / && "$python" -c 'import sys; print(sys.argv[1] in sys.path)' "$build_python"); }
+path_has_build() {
+  (cd / && "$python" -c 'import sys; print(sys.argv[1] in sys.path)' "$build_python")
+}
 
 out=$(undo)
 [[ $out == *"nothing to undo ($pth does not exist)"* ]] || fail "undo before add said: $out"
