@@ -21,6 +21,7 @@ mkdir -p "$work_parent"
 # Its own folder, removed however the test ends, so that runs in parallel never meet.
 work=$(mktemp -d "$work_parent/pip-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+trap 'exit 143' TERM INT  # so that the EXIT trap runs when CTest stops the test
 venv=$work/venv
 
 git clone -q "$source_dir" "$work/src"
