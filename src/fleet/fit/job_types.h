@@ -54,6 +54,10 @@ class JobObserver {
     (void)rec;
     return false;
   }
+  // A model's final result (done, diverged, failed, or a search's pruned trial), once it is
+  // recorded; not for a cancelled model or a paused trial. Called on the storing thread with the
+  // run's results locked: must be quick.
+  virtual void on_model_end(const api::ModelResult& r) { (void)r; }
 };
 
 // Default seconds of training between the checkpoints written at epoch ends (see run_job).
