@@ -278,10 +278,40 @@ class PyModel {
   Model m_;
 };
 
+// train()'s options from the package's arguments.
+RunOptions run_options(int workers, std::optional<std::string> out, bool resume,
+                       double checkpoint_seconds, const std::string& format, Progress progress,
+                       bool load_models, bool report) {
+  RunOptions o;
+  o.workers = workers;
+  o.out = std::move(out);
+  o.resume = resume;
+  o.checkpoint_seconds = checkpoint_seconds;
+  o.format = format;
+  o.progress = progress;
+  o.load_models = load_models;
+  o.report = report;
+  return o;
+}
+
+// Tells the package's callback of one event (see train_fleet); true: it asked to stop that
+// model after this epoch.
+bool tell(const py::function& f, const Event& e) {
+  if (e.kind == Event::Kind::kRunStart) {
+    f("start", "", 0, py::cast(e.planned), 0.0, "");
+    return false;
+  }
+  const bool end = e.kind == Event::Kind::kModelEnd;
+  const py::object answer = f(end ? "model" : "epoch", e.model, e.epoch, logs_dict(e.logs),
+                              e.seconds, end ? status_name(e.status) : "");
+  return !end && answer.ptr() == Py_True;
+}
+
 // One run of a plan given as a file (`text` empty) or as text. `on_event(kind, name, epoch, logs,
-// seconds, status)` is called on this (the caller's) thread as epochs ("epoch") and models
-// ("model": its final result, status as results.json spells it) end, in the order they ended;
-// batch events are not passed to Python.
+// seconds, status)` is called on this (the caller's) thread once as the run starts ("start":
+// `logs` the [(model, planned epochs)] it trains) and as epochs ("epoch") and models ("model":
+// its final result, status as results.json spells it) end, in the order they ended; batch
+// events are not passed to Python.
 //
 // With `hold`, a model's worker waits at each epoch end until `on_event` has returned for it, so
 // a callback acts at a known point of the run (as Keras's callbacks do), and its answer True
@@ -293,15 +323,8 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
                       bool resume, double checkpoint_seconds, const std::string& format,
                       Progress progress, std::optional<py::function> on_epoch, bool hold,
                       bool load_models, bool report) {
-  RunOptions o;
-  o.workers = workers;
-  o.out = out;
-  o.resume = resume;
-  o.checkpoint_seconds = checkpoint_seconds;
-  o.format = format;
-  o.progress = progress;
-  o.load_models = load_models;
-  o.report = report;
+  RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format,
+                             progress, load_models, report);
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
@@ -354,12 +377,7 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
           cv.notify_all();
         }
       } counted{mu, cv, delivered};
-      const bool end = e.kind == Event::Kind::kModelEnd;
-      const py::object answer =
-          (*on_epoch)(end ? "model" : "epoch", e.model, e.epoch, logs_dict(e.logs), e.seconds,
-                      end ? status_name(e.status) : "");
-      if (end) continue;
-      if (answer.ptr() == Py_True) {
+      if (tell(*on_epoch, e)) {
         std::lock_guard<std::mutex> g(mu);
         stops.emplace(e.model, e.epoch);
       }
@@ -496,17 +514,6 @@ void bind_run(py::module_& m) {
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
         py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
         py::arg("hold") = false, py::arg("load_models") = false, py::arg("report") = false);
-  m.def(
-      "planned_epochs",
-      [](const std::string& path, const std::string& text, const std::string& base_dir,
-         bool arrays) {
-        CallScope call;
-        py::gil_scoped_release release;
-        return nnfleet::api::planned_epochs(
-            text.empty() ? PlanInput::file(path) : PlanInput::text(text, path, base_dir), arrays);
-      },
-      py::arg("path"), py::arg("text"), py::arg("base_dir"), py::arg("arrays"),
-      "The plan's models in plan order and the epochs each is planned to train");
   m.def(
       "write_report",
       [](const std::string& run_dir) {

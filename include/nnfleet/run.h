@@ -61,19 +61,22 @@ using DataArrays = std::map<std::string, ArrayView>;
 
 // kModelEnd: a model's final result is recorded (done, diverged, failed, or a search's pruned
 // trial; never a cancelled model): `epoch` its epochs, `logs` its final metrics, `seconds` its
-// training time, `status` and `message` as its ModelResult's. A run's progress counts models
-// done from these, since early stopping ends a model before its planned epochs.
+// training time, `status` and `message` as its ModelResult's. kRunStart, once before any model
+// starts: `planned` the models this run trains (a resume's unfinished ones) with the epochs each
+// is planned for (a grid's models their own, a search's trials its scheduler's max_epochs; early
+// stopping may end one sooner). A caller's progress counts against these.
 struct Event {
-  enum class Kind { kBatchEnd, kEpochEnd, kModelEnd };
+  enum class Kind { kBatchEnd, kEpochEnd, kModelEnd, kRunStart };
   Kind kind = Kind::kEpochEnd;
   std::string model;
   int epoch = 0;                                        // 1-based
   int batch = 0, batches = 0;                           // kBatchEnd
   double loss = 0, metric = 0, samples_per_second = 0;  // kBatchEnd: running means
   Logs logs;                 // kEpochEnd: every value of the epoch; kModelEnd: final metrics
-  double seconds = 0;         // kEpochEnd, kModelEnd
-  Status status = Status::kPending;  // kModelEnd
-  std::string message;               // kModelEnd
+  double seconds = 0;        // kEpochEnd, kModelEnd
+  Status status = Status::kPending;                     // kModelEnd
+  std::string message;                                  // kModelEnd
+  std::vector<std::pair<std::string, int>> planned;     // kRunStart: (model, epochs)
 };
 
 // What a run prints on stdout (and run.log): a live table on a terminal, one line per event, one
@@ -114,13 +117,6 @@ struct RunOptions {
 // Trains every model of the plan. Throws as the file header says.
 [[nodiscard]] RunResult train(const PlanInput& plan, const DataArrays& arrays = {},
                               const RunOptions& options = {});
-
-// The models of the plan in plan order, each with the epochs it is planned to train (a grid's
-// models their own; a search's trials its scheduler's max_epochs; early stopping may end one
-// sooner): what a caller's progress counts against. `arrays`: the plan may name arrays (as when
-// train() is given some). Throws as train() does for the plan.
-[[nodiscard]] std::vector<std::pair<std::string, int>> planned_epochs(const PlanInput& plan,
-                                                                      bool arrays = false);
 
 // Writes <run_dir>/report.html, the self-contained HTML report of a run folder (as `nnfleet
 // report` does), and returns its path; `live`: the page reloads itself (a run still going).

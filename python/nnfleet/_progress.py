@@ -67,15 +67,17 @@ class FleetProgress:
 
     verbose 1: the bar (in Jupyter a display updated in place, on a tty-like stream a line
     rewritten with \\r, in a plain log a line per LOG_STEP of the epochs) and the model lines;
-    verbose 2: the model lines only. `planned`: [(name, epochs)] in plan order.
+    verbose 2: the model lines only. The run's "start" event gives the models it trains and
+    their planned epochs (the engine's Event::kRunStart), so a grid's totals are its own.
     """
 
-    def __init__(self, verbose, planned, stream=None):
+    def __init__(self, verbose, stream=None):
         self.stream = stream if stream is not None else sys.stdout
         self.bar = verbose == 1
-        self.planned = dict(planned)
-        self.models = len(planned)
-        self.epochs = sum(e for _, e in planned)
+        self.planned = {}
+        self.models = 0
+        self.epochs = 0
+        self.started = False
         self.models_done = 0
         self.epochs_done = 0
         self.start = time.monotonic()
@@ -86,8 +88,6 @@ class FleetProgress:
         self.logged = -1     # the last LOG_STEP reached in a log
         self.logged_models = -1  # the models done its last bar line showed
         self.on_line = False  # a \r bar is on the stream's current line
-        if self.bar:
-            self._draw(force=True)
 
     def text(self):
         elapsed = time.monotonic() - self.start
@@ -128,6 +128,15 @@ class FleetProgress:
         print(text, file=self.stream, flush=True)
 
     def event(self, kind, name, epoch, logs, seconds, status):
+        if kind == "start":  # logs: [(name, planned epochs)] of the models this run trains
+            self.planned = dict(logs)
+            self.models = len(logs)
+            self.epochs = sum(e for _, e in logs)
+            self.started = True
+            self.start = time.monotonic()
+            if self.bar:
+                self._draw(force=True)
+            return
         if kind == "epoch":
             self.epochs_done += 1
         else:
@@ -144,8 +153,8 @@ class FleetProgress:
 
     def finish(self):
         """The bar's last state, drawn whatever the throttle (models never started because of
-        a stop are left out of the count)."""
-        if not self.bar:
+        a stop are left out of the count; nothing when the run never started)."""
+        if not self.bar or not self.started:
             return
         if self.mode == "log":
             if self.logged_models != self.models_done:

@@ -49,7 +49,7 @@ def _verbosity(call, verbose, progress):
     return int(verbose)
 
 
-def _printer(level, path, text, base_dir, arrays):
+def _printer(level):
     """What the engine prints (RunOptions::progress) and the FleetProgress Python prints, or
     None. A terminal gets the CLI's live table; Jupyter and logs Python's bar and lines."""
     if level == 0:
@@ -62,9 +62,7 @@ def _printer(level, path, text, base_dir, arrays):
         tty = False
     if tty and level == 1:
         return _core.Progress.LIVE, None
-    with _engine():
-        planned = _core.planned_epochs(path, text, base_dir, bool(arrays))
-    return _core.Progress.QUIET, FleetProgress(level, planned)
+    return _core.Progress.QUIET, FleetProgress(level)
 
 
 def _run_checks(call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report,
@@ -99,7 +97,7 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
     level = _verbosity(call, verbose, progress)
     if PLAN_HAS_GROUP_BY and group_by is not None and text.startswith("{"):
         text = "{" + json.dumps("group_by") + ": " + json.dumps(group_by) + ", " + text[1:]
-    mode, shown = _printer(level, path, text, base_dir, arrays)
+    mode, shown = _printer(level)
     callback = None
     if on_epoch_end is not None or shown is not None:
         def callback(kind, name, epoch, logs, seconds, status):

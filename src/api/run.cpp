@@ -68,6 +68,13 @@ class EventObserver : public JobObserver {
     e.message = r.message;
     f_(e);
   }
+  void on_run_start(const std::vector<std::pair<std::string, int>>& planned) override {
+    if (!f_) return;
+    Event e;
+    e.kind = Event::Kind::kRunStart;
+    e.planned = planned;
+    f_(e);
+  }
 
  private:
   const std::function<void(const Event&)>& f_;
@@ -150,31 +157,18 @@ PlanInput PlanInput::text(const std::string& text, const std::string& name,
   return p;
 }
 
-namespace {
-
-// The plan of `input`; its sources may name arrays ({array: KEY}) only when `arrays`.
-Plan read_plan(const PlanInput& input, bool arrays) {
-  return input.is_file() ? load_plan(input.path(), arrays)
-                         : parse_plan(input.content(), input.path(),
-                                      input.base_dir().empty() ? fs::current_path().string()
-                                                               : input.base_dir(),
-                                      0, arrays);
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, int>> planned_epochs(const PlanInput& input, bool arrays) {
-  const Plan plan = read_plan(input, arrays);
-  std::vector<std::pair<std::string, int>> out;
-  out.reserve(plan.models.size());
-  for (const ModelSpec& m : plan.models) out.emplace_back(m.name, m.epochs);
-  return out;
-}
-
 RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptions& o) {
   FleetOptions f = fleet_options(o);
   Plan plan;
-  auto load = [&] { plan = read_plan(input, !arrays.empty()); };
+  // Sources may name arrays ({array: KEY}) only when the caller gives some.
+  const bool given = !arrays.empty();
+  auto load = [&] {
+    plan = input.is_file() ? load_plan(input.path(), given)
+                           : parse_plan(input.content(), input.path(),
+                                        input.base_dir().empty() ? fs::current_path().string()
+                                                                 : input.base_dir(),
+                                        0, given);
+  };
   nnfleet::Cluster* ranks = ClusterAccess::ranks(o.cluster);
   if (ranks)
     ranks->agree(load);

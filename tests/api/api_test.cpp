@@ -247,8 +247,9 @@ TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
   EXPECT_EQ(epochs["cnn"], (std::vector<int>{1, 2, 3}));
 }
 
-// One kModelEnd per model, after its last epoch's kEpochEnd, with its final result.
-TEST_F(ApiTest, AModelEndEventFollowsEachModelsLastEpoch) {
+// One kRunStart first, with every model's planned epochs; one kModelEnd per model, after its
+// last epoch's kEpochEnd, with its final result.
+TEST_F(ApiTest, ARunStartsAndEachModelEndsWithAnEvent) {
   std::mutex mu;
   std::vector<api::Event> seen;
   api::RunOptions o;
@@ -258,6 +259,11 @@ TEST_F(ApiTest, AModelEndEventFollowsEachModelsLastEpoch) {
     seen.push_back(e);
   };
   const api::RunResult r = train_memory(o);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().kind, api::Event::Kind::kRunStart);
+  std::vector<std::pair<std::string, int>> planned = seen.front().planned;
+  std::sort(planned.begin(), planned.end());
+  EXPECT_EQ(planned, (std::vector<std::pair<std::string, int>>{{"cnn", 3}, {"mlp", 3}}));
   for (const api::ModelResult& m : r.models) {
     std::vector<const api::Event*> mine;
     for (const api::Event& e : seen)
