@@ -323,8 +323,8 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
                       bool resume, double checkpoint_seconds, const std::string& format,
                       Progress progress, std::optional<py::function> on_epoch, bool hold,
                       bool load_models, bool report) {
-  RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format,
-                             progress, load_models, report);
+  RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format, progress,
+                             load_models, report);
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
@@ -521,7 +521,8 @@ void bind_run(py::module_& m) {
         py::gil_scoped_release release;
         return nnfleet::api::write_report(run_dir, false);
       },
-      py::arg("run_dir"), "Writes <run_dir>/report.html (as `nnfleet report`) and returns its path");
+      py::arg("run_dir"),
+      "Writes <run_dir>/report.html (as `nnfleet report`) and returns its path");
 }
 
 }  // namespace

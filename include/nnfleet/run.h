@@ -72,11 +72,11 @@ struct Event {
   int epoch = 0;                                        // 1-based
   int batch = 0, batches = 0;                           // kBatchEnd
   double loss = 0, metric = 0, samples_per_second = 0;  // kBatchEnd: running means
-  Logs logs;                 // kEpochEnd: every value of the epoch; kModelEnd: final metrics
-  double seconds = 0;        // kEpochEnd, kModelEnd
-  Status status = Status::kPending;                     // kModelEnd
-  std::string message;                                  // kModelEnd
-  std::vector<std::pair<std::string, int>> planned;     // kRunStart: (model, epochs)
+  Logs logs;           // kEpochEnd: every value of the epoch; kModelEnd: final metrics
+  double seconds = 0;  // kEpochEnd, kModelEnd
+  Status status = Status::kPending;                  // kModelEnd
+  std::string message;                               // kModelEnd
+  std::vector<std::pair<std::string, int>> planned;  // kRunStart: (model, epochs)
 };
 
 // What a run prints on stdout (and run.log): a live table on a terminal, one line per event, one

@@ -13,7 +13,7 @@ import weakref
 from . import _core
 from ._args import _engine, _fail, _path
 from ._core import UsageError
-from ._model import Model, load_model
+from ._model import load_model
 
 
 class _TempFolder:
