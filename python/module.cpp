@@ -278,26 +278,53 @@ class PyModel {
   Model m_;
 };
 
-// One run of a plan given as a file (`text` empty) or as text. `on_epoch(name, epoch, logs)` is
-// called on this (the caller's) thread as epochs end, in the order they ended; batch events are
-// not passed to Python.
-//
-// With `hold`, a model's worker waits at each epoch end until `on_epoch` has returned for it, so
-// a callback acts at a known point of the run (as Keras's callbacks do), and its answer True
-// stops that model after this epoch (RunOptions::stop_model): the package holds whenever the
-// caller gives on_epoch_end, so that such a stop does not depend on timing.
-RunResult train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
-                      const py::dict& arrays, int workers, std::optional<std::string> out,
-                      bool resume, double checkpoint_seconds, const std::string& format,
-                      Progress progress, std::optional<py::function> on_epoch, bool hold) {
+// train()'s options from the package's arguments.
+RunOptions run_options(int workers, std::optional<std::string> out, bool resume,
+                       double checkpoint_seconds, const std::string& format, Progress progress,
+                       bool load_models, bool report) {
   RunOptions o;
   o.workers = workers;
-  o.out = out;
+  o.out = std::move(out);
   o.resume = resume;
   o.checkpoint_seconds = checkpoint_seconds;
   o.format = format;
   o.progress = progress;
-  o.load_models = !out.has_value();  // a kept folder's: ModelResult.model loads when asked for
+  o.load_models = load_models;
+  o.report = report;
+  return o;
+}
+
+// Tells the package's callback of one event (see train_fleet); true: it asked to stop that
+// model after this epoch.
+bool tell(const py::function& f, const Event& e) {
+  if (e.kind == Event::Kind::kRunStart) {
+    f("start", "", 0, py::cast(e.planned), 0.0, "");
+    return false;
+  }
+  const bool end = e.kind == Event::Kind::kModelEnd;
+  const py::object answer = f(end ? "model" : "epoch", e.model, e.epoch, logs_dict(e.logs),
+                              e.seconds, end ? status_name(e.status) : "");
+  return !end && answer.ptr() == Py_True;
+}
+
+// One run of a plan given as a file (`text` empty) or as text. `on_event(kind, name, epoch, logs,
+// seconds, status)` is called on this (the caller's) thread once as the run starts ("start":
+// `logs` the [(model, planned epochs)] it trains) and as epochs ("epoch") and models ("model":
+// its final result, status as results.json spells it) end, in the order they ended; batch
+// events are not passed to Python.
+//
+// With `hold`, a model's worker waits at each epoch end until `on_event` has returned for it, so
+// a callback acts at a known point of the run (as Keras's callbacks do), and its answer True
+// stops that model after this epoch (RunOptions::stop_model): the package holds whenever the
+// caller gives on_epoch_end, so that such a stop does not depend on timing. `load_models`: every
+// result carries its Model (the package passes false and reads a model file when asked for).
+RunResult train_fleet(const std::string& path, const std::string& text, const std::string& base_dir,
+                      const py::dict& arrays, int workers, std::optional<std::string> out,
+                      bool resume, double checkpoint_seconds, const std::string& format,
+                      Progress progress, std::optional<py::function> on_epoch, bool hold,
+                      bool load_models, bool report) {
+  RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format, progress,
+                             load_models, report);
   DataArrays views;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
@@ -309,17 +336,19 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   std::mutex mu;
   std::condition_variable cv;
   std::deque<Event> events;
-  uint64_t pushed = 0, delivered = 0;           // epoch-end events, for `hold`
+  uint64_t pushed = 0, delivered = 0;           // events, for `hold`
   std::set<std::pair<std::string, int>> stops;  // (model, epoch) whose callback answered True
   if (on_epoch)
     o.on_event = [&](const Event& e) {
-      if (e.kind != Event::Kind::kEpochEnd) return;
+      if (e.kind == Event::Kind::kBatchEnd) return;
       std::unique_lock<std::mutex> lock(mu);
       events.push_back(e);
       const uint64_t mine = ++pushed;
       cv.notify_all();
-      // A stop (Ctrl-C, a raising callback, the interpreter's exit) lets the worker go on.
-      while (hold && delivered < mine && !stop) cv.wait_for(lock, std::chrono::milliseconds(50));
+      // A stop (Ctrl-C, a raising callback, the interpreter's exit) lets the worker go on. A
+      // model's end is told under the run's results lock: never waited for.
+      while (hold && e.kind == Event::Kind::kEpochEnd && delivered < mine && !stop)
+        cv.wait_for(lock, std::chrono::milliseconds(50));
     };
   if (on_epoch && hold)
     o.stop_model = [&](const std::string& model, int epoch) {
@@ -348,8 +377,7 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
           cv.notify_all();
         }
       } counted{mu, cv, delivered};
-      const py::object answer = (*on_epoch)(e.model, e.epoch, logs_dict(e.logs), e.seconds);
-      if (answer.ptr() == Py_True) {
+      if (tell(*on_epoch, e)) {
         std::lock_guard<std::mutex> g(mu);
         stops.emplace(e.model, e.epoch);
       }
@@ -469,7 +497,10 @@ void bind_results(py::module_& m) {
       .def_readonly("makespan", &RunResult::makespan)
       .def_readonly("workers", &RunResult::workers)
       .def_readonly("rank_by", &RunResult::rank_by)
-      .def_readonly("rank_higher_is_better", &RunResult::rank_higher_is_better);
+      .def_readonly("rank_higher_is_better", &RunResult::rank_higher_is_better)
+      .def_readonly("ranking", &RunResult::ranking)
+      .def_readonly("report_path", &RunResult::report_path)
+      .def_readonly("report_error", &RunResult::report_error);
 }
 
 void bind_run(py::module_& m) {
@@ -482,7 +513,16 @@ void bind_run(py::module_& m) {
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
         py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
-        py::arg("hold") = false);
+        py::arg("hold") = false, py::arg("load_models") = false, py::arg("report") = false);
+  m.def(
+      "write_report",
+      [](const std::string& run_dir) {
+        CallScope call;
+        py::gil_scoped_release release;
+        return nnfleet::api::write_report(run_dir, false);
+      },
+      py::arg("run_dir"),
+      "Writes <run_dir>/report.html (as `nnfleet report`) and returns its path");
 }
 
 }  // namespace

@@ -59,15 +59,24 @@ class PlanInput {
 // must stay valid and unchanged until train() returns.
 using DataArrays = std::map<std::string, ArrayView>;
 
+// kModelEnd: a model's final result is recorded (done, diverged, failed, or a search's pruned
+// trial; never a cancelled model): `epoch` its epochs, `logs` its final metrics, `seconds` its
+// training time, `status` and `message` as its ModelResult's. kRunStart, once before any model
+// starts: `planned` the models this run trains (a resume's unfinished ones) with the epochs each
+// is planned for (a grid's models their own, a search's trials its scheduler's max_epochs; early
+// stopping may end one sooner). A caller's progress counts against these.
 struct Event {
-  enum class Kind { kBatchEnd, kEpochEnd };
+  enum class Kind { kBatchEnd, kEpochEnd, kModelEnd, kRunStart };
   Kind kind = Kind::kEpochEnd;
   std::string model;
   int epoch = 0;                                        // 1-based
   int batch = 0, batches = 0;                           // kBatchEnd
   double loss = 0, metric = 0, samples_per_second = 0;  // kBatchEnd: running means
-  Logs logs;                                            // kEpochEnd: every value of the epoch
-  double seconds = 0;                                   // kEpochEnd
+  Logs logs;           // kEpochEnd: every value of the epoch; kModelEnd: final metrics
+  double seconds = 0;  // kEpochEnd, kModelEnd
+  Status status = Status::kPending;                  // kModelEnd
+  std::string message;                               // kModelEnd
+  std::vector<std::pair<std::string, int>> planned;  // kRunStart: (model, epochs)
 };
 
 // What a run prints on stdout (and run.log): a live table on a terminal, one line per event, one

@@ -53,22 +53,38 @@ class ModelResult:
     params: int
     seconds: float
     model_file: str | None
-    model: Model | None
+    epoch_seconds: list[float]
+    @property
+    def model(self) -> Model | None: ...  # read from model_file when first asked for
     parameters: dict[str, Any]
     rungs: list[tuple[int, float, str]]
 
 class Run:
     results: list[ModelResult]
     out: str
+    folder: str
     interrupted: bool
     write_error: str
     makespan: float
     workers: int
     exit_code: int
+    rank_by: str
+    higher_is_better: bool
+    ranking: list[int]
+    group_by: str | None
+    report_path: str
+    report_error: str
     def __iter__(self) -> Iterator[ModelResult]: ...
     def __len__(self) -> int: ...
     def __getitem__(self, key: str | int) -> ModelResult: ...
     def keys(self) -> list[str]: ...
+    def ranks(self, group_by: str | None = ...) -> list[int]: ...
+    def rows(self, group_by: str | None = ...) -> list[dict[str, Any]]: ...
+    def frame(self, group_by: str | None = ...) -> Any: ...  # a pandas DataFrame
+    def history_rows(self) -> list[dict[str, Any]]: ...
+    def history_frame(self) -> Any: ...  # a pandas DataFrame
+    def report(self, path: PathLike | None = ...) -> str: ...
+    def _repr_html_(self) -> str: ...
 
 class Trial:
     number: int
@@ -105,10 +121,10 @@ def train(models: Any, x: Arrays, y: Arrays, *, validation_split: float | None =
           epochs: int | None = ..., batch_size: int | None = ..., loss: Any = ...,
           optimizer: Any = ..., metrics: Sequence[str] | None = ..., early_stopping: Any = ...,
           seed: int = ..., workers: int | None = ..., out: PathLike | None = ...,
-          resume: bool = ..., progress: bool | str = ...,
+          resume: bool = ..., verbose: int | str = ..., progress: bool | str | None = ...,
           on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
           checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
-          **plan_defaults: Any) -> Run: ...
+          report: bool = ..., group_by: str | None = ..., **plan_defaults: Any) -> Run: ...
 def search(space_or_build: Mapping[str, Any] | Callable[[Trial], dict[str, Any]], x: Arrays,
            y: Arrays, *, model: dict[str, Any] | Sequence[dict[str, Any]] | None = ...,
            trials: int | None = ..., scheduler: str = ..., reduction_factor: int = ...,
@@ -119,15 +135,18 @@ def search(space_or_build: Mapping[str, Any] | Callable[[Trial], dict[str, Any]]
            test_data: tuple[Arrays, Arrays] | None = ..., batch_size: int | None = ...,
            loss: Any = ..., optimizer: Any = ..., metrics: Sequence[str] | None = ...,
            early_stopping: Any = ..., seed: int = ..., workers: int | None = ...,
-           out: PathLike | None = ..., resume: bool = ..., progress: bool | str = ...,
+           out: PathLike | None = ..., resume: bool = ..., verbose: int | str = ...,
+           progress: bool | str | None = ...,
            on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
            checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
+           report: bool = ..., group_by: str | None = ...,
            **plan_defaults: Any) -> SearchRun: ...
 def stop() -> None: ...
 def train_plan(path: PathLike, *, workers: int | None = ..., out: PathLike | None = ...,
                resume: bool = ..., checkpoint_seconds: float = ..., format: str = ...,
-               progress: bool | str = ...,
-               on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...) -> Run: ...
+               verbose: int | str = ..., progress: bool | str | None = ...,
+               on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
+               report: bool = ..., group_by: str | None = ...) -> Run: ...
 
 class datasets:
     @staticmethod

@@ -2,24 +2,46 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
+import os
+import shutil
+import tempfile
+import weakref
 
 from . import _core
+from ._args import _engine, _fail, _path
 from ._core import UsageError
-from ._model import Model, load_model
+from ._model import load_model
+
+
+class _TempFolder:
+    """A run folder of Python's own (tempfile.mkdtemp, prefix nnfleet-run-), for a run without
+    out=: removed when neither its Run nor any of its ModelResults is left (weakref.finalize),
+    or at the interpreter's exit. The engine writes the run into <path>/run (a folder it
+    creates), as it did into its own temporary folder."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="nnfleet-run-")
+        self.run_dir = os.path.join(self.path, "run")
+        self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+
+    def remove(self):
+        self._finalizer()
 
 
 class ModelResult:
     """One model's outcome: name, status ("done", "diverged", "failed", "cancelled", or
     "pruned": a search's scheduler stopped it), message, metrics (final values), history (Keras
     History.history: {"loss": [...], ...}), best ({"epoch", "monitor", "value"} or None), epochs,
-    params, seconds, model (a Model or None), parameters ({name: value}: its grid's vars, its
-    search trial's values, its plan entry's `parameters:`), rungs (a search trial's
-    [(epochs, value, decision), ...]; decision "promoted", "pruned", "final" or "stopped").
+    params, seconds, model (a Model, read from model_file when first asked for, or None),
+    model_file, parameters ({name: value}: its grid's vars, its search trial's values, its plan
+    entry's `parameters:`), rungs (a search trial's [(epochs, value, decision), ...]; decision
+    "promoted", "pruned", "final" or "stopped").
     """
 
-    def __init__(self, r):
+    def __init__(self, r, folder=None):
         # r: the engine's result (_core.ModelResult, nnfleet/results.h), read once.
         self.name = r.name
         self.status = _core.status_name(r.status)
@@ -35,23 +57,26 @@ class ModelResult:
         # {name: value}: a grid's vars, a search trial's drawn values, an entry's `parameters:`.
         self.parameters = {k: json.loads(v) for k, v in r.parameters}
         self.rungs = [(g.epochs, g.value, g.decision) for g in r.rungs]  # a search trial's
-        model = r.model
-        self._model = Model(model) if model is not None else None
+        self._model = None
+        self._folder = folder  # the Run's own folder, kept while this result is
         hist = {}
         epochs = []
+        seconds = []
         for e in r.history:
             epochs.append(e.epoch)
+            seconds.append(e.seconds)
             for k, v in e.values:
                 hist.setdefault(k, []).append(v)
         self.history = hist
         self.epoch = epochs
+        self.epoch_seconds = seconds
 
     @property
     def model(self):
         """The trained Model, read from model_file when first asked for (None: no model file,
         as for a pruned, failed or diverged model). Reading a model back takes about 3 ms for a
         tiny one: 6 s of a 2,000-model run whose models nobody looked at, when train read them
-        all (the models of a run with out=None are read before its folder goes)."""
+        all. Without out= the file is in the Run's own folder, kept while this result is."""
         if self._model is None and self.model_file is not None:
             self._model = load_model(self.model_file)
         return self._model
@@ -73,20 +98,59 @@ def _exit_code(run):
     return 0
 
 
+def _pandas(what, plain):
+    try:
+        import pandas
+    except ImportError:
+        raise UsageError(f"failed to make {what} DataFrame: pandas is not importable; expected "
+                         f"pandas installed (pip install pandas, or Debian's python3-pandas), "
+                         f"or use {plain}") from None
+    return pandas
+
+
+def _union(dicts):
+    """The keys of `dicts` in order of first appearance."""
+    keys = {}
+    for d in dicts:
+        for k in d:
+            keys.setdefault(k, None)
+    return list(keys)
+
+
+# _repr_html_ shows the leaderboard's best rows: a notebook cell of 2,000 rows is unreadable.
+HTML_ROWS = 20
+
+
 class Run:
     """The results of `train`: iterate for ModelResults in plan order, or index by name.
 
-    `out` is the output folder ("" when none was kept), `interrupted` whether the run was
-    stopped, `exit_code` what `nnfleet train` would have exited with.
+    `out` is the output folder given ("" without out=), `folder` the run's folder (out's, or
+    without out= a temporary one of the Run's own, removed with it and its ModelResults),
+    `interrupted` whether the run was stopped, `exit_code` what `nnfleet train` would have
+    exited with. rank_by, higher_is_better: the leaderboard's metric and direction; ranking:
+    the results' indices best first. group_by: the parameter frame() ranks within by default.
+    report_path: report.html as report=True wrote it ("" without; report_error says why not).
+
+    Tables: rows() / frame() one row per model, history_rows() / history_frame() one per
+    (model, epoch); frame() and history_frame() are pandas DataFrames (pandas is optional).
+    report(path) writes the run's report.html. In Jupyter a Run shows as its leaderboard.
     """
 
-    def __init__(self, r):
-        self.results = [ModelResult(m) for m in r.models]
-        self.out = r.out_dir
+    def __init__(self, r, folder=None, group_by=None):
+        self._folder = folder
+        self.results = [ModelResult(m, folder) for m in r.models]
+        self.out = "" if folder is not None else r.out_dir
+        self.folder = r.out_dir
         self.interrupted = r.interrupted
         self.write_error = r.write_error
         self.makespan = r.makespan
         self.workers = r.workers
+        self.rank_by = r.rank_by
+        self.higher_is_better = r.rank_higher_is_better
+        self.ranking = list(r.ranking)
+        self.report_path = r.report_path
+        self.report_error = r.report_error
+        self.group_by = group_by
         self.exit_code = _exit_code(self)
 
     def __iter__(self):
@@ -106,8 +170,126 @@ class Run:
     def keys(self):
         return [r.name for r in self.results]
 
+    def ranks(self, group_by=None):
+        """Each model's rank in plan order: its place on the leaderboard (1: best; models
+        without the metric last, as the leaderboard puts them), or within its group of equal
+        `group_by` parameter values."""
+        groups = self._groups(group_by)
+        ranks = [0] * len(self.results)
+        seen = {}
+        for k in self.ranking:
+            g = groups[k] if groups else None
+            seen[g] = seen.get(g, 0) + 1
+            ranks[k] = seen[g]
+        return ranks
+
+    def _groups(self, group_by):
+        if group_by is None:
+            return None
+        names = _union(m.parameters for m in self.results)
+        if group_by not in names:
+            _fail("rank the models", "group_by", "must name a parameter of the models",
+                  "one of " + (", ".join(names) or "(none: the models record no parameters)"),
+                  group_by)
+        return [json.dumps(m.parameters.get(group_by), sort_keys=True) for m in self.results]
+
+    def rows(self, group_by=None):
+        """One dict per model in plan order: name, status, epochs, best_epoch, each final
+        metric, each parameter, params, seconds, rank (within groups of `group_by`, default
+        the Run's group_by). A metric or parameter a model lacks is None."""
+        group_by = self.group_by if group_by is None else group_by
+        ranks = self.ranks(group_by)
+        metrics = _union(m.metrics for m in self.results)
+        params = _union(m.parameters for m in self.results)
+        fixed = {"name", "status", "epochs", "best_epoch", "params", "seconds", "rank"}
+        rows = []
+        for m, rank in zip(self.results, ranks):
+            row = {"name": m.name, "status": m.status, "epochs": m.epochs,
+                   "best_epoch": m.best["epoch"] if m.best else None}
+            for k in metrics:
+                row[k] = m.metrics.get(k)
+            for k in params:  # a parameter named like a column keeps both: param:<name>
+                row[k if k not in fixed and k not in row else f"param:{k}"] = \
+                    m.parameters.get(k)
+            row.update(params=m.params, seconds=m.seconds, rank=rank)
+            rows.append(row)
+        return rows
+
+    def frame(self, group_by=None):
+        """rows() as a pandas DataFrame (one row per model, plan order). Raises UsageError
+        without pandas (Debian's python3-pandas), or for a group_by naming no parameter."""
+        pandas = _pandas("the results'", "run.rows() or run.results (plain lists)")
+        return pandas.DataFrame(self.rows(group_by))
+
+    def history_rows(self):
+        """One dict per (model, epoch) in plan order: model, epoch, each history column (None
+        where a model lacks it), seconds: history.csv's rows."""
+        columns = _union(m.history for m in self.results)
+        rows = []
+        for m in self.results:
+            for i, epoch in enumerate(m.epoch):
+                row = {"model": m.name, "epoch": epoch}
+                for c in columns:
+                    values = m.history.get(c)
+                    row[c] = values[i] if values is not None and i < len(values) else None
+                row["seconds"] = m.epoch_seconds[i]
+                rows.append(row)
+        return rows
+
+    def history_frame(self):
+        """history_rows() as a pandas DataFrame (long format). Raises UsageError without
+        pandas."""
+        pandas = _pandas("the histories'", "run.history_rows() or each result's history")
+        return pandas.DataFrame(self.history_rows())
+
+    def report(self, path=None):
+        """Writes the run's self-contained report.html (as `nnfleet report` does) in its
+        folder and, with `path` (a file, or a folder to hold report.html), copies it there;
+        returns the path written. Works without out= (the Run's own folder)."""
+        call = "write the report"
+        if not self.folder or not os.path.isdir(self.folder):
+            _fail(call, "the run's folder", "does not exist", "a run with its folder (the "
+                  "output folder was removed?)", self.folder)
+        with _engine():
+            written = _core.write_report(self.folder)
+        if path is None:
+            return written
+        target = _path(path, "path", call)
+        if os.path.isdir(target):
+            target = os.path.join(target, "report.html")
+        shutil.copyfile(written, target)
+        return target
+
+    def _repr_html_(self):
+        metrics = _union(m.metrics for m in self.results)
+        if self.rank_by in metrics:  # the ranking metric first
+            metrics.remove(self.rank_by)
+            metrics.insert(0, self.rank_by)
+        metrics = metrics[:6]
+        esc = html.escape
+        head = "".join(f"<th>{esc(c)}</th>" for c in
+                       ["rank", "name", "status", "epochs", *metrics, "params", "seconds"])
+        body = []
+        for place, k in enumerate(self.ranking[:HTML_ROWS], 1):
+            m = self.results[k]
+            cells = [str(place), esc(m.name), esc(m.status), str(m.epochs)]
+            cells += [_cell(m.metrics.get(c)) for c in metrics]
+            cells += [f"{m.params:,}", f"{m.seconds:.2f}"]
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        more = len(self.ranking) - HTML_ROWS
+        if more > 0:
+            body.append(f'<tr><td colspan="{len(metrics) + 6}">... {more} more</td></tr>')
+        title = (f"nnfleet run: {len(self)} model(s), ranked by {esc(self.rank_by or '-')} "
+                 f"({'higher' if self.higher_is_better else 'lower'} is better)")
+        return (f"<div><p>{title}</p><table><thead><tr>{head}</tr></thead><tbody>"
+                + "".join(body) + "</tbody></table></div>")
+
     def __repr__(self):
         return f"<nnfleet.Run {len(self)} model(s), out={self.out!r}>"
+
+
+def _cell(v):
+    return "" if v is None else f"{v:.4g}"
 
 
 class SearchRun(Run):
@@ -121,8 +303,8 @@ class SearchRun(Run):
     status, epochs, metric, rungs and each parameter). trials_frame(): them as a pandas DataFrame.
     """
 
-    def __init__(self, r):
-        super().__init__(r)
+    def __init__(self, r, folder=None, group_by=None):
+        super().__init__(r, folder, group_by)
         # What the engine ranked by: the search's metric and the direction its mode resolved to.
         self.metric = r.rank_by
         self.higher_is_better = r.rank_higher_is_better
@@ -155,12 +337,7 @@ class SearchRun(Run):
         """The trials as a pandas DataFrame, as the run folder's trials.csv: trial, name,
         status, epochs, <metric>, rung_<epochs> per rung budget (the metric there, NaN where
         the trial did not reach it), then each parameter. Raises UsageError without pandas."""
-        try:
-            import pandas
-        except ImportError:
-            raise UsageError("failed to make the trials' DataFrame: pandas is not importable; "
-                             "expected pandas installed (pip install pandas, or Debian's "
-                             "python3-pandas), or use run.trials") from None
+        pandas = _pandas("the trials'", "run.trials")
         budgets = sorted({e for m in self.results for e, _, _ in m.rungs})
         rows = []
         for row in self.trials:

@@ -182,8 +182,9 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
            metric="val_loss", mode="auto", sampler="random", max_total_epochs=None,
            time_limit=None, validation_split=None, validation_data=None, test_data=None,
            batch_size=None, loss=None, optimizer=None, metrics=None, early_stopping=None,
-           seed=0, workers=None, out=None, resume=False, progress=True, on_epoch_end=None,
-           checkpoint_seconds=2.0, format="keras", scale=None, **plan_defaults) -> SearchRun:
+           seed=0, workers=None, out=None, resume=False, verbose="auto", progress=None,
+           on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None, report=False,
+           group_by=None, **plan_defaults) -> SearchRun:
     """Searches hyperparameters: `trials` models trained at once on every core, a scheduler
     stopping the worse ones early at its rungs. Returns a SearchRun.
 
@@ -201,7 +202,8 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
     compare (mode "auto": higher is better for accuracies, precision, recall, auc, r2_score).
     sampler: "random" or "sobol". max_total_epochs: fewer trials, so that the planned epochs fit;
     time_limit: seconds, ending the search at the next rung boundary (not deterministic).
-    The other keywords are train's (epochs is max_epochs here). Without on_epoch_end the result
+    The other keywords are train's (epochs is max_epochs here; verbose's bar counts each
+    trial's max_epochs, less what a pruned trial did not train). Without on_epoch_end the result
     depends only on the data, the models and the seed; on_epoch_end returning
     nnfleet.STOP_MODEL stops that trial after the epoch, the one way a callback changes it.
     Raises UsageError (a bad argument, by name), PlanError, DataError, ModelError, FileError.
@@ -244,6 +246,5 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
     text = json.dumps(plan, indent=1, default=_json_default)
     return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,
                 resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
-                progress=progress, on_epoch_end=on_epoch_end,
-                epochs_of=next(iter(schedule.values()))["max_epochs"],
-                result=SearchRun)
+                progress=progress, verbose=verbose, on_epoch_end=on_epoch_end, report=report,
+                group_by=group_by, result=SearchRun)

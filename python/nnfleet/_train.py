@@ -13,34 +13,60 @@ from . import _core
 from ._args import (_array, _engine, _fail, _flag, _float, _int, _json_default, _path, _plain,
                     _repr, _text)
 from ._core import UsageError
-from ._results import Run
+from ._progress import FleetProgress
+from ._results import Run, _TempFolder
 
 # What on_epoch_end returns to stop that model after this epoch (as early stopping does).
 STOP_MODEL = "stop"
 
 
-def _progress_mode(progress):
-    if not progress:
-        return _core.Progress.QUIET, False
-    if progress == "json":
-        return _core.Progress.JSON, False
+# The plan reader's top-level `group_by:` key (the report's per-group view). Until the plan
+# reader that knows the key is merged, group_by= is remembered by the Run only; True: it is
+# also written into the plan text of train and search.
+PLAN_HAS_GROUP_BY = False
+
+
+def _verbosity(call, verbose, progress):
+    """verbose (Keras's: "auto" is 1) and its alias progress (True: 1, False: 0, "json": the
+    engine's JSON events) as one level: 0, 1, 2 or "json"."""
+    if progress is not None:
+        if not (isinstance(verbose, str) and verbose == "auto"):
+            _fail(call, "progress", "is an alias of verbose; give one of them",
+                  "verbose=0, 1 or 2 alone (progress=True is verbose=1, False is 0)", progress)
+        if isinstance(progress, str) and progress == "json":
+            return "json"
+        if not isinstance(progress, (bool, np.bool_)):
+            _fail(call, "progress", "must be True, False or 'json'", "a bool or 'json'",
+                  progress)
+        return int(bool(progress))
+    if isinstance(verbose, str) and verbose == "auto":
+        return 1
+    if isinstance(verbose, (bool, np.bool_)) or not isinstance(verbose, (int, np.integer)) \
+            or int(verbose) not in (0, 1, 2):
+        _fail(call, "verbose", "must be 0, 1 or 2", "0 (silent), 1 (a bar and a line per "
+              "finished model; the live table on a terminal) or 2 (a line per finished model)",
+              verbose)
+    return int(verbose)
+
+
+def _printer(level):
+    """What the engine prints (RunOptions::progress) and the FleetProgress Python prints, or
+    None. A terminal gets the CLI's live table; Jupyter and logs Python's bar and lines."""
+    if level == 0:
+        return _core.Progress.QUIET, None
+    if level == "json":
+        return _core.Progress.JSON, None
     try:
         tty = sys.stdout.isatty() and sys.stdout is sys.__stdout__
     except (AttributeError, ValueError):
         tty = False
-    # A terminal gets the CLI's live display; Jupyter and logs one printed line per epoch.
-    return (_core.Progress.LIVE, False) if tty else (_core.Progress.QUIET, True)
+    if tty and level == 1:
+        return _core.Progress.LIVE, None
+    return _core.Progress.QUIET, FleetProgress(level)
 
 
-def _print_epoch(name, epoch, logs, epochs):
-    total = epochs if isinstance(epochs, int) else epochs.get(name)
-    shown = " ".join(f"{k} {v:.4f}" for k, v in logs.items())
-    print(f"{name} epoch {epoch}{'/' + str(total) if total else ''}: {shown}", flush=True)
-
-
-def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_seconds, format,
-         progress, on_epoch_end, epochs_of, hold=False, result=None):
-    call = "train"
+def _run_checks(call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report,
+                group_by):
     if workers is not None:
         if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, (int, np.integer)):
             _fail(call, "workers", "must be an integer", "1 or more (None: every core)", workers)
@@ -48,39 +74,70 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
     if out is not None and not (isinstance(out, str) and out == ""):
         out = _path(out, "out", call)
     resume = _flag(resume, "resume", call)
+    if resume and out is None:
+        raise UsageError("failed to resume the run: resume needs the output folder of the run; "
+                         "expected out=FOLDER (nnfleet train: --out FOLDER)")
     checkpoint_seconds = _float(checkpoint_seconds, "checkpoint_seconds", call, lo=0.0)
     format = _text(format, "format", call, choices=("keras", "h5", "onnx"))
-    if not (progress is None or isinstance(progress, (bool, np.bool_))
-            or (isinstance(progress, str) and progress == "json")):
-        _fail(call, "progress", "must be True, False or 'json'", "a bool or 'json'", progress)
     if on_epoch_end is not None and not callable(on_epoch_end):
         _fail(call, "on_epoch_end", "must be callable", "a function(name, epoch, logs) or None",
               on_epoch_end)
-    mode, lines = _progress_mode(progress)
+    report = _flag(report, "report", call)
+    if group_by is not None:
+        group_by = _text(group_by, "group_by", call)
+    return workers, out, resume, checkpoint_seconds, format, report, group_by
+
+
+def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_seconds, format,
+         progress=None, verbose="auto", on_epoch_end=None, report=False, group_by=None,
+         hold=False, result=None):
+    call = "train"
+    workers, out, resume, checkpoint_seconds, format, report, group_by = _run_checks(
+        call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report, group_by)
+    level = _verbosity(call, verbose, progress)
+    if PLAN_HAS_GROUP_BY and group_by is not None and text.startswith("{"):
+        text = "{" + json.dumps("group_by") + ": " + json.dumps(group_by) + ", " + text[1:]
+    mode, shown = _printer(level)
     callback = None
-    if on_epoch_end is not None or lines:
-        def callback(name, epoch, logs, seconds):
-            if lines:
-                _print_epoch(name, epoch, logs, epochs_of)
-            if on_epoch_end is not None:
+    if on_epoch_end is not None or shown is not None:
+        def callback(kind, name, epoch, logs, seconds, status):
+            if shown is not None:
+                shown.event(kind, name, epoch, logs, seconds, status)
+            if on_epoch_end is not None and kind == "epoch":
                 answer = on_epoch_end(name, epoch, dict(logs))
                 return isinstance(answer, str) and answer == STOP_MODEL
             return False
-    # With on_epoch_end, each model's worker waits at its epoch ends for the callback's answer,
-    # so that STOP_MODEL stops that model after this very epoch (not at a later one by timing).
-    with _engine():
-        r = _core.train(path, text, base_dir, arrays, workers or 0, out, resume,
-                        checkpoint_seconds, format, mode, callback,
-                        hold or on_epoch_end is not None)
-    return (result or Run)(r)
+    # Without out= the run's files go to a folder of the Run's own, removed with it: its models
+    # are read from there when asked for (reading all 2,000 of a tiny fleet took 6 s).
+    folder = _TempFolder() if out is None else None
+    try:
+        # With on_epoch_end, each model's worker waits at its epoch ends for the callback's
+        # answer, so that STOP_MODEL stops that model after this very epoch (not at a later one
+        # by timing).
+        with _engine():
+            r = _core.train(path, text, base_dir, arrays, workers or 0,
+                            folder.run_dir if folder else out, resume, checkpoint_seconds,
+                            format, mode, callback, hold or on_epoch_end is not None,
+                            load_models=False, report=report)
+    except BaseException:
+        if folder is not None:
+            folder.remove()
+        raise
+    finally:
+        if shown is not None:
+            shown.finish()
+    return (result or Run)(r, folder=folder, group_by=group_by)
 
 
 def train_plan(path, *, workers=None, out="", resume=False, checkpoint_seconds=2.0,
-               format="keras", progress=True, on_epoch_end=None) -> Run:
-    """Runs a plan file as `nnfleet train PATH` does (out="": runs/<plan>-<timestamp>)."""
+               format="keras", verbose="auto", progress=None, on_epoch_end=None, report=False,
+               group_by=None) -> Run:
+    """Runs a plan file as `nnfleet train PATH` does (out="": runs/<plan>-<timestamp>; None: a
+    folder of the Run's own, removed with it). verbose, progress, report, group_by: as train's
+    (a plan's own `group_by:` key stays the plan's)."""
     return _run(_path(path, "path", "train"), "", "", {}, workers=workers, out=out, resume=resume,
                 checkpoint_seconds=checkpoint_seconds, format=format, progress=progress,
-                on_epoch_end=on_epoch_end, epochs_of={})
+                verbose=verbose, on_epoch_end=on_epoch_end, report=report, group_by=group_by)
 
 
 _KERAS_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
@@ -133,7 +190,8 @@ def _model_entry(m, i, tmp):
 _FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stopping", "shuffle",
              "batch_split"}
 _RUN_KEYS = {"validation_split", "test_data", "seed", "workers", "out", "resume", "progress",
-             "on_epoch_end", "checkpoint_seconds", "format", "scale"}
+             "on_epoch_end", "checkpoint_seconds", "format", "scale", "verbose", "report",
+             "group_by"}
 
 
 def _fit_args(call, validation_split, validation_data, scale, seed):
@@ -184,9 +242,9 @@ def _data(x, y, key, validation_split, test_data, scale, arrays, call="train"):
 
 def train(models, x, y, *, validation_split=None, validation_data=None, test_data=None,
           epochs=None, batch_size=None, loss=None, optimizer=None, metrics=None,
-          early_stopping=None, seed=0, workers=None, out=None, resume=False, progress=True,
-          on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None,
-          **plan_defaults) -> Run:
+          early_stopping=None, seed=0, workers=None, out=None, resume=False, verbose="auto",
+          progress=None, on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None,
+          report=False, group_by=None, **plan_defaults) -> Run:
     """Trains every model at once, one pinned worker per core, and returns a Run.
 
     models: a list mixing plan-style dicts ({"name": ..., "layers": [{"Dense": {...}}, ...]}),
@@ -197,7 +255,15 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     pair per model. validation_split takes the last fraction of x (Keras); test_data=(x, y) is
     evaluated after training. Keyword defaults follow Keras's compile/fit; any other plan
     default (shuffle, batch_split, ...) may be given too. out: keep the output folder there
-    (None: a temporary one); resume=True continues the run in `out`. on_epoch_end(name, epoch,
+    (None: a temporary folder of the Run's own, removed with it and its results); resume=True
+    continues the run in `out`. verbose (Keras's fit): 0 silent; 1 ("auto") on a terminal the
+    CLI's live table, elsewhere (Jupyter, a log) one bar for the fleet (models and epochs
+    done, elapsed, estimated rest) and one line per finished model; 2 the model lines only.
+    progress: verbose's former name (True: 1, False: 0, "json": the engine's JSON events).
+    report=True writes the run's report.html as it goes and at its end (Run.report_path;
+    run.report() writes it afterwards too). group_by: a parameter (a grid variable, say) whose
+    groups Run.frame() ranks within. Models are read back from their files only when asked
+    for (run[name].model). on_epoch_end(name, epoch,
     logs) is called on this thread while that model's worker waits for it; returning
     nnfleet.STOP_MODEL ("stop") ends that model after this epoch, as early stopping would (status
     "done"). Ctrl-C stops every model cleanly (checkpointed in `out`),
@@ -241,8 +307,7 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
         else:
             plan["data"] = _data(x, y, "", validation_split, test_data, scale, arrays)
         text = json.dumps(plan, indent=1, default=_json_default)
-        epochs_of = {e["name"]: e.get("epochs", defaults.get("epochs", 1)) for e in entries}
         return _run("nnfleet.train", text, os.getcwd(), arrays, workers=workers, out=out,
                     resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
-                    progress=progress, on_epoch_end=on_epoch_end, epochs_of=epochs_of,
-                    hold=hold)
+                    progress=progress, verbose=verbose, on_epoch_end=on_epoch_end,
+                    report=report, group_by=group_by, hold=hold)

@@ -170,7 +170,9 @@ def test_on_epoch_end_runs_on_the_calling_thread(data, capsys):
                                                    for e in (1, 2, 3)]
     assert calls[0][3] == ["accuracy", "loss"]
     out = capsys.readouterr().out
-    assert "mlp epoch 3/3: loss" in out
+    # Outside a terminal: a bar and one line per finished model, with its epochs of planned.
+    assert "mlp: done, 3/3 epochs" in out and "cnn: done, 3/3 epochs" in out
+    assert "epoch 1" not in out
 
 
 def test_errors_are_nnfleet_errors_with_the_cli_messages(tmp_path, data):

@@ -41,11 +41,13 @@ def test_the_seed_rewrites_run_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(compile(blocks[0], "README grid", "exec"), {})
     out = capsys.readouterr().out
-    # Outside a terminal the run prints one line per finished epoch ("cnn epoch 1/3: ..."),
-    # then the script its ranking.
+    # Outside a terminal the run prints a bar and one line per finished model ("cnn: done, 3/3
+    # epochs, ..."), then the script its ranking.
     lines = [line.split() for line in out.splitlines()]
-    assert sum(len(l) > 1 and l[1] == "epoch" for l in lines) == 5 * 3
-    ranked = [l for l in lines if l and l[0].startswith(("mlp-", "cnn")) and l[1] != "epoch"]
+    assert sum(len(l) > 2 and l[0].endswith(":") and l[1] == "done," and l[2] == "3/3"
+               for l in lines) == 5
+    ranked = [l for l in lines if l and l[0].startswith(("mlp-", "cnn"))
+              and not l[0].endswith(":")]
     assert sorted(r[0] for r in ranked) == ["cnn", "mlp-128-1", "mlp-128-2", "mlp-32-1",
                                            "mlp-32-2"]
     assert all(r[1] == "done" and r[3] == "3" for r in ranked)

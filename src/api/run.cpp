@@ -56,6 +56,25 @@ class EventObserver : public JobObserver {
   bool stop_model(const ModelSpec& spec, const EpochRecord& rec) override {
     return stop_ && stop_(spec.name, rec.epoch);
   }
+  void on_model_end(const ModelResult& r) override {
+    if (!f_) return;
+    Event e;
+    e.kind = Event::Kind::kModelEnd;
+    e.model = r.name;
+    e.epoch = r.epochs;
+    e.logs = r.metrics;
+    e.seconds = r.seconds;
+    e.status = r.status;
+    e.message = r.message;
+    f_(e);
+  }
+  void on_run_start(const std::vector<std::pair<std::string, int>>& planned) override {
+    if (!f_) return;
+    Event e;
+    e.kind = Event::Kind::kRunStart;
+    e.planned = planned;
+    f_(e);
+  }
 
  private:
   const std::function<void(const Event&)>& f_;

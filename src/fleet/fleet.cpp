@@ -472,6 +472,12 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
     }
     st.queue.push_back(&j);
   }
+  if (opts.observer) {
+    std::vector<std::pair<std::string, int>> planned;
+    planned.reserve(st.queue.size());
+    for (const PreparedJob* j : st.queue) planned.emplace_back(j->name, j->epochs);
+    opts.observer->on_run_start(planned);
+  }
   std::stable_sort(st.queue.begin(), st.queue.end(),
                    [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
   folder->check_writable(output_bytes(st.queue, workers));

@@ -89,6 +89,7 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
       r.history.shrink_to_fit();
     }
     if (live) live->job_pruned(r, job.cost);
+    if (opts.observer) opts.observer->on_model_end(r);
     lock.unlock();
     std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
   }
@@ -159,6 +160,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     stored.history.clear();
     stored.history.shrink_to_fit();
   }
+  if (recorded && !stored.paused && opts.observer) opts.observer->on_model_end(stored);
   lock.unlock();
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
   if (recorded && (!own_checkpoints_only || checkpointed))

@@ -247,6 +247,37 @@ TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
   EXPECT_EQ(epochs["cnn"], (std::vector<int>{1, 2, 3}));
 }
 
+// One kRunStart first, with every model's planned epochs; one kModelEnd per model, after its
+// last epoch's kEpochEnd, with its final result.
+TEST_F(ApiTest, ARunStartsAndEachModelEndsWithAnEvent) {
+  std::mutex mu;
+  std::vector<api::Event> seen;
+  api::RunOptions o;
+  o.on_event = [&](const api::Event& e) {
+    if (e.kind == api::Event::Kind::kBatchEnd) return;
+    std::lock_guard<std::mutex> g(mu);
+    seen.push_back(e);
+  };
+  const api::RunResult r = train_memory(o);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.front().kind, api::Event::Kind::kRunStart);
+  std::vector<std::pair<std::string, int>> planned = seen.front().planned;
+  std::sort(planned.begin(), planned.end());
+  EXPECT_EQ(planned, (std::vector<std::pair<std::string, int>>{{"cnn", 3}, {"mlp", 3}}));
+  for (const api::ModelResult& m : r.models) {
+    std::vector<const api::Event*> mine;
+    for (const api::Event& e : seen)
+      if (e.model == m.name) mine.push_back(&e);
+    ASSERT_EQ(mine.size(), 4u) << m.name;
+    const api::Event& end = *mine.back();
+    EXPECT_EQ(end.kind, api::Event::Kind::kModelEnd) << m.name;
+    EXPECT_EQ(end.status, api::Status::kDone);
+    EXPECT_EQ(end.epoch, 3);
+    EXPECT_EQ(end.logs, m.metrics);
+    EXPECT_EQ(end.seconds, m.seconds);
+  }
+}
+
 // stop_model stops one model after the epoch it answered true for, as early stopping would:
 // it ends done with that epoch's figures and the other model trains on, unchanged.
 TEST_F(ApiTest, StopModelEndsThatModelAfterTheEpochAndLeavesTheOthers) {

@@ -54,6 +54,15 @@ class JobObserver {
     (void)rec;
     return false;
   }
+  // A model's final result (done, diverged, failed, or a search's pruned trial), once it is
+  // recorded; not for a cancelled model or a paused trial. Called on the storing thread with the
+  // run's results locked: must be quick.
+  virtual void on_model_end(const api::ModelResult& r) { (void)r; }
+  // Once, before any job starts: the models this run trains (a resume's unfinished ones) and
+  // the epochs each is planned for (a search's trials: the scheduler's max_epochs).
+  virtual void on_run_start(const std::vector<std::pair<std::string, int>>& planned) {
+    (void)planned;
+  }
 };
 
 // Default seconds of training between the checkpoints written at epoch ends (see run_job).
