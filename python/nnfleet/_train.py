@@ -211,8 +211,13 @@ class _Names:
     def __init__(self, entries):
         self.inputs = self.outputs = None
         self._entries = entries
+        self._read = False
 
     def resolve(self, call):
+        """Reads the names from the Keras models (once; a plan-style model names none)."""
+        if self._read:
+            return self
+        self._read = True
         for i, e in enumerate(self._entries):
             if "keras" not in e:
                 continue
@@ -294,9 +299,12 @@ def _per_model_data(data, data_key, entries, common, arrays, call, names):
         if vd is not None and common["validation_split"]:
             _fail(call, f"{where}['validation_data']", "is given with validation_split",
                   "one of them (as Keras)", vd)
-        sources[k] = _data(x, y, f"[{k}]", common["validation_split"],
-              td if td is not None else common["test_data"], common["scale"], arrays, call,
-              sample_weight=sw, validation_data=vd, names=names, where=f"{where}'s ")
+        if str(k) in map(str, sources):  # 3 and "3" would be one name in the models
+            _fail(call, "data", "has two keys of the same name", "distinct keys", k)
+        test = td if td is not None else common["test_data"]
+        sources[k] = _data(x, y, f"[{k}]", common["validation_split"], test, common["scale"],
+                           arrays, call, sample_weight=sw, validation_data=vd, names=names,
+                           where=f"{where}'s ")
         keys.append(k)
     return _expand(entries, data_key, keys, sources)
 
@@ -329,6 +337,26 @@ def _expand(entries, data_key, keys, sources):
             out.append(m)
             origin.append(i)
     return out, origin
+
+
+def _train_data(plan, entries, x, y, data, data_key, fit, arrays):
+    """train's data: the plan's own (x and y) or each model's (data=), the arrays given in
+    `arrays`. Returns (plan entries, the index in `models` of each)."""
+    call = "train"
+    names = _Names(entries)
+    if data is None:
+        plan["data"] = _data(x, y, "", fit["validation_split"], fit["test_data"], fit["scale"],
+                             arrays, call, sample_weight=fit["sample_weight"],
+                             validation_data=fit["validation_data"], names=names)
+        return entries, list(range(len(entries)))
+    if any(v is not None for v in (x, y, fit["sample_weight"], fit["validation_data"])):
+        raise UsageError("failed to train: data= gives each model its own arrays; expected x, "
+                         "y, sample_weight and validation_data inside it (per key), not as "
+                         "keywords too")
+    data_key = _text(data_key, "data_key", call)
+    if not data_key.isidentifier():
+        _fail(call, "data_key", "must be a name", "an identifier such as 'series'", data_key)
+    return _per_model_data(data, data_key, entries, fit, arrays, call, names)
 
 
 def train(models, x=None, y=None, *, validation_split=None, validation_data=None,
@@ -384,27 +412,10 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
     arrays = {}
     with tempfile.TemporaryDirectory(prefix="nnfleet-models-") as tmp:
         entries = [_model_entry(m, i, tmp) for i, m in enumerate(models)]
-        names = _Names(entries)
         plan = {"seed": seed, "defaults": defaults}
-        if data is not None:
-            if x is not None or y is not None or sample_weight is not None or \
-                    validation_data is not None:
-                raise UsageError("failed to train: data= gives each model its own arrays; "
-                                 "expected x, y, sample_weight and validation_data inside it "
-                                 "(per key), not as keywords too")
-            data_key = _text(data_key, "data_key", call)
-            if not data_key.isidentifier():
-                _fail(call, "data_key", "must be a name", "an identifier such as 'series'",
-                      data_key)
-            common = {"validation_split": validation_split, "test_data": test_data,
-                      "scale": scale}
-            entries, origin = _per_model_data(data, data_key, entries, common, arrays, call,
-                                              names)
-        else:
-            origin = list(range(len(entries)))
-            plan["data"] = _data(x, y, "", validation_split, test_data, scale, arrays, call,
-                                 sample_weight=sample_weight, validation_data=validation_data,
-                                 names=names)
+        fit = {"validation_split": validation_split, "validation_data": validation_data,
+               "test_data": test_data, "sample_weight": sample_weight, "scale": scale}
+        entries, origin = _train_data(plan, entries, x, y, data, data_key, fit, arrays)
         plan["models"] = entries
         text = json.dumps(plan, indent=1, default=_json_default)
         epochs_of = {e["name"]: e.get("epochs", defaults.get("epochs", 1)) for e in entries}

@@ -260,6 +260,8 @@ def test_per_model_data_refuses_x_too_and_bad_entries(data):
     with pytest.raises(nnfleet.UsageError, match=r"data\['a'\] has an unknown key 'valdation_data' "
                                                  r"\(did you mean 'validation_data'\?\)"):
         nnfleet.train(MODELS, data={"a": {"x": x, "y": y, "valdation_data": (x, y)}}, **QUIET)
+    with pytest.raises(nnfleet.UsageError, match="data has two keys of the same name"):
+        nnfleet.train(MODELS, data={3: (x, y), "3": (x, y)}, **QUIET)
     with pytest.raises(nnfleet.UsageError, match="data has a key that is not a plain name"):
         nnfleet.train(MODELS, data={"a{b}": (x, y)}, **QUIET)
 
