@@ -534,6 +534,7 @@ PYBIND11_MODULE(_core, m) {
   bind_model(m);
   bind_results(m);
   bind_run(m);
+  m.def("plan_defaults_keys", &nnfleet::api::plan_defaults_keys);
   m.def("sample_parameter", &nnfleet::api::sample_parameter, py::arg("seed"), py::arg("trial"),
         py::arg("name"), py::arg("distribution_json"), py::arg("sampler") = "random",
         py::arg("dimension") = 0,

@@ -123,4 +123,9 @@ struct RunOptions {
 // Throws FileError (not a run folder, a failed write).
 std::string write_report(const std::string& run_dir, bool live = false);
 
+// The keys a plan's `defaults:` section accepts, sorted (the model settings every model inherits:
+// epochs, loss, class_weight, ...), from the plan reader's own table, so that a program offering
+// them as options (Python's train keywords) lists the same ones. Never throws.
+std::vector<std::string> plan_defaults_keys();
+
 }  // namespace nnfleet::api

@@ -1,7 +1,7 @@
 # Type stubs of the nnfleet package (python/nnfleet/__init__.py; docstrings there).
 import builtins
 import os
-from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union, overload
 
 import numpy as np
 
@@ -16,7 +16,11 @@ class FileError(Error): ...
 class UsageError(Error): ...
 
 ArrayLike = Union[np.ndarray, Sequence[Any]]
-Arrays = Union[ArrayLike, Sequence[ArrayLike]]
+# One array, or several inputs (outputs) as Keras takes them: by name, or a list in the model's order.
+Arrays = Union[ArrayLike, Sequence[ArrayLike], Mapping[str, ArrayLike]]
+# (x, y) or (x, y, sample_weight)
+XY = Union[tuple[Arrays, Arrays], tuple[Arrays, Arrays, ArrayLike]]
+Predictions = Union[np.ndarray, list[np.ndarray]]
 PathLike = Union[str, os.PathLike[str]]
 Shape = tuple[int | None, ...]
 
@@ -33,9 +37,14 @@ class Model:
     def output_names(self) -> list[str]: ...
     def count_params(self) -> int: ...
     def summary(self, print_fn: Callable[[str], Any] | None = ...) -> str: ...
-    def predict(self, x: Arrays, *, y: Arrays | None = ..., loss: str | None = ...,
+    @overload
+    def predict(self, x: Arrays, *, y: None = ..., loss: str | None = ...,
                 batch_size: int = ..., workers: int | None = ...,
-                scale: float | None = ...) -> tuple[Any, Any]: ...
+                scale: float | None = ...) -> Predictions: ...
+    @overload
+    def predict(self, x: Arrays, *, y: Arrays, loss: str | None = ...,
+                batch_size: int = ..., workers: int | None = ...,
+                scale: float | None = ...) -> tuple[Predictions, Predictions]: ...
     def evaluate(self, x: Arrays, y: Arrays, *, loss: str | None = ...,
                  metrics: Sequence[str] | str | None = ..., batch_size: int = ...,
                  workers: int | None = ..., scale: float | None = ...) -> dict[str, float]: ...
@@ -109,15 +118,22 @@ class SearchRun(Run):
 
 def load_model(path: PathLike, weights: PathLike | None = ..., *,
                input_shape: Sequence[int] | Sequence[Sequence[int]] | None = ...) -> Model: ...
-def predict(model: Model | PathLike, x: Arrays, *, y: Arrays | None = ..., loss: str | None = ...,
+@overload
+def predict(model: Model | PathLike, x: Arrays, *, y: None = ..., loss: str | None = ...,
             batch_size: int = ..., workers: int | None = ...,
-            scale: float | None = ...) -> tuple[Any, Any]: ...
+            scale: float | None = ...) -> Predictions: ...
+@overload
+def predict(model: Model | PathLike, x: Arrays, *, y: Arrays, loss: str | None = ...,
+            batch_size: int = ..., workers: int | None = ...,
+            scale: float | None = ...) -> tuple[Predictions, Predictions]: ...
 def evaluate(model: Model | PathLike, x: Arrays, y: Arrays, *, loss: str | None = ...,
              metrics: Sequence[str] | str | None = ..., batch_size: int = ...,
              workers: int | None = ...,
              scale: float | None = ...) -> dict[str, float]: ...
-def train(models: Any, x: Arrays, y: Arrays, *, validation_split: float | None = ...,
-          validation_data: Any = ..., test_data: tuple[Arrays, Arrays] | None = ...,
+def train(models: Any, x: Arrays | None = ..., y: Arrays | None = ..., *,
+          validation_split: float | None = ..., validation_data: XY | None = ...,
+          test_data: XY | None = ..., sample_weight: ArrayLike | None = ...,
+          data: Mapping[str | int, XY | Mapping[str, Any]] | None = ..., data_key: str = ...,
           epochs: int | None = ..., batch_size: int | None = ..., loss: Any = ...,
           optimizer: Any = ..., metrics: Sequence[str] | None = ..., early_stopping: Any = ...,
           seed: int = ..., workers: int | None = ..., out: PathLike | None = ...,
@@ -131,8 +147,9 @@ def search(space_or_build: Mapping[str, Any] | Callable[[Trial], dict[str, Any]]
            min_epochs: int = ..., max_epochs: int | None = ..., brackets: int = ...,
            interval: int = ..., metric: str = ..., mode: str = ..., sampler: str = ...,
            max_total_epochs: int | None = ..., time_limit: float | None = ...,
-           validation_split: float | None = ..., validation_data: Any = ...,
-           test_data: tuple[Arrays, Arrays] | None = ..., batch_size: int | None = ...,
+           validation_split: float | None = ..., validation_data: XY | None = ...,
+           test_data: XY | None = ..., sample_weight: ArrayLike | None = ...,
+           batch_size: int | None = ...,
            loss: Any = ..., optimizer: Any = ..., metrics: Sequence[str] | None = ...,
            early_stopping: Any = ..., seed: int = ..., workers: int | None = ...,
            out: PathLike | None = ..., resume: bool = ..., verbose: int | str = ...,

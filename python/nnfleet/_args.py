@@ -4,6 +4,7 @@ and what was expected, never a raw TypeError or ValueError; engine messages in P
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 import os
 import re
@@ -203,3 +204,112 @@ def _json_default(v):
         return v.item()
     raise UsageError(f"failed to write the plan: {type(v).__name__} is not a plan value; "
                      "expected numbers, strings, lists and dicts")
+
+
+def _did_you_mean(word, valid):
+    """" (did you mean 'epochs'?)" for a near miss among `valid`, else ""."""
+    close = difflib.get_close_matches(str(word), list(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _several(v, what, names, call):
+    """`v` as the arrays of a model's inputs (or outputs) in its order, as Keras takes them: a
+    dict keyed by name (`names`: the model's, None when unknown), a list or tuple of arrays in
+    the model's order, or one array (a nested list of numbers is one array, never several)."""
+    if isinstance(v, dict):
+        if not names:
+            _fail(call, what, "is a dict keyed by input or output name, but the model does not "
+                  "name its inputs and outputs", "a list in the model's order, or one array", v)
+        for k in v:
+            if k not in names:
+                _fail(call, what, f"has a key that names no input or output{_did_you_mean(k, names)}",
+                      "keys among " + ", ".join(map(repr, names)), k)
+        missing = [n for n in names if n not in v]
+        if missing:
+            _fail(call, what, f"gives no array for {', '.join(map(repr, missing))}",
+                  "one array per name: " + ", ".join(map(repr, names)), v)
+        return [_array(v[n], f"{what}[{n!r}]") for n in names]
+    several = isinstance(v, (list, tuple)) and bool(v) and (
+        all(isinstance(a, np.ndarray) for a in v) or (names is not None and len(names) > 1))
+    if several:
+        return [_array(a, f"{what}[{i}]") for i, a in enumerate(v)]
+    return [_array(v, what)]
+
+
+# Plan fields of a Python call's invisible plan, in the words of the call's keywords.
+_PLAN_FIELD = re.compile(r"nnfleet\.(?:train|search):\d+: ?([^\s:]*)(:?)")
+_DATA_WORDS = {"train.x": "x", "train.y": "y", "train.sample_weight": "sample_weight",
+               "train": "x and y", "validation": "validation_data", "test": "test_data"}
+
+
+def _field_words(path, models):
+    """"models[3].layers[1].Dense.units" -> "models[3] ('mlp-2') layers[1].Dense.units" (models:
+    the (index in the call's models, name) of each plan entry);
+    "defaults.epochs" -> "keyword epochs"; "data.validation.x" -> "validation_data x"."""
+    m = re.match(r"models\[(\d+)\](?:\.(.*))?$", path)
+    if m:
+        i, rest = int(m.group(1)), m.group(2)
+        index, name = models[i] if i < len(models) else (i, None)
+        named = f" ({name!r})" if name else ""
+        return f"models[{index}]{named}" + (f" {_data_words(rest)}" if rest else "")
+    if path.startswith("search.space."):
+        name, _, rest = path[len("search.space."):].partition(".")
+        return f"space_or_build[{name!r}]" + (f".{rest}" if rest else "")
+    if path.startswith("search.scheduler."):  # search.scheduler.<kind>.<keyword>
+        return "keyword " + path.rsplit(".", 1)[-1]
+    for section in ("defaults.", "search."):
+        if path.startswith(section):
+            return "keyword " + path[len(section):]
+    if path.startswith("data"):
+        return _data_words(path)
+    return "keyword " + path if path else "the arguments"
+
+
+def _data_words(path):
+    if not path.startswith("data"):
+        return path
+    rest = path[len("data."):] if path.startswith("data.") else ""
+    for field, words in sorted(_DATA_WORDS.items(), key=lambda kv: -len(kv[0])):
+        if rest == field or rest.startswith(field + ".") or rest.startswith(field + "["):
+            return words + rest[len(field):]
+    return "keyword " + rest if rest else "x and y"
+
+
+# The keys _train._source gives arrays: x.0, y[s01].1, w:validation, x[s01]:test.0, ...
+_ARRAY_KEY = re.compile(r"\{array: ([xyw])(\[[^\]{}]*\])?(?::(validation|test))?(?:\.(\d+))?\}")
+
+
+def _array_words(m):
+    letter, key, part, index = m.groups()
+    words = {"x": "x", "y": "y", "w": "sample_weight"}[letter]
+    if index and index != "0":
+        words += f"[{index}]"
+    if part:
+        words = f"{part}_data's {words}"
+    return f"data[{key[1:-1]!r}]'s {words}" if key else words
+
+
+def _plan_words(msg, call, models):
+    """An engine message about the plan a Python call built, with its fields named as the call's
+    keywords and models (index and name), never by lines of a plan the caller never saw."""
+    msg = re.sub(r"failed to (?:load|validate) plan 'nnfleet\.(?:train|search)': (\d+) "
+                 r"(problem\(s\)|problems?)",
+                 lambda m: f"failed to {call}: {m.group(1)} {m.group(2)} with the arguments", msg)
+    msg = msg.replace("(validation metrics need data.validation_split > 0)",
+                      "(validation metrics need validation_split > 0 or validation_data)")
+    msg = _PLAN_FIELD.sub(lambda m: _field_words(m.group(1), models) + m.group(2), msg)
+    msg = _ARRAY_KEY.sub(_array_words, msg)
+    # "models[0] ('mlp'): model 'mlp': ..." names the model once.
+    return re.sub(r"(\('([^'\n]*)'\):) model '\2':", r"\1", msg)
+
+
+@contextlib.contextmanager
+def _python_call(call, models):
+    """Errors of the engine about a Python call's plan, in _plan_words's words."""
+    try:
+        yield
+    except Error as e:
+        msg = _plan_words(str(e), call, models)
+        if msg == str(e):
+            raise
+        raise type(e)(msg) from None

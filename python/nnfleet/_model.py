@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from . import _core
-from ._args import (_array, _engine, _fail, _float, _int, _path, _show, _text)
-from ._core import DataError, UsageError
+from ._args import _engine, _fail, _float, _int, _path, _several, _show, _text
+from ._core import UsageError
 
 
 class Model:
@@ -55,7 +55,8 @@ class Model:
         return text
 
     def predict(self, x, *, y=None, loss=None, batch_size=256, workers=None, scale=None):
-        """(predictions, per_sample_loss); see nnfleet.predict."""
+        """The predictions (as Keras's predict); with y=, (predictions, per_sample_loss). See
+        nnfleet.predict."""
         return predict(self, x, y=y, loss=loss, batch_size=batch_size, workers=workers,
                        scale=scale)
 
@@ -106,44 +107,34 @@ def _as_model(model, x_shapes=None):
                      f"expected an nnfleet.Model or a path, got {_show(model)}")
 
 
-def _list(v, what):
-    if isinstance(v, dict):
-        raise UsageError(f"failed to read {what}: pass several inputs or outputs as a list in "
-                         "the model's order; expected a list of arrays, got a dict")
-    if isinstance(v, (list, tuple)):
-        if not v:
-            raise DataError(f"failed to read {what}: it is an empty list; expected an array, "
-                            "or a list of arrays (one per input or output)")
-        return [_array(a, f"{what}[{i}]") for i, a in enumerate(v)]
-    return [_array(v, what)]
-
-
 def predict(model, x, *, y=None, loss=None, batch_size=256, workers=None, scale=None):
-    """Predictions of `model` (a Model or a Keras file path) for the rows of `x`, on every core.
+    """Predictions of `model` (a Model or a Keras file path) for the rows of `x`, on every core,
+    as Keras's model.predict returns them: a float32 array of shape (N, *output), or a list of
+    them for several outputs. With `y`, (predictions, per_sample_loss): the loss of each sample,
+    shape (N,) (a list for several outputs), under `loss` (default: the file's compile loss).
 
-    Returns (predictions, per_sample_loss): float32 arrays of shape (N, *output) and (N,) (lists
-    of them for several outputs); per_sample_loss is None without `y`. `loss` defaults to the
-    file's compile loss. Results do not depend on `workers` (default: every core). The arrays
-    are read in place without the GIL and must not change until predict returns.
+    Several inputs (outputs, for y) as Keras takes them: a dict keyed by input name, or a list
+    of arrays in the model's order. Results do not depend on `workers` (default: every core).
+    The arrays are read in place without the GIL and must not change until predict returns.
     Raises DataError (shapes, labels), UsageError (no loss known), ModelError.
     """
     m = _as_model(model)
     call = "predict"
     args = _predict_args(call, loss, batch_size, workers, scale)
-    xs = _list(x, "x")
-    ys = [] if y is None else _list(y, "y")
+    xs = _several(x, "x", m.input_names, call)
+    ys = [] if y is None else _several(y, "y", m.output_names, call)
     with _engine():
         preds, losses = m._m.predict(xs, ys, *args)
     if len(preds) == 1:
-        return preds[0], None if losses is None else losses[0]
-    return preds, losses
+        preds, losses = preds[0], None if losses is None else losses[0]
+    return preds if y is None else (preds, losses)
 
 
 def evaluate(model, x, y, *, loss=None, metrics=None, batch_size=256, workers=None, scale=None):
     """Keras's model.evaluate: {"loss": ..., "<metric>": ...} of `model` on (x, y), every core.
 
     `loss` and `metrics` (names, as Keras's compile takes them) default to the model file's own
-    compile loss and metrics. With several outputs "loss" is the loss_weights-weighted sum and
+    compile loss and metrics; x and y as predict takes them. With several outputs "loss" is the loss_weights-weighted sum and
     each output adds "<output>_loss" and "<output>_<metric>". The same figures as
     `nnfleet evaluate`, for any `workers`. Raises DataError, UsageError, ModelError.
     """
@@ -155,7 +146,7 @@ def evaluate(model, x, y, *, loss=None, metrics=None, batch_size=256, workers=No
     if metrics is not None and not isinstance(metrics, (list, tuple)):
         _fail(call, "metrics", "must be a list of metric names", "a list of str", metrics)
     metrics = [_text(v, f"metrics[{i}]", call) for i, v in enumerate(metrics or [])]
-    xs, ys = _list(x, "x"), _list(y, "y")
+    xs, ys = _several(x, "x", m.input_names, call), _several(y, "y", m.output_names, call)
     with _engine():
         return dict(m._m.evaluate(xs, ys, loss, metrics, batch_size, workers, scale))
 

@@ -6,11 +6,11 @@ import json
 import os
 
 from . import _core
-from ._args import (_engine, _fail, _float, _int, _int_from, _json_default, _plain, _repr,
-                    _text)
+from ._args import (_engine, _fail, _float, _int, _int_from, _json_default, _plain,
+                    _python_call, _repr, _text)
 from ._core import UsageError
 from ._results import SearchRun
-from ._train import _FIT_KEYS, _RUN_KEYS, _data, _fit_args, _fit_defaults, _run
+from ._train import _FIT_KEYS, _RUN_KEYS, _Names, _data, _fit_args, _fit_defaults, _run
 
 
 _SCHEDULERS = ("successive_halving", "median_stopping", "none")
@@ -181,10 +181,10 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
            reduction_factor=3, min_epochs=1, max_epochs=None, brackets=1, interval=1,
            metric="val_loss", mode="auto", sampler="random", max_total_epochs=None,
            time_limit=None, validation_split=None, validation_data=None, test_data=None,
-           batch_size=None, loss=None, optimizer=None, metrics=None, early_stopping=None,
-           seed=0, workers=None, out=None, resume=False, verbose="auto", progress=None,
-           on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None, report=False,
-           group_by=None, **plan_defaults) -> SearchRun:
+           sample_weight=None, batch_size=None, loss=None, optimizer=None, metrics=None,
+           early_stopping=None, seed=0, workers=None, out=None, resume=False, verbose="auto",
+           progress=None, on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None,
+           report=False, group_by=None, **plan_defaults) -> SearchRun:
     """Searches hyperparameters: `trials` models trained at once on every core, a scheduler
     stopping the worse ones early at its rungs. Returns a SearchRun.
 
@@ -202,8 +202,10 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
     compare (mode "auto": higher is better for accuracies, precision, recall, auc, r2_score).
     sampler: "random" or "sobol". max_total_epochs: fewer trials, so that the planned epochs fit;
     time_limit: seconds, ending the search at the next rung boundary (not deterministic).
-    The other keywords are train's (epochs is max_epochs here; verbose's bar counts each
-    trial's max_epochs, less what a pruned trial did not train). Without on_epoch_end the result
+    The other keywords are train's (epochs is max_epochs here; x and y as dicts or lists for
+    several inputs and outputs, sample_weight, validation_data=(x, y[, sample_weight]) and every
+    plan default; not data=; verbose's bar counts each trial's max_epochs, less what a pruned
+    trial did not train). Without on_epoch_end the result
     depends only on the data, the models and the seed; on_epoch_end returning
     nnfleet.STOP_MODEL stops that trial after the epoch, the one way a callback changes it.
     Raises UsageError (a bad argument, by name), PlanError, DataError, ModelError, FileError.
@@ -223,7 +225,7 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
                               _text(mode, "mode", call, choices=("min", "max", "auto")),
                               _text(sampler, "sampler", call, choices=("random", "sobol")),
                               max_total_epochs, time_limit)
-    known = (_FIT_KEYS - {"epochs"}) | _RUN_KEYS | {"validation_data"}
+    known = (_FIT_KEYS - {"epochs"}) | (_RUN_KEYS - {"data", "data_key"})
     defaults = _fit_defaults(call, (("batch_size", batch_size), ("loss", loss),
                                     ("optimizer", optimizer), ("metrics", metrics),
                                     ("early_stopping", early_stopping)), plan_defaults, known)
@@ -242,9 +244,12 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
               space_or_build)
     arrays = {}
     plan = {"seed": seed, "defaults": defaults, "search": section, "models": entries,
-            "data": _data(x, y, "", validation_split, test_data, scale, arrays, call)}
+            "data": _data(x, y, "", validation_split, test_data, scale, arrays, call,
+                          sample_weight=sample_weight, validation_data=validation_data,
+                          names=_Names(entries))}
     text = json.dumps(plan, indent=1, default=_json_default)
-    return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,
-                resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
-                progress=progress, verbose=verbose, on_epoch_end=on_epoch_end, report=report,
-                group_by=group_by, result=SearchRun)
+    with _python_call(call, list(enumerate(e["name"] for e in entries))):
+        return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,
+                    resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
+                    progress=progress, verbose=verbose, on_epoch_end=on_epoch_end,
+                    report=report, group_by=group_by, result=SearchRun)

@@ -10,8 +10,8 @@ import tempfile
 import numpy as np
 
 from . import _core
-from ._args import (_array, _engine, _fail, _flag, _float, _int, _json_default, _path, _plain,
-                    _repr, _text)
+from ._args import (_array, _did_you_mean, _engine, _fail, _flag, _float, _int, _json_default,
+                    _path, _plain, _python_call, _repr, _several, _text)
 from ._core import UsageError
 from ._progress import FleetProgress
 from ._results import Run, _TempFolder
@@ -187,92 +187,278 @@ def _model_entry(m, i, tmp):
                      f"{type(m).__name__}")
 
 
-_FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stopping", "shuffle",
-             "batch_split"}
-_RUN_KEYS = {"validation_split", "test_data", "seed", "workers", "out", "resume", "progress",
-             "on_epoch_end", "checkpoint_seconds", "format", "scale", "verbose", "report",
-             "group_by"}
+# train's own fit keywords, besides those the plan's `defaults:` accepts (_core.plan_defaults_keys:
+# the engine's table, so that a key it learns is a keyword at once).
+_FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stopping"}
+_RUN_KEYS = {"validation_split", "validation_data", "test_data", "sample_weight", "seed",
+             "workers", "out", "resume", "progress", "on_epoch_end", "checkpoint_seconds",
+             "format", "scale", "data", "data_key", "verbose", "report", "group_by"}
+# Defaults keys that are not keywords: `data` is the per-model data mapping here, and a model's
+# architecture (`layers`, `keras`) comes from `models`.
+_NOT_DEFAULTS = {"data", "keras", "layers"}
+
+
+def _defaults_keys():
+    return set(_core.plan_defaults_keys()) - _NOT_DEFAULTS
 
 
 def _fit_args(call, validation_split, validation_data, scale, seed):
-    """train's and search's validation_split, scale and seed, checked."""
+    """train's and search's validation_split, scale and seed, checked; validation_split and
+    validation_data together refused, as Keras does."""
     if validation_split is not None:
         validation_split = _float(validation_split, "validation_split", call, lo=0.0, hi=1.0,
                                   hi_open=True)
     if scale is not None:
         scale = _float(scale, "scale", call)
     seed = _int(seed, "seed", call, lo=0, hi=2**63 - 1)
-    if validation_data is not None:
-        raise UsageError("failed to use validation_data: nnfleet validates on the last fraction "
-                         "of the training data; expected validation_split (or concatenate the "
-                         "arrays and give the fraction)")
+    if validation_data is not None and validation_split:
+        raise UsageError(f"failed to {call}: validation_split and validation_data both give "
+                         "validation data; expected one of them (validation_data is used "
+                         "instead of a split, as Keras does)")
     return validation_split, scale, seed
+
+
+def _class_weight(v):
+    """class_weight as Keras takes it ({0: 1.0, 1: 5.0}): int keys as the plan's strings."""
+    if not isinstance(v, dict):
+        return v
+    out = {}
+    for k, w in v.items():
+        if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+            k = str(int(k))
+        out[k] = w
+    return out
 
 
 def _fit_defaults(call, given, plan_defaults, known):
     """The plan's `defaults:` from the fit keywords `given` (pairs; None: not given) and the
-    other plan defaults (unknown keywords refused, naming the `known` ones)."""
+    other plan defaults (an unknown keyword refused, with a near miss and the valid ones)."""
     defaults = {k: _plain(v, k, call) for k, v in given if v is not None}
+    accepted = _defaults_keys() - known
     for k, v in plan_defaults.items():
-        if k not in _FIT_KEYS:
-            raise UsageError(f"failed to {call}: unknown keyword {_repr.repr(k)}; expected one "
-                             f"of {', '.join(sorted(known))}")
+        if k not in accepted:
+            # The plan defaults listed (the call's own keywords are in its signature).
+            fit = sorted(accepted | (known & _FIT_KEYS))
+            raise UsageError(f"failed to {call}: unknown keyword {_repr.repr(k)}"
+                             f"{_did_you_mean(k, fit + sorted(known))}; expected one of the "
+                             f"call's keywords or a plan default: {', '.join(fit)}")
+        if k == "class_weight":
+            v = _class_weight(v)
         defaults[k] = _plain(v, k, call)
     return defaults
 
 
-def _data(x, y, key, validation_split, test_data, scale, arrays, call="train"):
-    arrays[f"x{key}"] = _array(x, "x" if not key else f"x{key}")
-    arrays[f"y{key}"] = _array(y, "y" if not key else f"y{key}")
-    d = {"train": {"x": {"array": f"x{key}"}, "y": {"array": f"y{key}"}}}
+def _parts(v, name, call, allowed=("x", "y", "sample_weight")):
+    """(x, y, sample_weight) of a Keras tuple (x, y) / (x, y, sample_weight) or a dict."""
+    expected = "(x, y) or (x, y, sample_weight)"
+    if isinstance(v, dict):
+        for k in v:
+            if k not in allowed:
+                _fail(call, name, f"has an unknown key {_repr.repr(k)}"
+                      f"{_did_you_mean(k, allowed)}", "keys among " + ", ".join(allowed), v)
+        return v.get("x"), v.get("y"), v.get("sample_weight")
+    if not isinstance(v, (list, tuple)) or len(v) not in (2, 3):
+        _fail(call, name, "must be a pair or a triple", expected, v)
+    return v[0], v[1], v[2] if len(v) == 3 else None
+
+
+class _Names:
+    """The input and output names the models share, for x and y given as dicts."""
+
+    def __init__(self, entries):
+        self.inputs = self.outputs = None
+        self._entries = entries
+        self._read = False
+
+    def resolve(self, call):
+        """Reads the names from the Keras models (once; a plan-style model names none)."""
+        if self._read:
+            return self
+        self._read = True
+        for i, e in enumerate(self._entries):
+            if "keras" not in e:
+                continue
+            with _engine():
+                m = _core.Model.load(e["keras"], "", [])
+            ins, outs = [n for n, _ in m.inputs], [n for n, _ in m.outputs]
+            if self.inputs is not None and (ins, outs) != (self.inputs, self.outputs):
+                raise UsageError(f"failed to {call}: x or y is a dict keyed by name, but "
+                                 f"models[{i}] names its inputs and outputs {ins} and {outs}, "
+                                 f"not {self.inputs} and {self.outputs} as the models before "
+                                 "it; expected models sharing their names (or lists in order)")
+            self.inputs, self.outputs = ins, outs
+        return self
+
+
+def _source(x, y, sw, tag, what, arrays, call, names):
+    """A plan data source of arrays given in place, registered in `arrays` under `tag`."""
+    if isinstance(x, dict) or isinstance(y, dict):
+        names = names.resolve(call) if isinstance(names, _Names) else names
+    label = (lambda k: f"{what}{k}") if what else (lambda k: k)
+    ins = getattr(names, "inputs", None)
+    outs = getattr(names, "outputs", None)
+    src = {}
+    for key, value, known in (("x", x, ins), ("y", y, outs)):
+        if value is None:
+            _fail(call, label(key), "is required", "an array (or one per input or output)", value)
+        got = _several(value, label(key), known, call)
+        refs = []
+        for k, a in enumerate(got):
+            arrays[f"{key}{tag}.{k}"] = a
+            refs.append({"array": f"{key}{tag}.{k}"})
+        src[key] = refs[0] if len(refs) == 1 else refs
+    if sw is not None:
+        arrays[f"w{tag}"] = _array(sw, label("sample_weight"))
+        src["sample_weight"] = {"array": f"w{tag}"}
+    return src
+
+
+def _data(x, y, tag, validation_split, test_data, scale, arrays, call="train", *,
+          sample_weight=None, validation_data=None, names=None, where=""):
+    """A plan `data:` mapping of the arrays given (several inputs and outputs as dicts or lists)."""
+    d = {"train": _source(x, y, sample_weight, tag, where, arrays, call, names)}
     if validation_split:
         d["validation_split"] = validation_split
     if scale is not None:
         d["scale"] = scale
-    if test_data is not None:
-        name = "test_data" if not key else f"test_data[{key[1:]}]"
-        if not isinstance(test_data, (list, tuple)) or len(test_data) != 2:
-            _fail(call, name, "must be a pair", "(x_test, y_test)", test_data)
-        tx, ty = test_data
-        arrays[f"x_test{key}"] = _array(tx, f"{name}'s x")
-        arrays[f"y_test{key}"] = _array(ty, f"{name}'s y")
-        d["test"] = {"x": {"array": f"x_test{key}"}, "y": {"array": f"y_test{key}"}}
+    for key, v, part in (("validation_data", validation_data, "validation"),
+                         ("test_data", test_data, "test")):
+        if v is not None:
+            vx, vy, vw = _parts(v, f"{where}{key}", call)
+            d[part] = _source(vx, vy, vw, f"{tag}:{part}", f"{where}{key}'s ", arrays, call,
+                              names)
     return d
 
 
-def train(models, x, y, *, validation_split=None, validation_data=None, test_data=None,
-          epochs=None, batch_size=None, loss=None, optimizer=None, metrics=None,
-          early_stopping=None, seed=0, workers=None, out=None, resume=False, verbose="auto",
-          progress=None, on_epoch_end=None, checkpoint_seconds=2.0, format="keras", scale=None,
-          report=False, group_by=None, **plan_defaults) -> Run:
+_PER_KEY = ("x", "y", "sample_weight", "validation_data", "test_data")
+
+
+def _per_model_data(data, data_key, entries, common, arrays, call, names):
+    """train's `data=`: every model expanded over the mapping's keys through the placeholder
+    {data_key} (recorded as the models' parameter, as a plan's grid variable is), each key's
+    arrays its own source. Returns (plan entries, the index in `models` of each)."""
+    if not isinstance(data, dict) or not data:
+        _fail(call, "data", "must be a non-empty mapping", "{key: (x, y), ...} with "
+              "'{" + str(data_key) + "}' in the model names", data)
+    keys, sources = [], {}
+    for k, v in data.items():
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (str, int, np.integer)) or (
+                isinstance(k, str) and (not k or any(c in k for c in "{}[]\0"))):
+            _fail(call, "data", "has a key that is not a plain name", "str keys without "
+                  "braces or brackets, or ints", k)
+        k = k if isinstance(k, str) else int(k)
+        where = f"data[{k!r}]"
+        if isinstance(v, dict):
+            x, y, sw = _parts(v, where, call, _PER_KEY)
+            vd, td = v.get("validation_data"), v.get("test_data")
+        else:
+            (x, y, sw), vd, td = _parts(v, where, call), None, None
+        if vd is not None and common["validation_split"]:
+            _fail(call, f"{where}['validation_data']", "is given with validation_split",
+                  "one of them (as Keras)", vd)
+        if str(k) in map(str, sources):  # 3 and "3" would be one name in the models
+            _fail(call, "data", "has two keys of the same name", "distinct keys", k)
+        test = td if td is not None else common["test_data"]
+        sources[k] = _data(x, y, f"[{k}]", common["validation_split"], test, common["scale"],
+                           arrays, call, sample_weight=sw, validation_data=vd, names=names,
+                           where=f"{where}'s ")
+        keys.append(k)
+    return _expand(entries, data_key, keys, sources)
+
+
+def _substituted(v, placeholder, value):
+    if isinstance(v, str):
+        return v.replace(placeholder, value)
+    if isinstance(v, list):
+        return [_substituted(e, placeholder, value) for e in v]
+    if isinstance(v, dict):
+        return {k: _substituted(e, placeholder, value) for k, e in v.items()}
+    return v
+
+
+def _expand(entries, data_key, keys, sources):
+    """Each model entry once per key (model by model, as a plan's grid orders them), its strings'
+    {data_key} replaced by the key, its data the key's source, the key its parameter."""
+    placeholder = "{" + data_key + "}"
+    out, origin = [], []
+    for i, e in enumerate(entries):
+        if "data" in e:
+            raise UsageError(f"failed to train: models[{i}] has its own 'data' and data= gives "
+                             "every model its data; expected one of them")
+        if placeholder not in e["name"]:
+            e = dict(e, name=e["name"] + "-" + placeholder)
+        for k in keys:
+            m = _substituted(e, placeholder, str(k))
+            m["data"] = sources[k]
+            m["parameters"] = dict(m.get("parameters") or {}, **{data_key: k})
+            out.append(m)
+            origin.append(i)
+    return out, origin
+
+
+def _train_data(plan, entries, x, y, data, data_key, fit, arrays):
+    """train's data: the plan's own (x and y) or each model's (data=), the arrays given in
+    `arrays`. Returns (plan entries, the index in `models` of each)."""
+    call = "train"
+    names = _Names(entries)
+    if data is None:
+        plan["data"] = _data(x, y, "", fit["validation_split"], fit["test_data"], fit["scale"],
+                             arrays, call, sample_weight=fit["sample_weight"],
+                             validation_data=fit["validation_data"], names=names)
+        return entries, list(range(len(entries)))
+    if any(v is not None for v in (x, y, fit["sample_weight"], fit["validation_data"])):
+        raise UsageError("failed to train: data= gives each model its own arrays; expected x, "
+                         "y, sample_weight and validation_data inside it (per key), not as "
+                         "keywords too")
+    data_key = _text(data_key, "data_key", call)
+    if not data_key.isidentifier():
+        _fail(call, "data_key", "must be a name", "an identifier such as 'series'", data_key)
+    return _per_model_data(data, data_key, entries, fit, arrays, call, names)
+
+
+def train(models, x=None, y=None, *, validation_split=None, validation_data=None,
+          test_data=None, sample_weight=None, data=None, data_key="series", epochs=None,
+          batch_size=None, loss=None, optimizer=None, metrics=None, early_stopping=None, seed=0,
+          workers=None, out=None, resume=False, verbose="auto", progress=None, on_epoch_end=None,
+          checkpoint_seconds=2.0, format="keras", scale=None, report=False, group_by=None,
+          **plan_defaults) -> Run:
     """Trains every model at once, one pinned worker per core, and returns a Run.
 
     models: a list mixing plan-style dicts ({"name": ..., "layers": [{"Dense": {...}}, ...]}),
     Keras to_json() strings or dicts, .keras/.h5/.json paths and objects with to_json() (a Keras
     model with get_weights() and save() starts from its own weights).
     x, y: NumPy arrays shared by every model (read in place when C-contiguous uint8, int32,
-    int64, float32 or float64; else converted once, with a warning), or lists of them, one
-    pair per model. validation_split takes the last fraction of x (Keras); test_data=(x, y) is
-    evaluated after training. Keyword defaults follow Keras's compile/fit; any other plan
-    default (shuffle, batch_split, ...) may be given too. out: keep the output folder there
-    (None: a temporary folder of the Run's own, removed with it and its results); resume=True
-    continues the run in `out`. verbose (Keras's fit): 0 silent; 1 ("auto") on a terminal the
-    CLI's live table, elsewhere (Jupyter, a log) one bar for the fleet (models and epochs
-    done, elapsed, estimated rest) and one line per finished model; 2 the model lines only.
-    progress: verbose's former name (True: 1, False: 0, "json": the engine's JSON events).
-    report=True writes the run's report.html as it goes and at its end (Run.report_path;
-    run.report() writes it afterwards too). group_by: a parameter (a grid variable, say) whose
-    groups Run.frame() ranks within. Models are read back from their files only when asked
-    for (run[name].model). on_epoch_end(name, epoch,
-    logs) is called on this thread while that model's worker waits for it; returning
-    nnfleet.STOP_MODEL ("stop") ends that model after this epoch, as early stopping would (status
-    "done"). Ctrl-C stops every model cleanly (checkpointed in `out`),
-    then raises KeyboardInterrupt; on another thread, nnfleet.stop() (or the interpreter's
-    exit) stops it and it returns a Run with `interrupted` set. The arrays are read in place
-    without the GIL: they must not change until train returns (a model whose labels or ids go
-    out of range because one did ends as "failed", saying so). Results are bit-identical to
-    `nnfleet train` on the same plan.
-    Raises PlanError (every problem listed), DataError, ModelError, FileError, UsageError.
+    int64, float32 or float64; else converted once, with a warning). Several inputs or outputs
+    as Keras takes them: a dict keyed by input (output) name, or a list of arrays in the
+    model's order (a nested list of numbers is one array). sample_weight: one weight per
+    sample. validation_split takes the last fraction of x (Keras); validation_data=(x, y) or
+    (x, y, sample_weight) validates on arrays of their own instead (not both; the engine then
+    holds one copy of the training arrays with the validation rows after them); test_data=(x, y)
+    or (x, y, sample_weight) is evaluated after training.
+    data: per-model data instead of x and y, {key: (x, y) or (x, y, sample_weight) or {"x",
+    "y", "sample_weight", "validation_data", "test_data"}}: every model is trained once per key
+    on that key's arrays, "{series}" in its dict (its name, else "-{series}" is appended)
+    replaced by the key, which it records as its parameter `series` (data_key= renames it).
+    Keyword defaults follow Keras's compile/fit; every key of a plan's `defaults:` may be given
+    too (class_weight={0: 1.0, 1: 5.0}, reduce_lr_on_plateau={...}, shuffle, batch_split, ...).
+    out: keep the output folder there (None: a temporary folder of the Run's own, removed with
+    it and its results); resume=True continues the run in `out`. verbose (Keras's fit): 0
+    silent; 1 ("auto") on a terminal the CLI's live table, elsewhere (Jupyter, a log) one bar
+    for the fleet (models and epochs done, elapsed, estimated rest) and one line per finished
+    model; 2 the model lines only. progress: verbose's former name (True: 1, False: 0, "json":
+    the engine's JSON events). report=True writes the run's report.html as it goes and at its
+    end (Run.report_path; run.report() writes it afterwards too). group_by: a parameter (a grid
+    variable, the data= key) whose groups Run.frame() ranks within. Models are read back from
+    their files only when asked for (run[name].model). on_epoch_end(name, epoch, logs) is
+    called on this thread while that model's worker waits for it; returning nnfleet.STOP_MODEL ("stop") ends that model after this epoch, as
+    early stopping would (status "done"). Ctrl-C stops every model cleanly (checkpointed in
+    `out`), then raises KeyboardInterrupt; on another thread, nnfleet.stop() (or the
+    interpreter's exit) stops it and it returns a Run with `interrupted` set. The arrays are
+    read in place without the GIL: they must not change until train returns (a model whose
+    labels or ids go out of range because one did ends as "failed", saying so). Results are
+    bit-identical to `nnfleet train` on the same plan.
+    Raises PlanError (every problem listed, by keyword and models[i]), DataError, ModelError,
+    FileError, UsageError.
     """
     call = "train"
     validation_split, scale, seed = _fit_args(call, validation_split, validation_data, scale,
@@ -291,23 +477,14 @@ def train(models, x, y, *, validation_split=None, validation_data=None, test_dat
     arrays = {}
     with tempfile.TemporaryDirectory(prefix="nnfleet-models-") as tmp:
         entries = [_model_entry(m, i, tmp) for i, m in enumerate(models)]
-        per_model = isinstance(x, (list, tuple)) and isinstance(y, (list, tuple))
-        if per_model and test_data is not None and (
-                not isinstance(test_data, (list, tuple)) or len(test_data) != len(entries)):
-            _fail(call, "test_data", "must give each model its own pair when x and y are lists",
-                  f"a list of {len(entries)} (x_test, y_test) pairs", test_data)
-        plan = {"seed": seed, "defaults": defaults, "models": entries}
-        if per_model:
-            if len(x) != len(entries) or len(y) != len(entries):
-                raise UsageError(f"failed to train: lists of arrays give each model its own data; "
-                                 f"expected {len(entries)} x and y arrays, got {len(x)} and {len(y)}")
-            for i, e in enumerate(entries):
-                e["data"] = _data(x[i], y[i], f"_{i}", validation_split,
-                                  None if test_data is None else test_data[i], scale, arrays)
-        else:
-            plan["data"] = _data(x, y, "", validation_split, test_data, scale, arrays)
+        plan = {"seed": seed, "defaults": defaults}
+        fit = {"validation_split": validation_split, "validation_data": validation_data,
+               "test_data": test_data, "sample_weight": sample_weight, "scale": scale}
+        entries, origin = _train_data(plan, entries, x, y, data, data_key, fit, arrays)
+        plan["models"] = entries
         text = json.dumps(plan, indent=1, default=_json_default)
-        return _run("nnfleet.train", text, os.getcwd(), arrays, workers=workers, out=out,
-                    resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
-                    progress=progress, verbose=verbose, on_epoch_end=on_epoch_end,
-                    report=report, group_by=group_by, hold=hold)
+        with _python_call(call, [(origin[k], e["name"]) for k, e in enumerate(entries)]):
+            return _run("nnfleet.train", text, os.getcwd(), arrays, workers=workers, out=out,
+                        resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
+                        progress=progress, verbose=verbose, on_epoch_end=on_epoch_end,
+                        report=report, group_by=group_by, hold=hold)

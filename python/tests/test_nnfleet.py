@@ -50,7 +50,7 @@ def test_train_equals_the_cli_bit_for_bit(tmp_path, data):
         assert got.history["val_accuracy"][-1] == want["metrics"]["val_accuracy"]
         saved = nnfleet.load_model(tmp_path / "cli" / "models" / (want["name"] + ".keras"))
         # Equal predictions, bit for bit, from both sets of weights.
-        assert np.array_equal(got.model.predict(x)[0], saved.predict(x)[0])
+        assert np.array_equal(got.model.predict(x), saved.predict(x))
         assert got.model.count_params() == saved.count_params()
 
 
@@ -85,7 +85,8 @@ def test_predict_equals_the_cli(tmp_path, data, saved_model, workers):
     assert pred.dtype == np.float32 and pred.shape == (96, 3)
     assert np.array_equal(pred, np.load(tmp_path / "p.npy"))
     assert np.array_equal(loss, np.load(tmp_path / "l.npy"))
-    assert nnfleet.predict(saved_model, x)[1] is None
+    only = nnfleet.predict(saved_model, x)  # Keras's predict: the array alone
+    assert isinstance(only, np.ndarray) and np.array_equal(only, pred)
 
 
 def test_loaded_model_reports_like_keras(tmp_path, saved_model, data):
@@ -98,7 +99,7 @@ def test_loaded_model_reports_like_keras(tmp_path, saved_model, data):
     assert text == cli("inspect", saved_model).stdout
     m.save(tmp_path / "again.h5")
     x, y = data
-    assert np.array_equal(nnfleet.load_model(tmp_path / "again.h5").predict(x)[0], m.predict(x)[0])
+    assert np.array_equal(nnfleet.load_model(tmp_path / "again.h5").predict(x), m.predict(x))
     ev = m.evaluate(x, y, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     _, loss = m.predict(x, y=y, loss="sparse_categorical_crossentropy")
     assert list(ev) == ["loss", "accuracy"]
@@ -123,7 +124,7 @@ def test_large_arrays_are_read_in_place():
                         x, y, epochs=1, batch_size=8192, loss="sparse_categorical_crossentropy",
                         progress=False, workers=2)
     assert run["tiny"].status == "done"
-    pred, _ = run["tiny"].model.predict(x, batch_size=65536)
+    pred = run["tiny"].model.predict(x, batch_size=65536)
     assert pred.shape == (1 << 20, 2)
     # The predictions (8 MB) and the engine's own buffers; never a second 256 MB.
     assert peak_mb() - before < 100
@@ -157,7 +158,7 @@ def test_ctrl_c_stops_cleanly_and_resume_equals_an_uninterrupted_run(tmp_path, d
         assert b.status == "done"
         assert a.metrics == b.metrics
         assert a.history == b.history
-        assert np.array_equal(a.model.predict(x)[0], b.model.predict(x)[0])
+        assert np.array_equal(a.model.predict(x), b.model.predict(x))
 
 
 def test_on_epoch_end_runs_on_the_calling_thread(data, capsys):

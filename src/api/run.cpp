@@ -223,6 +223,8 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   return r;
 }
 
+std::vector<std::string> plan_defaults_keys() { return nnfleet::plan_defaults_keys(); }
+
 std::string write_report(const std::string& run_dir, bool live) {
   return nnfleet::write_report(run_dir, live);
 }

@@ -140,6 +140,37 @@ Array Array::slice_rows(int64_t begin, int64_t end) const {
   return Array(dtype_, s, storage_, p);
 }
 
+Array concat_rows(const Array& a, const Array& b, const std::string& what) {
+  if (!(a.sample_shape() == b.sample_shape()))
+    throw DataError("failed to load data " + what + ": samples of shape " +
+                    b.sample_shape().str() + "; expected the train sample shape " +
+                    a.sample_shape().str());
+  const auto is_float = [](DType t) { return t == DType::kF32 || t == DType::kF64; };
+  DType t = a.dtype();
+  if (b.dtype() != a.dtype())  // the narrowest dtype that holds both without rounding
+    t = is_float(a.dtype()) || is_float(b.dtype()) ? DType::kF64 : DType::kI64;
+  Shape s = a.shape();
+  s[0] = a.rows() + b.rows();
+  Array out = Array::zeros(t, s);
+  char* dst = static_cast<char*>(out.mutable_data());
+  for (const Array* part : {&a, &b}) {
+    if (part->dtype() == t) {
+      std::memcpy(dst, part->data(), part->size_bytes());
+    } else {
+      const int64_t n = part->shape().size();
+      for (int64_t i = 0; i < n; ++i) {
+        const double v = part->at(i);
+        if (t == DType::kF64)
+          reinterpret_cast<double*>(dst)[i] = v;
+        else  // both integer: at() is exact below 2^53, beyond any label or id
+          reinterpret_cast<int64_t*>(dst)[i] = static_cast<int64_t>(v);
+      }
+    }
+    dst += dtype_size(t) * static_cast<size_t>(part->shape().size());
+  }
+  return out;
+}
+
 void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float* dst) {
   NNFLEET_CHECK(!src.empty() && src.shape().rank() >= 1 && n >= 0);
   const int64_t row = src.row_size();

@@ -49,6 +49,11 @@ class Array {
   const void* data_ = nullptr;
 };
 
+// The rows of `a` followed by those of `b` (Keras's validation_data after the training rows),
+// in a new array: of their dtype, or, when they differ, the narrowest that holds both exactly
+// (float64 with a float among them, else int64). Throws DataError naming `what` when their
+// sample shapes differ.
+Array concat_rows(const Array& a, const Array& b, const std::string& what);
 // dst[n, row_size] = float(src row idx[i]) * scale, for i < n.
 void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float* dst);
 // The first value of `src` that is not an integer id in [0, limit) (a model whose input feeds an

@@ -181,6 +181,40 @@ std::vector<float> load_sample_weights(const DataSource& s, int64_t rows,
 
 namespace {
 
+// Keras's validation_data: the rows of `spec.validation` appended after the first `rows` of
+// train, with n_val their count, so that every model validates on them exactly as on
+// validation_split's part (evaluated after each epoch, never batched for training). Costs one
+// copy of train while it runs.
+void append_validation(const DataSpec& spec, const GivenArrays* arrays, int64_t rows,
+                       FleetData& f) {
+  const DataSource& vs = *spec.validation;
+  const XY v = load_checked(vs, arrays);
+  const FleetData::More vm = load_more(vs, v, arrays);
+  const std::string what = describe_source(vs) + " (validation)";
+  if (vm.x.size() != f.more.x.size() || vm.y.size() != f.more.y.size())
+    throw DataError("failed to load data " + what + ": it has " +
+                    std::to_string(1 + vm.x.size()) + " inputs and " +
+                    std::to_string(1 + vm.y.size()) + " targets; expected " +
+                    std::to_string(1 + f.more.x.size()) + " and " +
+                    std::to_string(1 + f.more.y.size()) + ", as train");
+  std::vector<float> w = load_sample_weights(spec.train, rows, arrays);
+  std::vector<float> vw = load_sample_weights(vs, v.x.rows(), arrays);
+  if (!w.empty() || !vw.empty()) {  // a part without weights weighs each sample 1 (Keras)
+    w.resize(static_cast<size_t>(rows), 1.0f);
+    vw.resize(static_cast<size_t>(v.x.rows()), 1.0f);
+    w.insert(w.end(), vw.begin(), vw.end());
+  }
+  f.train_weights = std::move(w);
+  auto join = [&](const Array& t, const Array& a) {
+    return concat_rows(t.slice_rows(0, rows), a, what);
+  };
+  f.train = XY{join(f.train.x, v.x), join(f.train.y, v.y)};
+  for (size_t k = 0; k < vm.x.size(); ++k) f.more.x[k] = join(f.more.x[k], vm.x[k]);
+  for (size_t k = 0; k < vm.y.size(); ++k) f.more.y[k] = join(f.more.y[k], vm.y[k]);
+  f.n_train = rows;
+  f.n_val = v.x.rows();
+}
+
 FleetData load_one(const DataSpec& spec, const GivenArrays* arrays) {
   FleetData f;
   f.train = load_checked(spec.train, arrays);
@@ -217,14 +251,18 @@ FleetData load_one(const DataSpec& spec, const GivenArrays* arrays) {
   // Keras: split_at = int(n * (1 - validation_split)).
   f.n_train = static_cast<int64_t>(static_cast<double>(rows) * (1.0 - spec.validation_split));
   f.n_val = rows - f.n_train;
-  if (spec.validation_split > 0 && (f.n_val == 0 || f.n_train == 0)) {
-    char split[32];
-    std::snprintf(split, sizeof split, "%g", spec.validation_split);
-    throw DataError(spec.validation_split_where + ": failed to split data " + f.train_name +
-                    ": validation_split " + split + " of " + std::to_string(rows) +
-                    " samples leaves an empty part; expected both parts non-empty");
+  if (spec.validation) {
+    append_validation(spec, arrays, rows, f);
+  } else {
+    if (spec.validation_split > 0 && (f.n_val == 0 || f.n_train == 0)) {
+      char split[32];
+      std::snprintf(split, sizeof split, "%g", spec.validation_split);
+      throw DataError(spec.validation_split_where + ": failed to split data " + f.train_name +
+                      ": validation_split " + split + " of " + std::to_string(rows) +
+                      " samples leaves an empty part; expected both parts non-empty");
+    }
+    f.train_weights = load_sample_weights(spec.train, rows, arrays);
   }
-  f.train_weights = load_sample_weights(spec.train, rows, arrays);
   if (f.test) f.test_weights = load_sample_weights(*spec.test, f.test->x.rows(), arrays);
   f.train_labels = label_stats(f.train.y);
   if (f.test) f.test_labels = label_stats(f.test->y);

@@ -123,6 +123,7 @@ std::vector<DataFile> hash_data_files(const DataSpec& spec, const GivenArrays* a
   std::vector<DataFile> files;
   add_source(spec.train, arrays, "train", files);
   if (spec.test) add_source(*spec.test, arrays, "test", files);
+  if (spec.validation) add_source(*spec.validation, arrays, "validation", files);
   return files;
 }
 

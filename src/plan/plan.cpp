@@ -36,7 +36,7 @@ const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "search
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
-    "name", "parameters", "seed", "data", "train", "test", "scale", "take", "validation_split", "search",
+    "name", "parameters", "seed", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
     "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",

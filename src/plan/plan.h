@@ -42,6 +42,9 @@ struct DataSource {
 struct DataSpec {
   DataSource train;
   std::optional<DataSource> test;
+  // Keras's validation_data: a source of its own, used as validation_split's part would be (the
+  // models validate on it after each epoch, never train on it); never given with validation_split.
+  std::optional<DataSource> validation;
   double scale = 1.0;  // applied to x
   // `take: N`: only the first N samples of train are used (as tf.data's take), before the
   // validation split (0: all of them).
@@ -245,6 +248,9 @@ struct Plan {
   // `search:` when the plan has one; then every model is a trial (the k-th model, trial k).
   std::optional<SearchSpec> search;
 };
+
+// The keys `defaults:` accepts, sorted (the table check_keys reads).
+const std::vector<std::string>& plan_defaults_keys();
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where
 // grid placeholders work in its paths: series_{k}_x.npy): types and ranges of every field,

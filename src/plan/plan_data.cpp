@@ -1,4 +1,4 @@
-// Plan data sources: a `data:` mapping (train, test, scale, validation_split) and each of its
+// Plan data sources: a `data:` mapping (train, validation, test, scale, validation_split) and each of its
 // sources (fashion-mnist, npy, npz, csv, idx, and arrays a program gives by key), checked field by
 // field, with relative file names taken from the plan's directory; and their JSON form (which
 // also tells two sources apart).
@@ -11,7 +11,8 @@ namespace nnfleet {
 namespace plan_detail {
 namespace {
 
-const std::vector<std::string> kDataKeys = {"scale", "take", "test", "train", "validation_split"};
+const std::vector<std::string> kDataKeys = {"scale", "take",       "test",
+                                            "train", "validation", "validation_split"};
 const char* const kSourceForms =
     "fashion-mnist:train, fashion-mnist:test, {x: x.npy, y: y.npy}, "
     "{npz: d.npz, x: key, y: key}, {csv: f.csv, label: column} or "
@@ -226,6 +227,16 @@ DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v
     d.train = *s;
   }
   if (v.contains("test") && !v["test"].is_null()) d.test = source(cx, test, v["test"]);
+  const std::string val = child_path(path, "validation");
+  if (v.contains("validation") && !v["validation"].is_null()) {
+    d.validation = source(cx, val, v["validation"]);
+    // Keras: validation_data replaces validation_split; both is one too many.
+    if (v.contains("validation_split") && !v["validation_split"].is_null())
+      pr.add(child_path(path, "validation_split"),
+             "validation_split and validation both give validation data; expected one of them "
+             "(validation: a source of its own, or validation_split: the last fraction of "
+             "train)");
+  }
   if (v.contains("scale") && !v["scale"].is_null())
     d.scale = check_number(pr, child_path(path, "scale"), v["scale"], 0, true, INFINITY, false,
                            "a positive number")
@@ -235,7 +246,8 @@ DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v
     d.validation_split =
         check_number(pr, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
             .value_or(0.0);
-  d.validation_split_where = pr.where(v.contains("validation_split") ? split : path);
+  d.validation_split_where =
+      pr.where(v.contains("validation") ? val : v.contains("validation_split") ? split : path);
   if (v.contains("take") && !v["take"].is_null())
     d.take = check_int(pr, child_path(path, "take"), v["take"], 1).value_or(0);
   return d;
@@ -255,6 +267,7 @@ Json DataSpec::to_json() const {
   Json j = Json::object(
       {{"train", train.to_json()}, {"scale", scale}, {"validation_split", validation_split}});
   if (test) j["test"] = test->to_json();
+  if (validation) j["validation"] = validation->to_json();
   if (take > 0) j["take"] = take;
   return j;
 }

@@ -598,4 +598,6 @@ ModelSpec PlanModels::at(size_t k) const {
   return (*this)[k];
 }
 
+const std::vector<std::string>& plan_defaults_keys() { return plan_detail::kDefaultsKeys; }
+
 }  // namespace nnfleet

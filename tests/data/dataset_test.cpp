@@ -70,6 +70,27 @@ TEST(Array, SliceOutlivesTheOriginal) {
   EXPECT_EQ(s.at(1), signed_frac(5));
 }
 
+// Keras's validation_data after the training rows: the same dtype kept, mixed ones widened to a
+// dtype that holds both exactly, other sample shapes refused.
+TEST(Array, ConcatRowsAppendsAndWidensMixedDtypes) {
+  const Array a = make<int32_t>(DType::kI32, Shape{4, 3}, small_int);
+  const Array b = make<int32_t>(DType::kI32, Shape{2, 3}, small_int);
+  const Array c = concat_rows(a, b, "v");
+  EXPECT_EQ(c.dtype(), DType::kI32);
+  EXPECT_EQ(c.shape(), (Shape{6, 3}));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(c.at(i), a.at(i));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(c.at(12 + i), b.at(i));
+  const Array u = make<uint8_t>(DType::kU8, Shape{1, 3}, small_int);
+  EXPECT_EQ(concat_rows(a, u, "v").dtype(), DType::kI64);
+  const Array f = make<double>(DType::kF64, Shape{1, 3}, signed_frac);
+  const Array m = concat_rows(u, f, "v");
+  EXPECT_EQ(m.dtype(), DType::kF64);
+  EXPECT_EQ(m.at(4), signed_frac(1));
+  EXPECT_EQ(m.at(0), u.at(0));
+  EXPECT_THROW((void)concat_rows(a, make<int32_t>(DType::kI32, Shape{2, 2}, small_int), "v"),
+               DataError);
+}
+
 // gather_rows must equal at(row * row_size + j) * scale, for every dtype.
 template <typename T>
 void check_gather_rows(DType t, double (*value)(int64_t), float scale) {

@@ -148,6 +148,44 @@ TEST_F(HostileData, EmptyValidationSplitNamesThePlanLine) {
                            ": validation_split 0.9999 of 1200 samples leaves an empty part"));
 }
 
+// Keras's validation_data (`data.validation`): its rows follow train's, every model validates on
+// exactly them (n_val), and sample weights of a part without any are 1.
+TEST_F(HostileData, AValidationSourceIsAppendedAfterTheTrainingRows) {
+  save_npy(dir.path + "/w.npy", Array::zeros(DType::kF32, Shape{300}));
+  write_text(dir.path + "/v.yaml",
+             "data:\n  train: {x: train_x.npy, y: train_y.npy}\n  take: 1000\n"
+             "  validation: {x: test_x.npy, y: test_y.npy, sample_weight: w.npy}\n"
+             "models:\n  - name: m\n    layers: [Flatten]\n");
+  const FleetData d = load_fleet_data(load_plan(dir.path + "/v.yaml").data);
+  EXPECT_EQ(d.n_train, 1000);
+  EXPECT_EQ(d.n_val, 300);
+  ASSERT_EQ(d.train.x.rows(), 1300);
+  const Array tx = load_npy(dir.path + "/train_x.npy"), vx = load_npy(dir.path + "/test_x.npy");
+  const int64_t row = tx.row_size();
+  EXPECT_EQ(d.train.x.at(999 * row + 5), tx.at(999 * row + 5));
+  EXPECT_EQ(d.train.x.at(1000 * row + 5), vx.at(5));
+  EXPECT_EQ(d.train.y.at(1299), load_npy(dir.path + "/test_y.npy").at(299));
+  ASSERT_EQ(d.train_weights.size(), 1300u);
+  EXPECT_EQ(d.train_weights[999], 1.0f);
+  EXPECT_EQ(d.train_weights[1000], 0.0f);
+}
+
+TEST_F(HostileData, AValidationSourceOfAnotherSampleShapeIsRefusedNamingIt) {
+  save_npy(dir.path + "/flat.npy", Array::zeros(DType::kF32, Shape{300, 5}));
+  write_text(dir.path + "/v.yaml",
+             "data:\n  train: {x: train_x.npy, y: train_y.npy}\n"
+             "  validation: {x: flat.npy, y: test_y.npy}\n"
+             "models:\n  - name: m\n    layers: [Flatten]\n");
+  try {
+    (void)load_fleet_data(load_plan(dir.path + "/v.yaml").data);
+    ADD_FAILURE() << "expected a DataError";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(files("flat.npy", "test_y.npy") +
+                                    " (validation): samples of shape [5]; expected the train "
+                                    "sample shape"));
+  }
+}
+
 // Reading a FIFO blocked in open() forever (and SIGTERM could not end it). Each read must fail
 // at once; the reader runs on a detached thread so that a regression fails instead of hanging.
 TEST_F(HostileData, FifoAsADataOrPlanPathIsRefusedWithoutBlocking) {

@@ -401,7 +401,7 @@ models:
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: sead: unknown key 'sead'; expected one of: data, "
                                   "defaults, models, search, seed (did you mean 'seed'?)"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
-                                  "of: scale, take, test, train, validation_split"));
+                                  "of: scale, take, test, train, validation, validation_split"));
   EXPECT_THAT(lines[2], HasSubstr("p.yaml:6: defaults.name: unknown key 'name'"));
   EXPECT_THAT(lines[3],
               HasSubstr("p.yaml:9: models[0].epoch: unknown key 'epoch'; expected one "
@@ -554,6 +554,35 @@ models: []
   EXPECT_THAT(lines[4], HasSubstr("p.yaml:6: data.validation_split: expected a number in [0, 1), "
                                   "got 1.0"));
   EXPECT_THAT(lines[5], HasSubstr("p.yaml:7: models: expected a non-empty list of models"));
+}
+
+// Keras's validation_data: `validation:` is a source of its own (written back to plan.yaml),
+// and giving validation_split with it is one problem at the split's line.
+TEST_F(PlanTest, AValidationSourceIsReadAndRefusedWithValidationSplit) {
+  const Plan p = load_plan(write("v.yaml", R"(data:
+  train: {x: x.npy, y: y.npy}
+  validation: {x: xv.npy, y: yv.npy, sample_weight: wv.npy}
+models:
+  - name: m
+    layers: [Flatten]
+)"));
+  ASSERT_TRUE(p.data.validation.has_value());
+  EXPECT_EQ(p.data.validation->x, dir() + "/xv.npy");
+  EXPECT_EQ(p.data.validation->sample_weight, dir() + "/wv.npy");
+  EXPECT_EQ(p.data.to_json()["validation"]["y"], dir() + "/yv.npy");
+  EXPECT_THAT(p.data.validation_split_where, HasSubstr("v.yaml:3: data.validation"));
+  const auto lines = problems_of(write("both.yaml", R"(data:
+  train: {x: x.npy, y: y.npy}
+  validation: {x: xv.npy}
+  validation_split: 0.2
+models:
+  - name: m
+    layers: [Flatten]
+)"));
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("both.yaml:3: data.validation.y: required key missing"));
+  EXPECT_THAT(lines[1], HasSubstr("both.yaml:4: data.validation_split: validation_split and "
+                                  "validation both give validation data; expected one of them"));
 }
 
 // Arrays ({array: KEY}) come only from a program (api::train with arrays, Python): a plan file

@@ -154,7 +154,8 @@ class MpiCluster final : public Cluster {
   FleetData load_shared_data(const DataSpec& spec, const GivenArrays* given,
                              bool& loaded_here) override {
     // The shared window carries x and y only (the same answer on every rank, before any load).
-    if (!spec.train.sample_weight.empty() || (spec.test && !spec.test->sample_weight.empty()))
+    if (!spec.train.sample_weight.empty() || (spec.test && !spec.test->sample_weight.empty()) ||
+        (spec.validation && !spec.validation->sample_weight.empty()))
       throw DataError(spec.where + (spec.where.empty() ? "" : ": ") + "failed to share data " +
                       describe_source(spec.train) +
                       " across MPI ranks: sample_weight sources are not shared yet; expected a "
