@@ -204,8 +204,8 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
   return r;
 }
 
-std::string write_report(const std::string& run_dir, bool live) {
-  return nnfleet::write_report(run_dir, live);
+std::string write_report(const std::string& run_dir, bool live, const std::string& group_by) {
+  return nnfleet::write_report(run_dir, live, nullptr, group_by);
 }
 
 }  // namespace nnfleet::api

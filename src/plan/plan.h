@@ -244,6 +244,8 @@ struct Plan {
   PlanModels models;
   // `search:` when the plan has one; then every model is a trial (the k-th model, trial k).
   std::optional<SearchSpec> search;
+  // `group_by:` (a recorded parameter's name, checked) or "": the report's per-group view.
+  std::string group_by;
 };
 
 // Reads, expands and checks a plan (`data:` at the top, in `defaults` or in a model entry, where

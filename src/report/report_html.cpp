@@ -85,14 +85,17 @@ std::string report_html(const Json& data) {
        "</script>\n<script>\n";
   h += report_assets::kUplotJs;
   h += "\n</script>\n<script>\n";
+  h += report_assets::kFormatJs;  // nnfleetFormat, used by report.js (one element: the page has three)
+  h += "\n";
   h += report_assets::kReportJs;
   h += "\n</script>\n</body>\n</html>\n";
   return h;
 }
 
-std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
+std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache,
+                         const std::string& group_by) {
   const std::string path = run_dir + "/report.html";
-  write_file_atomic(path, report_html(collect_report(run_dir, live, cache)),
+  write_file_atomic(path, report_html(collect_report(run_dir, live, cache, group_by)),
                     Durability::kProcessCrash);
   return path;
 }
