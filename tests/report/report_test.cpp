@@ -366,6 +366,48 @@ TEST(Report, GridRunUsesItsRecordedParameters) {
   EXPECT_NE(report_html(d).find("\"grid_vars\":[\"units\",\"lr\"]"), std::string::npos);
 }
 
+// A W4-like run: a grid variable k (the series) over lstm-{k} and gru-{k}, grouped by k as the
+// plan's copy in the run folder says, or as `report --group-by` says instead; a name the run does
+// not record is refused with the names it does. Curve points keep 6 significant digits.
+TEST(Report, GroupByComesFromThePlanOrTheOverrideAndMustBeRecorded) {
+  RunDir run;
+  std::string plan = "group_by: k\nmodels:\n", log;
+  Json rows = Json::array();
+  for (int k = 1; k <= 2; ++k)
+    for (const char* arch : {"lstm", "gru"}) {
+      const std::string name = std::string(arch) + "-" + std::to_string(k);
+      plan += "  - name: " + name + "\n    layers:\n      - Dense: {units: 2}\n";
+      Json r = result(name, "done", 3, nullptr);
+      log += record(r);
+      for (const char* key : {"history", "metric_order", "history_order"}) r.erase(key);
+      r["parameters"] = {{"k", k}};
+      rows.push_back(r);
+    }
+  run.write("plan.yaml", plan);
+  run.write("jobs.log", log);
+  run.write("results.json", Json({{"rank_by", "val_loss"},
+                                  {"parameters", {{{"name", "k"}, {"kind", "grid"}}}},
+                                  {"models", rows}})
+                                .dump());
+  const Json d = collect_report(run.dir(), false);
+  EXPECT_EQ(d["group_by"], "k");
+  EXPECT_EQ(model(d, "gru-2")["grid"]["k"], 2);
+  EXPECT_DOUBLE_EQ(model(d, "gru-2")["history"]["loss"][2].get<double>(), 0.333333);
+  EXPECT_TRUE(model(d, "gru-2")["layers"].is_null());  // no saved model file
+  EXPECT_EQ(d["layer_tables"], Json::array());
+  EXPECT_EQ(collect_report(run.dir(), false, nullptr, "k")["group_by"], "k");
+  try {
+    collect_report(run.dir(), false, nullptr, "series");
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "failed to group the report by 'series': the run records no such parameter; "
+              "expected one of its parameters (k)");
+  }
+  run.write("plan.yaml", plan.substr(plan.find('\n') + 1));  // a plan without group_by
+  EXPECT_TRUE(collect_report(run.dir(), false)["group_by"].is_null());
+}
+
 TEST(Report, OldRunWithoutRecordedParametersKeepsTheGuess) {
   RunDir run;
   make_run(run);
