@@ -143,18 +143,17 @@ Json rounded(const Json& v, int digits) {
 }
 
 // Columns of history rows as arrays (null where a row lacks one), values to 6 significant digits
-// (seconds to 4); adds new column names.
+// (an epoch's seconds left out: the page draws no curve of them); adds new column names.
 Json history_columns(const Json& history, const Json& order, std::vector<std::string>& columns) {
   std::vector<std::string> keys;
   if (order.is_array())
     for (const auto& k : order) keys.push_back(k.get<std::string>());
   for (const auto& k : keys)
     if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
-  Json h = {{"epoch", Json::array()}, {"seconds", Json::array()}};
+  Json h = {{"epoch", Json::array()}};
   for (const auto& k : keys) h[k] = Json::array();
   for (const auto& row : history) {
     h["epoch"].push_back(row.value("epoch", 0));
-    h["seconds"].push_back(rounded(row.value("seconds", Json(0.0)), 4));
     for (const auto& k : keys) h[k].push_back(row.contains(k) ? rounded(row[k], 6) : Json(nullptr));
   }
   return h;

@@ -305,7 +305,9 @@ TEST(Report, SearchRunHasItsParametersRungsAndSearch) {
   const std::string html = report_html(d);
   const auto scripts = test_html::script_elements(html);
   ASSERT_EQ(scripts.size(), 3u);
-  const Json back = Json::parse(scripts[0].text);
+  const Json page = Json::parse(scripts[0].text);
+  EXPECT_TRUE(page["models"].is_object());  // packed as rows (page_data)
+  const Json back = data_of_page(page);
   EXPECT_EQ(back["search"], d["search"]);
   EXPECT_EQ(back["param_info"], d["param_info"]);
   EXPECT_EQ(model(back, "trial-3")["rungs"], model(d, "trial-3")["rungs"]);
@@ -408,6 +410,27 @@ TEST(Report, GroupByComesFromThePlanOrTheOverrideAndMustBeRecorded) {
   EXPECT_TRUE(collect_report(run.dir(), false)["group_by"].is_null());
 }
 
+// The page's models as rows of one key list, their history, metrics and grid too: a model that
+// lacks a key (or holds null, or a non-object history) reads back exactly as it was.
+TEST(Report, PageDataPacksModelsAsRowsAndReadsBackExactly) {
+  const Json d = {
+      {"title", "t"},
+      {"models",
+       {{{"name", "a"}, {"history", {{"epoch", {1, 2}}, {"loss", {0.5, 0.25}}}}, {"grid", {{"k", 1}}},
+         {"metrics", {{"loss", 0.25}}}, {"layers", 0}},
+        {{"name", "b"}, {"history", {{"epoch", Json::array()}}}, {"grid", Json::object()},
+         {"metrics", nullptr}, {"layers", nullptr}, {"rungs", {{{"epochs", 1}}}}},
+        {{"name", "c"}}}}};
+  const Json page = page_data(d);
+  EXPECT_EQ(page["models"]["keys"], Json({"grid", "history", "layers", "metrics", "name", "rungs"}));
+  EXPECT_EQ(page["models"]["nested"]["history"], Json({"epoch", "loss"}));
+  EXPECT_EQ(page["models"]["rows"][0],
+            Json({{1}, {{1, 2}, {0.5, 0.25}}, 0, {0.25}, "a", nullptr, {{"absent", {5}}}}));
+  EXPECT_EQ(data_of_page(page).dump(), d.dump());
+  EXPECT_EQ(data_of_page(page_data(Json({{"models", Json::array()}}))),
+            Json({{"models", Json::array()}}));
+}
+
 TEST(Report, OldRunWithoutRecordedParametersKeepsTheGuess) {
   RunDir run;
   make_run(run);
@@ -466,7 +489,7 @@ void expect_intact_page(const std::filesystem::path& dir, const std::vector<std:
   EXPECT_NE(scripts[1].text.find("uPlot"), std::string::npos);
   EXPECT_EQ(html.substr(html.size() - 16), "</body>\n</html>\n");
 
-  const Json back = Json::parse(scripts[0].text);
+  const Json back = data_of_page(Json::parse(scripts[0].text));
   EXPECT_EQ(back.dump(), d.dump());
   EXPECT_EQ(back["dir"], dir.string());
   for (const auto& n : names) {

@@ -6,7 +6,23 @@
 // window.nnfleetReport exposes the charts for the browser tests.
 "use strict";
 (function () {
+  // The models come as rows of one key list, their history, metrics and grid too
+  // (report_html.cpp, page_data): made objects again here.
+  function unpack(row, keys) {
+    const absent = row.length > keys.length ? new Set(row[keys.length].absent) : null;
+    const o = {};
+    keys.forEach((k, i) => absent && absent.has(i) ? null : (o[k] = row[i]));
+    return o;
+  }
   const D = JSON.parse(document.getElementById("report-data").textContent);
+  if (!Array.isArray(D.models)) {
+    const P = D.models;
+    D.models = P.rows.map((r) => {
+      const m = unpack(r, P.keys);
+      for (const [f, keys] of Object.entries(P.nested)) if (Array.isArray(m[f])) m[f] = unpack(m[f], keys);
+      return m;
+    });
+  }
   const models = D.models;
   const app = document.getElementById("app");
   const store = window.sessionStorage;
@@ -212,6 +228,7 @@
       const first = state.page * kPageRows;
       const shown = rows.slice(first, first + kPageRows);
       tbody.replaceChildren(...shown.map((r) => boardRow(r.m)));
+      listModels(shown.map((r) => r.m.name));
       info.textContent = "page " + fmt(state.page + 1) + " of " + fmt(pages);
       pager.style.display = pages > 1 ? "" : "none";
       for (const id of ["page-first", "page-prev"]) pager.querySelector("#" + id).disabled = state.page === 0;
@@ -1052,11 +1069,9 @@
       const w = Math.max(X(b.end) - X(b.start), 1.5);
       const r = svg("rect", { class: cls, x: X(b.start), y, width: w, height: h, fill, "data-model": b.model }, svg("title", {}, tip));
       r.addEventListener("click", () => {
+        openModel(b.model);
         const d = document.getElementById("model-" + b.model);
-        if (d) {
-          d.open = true;
-          d.scrollIntoView({ behavior: "smooth" });
-        }
+        if (d) d.scrollIntoView({ behavior: "smooth" });
       });
       root.append(r);
       if (w > 40 && cls === "job") {
@@ -1153,28 +1168,39 @@
     d.dataset.built = "1";
     d.append(...modelBody(models[modelIndex.get(d.dataset.model)]));
   }
+  // The Models section holds the details of the leaderboard's page (10,000 of them took most of
+  // a second to make) and of every model opened from a link, a chart or a timeline bar.
+  function modelDetails(m) {
+    const d = el(
+      "details",
+      { id: "model-" + m.name, class: "model", "data-model": m.name },
+      el("summary", {}, el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }), m.name + " ", el("span", { class: "status " + m.status }, m.status), " " + (m.rank ? "#" + m.rank : ""))
+    );
+    d.addEventListener("toggle", () => d.open && buildModel(d));
+    return d;
+  }
+  const modelList = el("div", { id: "model-list" });
+  // The details of `names`: kept ones (opened) first, then the others in the given order.
+  function listModels(names) {
+    const keep = [...modelList.children].filter((d) => d.open);
+    const have = new Set(keep.map((d) => d.dataset.model));
+    const fresh = names.filter((n) => !have.has(n)).map((n) => document.getElementById("model-" + n) || modelDetails(models[modelIndex.get(n)]));
+    modelList.replaceChildren(...keep, ...fresh);
+  }
   // Opens a model's details (made now if need be), as its link in the leaderboard does.
   function openModel(name) {
-    const d = document.getElementById("model-" + name);
-    if (!d) return;
+    if (!modelIndex.has(name)) return;
+    let d = document.getElementById("model-" + name);
+    if (!d) {
+      d = modelDetails(models[modelIndex.get(name)]);
+      modelList.prepend(d);
+    }
     buildModel(d);
     d.open = true;
   }
   R.openModel = openModel;
   function details() {
-    const sec = el("section", { id: "models" }, el("h2", {}, "Models"), el("p", { class: "hint" }, "open a model for its figures and layer table"));
-    const list = document.createDocumentFragment();
-    for (const m of models) {
-      const d = el(
-        "details",
-        { id: "model-" + m.name, class: "model", "data-model": m.name },
-        el("summary", {}, el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }), m.name + " ", el("span", { class: "status " + m.status }, m.status), " " + (m.rank ? "#" + m.rank : ""))
-      );
-      d.addEventListener("toggle", () => d.open && buildModel(d));
-      list.append(d);
-    }
-    sec.append(list);
-    return sec;
+    return el("section", { id: "models" }, el("h2", {}, "Models"), el("p", { class: "hint" }, "the models of the leaderboard's page and those opened from a link; open one for its figures and layer table"), modelList);
   }
 
   function render() {
@@ -1183,10 +1209,20 @@
     const chartW = width >= 2 * 460 + 12 ? Math.floor((width - 12) / 2) - 10 : width - 10;
     // A search's view shows each parameter against its metric, pruned trials included: it
     // stands in for the grid charts.
-    const params = S ? search(width, chartW) : grids(chartW);
-    const groups = D.group_by ? [groupsView()] : [];
-    app.replaceChildren(header(), leaderboard(), ...groups, ...(S ? [params, curves(chartW)] : [curves(chartW), params]), timeline(width), details());
-    R.fillBoard();
+    // Each section's time to build (ms), for the browser tests' measures.
+    const timed = (name, f) => {
+      const t0 = performance.now();
+      const out = f();
+      R.timings[name] = Math.round(performance.now() - t0);
+      return out;
+    };
+    R.timings = {};
+    const params = timed(S ? "search" : "grid", () => (S ? search(width, chartW) : grids(chartW)));
+    const groups = D.group_by ? [timed("groups", groupsView)] : [];
+    const board = timed("leaderboard", leaderboard), curveSec = timed("curves", () => curves(chartW));
+    const sections = [header(), board, ...groups, ...(S ? [params, curveSec] : [curveSec, params]), timed("timeline", () => timeline(width)), timed("models", details)];
+    timed("layout", () => app.replaceChildren(...sections));
+    timed("fill", () => R.fillBoard());
     if (R.fillTrials) R.fillTrials();
     if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
     else applyIsolation();
