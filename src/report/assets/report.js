@@ -444,6 +444,28 @@
   let maxEpoch = 0;
   for (const m of models) for (const e of m.history.epoch) maxEpoch = Math.max(maxEpoch, e);
 
+  // The best epoch of each shown model among the `drawn` (series 1..drawn.length): a ring on
+  // its curve.
+  function bestRings(drawn) {
+    return (u) => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.lineWidth = 2 * devicePixelRatio;
+      for (let s = 1; s <= drawn.length; s++) {
+        const m = models[drawn[s - 1]];
+        if (!u.series[s].show || !m.best || !m.best.epoch) continue;
+        const v = u.data[s][m.best.epoch - 1];
+        if (v === null || v === undefined) continue;
+        const x = u.valToPos(m.best.epoch, "x", true), y = u.valToPos(v, "y", true);
+        ctx.strokeStyle = color(drawn[s - 1]);
+        ctx.beginPath();
+        ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
+        ctx.stroke();
+      }
+      ctx.restore();
+    };
+  }
+
   function curveChart(col, width) {
     const xs = [];
     for (let e = 1; e <= Math.max(maxEpoch, 1); e++) xs.push(e);
@@ -493,26 +515,7 @@
       axes: [{ label: "epoch", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, { label: col, size: 60 }],
       hooks: {
         setCursor: [(u) => tt && tt.update(u)],
-        // The best epoch of each shown model: a ring on its curve.
-        draw: [
-          (u) => {
-            const ctx = u.ctx;
-            ctx.save();
-            ctx.lineWidth = 2 * devicePixelRatio;
-            for (let s = 1; s <= drawn.length; s++) {
-              const m = modelOf(s);
-              if (!u.series[s].show || !m.best || !m.best.epoch) continue;
-              const v = u.data[s][m.best.epoch - 1];
-              if (v === null || v === undefined) continue;
-              const x = u.valToPos(m.best.epoch, "x", true), y = u.valToPos(v, "y", true);
-              ctx.strokeStyle = color(drawn[s - 1]);
-              ctx.beginPath();
-              ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
-              ctx.stroke();
-            }
-            ctx.restore();
-          },
-        ],
+        draw: [bestRings(drawn)],
       },
     };
     const u = new uPlot(opts, data, box);
