@@ -11,10 +11,11 @@ namespace {
 struct ReportArgs {
   std::string dir;
   bool live = false;
+  std::string group_by;
 };
 
 int run_report(const ReportArgs& a) {
-  const std::string path = api::write_report(a.dir, a.live);
+  const std::string path = api::write_report(a.dir, a.live, a.group_by);
   std::printf("report: %s\n", path.c_str());
   return 0;
 }
@@ -32,6 +33,11 @@ void add_report_command(CLI::App& app, Run& run) {
   c->add_flag("--live", args->live,
               "Write the page as for a run still going: models without a record show as "
               "pending or running, and the page reloads itself every few seconds");
+  c->add_option("--group-by", args->group_by,
+                 "Group the models by this recorded parameter (a grid variable, search parameter "
+                 "or `parameters:` key) in the page's per-group view: each group's ranking and "
+                 "which architecture wins it; overrides the plan's `group_by`")
+      ->type_name("NAME");
   c->callback([&run, args] { run = [args] { return run_report(*args); }; });
 }
 

@@ -516,13 +516,14 @@ void bind_run(py::module_& m) {
         py::arg("hold") = false, py::arg("load_models") = false, py::arg("report") = false);
   m.def(
       "write_report",
-      [](const std::string& run_dir) {
+      [](const std::string& run_dir, const std::string& group_by) {
         CallScope call;
         py::gil_scoped_release release;
-        return nnfleet::api::write_report(run_dir, false);
+        return nnfleet::api::write_report(run_dir, false, group_by);
       },
-      py::arg("run_dir"),
-      "Writes <run_dir>/report.html (as `nnfleet report`) and returns its path");
+      py::arg("run_dir"), py::arg("group_by") = "",
+      "Writes <run_dir>/report.html (as `nnfleet report`; group_by: its per-group view) and "
+      "returns its path");
 }
 
 }  // namespace

@@ -119,9 +119,12 @@ struct RunOptions {
                               const RunOptions& options = {});
 
 // Writes <run_dir>/report.html, the self-contained HTML report of a run folder (as `nnfleet
-// report` does), and returns its path; `live`: the page reloads itself (a run still going).
-// Throws FileError (not a run folder, a failed write).
-std::string write_report(const std::string& run_dir, bool live = false);
+// report` does), and returns its path; `live`: the page reloads itself (a run still going);
+// `group_by`: the recorded parameter whose values group the models in the page's per-group view,
+// instead of the plan's `group_by` ("": the plan's). Throws FileError (not a run folder, a failed
+// write), UsageError (`group_by` names no recorded parameter).
+std::string write_report(const std::string& run_dir, bool live = false,
+                         const std::string& group_by = "");
 
 // The keys a plan's `defaults:` section accepts, sorted (the model settings every model inherits:
 // epochs, loss, class_weight, ...), from the plan reader's own table, so that a program offering

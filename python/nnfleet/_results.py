@@ -11,7 +11,7 @@ import tempfile
 import weakref
 
 from . import _core
-from ._args import _engine, _fail, _path
+from ._args import _engine, _fail, _path, _text
 from ._core import UsageError
 from ._model import load_model
 
@@ -242,16 +242,18 @@ class Run:
         pandas = _pandas("the histories'", "run.history_rows() or each result's history")
         return pandas.DataFrame(self.history_rows())
 
-    def report(self, path=None):
+    def report(self, path=None, group_by=None):
         """Writes the run's self-contained report.html (as `nnfleet report` does) in its
         folder and, with `path` (a file, or a folder to hold report.html), copies it there;
-        returns the path written. Works without out= (the Run's own folder)."""
+        returns the path written. Works without out= (the Run's own folder). group_by: a
+        parameter whose groups the report ranks within (default: the run's group_by)."""
         call = "write the report"
+        group_by = self.group_by if group_by is None else _text(group_by, "group_by", call)
         if not self.folder or not os.path.isdir(self.folder):
             _fail(call, "the run's folder", "does not exist", "a run with its folder (the "
                   "output folder was removed?)", self.folder)
         with _engine():
-            written = _core.write_report(self.folder)
+            written = _core.write_report(self.folder, group_by or "")
         if path is None:
             return written
         target = _path(path, "path", call)

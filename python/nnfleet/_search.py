@@ -247,6 +247,8 @@ def search(space_or_build, x, y, *, model=None, trials=None, scheduler="successi
             "data": _data(x, y, "", validation_split, test_data, scale, arrays, call,
                           sample_weight=sample_weight, validation_data=validation_data,
                           names=_Names(entries))}
+    if group_by is not None:  # the plan's own key: the report's per-group view
+        plan["group_by"] = _text(group_by, "group_by", call)
     text = json.dumps(plan, indent=1, default=_json_default)
     with _python_call(call, list(enumerate(e["name"] for e in entries))):
         return _run("nnfleet.search", text, os.getcwd(), arrays, workers=workers, out=out,

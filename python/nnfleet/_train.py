@@ -20,12 +20,6 @@ from ._results import Run, _TempFolder
 STOP_MODEL = "stop"
 
 
-# The plan reader's top-level `group_by:` key (the report's per-group view). Until the plan
-# reader that knows the key is merged, group_by= is remembered by the Run only; True: it is
-# also written into the plan text of train and search.
-PLAN_HAS_GROUP_BY = False
-
-
 def _verbosity(call, verbose, progress):
     """verbose (Keras's: "auto" is 1) and its alias progress (True: 1, False: 0, "json": the
     engine's JSON events) as one level: 0, 1, 2 or "json"."""
@@ -95,8 +89,6 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
     workers, out, resume, checkpoint_seconds, format, report, group_by = _run_checks(
         call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report, group_by)
     level = _verbosity(call, verbose, progress)
-    if PLAN_HAS_GROUP_BY and group_by is not None and text.startswith("{"):
-        text = "{" + json.dumps("group_by") + ": " + json.dumps(group_by) + ", " + text[1:]
     mode, shown = _printer(level)
     callback = None
     if on_epoch_end is not None or shown is not None:
@@ -478,6 +470,8 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
     with tempfile.TemporaryDirectory(prefix="nnfleet-models-") as tmp:
         entries = [_model_entry(m, i, tmp) for i, m in enumerate(models)]
         plan = {"seed": seed, "defaults": defaults}
+        if group_by is not None:  # the plan's own key: the report's per-group view
+            plan["group_by"] = _text(group_by, "group_by", call)
         fit = {"validation_split": validation_split, "validation_data": validation_data,
                "test_data": test_data, "sample_weight": sample_weight, "scale": scale}
         entries, origin = _train_data(plan, entries, x, y, data, data_key, fit, arrays)

@@ -225,8 +225,8 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
 
 std::vector<std::string> plan_defaults_keys() { return nnfleet::plan_defaults_keys(); }
 
-std::string write_report(const std::string& run_dir, bool live) {
-  return nnfleet::write_report(run_dir, live);
+std::string write_report(const std::string& run_dir, bool live, const std::string& group_by) {
+  return nnfleet::write_report(run_dir, live, nullptr, group_by);
 }
 
 }  // namespace nnfleet::api

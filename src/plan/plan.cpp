@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "core/limits.h"
 #include "plan/plan_loader.h"
@@ -32,11 +33,11 @@ using plan_detail::ModelRef;
 using plan_detail::PlanContext;
 using plan_detail::Problems;
 
-const std::vector<std::string> kTopKeys = {"data", "defaults", "models", "search", "seed"};
+const std::vector<std::string> kTopKeys = {"data", "defaults", "group_by", "models", "search", "seed"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
-    "name", "parameters", "seed", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
+    "name", "parameters", "seed", "group_by", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
     "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
@@ -176,6 +177,30 @@ void read_models(const PlanContext& cx, EntryExpander& models, const Json& r, Pl
   if (has_models) models.models(defaults, r["models"], ex, refs);
 }
 
+// group_by: the parameter the report groups the models by; it must be one the run records (a grid
+// variable, a search parameter or a `parameters:` key), else the report would have no groups.
+void read_group_by(Problems& pr, const Json& r, Plan& plan) {
+  if (!r.contains("group_by") || r["group_by"].is_null()) return;
+  std::vector<std::string> names;  // in first-seen order
+  if (plan.search && plan.search->sampled) {
+    for (const SearchParameter& p : plan.search->parameters) names.push_back(p.name);
+  } else {
+    std::set<std::string> seen;
+    for (size_t k = 0; k < plan.models.size(); ++k)
+      for (const auto& [name, value] : plan.models.parameters(k))
+        if (seen.insert(name).second) names.push_back(name);
+  }
+  const Json& v = r["group_by"];
+  if (v.is_string() && std::find(names.begin(), names.end(), v.get<std::string>()) != names.end()) {
+    plan.group_by = v.get<std::string>();
+    return;
+  }
+  pr.add("group_by",
+         std::string(v.is_string() ? "names no recorded parameter" : "is not a parameter name") +
+             "; expected a grid variable, search parameter or `parameters:` key of this plan (" +
+             (names.empty() ? "it has none" : join(names)) + "), got " + show(v));
+}
+
 }  // namespace
 
 Plan load_plan(const std::string& path, bool arrays) {
@@ -223,6 +248,8 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   }
   pr.throw_if_any();
   plan.models = PlanModels(std::move(expander), std::move(refs));
+  read_group_by(pr, r, plan);
+  pr.throw_if_any();
   return plan;
 }
 
@@ -235,6 +262,7 @@ std::string plan_to_yaml(const Plan& plan,
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
   if (plan.search) head["search"] = plan.search->to_json();
+  if (!plan.group_by.empty()) head["group_by"] = plan.group_by;  // read by the report
   // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
   // thread after the others stopped, and `each` sees every model once. Each k is marked by the
   // one thread that makes it.

@@ -247,6 +247,8 @@ struct Plan {
   PlanModels models;
   // `search:` when the plan has one; then every model is a trial (the k-th model, trial k).
   std::optional<SearchSpec> search;
+  // `group_by:` (a recorded parameter's name, checked) or "": the report's per-group view.
+  std::string group_by;
 };
 
 // The keys `defaults:` accepts, sorted (the table check_keys reads).

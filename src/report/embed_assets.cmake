@@ -1,8 +1,8 @@
 # Writes OUT, a C++ file holding the report page's scripts and styles as string constants:
 # uPlot's minified script and stylesheet (from the npm install in report/, see scripts/setup) and
-# the page's own report.js and report.css. Run by the build (cmake -P), so an edit re-embeds.
+# the page's own format.js, report.js and report.css. Run by the build (cmake -P), so an edit re-embeds.
 foreach(pair "kUplotJs;${UPLOT_DIR}/uPlot.iife.min.js" "kUplotCss;${UPLOT_DIR}/uPlot.min.css"
-             "kReportJs;${ASSETS}/report.js" "kReportCss;${ASSETS}/report.css")
+             "kFormatJs;${ASSETS}/format.js" "kReportJs;${ASSETS}/report.js" "kReportCss;${ASSETS}/report.css")
   list(GET pair 0 name)
   list(GET pair 1 file)
   file(READ "${file}" content)

@@ -30,16 +30,26 @@ using ModelFileCache = std::map<std::string, ModelFileInfo>;
 
 // Everything the page shows, as JSON (the page's data; see report_data.cpp for the fields).
 // `live`: the run is still going (models without a record are pending or running). Throws
-// FileError when `run_dir` has no plan.yaml and jobs.log (not a run folder).
-Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr);
+// FileError when `run_dir` has no plan.yaml and jobs.log (not a run folder). `group_by` (a
+// recorded parameter) overrides the plan's `group_by`; UsageError, listing the parameters, when it
+// names none.
+Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr,
+                    const std::string& group_by = "");
 
-// The page for `data`: HTML with every script and style inlined; a live page reloads itself
-// every few seconds.
+// The page for `data`: HTML with every script and style inlined (the data as page_data packs
+// it); a live page reloads itself every few seconds.
 std::string report_html(const Json& data);
 
+// The data as the page holds it: `models` as rows of one key list ({keys, nested, rows}), each
+// model's history, metrics and grid as rows of their own key lists (`nested`), since at 10,000
+// models the keys repeated in every row were a third of the page. data_of_page(page_data(d)) is d.
+Json page_data(const Json& data);
+Json data_of_page(const Json& page);
+
 // collect_report + report_html, written atomically to <run_dir>/report.html; returns its path.
-// Throws FileError.
-std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr);
+// Throws FileError (UsageError for a `group_by` that names no recorded parameter).
+std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache = nullptr,
+                         const std::string& group_by = "");
 
 // Grid variables inferred from expanded plan entries (for runs whose results.json records no
 // `parameters`): models with the same fields form a group,

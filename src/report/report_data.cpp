@@ -2,7 +2,11 @@
 //   title, dir, generated (Unix s), live, rank_by, higher_is_better, columns (history columns),
 //   models: [{name, status, message, epochs, planned_epochs, params, flops, seconds,
 //             samples_per_second, core, metrics, best, stop_reason, history {column: [...]},
-//             grid {var: value}, rungs [{epochs, value, decision}] (search trials), summary}],
+//             grid {var: value}, rungs [{epochs, value, decision}] (search trials), layers, notes}],
+//   layer_tables: [text, ...] (each model's `layers` and `notes` index it: one layer table per
+//   architecture),
+//   group_by: the parameter the page groups models by (plan's `group_by`, `report --group-by`) or
+//   null,
 //   grid_vars: [name, ...], grid_source: "recorded" (the run's `parameters`) | "inferred" (from
 //   the model names, for runs that recorded none),
 //   param_info: {name: {kind, log}} (recorded parameters: "float", "int", "choice", "fixed",
@@ -15,6 +19,8 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,6 +48,7 @@ struct PlanFile {
   Json models;
   Json search;
   std::vector<std::string> space_order;
+  std::string group_by;  // the plan's top-level `group_by` ("" when none)
 };
 
 PlanFile read_plan(const std::string& dir) {
@@ -50,7 +57,9 @@ PlanFile read_plan(const std::string& dir) {
     const YAML::Node root = YAML::Load(text);
     const Json plan = plan_detail::yaml_to_json(root).value;
     if (plan.contains("models") && plan["models"].is_array()) {
-      PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}};
+      PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}, {}};
+      if (plan.contains("group_by") && plan["group_by"].is_string())
+        f.group_by = plan["group_by"].get<std::string>();
       const YAML::Node search = root["search"];
       const YAML::Node space = search && search.IsMap() ? search["space"] : YAML::Node();
       if (space && space.IsMap())
@@ -122,19 +131,30 @@ std::string stop_reason(const Json& m, const Json& spec) {
   return status + (msg.empty() ? "" : ": " + msg);
 }
 
-// Columns of history rows as arrays (null where a row lacks one); adds new column names.
+// `v` to `digits` significant digits: a curve's points need no more, and at 10,000 models of 10
+// epochs and 4 columns the 17 digits of a double made half of the page's 5 MB.
+Json rounded(const Json& v, int digits) {
+  if (!v.is_number_float()) return v;
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) return v;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
+  return std::strtod(buf, nullptr);
+}
+
+// Columns of history rows as arrays (null where a row lacks one), values to 6 significant digits
+// (an epoch's seconds left out: the page draws no curve of them); adds new column names.
 Json history_columns(const Json& history, const Json& order, std::vector<std::string>& columns) {
   std::vector<std::string> keys;
   if (order.is_array())
     for (const auto& k : order) keys.push_back(k.get<std::string>());
   for (const auto& k : keys)
     if (std::find(columns.begin(), columns.end(), k) == columns.end()) columns.push_back(k);
-  Json h = {{"epoch", Json::array()}, {"seconds", Json::array()}};
+  Json h = {{"epoch", Json::array()}};
   for (const auto& k : keys) h[k] = Json::array();
   for (const auto& row : history) {
     h["epoch"].push_back(row.value("epoch", 0));
-    h["seconds"].push_back(row.value("seconds", 0.0));
-    for (const auto& k : keys) h[k].push_back(row.contains(k) ? row[k] : Json(nullptr));
+    for (const auto& k : keys) h[k].push_back(row.contains(k) ? rounded(row[k], 6) : Json(nullptr));
   }
   return h;
 }
@@ -456,9 +476,82 @@ std::string rank_metric(const Json& results, const std::vector<std::string>& col
   return rank_by;
 }
 
+// The layer tables of the page, each once: models of one architecture share theirs (2,000
+// models once put 29,916 table rows in a 4.2 MB page). A summary (`nnfleet inspect`'s text) is
+// split in three: its first lines name the model and its file (the page writes them again from
+// the row), then the layer table up to its last rule, then notes of the file (Keras version,
+// training configuration, optimizer state), which many models share too. Both kept pieces go
+// into one list; a row holds their indices.
+struct LayerTables {
+  Json list = Json::array();
+  std::map<std::string, size_t> index;
+
+  size_t add(const std::string& text) {
+    auto [it, added] = index.emplace(text, list.size());
+    if (added) list.push_back(text);
+    return it->second;
+  }
+  // Sets m["layers"] (the table) and m["notes"] (the notes, null when none) from `summary`.
+  void add_summary(const std::string& summary, Json& m) {
+    std::string body = summary;
+    if (body.rfind("Model: ", 0) == 0) {
+      const size_t first = body.find('\n');
+      const size_t second = first == std::string::npos ? first : body.find('\n', first + 1);
+      if (second != std::string::npos && body.compare(first + 1, 6, "File: ") == 0)
+        body = body.substr(second + 1);
+    }
+    const size_t rule = body.rfind("\n____");
+    const size_t after = rule == std::string::npos ? rule : body.find('\n', rule + 1);
+    if (after == std::string::npos || after + 1 >= body.size()) {
+      m["layers"] = add(body);
+      m["notes"] = nullptr;
+      return;
+    }
+    m["layers"] = add(body.substr(0, after + 1));
+    m["notes"] = add(body.substr(after + 1));
+  }
+};
+
+// A model's row as the page holds it: history as columns, why it stopped, its layer table (an
+// and notes: indices into `tables`) and FLOPs from its saved file; the record's key orders dropped (the page
+// keeps the columns' order in `columns`).
+Json page_row(const std::string& run_dir, const Json& spec, Json m,
+              std::vector<std::string>& columns, LayerTables& tables, ModelFileCache* cache) {
+  m["planned_epochs"] = spec.value("epochs", 0);
+  m["history"] = history_columns(m.value("history", Json::array()),
+                                 m.value("history_order", Json::array()), columns);
+  for (const char* k : {"history_order", "metric_order", "parameter_order"}) m.erase(k);
+  m["stop_reason"] = stop_reason(m, spec);
+  const std::string file = m.value("model_file", "");
+  if (!file.empty() && file_exists(run_dir + "/" + file)) {
+    const ModelFileInfo info = model_file_info(run_dir + "/" + file, cache);
+    tables.add_summary(info.summary, m);
+    m["flops"] = info.flops;
+  } else {
+    m["layers"] = nullptr;
+    m["notes"] = nullptr;
+    m["flops"] = nullptr;
+  }
+  return m;
+}
+
+// The parameter the page groups the models by: `override` (`nnfleet report --group-by`), else
+// the plan's `group_by`; null when neither. An override must name a recorded parameter.
+Json group_of(const std::string& override_name, const PlanFile& plan, const Json& vars) {
+  if (override_name.empty()) return plan.group_by.empty() ? Json(nullptr) : Json(plan.group_by);
+  for (const auto& v : vars)
+    if (v == override_name) return override_name;
+  std::string names;
+  for (const auto& v : vars) names += (names.empty() ? "" : ", ") + v.get<std::string>();
+  throw UsageError("failed to group the report by '" + override_name +
+                   "': the run records no such parameter; expected one of its parameters (" +
+                   (names.empty() ? "this run records none" : names) + ")");
+}
+
 }  // namespace
 
-Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
+Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache,
+                    const std::string& group_by) {
   const PlanFile plan = read_plan(run_dir);
   const Json& specs = plan.models;
   std::map<std::string, Json> records;
@@ -477,25 +570,12 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
     if (j.value("status", "") == "running") running.insert(j.value("model", ""));
 
   std::vector<std::string> columns;
+  LayerTables tables;
   Json models = Json::array();
-  for (const auto& spec : specs) {
-    Json m = model_row(spec.value("name", ""), records, final_rows, running);
-    m["planned_epochs"] = spec.value("epochs", 0);
-    m["history"] = history_columns(m.value("history", Json::array()),
-                                   m.value("history_order", Json::array()), columns);
-    m.erase("history_order");
-    m["stop_reason"] = stop_reason(m, spec);
-    const std::string file = m.value("model_file", "");
-    if (!file.empty() && file_exists(run_dir + "/" + file)) {
-      const ModelFileInfo info = model_file_info(run_dir + "/" + file, cache);
-      m["summary"] = info.summary;
-      m["flops"] = info.flops;
-    } else {
-      m["summary"] = "";
-      m["flops"] = nullptr;
-    }
-    models.push_back(std::move(m));
-  }
+  for (const auto& spec : specs)
+    models.push_back(page_row(run_dir, spec, model_row(spec.value("name", ""), records, final_rows,
+                                                       running),
+                              columns, tables, cache));
   const bool has_results = results.is_object();
   const Json listed = has_results && results.contains("parameters") ? results["parameters"]
                                                                     : parameters_of_plan(plan);
@@ -519,6 +599,8 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
           {"grid_vars", grid["vars"]},
           {"grid_source", grid["source"]},
           {"param_info", grid["info"]},
+          {"group_by", group_of(group_by, plan, grid["vars"])},
+          {"layer_tables", tables.list},
           {"search", search},
           {"timeline", timeline}};
 }

@@ -2,6 +2,7 @@
 // the writer that keeps a live run's page fresh.
 #include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "platform/files.h"
 #include "report/report.h"
@@ -66,7 +67,84 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
+// The fields each row of `objects` is packed by (kPackedNested) besides its own keys.
+const char* const kPackedNested[] = {"history", "metrics", "grid"};
+
+// The keys of `objects` (objects; others are skipped) in first-seen order.
+Json keys_of(const Json& objects) {
+  Json keys = Json::array();
+  std::set<std::string> seen;
+  for (const auto& o : objects)
+    if (o.is_object())
+      for (auto it = o.begin(); it != o.end(); ++it)
+        if (seen.insert(it.key()).second) keys.push_back(it.key());
+  return keys;
+}
+
+// `o` as a row of `keys`: its values in their order, and when it lacks some keys a last element
+// {"absent": [index, ...]} (null stays a value, so the row reads back exactly).
+Json row_of(const Json& o, const Json& keys) {
+  Json row = Json::array(), absent = Json::array();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& k = keys[i].get_ref<const std::string&>();
+    if (o.contains(k)) {
+      row.push_back(o[k]);
+    } else {
+      row.push_back(nullptr);
+      absent.push_back(i);
+    }
+  }
+  if (!absent.empty()) row.push_back({{"absent", absent}});
+  return row;
+}
+
+// An object again from row_of's row.
+Json object_of(const Json& row, const Json& keys) {
+  std::set<size_t> absent;
+  if (row.size() > keys.size())
+    for (const auto& i : row.back()["absent"]) absent.insert(i.get<size_t>());
+  Json o = Json::object();
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!absent.count(i)) o[keys[i].get<std::string>()] = row[i];
+  return o;
+}
+
 }  // namespace
+
+Json page_data(const Json& data) {
+  if (!data.contains("models") || !data["models"].is_array()) return data;
+  Json page = data;
+  Json nested = Json::object();
+  for (const char* field : kPackedNested) {
+    Json values = Json::array();
+    for (const auto& m : data["models"])
+      if (m.contains(field)) values.push_back(m[field]);
+    nested[field] = keys_of(values);
+  }
+  const Json keys = keys_of(data["models"]);
+  Json rows = Json::array();
+  for (Json m : data["models"]) {
+    for (const char* field : kPackedNested)
+      if (m.contains(field) && m[field].is_object()) m[field] = row_of(m[field], nested[field]);
+    rows.push_back(row_of(m, keys));
+  }
+  page["models"] = {{"keys", keys}, {"nested", nested}, {"rows", rows}};
+  return page;
+}
+
+Json data_of_page(const Json& page) {
+  if (!page.contains("models") || !page["models"].is_object()) return page;
+  const Json& packed = page["models"];
+  Json data = page;
+  data["models"] = Json::array();
+  for (const auto& row : packed["rows"]) {
+    Json m = object_of(row, packed["keys"]);
+    for (const auto& [field, keys] : packed["nested"].items())
+      if (m.contains(field) && m[field].is_array()) m[field] = object_of(m[field], keys);
+    data["models"].push_back(std::move(m));
+  }
+  return data;
+}
 
 std::string report_html(const Json& data) {
   const bool live = data.value("live", false);
@@ -81,18 +159,22 @@ std::string report_html(const Json& data) {
   h += "\n";
   h += report_assets::kReportCss;
   h += "\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n";
-  h += "<script type=\"application/json\" id=\"report-data\">" + script_safe_json(data) +
+  h += "<script type=\"application/json\" id=\"report-data\">" +
+       script_safe_json(page_data(data)) +
        "</script>\n<script>\n";
   h += report_assets::kUplotJs;
   h += "\n</script>\n<script>\n";
+  h += report_assets::kFormatJs;  // nnfleetFormat, used by report.js (one element: the page has three)
+  h += "\n";
   h += report_assets::kReportJs;
   h += "\n</script>\n</body>\n</html>\n";
   return h;
 }
 
-std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache) {
+std::string write_report(const std::string& run_dir, bool live, ModelFileCache* cache,
+                         const std::string& group_by) {
   const std::string path = run_dir + "/report.html";
-  write_file_atomic(path, report_html(collect_report(run_dir, live, cache)),
+  write_file_atomic(path, report_html(collect_report(run_dir, live, cache, group_by)),
                     Durability::kProcessCrash);
   return path;
 }

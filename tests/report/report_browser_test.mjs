@@ -107,8 +107,17 @@ const recorded = data.grid_source === "recorded";
 const isUnits = (v) => (recorded ? v === "units" : v.endsWith("Dense.units"));
 const isLr = (v) => (recorded ? v === "lr" : v.endsWith("learning_rate"));
 check(gridVars.length === 2 && gridVars.some(isUnits) && gridVars.some(isLr), `a chart per grid variable (${data.grid_source}: ${gridVars.join(", ")})`);
+// Layer tables are made when a model's details are opened, from one table per architecture in
+// the data: the two mlp-4 models share theirs, as do the two mlp-16 ones.
+const closed = await page.$$eval("details.model pre.summary", (p) => p.length);
+check(closed === 0, `no layer table is made before its model is opened (${closed})`);
+const tables = new Set(data.models.map((m) => m.layers));
+check(tables.size === 3 && data.models.every((m) => typeof m.layers === "number"), `models of one architecture share one layer table in the data (${tables.size} tables for ${names.length} models)`);
+await page.$$eval("details.model summary", (s) => s.forEach((e) => e.click()));
+await page.waitForFunction((n) => document.querySelectorAll("details.model pre.summary").length === n, names.length);
 const summaries = await page.$$eval("details.model pre.summary", (p) => p.map((e) => e.textContent));
-check(summaries.length === names.length && summaries.every((s) => s.includes("Dense")), `every model has its layer table (${summaries.length})`);
+check(summaries.length === names.length && summaries.every((s) => s.includes("Dense")), `every model has its layer table once opened (${summaries.length})`);
+check(names.every((n) => summaries.some((s) => s.startsWith(`Model: "${n}"`))), "each layer table names its own model");
 const wide = data.models.find((m) => m.name === "wide");
 check(wide.flops > 0 && wide.samples_per_second > 0 && wide.stop_reason.startsWith("ran all 60"), `FLOPs, samples/s and why it stopped (${wide.stop_reason})`);
 

@@ -172,6 +172,7 @@ function noErrors(what) {
   const worst = trials.map(row).filter((r) => r.metrics.val_accuracy !== undefined).sort((a, b) => a.metrics.val_accuracy - b.metrics.val_accuracy)[0];
   const first = await page.$eval("#trials tbody tr", (t) => t.dataset.model);
   check(first === worst.name, `clicking the metric's header sorts the trials by it (${first})`);
+  await page.fill("#filter", prunedEarly.name); // the leaderboard shows a page of 50 rows
   const boardStatus = await page.$eval(`#board tr[data-model="${prunedEarly.name}"] .status`, (s) => s.textContent);
   check(boardStatus === "pruned@1", `the leaderboard marks pruned trials too (${boardStatus})`);
 
@@ -198,6 +199,7 @@ function noErrors(what) {
   check(JSON.stringify(charts) === JSON.stringify(["units:linear", "lr:log"]), `a chart per recorded grid variable (${charts.join(", ")})`);
   const title = await page.$eval("#grid h2", (h) => h.textContent);
   check(title === "Parameters", `the section says they are the run's parameters (${title})`);
+  await page.click("#model-g-5 summary"); // details are made when opened
   const kv = await page.$eval("#model-g-5 table.kv", (t) => t.textContent);
   check(kv.includes("parameter lr0.1") && kv.includes("parameter units64"), `a model's details list its parameters`);
   await page.screenshot({ path: path.join(work, "grid.png"), fullPage: true });

@@ -305,7 +305,9 @@ TEST(Report, SearchRunHasItsParametersRungsAndSearch) {
   const std::string html = report_html(d);
   const auto scripts = test_html::script_elements(html);
   ASSERT_EQ(scripts.size(), 3u);
-  const Json back = Json::parse(scripts[0].text);
+  const Json page = Json::parse(scripts[0].text);
+  EXPECT_TRUE(page["models"].is_object());  // packed as rows (page_data)
+  const Json back = data_of_page(page);
   EXPECT_EQ(back["search"], d["search"]);
   EXPECT_EQ(back["param_info"], d["param_info"]);
   EXPECT_EQ(model(back, "trial-3")["rungs"], model(d, "trial-3")["rungs"]);
@@ -366,6 +368,69 @@ TEST(Report, GridRunUsesItsRecordedParameters) {
   EXPECT_NE(report_html(d).find("\"grid_vars\":[\"units\",\"lr\"]"), std::string::npos);
 }
 
+// A W4-like run: a grid variable k (the series) over lstm-{k} and gru-{k}, grouped by k as the
+// plan's copy in the run folder says, or as `report --group-by` says instead; a name the run does
+// not record is refused with the names it does. Curve points keep 6 significant digits.
+TEST(Report, GroupByComesFromThePlanOrTheOverrideAndMustBeRecorded) {
+  RunDir run;
+  std::string plan = "group_by: k\nmodels:\n", log;
+  Json rows = Json::array();
+  for (int k = 1; k <= 2; ++k)
+    for (const char* arch : {"lstm", "gru"}) {
+      const std::string name = std::string(arch) + "-" + std::to_string(k);
+      plan += "  - name: " + name + "\n    layers:\n      - Dense: {units: 2}\n";
+      Json r = result(name, "done", 3, nullptr);
+      log += record(r);
+      for (const char* key : {"history", "metric_order", "history_order"}) r.erase(key);
+      r["parameters"] = {{"k", k}};
+      rows.push_back(r);
+    }
+  run.write("plan.yaml", plan);
+  run.write("jobs.log", log);
+  run.write("results.json", Json({{"rank_by", "val_loss"},
+                                  {"parameters", {{{"name", "k"}, {"kind", "grid"}}}},
+                                  {"models", rows}})
+                                .dump());
+  const Json d = collect_report(run.dir(), false);
+  EXPECT_EQ(d["group_by"], "k");
+  EXPECT_EQ(model(d, "gru-2")["grid"]["k"], 2);
+  EXPECT_DOUBLE_EQ(model(d, "gru-2")["history"]["loss"][2].get<double>(), 0.333333);
+  EXPECT_TRUE(model(d, "gru-2")["layers"].is_null());  // no saved model file
+  EXPECT_EQ(d["layer_tables"], Json::array());
+  EXPECT_EQ(collect_report(run.dir(), false, nullptr, "k")["group_by"], "k");
+  try {
+    collect_report(run.dir(), false, nullptr, "series");
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "failed to group the report by 'series': the run records no such parameter; "
+              "expected one of its parameters (k)");
+  }
+  run.write("plan.yaml", plan.substr(plan.find('\n') + 1));  // a plan without group_by
+  EXPECT_TRUE(collect_report(run.dir(), false)["group_by"].is_null());
+}
+
+// The page's models as rows of one key list, their history, metrics and grid too: a model that
+// lacks a key (or holds null, or a non-object history) reads back exactly as it was.
+TEST(Report, PageDataPacksModelsAsRowsAndReadsBackExactly) {
+  const Json d = {
+      {"title", "t"},
+      {"models",
+       {{{"name", "a"}, {"history", {{"epoch", {1, 2}}, {"loss", {0.5, 0.25}}}}, {"grid", {{"k", 1}}},
+         {"metrics", {{"loss", 0.25}}}, {"layers", 0}},
+        {{"name", "b"}, {"history", {{"epoch", Json::array()}}}, {"grid", Json::object()},
+         {"metrics", nullptr}, {"layers", nullptr}, {"rungs", {{{"epochs", 1}}}}},
+        {{"name", "c"}}}}};
+  const Json page = page_data(d);
+  EXPECT_EQ(page["models"]["keys"], Json({"grid", "history", "layers", "metrics", "name", "rungs"}));
+  EXPECT_EQ(page["models"]["nested"]["history"], Json({"epoch", "loss"}));
+  EXPECT_EQ(page["models"]["rows"][0],
+            Json({{1}, {{1, 2}, {0.5, 0.25}}, 0, {0.25}, "a", nullptr, {{"absent", {5}}}}));
+  EXPECT_EQ(data_of_page(page).dump(), d.dump());
+  EXPECT_EQ(data_of_page(page_data(Json({{"models", Json::array()}}))),
+            Json({{"models", Json::array()}}));
+}
+
 TEST(Report, OldRunWithoutRecordedParametersKeepsTheGuess) {
   RunDir run;
   make_run(run);
@@ -424,7 +489,7 @@ void expect_intact_page(const std::filesystem::path& dir, const std::vector<std:
   EXPECT_NE(scripts[1].text.find("uPlot"), std::string::npos);
   EXPECT_EQ(html.substr(html.size() - 16), "</body>\n</html>\n");
 
-  const Json back = Json::parse(scripts[0].text);
+  const Json back = data_of_page(Json::parse(scripts[0].text));
   EXPECT_EQ(back.dump(), d.dump());
   EXPECT_EQ(back["dir"], dir.string());
   for (const auto& n : names) {

@@ -1,10 +1,28 @@
-// nnfleet's report page: builds the leaderboard, a search's view (its trials through their rungs,
-// each parameter against the metric, the trials table), learning curves (uPlot), grid charts
-// (uPlot), per-core timeline (SVG) and model details from the JSON in #report-data. No network: every
-// script is inlined by nnfleet. window.nnfleetReport exposes the charts for the browser tests.
+// nnfleet's report page: builds the leaderboard (a page of rows at a time), a per-group view when
+// the run groups its models, a search's view (its trials through their rungs, each parameter
+// against the metric, the trials table), learning curves (uPlot: the best models and a band for
+// the rest), grid charts (uPlot), per-core timeline (SVG) and model details (built when opened)
+// from the JSON in #report-data. No network: every script is inlined by nnfleet.
+// window.nnfleetReport exposes the charts for the browser tests.
 "use strict";
 (function () {
+  // The models come as rows of one key list, their history, metrics and grid too
+  // (report_html.cpp, page_data): made objects again here.
+  function unpack(row, keys) {
+    const absent = row.length > keys.length ? new Set(row[keys.length].absent) : null;
+    const o = {};
+    keys.forEach((k, i) => absent && absent.has(i) ? null : (o[k] = row[i]));
+    return o;
+  }
   const D = JSON.parse(document.getElementById("report-data").textContent);
+  if (!Array.isArray(D.models)) {
+    const P = D.models;
+    D.models = P.rows.map((r) => {
+      const m = unpack(r, P.keys);
+      for (const [f, keys] of Object.entries(P.nested)) if (Array.isArray(m[f])) m[f] = unpack(m[f], keys);
+      return m;
+    });
+  }
   const models = D.models;
   const app = document.getElementById("app");
   const store = window.sessionStorage;
@@ -12,6 +30,8 @@
     sort: load("sort", { key: "rank", asc: true }),
     filter: load("filter", ""),
     isolated: load("isolated", null),
+    page: load("page", 0),
+    added: load("added", []), // models drawn in the curves on request, besides the top ones
   };
   const R = (window.nnfleetReport = { curves: [], grids: [], search: [], data: D });
   const S = D.search || null;
@@ -51,25 +71,7 @@
   function color(i) {
     return "hsl(" + ((i * 137.508) % 360).toFixed(1) + ",65%,42%)";
   }
-  function fmt(v, digits) {
-    if (v === null || v === undefined || v === "") return "";
-    if (typeof v !== "number") return String(v);
-    if (!isFinite(v)) return String(v);
-    if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
-    const a = Math.abs(v);
-    if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(digits || 3);
-    return v.toPrecision(digits || 4).replace(/\.?0+$/, "");
-  }
-  function human(v, unit) {
-    if (v === null || v === undefined) return "";
-    const s = ["", "K", "M", "G", "T"];
-    let i = 0;
-    while (Math.abs(v) >= 1000 && i < s.length - 1) {
-      v /= 1000;
-      i++;
-    }
-    return v.toPrecision(3).replace(/\.?0+$/, "") + " " + s[i] + unit;
-  }
+  const { fmt, human } = nnfleetFormat; // format.js
   const modelIndex = new Map(models.map((m, i) => [m.name, i]));
   // A pruned trial says at which budget its scheduler stopped it (its last rung's epochs).
   function prunedAt(m) {
@@ -81,15 +83,15 @@
 
   // The ranking: done models with the figure first, best first; the others after, in plan order.
   const rankValue = (m) => (m.metrics ? m.metrics[D.rank_by] : undefined);
+  const hasRank = (m) => m.status === "done" && typeof rankValue(m) === "number";
+  const betterFirst = (x, y) => (D.higher_is_better ? y - x : x - y);
   const ranked = models
     .map((m, i) => ({ m, i }))
     .sort((a, b) => {
-      const x = rankValue(a.m), y = rankValue(b.m);
-      const xa = a.m.status === "done" && typeof x === "number";
-      const ya = b.m.status === "done" && typeof y === "number";
+      const xa = hasRank(a.m), ya = hasRank(b.m);
       if (xa !== ya) return xa ? -1 : 1;
       if (!xa) return a.i - b.i;
-      return D.higher_is_better ? y - x : x - y;
+      return betterFirst(rankValue(a.m), rankValue(b.m));
     });
   ranked.forEach((r, k) => (r.m.rank = k + 1));
 
@@ -97,8 +99,9 @@
   function header() {
     const counts = {};
     for (const m of models) counts[m.status] = (counts[m.status] || 0) + 1;
-    const parts = Object.entries(counts).map(([s, n]) => n + " " + s);
+    const parts = Object.entries(counts).map(([s, n]) => fmt(n) + " " + s);
     const when = new Date(D.generated * 1000).toLocaleString();
+    const sections = ["leaderboard", D.group_by ? "groups" : null, S ? "search" : null, "curves", S ? null : "grid", "timeline", "models"];
     return el(
       "header",
       {},
@@ -106,33 +109,33 @@
       el(
         "p",
         { class: "summary" },
-        models.length + " models: " + parts.join(", ") + " · ranked by ",
+        el("span", { id: "model-count" }, fmt(models.length) + " models"),
+        ": " + parts.join(", ") + " · ranked by ",
         el("b", {}, D.rank_by + (D.higher_is_better ? " (higher is better)" : " (lower is better)")),
         " · written " + when + " · ",
         D.live
           ? el("span", { class: "live", id: "live" }, "LIVE: this page reloads every few seconds")
           : el("span", { class: "final" }, "run ended")
       ),
-      el(
-        "nav",
-        {},
-        ...["leaderboard", S ? "search" : null, "curves", S ? null : "grid", "timeline", "models"].filter((s) => s).map((s) =>
-          el("a", { href: "#" + s }, s[0].toUpperCase() + s.slice(1))
-        )
-      )
+      el("nav", {}, ...sections.filter((s) => s).map((s) => el("a", { href: "#" + s }, s[0].toUpperCase() + s.slice(1))))
     );
   }
 
   // ---- leaderboard ---------------------------------------------------------------------------
+  // A page of kPageRows rows: 10,000 rows of a dozen cells took seconds to lay out, and sorting
+  // and filtering go over every model all the same.
+  const kPageRows = 50;
   const metricKeys = [];
   for (const m of models)
     for (const k of Object.keys(m.metrics || {})) if (!metricKeys.includes(k)) metricKeys.push(k);
   metricKeys.sort((a, b) => (a === D.rank_by ? -1 : b === D.rank_by ? 1 : 0));
+  const gridWord = D.grid_source === "recorded" ? "parameter " : "grid ";
   const columns = [
     { key: "rank", label: "#", get: (m) => m.rank },
     { key: "name", label: "model", get: (m) => m.name },
     { key: "status", label: "status", get: (m) => statusText(m) },
     ...metricKeys.map((k) => ({ key: "m:" + k, label: k, get: (m) => (m.metrics || {})[k] })),
+    ...D.grid_vars.map((v) => ({ key: "g:" + v, label: v, title: gridWord + v, get: (m) => (m.grid || {})[v] })),
     { key: "epochs", label: "epochs", get: (m) => m.epochs },
     { key: "best", label: "best epoch", get: (m) => (m.best ? m.best.epoch : null) },
     { key: "params", label: "params", get: (m) => m.params },
@@ -141,92 +144,177 @@
     { key: "seconds", label: "seconds", get: (m) => m.seconds },
     { key: "stop", label: "why it stopped", get: (m) => m.stop_reason },
   ];
-
+  function matches(name) {
+    const f = state.filter.trim();
+    if (!f) return true;
+    if (f.length > 2 && f.startsWith("/") && f.endsWith("/")) {
+      try {
+        return new RegExp(f.slice(1, -1)).test(name);
+      } catch (e) {
+        return false;
+      }
+    }
+    return name.toLowerCase().includes(f.toLowerCase());
+  }
+  function boardRow(m) {
+    const tr = el("tr", { "data-model": m.name, class: m.name === state.isolated ? "isolated" : "" });
+    const drawn = curveModels().includes(modelIndex.get(m.name));
+    for (const c of columns) {
+      const v = c.get(m);
+      if (c.key === "name") {
+        tr.append(
+          el(
+            "td",
+            { class: "name" },
+            el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }),
+            el("a", { href: "#model-" + m.name, title: "details", onclick: () => openModel(m.name) }, m.name),
+            " ",
+            el("button", { class: "iso", title: "show only this model in the charts", onclick: () => isolate(m.name) }, m.name === state.isolated ? "show all" : "isolate"),
+            " ",
+            el("button", { class: "iso plot", title: drawn ? "take its curves out of the charts" : "draw its curves in the charts", onclick: () => plotModel(m.name, !drawn) }, drawn ? "unplot" : "plot")
+          )
+        );
+      } else if (c.key === "status") {
+        tr.append(el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, statusText(m))));
+      } else {
+        tr.append(el("td", { class: typeof v === "number" ? "num" : "" }, c.show ? c.show(v) : fmt(v)));
+      }
+    }
+    return tr;
+  }
   function leaderboard() {
-    const filter = el("input", {
-      type: "search",
-      id: "filter",
-      placeholder: "filter models by name (text or /regex/)",
-      value: state.filter,
-    });
-    const table = el("table", { class: "board", id: "board" });
-    const thead = el("thead");
+    const filter = el("input", { type: "search", id: "filter", placeholder: "filter models by name (text or /regex/)", value: state.filter });
     const tbody = el("tbody");
-    table.append(thead, tbody);
     const hr = el("tr");
     for (const c of columns) {
-      const th = el("th", { "data-key": c.key, title: "sort by " + c.label }, c.label);
+      const th = el("th", { "data-key": c.key, title: "sort by " + (c.title || c.label) }, c.label);
       th.addEventListener("click", () => {
         state.sort = { key: c.key, asc: state.sort.key === c.key ? !state.sort.asc : true };
         save("sort", state.sort);
-        fill();
+        goPage(0);
       });
       hr.append(th);
     }
-    thead.append(hr);
-    function matches(name) {
-      const f = state.filter.trim();
-      if (!f) return true;
-      if (f.length > 2 && f.startsWith("/") && f.endsWith("/")) {
-        try {
-          return new RegExp(f.slice(1, -1)).test(name);
-        } catch (e) {
-          return false;
-        }
-      }
-      return name.toLowerCase().includes(f.toLowerCase());
+    const table = el("table", { class: "board", id: "board" }, el("thead", {}, hr), tbody);
+    const info = el("span", { id: "page-info" });
+    const button = (id, text, to) => el("button", { class: "iso", id, onclick: () => goPage(to()) }, text);
+    let pages = 1;
+    const pager = el(
+      "div",
+      { class: "tools pager", id: "pager" },
+      button("page-first", "« first", () => 0),
+      button("page-prev", "‹ previous", () => state.page - 1),
+      info,
+      button("page-next", "next ›", () => state.page + 1),
+      button("page-last", "last »", () => pages - 1)
+    );
+    function goPage(p) {
+      state.page = p;
+      fill();
     }
     function fill() {
       const col = columns.find((c) => c.key === state.sort.key) || columns[0];
-      const rows = models.filter((m) => matches(m.name));
+      const rows = models.filter((m) => matches(m.name)).map((m) => ({ m, v: col.get(m) }));
       rows.sort((a, b) => {
-        const x = col.get(a), y = col.get(b);
-        const xn = x === null || x === undefined, yn = y === null || y === undefined;
-        if (xn || yn) return xn === yn ? 0 : xn ? 1 : -1;
-        const c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
-        return state.sort.asc ? c : -c;
+        const xn = a.v === null || a.v === undefined, yn = b.v === null || b.v === undefined;
+        if (xn || yn) return xn === yn ? a.m.rank - b.m.rank : xn ? 1 : -1;
+        const c = typeof a.v === "number" && typeof b.v === "number" ? a.v - b.v : String(a.v).localeCompare(String(b.v));
+        return (state.sort.asc ? c : -c) || a.m.rank - b.m.rank;
       });
-      for (const th of hr.children)
-        th.className = th.dataset.key === col.key ? (state.sort.asc ? "asc" : "desc") : "";
-      tbody.replaceChildren(
-        ...rows.map((m) => {
-          const tr = el("tr", { "data-model": m.name, class: m.name === state.isolated ? "isolated" : "" });
-          for (const c of columns) {
-            const v = c.get(m);
-            let cell;
-            if (c.key === "name") {
-              cell = el(
-                "td",
-                { class: "name" },
-                el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }),
-                el("a", { href: "#model-" + m.name, title: "details" }, m.name),
-                " ",
-                el(
-                  "button",
-                  { class: "iso", title: "show only this model in the charts", onclick: () => isolate(m.name) },
-                  m.name === state.isolated ? "show all" : "isolate"
-                )
-              );
-            } else if (c.key === "status") {
-              cell = el("td", {}, el("span", { class: "status " + m.status, title: m.message || "" }, statusText(m)));
-            } else {
-              cell = el("td", { class: typeof v === "number" ? "num" : "" }, c.show ? c.show(v) : fmt(v));
-            }
-            tr.append(cell);
-          }
-          return tr;
-        })
-      );
-      const shown = document.getElementById("shown");
-      if (shown) shown.textContent = rows.length + " of " + models.length + " models shown";
+      pages = Math.max(1, Math.ceil(rows.length / kPageRows));
+      state.page = Math.min(Math.max(0, state.page | 0), pages - 1);
+      save("page", state.page);
+      for (const th of hr.children) th.className = th.dataset.key === col.key ? (state.sort.asc ? "asc" : "desc") : "";
+      const first = state.page * kPageRows;
+      const shown = rows.slice(first, first + kPageRows);
+      tbody.replaceChildren(...shown.map((r) => boardRow(r.m)));
+      listModels(shown.map((r) => r.m.name));
+      info.textContent = "page " + fmt(state.page + 1) + " of " + fmt(pages);
+      pager.style.display = pages > 1 ? "" : "none";
+      for (const id of ["page-first", "page-prev"]) pager.querySelector("#" + id).disabled = state.page === 0;
+      for (const id of ["page-next", "page-last"]) pager.querySelector("#" + id).disabled = state.page === pages - 1;
+      const note = document.getElementById("shown");
+      if (note)
+        note.textContent = rows.length
+          ? "rows " + fmt(first + 1) + "–" + fmt(first + shown.length) + " of " + fmt(rows.length) + (rows.length < models.length ? " matching (" + fmt(models.length) + " models)" : " models")
+          : "no model matches (" + fmt(models.length) + " models)";
     }
     filter.addEventListener("input", () => {
       state.filter = filter.value;
       save("filter", state.filter);
-      fill();
+      goPage(0);
     });
-    const sec = el("section", { id: "leaderboard" }, el("h2", {}, "Leaderboard"), el("div", { class: "tools" }, filter, el("span", { id: "shown" })), el("div", { class: "scroll" }, table));
     R.fillBoard = fill;
+    R.goPage = goPage;
+    return el("section", { id: "leaderboard" }, el("h2", {}, "Leaderboard"), el("div", { class: "tools" }, filter, el("span", { id: "shown" })), pager, el("div", { class: "scroll" }, table));
+  }
+
+  // ---- groups: the models ranked within each value of the run's group_by ---------------------
+  // A model's architecture is its name with the group's value taken out ("lstm-{k}" of lstm-3):
+  // the plan entry it came from. The value stands in the name as a whole token (not inside a
+  // longer number); a name that does not spell it is its own architecture.
+  function architecture(name, g, value) {
+    const text = String(value);
+    const part = (c) => c !== undefined && /[0-9.]/.test(c);
+    for (let at = name.indexOf(text); at >= 0 && text; at = name.indexOf(text, at + 1)) {
+      const end = at + text.length;
+      if (!part(name[at - 1]) && !part(name[end])) return name.slice(0, at) + "{" + g + "}" + name.slice(end);
+    }
+    return name;
+  }
+  function groupStats() {
+    const g = D.group_by, byValue = new Map();
+    for (const m of models) {
+      const v = m.grid ? m.grid[g] : undefined;
+      if (v === undefined || v === null) continue;
+      const key = JSON.stringify(v);
+      if (!byValue.has(key)) byValue.set(key, { value: v, members: [] });
+      byValue.get(key).members.push(m);
+    }
+    const groups = [...byValue.values()];
+    const numeric = groups.every((x) => typeof x.value === "number");
+    groups.sort((a, b) => (numeric ? a.value - b.value : String(a.value).localeCompare(String(b.value))));
+    const wins = new Map();
+    for (const x of groups) {
+      x.members.sort((a, b) => a.rank - b.rank);
+      x.winner = hasRank(x.members[0]) ? x.members[0] : null;
+      for (const m of x.members) {
+        const arch = architecture(m.name, g, x.value);
+        if (!wins.has(arch)) wins.set(arch, { arch, wins: 0, groups: 0 });
+        wins.get(arch).groups++;
+      }
+      if (x.winner) wins.get((x.arch = architecture(x.winner.name, g, x.value))).wins++;
+    }
+    return { groups, wins: [...wins.values()].sort((a, b) => b.wins - a.wins || a.arch.localeCompare(b.arch)) };
+  }
+  function groupsView() {
+    const g = D.group_by, { groups, wins } = groupStats();
+    const sec = el("section", { id: "groups" }, el("h2", {}, "Groups by " + g));
+    if (!groups.length) {
+      sec.append(el("p", { class: "empty" }, "No model records " + g + " yet."));
+      return sec;
+    }
+    sec.append(el("p", { class: "hint" }, fmt(groups.length) + " groups; in each the models ranked by " + D.rank_by + ", and the architecture (the model's name without its " + g + ") of the best one"));
+    const winRows = wins.map((w) => el("tr", { "data-arch": w.arch }, el("td", {}, w.arch), el("td", { class: "num" }, fmt(w.wins)), el("td", { class: "num" }, fmt(w.groups))));
+    sec.append(el("h3", {}, "Wins per architecture"), el("table", { class: "board", id: "group-wins" }, el("thead", {}, el("tr", {}, el("th", {}, "architecture"), el("th", {}, "groups won"), el("th", {}, "groups entered"))), el("tbody", {}, ...winRows)));
+    const kRanking = 5; // names in a group's ranking cell; its size says the rest
+    const rows = groups.map((x) => {
+      const w = x.winner;
+      const ranking = x.members.slice(0, kRanking).map((m, k) => k + 1 + ". " + m.name + (hasRank(m) ? " (" + fmt(rankValue(m), 4) + ")" : " (" + statusText(m) + ")"));
+      if (x.members.length > kRanking) ranking.push("+" + fmt(x.members.length - kRanking) + " more");
+      return el(
+        "tr",
+        { "data-group": String(x.value), "data-winner": w ? w.name : "", "data-arch": w ? x.arch : "" },
+        el("td", {}, fmt(x.value)),
+        el("td", { class: "num" }, fmt(x.members.length)),
+        el("td", {}, w ? el("a", { href: "#model-" + w.name, onclick: () => openModel(w.name) }, w.name) : "none finished"),
+        el("td", {}, w ? x.arch : ""),
+        el("td", { class: "num" }, w ? fmt(rankValue(w), 5) : ""),
+        el("td", { class: "ranking" }, ranking.join("  "))
+      );
+    });
+    const head = el("tr", {}, ...[g, "models", "best model", "architecture", D.rank_by, "ranking"].map((h) => el("th", {}, h)));
+    sec.append(el("h3", {}, "Each group's ranking"), el("div", { class: "scroll" }, el("table", { class: "board", id: "group-table" }, el("thead", {}, head), el("tbody", {}, ...rows))));
     return sec;
   }
 
@@ -234,7 +322,9 @@
   function isolate(name) {
     state.isolated = state.isolated === name || name === null ? null : name;
     save("isolated", state.isolated);
-    applyIsolation();
+    // A model not drawn is added to the curves first: isolating it shows its curves.
+    if (state.isolated !== null && !curveModels().includes(modelIndex.get(state.isolated))) plotModel(state.isolated, true);
+    else applyIsolation();
   }
   function applyIsolation() {
     for (const u of R.curves)
@@ -297,19 +387,109 @@
     }).observe(box);
   }
 
+  // Which models' curves are drawn: the best kTopCurves by the ranking metric, the ones added on
+  // request (a leaderboard row's "plot", the box above the charts), and a band (median and
+  // quartiles per epoch) for all but the best. 2,000 overlaid curves were one grey mass; a fleet
+  // of up to 2 * kTopCurves models is drawn whole (a band of fewer than kTopCurves models says
+  // less than their curves).
+  const kTopCurves = 10;
+  const allCurves = models.length <= 2 * kTopCurves;
+  const topCurves = new Set(ranked.slice(0, kTopCurves).map((r) => r.i));
+  const restCurves = allCurves ? [] : ranked.slice(kTopCurves).map((r) => r.i);
+  let drawnCache = null;
+  function curveModels() {
+    if (!drawnCache) {
+      const set = allCurves ? new Set(models.keys()) : new Set(topCurves);
+      for (const n of state.added) if (modelIndex.has(n)) set.add(modelIndex.get(n));
+      drawnCache = [...set].sort((a, b) => a - b);
+    }
+    return drawnCache;
+  }
+  function plotModel(name, on) {
+    if (!modelIndex.has(name) || allCurves || topCurves.has(modelIndex.get(name))) return;
+    state.added = state.added.filter((n) => n !== name);
+    if (on) state.added.push(name);
+    else if (state.isolated === name) state.isolated = null;
+    save("added", state.added);
+    save("isolated", state.isolated);
+    drawnCache = null;
+    if (R.drawCurves) R.drawCurves();
+    applyIsolation();
+  }
+  // The band's figures per epoch of `col` over the models not among the best: lower quartile,
+  // median, upper quartile (linear between ranks), null where none of them has the epoch.
+  const bandCache = new Map();
+  function band(col, xs) {
+    if (bandCache.has(col)) return bandCache.get(col);
+    const cols = xs.map(() => []);
+    for (const i of restCurves) {
+      const h = models[i].history;
+      if (h[col]) h.epoch.forEach((e, k) => typeof h[col][k] === "number" && cols[e - 1] && cols[e - 1].push(h[col][k]));
+    }
+    const q = (v, p) => {
+      const at = (v.length - 1) * p, lo = Math.floor(at), hi = Math.ceil(at);
+      return v[lo] + (v[hi] - v[lo]) * (at - lo);
+    };
+    const out = { q1: [], median: [], q3: [], n: [] };
+    for (const v of cols) {
+      v.sort((a, b) => a - b);
+      out.q1.push(v.length ? q(v, 0.25) : null);
+      out.median.push(v.length ? q(v, 0.5) : null);
+      out.q3.push(v.length ? q(v, 0.75) : null);
+      out.n.push(v.length);
+    }
+    bandCache.set(col, out);
+    return out;
+  }
+  let maxEpoch = 0;
+  for (const m of models) for (const e of m.history.epoch) maxEpoch = Math.max(maxEpoch, e);
+
+  // The best epoch of each shown model among the `drawn` (series 1..drawn.length): a ring on
+  // its curve.
+  function bestRings(drawn) {
+    return (u) => {
+      const ctx = u.ctx;
+      ctx.save();
+      ctx.lineWidth = 2 * devicePixelRatio;
+      for (let s = 1; s <= drawn.length; s++) {
+        const m = models[drawn[s - 1]];
+        if (!u.series[s].show || !m.best || !m.best.epoch) continue;
+        const v = u.data[s][m.best.epoch - 1];
+        if (v === null || v === undefined) continue;
+        const x = u.valToPos(m.best.epoch, "x", true), y = u.valToPos(v, "y", true);
+        ctx.strokeStyle = color(drawn[s - 1]);
+        ctx.beginPath();
+        ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
+        ctx.stroke();
+      }
+      ctx.restore();
+    };
+  }
+
   function curveChart(col, width) {
-    let maxE = 0;
-    for (const m of models) maxE = Math.max(maxE, m.history.epoch.length ? Math.max(...m.history.epoch) : 0);
     const xs = [];
-    for (let e = 1; e <= Math.max(maxE, 1); e++) xs.push(e);
+    for (let e = 1; e <= Math.max(maxEpoch, 1); e++) xs.push(e);
+    const drawn = curveModels();
     const data = [xs];
-    for (const m of models) {
+    for (const i of drawn) {
       const ys = xs.map(() => null);
-      const h = m.history;
+      const h = models[i].history;
       if (h[col]) h.epoch.forEach((e, k) => (ys[e - 1] = h[col][k]));
       data.push(ys);
     }
-    const box = el("div", { class: "curve", "data-column": col });
+    const b = restCurves.length ? band(col, xs) : null;
+    const bandSeries = [];
+    if (b) {
+      data.push(b.q3, b.median, b.q1);
+      const grey = "rgba(75,85,99,0.55)";
+      bandSeries.push(
+        { label: "upper quartile of the rest", stroke: grey, width: 1, points: { show: false } },
+        { label: "median of the rest", stroke: "#4b5563", width: 2, dash: [6, 4], points: { show: false } },
+        { label: "lower quartile of the rest", stroke: grey, width: 1, points: { show: false } }
+      );
+    }
+    const modelOf = (s) => (s <= drawn.length ? models[drawn[s - 1]] : null);
+    const box = el("div", { class: "curve", "data-column": col, "data-band": String(restCurves.length) });
     const few = xs.length <= 40;
     let tt;
     const opts = {
@@ -321,59 +501,67 @@
       cursor: { points: { size: 7 }, drag: { x: true, y: false } },
       series: [
         { label: "epoch" },
-        ...models.map((m, i) => ({
-          label: m.name,
+        ...drawn.map((i) => ({
+          label: models[i].name,
           stroke: color(i),
           width: 1.5,
           spanGaps: false,
           points: { show: few, size: 4 },
-          show: state.isolated === null || state.isolated === m.name,
+          show: state.isolated === null || state.isolated === models[i].name,
         })),
+        ...bandSeries.map((s) => Object.assign(s, { show: state.isolated === null })),
       ],
+      bands: b ? [{ series: [drawn.length + 1, drawn.length + 3], fill: "rgba(107,114,128,0.16)" }] : [],
       axes: [{ label: "epoch", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }, { label: col, size: 60 }],
       hooks: {
         setCursor: [(u) => tt && tt.update(u)],
-        // The best epoch of each shown model: a ring on its curve.
-        draw: [
-          (u) => {
-            const ctx = u.ctx;
-            ctx.save();
-            ctx.lineWidth = 2 * devicePixelRatio;
-            for (let s = 1; s < u.series.length; s++) {
-              const m = models[s - 1];
-              if (!u.series[s].show || !m.best || !m.best.epoch) continue;
-              const v = u.data[s][m.best.epoch - 1];
-              if (v === null || v === undefined) continue;
-              const x = u.valToPos(m.best.epoch, "x", true), y = u.valToPos(v, "y", true);
-              ctx.strokeStyle = color(s - 1);
-              ctx.beginPath();
-              ctx.arc(x, y, 5 * devicePixelRatio, 0, 2 * Math.PI);
-              ctx.stroke();
-            }
-            ctx.restore();
-          },
-        ],
+        draw: [bestRings(drawn)],
       },
     };
     const u = new uPlot(opts, data, box);
     tt = tooltipFor(
       u,
       box,
-      (s) => models[s - 1].name,
+      (s) => (modelOf(s) ? modelOf(s).name : u.series[s].label + " (" + fmt(restCurves.length) + " models)"),
       (s, idx) => {
-        const m = models[s - 1];
-        const best = m.best && m.best.epoch === idx + 1 ? " (best epoch: " + m.best.monitor + ")" : "";
-        return "epoch " + (idx + 1) + ": " + col + " = " + fmt(u.data[s][idx], 5) + best;
+        const m = modelOf(s);
+        const best = m && m.best && m.best.epoch === idx + 1 ? " (best epoch: " + m.best.monitor + ")" : "";
+        const n = m ? "" : ", of " + fmt(b.n[idx]) + " with the epoch";
+        return "epoch " + (idx + 1) + ": " + col + " = " + fmt(u.data[s][idx], 5) + best + n;
       }
     );
     u.over.addEventListener("click", () => {
       const s = tt.nearest();
-      isolate(state.isolated !== null ? null : s === null ? null : models[s - 1].name);
+      const m = s === null ? null : modelOf(s);
+      isolate(state.isolated !== null ? null : m ? m.name : null);
     });
-    box.dataset.series = String(u.series.length - 1);
+    box.dataset.series = String(drawn.length);
     fitWidth(u, box);
     R.curves.push(u);
     return box;
+  }
+
+  // The box that adds a model to the curves by name: the name itself, or the one model whose name
+  // holds the text.
+  function curveAdder() {
+    const input = el("input", { type: "search", id: "curve-add", placeholder: "add a model's curves by name" });
+    const note = el("span", { id: "curve-add-note", class: "hint" });
+    const add = () => {
+      const text = input.value.trim();
+      if (!text) return;
+      let name = modelIndex.has(text) ? text : null;
+      if (!name) {
+        const hits = models.filter((m) => m.name.includes(text));
+        if (hits.length === 1) name = hits[0].name;
+        else note.textContent = hits.length ? fmt(hits.length) + " models match '" + text + "'; type more of the name" : "no model is named '" + text + "'";
+      }
+      if (!name) return;
+      note.textContent = "";
+      input.value = "";
+      plotModel(name, true);
+    };
+    input.addEventListener("keydown", (e) => e.key === "Enter" && add());
+    return el("div", { class: "tools" }, input, el("button", { class: "iso", id: "curve-add-button", onclick: add }, "add"), note);
   }
 
   function curves(width) {
@@ -383,15 +571,27 @@
       sec.append(el("p", { class: "empty" }, "No epoch has finished yet."));
       return sec;
     }
+    if (!allCurves)
+      sec.append(
+        el("p", { class: "hint", id: "curves-about" }, "the best " + kTopCurves + " models by " + D.rank_by + " drawn, and the other " + fmt(restCurves.length) + " as a band: their median (dashed) and quartiles (shaded) per epoch; draw any model with its “plot” button in the leaderboard or here:"),
+        curveAdder()
+      );
     sec.append(el("p", { class: "hint", id: "isolated-note" }, "hover to read a value; click a curve to show only its model; rings mark each model's best epoch; drag to zoom, double-click to reset"));
     // Training and validation figures of one metric side by side.
     const base = cols.filter((c) => !c.startsWith("val_"));
     const grid = el("div", { class: "charts" });
-    for (const b of base) {
-      grid.append(curveChart(b, width));
-      if (cols.includes("val_" + b)) grid.append(curveChart("val_" + b, width));
-    }
-    for (const c of cols) if (c.startsWith("val_") && !base.includes(c.slice(4))) grid.append(curveChart(c, width));
+    R.drawCurves = () => {
+      for (const u of R.curves) u.destroy();
+      R.curves.length = 0;
+      const boxes = [];
+      for (const b of base) {
+        boxes.push(curveChart(b, width));
+        if (cols.includes("val_" + b)) boxes.push(curveChart("val_" + b, width));
+      }
+      for (const c of cols) if (c.startsWith("val_") && !base.includes(c.slice(4))) boxes.push(curveChart(c, width));
+      grid.replaceChildren(...boxes);
+    };
+    R.drawCurves();
     sec.append(grid);
     return sec;
   }
@@ -872,11 +1072,9 @@
       const w = Math.max(X(b.end) - X(b.start), 1.5);
       const r = svg("rect", { class: cls, x: X(b.start), y, width: w, height: h, fill, "data-model": b.model }, svg("title", {}, tip));
       r.addEventListener("click", () => {
+        openModel(b.model);
         const d = document.getElementById("model-" + b.model);
-        if (d) {
-          d.open = true;
-          d.scrollIntoView({ behavior: "smooth" });
-        }
+        if (d) d.scrollIntoView({ behavior: "smooth" });
       });
       root.append(r);
       if (w > 40 && cls === "job") {
@@ -940,33 +1138,72 @@
   }
 
   // ---- models --------------------------------------------------------------------------------
-  function details() {
-    const sec = el("section", { id: "models" }, el("h2", {}, "Models"));
-    for (const m of models) {
-      const kv = [
-        ["status", m.status],
-        ["why it stopped", m.stop_reason],
-        ["epochs", m.epochs + (m.planned_epochs ? " of " + m.planned_epochs : "")],
-        ["best epoch", m.best ? m.best.epoch + " (" + m.best.monitor + " = " + fmt(m.best.value, 5) + ")" : ""],
-        ["parameters", fmt(m.params)],
-        ["FLOPs per sample (forward)", m.flops ? human(m.flops, "FLOP") : ""],
-        ["samples/s", m.samples_per_second ? human(m.samples_per_second, "") : ""],
-        ["training seconds", fmt(m.seconds)],
-        ["core", m.core !== undefined && m.core >= 0 ? m.core : ""],
-      ];
-      const gridWord = D.grid_source === "recorded" ? "parameter " : "grid ";
-      for (const [k, v] of Object.entries(m.grid || {})) kv.push([gridWord + k, fmt(v)]);
-      for (const [k, v] of Object.entries(m.metrics || {})) kv.push([k, fmt(v, 6)]);
-      const d = el(
-        "details",
-        { id: "model-" + m.name, class: "model" },
-        el("summary", {}, el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }), m.name + " ", el("span", { class: "status " + m.status }, m.status), " " + (m.rank ? "#" + m.rank : "")),
-        el("table", { class: "kv" }, ...kv.filter((r) => r[1] !== "" && r[1] !== undefined).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, String(v))))),
-        m.summary ? el("pre", { class: "summary" }, m.summary) : el("p", { class: "empty" }, "No saved model file (yet) to describe.")
-      );
-      sec.append(d);
+  // Each model's figures and layer table are made when its details are opened: every model's
+  // table in the page made 29,916 rows for 2,000 models. Models of one architecture share one
+  // table in the data (layer_tables); its first lines name the model and its file.
+  const tableUsers = new Map();
+  for (const m of models) if (typeof m.layers === "number") tableUsers.set(m.layers, (tableUsers.get(m.layers) || 0) + 1);
+  function modelBody(m) {
+    const kv = [
+      ["status", m.status],
+      ["why it stopped", m.stop_reason],
+      ["epochs", m.epochs + (m.planned_epochs ? " of " + m.planned_epochs : "")],
+      ["best epoch", m.best ? m.best.epoch + " (" + m.best.monitor + " = " + fmt(m.best.value, 5) + ")" : ""],
+      ["parameters", fmt(m.params)],
+      ["FLOPs per sample (forward)", m.flops ? human(m.flops, "FLOP") : ""],
+      ["samples/s", m.samples_per_second ? human(m.samples_per_second, "") : ""],
+      ["training seconds", fmt(m.seconds)],
+      ["core", m.core !== undefined && m.core >= 0 ? m.core : ""],
+    ];
+    for (const [k, v] of Object.entries(m.grid || {})) kv.push([gridWord + k, fmt(v)]);
+    for (const [k, v] of Object.entries(m.metrics || {})) kv.push([k, fmt(v, 6)]);
+    const users = tableUsers.get(m.layers) || 0;
+    if (users > 1) kv.push(["architecture", "the same layers as " + fmt(users - 1) + " other model(s)"]);
+    const table = typeof m.layers === "number" ? D.layer_tables[m.layers] + (typeof m.notes === "number" ? D.layer_tables[m.notes] : "") : null;
+    const head = 'Model: "' + m.name + '"\nFile: ' + (m.model_file || "") + "\n";
+    return [
+      el("table", { class: "kv" }, ...kv.filter((r) => r[1] !== "" && r[1] !== undefined).map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, String(v))))),
+      table !== null ? el("pre", { class: "summary" }, head + table) : el("p", { class: "empty" }, "No saved model file (yet) to describe."),
+    ];
+  }
+  function buildModel(d) {
+    if (d.dataset.built) return;
+    d.dataset.built = "1";
+    d.append(...modelBody(models[modelIndex.get(d.dataset.model)]));
+  }
+  // The Models section holds the details of the leaderboard's page (10,000 of them took most of
+  // a second to make) and of every model opened from a link, a chart or a timeline bar.
+  function modelDetails(m) {
+    const d = el(
+      "details",
+      { id: "model-" + m.name, class: "model", "data-model": m.name },
+      el("summary", {}, el("span", { class: "swatch", style: "background:" + color(modelIndex.get(m.name)) }), m.name + " ", el("span", { class: "status " + m.status }, m.status), " " + (m.rank ? "#" + m.rank : ""))
+    );
+    d.addEventListener("toggle", () => d.open && buildModel(d));
+    return d;
+  }
+  const modelList = el("div", { id: "model-list" });
+  // The details of `names`: kept ones (opened) first, then the others in the given order.
+  function listModels(names) {
+    const keep = [...modelList.children].filter((d) => d.open);
+    const have = new Set(keep.map((d) => d.dataset.model));
+    const fresh = names.filter((n) => !have.has(n)).map((n) => document.getElementById("model-" + n) || modelDetails(models[modelIndex.get(n)]));
+    modelList.replaceChildren(...keep, ...fresh);
+  }
+  // Opens a model's details (made now if need be), as its link in the leaderboard does.
+  function openModel(name) {
+    if (!modelIndex.has(name)) return;
+    let d = document.getElementById("model-" + name);
+    if (!d) {
+      d = modelDetails(models[modelIndex.get(name)]);
+      modelList.prepend(d);
     }
-    return sec;
+    buildModel(d);
+    d.open = true;
+  }
+  R.openModel = openModel;
+  function details() {
+    return el("section", { id: "models" }, el("h2", {}, "Models"), el("p", { class: "hint" }, "the models of the leaderboard's page and those opened from a link; open one for its figures and layer table"), modelList);
   }
 
   function render() {
@@ -975,12 +1212,26 @@
     const chartW = width >= 2 * 460 + 12 ? Math.floor((width - 12) / 2) - 10 : width - 10;
     // A search's view shows each parameter against its metric, pruned trials included: it
     // stands in for the grid charts.
-    const params = S ? search(width, chartW) : grids(chartW);
-    app.replaceChildren(header(), leaderboard(), ...(S ? [params, curves(chartW)] : [curves(chartW), params]), timeline(width), details());
-    R.fillBoard();
+    // Each section's time to build (ms), for the browser tests' measures.
+    const timed = (name, f) => {
+      const t0 = performance.now();
+      const out = f();
+      R.timings[name] = Math.round(performance.now() - t0);
+      return out;
+    };
+    R.timings = {};
+    const params = timed(S ? "search" : "grid", () => (S ? search(width, chartW) : grids(chartW)));
+    const groups = D.group_by ? [timed("groups", groupsView)] : [];
+    const board = timed("leaderboard", leaderboard), curveSec = timed("curves", () => curves(chartW));
+    const sections = [header(), board, ...groups, ...(S ? [params, curveSec] : [curveSec, params]), timed("timeline", () => timeline(width)), timed("models", details)];
+    timed("layout", () => app.replaceChildren(...sections));
+    timed("fill", () => R.fillBoard());
     if (R.fillTrials) R.fillTrials();
     if (state.isolated !== null && !modelIndex.has(state.isolated)) isolate(null);
     else applyIsolation();
+    // A link to a model (#model-NAME) opens its details.
+    const hash = decodeURIComponent(location.hash.slice(1));
+    if (hash.startsWith("model-")) openModel(hash.slice(6));
     const y = load("scroll", 0);
     if (D.live && y) window.scrollTo(0, y);
   }
