@@ -128,7 +128,8 @@ class Run:
     without out= a temporary one of the Run's own, removed with it and its ModelResults),
     `interrupted` whether the run was stopped, `exit_code` what `nnfleet train` would have
     exited with. rank_by, higher_is_better: the leaderboard's metric and direction; ranking:
-    the results' indices best first. group_by: the parameter frame() ranks within by default.
+    the results' indices best first; best: the first finished one. group_by: the parameter
+    frame() ranks within by default.
     report_path: report.html as report=True wrote it ("" without; report_error says why not).
 
     Tables: rows() / frame() one row per model, history_rows() / history_frame() one per
@@ -169,6 +170,17 @@ class Run:
 
     def keys(self):
         return [r.name for r in self.results]
+
+    @property
+    def best(self):
+        """The leaderboard's first finished ("done") model with its ranking metric (rank_by),
+        or None: what `nnfleet train` prints at the top of its leaderboard."""
+        for k in self.ranking:
+            m = self.results[k]
+            value = m.metrics.get(self.rank_by)
+            if m.status == "done" and value is not None and not math.isnan(value):
+                return m
+        return None
 
     def ranks(self, group_by=None):
         """Each model's rank in plan order: its place on the leaderboard (1: best; models

@@ -56,3 +56,28 @@ def test_the_seed_rewrites_run_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "(300, 10) (300,)" in out
     assert "Conv2D" in out
+
+
+def test_the_quick_start_runs_as_written(tmp_path, monkeypatch, capsys):
+    # README's "Quick start from Python" (tests/install/pip_install_test.sh runs it too, with the
+    # package pip installed from a fresh clone).
+    section = README.read_text().split("## Quick start from Python", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1 and len(blocks[0].strip().splitlines()) <= 12
+    write_idx(tmp_path, "train", 300, 1)
+    write_idx(tmp_path, "t10k", 50, 2)
+    monkeypatch.setenv("NNFLEET_FASHION_MNIST", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    scope = {}
+    exec(compile(blocks[0], "README quick start", "exec"), scope)
+    out = capsys.readouterr().out.splitlines()
+    # One line per finished model, the frame's five rows ranked 1..5, the best model's
+    # predictions for five images beside their labels.
+    assert sum(line.startswith("mlp-") and ": done, 2/2 epochs" in line for line in out) == 5
+    rows = [line.split() for line in out if re.match(r"^\d+\s+mlp-\d+\s", line)]
+    assert sorted(r[1] for r in rows) == ["mlp-128", "mlp-16", "mlp-256", "mlp-32", "mlp-64"]
+    assert sorted(int(r[3]) for r in rows) == [1, 2, 3, 4, 5]
+    run = scope["run"]
+    assert scope["best"] is run.best.model and run.best is run[run.ranking[0]]
+    assert (tmp_path / "report.html").stat().st_size > 10_000
+    assert out[-1].startswith("[") and len(out[-1].split("]")[0].split()) == 5
