@@ -16,8 +16,11 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_reader.h"
 #include "nnfleet/nnfleet.h"
 #include "platform/cpu.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {
@@ -230,6 +233,83 @@ TEST_F(ApiTest, SavedModelsReadBackTheSame) {
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("expected .keras, .h5 or .onnx"));
   }
+}
+
+// Every dataset below `g` by path: its dimensions, element type and raw bytes (read as the
+// floats or the int64 it holds), so that two files' variables compare bit for bit.
+using RawVars = std::map<std::string, std::string>;
+void raw_vars(const h5::Group& g, const std::string& prefix, RawVars& out) {
+  for (const auto& c : g.children()) {
+    const std::string p = prefix + "/" + c;
+    if (g.has_group(c)) {
+      raw_vars(g.group(c), p, out);
+      continue;
+    }
+    const h5::Dataset d = g.dataset(c);
+    std::string v = std::to_string(d.type_class()) + ":" + std::to_string(d.type_size()) + "[";
+    size_t n = 1;
+    for (int64_t k : d.dims()) {
+      v += std::to_string(k) + ",";
+      n *= static_cast<size_t>(k);
+    }
+    v += "]";
+    if (d.type_class() == H5T_INTEGER) {
+      v += std::to_string(d.read_int64());
+    } else {
+      std::vector<float> f(n);
+      d.read_floats(f.data(), n);
+      v.append(reinterpret_cast<const char*>(f.data()), n * sizeof(float));
+    }
+    out[p] = v;
+  }
+}
+
+// The optimizer variables of a .keras file (optimizer/vars in model.weights.h5) or a legacy .h5
+// file (optimizer_weights).
+RawVars optimizer_vars(const std::string& path) {
+  const bool keras = path.size() > 6 && path.substr(path.size() - 6) == ".keras";
+  const std::string bytes =
+      keras ? ZipReader(path).read("model.weights.h5", uint64_t{1} << 32) : "";
+  auto lock = h5::hdf5_lock();
+  h5::File f = keras ? h5::File::open_image(path, bytes) : h5::File::open(path);
+  const std::string group = keras ? "optimizer/vars" : "optimizer_weights";
+  RawVars out;
+  if (f.root().has_group(group)) raw_vars(f.root().group(group), "", out);
+  return out;
+}
+
+// Keras's load_model keeps a file's compile() and optimizer: a trained model's file, loaded and
+// saved again (.keras or .h5), evaluates with its own loss and metrics and holds the same
+// optimizer variables.
+TEST_F(ApiTest, SavingALoadedFileKeepsItsCompileConfigAndOptimizerState) {
+  api::RunOptions o;
+  o.out = dir.path + "/run";
+  const api::RunResult r = train_memory(o);
+  ASSERT_EQ(r.models[1].status, api::Status::kDone) << r.models[1].message;
+  const std::string original = r.models[1].model_file;
+  const RawVars want = optimizer_vars(original);
+  ASSERT_EQ(want.size(), 2u + 2 * 4);  // iterations, learning rate, m and v of 4 variables
+  const api::Model loaded = api::Model::load(original);
+  const auto figures = loaded.evaluate({data.xv()}, {data.yv()});
+  ASSERT_EQ(figures.size(), 2u);
+  EXPECT_EQ(figures[1].first, "accuracy");
+  const LoadedModel first = load_keras_model(original);
+  for (const char* ext : {".keras", ".h5"}) {
+    const std::string path = dir.path + "/again" + ext;
+    loaded.save(path);
+    const api::Model back = api::Model::load(path);
+    EXPECT_EQ(back.evaluate({data.xv()}, {data.yv()}), figures) << ext;
+    const LoadedModel again = load_keras_model(path);
+    EXPECT_EQ(again.optimizer_state, first.optimizer_state) << ext;
+    EXPECT_EQ(again.iterations, first.iterations) << ext;
+    EXPECT_EQ(again.optimizer.kind, first.optimizer.kind) << ext;
+    // A second generation writes the variables the first did, bit for bit.
+    const std::string twice = dir.path + "/twice" + ext;
+    back.save(twice);
+    EXPECT_EQ(optimizer_vars(twice), optimizer_vars(path)) << ext;
+  }
+  EXPECT_EQ(optimizer_vars(dir.path + "/again.keras"), want);
+  EXPECT_EQ(optimizer_vars(dir.path + "/again.h5").size(), 1u + 2 * 4);  // no rate variable
 }
 
 TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
