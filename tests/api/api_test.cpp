@@ -312,6 +312,47 @@ TEST_F(ApiTest, SavingALoadedFileKeepsItsCompileConfigAndOptimizerState) {
   EXPECT_EQ(optimizer_vars(dir.path + "/again.h5").size(), 1u + 2 * 4);  // no rate variable
 }
 
+// restore_best_weights: a model's figures are those of the epoch whose weights its file holds.
+// Early stopping that monitors the training loss in "max" mode finds epoch 1 best (the loss
+// falls), stops after `patience` epochs without a higher one and puts epoch 1's weights back.
+TEST_F(ApiTest, RestoredBestWeightsReportTheBestEpochsFiguresAndTheLastApart) {
+  std::string plan = plan_text(array_source("x"), array_source("y"));
+  const std::string defaults = R"("defaults": {)";
+  plan.replace(plan.find(defaults), defaults.size(),
+               defaults + R"("early_stopping": {"monitor": "loss", "mode": "max", "patience": 2,
+                   "restore_best_weights": true}, )");
+  plan.replace(plan.find(R"("epochs": 3)"), 11, R"("epochs": 6)");
+  api::RunOptions o;
+  o.out = dir.path + "/run";
+  const api::RunResult r =
+      api::train(api::PlanInput::text(plan, "es"), {{"x", data.xv()}, {"y", data.yv()}}, o);
+  for (const api::ModelResult& m : r.models) {
+    ASSERT_EQ(m.status, api::Status::kDone) << m.message;
+    ASSERT_EQ(m.best.epoch, 1) << m.name;
+    ASSERT_EQ(m.history.size(), 3u) << m.name;  // stopped after 2 epochs without a higher loss
+    EXPECT_EQ(m.metrics, m.history[0].values) << m.name;
+    EXPECT_EQ(m.last_metrics, m.history[2].values) << m.name;
+    EXPECT_NE(m.metrics, m.last_metrics) << m.name;
+    // The saved file holds epoch 1's weights: its evaluation on the validation rows (the last
+    // quarter, as Keras's validation_split takes them) is epoch 1's val_loss and val_accuracy.
+    const int64_t n_val = data.n / 4, first = data.n - n_val;
+    const api::ArrayView xv{
+        data.x.data() + first * 64, api::ElementType::kFloat32, {n_val, 8, 8, 1}};
+    const api::ArrayView yv{data.y.data() + first, api::ElementType::kInt32, {n_val}};
+    const auto ev = api::Model::load(m.model_file).evaluate({xv}, {yv});
+    std::map<std::string, double> kept(m.metrics.begin(), m.metrics.end());
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_NEAR(ev[0].second, kept.at("val_loss"), 1e-6) << m.name;
+    EXPECT_DOUBLE_EQ(ev[1].second, kept.at("val_accuracy")) << m.name;
+  }
+  // results.json says the same, and the last epoch's apart.
+  const Json results = Json::parse(testing_util::read_text(r.results_file));
+  const Json& first = results.at("models").at(0);
+  EXPECT_EQ(first.at("metrics").at("loss").get<double>(), r.models[0].history[0].values[0].second);
+  EXPECT_EQ(first.at("last_metrics").at("loss").get<double>(),
+            r.models[0].history[2].values[0].second);
+}
+
 TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
   std::mutex mu;
   std::map<std::string, std::vector<int>> epochs;
