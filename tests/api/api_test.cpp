@@ -18,6 +18,7 @@
 #include "../fleet/fleet_test_util.h"
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 #include "nnfleet/nnfleet.h"
 #include "platform/cpu.h"
 #include "platform/zip_archive.h"
@@ -351,6 +352,75 @@ TEST_F(ApiTest, RestoredBestWeightsReportTheBestEpochsFiguresAndTheLastApart) {
   EXPECT_EQ(first.at("metrics").at("loss").get<double>(), r.models[0].history[0].values[0].second);
   EXPECT_EQ(first.at("last_metrics").at("loss").get<double>(),
             r.models[0].history[2].values[0].second);
+}
+
+// One rule for a loss's targets in train, predict and evaluate: integer labels with
+// categorical_crossentropy are refused by all three (as Keras refuses them), naming the fix.
+TEST_F(ApiTest, IntegerLabelsWithCategoricalCrossentropyAreRefusedAlikeEverywhere) {
+  const std::string rule =
+      "targets do not match the model output; expected y samples of 3 values (output [3]), got "
+      "[]; integer class labels need the loss sparse_categorical_crossentropy";
+  std::string plan = plan_text(array_source("x"), array_source("y"));
+  plan.replace(plan.find(R"("loss": "sparse_categorical_crossentropy")"), 41,
+               R"("loss": "categorical_crossentropy")");
+  try {
+    (void)api::train(api::PlanInput::text(plan, "cce"), {{"x", data.xv()}, {"y", data.yv()}}, {});
+    FAIL() << "trained";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  std::vector<float> p(static_cast<size_t>(data.n) * 3), l(static_cast<size_t>(data.n));
+  api::EvaluateOptions o;
+  o.loss = "categorical_crossentropy";
+  try {
+    m.predict({data.xv()}, {std::span<float>(p)}, o, {data.yv()}, {std::span<float>(l)});
+    FAIL() << "predicted";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+}
+
+// User-given names on the model-file paths get a "did you mean": a loss, a metric, and a layer
+// class in a Keras file.
+TEST_F(ApiTest, MisspeltNamesForModelFilesGetADidYouMean) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  api::EvaluateOptions o;
+  o.loss = "sparse_categorical_crossentropi";
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'sparse_categorical_crossentropy'?)"));
+  }
+  o.loss = "";
+  o.metrics = {"acuracy"};
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'accuracy'?)"));
+  }
+  const LoadedModel lm = load_keras_model(m.path());
+  std::string text = keras_config_json(*lm.model).dump();
+  const std::string dense = R"("class_name":"Dense")";
+  text.replace(text.find(dense), dense.size(), R"("class_name":"Dence")");
+  write_text(dir.path + "/dence.json", text);
+  try {
+    (void)api::Model::load(dir.path + "/dence.json");
+    FAIL() << "loaded";
+  } catch (const FileError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("class 'Dence', which nnfleet does not support"));
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'Dense'?)"));
+  }
 }
 
 TEST_F(ApiTest, EventsArriveForEveryEpochOfEveryModel) {
