@@ -409,7 +409,8 @@ TEST_F(ApiTest, MisspeltNamesForModelFilesGetADidYouMean) {
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("(did you mean 'accuracy'?)"));
   }
-  const LoadedModel lm = load_keras_model(m.path());
+  m.save(dir.path + "/m.keras");
+  const LoadedModel lm = load_keras_model(dir.path + "/m.keras");
   std::string text = keras_config_json(*lm.model).dump();
   const std::string dense = R"("class_name":"Dense")";
   text.replace(text.find(dense), dense.size(), R"("class_name":"Dence")");
