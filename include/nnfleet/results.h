@@ -59,7 +59,9 @@ struct ModelResult {
   // restore_best_weights, once it stopped the training: the best epoch's; else the last
   // epoch's), test_* included with test data. The leaderboard ranks by these.
   Logs metrics;
-  Logs last_metrics;  // the last trained epoch's figures (no test_*)
+  // The last trained epoch's figures (no test_*) when they are not `metrics`' (restored best
+  // weights); empty: the same as metrics.
+  Logs last_metrics;
   BestEpoch best;
   std::vector<EpochLog> history;  // per completed epoch (RunOptions::keep_history)
   std::string model_file;         // in the output folder; empty: none saved

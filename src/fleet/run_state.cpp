@@ -76,10 +76,8 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
     r.paused = false;
     r.message = p.message;
     r.epochs = p.epochs;
-    if (static_cast<int>(r.history.size()) >= p.epochs && p.epochs > 0) {
+    if (static_cast<int>(r.history.size()) >= p.epochs && p.epochs > 0)
       r.metrics = r.history[static_cast<size_t>(p.epochs - 1)].values;
-      r.last_metrics = r.metrics;
-    }
     try {
       folder->append(job.index, r, RunFolder::record(r, "", 0));
     } catch (const Error& e) {

@@ -64,7 +64,7 @@ void resume_trial(RunState& st, const PreparedJob& j) {
   r.seconds = ck.seconds;
   r.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
   r.history = std::move(ck.history);
-  if (!r.history.empty()) r.metrics = r.last_metrics = r.history.back().values;
+  if (!r.history.empty()) r.metrics = r.history.back().values;
   r.message = "stopped after epoch " + std::to_string(r.epochs) + "; resume with --resume";
   st.search->reached(j.index, r.history, JobStatus::kCancelled, r.paused);
   st.results.at(j.index) = std::move(r);

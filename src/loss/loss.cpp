@@ -270,7 +270,7 @@ std::string target_shape_problem(const LossSpec& loss, const Shape& output, cons
   return "targets do not match the model output; expected y samples of " + std::to_string(k) +
          " values (output " + output.str() + "), got " + y_sample.str() +
          (got == steps && classes > 1
-              ? "; integer class labels need the loss sparse_categorical_crossentropy (" +
+              ? "; for integer class labels use loss: sparse_categorical_crossentropy (" +
                     loss_name(loss) + " takes one-hot targets, as in Keras)"
               : "");
 }

@@ -359,7 +359,7 @@ TEST_F(ApiTest, RestoredBestWeightsReportTheBestEpochsFiguresAndTheLastApart) {
 TEST_F(ApiTest, IntegerLabelsWithCategoricalCrossentropyAreRefusedAlikeEverywhere) {
   const std::string rule =
       "targets do not match the model output; expected y samples of 3 values (output [3]), got "
-      "[]; integer class labels need the loss sparse_categorical_crossentropy";
+      "[]; for integer class labels use loss: sparse_categorical_crossentropy";
   std::string plan = plan_text(array_source("x"), array_source("y"));
   plan.replace(plan.find(R"("loss": "sparse_categorical_crossentropy")"), 41,
                R"("loss": "categorical_crossentropy")");

@@ -90,7 +90,7 @@ TEST(RealFilePredict, CategoricalCrossentropyRefusesIntegerLabelsAsTrainingDoes)
              "categorical_crossentropy", "--out", dir + "/p.npy", "--loss-out", dir + "/cce.npy"});
     ADD_FAILURE() << "integer labels taken by categorical_crossentropy";
   } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("integer class labels need the loss "
+    EXPECT_NE(std::string(e.what()).find("for integer class labels use loss: "
                                          "sparse_categorical_crossentropy"),
               std::string::npos)
         << e.what();

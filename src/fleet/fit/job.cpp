@@ -485,11 +485,14 @@ class JobRun {
     if (!res_.history.empty()) {
       // The figures of the epoch whose weights the model keeps (restore_best_weights: the best
       // epoch's), so that results rank models by what their files hold; the last epoch's apart.
-      res_.last_metrics = res_.history.back().values;
-      res_.metrics = res_.last_metrics;
+      res_.metrics = res_.history.back().values;
+      // (last_metrics stays empty otherwise: a copy per model of a 2,000-model run's results)
       if (restored_best())
         for (const EpochRecord& r : res_.history)
-          if (r.epoch == ck_.best.epoch) res_.metrics = r.values;
+          if (r.epoch == ck_.best.epoch && r.epoch != res_.history.back().epoch) {
+            res_.last_metrics = std::move(res_.metrics);
+            res_.metrics = r.values;
+          }
     }
     if (data_.test) {
       double tl = 0;
@@ -544,7 +547,6 @@ class JobRun {
     res_.samples_per_second =
         ck_.seconds > 0 ? static_cast<double>(ck_.samples) / ck_.seconds : 0.0;
     res_.metrics = res_.history.back().values;
-    res_.last_metrics = res_.metrics;
     return true;
   }
 
