@@ -481,6 +481,7 @@ void bind_results(py::module_& m) {
       .def_readonly("params", &ModelResult::params)
       .def_readonly("seconds", &ModelResult::seconds)
       .def_readonly("metrics", &ModelResult::metrics)
+      .def_readonly("last_metrics", &ModelResult::last_metrics)
       .def_readonly("best", &ModelResult::best)
       .def_readonly("history", &ModelResult::history)
       .def_readonly("model_file", &ModelResult::model_file)

@@ -55,7 +55,13 @@ struct ModelResult {
   double seconds = 0.0;  // training time, summed over resumed runs
   double samples_per_second = 0.0;
   int core = -1;  // the core its worker ran on
-  Logs metrics;   // final values, test_* included with test data
+  // The figures of the epoch whose weights the model holds (with early stopping's
+  // restore_best_weights, once it stopped the training: the best epoch's; else the last
+  // epoch's), test_* included with test data. The leaderboard ranks by these.
+  Logs metrics;
+  // The last trained epoch's figures (no test_*) when they are not `metrics`' (restored best
+  // weights); empty: the same as metrics.
+  Logs last_metrics;
   BestEpoch best;
   std::vector<EpochLog> history;  // per completed epoch (RunOptions::keep_history)
   std::string model_file;         // in the output folder; empty: none saved

@@ -55,6 +55,7 @@ class ModelResult:
     status: str
     message: str
     metrics: dict[str, float]
+    last_metrics: dict[str, float]
     history: dict[str, list[float]]
     epoch: list[int]
     best: dict[str, Any] | None

@@ -33,7 +33,8 @@ class _TempFolder:
 
 class ModelResult:
     """One model's outcome: name, status ("done", "diverged", "failed", "cancelled", or
-    "pruned": a search's scheduler stopped it), message, metrics (final values), history (Keras
+    "pruned": a search's scheduler stopped it), message, metrics (final values: with
+    restore_best_weights the kept epoch's), last_metrics (the last epoch's), history (Keras
     History.history: {"loss": [...], ...}), best ({"epoch", "monitor", "value"} or None), epochs,
     params, seconds, model (a Model, read from model_file when first asked for, or None),
     model_file, parameters ({name: value}: its grid's vars, its search trial's values, its plan
@@ -47,6 +48,9 @@ class ModelResult:
         self.status = _core.status_name(r.status)
         self.message = r.message
         self.metrics = dict(r.metrics)
+        # With restore_best_weights, metrics are the kept epoch's and these the last epoch's
+        # (the engine leaves them empty when the two are one epoch: then metrics).
+        self.last_metrics = dict(r.last_metrics) or dict(self.metrics)
         best = r.best
         self.best = ({"epoch": best.epoch, "monitor": best.monitor, "value": best.value}
                      if best.epoch else None)

@@ -80,8 +80,6 @@ std::vector<std::vector<std::string>> add_metrics(const Wording& w, const Loaded
   std::vector<std::vector<std::string>> keys(targets.size());
   for (size_t j = 0; j < targets.size(); ++j) {
     const Shape& out = model.output_shape(j);
-    // Integer labels with categorical_crossentropy are one-hot rows by now: "accuracy" resolves
-    // as for the loss itself.
     const std::vector<std::string> names = metric_names(metrics, lm, model_path, j);
     try {
       targets[j].metrics =

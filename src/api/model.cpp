@@ -257,20 +257,8 @@ void Model::save(const std::string& path) const {
   const LoadedModel& lm = impl_->lm;
   if (!lm.has_weights)
     throw UsageError("failed to save '" + impl_->path + "': it holds no weights");
-  KerasSaveInfo info;
-  info.keras_class = lm.class_name;
-  const Json& tc = lm.training_config;
-  if (tc.is_object() && tc.contains("loss") && tc["loss"].is_string()) {
-    try {
-      info.loss = parse_loss(tc["loss"]);
-      info.optimizer = lm.optimizer;
-    } catch (const Error&) {
-      info.loss.reset();  // saved uncompiled, as a model whose loss nnfleet cannot name
-    }
-    if (tc.contains("metrics") && tc["metrics"].is_array())
-      for (const Json& v : tc["metrics"])
-        if (v.is_string()) info.metrics.push_back(v.get<std::string>());
-  }
+  // The file's compile() and optimizer state go with it (Keras's load_model keeps both).
+  const KerasSaveInfo info = keras_save_info(lm);
   if (ends(".keras"))
     save_keras(path, *lm.model, lm.params.data(), info);
   else if (ends(".h5"))

@@ -225,33 +225,15 @@ OutputTargets make_targets(const Array& y, const std::string& y_file, const Loss
     throw DataError("failed to compute losses: '" + y_file + "' has " + std::to_string(y.rows()) +
                     " targets for " + std::to_string(n) + " samples; expected one per sample");
   // Per-timestep outputs [T, C]: the loss applies to each of the `steps` rows of C (Targets).
-  const int steps = loss_steps(out_shape), classes = k / steps;
-  const bool one_per_row = y.row_size() == steps;
-  if (loss.sparse() ||
-      (one_per_row && classes > 1 && loss.kind == LossKind::kCategoricalCrossentropy)) {
-    if (!one_per_row) {
-      Shape want = out_shape.with_batch(n);
-      want[-1] = 1;
-      throw DataError(
-          "failed to compute " + loss_name(loss) + ": the targets in '" + y_file + "' have shape " +
-          y.shape().str() + " (" + dtype_name(y.dtype()) + "); expected integer class labels " +
-          (steps == 1 ? "[" + std::to_string(n) + "]"
-                      : want.str() + ", one per timestep of the output " + out_shape.str()));
-    }
-    o.labels = class_labels(y, classes, y_file, loss_name(loss));
-    if (!loss.sparse()) {
-      // Integer labels with categorical_crossentropy: one-hot rows of `classes`.
-      o.values.assign(static_cast<size_t>(n) * k, 0.0f);
-      for (size_t r = 0; r < o.labels.size(); ++r)
-        o.values[r * classes + static_cast<size_t>(o.labels[r])] = 1.0f;
-      o.labels.clear();
-    }
+  // The rule training applies (target_shape_problem): integer labels with
+  // categorical_crossentropy are refused here too, as Keras refuses them.
+  if (const std::string p = target_shape_problem(loss, out_shape, y.sample_shape()); !p.empty())
+    throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
+                    "' have shape " + y.shape().str() + " (" + dtype_name(y.dtype()) + "): " + p);
+  if (loss.sparse()) {
+    o.labels = class_labels(y, k / loss_steps(out_shape), y_file, loss_name(loss));
     return o;
   }
-  if (y.row_size() != k)
-    throw DataError("failed to compute " + loss_name(loss) + ": the targets in '" + y_file +
-                    "' have shape " + y.shape().str() + "; expected [" + std::to_string(n) + "," +
-                    std::to_string(k) + "] to match the model output " + out_shape.str());
   std::vector<int64_t> all(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
   o.values.resize(static_cast<size_t>(n) * k);

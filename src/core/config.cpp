@@ -1,6 +1,7 @@
 // LayerConfig: checked access to Keras-style config objects.
 #include "core/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -28,6 +29,35 @@ bool keras_key_is_harmless(const std::string& key, const Json& v) {
 }
 
 }  // namespace
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string near_miss(const std::string& word, const std::vector<std::string>& valid) {
+  std::string best;
+  size_t best_d = 3;  // at most two edits
+  for (const auto& v : valid) {
+    const size_t d = edit_distance(word, v);
+    if (d > 0 && d < best_d && d < v.size()) best = v, best_d = d;
+  }
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
 
 std::string show(const Json& v) {
   // Replace, never throw, on bytes that are not UTF-8 (a value shown in a message).
@@ -278,22 +308,41 @@ const Json* LayerConfig::get_raw(const std::string& key) {
 
 void LayerConfig::ignore(const std::string& key) { used_.insert(key); }
 
-void LayerConfig::finish() const {
-  std::string known;
+std::vector<std::string> LayerConfig::keys_read() const {
+  std::vector<std::string> v;
   for (const auto& k : used_)
-    if (k != "name") known += (known.empty() ? "" : ", ") + k;
+    if (k != "name") v.push_back(k);
+  return v;
+}
+
+void LayerConfig::finish(const std::function<Json()>& written) const {
+  Json back;  // what the layer writes, asked for at the first key not read
+  bool asked = false;
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     const std::string& key = it.key();
     if (used_.count(key) || key == "name") continue;
-    if (mode_ == ConfigMode::kKeras) {
-      if (keras_key_is_harmless(key, it.value())) continue;
+    const bool keras = mode_ == ConfigMode::kKeras;
+    if (keras && keras_key_is_harmless(key, it.value())) continue;
+    if (!keras && key == "trainable" && it.value().is_boolean() && it.value().get<bool>()) continue;
+    if (!asked && written) back = written();
+    asked = true;
+    if (!keras && back.is_object() && back.contains(key) &&
+        (it.value().is_null() || it.value() == back[key]))
+      continue;
+    std::set<std::string> valid(used_.begin(), used_.end());
+    if (back.is_object())
+      for (auto w = back.begin(); w != back.end(); ++w) valid.insert(w.key());
+    valid.erase("name");
+    const std::vector<std::string> list(valid.begin(), valid.end());
+    std::string known;
+    for (const auto& k : list) known += (known.empty() ? "" : ", ") + k;
+    if (keras)
       throw ConfigError(key, "unsupported option '" + key + "' = " + show(it.value()) + " of " +
-                                 class_name_ +
-                                 "; expected it absent or null (nnfleet supports: " + known + ")");
-    }
-    if (key == "trainable" && it.value().is_boolean() && it.value().get<bool>()) continue;
+                                 class_name_ + "; expected it absent or null (nnfleet supports: " +
+                                 known + ")" + near_miss(key, list));
     throw ConfigError(key, "unknown key '" + key + "' for " + class_name_ + "; expected one of: " +
-                               (known.empty() ? std::string("(no keys)") : known));
+                               (known.empty() ? std::string("(no keys)") : known) +
+                               near_miss(key, list));
   }
 }
 

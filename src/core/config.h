@@ -4,6 +4,7 @@
 // nobody read.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -39,6 +40,10 @@ class JsonTooDeep : public std::runtime_error {
  private:
   int limit_;
 };
+
+// " (did you mean 'epochs'?)" when `word` is within two edits of one of `valid` (and not one of
+// them), else "": the hint every "unknown ..." message of plans and Keras files adds.
+std::string near_miss(const std::string& word, const std::vector<std::string>& valid);
 
 // A JSON value for a message: compact, cut to 60 characters (never inside a UTF-8 sequence:
 // messages end up in JSON files), bytes that are not UTF-8 replaced rather than thrown on.
@@ -94,8 +99,13 @@ class LayerConfig {
   // Marks a key as read without interpreting it.
   void ignore(const std::string& key);
 
-  // Throws ConfigError for every key not read, according to the mode.
-  void finish() const;
+  // Throws ConfigError for the first key not read, according to the mode, listing the keys read
+  // and those of `written()` (the config the layer writes back, Keras's keys included; called
+  // only for a key not read) with a "did you mean" for a near miss. A key the layer writes but
+  // does not read (dtype, seed) is accepted at the value it writes, or null, in plan mode too.
+  void finish(const std::function<Json()>& written = nullptr) const;
+  // The keys read so far (without "name"), sorted.
+  std::vector<std::string> keys_read() const;
 
   // Builds a ConfigError for `key` ("expected <expected>, got <json of value>").
   [[noreturn]] void fail(const std::string& key, const std::string& expected) const;

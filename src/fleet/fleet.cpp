@@ -90,42 +90,14 @@ void check_source_targets(const std::string& at, const char* role, const std::st
   auto add = [&](const std::string& problem) {
     problems.push_back(at + which + problem + " (" + role + " data " + source + ")");
   };
-  switch (loss.kind) {
-    case LossKind::kSparseCategoricalCrossentropy:
-      if (ys.size() != steps) {
-        // Per-timestep outputs [T, C] take labels [N, T] (or [N, T, 1]), as Keras does.
-        Shape labels;
-        for (int a = 0; a + 1 < shape.rank(); ++a) labels.push_back(shape[a]);
-        Shape labels1 = labels;
-        labels1.push_back(1);
-        add("sparse_categorical_crossentropy needs one integer label per " +
-            (steps == 1
-                 ? std::string("sample; expected y of shape [N] or [N,1]")
-                 : "timestep of the output " + shape.str() + "; expected y samples of shape " +
-                       labels.str() + " or " + labels1.str()) +
-            ", got y samples of shape " + ys.str() +
-            "; use categorical_crossentropy for one-hot targets");
-      } else if (!st.integral || st.min < 0 || st.max >= static_cast<double>(classes)) {
-        add("labels out of range for sparse_categorical_crossentropy; expected integers in 0.." +
-            std::to_string(classes - 1) + " (the model outputs " + std::to_string(classes) +
-            " classes" + (steps > 1 ? " per timestep" : "") + "), got " + range +
-            (st.integral ? "" : " with fractional values"));
-      }
-      break;
-    case LossKind::kBinaryCrossentropy:
-      if (st.min < 0 || st.max > 1)
-        add("binary_crossentropy needs targets in [0, 1]; got " + range);
-      [[fallthrough]];
-    default:
-      if (ys.size() != k)
-        add("targets do not match the model output; expected y samples of " + std::to_string(k) +
-            " values (output " + shape.str() + "), got " + ys.str() +
-            (ys.size() == steps && classes > 1
-                 ? "; for integer class labels use loss: "
-                   "sparse_categorical_crossentropy, for training and test "
-                   "targets alike"
-                 : ""));
-  }
+  if (const std::string p = target_shape_problem(loss, shape, ys); !p.empty()) return add(p);
+  if (loss.sparse() && (!st.integral || st.min < 0 || st.max >= static_cast<double>(classes)))
+    add("labels out of range for sparse_categorical_crossentropy; expected integers in 0.." +
+        std::to_string(classes - 1) + " (the model outputs " + std::to_string(classes) +
+        " classes" + (steps > 1 ? " per timestep" : "") + "), got " + range +
+        (st.integral ? "" : " with fractional values"));
+  if (loss.kind == LossKind::kBinaryCrossentropy && (st.min < 0 || st.max > 1))
+    add("binary_crossentropy needs targets in [0, 1]; got " + range);
 }
 
 // The training (and validation) targets and the test targets against the model; adds problems.

@@ -57,6 +57,15 @@ Json job_result_to_json(const JobResult& r) {
                  {"value", finite_or_null(r.best.value)}};
   else
     j["best"] = nullptr;
+  if (!r.last_metrics.empty()) {
+    Json last = Json::object(), last_order = Json::array();
+    for (const auto& [k, v] : r.last_metrics) {
+      last[k] = finite_or_null(v);
+      last_order.push_back(k);
+    }
+    j["last_metrics"] = last;
+    j["last_metric_order"] = last_order;
+  }
   Json h = Json::array();
   for (const auto& e : r.history) {
     Json row = {{"epoch", e.epoch}, {"seconds", e.seconds}};
@@ -105,6 +114,10 @@ JobResult job_result_from_json(const Json& j) {
   auto value = [](const Json& v) { return v.is_null() ? NAN : v.get<double>(); };
   for (const auto& k : j.at("metric_order"))
     r.metrics.emplace_back(k.get<std::string>(), value(j.at("metrics").at(k.get<std::string>())));
+  if (j.contains("last_metric_order"))
+    for (const auto& k : j["last_metric_order"])
+      r.last_metrics.emplace_back(k.get<std::string>(),
+                                  value(j.at("last_metrics").at(k.get<std::string>())));
   if (!j.at("best").is_null()) {
     r.best.epoch = j["best"].at("epoch").get<int>();
     r.best.monitor = j["best"].at("monitor").get<std::string>();

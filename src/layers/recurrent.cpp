@@ -14,6 +14,7 @@
 
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
 namespace {
@@ -390,7 +391,7 @@ std::unique_ptr<Recurrent> make_recurrent(const Json& obj, ConfigMode mode, cons
                                 : keras_snake(cls);
   c.ignore("name");
   auto layer = std::make_unique<Recurrent>(cell, known, c, prefix.empty() ? inner : prefix + inner);
-  c.finish();
+  c.finish([&layer] { return written_config(*layer); });
   return layer;
 }
 

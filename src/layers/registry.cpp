@@ -1,6 +1,8 @@
 // The layer registry, generated from the one list in layers/kinds.h.
 #include "layers/registry.h"
 
+#include <algorithm>
+
 #include "layers/kinds.h"
 
 namespace nnfleet {
@@ -31,6 +33,12 @@ const LayerKindInfo* find_layer_kind(std::string_view class_name) {
   return nullptr;
 }
 
+std::vector<std::string> layer_class_names() {
+  std::vector<std::string> v;
+  for (const auto& k : layer_kinds()) v.push_back(k.class_name);
+  return v;
+}
+
 std::string layer_kind_names() {
   std::string s;
   for (const auto& k : layer_kinds()) s += (s.empty() ? "" : ", ") + std::string(k.class_name);
@@ -42,7 +50,7 @@ std::unique_ptr<Layer> make_layer(std::string_view class_name, const Json& confi
   const LayerKindInfo* k = find_layer_kind(class_name);
   if (!k)
     throw ModelError("unknown layer class '" + std::string(class_name) + "'; expected one of " +
-                     layer_kind_names());
+                     layer_kind_names() + near_miss(std::string(class_name), layer_class_names()));
   LayerConfig cfg(config, mode, k->class_name);
   std::string name = default_name;
   if (const Json* n = cfg.get_raw("name")) {
@@ -50,8 +58,33 @@ std::unique_ptr<Layer> make_layer(std::string_view class_name, const Json& confi
     name = n->get<std::string>();
   }
   auto layer = k->make(cfg, name);
-  cfg.finish();
+  cfg.finish([&layer] { return written_config(*layer); });
   return layer;
+}
+
+Json written_config(const Layer& layer) {
+  Json j = layer.keras_config();
+  // Any layer may be frozen or carry an activity regularizer (model/layer_training.h), whether or
+  // not its Keras config writes them.
+  if (!j.contains("trainable")) j["trainable"] = true;
+  if (!j.contains("activity_regularizer")) j["activity_regularizer"] = nullptr;
+  return j;
+}
+
+std::vector<std::string> layer_config_keys(std::string_view class_name, const Json& config,
+                                           ConfigMode mode) {
+  const LayerKindInfo* k = find_layer_kind(class_name);
+  if (!k) return {};
+  LayerConfig cfg(config, mode, k->class_name);
+  cfg.get_raw("name");
+  const auto layer = k->make(cfg, "layer");
+  std::vector<std::string> keys = cfg.keys_read();
+  const Json written = written_config(*layer);
+  for (auto it = written.begin(); it != written.end(); ++it)
+    if (it.key() != "name") keys.push_back(it.key());
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
 }
 
 }  // namespace nnfleet

@@ -31,8 +31,21 @@ struct LayerKindInfo {
 const std::vector<LayerKindInfo>& layer_kinds();
 // nullptr when unknown.
 const LayerKindInfo* find_layer_kind(std::string_view class_name);
+// Every kind's Keras class name, in layer_kinds() order (for near_miss).
+std::vector<std::string> layer_class_names();
 // "Activation, Add, AveragePooling2D, ..." for error messages.
 std::string layer_kind_names();
+
+// The keys a layer's config may hold besides "name", as the "unknown key" messages list them:
+// those its kind reads from `config`, and those of written_config() of the layer built. Throws as
+// make_layer does for a bad value; empty for an unknown class.
+std::vector<std::string> layer_config_keys(std::string_view class_name, const Json& config,
+                                           ConfigMode mode = ConfigMode::kPlan);
+// The layer's Keras config (keras_config()) with trainable and activity_regularizer, which any
+// layer takes: its keys are valid keys of the kind (its regularizers and constraints are taken
+// out of a config before the layer is built, model/layer_training.h), and a key it writes but
+// does not read (dtype, seed) is accepted at the value written.
+Json written_config(const Layer& layer);
 
 // Builds a layer from its class name and config (Keras or plan form); the config's "name" key,
 // when present, overrides `default_name`. Throws ModelError for an unknown class (listing the valid

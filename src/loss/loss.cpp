@@ -68,8 +68,9 @@ std::string name_list() {
   return s;
 }
 
-[[noreturn]] void unknown_loss(const Json& j) {
-  throw ConfigError("loss", "unknown loss " + j.dump() + "; expected one of " + name_list());
+[[noreturn]] void unknown_loss(const Json& j, const std::string& name) {
+  throw ConfigError("loss", "unknown loss " + j.dump() + "; expected one of " + name_list() +
+                                near_miss(name, loss_names()));
 }
 
 // Keys Keras writes that nnfleet accepts only at their default values.
@@ -247,12 +248,39 @@ const std::vector<std::string>& loss_names() {
   return names;
 }
 
+std::string target_shape_problem(const LossSpec& loss, const Shape& output, const Shape& y_sample) {
+  const int64_t k = output.size(), steps = loss_steps(output), classes = k / steps;
+  const int64_t got = y_sample.size();
+  if (loss.sparse()) {
+    if (got == steps) return "";
+    // Per-timestep outputs [T, C] take labels [N, T] (or [N, T, 1]), as Keras does.
+    Shape labels;
+    for (int a = 0; a + 1 < output.rank(); ++a) labels.push_back(output[a]);
+    Shape labels1 = labels;
+    labels1.push_back(1);
+    return loss_name(loss) + " needs one integer label per " +
+           (steps == 1
+                ? std::string("sample; expected y of shape [N] or [N,1]")
+                : "timestep of the output " + output.str() + "; expected y samples of shape " +
+                      labels.str() + " or " + labels1.str()) +
+           ", got y samples of shape " + y_sample.str() +
+           "; use categorical_crossentropy for one-hot targets";
+  }
+  if (got == k) return "";
+  return "targets do not match the model output; expected y samples of " + std::to_string(k) +
+         " values (output " + output.str() + "), got " + y_sample.str() +
+         (got == steps && classes > 1
+              ? "; for integer class labels use loss: sparse_categorical_crossentropy (" +
+                    loss_name(loss) + " takes one-hot targets, as in Keras)"
+              : "");
+}
+
 LossSpec parse_loss(const Json& j) {
   const auto [name, config, mode] = split_keras_object(j, "loss", "loss");
   const NamedLoss* found = nullptr;
   for (const auto& e : table())
     if (name == e.name) found = &e;
-  if (!found) unknown_loss(j);
+  if (!found) unknown_loss(j, name);
 
   LossSpec l;
   l.kind = found->kind;

@@ -51,6 +51,13 @@ struct Targets {
 // a rank-1 output).
 int loss_steps(const Shape& out);
 
+// The one rule for the shape of a loss's targets, applied alike by training, predict and
+// evaluate: a sparse loss takes one integer label per sample (per timestep of a [T,C] output),
+// every other loss one value per output value (integer labels with categorical_crossentropy are
+// refused, as Keras refuses them, with sparse_categorical_crossentropy named as the fix). Empty
+// when `y_sample` (the per-sample shape of the targets) fits `output`; else the problem.
+std::string target_shape_problem(const LossSpec& loss, const Shape& output, const Shape& y_sample);
+
 // Parses "sparse_categorical_crossentropy", "mse", {"CategoricalCrossentropy": {"from_logits":
 // true}} or Keras's {"class_name": ..., "config": ...}. Throws ConfigError listing valid names.
 LossSpec parse_loss(const Json& j);

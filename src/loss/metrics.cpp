@@ -55,8 +55,13 @@ const NamedMetric& find_metric(const std::string& name) {
   for (const auto& e : table())
     if (name == e.name) return e;
   std::string list;
-  for (const auto& e : table()) list += (list.empty() ? "" : ", ") + std::string(e.name);
-  throw ConfigError("metrics", "unknown metric \"" + name + "\"; expected one of " + list);
+  std::vector<std::string> names;
+  for (const auto& e : table()) {
+    list += (list.empty() ? "" : ", ") + std::string(e.name);
+    names.push_back(e.name);
+  }
+  throw ConfigError("metrics", "unknown metric \"" + name + "\"; expected one of " + list +
+                                   near_miss(name, names));
 }
 
 constexpr int kTopK = 5;  // Keras's default k of the top-k accuracies

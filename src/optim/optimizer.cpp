@@ -141,9 +141,15 @@ OptimizerSpec parse_optimizer(const Json& j) {
   const NamedOpt* found = nullptr;
   for (const auto& e : table())
     if (lower(name) == lower(e.cls)) found = &e;
-  if (!found)
-    throw ConfigError("optimizer",
-                      "unknown optimizer " + j.dump() + "; expected one of " + name_list());
+  if (!found) {
+    std::vector<std::string> lowered;  // the near miss as case-blind as the lookup
+    for (const auto& e : table()) lowered.push_back(lower(e.cls));
+    throw ConfigError(
+        "optimizer",
+        "unknown optimizer " + j.dump() + "; expected one of " + name_list() +
+            (near_miss(name, optimizer_names()).empty() ? near_miss(lower(name), lowered)
+                                                        : near_miss(name, optimizer_names())));
+  }
 
   OptimizerSpec s;
   s.kind = found->kind;

@@ -61,15 +61,6 @@ std::string spec_error_path(const std::string& base, const Json& j, const Config
   return child_path(base, key);
 }
 
-// The name a loss or optimizer is written with: "adam", {Adam: {...}} or {class_name: Adam, ...}.
-std::string spec_name(const Json& j) {
-  if (j.is_string()) return j.get<std::string>();
-  if (j.is_object() && j.contains("class_name") && j["class_name"].is_string())
-    return j["class_name"].get<std::string>();
-  if (j.is_object() && j.size() == 1) return j.begin().key();
-  return "";
-}
-
 }  // namespace
 
 std::string ModelBuilder::KeyPaths::operator()(const std::string& k) const {
@@ -222,9 +213,7 @@ bool ModelBuilder::model_losses(const Json& m, const KeyPaths& at, ModelSpec& s,
     try {
       return parse_loss(l);
     } catch (const ConfigError& e) {
-      cx_.pr.add(
-          spec_error_path(p, l, e, "loss"),
-          config_message(e) + (e.key() == "loss" ? near_miss(spec_name(l), loss_names()) : ""));
+      cx_.pr.add(spec_error_path(p, l, e, "loss"), config_message(e));
       loss_ok = false;
     }
     return std::nullopt;
@@ -314,9 +303,7 @@ void ModelBuilder::model_optimizer(const Json& m, const KeyPaths& at, ModelSpec&
   try {
     s.optimizer = parse_optimizer(opt);
   } catch (const ConfigError& e) {
-    cx_.pr.add(spec_error_path(at("optimizer"), opt, e, "optimizer"),
-               config_message(e) +
-                   (e.key() == "optimizer" ? near_miss(spec_name(opt), optimizer_names()) : ""));
+    cx_.pr.add(spec_error_path(at("optimizer"), opt, e, "optimizer"), config_message(e));
   }
   ex["optimizer"] = opt;
 }
@@ -410,10 +397,8 @@ void ModelBuilder::layers(const Json& list, const std::string& path, ModelSpec& 
     const std::string cp = child_path(ip, cls);
     const LayerKindInfo* kind = find_layer_kind(cls);
     if (!kind) {
-      std::vector<std::string> classes;
-      for (const auto& k : layer_kinds()) classes.push_back(k.class_name);
       cx_.pr.add(ip, "unknown layer class '" + cls + "'; expected one of " + layer_kind_names() +
-                         near_miss(cls, classes));
+                         near_miss(cls, layer_class_names()));
       continue;
     }
     if (!cfg.is_object()) {

@@ -8,24 +8,6 @@
 #include "plan/plan_yaml.h"
 
 namespace nnfleet::plan_detail {
-namespace {
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
 
 void Problems::add(const std::string& path, const std::string& message) {
   add_at(line(path), path, message);
@@ -111,16 +93,6 @@ std::string join(const std::vector<std::string>& items, const std::string& sep) 
   std::string s;
   for (const auto& i : items) s += (s.empty() ? "" : sep) + i;
   return s;
-}
-
-std::string near_miss(const std::string& word, const std::vector<std::string>& valid) {
-  std::string best;
-  size_t best_d = 3;  // at most two edits
-  for (const auto& v : valid) {
-    const size_t d = edit_distance(word, v);
-    if (d > 0 && d < best_d && d < v.size()) best = v, best_d = d;
-  }
-  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 void check_keys(Problems& pr, const std::string& path, const Json& obj,

@@ -68,8 +68,7 @@ class Problems {
 
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ");
 
-// " (did you mean 'epochs'?)" when `word` is a near miss of one of `valid`, else "".
-std::string near_miss(const std::string& word, const std::vector<std::string>& valid);
+using nnfleet::near_miss;  // core/config.h
 
 // Reports every key of mapping `obj` not in `valid` ("unknown key 'epoch'; expected one of: ...",
 // with a "did you mean" for a near miss).

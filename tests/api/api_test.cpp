@@ -16,8 +16,12 @@
 #include <thread>
 
 #include "../fleet/fleet_test_util.h"
+#include "io/keras/hdf5.h"
+#include "io/keras/keras_reader.h"
+#include "io/keras/keras_writer.h"
 #include "nnfleet/nnfleet.h"
 #include "platform/cpu.h"
+#include "platform/zip_archive.h"
 
 namespace nnfleet {
 namespace {
@@ -229,6 +233,194 @@ TEST_F(ApiTest, SavedModelsReadBackTheSame) {
     FAIL() << "saved as .txt";
   } catch (const UsageError& e) {
     EXPECT_THAT(e.what(), HasSubstr("expected .keras, .h5 or .onnx"));
+  }
+}
+
+// Every dataset below `g` by path: its dimensions, element type and raw bytes (read as the
+// floats or the int64 it holds), so that two files' variables compare bit for bit.
+using RawVars = std::map<std::string, std::string>;
+void raw_vars(const h5::Group& g, const std::string& prefix, RawVars& out) {
+  for (const auto& c : g.children()) {
+    const std::string p = prefix + "/" + c;
+    if (g.has_group(c)) {
+      raw_vars(g.group(c), p, out);
+      continue;
+    }
+    const h5::Dataset d = g.dataset(c);
+    std::string v = std::to_string(d.type_class()) + ":" + std::to_string(d.type_size()) + "[";
+    size_t n = 1;
+    for (int64_t k : d.dims()) {
+      v += std::to_string(k) + ",";
+      n *= static_cast<size_t>(k);
+    }
+    v += "]";
+    if (d.type_class() == H5T_INTEGER) {
+      v += std::to_string(d.read_int64());
+    } else {
+      std::vector<float> f(n);
+      d.read_floats(f.data(), n);
+      v.append(reinterpret_cast<const char*>(f.data()), n * sizeof(float));
+    }
+    out[p] = v;
+  }
+}
+
+// The optimizer variables of a .keras file (optimizer/vars in model.weights.h5) or a legacy .h5
+// file (optimizer_weights).
+RawVars optimizer_vars(const std::string& path) {
+  const bool keras = path.size() > 6 && path.substr(path.size() - 6) == ".keras";
+  const std::string bytes =
+      keras ? ZipReader(path).read("model.weights.h5", uint64_t{1} << 32) : "";
+  auto lock = h5::hdf5_lock();
+  h5::File f = keras ? h5::File::open_image(path, bytes) : h5::File::open(path);
+  const std::string group = keras ? "optimizer/vars" : "optimizer_weights";
+  RawVars out;
+  if (f.root().has_group(group)) raw_vars(f.root().group(group), "", out);
+  return out;
+}
+
+// Keras's load_model keeps a file's compile() and optimizer: a trained model's file, loaded and
+// saved again (.keras or .h5), evaluates with its own loss and metrics and holds the same
+// optimizer variables.
+TEST_F(ApiTest, SavingALoadedFileKeepsItsCompileConfigAndOptimizerState) {
+  api::RunOptions o;
+  o.out = dir.path + "/run";
+  const api::RunResult r = train_memory(o);
+  ASSERT_EQ(r.models[1].status, api::Status::kDone) << r.models[1].message;
+  const std::string original = r.models[1].model_file;
+  const RawVars want = optimizer_vars(original);
+  ASSERT_EQ(want.size(), 2u + 2 * 4);  // iterations, learning rate, m and v of 4 variables
+  const api::Model loaded = api::Model::load(original);
+  const auto figures = loaded.evaluate({data.xv()}, {data.yv()});
+  ASSERT_EQ(figures.size(), 2u);
+  EXPECT_EQ(figures[1].first, "accuracy");
+  const LoadedModel first = load_keras_model(original);
+  for (const char* ext : {".keras", ".h5"}) {
+    const std::string path = dir.path + "/again" + ext;
+    loaded.save(path);
+    const api::Model back = api::Model::load(path);
+    EXPECT_EQ(back.evaluate({data.xv()}, {data.yv()}), figures) << ext;
+    const LoadedModel again = load_keras_model(path);
+    EXPECT_EQ(again.optimizer_state, first.optimizer_state) << ext;
+    EXPECT_EQ(again.iterations, first.iterations) << ext;
+    EXPECT_EQ(again.optimizer.kind, first.optimizer.kind) << ext;
+    // A second generation writes the variables the first did, bit for bit.
+    const std::string twice = dir.path + "/twice" + ext;
+    back.save(twice);
+    EXPECT_EQ(optimizer_vars(twice), optimizer_vars(path)) << ext;
+  }
+  EXPECT_EQ(optimizer_vars(dir.path + "/again.keras"), want);
+  EXPECT_EQ(optimizer_vars(dir.path + "/again.h5").size(), 1u + 2 * 4);  // no rate variable
+}
+
+// restore_best_weights: a model's figures are those of the epoch whose weights its file holds.
+// Early stopping that monitors the training loss in "max" mode finds epoch 1 best (the loss
+// falls), stops after `patience` epochs without a higher one and puts epoch 1's weights back.
+TEST_F(ApiTest, RestoredBestWeightsReportTheBestEpochsFiguresAndTheLastApart) {
+  std::string plan = plan_text(array_source("x"), array_source("y"));
+  const std::string defaults = R"("defaults": {)";
+  plan.replace(plan.find(defaults), defaults.size(),
+               defaults + R"("early_stopping": {"monitor": "loss", "mode": "max", "patience": 2,
+                   "restore_best_weights": true}, )");
+  plan.replace(plan.find(R"("epochs": 3)"), 11, R"("epochs": 6)");
+  api::RunOptions o;
+  o.out = dir.path + "/run";
+  const api::RunResult r =
+      api::train(api::PlanInput::text(plan, "es"), {{"x", data.xv()}, {"y", data.yv()}}, o);
+  for (const api::ModelResult& m : r.models) {
+    ASSERT_EQ(m.status, api::Status::kDone) << m.message;
+    ASSERT_EQ(m.best.epoch, 1) << m.name;
+    ASSERT_EQ(m.history.size(), 3u) << m.name;  // stopped after 2 epochs without a higher loss
+    EXPECT_EQ(m.metrics, m.history[0].values) << m.name;
+    EXPECT_EQ(m.last_metrics, m.history[2].values) << m.name;
+    EXPECT_NE(m.metrics, m.last_metrics) << m.name;
+    // The saved file holds epoch 1's weights: its evaluation on the validation rows (the last
+    // quarter, as Keras's validation_split takes them) is epoch 1's val_loss and val_accuracy.
+    const int64_t n_val = data.n / 4, first = data.n - n_val;
+    const api::ArrayView xv{
+        data.x.data() + first * 64, api::ElementType::kFloat32, {n_val, 8, 8, 1}};
+    const api::ArrayView yv{data.y.data() + first, api::ElementType::kInt32, {n_val}};
+    const auto ev = api::Model::load(m.model_file).evaluate({xv}, {yv});
+    std::map<std::string, double> kept(m.metrics.begin(), m.metrics.end());
+    ASSERT_EQ(ev.size(), 2u);
+    EXPECT_NEAR(ev[0].second, kept.at("val_loss"), 1e-6) << m.name;
+    EXPECT_DOUBLE_EQ(ev[1].second, kept.at("val_accuracy")) << m.name;
+  }
+  // results.json says the same, and the last epoch's apart.
+  const Json results = Json::parse(testing_util::read_text(r.results_file));
+  const Json& first = results.at("models").at(0);
+  EXPECT_EQ(first.at("metrics").at("loss").get<double>(), r.models[0].history[0].values[0].second);
+  EXPECT_EQ(first.at("last_metrics").at("loss").get<double>(),
+            r.models[0].history[2].values[0].second);
+}
+
+// One rule for a loss's targets in train, predict and evaluate: integer labels with
+// categorical_crossentropy are refused by all three (as Keras refuses them), naming the fix.
+TEST_F(ApiTest, IntegerLabelsWithCategoricalCrossentropyAreRefusedAlikeEverywhere) {
+  const std::string rule =
+      "targets do not match the model output; expected y samples of 3 values (output [3]), got "
+      "[]; for integer class labels use loss: sparse_categorical_crossentropy";
+  std::string plan = plan_text(array_source("x"), array_source("y"));
+  plan.replace(plan.find(R"("loss": "sparse_categorical_crossentropy")"), 41,
+               R"("loss": "categorical_crossentropy")");
+  try {
+    (void)api::train(api::PlanInput::text(plan, "cce"), {{"x", data.xv()}, {"y", data.yv()}}, {});
+    FAIL() << "trained";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  std::vector<float> p(static_cast<size_t>(data.n) * 3), l(static_cast<size_t>(data.n));
+  api::EvaluateOptions o;
+  o.loss = "categorical_crossentropy";
+  try {
+    m.predict({data.xv()}, {std::span<float>(p)}, o, {data.yv()}, {std::span<float>(l)});
+    FAIL() << "predicted";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const DataError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(rule));
+  }
+}
+
+// User-given names on the model-file paths get a "did you mean": a loss, a metric, and a layer
+// class in a Keras file.
+TEST_F(ApiTest, MisspeltNamesForModelFilesGetADidYouMean) {
+  const api::RunResult r = train_memory();
+  const api::Model& m = *r.models[0].model;
+  api::EvaluateOptions o;
+  o.loss = "sparse_categorical_crossentropi";
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'sparse_categorical_crossentropy'?)"));
+  }
+  o.loss = "";
+  o.metrics = {"acuracy"};
+  try {
+    (void)m.evaluate({data.xv()}, {data.yv()}, o);
+    FAIL() << "evaluated";
+  } catch (const UsageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'accuracy'?)"));
+  }
+  m.save(dir.path + "/m.keras");
+  const LoadedModel lm = load_keras_model(dir.path + "/m.keras");
+  std::string text = keras_config_json(*lm.model).dump();
+  const std::string dense = R"("class_name":"Dense")";
+  text.replace(text.find(dense), dense.size(), R"("class_name":"Dence")");
+  write_text(dir.path + "/dence.json", text);
+  try {
+    (void)api::Model::load(dir.path + "/dence.json");
+    FAIL() << "loaded";
+  } catch (const FileError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("class 'Dence', which nnfleet does not support"));
+    EXPECT_THAT(e.what(), HasSubstr("(did you mean 'Dense'?)"));
   }
 }
 

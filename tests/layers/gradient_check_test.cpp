@@ -5,6 +5,7 @@
 // out, and at most a tenth may be.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -199,6 +200,55 @@ TEST(LayerConfig, PlanModeRefusesUnknownKeyAndListsValidOnes) {
               std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("units"), std::string::npos) << e.what();
+  }
+}
+
+// Every key a kind writes to its Keras config (to_json, a saved file) is one its "unknown key"
+// message lists as valid, and one a plan may hold: a misspelt key is never answered with a list
+// that leaves out the key meant (Dense's once left out kernel_regularizer).
+TEST(LayerConfig, EveryKeyAKindWritesIsListedAsValid) {
+  for (const LayerKindInfo& k : layer_kinds()) {
+    for (const LayerExample& ex : k.examples()) {
+      const auto layer = make_layer(k.class_name, ex.config, ConfigMode::kPlan, "x");
+      const Json written = layer->keras_config();
+      const auto valid = layer_config_keys(k.class_name, written, ConfigMode::kKeras);
+      // And a plan may hold every one of them, at the value written (dtype: float32, seed: null).
+      EXPECT_NO_THROW(make_layer(k.class_name, written, ConfigMode::kPlan, "x"))
+          << k.class_name << " " << written.dump();
+      for (auto it = written.begin(); it != written.end(); ++it) {
+        if (it.key() == "name") continue;
+        EXPECT_NE(std::find(valid.begin(), valid.end(), it.key()), valid.end())
+            << k.class_name << " writes '" << it.key() << "' but lists only "
+            << ::testing::PrintToString(valid) << " (config " << ex.config.dump() << ")";
+      }
+    }
+  }
+}
+
+TEST(LayerConfig, AMisspeltKeyGetsADidYouMeanAndTheFullList) {
+  for (const ConfigMode mode : {ConfigMode::kPlan, ConfigMode::kKeras}) {
+    try {
+      make_layer("Dense", Json{{"units", 3}, {"kernel_regulariser", "l2"}}, mode, "x");
+      FAIL() << "expected an error";
+    } catch (const ConfigError& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(e.key(), "kernel_regulariser");
+      EXPECT_NE(m.find("activation, activity_regularizer, bias_constraint, bias_initializer, "
+                       "bias_regularizer, dtype, kernel_constraint, kernel_initializer, "
+                       "kernel_regularizer, trainable, units, use_bias"),
+                std::string::npos)
+          << m;
+      EXPECT_NE(m.find("(did you mean 'kernel_regularizer'?)"), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(LayerRegistry, AMisspeltClassGetsADidYouMean) {
+  try {
+    make_layer("Desne", Json::object(), ConfigMode::kPlan, "x");
+    FAIL() << "expected an error";
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean 'Dense'?)"), std::string::npos) << e.what();
   }
 }
 

@@ -382,6 +382,14 @@ TEST(LossParse, ErrorsNameTheKey) {
     EXPECT_NE(m.find("sparse_categorical_crossentropy"), std::string::npos) << m;
   }
   try {
+    parse_loss(Json::parse(R"({"class_name": "SparseCategoricalCrossentropi", "config": {}})"));
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean 'SparseCategoricalCrossentropy'?)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
     parse_loss(Json::parse(R"({"class_name": "CategoricalCrossentropy",
                                "config": {"label_smoothing": 0.1}})"));
     FAIL();

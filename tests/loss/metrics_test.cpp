@@ -49,6 +49,13 @@ TEST(Metrics, RejectsUnknownAndMismatchedMetrics) {
     EXPECT_NE(m.find("unknown metric \"f1\"; expected one of accuracy, acc,"), std::string::npos)
         << m;
   }
+  try {
+    resolve_metric("acuracy", cce, 3);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean 'accuracy'?)"), std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(resolve_metric("categorical_accuracy", scce, 3), ConfigError);
   EXPECT_THROW(resolve_metric("mae", scce, 3), ConfigError);
   EXPECT_THROW(resolve_metric("sparse_categorical_accuracy", cce, 3), ConfigError);

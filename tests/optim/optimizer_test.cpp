@@ -427,6 +427,12 @@ TEST(OptimizerParse, UnknownNameListsValidNames) {
               std::string::npos)
         << m;
   }
+  try {
+    parse_optimizer(Json("Adma"));
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("(did you mean 'Adam'?)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(OptimizerParse, BadValuesNameTheKey) {

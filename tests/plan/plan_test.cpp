@@ -358,6 +358,28 @@ TEST_F(PlanTest, UnknownLossMetricAndOptimizerKeyListValidNames) {
                                   "'momentum' for Adam; expected one of: "));
 }
 
+// A near miss of a valid name gets a "did you mean" wherever a plan names something: a layer's
+// key (the full list includes the training keys: kernel_regularizer), a loss, a metric, an
+// optimizer.
+TEST_F(PlanTest, NearMissesGetADidYouMean) {
+  const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
+  - name: m
+    loss: sparse_categorical_crossentropi
+    metrics: [acuracy]
+    optimizer: adma
+    layers:
+      - Flatten
+      - Dense: {units: 2, kernel_regulariser: l2}
+)"));
+  ASSERT_EQ(lines.size(), 4u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines[0], HasSubstr("(did you mean 'sparse_categorical_crossentropy'?)"));
+  EXPECT_THAT(lines[1], HasSubstr("(did you mean 'accuracy'?)"));
+  EXPECT_THAT(lines[2], HasSubstr("(did you mean 'adam'?)"));
+  EXPECT_THAT(lines[3], HasSubstr("unknown key 'kernel_regulariser' for Dense; expected one of: "));
+  EXPECT_THAT(lines[3], HasSubstr("kernel_regularizer, trainable, units, use_bias "
+                                  "(did you mean 'kernel_regularizer'?)"));
+}
+
 TEST_F(PlanTest, MetricThatDoesNotFitTheLossIsRefused) {
   const auto lines = problems_of(write("p.yaml", std::string(kData) + R"(models:
   - name: m

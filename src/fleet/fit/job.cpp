@@ -482,7 +482,18 @@ class JobRun {
     res_.seconds = ck_.seconds;
     res_.samples_per_second =
         ck_.seconds > 0 ? static_cast<double>(ck_.samples) / ck_.seconds : 0.0;
-    if (!res_.history.empty()) res_.metrics = res_.history.back().values;
+    if (!res_.history.empty()) {
+      // The figures of the epoch whose weights the model keeps (restore_best_weights: the best
+      // epoch's), so that results rank models by what their files hold; the last epoch's apart.
+      res_.metrics = res_.history.back().values;
+      // (last_metrics stays empty otherwise: a copy per model of a 2,000-model run's results)
+      if (restored_best())
+        for (const EpochRecord& r : res_.history)
+          if (r.epoch == ck_.best.epoch && r.epoch != res_.history.back().epoch) {
+            res_.last_metrics = std::move(res_.metrics);
+            res_.metrics = r.values;
+          }
+    }
     if (data_.test) {
       double tl = 0;
       std::vector<double> tm;
@@ -719,6 +730,13 @@ class JobRun {
                     {net_.optimizer_state(), net_.optimizer_state_floats()});
     res_.checkpointed = true;
     io_ = Io::kNone;
+  }
+
+  // Whether early stopping ended training and put its best epoch's weights back (Keras's
+  // EarlyStopping restores them only when it stops the training: wait reached patience).
+  bool restored_best() const {
+    return es_ && es_->restore_best_weights && ck_.has_best_params && ck_.best.epoch > 0 &&
+           ck_.wait >= es_->patience && ck_.stopped;
   }
 
   // JobResult::best: early stopping's best epoch; without it, the epoch with the lowest

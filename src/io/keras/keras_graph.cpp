@@ -308,7 +308,8 @@ class Builder {
                 const std::string& path_by_name, std::vector<int> tensors = {}) {
     if (!find_layer_kind(d.cls))
       fail("layer '" + d.name + "' has class '" + d.cls +
-           "', which nnfleet does not support; expected one of " + supported_classes());
+           "', which nnfleet does not support; expected one of " + supported_classes() +
+           near_miss(d.cls, layer_class_names()));
     std::string name = d.name;
     Json cfg = normalize_layer_config(d.config);
     if (names_.count(name)) {

@@ -12,6 +12,7 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_graph.h"
 #include "io/keras/keras_layout.h"
+#include "io/keras/keras_reader.h"
 #include "platform/files.h"
 #include "platform/zip_archive.h"
 
@@ -310,6 +311,7 @@ bool functional(const Model& m, const KerasSaveInfo& info) {
 }
 
 OJson metrics_json(const KerasSaveInfo& info) {
+  if (!info.metrics_config.is_null()) return ordered(info.metrics_config);
   if (info.metrics.empty()) return nullptr;
   OJson a = OJson::array();
   for (const auto& m : info.metrics) a.push_back(m);
@@ -696,6 +698,64 @@ KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metri
     info.optimizer = net.train_spec().optimizer;
     info.optimizer_state = net.optimizer_state();
     info.iterations = net.iterations();
+  }
+  return info;
+}
+
+namespace {
+
+// Output j's entry of a per-output setting (a list in output order or a dict by output name);
+// null when the setting is one value for every output.
+const Json* per_output(const Json& v, const Model& m, size_t j) {
+  if (v.is_array() && v.size() == m.num_outputs()) return &v[j];
+  if (v.is_object() && v.contains(m.output_name(j))) return &v[m.output_name(j)];
+  return nullptr;
+}
+
+// The compile loss of `tc` into `info` (one loss, or each output's with its loss_weights).
+void read_compile_loss(const Json& tc, const Model& m, KerasSaveInfo& info) {
+  const Json& loss = tc["loss"];
+  const Json weights = tc.value("loss_weights", Json());
+  const bool split = m.num_outputs() > 1 && (per_output(loss, m, 0) || !weights.is_null());
+  if (!split) {
+    info.loss = parse_loss(loss);
+    return;
+  }
+  for (size_t j = 0; j < m.num_outputs(); ++j) {
+    const Json* l = per_output(loss, m, j);
+    const Json* w = per_output(weights, m, j);
+    info.outputs.push_back(
+        {parse_loss(l ? *l : loss), w && w->is_number() ? w->get<double>() : 1.0});
+  }
+  info.loss = info.outputs[0].loss;
+}
+
+}  // namespace
+
+KerasSaveInfo keras_save_info(const LoadedModel& lm) {
+  KerasSaveInfo info;
+  info.keras_class = lm.class_name;
+  const Json& tc = lm.training_config;
+  if (!tc.is_object()) return info;
+  if (tc.contains("metrics") && !tc["metrics"].is_null()) info.metrics_config = tc["metrics"];
+  // .keras files keep the optimizer as compile_config's "optimizer", legacy .h5 files as
+  // training_config's "optimizer_config".
+  const Json opt =
+      tc.contains("optimizer") ? tc["optimizer"] : tc.value("optimizer_config", Json());
+  if (!tc.contains("loss") || tc["loss"].is_null() || opt.is_null()) return info;
+  try {
+    read_compile_loss(tc, *lm.model, info);
+    info.optimizer = lm.optimizer_state.empty() ? parse_optimizer(opt) : lm.optimizer;
+  } catch (const Error&) {
+    // A loss or optimizer nnfleet cannot name: saved uncompiled, as before.
+    info.loss.reset();
+    info.outputs.clear();
+    info.optimizer.reset();
+    return info;
+  }
+  if (!lm.optimizer_state.empty()) {
+    info.optimizer_state = lm.optimizer_state.data();
+    info.iterations = lm.iterations;
   }
   return info;
 }

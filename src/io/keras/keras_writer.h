@@ -7,7 +7,8 @@
 //    Keras 3's order) for a model trained here;
 //  - legacy .h5 (the layout of tf.keras 2.x, legacy_h5_format.py): root attributes model_config,
 //    keras_version, backend (and training_config), model_weights/<layer>/<layer>/kernel:0 with
-//    layer_names / weight_names attributes. Optimizer variables are not written to .h5.
+//    layer_names / weight_names attributes, and optimizer_weights as tf.keras 2.11-2.15 writes
+//    them for a model trained here.
 // Files are written atomically (temporary file, then rename). Throws FileError.
 #pragma once
 
@@ -41,6 +42,9 @@ struct KerasSaveInfo {
   // loss_weights); empty: `loss` for every output.
   std::vector<OutputLoss> outputs;
   std::vector<std::string> metrics;  // as the user named them ("accuracy")
+  // A file's own compile metrics as it had them (a list, a list per output, or a dict by output
+  // name), written instead of `metrics` when not null.
+  Json metrics_config;
   // Optimizer state in Network::optimizer_state() layout (optimizer_state_floats() floats) and
   // the step count; written as optimizer/vars in .keras files when set.
   const float* optimizer_state = nullptr;
@@ -50,6 +54,13 @@ struct KerasSaveInfo {
 // Loss, optimizer, optimizer state and iterations of a training network (only `metrics` for an
 // inference network). The pointer stays valid while `net` lives.
 KerasSaveInfo keras_save_info(const Network& net, std::vector<std::string> metrics = {});
+
+struct LoadedModel;
+// What a loaded Keras file says of its compile(): its class, loss (per output, with loss_weights),
+// metrics, optimizer and the optimizer's variables (pointing into `lm`, valid while it lives), so
+// that writing the model back keeps them. A loss or optimizer nnfleet cannot name leaves the
+// model saved uncompiled (its weights and metrics kept).
+KerasSaveInfo keras_save_info(const LoadedModel& lm);
 
 // The slot variables of a legacy .h5 file's optimizer_weights as tf.keras 2.11-2.15 names and
 // orders them (the keras_version the .h5 writer states): after kLegacyIterationName, for each
