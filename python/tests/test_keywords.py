@@ -309,6 +309,10 @@ def test_int_labels_with_categorical_crossentropy_one_rule_in_train_predict_eval
                  lambda: nnfleet.evaluate(model, x, y, loss="categorical_crossentropy")):
         with pytest.raises(nnfleet.Error) as e:
             call()
-        assert type(e.value) is type(trained.value)
-        for rule in ("integer class labels", "sparse_categorical_crossentropy"):
+        # train reports it with the plan's other problems (a PlanError, all listed at once),
+        # predict and evaluate as a DataError: one rule (target_shape_problem), one sentence.
+        assert isinstance(e.value, nnfleet.DataError)
+        assert isinstance(trained.value, nnfleet.PlanError)
+        for rule in ("targets do not match the model output", "integer class labels",
+                     "sparse_categorical_crossentropy"):
             assert rule in str(trained.value) and rule in str(e.value)
