@@ -34,9 +34,9 @@ void add_report_command(CLI::App& app, Run& run) {
               "Write the page as for a run still going: models without a record show as "
               "pending or running, and the page reloads itself every few seconds");
   c->add_option("--group-by", args->group_by,
-                 "Group the models by this recorded parameter (a grid variable, search parameter "
-                 "or `parameters:` key) in the page's per-group view: each group's ranking and "
-                 "which architecture wins it; overrides the plan's `group_by`")
+                "Group the models by this recorded parameter (a grid variable, search parameter "
+                "or `parameters:` key) in the page's per-group view: each group's ranking and "
+                "which architecture wins it; overrides the plan's `group_by`")
       ->type_name("NAME");
   c->callback([&run, args] { run = [args] { return run_report(*args); }; });
 }

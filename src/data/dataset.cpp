@@ -142,9 +142,8 @@ Array Array::slice_rows(int64_t begin, int64_t end) const {
 
 Array concat_rows(const Array& a, const Array& b, const std::string& what) {
   if (!(a.sample_shape() == b.sample_shape()))
-    throw DataError("failed to load data " + what + ": samples of shape " +
-                    b.sample_shape().str() + "; expected the train sample shape " +
-                    a.sample_shape().str());
+    throw DataError("failed to load data " + what + ": samples of shape " + b.sample_shape().str() +
+                    "; expected the train sample shape " + a.sample_shape().str());
   const auto is_float = [](DType t) { return t == DType::kF32 || t == DType::kF64; };
   DType t = a.dtype();
   if (b.dtype() != a.dtype())  // the narrowest dtype that holds both without rounding

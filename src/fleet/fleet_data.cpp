@@ -192,9 +192,8 @@ void append_validation(const DataSpec& spec, const GivenArrays* arrays, int64_t 
   const FleetData::More vm = load_more(vs, v, arrays);
   const std::string what = describe_source(vs) + " (validation)";
   if (vm.x.size() != f.more.x.size() || vm.y.size() != f.more.y.size())
-    throw DataError("failed to load data " + what + ": it has " +
-                    std::to_string(1 + vm.x.size()) + " inputs and " +
-                    std::to_string(1 + vm.y.size()) + " targets; expected " +
+    throw DataError("failed to load data " + what + ": it has " + std::to_string(1 + vm.x.size()) +
+                    " inputs and " + std::to_string(1 + vm.y.size()) + " targets; expected " +
                     std::to_string(1 + f.more.x.size()) + " and " +
                     std::to_string(1 + f.more.y.size()) + ", as train");
   std::vector<float> w = load_sample_weights(spec.train, rows, arrays);

@@ -33,7 +33,8 @@ using plan_detail::ModelRef;
 using plan_detail::PlanContext;
 using plan_detail::Problems;
 
-const std::vector<std::string> kTopKeys = {"data", "defaults", "group_by", "models", "search", "seed"};
+const std::vector<std::string> kTopKeys = {"data",   "defaults", "group_by",
+                                           "models", "search",   "seed"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {

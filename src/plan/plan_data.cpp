@@ -1,7 +1,7 @@
-// Plan data sources: a `data:` mapping (train, validation, test, scale, validation_split) and each of its
-// sources (fashion-mnist, npy, npz, csv, idx, and arrays a program gives by key), checked field by
-// field, with relative file names taken from the plan's directory; and their JSON form (which
-// also tells two sources apart).
+// Plan data sources: a `data:` mapping (train, validation, test, scale, validation_split) and each
+// of its sources (fashion-mnist, npy, npz, csv, idx, and arrays a program gives by key), checked
+// field by field, with relative file names taken from the plan's directory; and their JSON form
+// (which also tells two sources apart).
 #include <algorithm>
 #include <cmath>
 
@@ -246,8 +246,9 @@ DataSpec read_data(const PlanContext& cx, const std::string& path, const Json& v
     d.validation_split =
         check_number(pr, split, v["validation_split"], 0, false, 1, true, "a number in [0, 1)")
             .value_or(0.0);
-  d.validation_split_where =
-      pr.where(v.contains("validation") ? val : v.contains("validation_split") ? split : path);
+  d.validation_split_where = pr.where(v.contains("validation")         ? val
+                                      : v.contains("validation_split") ? split
+                                                                       : path);
   if (v.contains("take") && !v["take"].is_null())
     d.take = check_int(pr, child_path(path, "take"), v["take"], 1).value_or(0);
   return d;

@@ -2,7 +2,8 @@
 //   title, dir, generated (Unix s), live, rank_by, higher_is_better, columns (history columns),
 //   models: [{name, status, message, epochs, planned_epochs, params, flops, seconds,
 //             samples_per_second, core, metrics, best, stop_reason, history {column: [...]},
-//             grid {var: value}, rungs [{epochs, value, decision}] (search trials), layers, notes}],
+//             grid {var: value}, rungs [{epochs, value, decision}] (search trials), layers,
+//             notes}],
 //   layer_tables: [text, ...] (each model's `layers` and `notes` index it: one layer table per
 //   architecture),
 //   group_by: the parameter the page groups models by (plan's `group_by`, `report --group-by`) or
@@ -513,8 +514,8 @@ struct LayerTables {
 };
 
 // A model's row as the page holds it: history as columns, why it stopped, its layer table (an
-// and notes: indices into `tables`) and FLOPs from its saved file; the record's key orders dropped (the page
-// keeps the columns' order in `columns`).
+// and notes: indices into `tables`) and FLOPs from its saved file; the record's key orders dropped
+// (the page keeps the columns' order in `columns`).
 Json page_row(const std::string& run_dir, const Json& spec, Json m,
               std::vector<std::string>& columns, LayerTables& tables, ModelFileCache* cache) {
   m["planned_epochs"] = spec.value("epochs", 0);
@@ -573,8 +574,8 @@ Json collect_report(const std::string& run_dir, bool live, ModelFileCache* cache
   LayerTables tables;
   Json models = Json::array();
   for (const auto& spec : specs)
-    models.push_back(page_row(run_dir, spec, model_row(spec.value("name", ""), records, final_rows,
-                                                       running),
+    models.push_back(page_row(run_dir, spec,
+                              model_row(spec.value("name", ""), records, final_rows, running),
                               columns, tables, cache));
   const bool has_results = results.is_object();
   const Json listed = has_results && results.contains("parameters") ? results["parameters"]

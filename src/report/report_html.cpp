@@ -159,12 +159,12 @@ std::string report_html(const Json& data) {
   h += "\n";
   h += report_assets::kReportCss;
   h += "\n</style>\n</head>\n<body>\n<div id=\"app\"></div>\n";
-  h += "<script type=\"application/json\" id=\"report-data\">" +
-       script_safe_json(page_data(data)) +
+  h += "<script type=\"application/json\" id=\"report-data\">" + script_safe_json(page_data(data)) +
        "</script>\n<script>\n";
   h += report_assets::kUplotJs;
   h += "\n</script>\n<script>\n";
-  h += report_assets::kFormatJs;  // nnfleetFormat, used by report.js (one element: the page has three)
+  h += report_assets::kFormatJs;  // nnfleetFormat, used by report.js (one element: the page has
+                                  // three)
   h += "\n";
   h += report_assets::kReportJs;
   h += "\n</script>\n</body>\n</html>\n";

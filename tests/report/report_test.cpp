@@ -413,16 +413,23 @@ TEST(Report, GroupByComesFromThePlanOrTheOverrideAndMustBeRecorded) {
 // The page's models as rows of one key list, their history, metrics and grid too: a model that
 // lacks a key (or holds null, or a non-object history) reads back exactly as it was.
 TEST(Report, PageDataPacksModelsAsRowsAndReadsBackExactly) {
-  const Json d = {
-      {"title", "t"},
-      {"models",
-       {{{"name", "a"}, {"history", {{"epoch", {1, 2}}, {"loss", {0.5, 0.25}}}}, {"grid", {{"k", 1}}},
-         {"metrics", {{"loss", 0.25}}}, {"layers", 0}},
-        {{"name", "b"}, {"history", {{"epoch", Json::array()}}}, {"grid", Json::object()},
-         {"metrics", nullptr}, {"layers", nullptr}, {"rungs", {{{"epochs", 1}}}}},
-        {{"name", "c"}}}}};
+  const Json d = {{"title", "t"},
+                  {"models",
+                   {{{"name", "a"},
+                     {"history", {{"epoch", {1, 2}}, {"loss", {0.5, 0.25}}}},
+                     {"grid", {{"k", 1}}},
+                     {"metrics", {{"loss", 0.25}}},
+                     {"layers", 0}},
+                    {{"name", "b"},
+                     {"history", {{"epoch", Json::array()}}},
+                     {"grid", Json::object()},
+                     {"metrics", nullptr},
+                     {"layers", nullptr},
+                     {"rungs", {{{"epochs", 1}}}}},
+                    {{"name", "c"}}}}};
   const Json page = page_data(d);
-  EXPECT_EQ(page["models"]["keys"], Json({"grid", "history", "layers", "metrics", "name", "rungs"}));
+  EXPECT_EQ(page["models"]["keys"],
+            Json({"grid", "history", "layers", "metrics", "name", "rungs"}));
   EXPECT_EQ(page["models"]["nested"]["history"], Json({"epoch", "loss"}));
   EXPECT_EQ(page["models"]["rows"][0],
             Json({{1}, {{1, 2}, {0.5, 0.25}}, 0, {0.25}, "a", nullptr, {{"absent", {5}}}}));
