@@ -547,9 +547,13 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   // 0.65-0.8 KB per model in all (0.14-0.24 KB of it the plan's), 3.6 KB when the plan held every
   // model's spec and expanded entry. A result's parameters and search rungs (issue 33: two
   // vectors, 48 B a model) put "beyond the plan" at up to 0.78 KB (Zen 5, loaded): held to 0.8.
+  // Issue 34 (last_metrics, the plan's validation source and group_by, the run-start and
+  // model-end events) left "beyond the plan" at 0.70-0.74 KB and put "in all" at 0.90-0.96 KB
+  // (Zen 5, -DNNFLEET_PCH=OFF build, 3 runs) and 1.05 KB once in a clean-clone CI run: held to
+  // 1.125 KB. Issue 36 (100,000 models) replaces the per-model results by one store.
   const double per_model_in_all = (run_peak[4000] - run_peak[1000]) / 3000;
   const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
-  EXPECT_LT(per_model_in_all, 1024.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
+  EXPECT_LT(per_model_in_all, 1152.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
                                       << "models, " << run_peak[4000] / 1e6 << " MB for 4,000";
   EXPECT_LT(per_model_plan, 512.0)
       << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
