@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "layers/channels_first.h"
 #include "layers/kinds.h"
 
 namespace nnfleet {
@@ -51,6 +52,11 @@ std::unique_ptr<Layer> make_layer(std::string_view class_name, const Json& confi
   if (!k)
     throw ModelError("unknown layer class '" + std::string(class_name) + "'; expected one of " +
                      layer_kind_names() + near_miss(std::string(class_name), layer_class_names()));
+  // channels_first (or BatchNormalization axis 1): built as the channels_last twin, wrapped.
+  Json twin, restore;
+  if (channels_first_twin_config(k->class_name, config, &twin, &restore))
+    return wrap_channels_first(make_layer(k->class_name, twin, mode, default_name),
+                               std::move(restore));
   LayerConfig cfg(config, mode, k->class_name);
   std::string name = default_name;
   if (const Json* n = cfg.get_raw("name")) {
@@ -75,6 +81,14 @@ std::vector<std::string> layer_config_keys(std::string_view class_name, const Js
                                            ConfigMode mode) {
   const LayerKindInfo* k = find_layer_kind(class_name);
   if (!k) return {};
+  Json twin, restore;
+  if (channels_first_twin_config(k->class_name, config, &twin, &restore)) {
+    std::vector<std::string> keys = layer_config_keys(k->class_name, twin, mode);
+    if (std::find(keys.begin(), keys.end(), "data_format") == keys.end() &&
+        restore.contains("data_format"))
+      keys.insert(std::upper_bound(keys.begin(), keys.end(), "data_format"), "data_format");
+    return keys;
+  }
   LayerConfig cfg(config, mode, k->class_name);
   cfg.get_raw("name");
   const auto layer = k->make(cfg, "layer");

@@ -25,6 +25,11 @@ class SeparableConv2D final : public Layer {
     dinit_ = parse_init_option(c, "depthwise_initializer", "glorot_uniform");
     pinit_ = parse_init_option(c, "pointwise_initializer", "glorot_uniform");
     binit_ = parse_init_option(c, "bias_initializer", "zeros");
+    // tf.keras 1.x wrote its base Conv's kernel_* keys too, which SeparableConv2D never uses
+    // (the EEGNet file of arl-eegmodels): read and dropped in Keras files only.
+    if (c.mode() == ConfigMode::kKeras)
+      for (const char* k : {"kernel_initializer", "kernel_regularizer", "kernel_constraint"})
+        c.get_raw(k);
   }
   const char* class_name() const override { return "SeparableConv2D"; }
 
