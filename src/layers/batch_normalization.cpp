@@ -175,7 +175,9 @@ std::unique_ptr<Layer> make_batch_normalization(LayerConfig& c, const std::strin
 std::vector<LayerExample> batch_normalization_examples() {
   return {{{}, {Shape{3, 2, 3}}, true},
           {{{"center", false}}, {Shape{4}}, true},
-          {{{"epsilon", 0.01}}, {Shape{2, 2, 2}}, false}};
+          {{{"epsilon", 0.01}}, {Shape{2, 2, 2}}, false},
+          // axis 1: the channels first (Theano-era and channels_first files).
+          {{{"axis", Json{1}}}, {Shape{3, 2, 2}}, true}};
 }
 
 }  // namespace nnfleet

@@ -89,7 +89,9 @@ std::vector<LayerExample> conv1d_examples() {
             {"activation", "tanh"}},
            {Shape{7, 2}}},
           {{{"filters", 1}, {"kernel_size", 2}, {"padding", "causal"}, {"use_bias", false}},
-           {Shape{1, 3}}}};
+           {Shape{1, 3}}},
+          {{{"filters", 2}, {"kernel_size", 2}, {"strides", 2}, {"data_format", "channels_first"}},
+           {Shape{3, 5}}}};
 }
 
 }  // namespace nnfleet

@@ -121,7 +121,14 @@ std::vector<LayerExample> conv2d_examples() {
             {"padding", "same"},
             {"activation", "relu"}},
            {Shape{4, 5, 6}}},
-          {{{"filters", 3}, {"kernel_size", 2}, {"groups", 3}, {"strides", 2}}, {Shape{5, 5, 3}}}};
+          {{{"filters", 3}, {"kernel_size", 2}, {"groups", 3}, {"strides", 2}}, {Shape{5, 5, 3}}},
+          // channels_first: [C,H,W] in and out.
+          {{{"filters", 2},
+            {"kernel_size", Json{2, 3}},
+            {"padding", "same"},
+            {"activation", "relu"},
+            {"data_format", "channels_first"}},
+           {Shape{3, 4, 5}}}};
 }
 
 }  // namespace nnfleet

@@ -141,7 +141,9 @@ std::vector<LayerExample> conv2d_transpose_examples() {
             {"output_padding", 0},
             {"use_bias", false}},
            {Shape{3, 3, 2}}},
-          {{{"filters", 1}, {"kernel_size", 1}, {"strides", 3}}, {Shape{2, 2, 3}}}};
+          {{{"filters", 1}, {"kernel_size", 1}, {"strides", 3}}, {Shape{2, 2, 3}}},
+          {{{"filters", 2}, {"kernel_size", 2}, {"strides", 2}, {"data_format", "channels_first"}},
+           {Shape{3, 2, 3}}}};
 }
 
 }  // namespace nnfleet

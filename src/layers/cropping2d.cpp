@@ -73,7 +73,8 @@ std::unique_ptr<Layer> make_cropping2d(LayerConfig& c, const std::string& name) 
 std::vector<LayerExample> cropping2d_examples() {
   return {{{{"cropping", Json{Json{1, 0}, Json{2, 1}}}}, {Shape{4, 5, 2}}},
           {{{"cropping", 1}}, {Shape{3, 4, 1}}},
-          {{{"cropping", Json{0, 1}}}, {Shape{2, 4, 3}}}};
+          {{{"cropping", Json{0, 1}}}, {Shape{2, 4, 3}}},
+          {{{"cropping", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 4, 5}}}};
 }
 
 }  // namespace nnfleet

@@ -87,13 +87,16 @@ std::unique_ptr<Layer> make_depthwise_conv2d(LayerConfig& c, const std::string& 
 }
 
 std::vector<LayerExample> depthwise_conv2d_examples() {
-  return {{{{"kernel_size", 3}}, {Shape{5, 5, 2}}},
-          {{{"kernel_size", 2},
-            {"depth_multiplier", 2},
-            {"strides", 2},
-            {"padding", "same"},
-            {"activation", "sigmoid"}},
-           {Shape{5, 6, 3}}}};
+  return {
+      {{{"kernel_size", 3}}, {Shape{5, 5, 2}}},
+      {{{"kernel_size", 2},
+        {"depth_multiplier", 2},
+        {"strides", 2},
+        {"padding", "same"},
+        {"activation", "sigmoid"}},
+       {Shape{5, 6, 3}}},
+      {{{"kernel_size", Json{2, 1}}, {"depth_multiplier", 2}, {"data_format", "channels_first"}},
+       {Shape{2, 4, 3}}}};
 }
 
 }  // namespace nnfleet

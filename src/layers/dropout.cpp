@@ -1,6 +1,7 @@
 // Dropout: in training, each value is kept with probability 1 - rate and scaled by 1/(1 - rate)
 // (inverted dropout, as Keras); at inference the layer is the identity. The mask (0 or the scale)
-// is kept in the cache for backward; it is drawn from the model's own dropout stream.
+// is kept in the cache for backward; it is drawn from the model's own dropout stream. With a
+// noise_shape, one keep/drop is drawn per entry of that shape and shared along its axes of size 1.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
+#include "layers/noise_shape.h"
 
 namespace nnfleet {
 namespace {
@@ -17,15 +19,19 @@ class Dropout final : public Layer {
   Dropout(LayerConfig& c, const std::string& name) : Layer(name) {
     rate_ = c.get_float("rate");
     if (rate_ < 0.0 || rate_ >= 1.0) c.fail("rate", "a number in [0, 1)");
-    // A noise_shape shares one draw along some axes: not implemented, so refused, not ignored.
-    const Json* ns = c.get_raw("noise_shape");
-    if (ns && !ns->is_null()) c.fail("noise_shape", "null (a draw for every value)");
+    noise_ = parse_noise_shape(c);
   }
   const char* class_name() const override { return "Dropout"; }
   MaskUse mask_use() const override { return MaskUse::kPropagate; }  // as Keras's Dropout
-  Shape output_shape(const std::vector<Shape>& in) const override { return in[0]; }
+  Shape output_shape(const std::vector<Shape>& in) const override {
+    check_noise_shape(noise_, in[0], "Dropout");
+    return in[0];
+  }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
     return rows_floats(n, in[0]);
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
+    return noise_.given ? noise_draws(noise_, in[0], n) : 0;
   }
   void forward(const LayerArgs& a) const override {
     const size_t m = rows_floats(a.n, a.out_shape);
@@ -39,6 +45,10 @@ class Dropout final : public Layer {
     const float scale = static_cast<float>(1.0 / (1.0 - rate_));
     const auto threshold = static_cast<uint32_t>(
         std::ceil(static_cast<double>(static_cast<float>(rate_)) * 16777216.0));
+    if (noise_.given) {
+      forward_shared(a, scale, threshold);
+      return;
+    }
     constexpr size_t kBlock = 256;
     uint32_t u[kBlock];
     for (size_t i0 = 0; i0 < m; i0 += kBlock) {
@@ -72,12 +82,28 @@ class Dropout final : public Layer {
     Json j = base_keras_config(*this);
     j["rate"] = rate_;
     j["seed"] = nullptr;
-    j["noise_shape"] = nullptr;
+    j["noise_shape"] = noise_shape_to_keras(noise_);
     return j;
   }
 
  private:
+  // With a noise_shape: the keep factors of the draws (in the scratch, drawn as above, two per
+  // 64-bit value), spread over the input into the cache.
+  void forward_shared(const LayerArgs& a, float scale, uint32_t threshold) const {
+    const size_t draws = noise_draws(noise_, a.in_shapes[0], a.n);
+    for (size_t j = 0; j < draws; j += 2) {
+      const uint64_t r = a.rng->next();
+      a.scratch[j] = static_cast<uint32_t>(r >> 40) >= threshold ? scale : 0.0f;
+      if (j + 1 < draws)
+        a.scratch[j + 1] = (static_cast<uint32_t>(r >> 8) & 0xFFFFFFu) >= threshold ? scale : 0.0f;
+    }
+    broadcast_noise(noise_, a.in_shapes[0], a.n, a.scratch, a.cache);
+    const size_t m = rows_floats(a.n, a.out_shape);
+    for (size_t i = 0; i < m; ++i) a.y[i] = a.x[0][i] * a.cache[i];
+  }
+
   double rate_ = 0.0;
+  NoiseShape noise_;
 };
 
 }  // namespace
@@ -87,7 +113,11 @@ std::unique_ptr<Layer> make_dropout(LayerConfig& c, const std::string& name) {
 }
 // The gradient check runs with a fixed mask: forward draws from a freshly seeded stream each time.
 std::vector<LayerExample> dropout_examples() {
-  return {{{{"rate", 0.5}}, {Shape{3, 4}}, true}, {{{"rate", 0.25}}, {Shape{5}}, false}};
+  return {{{{"rate", 0.5}}, {Shape{3, 4}}, true},
+          {{{"rate", 0.25}}, {Shape{5}}, false},
+          // One draw per (sample, feature), shared over the time axis; then one for the batch.
+          {{{"rate", 0.5}, {"noise_shape", Json{nullptr, 1, 4}}}, {Shape{3, 4}}, true},
+          {{{"rate", 0.4}, {"noise_shape", Json{1, 2, nullptr, 1}}}, {Shape{2, 3, 2}}, true}};
 }
 
 }  // namespace nnfleet

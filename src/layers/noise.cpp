@@ -16,6 +16,7 @@
 
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
+#include "layers/noise_shape.h"
 
 namespace nnfleet {
 namespace {
@@ -64,10 +65,7 @@ class NoiseLayer final : public Layer {
       amount_ = parse_rate(c);
     }
     if (kind_ == Noise::kSpatial2d) c.get_string("data_format", "channels_last", {"channels_last"});
-    if (kind_ == Noise::kAlphaDropout) {
-      const Json* ns = c.get_raw("noise_shape");
-      if (ns && !ns->is_null()) c.fail("noise_shape", "null (noise over every value)");
-    }
+    if (kind_ == Noise::kAlphaDropout) noise_ = parse_noise_shape(c);
   }
   const char* class_name() const override {
     switch (kind_) {
@@ -90,7 +88,11 @@ class NoiseLayer final : public Layer {
       require_rank(in[0], 2, "SpatialDropout1D takes sequences [batch,steps,channels]");
     if (kind_ == Noise::kSpatial2d)
       require_rank(in[0], 3, "SpatialDropout2D takes images [batch,height,width,channels]");
+    check_noise_shape(noise_, in[0], "AlphaDropout");
     return in[0];
+  }
+  size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
+    return noise_.given ? noise_draws(noise_, in[0], n) : 0;
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
     if (kind_ == Noise::kGaussianNoise) return 0;
@@ -140,6 +142,18 @@ class NoiseLayer final : public Layer {
         const double kb = -ka * alpha_p * amount_;
         const auto fa = static_cast<float>(ka);
         const auto dropped = static_cast<float>(ka * alpha_p + kb), fb = static_cast<float>(kb);
+        if (noise_.given) {
+          // One keep/drop per draw of the noise_shape, spread over the input: 1 kept, 0 dropped.
+          draw_keep(*a.rng, amount_, noise_draws(noise_, a.in_shapes[0], a.n),
+                    [&](size_t i, bool kept) { a.scratch[i] = kept ? 1.0f : 0.0f; });
+          broadcast_noise(noise_, a.in_shapes[0], a.n, a.scratch, a.cache);
+          for (size_t i = 0; i < m; ++i) {
+            const bool kept = a.cache[i] != 0.0f;
+            a.cache[i] = kept ? fa : 0.0f;
+            y[i] = kept ? fa * x[i] + fb : dropped;
+          }
+          return;
+        }
         draw_keep(*a.rng, amount_, m, [&](size_t i, bool kept) {
           a.cache[i] = kept ? fa : 0.0f;
           y[i] = kept ? fa * x[i] + fb : dropped;
@@ -171,7 +185,7 @@ class NoiseLayer final : public Layer {
     Json j = base_keras_config(*this);
     j[kind_ == Noise::kGaussianNoise ? "stddev" : "rate"] = amount_;
     j["seed"] = nullptr;
-    if (kind_ == Noise::kAlphaDropout) j["noise_shape"] = nullptr;
+    if (kind_ == Noise::kAlphaDropout) j["noise_shape"] = noise_shape_to_keras(noise_);
     if (kind_ == Noise::kSpatial2d) j["data_format"] = "channels_last";
     // Keras 3's SpatialDropout takes only rate, seed, name, dtype (and data_format): it writes
     // no trainable, and a config with one does not load there.
@@ -182,7 +196,9 @@ class NoiseLayer final : public Layer {
  private:
   bool spatial() const { return kind_ == Noise::kSpatial1d || kind_ == Noise::kSpatial2d; }
   Noise kind_;
-  double amount_ = 0.0;  // rate, or GaussianNoise's stddev
+  double amount_ = 0.0;
+  NoiseShape
+      noise_;  // AlphaDropout's; never given for the others  // rate, or GaussianNoise's stddev
 };
 
 }  // namespace
@@ -207,7 +223,8 @@ std::vector<LayerExample> spatial_dropout1d_examples() {
   return {{{{"rate", 0.5}}, {Shape{3, 4}}, true}, {{{"rate", 0.3}}, {Shape{2, 3}}, false}};
 }
 std::vector<LayerExample> spatial_dropout2d_examples() {
-  return {{{{"rate", 0.4}}, {Shape{2, 2, 3}}, true}};
+  return {{{{"rate", 0.4}}, {Shape{2, 2, 3}}, true},
+          {{{"rate", 0.4}, {"data_format", "channels_first"}}, {Shape{3, 2, 2}}, true}};
 }
 std::vector<LayerExample> gaussian_noise_examples() {
   return {{{{"stddev", 0.3}}, {Shape{2, 3}}, true}, {{{"stddev", 0.1}}, {Shape{4}}, false}};
@@ -216,7 +233,9 @@ std::vector<LayerExample> gaussian_dropout_examples() {
   return {{{{"rate", 0.3}}, {Shape{2, 3}}, true}};
 }
 std::vector<LayerExample> alpha_dropout_examples() {
-  return {{{{"rate", 0.25}}, {Shape{6}}, true}, {{{"rate", 0.1}}, {Shape{2, 2}}, false}};
+  return {{{{"rate", 0.25}}, {Shape{6}}, true},
+          {{{"rate", 0.1}}, {Shape{2, 2}}, false},
+          {{{"rate", 0.4}, {"noise_shape", Json{nullptr, 3, 1}}}, {Shape{3, 2}}, true}};
 }
 
 }  // namespace nnfleet

@@ -168,19 +168,27 @@ std::unique_ptr<Layer> make(LayerConfig& c, const std::string& name, bool is_max
 std::vector<LayerExample> window_pool_examples() {
   return {{{{"pool_size", 2}}, {Shape{4, 5, 2}}},
           {{{"pool_size", 3}, {"strides", 2}, {"padding", "same"}}, {Shape{5, 6, 2}}},
-          {{{"pool_size", Json{2, 1}}, {"strides", 1}}, {Shape{3, 3, 1}}}};
+          {{{"pool_size", Json{2, 1}}, {"strides", 1}}, {Shape{3, 3, 1}}},
+          {{{"pool_size", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 3, 5}}}};
 }
 std::vector<LayerExample> global_pool_examples() {
-  return {{{}, {Shape{3, 4, 2}}}, {{{"keepdims", true}}, {Shape{2, 2, 3}}}};
+  return {{{}, {Shape{3, 4, 2}}},
+          {{{"keepdims", true}}, {Shape{2, 2, 3}}},
+          {{{"data_format", "channels_first"}}, {Shape{2, 3, 4}}},
+          {{{"keepdims", true}, {"data_format", "channels_first"}}, {Shape{3, 2, 2}}}};
 }
 std::vector<LayerExample> window_pool1d_examples() {
   return {{{{"pool_size", 2}}, {Shape{5, 2}}},  // odd length: the last step is dropped
           {{{"pool_size", 3}, {"strides", 2}, {"padding", "same"}}, {Shape{6, 2}}},
           {{{"pool_size", 2}, {"strides", 1}}, {Shape{3, 1}}},
-          {{{"pool_size", 1}}, {Shape{1, 3}}}};
+          {{{"pool_size", 1}}, {Shape{1, 3}}},
+          {{{"pool_size", 2}, {"data_format", "channels_first"}}, {Shape{2, 5}}}};
 }
 std::vector<LayerExample> global_pool1d_examples() {
-  return {{{}, {Shape{5, 2}}}, {{{"keepdims", true}}, {Shape{3, 3}}}, {{}, {Shape{1, 2}}}};
+  return {{{}, {Shape{5, 2}}},
+          {{{"keepdims", true}}, {Shape{3, 3}}},
+          {{}, {Shape{1, 2}}},
+          {{{"data_format", "channels_first"}}, {Shape{3, 4}}}};
 }
 
 }  // namespace

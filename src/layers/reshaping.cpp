@@ -143,14 +143,17 @@ std::unique_ptr<Layer> make_reshape(LayerConfig& c, const std::string& name) {
 std::unique_ptr<Layer> make_zero_padding2d(LayerConfig& c, const std::string& name) {
   return std::make_unique<ZeroPadding2D>(c, name);
 }
-std::vector<LayerExample> flatten_examples() { return {{{}, {Shape{2, 3, 2}}}}; }
+std::vector<LayerExample> flatten_examples() {
+  return {{{}, {Shape{2, 3, 2}}}, {{{"data_format", "channels_first"}}, {Shape{2, 3, 2}}}};
+}
 std::vector<LayerExample> reshape_examples() {
   return {{{{"target_shape", Json{3, -1}}}, {Shape{12}}},
           {{{"target_shape", Json{6}}}, {Shape{2, 3}}}};
 }
 std::vector<LayerExample> zero_padding2d_examples() {
   return {{{{"padding", 1}}, {Shape{2, 3, 2}}},
-          {{{"padding", Json{Json{0, 2}, Json{1, 0}}}}, {Shape{3, 2, 1}}}};
+          {{{"padding", Json{Json{0, 2}, Json{1, 0}}}}, {Shape{3, 2, 1}}},
+          {{{"padding", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 2, 3}}}};
 }
 
 }  // namespace nnfleet

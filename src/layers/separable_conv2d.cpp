@@ -137,7 +137,12 @@ std::vector<LayerExample> separable_conv2d_examples() {
             {"dilation_rate", 2},
             {"use_bias", false},
             {"activation", "tanh"}},
-           {Shape{5, 5, 2}}}};
+           {Shape{5, 5, 2}}},
+          {{{"filters", 2},
+            {"kernel_size", Json{1, 2}},
+            {"padding", "same"},
+            {"data_format", "channels_first"}},
+           {Shape{2, 3, 4}}}};
 }
 
 }  // namespace nnfleet

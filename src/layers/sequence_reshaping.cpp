@@ -256,13 +256,19 @@ std::unique_ptr<Layer> make_permute(LayerConfig& c, const std::string& name) {
   return std::make_unique<Permute>(c, name);
 }
 std::vector<LayerExample> up_sampling1d_examples() {
-  return {{{}, {Shape{3, 2}}}, {{{"size", 3}}, {Shape{1, 2}}}};
+  return {{{}, {Shape{3, 2}}},
+          {{{"size", 3}}, {Shape{1, 2}}},
+          {{{"data_format", "channels_first"}}, {Shape{2, 3}}}};
 }
 std::vector<LayerExample> cropping1d_examples() {
-  return {{{}, {Shape{4, 2}}}, {{{"cropping", Json{0, 2}}}, {Shape{5, 1}}}};
+  return {{{}, {Shape{4, 2}}},
+          {{{"cropping", Json{0, 2}}}, {Shape{5, 1}}},
+          {{{"cropping", Json{1, 0}}, {"data_format", "channels_first"}}, {Shape{2, 3}}}};
 }
 std::vector<LayerExample> zero_padding1d_examples() {
-  return {{{}, {Shape{3, 2}}}, {{{"padding", Json{2, 0}}}, {Shape{1, 3}}}};
+  return {{{}, {Shape{3, 2}}},
+          {{{"padding", Json{2, 0}}}, {Shape{1, 3}}},
+          {{{"padding", 1}, {"data_format", "channels_first"}}, {Shape{2, 3}}}};
 }
 std::vector<LayerExample> repeat_vector_examples() {
   return {{{{"n", 3}}, {Shape{4}}}, {{{"n", 1}}, {Shape{2}}}};

@@ -98,7 +98,8 @@ std::vector<LayerExample> up_sampling2d_examples() {
   return {{{}, {Shape{2, 3, 2}}},
           {{{"size", Json{1, 3}}}, {Shape{3, 1, 1}}},
           {{{"interpolation", "bilinear"}}, {Shape{3, 2, 2}}},
-          {{{"size", Json{3, 2}}, {"interpolation", "bilinear"}}, {Shape{2, 3, 1}}}};
+          {{{"size", Json{3, 2}}, {"interpolation", "bilinear"}}, {Shape{2, 3, 1}}},
+          {{{"size", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 2, 3}}}};
 }
 
 }  // namespace nnfleet
