@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "io/keras/keras_graph.h"
 #include "loss/loss.h"
 
 namespace nnfleet {
@@ -146,13 +147,11 @@ void totals_lines(std::string& s, const Model& m, const Model* o) {
          human_bytes(4.0 * static_cast<double>(f)) + ")\n";
   }
   if (o && o->forward_flops() != m.forward_flops()) {
-    char b[160];
-    std::snprintf(b, sizeof b,
-                  "Forward FLOPs per sample: depend on the free (None) dimensions (%s at input "
-                  "%s)\n",
-                  thousands(static_cast<uint64_t>(m.forward_flops())).c_str(),
-                  m.input_shape().str().c_str());
-    s += b;
+    // Every input's probe shape: a model may have several (issue 35).
+    std::string at = m.num_inputs() > 1 ? "inputs " : "input ";
+    for (size_t k = 0; k < m.num_inputs(); ++k) at += (k ? ", " : "") + m.input(k).shape.str();
+    s += "Forward FLOPs per sample: depend on the free (None) dimensions (" +
+         thousands(static_cast<uint64_t>(m.forward_flops())) + " at " + at + ")\n";
   } else {
     s += "Forward FLOPs per sample: " + thousands(static_cast<uint64_t>(m.forward_flops())) + "\n";
   }
@@ -225,11 +224,11 @@ std::string model_summary(const LoadedModel& lm, const std::string& path,
     s += "Inputs:";
     for (size_t k = 0; k < m.num_inputs(); ++k)
       s += std::string(k ? "," : "") + " " + terminal_safe(m.input(k).name) + " " +
-           keras_shape_str(m.input(k).shape);
+           keras_shape_str(m.input(k).shape, o ? &o->input(k).shape : nullptr);
     s += "\nOutputs:";
     for (size_t j = 0; j < m.num_outputs(); ++j)
       s += std::string(j ? "," : "") + " " + terminal_safe(m.output_name(j)) + " " +
-           keras_shape_str(m.output_shape(j));
+           keras_shape_str(m.output_shape(j), o ? &o->output_shape(j) : nullptr);
     s += "\n";
   }
   totals_lines(s, m, o);
@@ -244,17 +243,13 @@ namespace {
 // FLOPs depend on them: multiples of 32 so that strided and pooled lengths stay whole.
 constexpr int64_t kProbeLengths[2] = {64, 96};
 
-// The file loaded with every free input dimension at `length`, for the first input rank that
-// fits; nullopt when none does.
+// The file loaded with every free dimension of every input at `length` (any number of inputs,
+// of any ranks); nullopt when it does not load so.
 std::optional<LoadedModel> load_with_free_length(const std::string& path,
                                                  const std::string& weights, int64_t length) {
-  for (int rank = 1; rank <= Shape::kMaxRank; ++rank) {
-    Shape probe;
-    for (int i = 0; i < rank; ++i) probe.push_back(length);
-    try {
-      return load_keras_model(path, weights, &probe);
-    } catch (const Error&) {
-    }
+  try {
+    return load_keras_model(path, weights, {ModelInput{kEveryFreeDimension, Shape{length}}});
+  } catch (const Error&) {
   }
   return std::nullopt;
 }

@@ -234,7 +234,8 @@ class Builder {
     if (any_free) check_free_dims(dims, first, lname);
     for (size_t i = first; i < dims.size(); ++i) {
       std::optional<int64_t> d = config_int(dims[i], 1);
-      if (dims[i].is_null()) d = (*data_shape_)[static_cast<int>(i - first)];
+      if (dims[i].is_null())
+        d = probe_length_ ? probe_length_ : (*data_shape_)[static_cast<int>(i - first)];
       if (!d || *d > limits::kMaxDimension)
         fail("input of '" + lname + "' has shape " + dims.dump() +
              "; expected known positive sizes after the batch axis, each at most " +
@@ -254,6 +255,7 @@ class Builder {
   // given.
   void check_free_dims(const Json& dims, size_t first, const std::string& lname) const {
     const size_t rank = dims.size() - first;
+    if (probe_length_) return;
     if (!data_shape_)
       fail("input of '" + lname + "' has shape " + dims.dump() +
            ", with a free (None) dimension; expected the data to give its size (nnfleet predict "
@@ -290,8 +292,10 @@ class Builder {
   void use_data_shape(size_t k, const std::string& name) {
     data_shape_ = nullptr;
     if (!data_shapes_) return;
-    for (const ModelInput& d : *data_shapes_)
+    for (const ModelInput& d : *data_shapes_) {
+      if (d.name == kEveryFreeDimension && d.shape.rank() == 1) probe_length_ = d.shape[0];
       if (!d.name.empty() && d.name == name) data_shape_ = &d.shape;
+    }
     if (!data_shape_ && k < data_shapes_->size() && (*data_shapes_)[k].name.empty())
       data_shape_ = &(*data_shapes_)[k].shape;
   }
@@ -653,6 +657,7 @@ class Builder {
   std::string where_;
   const std::vector<ModelInput>* data_shapes_ = nullptr;  // the data's; may be null
   const Shape* data_shape_ = nullptr;  // the input being read's: sizes free dimensions; may be null
+  int64_t probe_length_ = 0;           // > 0: the size of every free dimension (inspect)
   std::string model_name_;
   std::vector<ModelInput> inputs_;
   int num_inputs_ = 1;            // K: tensor ids below it are model inputs

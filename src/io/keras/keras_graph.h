@@ -44,6 +44,11 @@ KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
                              const std::vector<ModelInput>* data_shapes);
 
+// A data shape of this name (not a Keras name: Keras refuses "/" in names) sizes every free
+// dimension of every input with its one dimension, whatever the input's rank: how `inspect`
+// describes a file without data, several inputs included (io/model_summary.cpp).
+inline constexpr char kEveryFreeDimension[] = "/every free dimension";
+
 // The same bookkeeping for a Model that did not come from a Keras file (each layer is its own
 // entry; paths as Keras 3 would write them). `functional` says whether it is saved as a
 // Functional model (whose layer list starts with its InputLayer) or a Sequential one.

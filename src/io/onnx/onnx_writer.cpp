@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "io/onnx/onnx_builder.h"
+#include "layers/channels_first.h"
 #include "layers/kinds.h"
 #include "nnfleet/version.h"
 
@@ -51,6 +52,39 @@ const KindExporter& exporter_of(const Layer& l) {
     if (std::string(e.class_name) == l.class_name()) return e;
   NNFLEET_CHECK(false && "a registry kind without an exporter");
   std::abort();
+}
+
+// A channels_first layer (layers/channels_first.h): its channels_last twin's nodes between a
+// Transpose moving the channels last and one moving them back first (not for a rank-1 output:
+// Flatten and global pooling flatten in channels_last order in Keras too).
+std::string export_channels_first(Builder& b, const LayerNode& n, const Layer& twin) {
+  auto to_last = [](const Shape& s) {
+    if (s.rank() < 2) return s;
+    Shape t;
+    for (int i = 1; i < s.rank(); ++i) t.push_back(s[i]);
+    t.push_back(s[0]);
+    return t;
+  };
+  PlannedNode p = n.plan;
+  p.in_shapes[0] = to_last(n.plan.in_shapes[0]);
+  p.out_shape = to_last(n.plan.out_shape);
+  const std::string base = n.layer.name();
+  std::string x = n.inputs[0];
+  const int r_in = n.plan.in_shapes[0].rank(), r_out = n.plan.out_shape.rank();
+  if (r_in >= 2) {
+    std::vector<int64_t> perm{0};
+    for (int i = 2; i <= r_in; ++i) perm.push_back(i);
+    perm.push_back(1);
+    x = b.transpose(x, perm, base + "_to_channels_last");
+  }
+  LayerNode t{twin, twin.keras_config(), p, {x}, n.params, "", n.where, n.mask_out, n.extra_out};
+  std::string y = exporter_of(twin).fn(b, t);
+  if (r_out >= 2) {
+    std::vector<int64_t> perm{0, r_out};
+    for (int i = 1; i < r_out; ++i) perm.push_back(i);
+    y = b.transpose(y, perm, base + "_to_channels_first");
+  }
+  return y;
 }
 
 // Pointers to every layer's parameters in Network::params() order: all trainable ones first (in
@@ -113,7 +147,8 @@ void build_graph(const Model& m, const float* params, onnx::GraphProto* g) {
     std::string made_mask;
     n.mask_out = &made_mask;
     n.extra_out = &extra[id];
-    tensor[id] = exporter_of(l).fn(b, n);
+    const Layer* twin = channels_last_twin(l);
+    tensor[id] = twin ? export_channels_first(b, n, *twin) : exporter_of(l).fn(b, n);
     NNFLEET_CHECK(extra[id].empty() || extra[id].size() == m.planned(i).extra_out_shapes.size());
     switch (l.mask_use()) {
       case MaskUse::kDrop:
