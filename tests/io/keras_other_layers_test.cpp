@@ -256,13 +256,14 @@ TEST(KerasOtherLayers, RefusesUnsupportedOptionsByKey) {
   EXPECT_NE(message("LayerNormalization", {{"gamma_constraint", {{"class_name", "NonNegish"}}}})
                 .find("gamma_constraint"),
             std::string::npos);
-  EXPECT_NE(message("AlphaDropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 1, 4}}})
+  // noise_shape and channels_first are taken since issue 35; a noise_shape that does not fit
+  // the input, or is no shape, and an unknown data_format are refused by key.
+  EXPECT_NE(message("AlphaDropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 2, 4}}})
                 .find("noise_shape"),
             std::string::npos);
-  EXPECT_NE(
-      message("Dropout", {{"rate", 0.1}, {"noise_shape", {nullptr, 1, 4}}}).find("noise_shape"),
-      std::string::npos);
-  EXPECT_NE(message("SpatialDropout2D", {{"rate", 0.1}, {"data_format", "channels_first"}})
+  EXPECT_NE(message("Dropout", {{"rate", 0.1}, {"noise_shape", "x"}}).find("noise_shape"),
+            std::string::npos);
+  EXPECT_NE(message("SpatialDropout2D", {{"rate", 0.1}, {"data_format", "channels_middle"}})
                 .find("data_format"),
             std::string::npos);
   const std::string prelu = message(
