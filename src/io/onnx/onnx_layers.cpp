@@ -446,8 +446,11 @@ std::string export_up_sampling1d(Builder& b, const LayerNode& n) {
 }
 std::string export_up_sampling2d(Builder& b, const LayerNode& n) {
   const auto size = or_ones(ints_of(n.config, "size"), 2);
-  if (n.config.value("interpolation", std::string("nearest")) == "nearest")
-    return repeat_steps(b, n, size);
+  const std::string interp = n.config.value("interpolation", std::string("nearest"));
+  if (interp == "nearest") return repeat_steps(b, n, size);
+  if (interp != "bilinear")
+    refuse(n, "interpolation '" + interp +
+                  "' is exported only by Resizing; expected nearest or bilinear for UpSampling2D");
   // Bilinear with half-pixel centres, as TensorFlow's resize (Keras's UpSampling2D).
   const std::string x = b.transpose(n.inputs[0], to_channels_first(2), base(n));
   const std::vector<float> scales = {1.0f, 1.0f, static_cast<float>(size[0]),
