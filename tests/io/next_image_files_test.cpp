@@ -84,7 +84,9 @@ TEST(ImageLayersRoundTrip, EveryKindReadsBackWithItsConfig) {
       {{"height_factor", 0.2}, {"width_factor", Json{-0.1, 0.1}}, {"interpolation", "nearest"}},
       "random_zoom");
   add("RandomTranslation",
-      {{"height_factor", 0.1}, {"width_factor", 0.2}, {"fill_mode", "constant"},
+      {{"height_factor", 0.1},
+       {"width_factor", 0.2},
+       {"fill_mode", "constant"},
        {"fill_value", 0.5}},
       "random_translation");
   add("RandomContrast", {{"factor", Json{0.1, 0.4}}, {"value_range", Json{0, 1}}},

@@ -1,8 +1,11 @@
 // ONNX exporters of the image preprocessing and augmentation layers: Resizing and the inference
-// form of CenterCrop / RandomCrop as Slice (the crop window) then Resize (half-pixel linear,
-// TensorFlow's half-pixel nearest, or Keys cubic a = -0.5 with taps outside the image excluded);
-// the Random* augmentation layers are the identity at inference, which is what an exported model
-// computes. Resizing's "area" (TensorFlow's resize_area) has no ONNX Resize mode and is refused.
+// form of CenterCrop / RandomCrop as Slice (the crop window) then Resize (half-pixel linear, or
+// TensorFlow's half-pixel nearest). Bicubic and area have no exact ONNX Resize mode (ONNX's cubic
+// evaluates the Keys kernel exactly where TensorFlow rounds the fraction to 1/1024, up to 1e-3
+// apart; ONNX has no box filter): both are separable linear maps, exported as two MatMuls with
+// the kernel's own weights (kernels/resize.h resize_axis_taps), also for UpSampling2D. The
+// Random* augmentation layers are the identity at inference, which is what an exported model
+// computes.
 #include "io/onnx/onnx_builder.h"
 #include "kernels/resize.h"
 #include "layers/image_util.h"
@@ -11,6 +14,34 @@ namespace nnfleet::onnx_export {
 namespace {
 
 const std::string& base_of(const LayerNode& n) { return n.layer.name(); }
+
+}  // namespace
+
+// x [N, CH, CW, C] (the window already cut) resized by `m` as Ry [OH, CH] . x . Rx^T [CW, OW]
+// per channel, the matrices holding the taps' weights (area's 1 / box area folded into Rx).
+std::string resize_by_matrices(Builder& b, const LayerNode& n, const std::string& x,
+                               const ResizeGeom& g, ResizeMethod m) {
+  const AxisTaps ty = resize_axis_taps(m, g.ch, g.oh), tx = resize_axis_taps(m, g.cw, g.ow);
+  const float post =
+      m == ResizeMethod::kArea ? static_cast<float>(1.0 / (ty.post * tx.post)) : 1.0f;
+  std::vector<float> ry(static_cast<size_t>(g.oh) * g.ch, 0.0f),
+      rxt(static_cast<size_t>(g.cw) * g.ow, 0.0f);
+  for (int o = 0; o < g.oh; ++o)
+    for (int k = ty.off[static_cast<size_t>(o)]; k < ty.off[static_cast<size_t>(o) + 1]; ++k)
+      ry[static_cast<size_t>(o) * g.ch + static_cast<size_t>(ty.idx[static_cast<size_t>(k)])] +=
+          ty.wt[static_cast<size_t>(k)];
+  for (int o = 0; o < g.ow; ++o)
+    for (int k = tx.off[static_cast<size_t>(o)]; k < tx.off[static_cast<size_t>(o) + 1]; ++k)
+      rxt[static_cast<size_t>(tx.idx[static_cast<size_t>(k)]) * g.ow + static_cast<size_t>(o)] +=
+          tx.wt[static_cast<size_t>(k)] * post;
+  const std::string& nm = n.layer.name();
+  const std::string t = b.transpose(x, to_channels_first(2), nm);
+  const std::string u = b.node("MatMul", {t, b.weight(nm + "/rx", {g.cw, g.ow}, rxt)}, nm);
+  const std::string v = b.node("MatMul", {b.weight(nm + "/ry", {g.oh, g.ch}, ry), u}, nm);
+  return b.transpose(v, to_channels_last(2), nm);
+}
+
+namespace {
 
 // x [N, H, W, C] cropped to the window of `g` and resized to g.oh x g.ow by `interp`.
 std::string crop_resize(Builder& b, const LayerNode& n, const ResizeGeom& g,
@@ -30,13 +61,13 @@ std::string crop_resize(Builder& b, const LayerNode& n, const ResizeGeom& g,
     attrs = {attr_s("mode", "nearest"),
              attr_s("coordinate_transformation_mode", "tf_half_pixel_for_nn"),
              attr_s("nearest_mode", "floor")};
-  } else if (interp == "bicubic") {
-    attrs = {attr_s("mode", "cubic"), attr_s("coordinate_transformation_mode", "half_pixel"),
-             attr_f("cubic_coeff_a", -0.5f), attr("exclude_outside", 1)};
+  } else if (interp == "bicubic" || interp == "area") {
+    return resize_by_matrices(b, n, x, g,
+                              interp == "area" ? ResizeMethod::kArea : ResizeMethod::kBicubic);
   } else {
     refuse(n, "interpolation '" + interp +
-                  "' (TensorFlow's resize_area) has no ONNX Resize mode; expected bilinear, "
-                  "nearest or bicubic");
+                  "' has no ONNX form; expected bilinear, nearest, "
+                  "bicubic or area");
   }
   const std::string t = b.transpose(x, to_channels_first(2), nm);
   // The batch is free: sizes take N from the input's shape, the rest from the plan (scales
