@@ -192,28 +192,27 @@ class RandomCrop final : public SizedImageLayer {
     const Shape& s = a.in_shapes[0];
     if (!random(a)) return resize_forward(ResizeMethod::kBilinear, a.n, fixed(s), a.x[0], a.y);
     for (int i = 0; i < a.n; ++i) {
-      ResizeGeom g = window(s);
-      g.y0 = static_cast<int>(a.rng->uniform() * static_cast<float>(g.h - h_ + 1));
-      g.x0 = static_cast<int>(a.rng->uniform() * static_cast<float>(g.w - w_ + 1));
-      g.y0 = std::min(g.y0, g.h - h_);  // u * (H - h + 1) < H - h + 1
-      g.x0 = std::min(g.x0, g.w - w_);
-      a.cache[2 * i] = static_cast<float>(g.y0);
-      a.cache[2 * i + 1] = static_cast<float>(g.x0);
-      resize_forward(ResizeMethod::kBilinear, 1, g, a.x[0] + i * s.size(),
-                     a.y + i * a.out_shape.size());
+      // u * (H - h + 1) < H - h + 1; the min guards the float product's rounding.
+      const auto y0 = std::min(
+          static_cast<int64_t>(a.rng->uniform() * static_cast<float>(s[0] - h_ + 1)), s[0] - h_);
+      const auto x0 = std::min(
+          static_cast<int64_t>(a.rng->uniform() * static_cast<float>(s[1] - w_ + 1)), s[1] - w_);
+      a.cache[2 * i] = static_cast<float>(y0);
+      a.cache[2 * i + 1] = static_cast<float>(x0);
+      each_row(a, i, y0, x0, [&](int64_t src, int64_t dst, size_t len) {
+        std::memcpy(a.y + dst, a.x[0] + src, len * sizeof(float));
+      });
     }
   }
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
     const Shape& s = a.in_shapes[0];
     if (!random(a)) return resize_backward(ResizeMethod::kBilinear, a.n, fixed(s), a.dy, a.dx[0]);
-    for (int i = 0; i < a.n; ++i) {
-      ResizeGeom g = window(s);
-      g.y0 = static_cast<int>(a.cache[2 * i]);
-      g.x0 = static_cast<int>(a.cache[2 * i + 1]);
-      resize_backward(ResizeMethod::kBilinear, 1, g, a.dy + i * a.out_shape.size(),
-                      a.dx[0] + i * s.size());
-    }
+    for (int i = 0; i < a.n; ++i)
+      each_row(a, i, static_cast<int64_t>(a.cache[2 * i]), static_cast<int64_t>(a.cache[2 * i + 1]),
+               [&](int64_t src, int64_t dst, size_t len) {
+                 for (size_t k = 0; k < len; ++k) a.dx[0][src + k] += a.dy[dst + k];
+               });
   }
   Json keras_config() const override {
     Json j = SizedImageLayer::keras_config();
@@ -229,11 +228,14 @@ class RandomCrop final : public SizedImageLayer {
     return aspect_crop(static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2]), h_,
                        w_);
   }
-  ResizeGeom window(const Shape& s) const {
-    ResizeGeom g = whole(s, h_, w_);
-    g.ch = h_;
-    g.cw = w_;
-    return g;
+  // Calls f(input offset, output offset, floats) for the h rows of sample i's window at (y0, x0).
+  template <typename F>
+  void each_row(const LayerArgs& a, int i, int64_t y0, int64_t x0, F f) const {
+    const Shape& s = a.in_shapes[0];
+    const int64_t c = s[2];
+    for (int64_t r = 0; r < h_; ++r)
+      f(((i * s[0] + y0 + r) * s[1] + x0) * c, (i * int64_t{h_} + r) * w_ * c,
+        static_cast<size_t>(w_ * c));
   }
   Json seed_;
 };
