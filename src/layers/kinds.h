@@ -64,7 +64,16 @@
   X(AlphaDropout, alpha_dropout)                      \
   X(Conv2DTranspose, conv2d_transpose)                \
   X(SeparableConv2D, separable_conv2d)                \
-  X(Cropping2D, cropping2d)
+  X(Cropping2D, cropping2d)                           \
+  X(Resizing, resizing)                               \
+  X(CenterCrop, center_crop)                          \
+  X(RandomCrop, random_crop)                          \
+  X(RandomFlip, random_flip)                          \
+  X(RandomRotation, random_rotation)                  \
+  X(RandomZoom, random_zoom)                          \
+  X(RandomTranslation, random_translation)            \
+  X(RandomContrast, random_contrast)                  \
+  X(RandomBrightness, random_brightness)
 
 namespace nnfleet {
 

@@ -1,9 +1,9 @@
 // UpSampling2D, Keras semantics: [H,W,C] -> [H*sh, W*sw, C]. Interpolation "nearest" (the Keras
 // default and the only one of Keras 2.0-2.2) repeats each pixel sh x sw times, and backward adds
 // each output pixel's gradient back to the pixel it came from; "bilinear" is TensorFlow's
-// half-pixel resize_bilinear (kernels/resize.h), what tf.keras 2.3+ and Keras 3 compute. Keras
-// 2.2's TensorFlow 1 bilinear (no half-pixel centres) and Keras 3's other interpolations
-// ("bicubic", "lanczos3", ...) are refused.
+// half-pixel resize_bilinear (kernels/resize.h), what tf.keras 2.3+ and Keras 3 compute; Keras 3's
+// "bicubic" and "area" are tf.image.resize's (resize_bicubic with Keys a = -0.5, resize_area).
+// Keras 2.2's TensorFlow 1 bilinear (no half-pixel centres) and "lanczos3"/"lanczos5" are refused.
 #include <cstring>
 
 #include "kernels/resize.h"
@@ -20,7 +20,8 @@ class UpSampling2D final : public Layer {
     sh_ = s[0];
     sw_ = s[1];
     c.get_string("data_format", "channels_last", {"channels_last"});
-    bilinear_ = c.get_string("interpolation", "nearest", {"nearest", "bilinear"}) == "bilinear";
+    interp_ = c.get_string("interpolation", "nearest", {"nearest", "bilinear", "bicubic", "area"});
+    bilinear_ = interp_ == "bilinear";
   }
   const char* class_name() const override { return "UpSampling2D"; }
   Shape output_shape(const std::vector<Shape>& in) const override {
@@ -35,6 +36,8 @@ class UpSampling2D final : public Layer {
     return out;
   }
   void forward(const LayerArgs& a) const override {
+    if (interp_ == "bicubic" || interp_ == "area")
+      return resize_forward(method(), a.n, geom(a.in_shapes[0]), a.x[0], a.y);
     if (bilinear_) {
       const Shape& s = a.in_shapes[0];
       resize_bilinear_forward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
@@ -48,6 +51,8 @@ class UpSampling2D final : public Layer {
   }
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
+    if (interp_ == "bicubic" || interp_ == "area")
+      return resize_backward(method(), a.n, geom(a.in_shapes[0]), a.dy, a.dx[0]);
     if (bilinear_) {
       const Shape& s = a.in_shapes[0];
       resize_bilinear_backward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
@@ -66,7 +71,7 @@ class UpSampling2D final : public Layer {
     Json j = base_keras_config(*this);
     j["size"] = Json{sh_, sw_};
     j["data_format"] = "channels_last";
-    j["interpolation"] = bilinear_ ? "bilinear" : "nearest";
+    j["interpolation"] = interp_;
     return j;
   }
 
@@ -84,7 +89,20 @@ class UpSampling2D final : public Layer {
         for (size_t x = 0; x < ow; ++x)
           f(a.x[0] + ((n * h + y / sh) * w + x / sw) * c, ((n * oh + y) * ow + x) * c);
   }
+  ResizeMethod method() const {
+    return interp_ == "bicubic" ? ResizeMethod::kBicubic : ResizeMethod::kArea;
+  }
+  ResizeGeom geom(const Shape& s) const {
+    ResizeGeom g;
+    g.h = g.ch = static_cast<int>(s[0]);
+    g.w = g.cw = static_cast<int>(s[1]);
+    g.c = static_cast<int>(s[2]);
+    g.oh = static_cast<int>(s[0] * sh_);
+    g.ow = static_cast<int>(s[1] * sw_);
+    return g;
+  }
   int64_t sh_ = 2, sw_ = 2;
+  std::string interp_ = "nearest";
   bool bilinear_ = false;
 };
 
@@ -99,7 +117,9 @@ std::vector<LayerExample> up_sampling2d_examples() {
           {{{"size", Json{1, 3}}}, {Shape{3, 1, 1}}},
           {{{"interpolation", "bilinear"}}, {Shape{3, 2, 2}}},
           {{{"size", Json{3, 2}}, {"interpolation", "bilinear"}}, {Shape{2, 3, 1}}},
-          {{{"size", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 2, 3}}}};
+          {{{"size", Json{1, 2}}, {"data_format", "channels_first"}}, {Shape{2, 2, 3}}},
+          {{{"size", Json{2, 3}}, {"interpolation", "bicubic"}}, {Shape{3, 2, 2}}},
+          {{{"size", Json{3, 2}}, {"interpolation", "area"}}, {Shape{2, 3, 1}}}};
 }
 
 }  // namespace nnfleet

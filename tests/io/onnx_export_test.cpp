@@ -553,5 +553,25 @@ TEST(OnnxExport, RefusesABackwardsMaskedSequenceFromAnInitialStateByLayerName) {
   }
 }
 
+// Issue 35's image files (next/: Resizing, Rescaling, RandomFlip, RandomRotation in nested
+// Sequentials): Slice/Resize and Identity nodes agree with ONNX Runtime on their expected inputs.
+TEST(RealFileOnnxExport, NextImageFilesAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_next_image");
+  const std::string next = test::real_models_dir() + "/next";
+  std::vector<OrtCase> cases;
+  for (const std::string file :
+       {"potato_cnn_randomflip_k310.keras", "potato_cnn_resizing_tf290.h5"}) {
+    const std::string stem = file.substr(0, file.find('.'));
+    const Array a = load_npy(next + "/expected/" + stem + ".input.npy");
+    const Shape sample = a.sample_shape();
+    const LoadedModel lm = load_keras_model(next + "/" + file, "", &sample);
+    std::vector<float> v(static_cast<size_t>(a.shape().size()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(a.at(static_cast<int64_t>(i)));
+    cases.push_back(
+        make_case(dir, stem, lm.model, lm.params.data(), {v}, static_cast<int>(a.rows())));
+  }
+  expect_readers_accept(dir, cases);
+}
+
 }  // namespace
 }  // namespace nnfleet

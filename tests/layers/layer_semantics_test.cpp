@@ -261,7 +261,7 @@ TEST(Embedding, LooksUpRowsAndMaskZeroProducesAMask) {
   EXPECT_THROW(masked->output_shape({Shape{2, 3}}), ModelError);
 }
 
-TEST(UpSampling2D, RepeatsEachPixelOrInterpolatesBilinearAndRefusesOtherInterpolations) {
+TEST(UpSampling2D, RepeatsEachPixelOrInterpolatesAndRefusesLanczos) {
   LayerRun r("UpSampling2D", {{"size", Json{2, 1}}}, {Shape{1, 2, 1}});
   EXPECT_EQ(r.out, (Shape{2, 2, 1}));
   EXPECT_EQ(r.forward(1, {{3, 4}}, false), (std::vector<float>{3, 4, 3, 4}));
@@ -270,8 +270,12 @@ TEST(UpSampling2D, RepeatsEachPixelOrInterpolatesBilinearAndRefusesOtherInterpol
              {Shape{1, 2, 1}});
   EXPECT_EQ(b.forward(1, {{3, 4}}, false), (std::vector<float>{3, 3.25f, 3.75f, 4}));
   EXPECT_EQ(b.layer->keras_config()["interpolation"], "bilinear");
+  // Keras 3's bicubic and area are tf.image.resize's (kernels/resize.h); lanczos is refused.
+  EXPECT_EQ(make_layer("UpSampling2D", Json{{"interpolation", "bicubic"}}, ConfigMode::kKeras, "u")
+                ->keras_config()["interpolation"],
+            "bicubic");
   EXPECT_THROW(
-      make_layer("UpSampling2D", Json{{"interpolation", "bicubic"}}, ConfigMode::kKeras, "u"),
+      make_layer("UpSampling2D", Json{{"interpolation", "lanczos3"}}, ConfigMode::kKeras, "u"),
       ConfigError);
 }
 

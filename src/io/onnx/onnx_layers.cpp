@@ -8,8 +8,14 @@
 #include <tuple>
 
 #include "io/onnx/onnx_builder.h"
+#include "kernels/resize.h"
 
 namespace nnfleet::onnx_export {
+
+// Bicubic and area resizing as two MatMuls (onnx_image.cpp).
+std::string resize_by_matrices(Builder& b, const LayerNode& n, const std::string& x,
+                               const ResizeGeom& g, ResizeMethod m);
+
 namespace {
 
 const std::string& base(const LayerNode& n) { return n.layer.name(); }
@@ -446,8 +452,19 @@ std::string export_up_sampling1d(Builder& b, const LayerNode& n) {
 }
 std::string export_up_sampling2d(Builder& b, const LayerNode& n) {
   const auto size = or_ones(ints_of(n.config, "size"), 2);
-  if (n.config.value("interpolation", std::string("nearest")) == "nearest")
-    return repeat_steps(b, n, size);
+  const std::string interp = n.config.value("interpolation", std::string("nearest"));
+  if (interp == "nearest") return repeat_steps(b, n, size);
+  if (interp == "bicubic" || interp == "area") {
+    const Shape& in = n.plan.in_shapes[0];
+    ResizeGeom g;
+    g.h = g.ch = static_cast<int>(in[0]);
+    g.w = g.cw = static_cast<int>(in[1]);
+    g.c = static_cast<int>(in[2]);
+    g.oh = static_cast<int>(in[0] * size[0]);
+    g.ow = static_cast<int>(in[1] * size[1]);
+    return resize_by_matrices(b, n, n.inputs[0], g,
+                              interp == "area" ? ResizeMethod::kArea : ResizeMethod::kBicubic);
+  }
   // Bilinear with half-pixel centres, as TensorFlow's resize (Keras's UpSampling2D).
   const std::string x = b.transpose(n.inputs[0], to_channels_first(2), base(n));
   const std::vector<float> scales = {1.0f, 1.0f, static_cast<float>(size[0]),
