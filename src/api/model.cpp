@@ -12,6 +12,7 @@
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io/onnx/onnx_writer.h"
+#include "io/string_front.h"
 
 namespace nnfleet::api {
 
@@ -140,8 +141,14 @@ Prepared prepare(const ModelAccess::Impl& impl, const std::vector<ArrayView>& x,
     throw UsageError(failed + "it has " + std::to_string(m.num_inputs()) +
                      " input(s); expected one array per input, got " + std::to_string(x.size()));
   Prepared p;
-  for (size_t k = 0; k < x.size(); ++k)
-    p.xs.push_back(api_detail::to_array(x[k], nth_name(o.x_names, "x", k)));
+  for (size_t k = 0; k < x.size(); ++k) {
+    // A string input becomes its string layer's float rows here, once per call.
+    const std::string name = nth_name(o.x_names, "x", k);
+    if (m.input(k).is_string && o.scale != 1.0)
+      throw UsageError(failed + "input '" + m.input(k).name +
+                       "' holds strings, which a scale cannot apply to; expected scale 1");
+    p.xs.push_back(bind_input(m, k, api_detail::to_array(x[k], name), "'" + name + "'"));
+  }
   p.n = p.xs[0].rows();
   for (size_t k = 0; k < p.xs.size(); ++k) {
     const std::string name = nth_name(o.x_names, "x", k);
