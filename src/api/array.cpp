@@ -60,12 +60,10 @@ namespace nnfleet::api_detail {
 namespace {
 
 // The public element types and the engine's, one to one.
-constexpr std::pair<api::ElementType, DType> kTypes[] = {{api::ElementType::kUint8, DType::kU8},
-                                                         {api::ElementType::kInt32, DType::kI32},
-                                                         {api::ElementType::kInt64, DType::kI64},
-                                                         {api::ElementType::kFloat32, DType::kF32},
-                                                         {api::ElementType::kFloat64, DType::kF64},
-                                                         {api::ElementType::kString, DType::kStr}};
+constexpr std::pair<api::ElementType, DType> kTypes[] = {
+    {api::ElementType::kUint8, DType::kU8},    {api::ElementType::kInt32, DType::kI32},
+    {api::ElementType::kInt64, DType::kI64},   {api::ElementType::kFloat32, DType::kF32},
+    {api::ElementType::kFloat64, DType::kF64}, {api::ElementType::kString, DType::kStr}};
 
 DType engine_type(api::ElementType t) {
   for (const auto& [pub, eng] : kTypes)

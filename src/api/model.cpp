@@ -9,10 +9,10 @@
 #include "api/model_impl.h"
 #include "api/predict_engine.h"
 #include "core/check.h"
+#include "fleet/fit/string_front.h"
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io/onnx/onnx_writer.h"
-#include "io/string_front.h"
 
 namespace nnfleet::api {
 
@@ -48,7 +48,8 @@ Model Model::load(const std::string& path, const std::string& weights,
       input_shapes.empty() ? describe_model_file(path, weights) : model_summary(impl->lm, path);
   const nnfleet::Model& m = *impl->lm.model;
   for (size_t k = 0; k < m.num_inputs(); ++k)
-    impl->inputs.push_back({m.input(k).name, dims(m.input(k).shape)});
+    impl->inputs.push_back(
+        {m.input(k).name, dims(m.input(k).is_string ? m.input(k).string_shape : m.input(k).shape)});
   for (size_t j = 0; j < m.num_outputs(); ++j)
     impl->outputs.push_back({m.output_name(j), dims(m.output_shape(j))});
   return Model(std::move(impl));

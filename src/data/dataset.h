@@ -18,7 +18,7 @@
 namespace nnfleet {
 
 // kStr: one std::string per element (a text column, a NumPy unicode array), read only by a
-// model's string layers (io/string_front.h), which turn it into floats before any batch is
+// model's string layers (fleet/fit/string_front.h), which turn it into floats before any batch is
 // gathered; the numeric paths (at, gather_rows, first_bad_id, gather_labels) never see it.
 enum class DType { kU8, kI32, kI64, kF32, kF64, kStr };
 const char* dtype_name(DType t);  // "uint8", "int32", ..., "string"
@@ -86,8 +86,9 @@ void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst);
 // A loader either returns a complete Array or throws; nothing is left half-read.
 Array load_idx(const std::string& path);  // plain or gzip, ubyte images/labels
 // NPY v1/v2/v3, little-endian, C order. |u1 <i4 <i8 <f4 <f8 load as-is; <U (NumPy unicode
-// strings, UTF-32 code points) loads as kStr in UTF-8, each element without its trailing NULs; narrower types are
-// widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32. Fortran order (rank
+// strings, UTF-32 code points) loads as kStr in UTF-8, each element without its trailing NULs;
+// narrower types are widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32.
+// Fortran order (rank
 // >= 2), big-endian ('>') and every other dtype are rejected.
 Array load_npy(const std::string& path);
 // Member "<key>.npy" of an NPZ archive (np.savez or np.savez_compressed), read as load_npy does.
@@ -107,8 +108,8 @@ struct CsvData {
 CsvData load_csv(const std::string& path, const std::string& label);
 
 // Writers used by `nnfleet predict` and tests (atomic: temporary name, then rename).
-// Writes `a` as NPY v1.0 in its own dtype (|u1 <i4 <i8 <f4 <f8; kStr as <U), C order. Throws DataError;
-// on failure `path` is left untouched and the temporary file is removed.
+// Writes `a` as NPY v1.0 in its own dtype (|u1 <i4 <i8 <f4 <f8; kStr as <U), C order. Throws
+// DataError; on failure `path` is left untouched and the temporary file is removed.
 void save_npy(const std::string& path, const Array& a);
 
 // Helpers shared by the loaders (and usable by other readers of data files).

@@ -1,11 +1,11 @@
 // String layers: the layers that read a model's string input (TextVectorization, StringLookup,
 // Hashing). They form the model's "string front": a string layer turns each sample's strings into
 // floats (ids, or multi_hot / count / tf_idf rows) once, when the data is bound to the model
-// (io/string_front.h: once per training set, once per predict call), outside the hot path. In the
-// float graph the layer is then the identity over those floats (output_aliases_input), so the
-// network plans no copy and the layers after it see the ids as if they were the input.
-// A string layer must read a string model input directly, and a string input is read by exactly
-// one string layer (Model checks both and sizes the input from encoded_shape()).
+// (fleet/fit/string_front.h: once per training set, once per predict call), outside the hot path.
+// In the float graph the layer is then the identity over those floats (output_aliases_input), so
+// the network plans no copy and the layers after it see the ids as if they were the input. A string
+// layer must read a string model input directly, and a string input is read by exactly one string
+// layer (Model checks both and sizes the input from encoded_shape()).
 #pragma once
 
 #include <cstdint>

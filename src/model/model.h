@@ -43,7 +43,7 @@ struct PlannedNode {
 // A model input: its name (the Keras InputLayer's) and per-sample shape.
 // A string input (Keras dtype "string") holds strings of per-sample shape string_shape ([] or
 // [1]); exactly one string layer (layers/string_layer.h) reads it, and `shape` is what that layer
-// makes of them (the Model sets it): the float rows the network sees (io/string_front.h).
+// makes of them (the Model sets it): the float rows the network sees (fleet/fit/string_front.h).
 struct ModelInput {
   std::string name;
   Shape shape;

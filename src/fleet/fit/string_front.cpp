@@ -1,8 +1,9 @@
 // The string front (string_front.h).
-#include "io/string_front.h"
+#include "fleet/fit/string_front.h"
 
 #include "core/config.h"
 #include "layers/layer_util.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
 
@@ -46,6 +47,39 @@ Array bind_input(const Model& m, size_t k, const Array& x, const std::string& wh
   if (reader)
     reader->encode(x.strings(), x.rows(), sample.size(), static_cast<float*>(out.mutable_data()));
   return out;
+}
+
+// text_vectorization.cpp's adapt.
+Json text_vectorization_adapted_vocabulary(const Layer& l, const std::string* texts, int64_t n);
+
+std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m,
+                                                 const Array& texts) {
+  bool any = false;
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < m->num_layers(); ++i) {
+    const Layer& l = m->layer(i);
+    Json cfg = l.keras_config();
+    const auto* sl = dynamic_cast<const StringLayer*>(&l);
+    if (sl && std::string(l.class_name()) == "TextVectorization" && sl->full_vocabulary().empty() &&
+        texts.dtype() == DType::kStr && texts.row_size() == 1) {
+      cfg["vocabulary"] = text_vectorization_adapted_vocabulary(l, texts.strings(), texts.rows());
+      any = true;
+    }
+    std::vector<int> tensors;
+    for (size_t j = 0; j < m->layer_inputs(i).size(); ++j) tensors.push_back(m->input_tensor(i, j));
+    nodes.push_back({make_layer(l.class_name(), cfg, ConfigMode::kKeras, l.name()),
+                     m->layer_inputs(i), m->training(i), tensors});
+  }
+  if (!any) return m;
+  std::vector<ModelInput> inputs;
+  for (size_t k = 0; k < m->num_inputs(); ++k) inputs.push_back(m->input(k));
+  std::vector<int> outs, out_tensors;
+  for (size_t j = 0; j < m->num_outputs(); ++j) {
+    outs.push_back(m->output_node(j));
+    out_tensors.push_back(m->output_tensor(j));
+  }
+  return std::make_shared<const Model>(m->name(), std::move(inputs), std::move(nodes), outs,
+                                       out_tensors);
 }
 
 }  // namespace nnfleet

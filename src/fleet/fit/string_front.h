@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "data/dataset.h"
@@ -22,5 +23,10 @@ const StringLayer* string_reader(const Model& m, size_t k);
 Array bind_input(const Model& m, size_t k, const Array& x, const std::string& what);
 // True when some input of `m` holds strings.
 bool has_string_input(const Model& m);
+// `m` with every TextVectorization that has no vocabulary adapted on `texts` (the training rows
+// of its string input; Keras's adapt: most frequent first, max_tokens kept), other layers as
+// they are; `m` itself when none needs it. Throws ModelError.
+std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m,
+                                                 const Array& texts);
 
 }  // namespace nnfleet
