@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -93,14 +94,59 @@ class CallScope {
   std::atomic<bool>* stop_;
 };
 
+// Strings made from NumPy unicode arrays, kept alive for as long as the call that reads them.
+using KeptStrings = std::vector<std::shared_ptr<const std::vector<std::string>>>;
+
+// A NumPy unicode array's elements ('<U<n>': n UTF-32 code points, NUL-padded) in UTF-8.
+std::shared_ptr<const std::vector<std::string>> unicode_strings(const py::array& a) {
+  const size_t chars = static_cast<size_t>(a.itemsize()) / 4;
+  auto out = std::make_shared<std::vector<std::string>>(static_cast<size_t>(a.size()));
+  const auto* base = static_cast<const char*>(a.data());
+  for (size_t i = 0; i < out->size(); ++i) {
+    std::string& s = (*out)[i];
+    size_t len = chars;
+    uint32_t c = 0;
+    while (len > 0 && (std::memcpy(&c, base + (i * chars + len - 1) * 4, 4), c == 0)) --len;
+    for (size_t k = 0; k < len; ++k) {
+      std::memcpy(&c, base + (i * chars + k) * 4, 4);
+      if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+      if (c < 0x80) {
+        s += static_cast<char>(c);
+      } else if (c < 0x800) {
+        s += static_cast<char>(0xC0 | (c >> 6));
+        s += static_cast<char>(0x80 | (c & 0x3F));
+      } else if (c < 0x10000) {
+        s += static_cast<char>(0xE0 | (c >> 12));
+        s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        s += static_cast<char>(0x80 | (c & 0x3F));
+      } else {
+        s += static_cast<char>(0xF0 | (c >> 18));
+        s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+        s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        s += static_cast<char>(0x80 | (c & 0x3F));
+      }
+    }
+  }
+  return out;
+}
+
 // The view of a NumPy array that is C-contiguous and of a type the engine reads in place; the
-// Python layer converts every other array before it gets here.
-ArrayView view_of(const py::array& a, const std::string& what) {
+// Python layer converts every other array before it gets here. A unicode array (text for a
+// string input) is converted to strings that `keep` holds.
+ArrayView view_of(const py::array& a, const std::string& what, KeptStrings* keep = nullptr) {
   if (!(a.flags() & py::array::c_style))
     throw nnfleet::DataError("failed to read " + what +
                              ": expected a C-contiguous array, got another layout");
   ArrayView v;
   const py::dtype dt = a.dtype();
+  if (dt.kind() == 'U' && keep) {
+    keep->push_back(unicode_strings(a));
+    v.type = ElementType::kString;
+    v.data =
+        keep->back()->empty() ? static_cast<const void*>(keep->back().get()) : keep->back()->data();
+    for (py::ssize_t d = 0; d < a.ndim(); ++d) v.shape.push_back(a.shape(d));
+    return v;
+  }
   if (dt.equal(py::dtype::of<uint8_t>()))
     v.type = ElementType::kUint8;
   else if (dt.equal(py::dtype::of<int32_t>()))
@@ -203,10 +249,10 @@ PredictOptions predict_options(const std::string& loss, int batch_size, int work
 
 // The views of predict's and evaluate's arrays, named "x" (or "x[k]") and "y" in `o`'s messages.
 void views(const std::vector<py::array>& xs, const std::vector<py::array>& ys, PredictOptions& o,
-           std::vector<ArrayView>& xv, std::vector<ArrayView>& yv) {
+           std::vector<ArrayView>& xv, std::vector<ArrayView>& yv, KeptStrings& keep) {
   for (size_t k = 0; k < xs.size(); ++k) {
     o.x_names.push_back(xs.size() > 1 ? "x[" + std::to_string(k) + "]" : "x");
-    xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'"));
+    xv.push_back(view_of(xs[k], "'" + o.x_names.back() + "'", &keep));
   }
   for (size_t j = 0; j < ys.size(); ++j) {
     o.y_names.push_back(ys.size() > 1 ? "y[" + std::to_string(j) + "]" : "y");
@@ -230,7 +276,8 @@ class PyModel {
                     const std::string& loss, int batch_size, int workers, double scale) const {
     PredictOptions o = predict_options(loss, batch_size, workers, scale);
     std::vector<ArrayView> xv, yv;
-    views(xs, ys, o, xv, yv);
+    KeptStrings keep;
+    views(xs, ys, o, xv, yv, keep);
     const int64_t n = xv.empty() ? 0 : xv[0].rows();
     py::list preds, losses;
     std::vector<std::span<float>> pp, lp;
@@ -262,7 +309,8 @@ class PyModel {
     static_cast<PredictOptions&>(o) = predict_options(loss, batch_size, workers, scale);
     o.metrics = metrics;
     std::vector<ArrayView> xv, yv;
-    views(xs, ys, o, xv, yv);
+    KeptStrings keep;
+    views(xs, ys, o, xv, yv, keep);
     std::vector<std::pair<std::string, double>> figures;
     {
       CallScope call;
@@ -326,9 +374,10 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
   RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format, progress,
                              load_models, report);
   DataArrays views;
+  KeptStrings keep;
   for (const auto& [k, v] : arrays) {
     const std::string key = py::cast<std::string>(k);
-    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "{array: " + key + "}");
+    views[key] = view_of(py::reinterpret_borrow<py::array>(v), "{array: " + key + "}", &keep);
   }
   std::atomic<bool> stop{false};
   o.stop = &stop;

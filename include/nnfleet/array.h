@@ -14,11 +14,13 @@ namespace nnfleet::api {
 // Axes an array may have, samples first.
 inline constexpr int kMaxRank = 6;
 
-enum class ElementType { kUint8, kInt32, kInt64, kFloat32, kFloat64 };
+// kString: each element a std::string (UTF-8), so `data` points at std::string objects; only a
+// model's string input (a Keras InputLayer of dtype string) takes it.
+enum class ElementType { kUint8, kInt32, kInt64, kFloat32, kFloat64, kString };
 
-// Bytes of one element: 1, 4, 8, 4, 8.
+// Bytes of one element: 1, 4, 8, 4, 8, sizeof(std::string).
 size_t element_size(ElementType t);
-// "uint8", "int32", "int64", "float32", "float64".
+// "uint8", "int32", "int64", "float32", "float64", "string".
 const char* element_type_name(ElementType t);
 
 struct ArrayView {

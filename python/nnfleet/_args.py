@@ -178,6 +178,10 @@ def _array(a, what):
         i = int(np.argmax(arr.reshape(-1) > np.iinfo(np.int64).max))
         raise DataError(f"failed to read {what}: value {arr.reshape(-1)[i]} at flat index {i} "
                         f"does not fit int64; expected uint64 values up to 2^63-1")
+    if arr.dtype.kind == "O" and all(isinstance(v, str) for v in arr.reshape(-1)):
+        arr = arr.astype(str)  # a list of str NumPy kept as objects
+    if arr.dtype.kind == "U":  # text for a string input (TextVectorization): read as strings
+        return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("="))
     if arr.dtype.type in _IN_PLACE:
         target = arr.dtype.newbyteorder("=")
     elif arr.dtype.kind in "biu":

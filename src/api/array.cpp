@@ -3,6 +3,7 @@
 #include "nnfleet/array.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "api/convert.h"
@@ -23,6 +24,8 @@ size_t element_size(ElementType t) {
     case ElementType::kInt64:
     case ElementType::kFloat64:
       return 8;
+    case ElementType::kString:
+      return sizeof(std::string);
   }
   return 0;
 }
@@ -39,6 +42,8 @@ const char* element_type_name(ElementType t) {
       return "float32";
     case ElementType::kFloat64:
       return "float64";
+    case ElementType::kString:
+      return "string";
   }
   return "?";
 }
@@ -55,11 +60,10 @@ namespace nnfleet::api_detail {
 namespace {
 
 // The public element types and the engine's, one to one.
-constexpr std::pair<api::ElementType, DType> kTypes[] = {{api::ElementType::kUint8, DType::kU8},
-                                                         {api::ElementType::kInt32, DType::kI32},
-                                                         {api::ElementType::kInt64, DType::kI64},
-                                                         {api::ElementType::kFloat32, DType::kF32},
-                                                         {api::ElementType::kFloat64, DType::kF64}};
+constexpr std::pair<api::ElementType, DType> kTypes[] = {
+    {api::ElementType::kUint8, DType::kU8},    {api::ElementType::kInt32, DType::kI32},
+    {api::ElementType::kInt64, DType::kI64},   {api::ElementType::kFloat32, DType::kF32},
+    {api::ElementType::kFloat64, DType::kF64}, {api::ElementType::kString, DType::kStr}};
 
 DType engine_type(api::ElementType t) {
   for (const auto& [pub, eng] : kTypes)

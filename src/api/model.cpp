@@ -9,6 +9,7 @@
 #include "api/model_impl.h"
 #include "api/predict_engine.h"
 #include "core/check.h"
+#include "fleet/fit/string_front.h"
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io/onnx/onnx_writer.h"
@@ -47,7 +48,8 @@ Model Model::load(const std::string& path, const std::string& weights,
       input_shapes.empty() ? describe_model_file(path, weights) : model_summary(impl->lm, path);
   const nnfleet::Model& m = *impl->lm.model;
   for (size_t k = 0; k < m.num_inputs(); ++k)
-    impl->inputs.push_back({m.input(k).name, dims(m.input(k).shape)});
+    impl->inputs.push_back(
+        {m.input(k).name, dims(m.input(k).is_string ? m.input(k).string_shape : m.input(k).shape)});
   for (size_t j = 0; j < m.num_outputs(); ++j)
     impl->outputs.push_back({m.output_name(j), dims(m.output_shape(j))});
   return Model(std::move(impl));
@@ -140,8 +142,14 @@ Prepared prepare(const ModelAccess::Impl& impl, const std::vector<ArrayView>& x,
     throw UsageError(failed + "it has " + std::to_string(m.num_inputs()) +
                      " input(s); expected one array per input, got " + std::to_string(x.size()));
   Prepared p;
-  for (size_t k = 0; k < x.size(); ++k)
-    p.xs.push_back(api_detail::to_array(x[k], nth_name(o.x_names, "x", k)));
+  for (size_t k = 0; k < x.size(); ++k) {
+    // A string input becomes its string layer's float rows here, once per call.
+    const std::string name = nth_name(o.x_names, "x", k);
+    if (m.input(k).is_string && o.scale != 1.0)
+      throw UsageError(failed + "input '" + m.input(k).name +
+                       "' holds strings, which a scale cannot apply to; expected scale 1");
+    p.xs.push_back(bind_input(m, k, api_detail::to_array(x[k], name), "'" + name + "'"));
+  }
   p.n = p.xs[0].rows();
   for (size_t k = 0; k < p.xs.size(); ++k) {
     const std::string name = nth_name(o.x_names, "x", k);

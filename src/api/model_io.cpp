@@ -14,7 +14,8 @@ ModelIo model_io(ModelFormat format) {
   ModelIo io;
   io.load = [format](const ModelSpec& spec, const Shape& input_shape, std::vector<float>& params) {
     LoadedModel m = load_keras_model(spec.keras, "", &input_shape);  // free dims from the data
-    if (!(m.model->input_shape() == input_shape))
+    const ModelInput& in = m.model->input(0);
+    if (!((in.is_string ? in.string_shape : in.shape) == input_shape))
       throw ModelError("the model in '" + spec.keras + "' takes inputs of shape " +
                        keras_shape(m.model->input_shape()) + "; expected the data's shape " +
                        keras_shape(input_shape));

@@ -1,8 +1,9 @@
 // CSV tables: a header row naming the columns, then one sample per line, every cell a number.
 //
-// Deliberately small: comma separated, no quoting inside data cells (a header name may be wrapped
-// in double quotes), cells trimmed of blanks, "\r\n" line ends and a UTF-8 byte-order mark
-// accepted, blank lines skipped. Errors name the 1-based line number and the column.
+// Deliberately small: comma separated, cells trimmed of blanks, double-quoted cells (a comma
+// inside, "" for a quote; one line each) for header names and for a text column, "\r\n" line ends
+// and a UTF-8 byte-order mark accepted, blank lines skipped. Errors name the 1-based line number
+// and the column.
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -46,6 +47,52 @@ bool parse_number(std::string_view s, double* out) {
   }
   return ec == std::errc() && end == s.data() + s.size();
 }
+
+// Splits a line at commas outside double quotes: a quoted cell is taken as written between its
+// quotes ("" is one quote), any other cell trimmed. False when a quote is left open.
+bool split_quoted(std::string_view line, std::vector<std::string>* cells,
+                  std::vector<bool>* quoted) {
+  cells->clear();
+  quoted->clear();
+  size_t i = 0;
+  for (;;) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    std::string cell;
+    bool q = false;
+    if (i < line.size() && line[i] == '"') {
+      q = true;
+      for (++i;; ++i) {
+        if (i >= line.size()) return false;
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            cell += '"';
+            ++i;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        cell += line[i];
+      }
+      size_t comma = line.find(',', i);
+      if (!trim(line.substr(i, comma == std::string_view::npos ? comma : comma - i)).empty())
+        return false;  // text after the closing quote
+      i = comma;
+    } else {
+      const size_t comma = line.find(',', i);
+      cell = std::string(trim(line.substr(i, comma == std::string_view::npos ? comma : comma - i)));
+      i = comma;
+    }
+    cells->push_back(std::move(cell));
+    quoted->push_back(q);
+    if (i == std::string_view::npos) return true;
+    ++i;
+  }
+}
+
+// Whether a later line of the rest of the file has a quote (then a lone feature column whose
+// unquoted cell is not a number is text, not a broken number).
+bool text_column_quoted(std::string_view rest) { return rest.find('"') != std::string_view::npos; }
 
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string s;
@@ -106,20 +153,36 @@ CsvData load_csv(const std::string& path, const std::string& label) {
 
   std::vector<float> x;
   std::vector<double> y;
+  // With one feature column, that column is text when a cell of it is quoted: kept as strings.
+  const size_t text_col = cols == 2 ? static_cast<size_t>(1 - label_col) : cols;
+  std::vector<std::string> texts, row;
+  std::vector<bool> quoted;
+  bool is_text = false;
   while (next_line(&line)) {
     if (blank(line)) continue;
-    split(line, &cells);
-    if (cells.size() != cols)
+    if (!split_quoted(line, &row, &quoted))
+      throw_data_error(path, "unbalanced double quote at line " + std::to_string(line_no) +
+                                 "; expected a quoted cell to end on its line, before a comma");
+    if (row.size() != cols)
       throw_data_error(path, "ragged row at line " + std::to_string(line_no) + "; expected " +
                                  std::to_string(cols) + " cells, got " +
-                                 std::to_string(cells.size()));
+                                 std::to_string(row.size()));
     for (size_t j = 0; j < cols; ++j) {
       double v;
-      if (!parse_number(cells[j], &v))
+      if (j == text_col) {
+        texts.push_back(row[j]);
+        is_text = is_text || quoted[j];
+        if (is_text) continue;
+      }
+      const std::string_view cell = row[j];
+      const bool number = parse_number(cell, &v);
+      if (!number && (j != text_col || !text_column_quoted(rest)))
         throw_data_error(path, "non-numeric cell at line " + std::to_string(line_no) + ", column " +
                                    std::to_string(j + 1) + " ('" + printable(names[j]) +
-                                   "'); expected a number, got '" + printable(cells[j]) + "'");
-      if (static_cast<int>(j) == label_col) {
+                                   "'); expected a number, got '" + printable(cell) + "'");
+      if (j == text_col && !number) {
+        is_text = true;  // a later cell is quoted: the column is text
+      } else if (static_cast<int>(j) == label_col) {
         y.push_back(v);
       } else {
         x.push_back(static_cast<float>(v));
@@ -133,8 +196,20 @@ CsvData load_csv(const std::string& path, const std::string& label) {
   CsvData out;
   for (size_t j = 0; j < cols; ++j)
     if (static_cast<int>(j) != label_col) out.feature_names.push_back(names[j]);
-  out.x = Array::zeros(DType::kF32, Shape{rows, static_cast<int64_t>(cols - 1)});
-  if (!x.empty()) std::memcpy(out.x.mutable_data(), x.data(), x.size() * sizeof(float));
+  if (is_text) {
+    out.x = Array::strings(Shape{rows}, std::move(texts));
+  } else {
+    if (text_col < cols) {  // the lone column was numeric after all: parse every cell
+      x.clear();
+      for (const std::string& t : texts) {
+        double v = 0;
+        parse_number(t, &v);
+        x.push_back(static_cast<float>(v));
+      }
+    }
+    out.x = Array::zeros(DType::kF32, Shape{rows, static_cast<int64_t>(cols - 1)});
+    if (!x.empty()) std::memcpy(out.x.mutable_data(), x.data(), x.size() * sizeof(float));
+  }
 
   bool integral = true;
   for (double v : y)

@@ -66,6 +66,8 @@ const char* dtype_name(DType t) {
       return "float32";
     case DType::kF64:
       return "float64";
+    case DType::kStr:
+      return "string";
   }
   return "unknown";
 }
@@ -82,6 +84,8 @@ size_t dtype_size(DType t) {
       return 4;
     case DType::kF64:
       return 8;
+    case DType::kStr:
+      return sizeof(std::string);
   }
   return 0;
 }
@@ -100,6 +104,14 @@ Array Array::zeros(DType t, Shape shape) {
   if (!p) throw std::bad_alloc();
   std::shared_ptr<const void> storage(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   return Array(t, shape, storage, p);
+}
+
+Array Array::strings(Shape shape, std::vector<std::string> values) {
+  NNFLEET_CHECK(static_cast<int64_t>(values.size()) == shape.size());
+  auto keep = std::make_shared<const std::vector<std::string>>(std::move(values));
+  // data() is never null, even for no strings: point at the vector object itself then.
+  const void* p = keep->empty() ? static_cast<const void*>(keep.get()) : keep->data();
+  return Array(DType::kStr, shape, std::shared_ptr<const void>(keep, p), p);
 }
 
 int64_t Array::row_size() const {
@@ -127,6 +139,8 @@ double Array::at(int64_t flat_index) const {
       return static_cast<const float*>(data_)[flat_index];
     case DType::kF64:
       return static_cast<const double*>(data_)[flat_index];
+    case DType::kStr:
+      return std::nan("");
   }
   return 0.0;
 }
@@ -144,6 +158,16 @@ Array concat_rows(const Array& a, const Array& b, const std::string& what) {
   if (!(a.sample_shape() == b.sample_shape()))
     throw DataError("failed to load data " + what + ": samples of shape " + b.sample_shape().str() +
                     "; expected the train sample shape " + a.sample_shape().str());
+  if (a.dtype() == DType::kStr || b.dtype() == DType::kStr) {
+    if (a.dtype() != b.dtype())
+      throw DataError("failed to load data " + what + ": " + dtype_name(b.dtype()) +
+                      " samples; expected " + dtype_name(a.dtype()) + " as the train samples");
+    std::vector<std::string> all(a.strings(), a.strings() + a.shape().size());
+    all.insert(all.end(), b.strings(), b.strings() + b.shape().size());
+    Shape s = a.shape();
+    s[0] = a.rows() + b.rows();
+    return Array::strings(s, std::move(all));
+  }
   const auto is_float = [](DType t) { return t == DType::kF32 || t == DType::kF64; };
   DType t = a.dtype();
   if (b.dtype() != a.dtype())  // the narrowest dtype that holds both without rounding
@@ -197,6 +221,8 @@ void gather_rows(const Array& src, const int64_t* idx, int n, float scale, float
       return gather_rows_as<int64_t>(src, idx, n, scale, dst);
     case DType::kF64:
       return gather_rows_as<double>(src, idx, n, scale, dst);
+    case DType::kStr:
+      NNFLEET_CHECK(!"strings are encoded by the model's string layers before batching");
   }
 }
 
@@ -234,6 +260,8 @@ std::optional<BadId> first_bad_id(const Array& src, int64_t limit) {
       return first_bad_id_as<float>(src, limit);
     case DType::kF64:
       return first_bad_id_as<double>(src, limit);
+    case DType::kStr:
+      return BadId{0, std::nan("")};
   }
   return std::nullopt;
 }
@@ -251,6 +279,8 @@ void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst) {
       return gather_labels_as<float>(src, idx, n, dst);
     case DType::kF64:
       return gather_labels_as<double>(src, idx, n, dst);
+    case DType::kStr:
+      NNFLEET_CHECK(!"string labels are not class labels");
   }
 }
 

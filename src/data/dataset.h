@@ -17,8 +17,11 @@
 
 namespace nnfleet {
 
-enum class DType { kU8, kI32, kI64, kF32, kF64 };
-const char* dtype_name(DType t);  // "uint8", "int32", ...
+// kStr: one std::string per element (a text column, a NumPy unicode array), read only by a
+// model's string layers (fleet/fit/string_front.h), which turn it into floats before any batch is
+// gathered; the numeric paths (at, gather_rows, first_bad_id, gather_labels) never see it.
+enum class DType { kU8, kI32, kI64, kF32, kF64, kStr };
+const char* dtype_name(DType t);  // "uint8", "int32", ..., "string"
 size_t dtype_size(DType t);
 
 class Array {
@@ -28,6 +31,8 @@ class Array {
   Array(DType t, Shape shape, std::shared_ptr<const void> storage, const void* data);
   // Allocates a zeroed array.
   static Array zeros(DType t, Shape shape);
+  // A kStr array holding `values` (shape.size() of them, C order).
+  static Array strings(Shape shape, std::vector<std::string> values);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }  // full shape, first axis = samples
@@ -36,7 +41,9 @@ class Array {
   Shape sample_shape() const;  // shape without the first axis
   const void* data() const { return data_; }
   void* mutable_data() const { return const_cast<void*>(data_); }  // only while loading
-  double at(int64_t flat_index) const;  // any dtype as double (slow path)
+  double at(int64_t flat_index) const;  // any numeric dtype as double (slow path); kStr: NaN
+  // kStr only: the elements, C order.
+  const std::string* strings() const { return static_cast<const std::string*>(data_); }
   // Rows [begin, end) as a view sharing the storage.
   Array slice_rows(int64_t begin, int64_t end) const;
   bool empty() const { return data_ == nullptr; }
@@ -78,8 +85,10 @@ void gather_labels(const Array& src, const int64_t* idx, int n, int32_t* dst);
 // ("failed to read data file 'x.npy': unsupported dtype '<c8'; expected one of |u1, <i4, ...").
 // A loader either returns a complete Array or throws; nothing is left half-read.
 Array load_idx(const std::string& path);  // plain or gzip, ubyte images/labels
-// NPY v1/v2/v3, little-endian, C order. |u1 <i4 <i8 <f4 <f8 load as-is; narrower types are
-// widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32. Fortran order (rank
+// NPY v1/v2/v3, little-endian, C order. |u1 <i4 <i8 <f4 <f8 load as-is; <U (NumPy unicode
+// strings, UTF-32 code points) loads as kStr in UTF-8, each element without its trailing NULs;
+// narrower types are widened so no value changes: |b1 -> uint8 (0 or 1), |i1 <i2 <u2 -> int32.
+// Fortran order (rank
 // >= 2), big-endian ('>') and every other dtype are rejected.
 Array load_npy(const std::string& path);
 // Member "<key>.npy" of an NPZ archive (np.savez or np.savez_compressed), read as load_npy does.
@@ -89,7 +98,9 @@ std::vector<std::string> npz_keys(const std::string& path);
 // CSV with a header row and numeric columns (comma separated; cells trimmed of blanks; "\r\n"
 // accepted; blank lines skipped; at least one data row). Returns x [rows, cols-1] as float32 in
 // column order without the label, and y [rows] from the column named `label` (int32 when every
-// label is integral and fits, else float32).
+// label is integral and fits, else float32). A file whose only feature is a text column (a cell
+// that is not a number, or a quoted cell; "" inside quotes is one quote) gives x as kStr [rows]
+// with the cells as written (quotes removed, not trimmed inside them).
 struct CsvData {
   Array x, y;
   std::vector<std::string> feature_names;
@@ -97,8 +108,8 @@ struct CsvData {
 CsvData load_csv(const std::string& path, const std::string& label);
 
 // Writers used by `nnfleet predict` and tests (atomic: temporary name, then rename).
-// Writes `a` as NPY v1.0 in its own dtype (|u1 <i4 <i8 <f4 <f8), C order. Throws DataError;
-// on failure `path` is left untouched and the temporary file is removed.
+// Writes `a` as NPY v1.0 in its own dtype (|u1 <i4 <i8 <f4 <f8; kStr as <U), C order. Throws
+// DataError; on failure `path` is left untouched and the temporary file is removed.
 void save_npy(const std::string& path, const Array& a);
 
 // Helpers shared by the loaders (and usable by other readers of data files).

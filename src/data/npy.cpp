@@ -33,10 +33,10 @@ constexpr char kMagic[] = "\x93NUMPY";
 constexpr size_t kMagicLen = 6;
 constexpr uint32_t kMaxHeaderLen = limits::kMaxNpyHeaderBytes;
 constexpr int64_t kMaxElements = limits::kMaxArrayElements;
-constexpr const char* kSupported = "|u1, |b1, |i1, <u2, <i2, <i4, <i8, <f4, <f8";
+constexpr const char* kSupported = "|u1, |b1, |i1, <u2, <i2, <i4, <i8, <f4, <f8, <U";
 
-// How a stored element type becomes an Array dtype.
-enum class Convert { kNone, kBool, kI8, kU16, kI16 };
+// How a stored element type becomes an Array dtype (kUnicode: UTF-32 code points to UTF-8).
+enum class Convert { kNone, kBool, kI8, kU16, kI16, kUnicode };
 
 struct NpyDtype {
   const char* code;  // without the byte-order character
@@ -51,6 +51,10 @@ constexpr NpyDtype kDtypes[] = {
     {"i8", 8, DType::kI64, Convert::kNone}, {"f4", 4, DType::kF32, Convert::kNone},
     {"f8", 8, DType::kF64, Convert::kNone},
 };
+// NumPy's '<U<n>': n UTF-32 code points per element, NUL-padded (file_size is per code point).
+constexpr NpyDtype kUnicodeDtype = {"U", 4, DType::kStr, Convert::kUnicode};
+// At most this many code points per element (a text of 1 MiB).
+constexpr int64_t kMaxUnicodeChars = int64_t{1} << 20;
 
 // Sequential reads from a file or a zip member; throws DataError on I/O faults, returns a short
 // count at the end of the data.
@@ -246,6 +250,7 @@ struct NpyHeader {
   Shape shape;
   int64_t elements = 1;
   uint64_t data_offset = 0;  // bytes before the first element
+  size_t item = 0;           // bytes per element in the file
 };
 
 // Reads and validates the preamble and header; `fail` throws with the rule text.
@@ -307,6 +312,16 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
       (order == '<' || order == '>' || order == '|' || order == '=') ? d.substr(1) : d;
   for (const NpyDtype& t : kDtypes)
     if (code == t.code) h.dtype = &t;
+  if (h.dtype) h.item = h.dtype->file_size;
+  if (code.size() >= 2 && code[0] == 'U' && code.size() <= 8 &&
+      code.find_first_not_of("0123456789", 1) == std::string::npos) {
+    const int64_t chars = std::stoll(code.substr(1));
+    if (chars < 1 || chars > kMaxUnicodeChars)
+      fail("unsupported string width '" + d + "'; expected <U1 to <U" +
+           std::to_string(kMaxUnicodeChars));
+    h.dtype = &kUnicodeDtype;
+    h.item = static_cast<size_t>(chars) * 4;
+  }
   if (!h.dtype || (order == '|' && h.dtype->file_size > 1))
     fail("unsupported dtype '" + d + "'; expected one of " + kSupported);
   if (order == '>' && h.dtype->file_size > 1)
@@ -329,7 +344,7 @@ NpyHeader read_header(ByteSource& src, uint64_t total, const Fail& fail) {
     h.elements *= n;
   }
   h.data_offset = prefix + hlen;
-  const uint64_t expected = h.data_offset + static_cast<uint64_t>(h.elements) * h.dtype->file_size;
+  const uint64_t expected = h.data_offset + static_cast<uint64_t>(h.elements) * h.item;
   if (total < expected) truncated(expected, false);
   if (total > expected)
     fail("file is longer than its NPY header declares; expected " + std::to_string(expected) +
@@ -346,10 +361,51 @@ void widen_to_i32(const std::string& raw, int64_t n, int32_t* dst) {
   }
 }
 
+// Appends code point c as UTF-8; a value beyond Unicode or a surrogate becomes U+FFFD.
+void append_utf8(std::string& s, uint32_t c) {
+  if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) c = 0xFFFD;
+  if (c < 0x80) {
+    s += static_cast<char>(c);
+  } else if (c < 0x800) {
+    s += static_cast<char>(0xC0 | (c >> 6));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    s += static_cast<char>(0xE0 | (c >> 12));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    s += static_cast<char>(0xF0 | (c >> 18));
+    s += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    s += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    s += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
+// A '<U<n>' array as kStr: each element's code points up to its trailing NULs, in UTF-8.
+template <typename Fail>
+Array read_unicode(ByteSource& src, const NpyHeader& h, const Fail& fail) {
+  std::vector<std::string> values(static_cast<size_t>(h.elements));
+  std::string raw(h.item, '\0');
+  for (auto& v : values) {
+    if (src.read(raw.data(), h.item) < h.item)
+      fail("file is truncated; expected " + std::to_string(h.elements) + " strings of " +
+           std::to_string(h.item / 4) + " characters");
+    size_t len = h.item / 4;
+    uint32_t c = 0;
+    while (len > 0 && (std::memcpy(&c, raw.data() + (len - 1) * 4, 4), c == 0)) --len;
+    for (size_t k = 0; k < len; ++k) {
+      std::memcpy(&c, raw.data() + k * 4, 4);
+      append_utf8(v, c);
+    }
+  }
+  return Array::strings(h.shape, std::move(values));
+}
+
 // Reads one array from `src`, which holds exactly `total` bytes of .npy data.
 template <typename Fail>
 Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
   const NpyHeader h = read_header(src, total, fail);
+  if (h.dtype->convert == Convert::kUnicode) return read_unicode(src, h, fail);
   Array a;
   try {
     a = Array::zeros(h.dtype->dtype, h.shape);
@@ -358,7 +414,7 @@ Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
          std::to_string(dtype_size(h.dtype->dtype) * static_cast<size_t>(h.elements)) +
          " bytes for shape " + h.shape.str() + ", got an allocation failure");
   }
-  const size_t file_bytes = static_cast<size_t>(h.elements) * h.dtype->file_size;
+  const size_t file_bytes = static_cast<size_t>(h.elements) * h.item;
   auto read_all = [&](void* dst) {
     size_t got = src.read(dst, file_bytes);
     if (got < file_bytes)
@@ -386,6 +442,8 @@ Array read_npy(ByteSource& src, uint64_t total, const Fail& fail) {
       if (h.dtype->convert == Convert::kI16) widen_to_i32<int16_t>(raw, h.elements, dst);
       break;
     }
+    case Convert::kUnicode:
+      break;  // read_unicode
   }
   return a;
 }
@@ -407,6 +465,41 @@ std::vector<std::string> keys_of(const ZipReader& z) {
   return keys;
 }
 
+// Code points of a UTF-8 string (bytes that are not a sequence's continuation).
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+size_t max_code_points(const Array& a) {
+  size_t m = 0;
+  for (int64_t i = 0; i < a.shape().size(); ++i) m = std::max(m, code_points(a.strings()[i]));
+  return m;
+}
+
+// A kStr array's elements as '<U<width>' data: UTF-32, NUL-padded.
+std::string unicode_bytes(const Array& a, size_t width) {
+  std::string out;
+  out.reserve(static_cast<size_t>(a.shape().size()) * width * 4);
+  for (int64_t i = 0; i < a.shape().size(); ++i) {
+    const std::string& s = a.strings()[i];
+    size_t n = 0;
+    for (size_t k = 0; k < s.size();) {
+      const auto b = static_cast<unsigned char>(s[k]);
+      const size_t len = b < 0x80 ? 1 : b >> 5 == 6 ? 2 : b >> 4 == 14 ? 3 : b >> 3 == 30 ? 4 : 1;
+      uint32_t c = len == 1 ? b : b & (0x7F >> len);
+      for (size_t j = 1; j < len && k + j < s.size(); ++j)
+        c = (c << 6) | (static_cast<unsigned char>(s[k + j]) & 0x3F);
+      out.append(reinterpret_cast<const char*>(&c), 4);
+      k += len;
+      ++n;
+    }
+    out.append((width - n) * 4, '\0');
+  }
+  return out;
+}
+
 std::string npy_header_text(const Array& a) {
   std::string descr;
   switch (a.dtype()) {
@@ -424,6 +517,9 @@ std::string npy_header_text(const Array& a) {
       break;
     case DType::kF64:
       descr = "<f8";
+      break;
+    case DType::kStr:
+      descr = "<U" + std::to_string(std::max<size_t>(1, max_code_points(a)));
       break;
   }
   std::string shape = "(";
@@ -499,8 +595,12 @@ void save_npy(const std::string& path, const Array& a) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   File f = File::create(tmp, 0666);
   if (!f.is_open()) fail(std::string("cannot create '") + tmp + "': " + std::strerror(errno));
+  const std::string text =
+      a.dtype() == DType::kStr ? unicode_bytes(a, std::max<size_t>(1, max_code_points(a))) : "";
   const bool ok = f.write_full(preamble.data(), preamble.size()) &&
-                  f.write_full(a.data(), a.size_bytes()) && f.sync();
+                  (a.dtype() == DType::kStr ? f.write_full(text.data(), text.size())
+                                            : f.write_full(a.data(), a.size_bytes())) &&
+                  f.sync();
   const int e = errno;
   if (!f.close() || !ok) {
     ::unlink(tmp.c_str());

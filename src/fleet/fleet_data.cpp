@@ -63,7 +63,7 @@ XY load_source(const DataSource& s, const GivenArrays* arrays) {
     }
   }
   const std::string what = describe_source(s);
-  if (d.x.shape().rank() < 2)
+  if (d.x.shape().rank() < 2 && d.x.dtype() != DType::kStr)  // text: one string per sample
     throw DataError("failed to load data " + what +
                     ": x must have a sample axis and features; "
                     "expected rank >= 2, got shape " +
@@ -83,6 +83,7 @@ namespace {
 // Refuses NaN and infinities in a float array: in x they only show up later as a "diverged"
 // model, in y they make every loss NaN.
 void check_finite(const Array& a, const std::string& source, const char* which) {
+  if (a.dtype() == DType::kStr) return;  // text for a string input
   if (a.dtype() != DType::kF32 && a.dtype() != DType::kF64) return;
   const int64_t n = a.shape().size(), row = a.row_size();
   for (int64_t i = 0; i < n; ++i) {

@@ -3,8 +3,32 @@
 
 #include "core/limits.h"
 #include "fleet/fit/fine_tune.h"
+#include "fleet/fit/string_front.h"
 
 namespace nnfleet::fleet_detail {
+namespace {
+
+FleetData bind_strings(const Model& m, const FleetData& data) {
+  if (!has_string_input(m)) return data;
+  if (data.scale != 1.0f)
+    throw DataError("failed to train model '" + m.name() +
+                    "': data.scale would apply to the ids its string layer makes; expected "
+                    "scale 1 with text inputs");
+  FleetData b = data;
+  for (size_t k = 0; k < m.num_inputs() && k < data.num_x(); ++k) {
+    Array& x = k == 0 ? b.train.x : b.more.x[k - 1];
+    x = bind_input(m, k, x, data.train_name);
+    if (b.test) {
+      Array& t = k == 0 ? b.test->x : b.test_more.x[k - 1];
+      t = bind_input(m, k, t, data.test_name);
+    }
+    if (k < b.input_shapes.size()) b.input_shapes[k] = m.input(k).shape;
+  }
+  b.input_shape = m.input(0).shape;
+  return b;
+}
+
+}  // namespace
 
 std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, const FleetData& data,
                                        std::vector<float>& initial_params,
@@ -22,6 +46,9 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
       restored = io.optimizer(s, data.input_shape);
     }
   }
+  // A TextVectorization without a vocabulary learns it from the training rows, once.
+  if (data.train.x.dtype() == DType::kStr)
+    m = adapt_string_layers(std::move(m), data.train.x.slice_rows(0, data.n_train));
   // The bound a Keras file's model has (keras_reader.cpp), for the plan's own models too and for
   // what fine-tuning added: checked before any parameter is allocated.
   const size_t params = m->trainable_params() + m->non_trainable_params();
@@ -44,13 +71,15 @@ JobResult train_job(const ModelSpec& s, const ModelIo& io, const FleetData& data
   std::vector<float> initial;
   RestoredOptimizer restored;
   std::shared_ptr<const Model> model = job_model(s, io, data, initial, restored);
+  // A string input becomes the float rows its string layer makes, once for the whole run.
+  const FleetData bound = bind_strings(*model, data);
   if (s.restore_optimizer) ctx.restored_optimizer = &restored;
   ctx.checkpoint_path = root + "/checkpoints/" + s.name + ".ckpt";
   if (io.save)
     ctx.save_model = [&](Network& net, const ModelSpec& sp) {
       saved = io.save(net, sp, root + "/models/" + sp.name);
     };
-  JobResult r = run_job(s, std::move(model), data, ctx, initial.empty() ? nullptr : &initial);
+  JobResult r = run_job(s, std::move(model), bound, ctx, initial.empty() ? nullptr : &initial);
   // The model is trained and its file written, but the export the run asked for is missing: the
   // job fails with the export's error, and its record (with the model file) keeps --resume from
   // training it again.

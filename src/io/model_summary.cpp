@@ -112,9 +112,15 @@ void layer_rows(std::string& s, const Model& m, const Model* o, const TableLayou
     for (const auto& p : model.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
     return params;
   };
-  for (size_t k = 0; k < m.num_inputs(); ++k)
-    row(m.input(k).name, "InputLayer", m.input(k).shape,
+  for (size_t k = 0; k < m.num_inputs(); ++k) {
+    const ModelInput& in = m.input(k);
+    if (in.is_string) {  // its strings' shape; the string layer after it shows what it makes
+      row(in.name, "InputLayer, dtype string", in.string_shape, nullptr, 0, false, "");
+      continue;
+    }
+    row(in.name, "InputLayer", in.shape,
         o && o->num_inputs() == m.num_inputs() ? &o->input(k).shape : nullptr, 0, false, "");
+  }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const uint64_t params = count(m, i);
     std::string inputs;

@@ -73,7 +73,8 @@
   X(RandomZoom, random_zoom)                          \
   X(RandomTranslation, random_translation)            \
   X(RandomContrast, random_contrast)                  \
-  X(RandomBrightness, random_brightness)
+  X(RandomBrightness, random_brightness)              \
+  X(TextVectorization, text_vectorization)
 
 namespace nnfleet {
 

@@ -7,6 +7,7 @@
 
 #include "layers/layer_util.h"
 #include "layers/registry.h"
+#include "layers/string_layer.h"
 
 namespace nnfleet {
 namespace {
@@ -91,6 +92,7 @@ Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<Model
   if (nodes_.empty()) throw ModelError(where + "the model has no layers; expected at least one");
   if (inputs_.empty()) throw ModelError(where + "the model has no input; expected at least one");
   std::set<std::string> names;
+  plan_string_inputs(where);
   for (const ModelInput& in : inputs_) {
     for (int64_t d : in.shape)
       if (d < 1)
@@ -101,6 +103,33 @@ Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<Model
   }
   plan_nodes(where);
   check_outputs(where);
+}
+
+// Each string input is read by exactly one string layer, which says the float row it makes of
+// the strings: that row is the input the network sees.
+void Model::plan_string_inputs(const std::string& where) {
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    if (!inputs_[k].is_string) continue;
+    const StringLayer* reader = nullptr;
+    for (const ModelNode& node : nodes_)
+      for (int id : node.inputs) {
+        if (id != static_cast<int>(k)) continue;
+        const auto* sl = dynamic_cast<const StringLayer*>(node.layer.get());
+        if (!sl || reader)
+          throw ModelError(where + "string input '" + inputs_[k].name + "' is read by '" +
+                           node.layer->name() + "' (" + node.layer->class_name() +
+                           "); expected one string layer (TextVectorization, StringLookup, "
+                           "Hashing) to read it, and only it");
+        reader = sl;
+      }
+    if (!reader) continue;  // an unused input: check_outputs reports the dead end
+    try {
+      inputs_[k].shape = reader->encoded_shape(inputs_[k].string_shape);
+    } catch (const ModelError& e) {
+      throw ModelError(where + "layer '" + reader->name() + "' (" + reader->class_name() + ") " +
+                       e.what());
+    }
+  }
 }
 
 void Model::plan_nodes(const std::string& where) {
@@ -150,7 +179,22 @@ void Model::plan_nodes(const std::string& where) {
     }
     adopt_layer_options(l, nodes_[i].training);
     plan_training(nodes_[i].training, at, p);
-    if (const int64_t lim = l.input_id_limit(); lim > 0) {
+    if (dynamic_cast<const StringLayer*>(&l) &&
+        (ins.size() != 1 || !is_input(ins[0]) || !inputs_[static_cast<size_t>(ins[0])].is_string))
+      throw ModelError(at +
+                       "reads strings; expected it to take a string model input directly "
+                       "(an InputLayer of dtype string)");
+    const auto* ids_from = ins.size() == 1 && !is_input(ins[0])
+                               ? dynamic_cast<const StringLayer*>(&layer(layer_of(ins[0])))
+                               : nullptr;
+    if (const int64_t lim = l.input_id_limit(); lim > 0 && ids_from) {
+      if (ids_from->id_bound() == 0 || ids_from->id_bound() > lim)
+        throw ModelError(at + "reads ids from '" + ids_from->name() + "', which makes " +
+                         (ids_from->id_bound()
+                              ? "ids up to " + std::to_string(ids_from->id_bound() - 1)
+                              : std::string("no ids")) +
+                         "; expected ids below its input_dim " + std::to_string(lim));
+    } else if (lim > 0) {
       if (ins.size() != 1 || !is_input(ins[0]))
         throw ModelError(at +
                          "reads integer ids, which nnfleet checks as the data is loaded; "

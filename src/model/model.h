@@ -41,9 +41,14 @@ struct PlannedNode {
 };
 
 // A model input: its name (the Keras InputLayer's) and per-sample shape.
+// A string input (Keras dtype "string") holds strings of per-sample shape string_shape ([] or
+// [1]); exactly one string layer (layers/string_layer.h) reads it, and `shape` is what that layer
+// makes of them (the Model sets it): the float rows the network sees (fleet/fit/string_front.h).
 struct ModelInput {
   std::string name;
   Shape shape;
+  bool is_string = false;
+  Shape string_shape = {};
 };
 
 class Model {
@@ -132,6 +137,7 @@ class Model {
 
  private:
   void plan_nodes(const std::string& where);
+  void plan_string_inputs(const std::string& where);
   void check_outputs(const std::string& where);
 
   IdInput id_input_;

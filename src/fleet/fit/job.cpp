@@ -11,6 +11,7 @@
 #include "fleet/fit/checkpoint.h"
 #include "fleet/fit/lr_plateau.h"
 #include "layers/registry.h"
+#include "layers/string_layer.h"
 #include "platform/test_hold.h"
 
 namespace nnfleet {
@@ -309,7 +310,14 @@ std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& inp
     nodes.push_back({std::move(layer), {static_cast<int>(i)}, std::move(training)});
   }
   const int out = static_cast<int>(nodes.size());
-  return std::make_shared<const Model>(spec.name, input_shape, std::move(nodes), out);
+  // A plan model that starts with a string layer (TextVectorization) reads strings.
+  ModelInput in{"input_layer", input_shape};
+  if (!nodes.empty() && dynamic_cast<const StringLayer*>(nodes[0].layer.get())) {
+    in.is_string = true;
+    in.string_shape = input_shape;
+  }
+  return std::make_shared<const Model>(spec.name, std::vector<ModelInput>{in}, std::move(nodes),
+                                       std::vector<int>{out});
 }
 
 int batch_rows(const ModelSpec& spec, const FleetData& data) {

@@ -110,8 +110,8 @@ struct LayerJson {
 
 class Builder {
  public:
-  Builder(std::string where, const std::vector<ModelInput>* data_shapes)
-      : where_(std::move(where)), data_shapes_(data_shapes) {}
+  Builder(std::string where, const std::vector<ModelInput>* data_shapes, const KerasAssets* assets)
+      : where_(std::move(where)), data_shapes_(data_shapes), assets_(assets) {}
 
   KerasGraph build(const Json& top) {
     if (!top.is_object() || !top.contains("class_name") || !top["class_name"].is_string())
@@ -203,6 +203,50 @@ class Builder {
       d.name = unique_key(default_names_, keras_snake_case(d.cls));
     check_builtin(l, "layer '" + d.name + "'", d.cls);
     return d;
+  }
+
+  // A model input from an InputLayer's config (or a first layer's, which then carries its
+  // batch shape and dtype); false when it gives no shape. dtype "string" makes a string input,
+  // whose per-sample shape ([] or [1]) must be known.
+  bool input_from(const Json& c, const std::string& lname, ModelInput& out) const {
+    out = ModelInput{};
+    out.name = lname;
+    const bool strings = c.is_object() && c.contains("dtype") && c["dtype"] == "string";
+    if (!strings) return shape_from(c, lname, out.shape);
+    const Json* dims = nullptr;
+    for (const char* k : {"batch_shape", "batch_input_shape"})
+      if (!dims && c.contains(k) && c[k].is_array()) dims = &c[k];
+    if (!dims || dims->empty()) return false;
+    out.is_string = true;
+    for (size_t i = 1; i < dims->size(); ++i) {
+      const std::optional<int64_t> d = config_int((*dims)[i], 1);
+      if (!d || *d > limits::kMaxDimension)
+        fail("string input '" + lname + "' has shape " + dims->dump() +
+             "; expected known sizes after the batch axis ((None,) or (None, 1))");
+      out.string_shape.push_back(*d);
+    }
+    out.shape = out.string_shape;
+    return true;
+  }
+
+  // A layer config with its vocabulary from the .keras assets when the config has none.
+  Json with_assets(Json cfg, const std::string& cls, const std::string& path) const {
+    if (!assets_ || !cfg.is_object()) return cfg;
+    if (cls != "TextVectorization" && cls != "StringLookup" && cls != "IntegerLookup") return cfg;
+    if (cfg.contains("vocabulary") && !cfg["vocabulary"].is_null()) return cfg;
+    const auto it = assets_->find("assets/" + path + "/vocabulary.txt");
+    if (it == assets_->end()) return cfg;
+    Json lines = vocabulary_lines(it->second);
+    if (cls == "IntegerLookup")
+      for (Json& l : lines) {
+        const std::optional<int64_t> v = config_int(l, INT64_MIN / 2);
+        if (!v)
+          fail("layer '" + path + "' has the vocabulary term '" + l.get<std::string>() +
+               "' in its assets; expected integers for IntegerLookup");
+        l = *v;
+      }
+    cfg["vocabulary"] = std::move(lines);
+    return cfg;
   }
 
   // Reads an input shape (without the batch axis) from a layer config; false when it has none.
@@ -315,7 +359,7 @@ class Builder {
            "', which nnfleet does not support; expected one of " + supported_classes() +
            near_miss(d.cls, layer_class_names()));
     std::string name = d.name;
-    Json cfg = normalize_layer_config(d.config);
+    Json cfg = with_assets(normalize_layer_config(d.config), d.cls, path);
     if (names_.count(name)) {
       // A layer of a nested model may reuse an outer name; keep names unique in the flat graph.
       std::string base = name;
@@ -386,11 +430,11 @@ class Builder {
           fail("InputLayer '" + d.name + "' is not the first layer of its Sequential model");
         first = false;
         if (cur < 0) {
-          Shape s;
+          ModelInput in;
           use_data_shape(0, d.name);
-          if (!shape_from(d.config, d.name, s))
+          if (!input_from(d.config, d.name, in))
             fail("InputLayer '" + d.name + "' has no batch_shape or batch_input_shape");
-          set_input(s, d.name);
+          inputs_ = {in};
           cur = 0;
         }
         continue;
@@ -400,7 +444,12 @@ class Builder {
         // No InputLayer: the first layer carries the shape, or the model its build shape.
         Shape s;
         use_data_shape(0, "");
-        const bool found = shape_from(d.config, d.name, s) ||
+        ModelInput first_in;
+        if (input_from(d.config, "input_layer", first_in) && first_in.is_string) {
+          inputs_ = {first_in};
+          cur = 0;
+        }
+        const bool found = cur == 0 || shape_from(d.config, d.name, s) ||
                            (is_model_class(d.cls) && nested_input_shape(d.config, d.name, s, 0)) ||
                            (cfg.is_object() && cfg.contains("build_input_shape") &&
                             parse_dims(cfg["build_input_shape"], true, d.name, s)) ||
@@ -410,7 +459,7 @@ class Builder {
               "the model does not give its input shape; expected an InputLayer, or "
               "batch_input_shape in the config of its first layer '" +
               d.name + "'");
-        set_input(s, "input_layer");
+        if (cur < 0) set_input(s, "input_layer");
         cur = 0;
       }
       const std::string key = unique_key(used, keras_snake_case(d.cls));
@@ -580,11 +629,9 @@ class Builder {
         fail("model '" + mname + "' has two layers named '" + ds[i].name + "'");
       if (input < 0) {
         const size_t k = static_cast<size_t>(pos - ins.begin());
-        Shape s;
         use_data_shape(k, ds[i].name);
-        if (!shape_from(ds[i].config, ds[i].name, s))
+        if (!input_from(ds[i].config, ds[i].name, inputs_[k]))
           fail("InputLayer '" + ds[i].name + "' has no batch_shape or batch_input_shape");
-        inputs_[k] = ModelInput{ds[i].name, s};
         tensor_of[ds[i].name] = static_cast<int>(k);
       } else {
         tensor_of[ds[i].name] = input;
@@ -656,6 +703,7 @@ class Builder {
 
   std::string where_;
   const std::vector<ModelInput>* data_shapes_ = nullptr;  // the data's; may be null
+  const KerasAssets* assets_ = nullptr;                   // a .keras file's; may be null
   const Shape* data_shape_ = nullptr;  // the input being read's: sizes free dimensions; may be null
   int64_t probe_length_ = 0;           // > 0: the size of every free dimension (inspect)
   std::string model_name_;
@@ -672,6 +720,20 @@ class Builder {
 };
 
 }  // namespace
+
+Json vocabulary_lines(const std::string& text) {
+  Json lines = Json::array();
+  size_t b = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != '\n' && text[i] != '\r') continue;
+    lines.push_back(text.substr(b, i - b));
+    if (i + 1 < text.size() && text[i] == '\r' && text[i + 1] == '\n') ++i;
+    b = i + 1;
+  }
+  // splitlines() gives no empty line after a final line end; Keras then drops trailing ''.
+  while (!lines.empty() && lines.back() == "") lines.erase(lines.size() - 1);
+  return lines;
+}
 
 std::string keras_snake_case(const std::string& class_name) {
   static const std::regex non_word("[^A-Za-z0-9_]+");
@@ -692,9 +754,10 @@ KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
 }
 
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
-                             const std::vector<ModelInput>* data_shapes) {
+                             const std::vector<ModelInput>* data_shapes,
+                             const KerasAssets* assets) {
   try {
-    return Builder(where, data_shapes).build(model_config);
+    return Builder(where, data_shapes, assets).build(model_config);
   } catch (const Json::exception& e) {
     throw FileError("failed to read Keras model '" + where + "': malformed model config (" +
                     e.what() + ")");

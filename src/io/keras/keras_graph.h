@@ -8,6 +8,7 @@
 // Nothing in a config is executed: classes outside the registry are refused by name.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,8 +42,16 @@ struct KerasGraph {
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
                              const Shape* data_shape = nullptr);
 // The same with the data's shapes for models with several inputs (see load_keras_model).
+// `assets` (may be null): a .keras archive's members under assets/ (path -> bytes); a layer
+// with a vocabulary (TextVectorization, StringLookup, IntegerLookup) whose config has none
+// takes the lines of assets/<its Keras 3 path>/vocabulary.txt, as Keras's load_assets does.
+using KerasAssets = std::map<std::string, std::string>;
 KerasGraph build_keras_graph(const Json& model_config, const std::string& where,
-                             const std::vector<ModelInput>* data_shapes);
+                             const std::vector<ModelInput>* data_shapes,
+                             const KerasAssets* assets = nullptr);
+// The lines of a vocabulary.txt as Keras's load_assets reads them (splitlines: "\n", "\r\n"
+// or "\r" end a line; trailing empty lines dropped).
+Json vocabulary_lines(const std::string& text);
 
 // A data shape of this name (not a Keras name: Keras refuses "/" in names) sizes every free
 // dimension of every input with its one dimension, whatever the input's rank: how `inspect`

@@ -146,11 +146,12 @@ void mark_keras2_hard_sigmoid(Json& j) {
 }
 
 KerasGraph adopt_graph(LoadedModel& lm, const Json& cfg_in, const std::string& path,
-                       const std::vector<ModelInput>* data_shapes) {
+                       const std::vector<ModelInput>* data_shapes,
+                       const KerasAssets* assets = nullptr) {
   Json cfg = cfg_in;
   if (!lm.keras_version.empty() && major_version(lm.keras_version) < 3)
     mark_keras2_hard_sigmoid(cfg);
-  KerasGraph graph = build_keras_graph(cfg, path, data_shapes);
+  KerasGraph graph = build_keras_graph(cfg, path, data_shapes, assets);
   lm.model = graph.model;
   lm.class_name = graph.class_name;
   lm.params = zero_params(*lm.model, path);
@@ -516,6 +517,18 @@ LoadedModel load_h5(const std::string& path, const std::string& weights_path,
   return lm;
 }
 
+// The vocabulary.txt members under assets/ (what the lookup layers save there), each at most
+// kMaxJsonBytes.
+KerasAssets read_assets(const ZipReader& z) {
+  KerasAssets assets;
+  const std::string suffix = "/vocabulary.txt";
+  for (const std::string& n : z.names())
+    if (n.rfind("assets/", 0) == 0 && n.size() > suffix.size() &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      assets[n] = z.read(n, kMaxJsonBytes);
+  return assets;
+}
+
 LoadedModel load_zip(const std::string& path, const std::string& weights_path,
                      const std::vector<ModelInput>* data_shapes) {
   ZipReader z(path);
@@ -532,7 +545,8 @@ LoadedModel load_zip(const std::string& path, const std::string& weights_path,
       lm.keras_version = meta["keras_version"].get<std::string>();
   }
   if (cfg.is_object() && cfg.contains("compile_config")) lm.training_config = cfg["compile_config"];
-  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shapes);
+  const KerasAssets assets = read_assets(z);
+  const KerasGraph graph = adopt_graph(lm, cfg, path, data_shapes, &assets);
   if (!weights_path.empty()) {
     load_weights_file(weights_path, graph, lm.params.data());
     lm.has_weights = true;

@@ -13,6 +13,7 @@
 #include "io/keras/keras_graph.h"
 #include "io/keras/keras_layout.h"
 #include "io/keras/keras_reader.h"
+#include "layers/string_layer.h"
 #include "platform/files.h"
 #include "platform/zip_archive.h"
 
@@ -159,6 +160,36 @@ const std::string& keras3_dtype_text() {
   return t;
 }
 
+// The vocabulary.txt a layer saves in a .keras file's assets ("" when it has none): its terms,
+// special tokens first, joined by "\n" as Keras's save_assets writes them.
+std::string vocabulary_asset(const Layer& l) {
+  const auto* sl = dynamic_cast<const StringLayer*>(&l);
+  if (!sl) return {};
+  std::string t;
+  const std::vector<std::string> v = sl->full_vocabulary();
+  for (size_t i = 0; i < v.size(); ++i) t += (i ? "\n" : "") + v[i];
+  return t;
+}
+
+// The assets members of a .keras file: per layer with a vocabulary, at its Keras 3 path (and
+// again under _lookup_layer/ for TextVectorization, whose inner StringLookup Keras saves too).
+std::vector<ZipMember> asset_members(const Model& m) {
+  std::vector<ZipMember> out;
+  std::map<std::string, int> used;
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    const Layer& l = m.layer(i);
+    const std::string snake = keras_snake_case(l.class_name());
+    const int n = used[snake]++;
+    const std::string text = vocabulary_asset(l);
+    if (text.empty()) continue;
+    const std::string dir = "assets/layers/" + (n ? snake + "_" + std::to_string(n) : snake) + "/";
+    out.push_back({dir + "vocabulary.txt", text, ""});
+    if (std::string(l.class_name()) == "TextVectorization")
+      out.push_back({dir + "_lookup_layer/vocabulary.txt", text, ""});
+  }
+  return out;
+}
+
 // Layer i's config in a .keras file, as text, without an ordered copy: Keras 3's config lists
 // name, trainable and dtype first, then the layer's keys in the sorted order Json keeps them in,
 // so the layer's own config is dumped as it is behind those three.
@@ -171,6 +202,7 @@ std::string keras3_layer_config_text(const Model& m, size_t i) {
   t += ",\"dtype\":" + keras3_dtype_text();
   for (const char* k : {"name", "trainable", "dtype"}) src.erase(k);
   name_hard_sigmoid(src, true, l);
+  if (!vocabulary_asset(l).empty()) src["vocabulary"] = nullptr;  // in the assets instead
   const std::string rest = src.dump();
   if (rest.size() > 2)
     t += "," + rest.substr(1);
@@ -179,10 +211,16 @@ std::string keras3_layer_config_text(const Model& m, size_t i) {
   return t;
 }
 
+// Input k's batch shape as Keras sees it: a string input's is its strings' shape.
+OJson input_batch_shape(const Model& m, size_t k) {
+  const ModelInput& in = m.input(k);
+  return batch_shape(in.is_string ? in.string_shape : in.shape);
+}
+
 OJson input_layer_config(const Model& m, size_t k, bool keras3) {
   OJson c;
-  c[keras3 ? "batch_shape" : "batch_input_shape"] = batch_shape(m.input(k).shape);
-  c["dtype"] = "float32";
+  c[keras3 ? "batch_shape" : "batch_input_shape"] = input_batch_shape(m, k);
+  c["dtype"] = m.input(k).is_string ? "string" : "float32";
   c["sparse"] = false;
   c["ragged"] = false;
   c["name"] = m.input(k).name;
@@ -261,10 +299,12 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
   OJson tensors = OJson::array();
   for (size_t j = 0; j < ins.size(); ++j) {
     const int id = ins[j], k = m.input_tensor(i, j);
+    const bool text = m.is_input(id) && m.input(static_cast<size_t>(id)).is_string;
     tensors.push_back({{"class_name", "__keras_tensor__"},
                        {"config",
-                        {{"shape", batch_shape(m.node_shape(id, k))},
-                         {"dtype", "float32"},
+                        {{"shape", text ? input_batch_shape(m, static_cast<size_t>(id))
+                                        : batch_shape(m.node_shape(id, k))},
+                         {"dtype", text ? "string" : "float32"},
                          {"keras_history", {tensor_name(m, id), 0, k}}}}});
   }
   OJson args = l.arity() == 0 ? OJson::array({tensors}) : tensors;
@@ -361,7 +401,7 @@ std::string config_json_text(const Model& m, const KerasSaveInfo& info) {
         ",\"input_layers\":" + input_refs(m).dump() +
         ",\"output_layers\":" + output_refs(m).dump() + "},\"registered_name\":\"Functional\"";
   } else {
-    const std::string shape = batch_shape(m.input_shape()).dump();
+    const std::string shape = input_batch_shape(m, 0).dump();
     t = "{\"module\":\"keras\",\"class_name\":\"Sequential\",\"config\":{\"name\":" + name +
         ",\"trainable\":true,\"dtype\":" + keras3_dtype_text() +
         ",\"layers\":" + keras3_layers_text(m, false) + ",\"build_input_shape\":" + shape +
@@ -773,6 +813,7 @@ uint64_t save_keras(const std::string& path, const Model& m, const float* params
   members[0] = {"metadata.json", meta.dump(), ""};
   members[1] = {"config.json", config_json_text(m, info), ""};
   members[2] = {"model.weights.h5", keras3_weights(m, params, info, path, copied), ""};
+  for (ZipMember& a : asset_members(m)) members.push_back(std::move(a));
   const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
   return hash_bytes(bytes);

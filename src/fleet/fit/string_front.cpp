@@ -1,0 +1,85 @@
+// The string front (string_front.h).
+#include "fleet/fit/string_front.h"
+
+#include "core/config.h"
+#include "layers/layer_util.h"
+#include "layers/registry.h"
+
+namespace nnfleet {
+
+const StringLayer* string_reader(const Model& m, size_t k) {
+  if (!m.input(k).is_string) return nullptr;
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    for (int id : m.layer_inputs(i))
+      if (id == static_cast<int>(k)) return dynamic_cast<const StringLayer*>(&m.layer(i));
+  return nullptr;
+}
+
+bool has_string_input(const Model& m) {
+  for (size_t k = 0; k < m.num_inputs(); ++k)
+    if (m.input(k).is_string) return true;
+  return false;
+}
+
+Array bind_input(const Model& m, size_t k, const Array& x, const std::string& what) {
+  const ModelInput& in = m.input(k);
+  if (!in.is_string) {
+    if (x.dtype() == DType::kStr)
+      throw DataError("failed to read " + what + ": it holds strings, but model input '" + in.name +
+                      "' takes numbers; expected a numeric array (a string input " +
+                      "is an InputLayer of dtype string read by TextVectorization, " +
+                      "StringLookup or Hashing)");
+    return x;
+  }
+  if (x.dtype() != DType::kStr)
+    throw DataError("failed to read " + what + ": it holds " + dtype_name(x.dtype()) +
+                    " values, but model input '" + in.name +
+                    "' takes strings; expected text (a NumPy unicode array, a quoted CSV "
+                    "column, or a list of str)");
+  const Shape sample = x.sample_shape();
+  if (sample.size() != in.string_shape.size())
+    throw DataError("failed to read " + what + ": samples of shape " + keras_shape(sample) +
+                    "; expected " + std::to_string(in.string_shape.size()) +
+                    " string(s) per sample for model input '" + in.name + "' of shape " +
+                    keras_shape(in.string_shape));
+  const StringLayer* reader = string_reader(m, k);
+  Array out = Array::zeros(DType::kF32, in.shape.with_batch(x.rows()));
+  if (reader)
+    reader->encode(x.strings(), x.rows(), sample.size(), static_cast<float*>(out.mutable_data()));
+  return out;
+}
+
+// text_vectorization.cpp's adapt.
+Json text_vectorization_adapted_vocabulary(const Layer& l, const std::string* texts, int64_t n);
+
+std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m,
+                                                 const Array& texts) {
+  bool any = false;
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < m->num_layers(); ++i) {
+    const Layer& l = m->layer(i);
+    Json cfg = l.keras_config();
+    const auto* sl = dynamic_cast<const StringLayer*>(&l);
+    if (sl && std::string(l.class_name()) == "TextVectorization" && sl->full_vocabulary().empty() &&
+        texts.dtype() == DType::kStr && texts.row_size() == 1) {
+      cfg["vocabulary"] = text_vectorization_adapted_vocabulary(l, texts.strings(), texts.rows());
+      any = true;
+    }
+    std::vector<int> tensors;
+    for (size_t j = 0; j < m->layer_inputs(i).size(); ++j) tensors.push_back(m->input_tensor(i, j));
+    nodes.push_back({make_layer(l.class_name(), cfg, ConfigMode::kKeras, l.name()),
+                     m->layer_inputs(i), m->training(i), tensors});
+  }
+  if (!any) return m;
+  std::vector<ModelInput> inputs;
+  for (size_t k = 0; k < m->num_inputs(); ++k) inputs.push_back(m->input(k));
+  std::vector<int> outs, out_tensors;
+  for (size_t j = 0; j < m->num_outputs(); ++j) {
+    outs.push_back(m->output_node(j));
+    out_tensors.push_back(m->output_tensor(j));
+  }
+  return std::make_shared<const Model>(m->name(), std::move(inputs), std::move(nodes), outs,
+                                       out_tensors);
+}
+
+}  // namespace nnfleet

@@ -1,0 +1,21 @@
+// The string layers (layers/string_layer.h) have no ONNX export: their lookups run over strings
+// before the float graph (ONNX's StringNormalizer, Tokenizer and LabelEncoder cover parts of
+// them, and ONNX Runtime does not ship the contrib Tokenizer in its default build), so each is
+// refused by name with what to do instead.
+#include "io/onnx/onnx_builder.h"
+
+namespace nnfleet::onnx_export {
+namespace {
+
+[[noreturn]] void refuse_strings(const LayerNode& n) {
+  refuse(n,
+         "it reads strings, which nnfleet's ONNX export does not carry; expected a model "
+         "without string layers (export the part after the vectorizer, whose input is the ids "
+         "it makes)");
+}
+
+}  // namespace
+
+std::string export_text_vectorization(Builder&, const LayerNode& n) { refuse_strings(n); }
+
+}  // namespace nnfleet::onnx_export
