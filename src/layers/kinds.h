@@ -64,7 +64,9 @@
   X(AlphaDropout, alpha_dropout)                      \
   X(Conv2DTranspose, conv2d_transpose)                \
   X(SeparableConv2D, separable_conv2d)                \
-  X(Cropping2D, cropping2d)
+  X(Cropping2D, cropping2d)                           \
+  X(TFOpLambda, tf_op_lambda)                         \
+  X(SlicingOpLambda, slicing_op_lambda)
 
 namespace nnfleet {
 
