@@ -195,113 +195,125 @@ SliceItem slice_item(const Json& v) {
   return s;
 }
 
+using Kwargs = std::map<std::string, const Json*>;
+
+const Json* get(const Kwargs& kw, const char* k) {
+  auto it = kw.find(k);
+  return it == kw.end() ? nullptr : it->second;
+}
+
+// cast's dtype: a float type is the identity, an integer type truncates, bool tests for zero.
+void read_cast(TfOp& op, const Kwargs& kw) {
+  const Json* d = get(kw, "dtype");
+  op.dtype = d && d->is_string() ? d->get<std::string>() : "";
+  static const std::set<std::string> floats = {"float32", "float64", "double"};
+  static const std::set<std::string> ints = {"int8", "int16", "int32", "int64"};
+  if (floats.count(op.dtype))
+    op.unary = UnaryOp::kIdentity;
+  else if (ints.count(op.dtype))
+    op.unary = UnaryOp::kCastInt;
+  else if (op.dtype == "bool")
+    op.unary = UnaryOp::kCastBool;
+  else
+    bad("dtype",
+        "one of float32, float64, int8, int16, int32, int64, bool (float16, bfloat16 and "
+        "unsigned types are not supported), got " +
+            (d ? d->dump() : std::string("none")));
+}
+
+// TensorFlow's defaults: relu6 caps at 6, elu's alpha is 1, gelu is exact unless approximate,
+// leaky_relu's alpha 0.2, silu's beta 1 (the only one supported).
+void read_activation(TfOp& op, const Kwargs& kw) {
+  if (op.function == "nn.relu6") op.act.max_value = 6.0f;
+  if (op.act.kind == Act::kElu) op.act.alpha = 1.0f;
+  if (op.act.kind == Act::kGelu && flag(get(kw, "approximate"), "approximate"))
+    op.act.kind = Act::kGeluTanh;
+  if (op.act.kind == Act::kLeakyRelu) {
+    const Json* al = get(kw, "alpha");
+    if (al && !al->is_null() && !al->is_number()) bad("alpha", "a number");
+    op.act.alpha = al && !al->is_null() ? al->get<float>() : 0.2f;
+  }
+  const Json* be = get(kw, "beta");
+  if (op.act.kind == Act::kSwish && be && !be->is_null() &&
+      !(be->is_number() && be->get<double>() == 1.0))
+    bad("beta", "1.0 (silu with another beta is not supported), got " + be->dump());
+}
+
+// softmax (default -1), concat and expand_dims (required), stack (default 0): one axis.
+void read_axis(TfOp& op, const Kwargs& kw) {
+  const Json* ax = get(kw, "axis");
+  const bool needed = op.kind == TfOpKind::kConcat || op.kind == TfOpKind::kExpandDims;
+  if (needed && (!ax || ax->is_null())) bad("axis", "an axis for " + op.function);
+  const std::vector<int64_t> v = ints(ax, "axis");
+  if (v.size() > 1) bad("axis", "one axis, got " + ax->dump());
+  op.axis = v.empty() ? (op.kind == TfOpKind::kStack ? 0 : -1) : v[0];
+}
+
+void read_slice(TfOp& op, const Kwargs& kw) {
+  const Json* s = get(kw, "slice_spec");
+  if (!s) bad("slice_spec", "the slice of __operators__.getitem");
+  if (s->is_array())
+    for (const Json& e : *s) op.slice.push_back(slice_item(e));
+  else
+    op.slice.push_back(slice_item(*s));
+  if (get(kw, "var") && !get(kw, "var")->is_null()) bad("var", "null");
+}
+
+void read_matmul(TfOp& op, const Kwargs& kw) {
+  const Json* bb = get(kw, "b");
+  if (!bb) bad("b", "the second operand of " + op.function);
+  op.b = operand(*bb, "b");
+  // Real matrices: the adjoint is the transpose.
+  op.transpose_a =
+      flag(get(kw, "transpose_a"), "transpose_a") || flag(get(kw, "adjoint_a"), "adjoint_a");
+  op.transpose_b =
+      flag(get(kw, "transpose_b"), "transpose_b") || flag(get(kw, "adjoint_b"), "adjoint_b");
+  for (const char* k : {"a_is_sparse", "b_is_sparse"})
+    if (flag(get(kw, k), k)) bad(k, "false");
+  if (get(kw, "output_type") && !get(kw, "output_type")->is_null()) bad("output_type", "null");
+}
+
 // Fills op from the kwargs of its kind (the first argument is read by the caller).
-void read_kwargs(TfOp& op, const std::map<std::string, const Json*>& kw) {
-  auto get = [&](const char* k) -> const Json* {
-    auto it = kw.find(k);
-    return it == kw.end() ? nullptr : it->second;
-  };
+void read_kwargs(TfOp& op, const Kwargs& kw) {
+  bool none = false;
   switch (op.kind) {
-    case TfOpKind::kBinary: {
-      const Json* y = get("y");
-      if (!y) bad("call", "a second operand 'y' for " + op.function);
-      op.b = operand(*y, "y");
-      break;
-    }
+    case TfOpKind::kBinary:
+      if (!get(kw, "y")) bad("call", "a second operand 'y' for " + op.function);
+      op.b = operand(*get(kw, "y"), "y");
+      return;
     case TfOpKind::kUnary:
-      if (op.function == "cast") {
-        const Json* d = get("dtype");
-        op.dtype = d && d->is_string() ? d->get<std::string>() : "";
-        static const std::set<std::string> floats = {"float32", "float64", "double"};
-        static const std::set<std::string> ints = {"int8", "int16", "int32", "int64"};
-        if (floats.count(op.dtype))
-          op.unary = UnaryOp::kIdentity;
-        else if (ints.count(op.dtype))
-          op.unary = UnaryOp::kCastInt;
-        else if (op.dtype == "bool")
-          op.unary = UnaryOp::kCastBool;
-        else
-          bad("dtype",
-              "one of float32, float64, int8, int16, int32, int64, bool (float16, bfloat16 and "
-              "unsigned types are not supported), got " +
-                  (d ? d->dump() : std::string("none")));
-      }
-      break;
+      if (op.function == "cast") read_cast(op, kw);
+      return;
     case TfOpKind::kActivation:
-      if (op.function == "nn.relu6") op.act.max_value = 6.0f;
-      if (op.act.kind == Act::kElu) op.act.alpha = 1.0f;
-      if (op.act.kind == Act::kGelu && flag(get("approximate"), "approximate"))
-        op.act.kind = Act::kGeluTanh;
-      if (op.act.kind == Act::kLeakyRelu) {
-        const Json* al = get("alpha");
-        if (al && !al->is_null() && !al->is_number()) bad("alpha", "a number");
-        op.act.alpha = al && !al->is_null() ? al->get<float>() : 0.2f;
-      }
-      if (op.act.kind == Act::kSwish) {
-        const Json* be = get("beta");
-        if (be && !be->is_null() && !(be->is_number() && be->get<double>() == 1.0))
-          bad("beta", "1.0 (silu with another beta is not supported), got " + be->dump());
-      }
-      break;
+      return read_activation(op, kw);
     case TfOpKind::kSoftmax:
     case TfOpKind::kConcat:
     case TfOpKind::kStack:
-    case TfOpKind::kExpandDims: {
-      const Json* ax = get("axis");
-      const bool needed = op.kind == TfOpKind::kConcat || op.kind == TfOpKind::kExpandDims;
-      if (needed && (!ax || ax->is_null())) bad("axis", "an axis for " + op.function);
-      const std::vector<int64_t> v = ints(ax, "axis");
-      if (v.size() > 1) bad("axis", "one axis, got " + ax->dump());
-      op.axis = v.empty() ? (op.kind == TfOpKind::kStack ? 0 : -1) : v[0];
-      break;
-    }
-    case TfOpKind::kReduce: {
-      bool none = false;
-      op.axes = ints(get("axis"), "axis", &none);
+    case TfOpKind::kExpandDims:
+      return read_axis(op, kw);
+    case TfOpKind::kReduce:
+      op.axes = ints(get(kw, "axis"), "axis", &none);
       if (none) bad("axis", "the axes to reduce (axis None reduces over the batch axis too)");
-      op.keepdims = flag(get("keepdims"), "keepdims");
-      break;
-    }
-    case TfOpKind::kReshape: {
-      const Json* s = get("shape");
-      if (!s || !s->is_array()) bad("shape", "a list of sizes with -1 first (the batch axis)");
-      for (const Json& e : *s)
+      op.keepdims = flag(get(kw, "keepdims"), "keepdims");
+      return;
+    case TfOpKind::kReshape:
+      if (!get(kw, "shape") || !get(kw, "shape")->is_array())
+        bad("shape", "a list of sizes with -1 first (the batch axis)");
+      for (const Json& e : *get(kw, "shape"))
         op.shape.push_back(e.is_null() ? -1 : config_int(e, -1).value_or(-2));
-      break;
-    }
+      return;
     case TfOpKind::kSqueeze:
-      op.axes = ints(get("axis"), "axis");
-      break;
-    case TfOpKind::kTranspose: {
-      bool none = false;
-      op.perm = ints(get("perm"), "perm", &none);
+      op.axes = ints(get(kw, "axis"), "axis");
+      return;
+    case TfOpKind::kTranspose:
+      op.perm = ints(get(kw, "perm"), "perm", &none);
       if (none) bad("perm", "a permutation (perm None reverses the batch axis too)");
-      if (flag(get("conjugate"), "conjugate")) bad("conjugate", "false");
-      break;
-    }
-    case TfOpKind::kSlice: {
-      const Json* s = get("slice_spec");
-      if (!s) bad("slice_spec", "the slice of __operators__.getitem");
-      if (s->is_array())
-        for (const Json& e : *s) op.slice.push_back(slice_item(e));
-      else
-        op.slice.push_back(slice_item(*s));
-      if (get("var") && !get("var")->is_null()) bad("var", "null");
-      break;
-    }
-    case TfOpKind::kMatmul: {
-      const Json* bb = get("b");
-      if (!bb) bad("b", "the second operand of " + op.function);
-      op.b = operand(*bb, "b");
-      op.transpose_a =
-          flag(get("transpose_a"), "transpose_a") || flag(get("adjoint_a"), "adjoint_a");
-      op.transpose_b =
-          flag(get("transpose_b"), "transpose_b") || flag(get("adjoint_b"), "adjoint_b");
-      for (const char* k : {"a_is_sparse", "b_is_sparse"})
-        if (flag(get(k), k)) bad(k, "false");
-      if (get("output_type") && !get("output_type")->is_null()) bad("output_type", "null");
-      break;
-    }
+      if (flag(get(kw, "conjugate"), "conjugate")) bad("conjugate", "false");
+      return;
+    case TfOpKind::kSlice:
+      return read_slice(op, kw);
+    case TfOpKind::kMatmul:
+      return read_matmul(op, kw);
   }
 }
 
