@@ -511,9 +511,8 @@ void TfOpLayer::gather(const LayerArgs& a, bool back) const {
 // every l). Element (m, k) of A sits at m * am + k * ak; (k, j) of B at k * bk + j * bj.
 void TfOpLayer::matmul(const LayerArgs& a, bool back) const {
   const Shape& sa = a.in_shapes[op_.a.input];
-  const Shape sb = operand_shape(op_.b, a);
   const Shape& out = a.out_shape;
-  const int r = sa.rank(), rb = sb.rank();
+  const int r = sa.rank();
   const int64_t K = sa[op_.transpose_a ? r - 2 : r - 1];
   const int64_t M = r >= 2 ? sa[op_.transpose_a ? r - 1 : r - 2] : 1;
   const int64_t N = out[out.rank() - 1];
@@ -522,7 +521,6 @@ void TfOpLayer::matmul(const LayerArgs& a, bool back) const {
   const bool tb = op_.b.input >= 0;
   const int64_t lead = sa.size() / (M * K);
   const int64_t b_block = tb ? K * N : 0;
-  (void)rb;
   const float* A = a.x[op_.a.input];
   const float* B = operand(op_.b, a);
   float* dA = back ? a.dx[op_.a.input] : nullptr;
