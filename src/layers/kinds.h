@@ -74,7 +74,9 @@
   X(RandomTranslation, random_translation)            \
   X(RandomContrast, random_contrast)                  \
   X(RandomBrightness, random_brightness)              \
-  X(TextVectorization, text_vectorization)
+  X(TextVectorization, text_vectorization)            \
+  X(TFOpLambda, tf_op_lambda)                         \
+  X(SlicingOpLambda, slicing_op_lambda)
 
 namespace nnfleet {
 

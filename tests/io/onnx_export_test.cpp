@@ -573,5 +573,25 @@ TEST(RealFileOnnxExport, NextImageFilesAgreeWithOnnxRuntime) {
   expect_readers_accept(dir, cases);
 }
 
+// Models of serialized TensorFlow operations (tf.keras TFOpLambda / SlicingOpLambda and Keras 3
+// keras.ops, tools/make_tfop_cases.py) agree with ONNX Runtime.
+TEST(OnnxExport, TfOperationModelsAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_tfop");
+  std::vector<OrtCase> cases;
+  Rng rng(5);
+  for (const char* stem : {"tfop_unwrapped_k211", "tfop_wrapped_k214", "tfop_keras3_ops"}) {
+    const LoadedModel lm =
+        load_keras_model(test::fixture(std::string("synthetic/") + stem + ".json"));
+    const int n = 3;
+    std::vector<std::vector<float>> x;
+    for (size_t k = 0; k < lm.model->num_inputs(); ++k) {
+      x.emplace_back(static_cast<size_t>(n * lm.model->input(k).shape.size()));
+      for (float& v : x.back()) v = draw(rng);
+    }
+    cases.push_back(make_case(dir, stem, lm.model, lm.params.data(), x, n));
+  }
+  expect_readers_accept(dir, cases);
+}
+
 }  // namespace
 }  // namespace nnfleet

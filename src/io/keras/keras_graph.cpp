@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/limits.h"
+#include "io/keras/keras_tf_ops.h"
 #include "layers/layer_util.h"
 #include "layers/registry.h"
 
@@ -534,6 +535,7 @@ class Builder {
   // The tensors that feed this layer, in argument order (a recurrent layer's initial states
   // last).
   std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
+    if (is_tf_op_entry(l)) return tf_op_call(l, d).second;
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
@@ -568,6 +570,19 @@ class Builder {
     }
     if (names.empty()) fail(who + " is called without input tensors");
     return names;
+  }
+
+  // A TensorFlow operation's entry (TFOpLambda, SlicingOpLambda or a Keras 3 keras.ops call,
+  // io/keras/keras_tf_ops.h): the layer it becomes and the tensors it takes, in input order.
+  std::pair<LayerJson, std::vector<TensorRef>> tf_op_call(const Json& l, const LayerJson& d) const {
+    try {
+      TfOpCall c = read_tf_op_call(l, d.name);
+      std::vector<TensorRef> refs;
+      for (const auto& [name, k] : c.inputs) refs.push_back({name, k});
+      return {LayerJson{c.cls, d.name, std::move(c.config)}, std::move(refs)};
+    } catch (const ModelError& e) {
+      fail("layer '" + d.name + "' (" + d.cls + "): " + e.what());
+    }
   }
 
   // A Functional model's layers; returns its output tensors in output_layers order. At the top
@@ -613,7 +628,10 @@ class Builder {
     std::map<std::string, int> used;
     for (const Json& l : layers) {
       ds.push_back(describe(l));
-      keys.push_back(unique_key(used, keras_snake_case(ds.back().cls)));
+      // Keras 3 saves no weights for an operation, and its key takes no number from the count.
+      const bool op = is_tf_op_entry(l);
+      if (op) ds.back() = tf_op_call(l, ds.back()).first;
+      keys.push_back(op ? ds.back().name : unique_key(used, keras_snake_case(ds.back().cls)));
       entries.push_back(entry >= 0 ? entry : new_entry(ds.back().name, ds.back().cls));
     }
     std::map<std::string, int> tensor_of;

@@ -13,6 +13,7 @@
 #include "io/keras/keras_graph.h"
 #include "io/keras/keras_layout.h"
 #include "io/keras/keras_reader.h"
+#include "io/keras/keras_tf_ops.h"
 #include "layers/string_layer.h"
 #include "platform/files.h"
 #include "platform/zip_archive.h"
@@ -330,6 +331,10 @@ std::string keras3_layers_text(const Model& m, bool functional) {
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     if (i || m.num_inputs()) t += ",";
+    if (is_tf_op_layer(l)) {  // as a Keras 3 operation (keras.ops), which Keras 3 can load
+      t += tf_op_keras3_entry(m, i).dump();
+      continue;
+    }
     t += "{\"module\":\"keras.layers\",\"class_name\":" + Json(l.class_name()).dump();
     t += ",\"config\":" + keras3_layer_config_text(m, i) + ",\"registered_name\":null";
     const OJson build = keras3_build_config(m, i);
@@ -347,6 +352,9 @@ bool compiled(const KerasSaveInfo& info) { return info.loss && info.optimizer; }
 
 bool functional(const Model& m, const KerasSaveInfo& info) {
   if (!m.is_sequential()) return true;  // a DAG can only be written as Functional
+  // A TensorFlow operation's arguments live in its node, which only a Functional config has.
+  for (size_t i = 0; i < m.num_layers(); ++i)
+    if (is_tf_op_layer(m.layer(i))) return true;
   return info.keras_class == "Functional" || info.keras_class == "Model";
 }
 
@@ -491,6 +499,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
     }
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (is_tf_op_layer(m.layer(i))) continue;  // an operation, not one of model.layers
     const std::string key = g.weight_paths[i].substr(std::string("layers/").size());
     // A wrapper's weights live with its wrapped layer (time_distributed/layer/vars); the wrapper
     // keeps an empty vars group of its own, as Keras writes it.
@@ -574,6 +583,13 @@ OJson legacy_model_config(const Model& m, bool functional) {
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
     OJson e{{"class_name", l.class_name()}, {"config", legacy_layer_config(m, i)}};
+    if (is_tf_op_layer(l)) {  // the call's arguments go to the node, as tf.keras writes them
+      e["config"].erase("call");
+      e["name"] = l.name();
+      e["inbound_nodes"] = OJson::array({ordered(tf_op_legacy_node(m, i))});
+      layers.push_back(e);
+      continue;
+    }
     if (functional) {
       OJson refs = OJson::array();
       for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
