@@ -64,7 +64,10 @@
   X(AlphaDropout, alpha_dropout)                      \
   X(Conv2DTranspose, conv2d_transpose)                \
   X(SeparableConv2D, separable_conv2d)                \
-  X(Cropping2D, cropping2d)
+  X(Cropping2D, cropping2d)                           \
+  X(Normalization, normalization)                     \
+  X(Discretization, discretization)                   \
+  X(CategoryEncoding, category_encoding)
 
 namespace nnfleet {
 
