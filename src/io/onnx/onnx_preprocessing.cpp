@@ -2,8 +2,8 @@
 // Div (invert: Mul and Add) by constants of the input's rank, with 1 on the reduced axes, folded
 // from its config or its weights. Discretization counts the boundaries <= x (GreaterOrEqual
 // against the boundaries on a new last axis, summed), which is np.digitize; its ids and
-// CategoryEncoding's then go through OneHot, reduced over the ids axis for multi_hot (ReduceMax)
-// and count (ReduceSum).
+// CategoryEncoding's are then one-hot encoded (Equal against 0..depth-1), reduced over the ids
+// axis for multi_hot (ReduceMax) and count (ReduceSum).
 #include "io/onnx/onnx_builder.h"
 #include "layers/preprocessing.h"
 
@@ -16,9 +16,14 @@ const std::string& base(const LayerNode& n) { return n.layer.name(); }
 std::string encode_ids(Builder& b, const LayerNode& n, const std::string& ids, int64_t depth) {
   const std::string mode = n.config.value("output_mode", std::string("int"));
   if (mode == "int") return ids;
-  const std::string values = b.weight(base(n) + "/off_on", {2}, std::vector<float>{0.0f, 1.0f});
-  const std::string hot = b.node("OneHot", {ids, b.ints(base(n) + "/depth", {depth}), values},
-                                 base(n), {attr("axis", int64_t{-1})});
+  // One-hot as ids == [0, 1, ..., depth-1] on a new last axis (ONNX Runtime has no OneHot for
+  // float ids); an id outside the range matches nothing, as nnfleet encodes it.
+  std::vector<float> range(static_cast<size_t>(depth));
+  for (size_t i = 0; i < range.size(); ++i) range[i] = static_cast<float>(i);
+  const std::string col = b.node("Unsqueeze", {ids, b.ints(base(n) + "/id_axis", {-1})}, base(n));
+  const std::string eq =
+      b.node("Equal", {col, b.weight(base(n) + "/range", {depth}, range)}, base(n));
+  const std::string hot = b.node("Cast", {eq}, base(n), {attr("to", onnx::TensorProto::FLOAT)});
   if (mode == "one_hot") return b.reshape(hot, n.plan.out_shape, base(n));
   // [N, F, depth] -> [N, depth] over the sample's ids
   if (mode == "multi_hot")
