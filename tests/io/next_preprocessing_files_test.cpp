@@ -10,6 +10,7 @@
 #include "io/keras/hdf5.h"
 #include "io/keras/keras_writer.h"
 #include "io_test_util.h"
+#include "layers/registry.h"
 #include "model/network.h"
 
 namespace nnfleet::test {
@@ -69,6 +70,75 @@ TEST(RealFileNextPreprocessing, AutoMpgNormalizationKeras333MatchesReference) {
       f.root().group("model_weights/normalization/normalization").dataset("count:0");
   EXPECT_TRUE(count.dims().empty());
   EXPECT_EQ(count.read_int64(), 0);
+}
+
+// A sequential model over `in` of (class, config) layers, with weights 0.1, 0.2, ... (variances
+// stay positive).
+std::shared_ptr<const Model> chain(const Shape& in,
+                                   const std::vector<std::pair<const char*, Json>>& layers) {
+  std::vector<ModelNode> nodes;
+  for (size_t i = 0; i < layers.size(); ++i)
+    nodes.push_back(
+        {make_layer(layers[i].first, layers[i].second, ConfigMode::kPlan, "l" + std::to_string(i)),
+         {static_cast<int>(i)}});
+  return std::make_shared<const Model>("m", std::vector<ModelInput>{{"x", in}}, std::move(nodes),
+                                       std::vector<int>{static_cast<int>(layers.size())});
+}
+
+// Every option of the three kinds survives .keras and .h5: configs, weights (count as int64) and
+// predictions bit for bit.
+TEST(KerasPreprocessingRoundTrip, NormalizationDiscretizationCategoryEncodingReadBackIdentically) {
+  const std::vector<std::shared_ptr<const Model>> models = {
+      chain(Shape{4}, {{"Normalization", Json::object()},
+                       {"Discretization",
+                        {{"bin_boundaries", Json{-0.5, 0.0, 0.7}},
+                         {"output_mode", "one_hot"},
+                         {"num_bins", 4}}},
+                       {"Flatten", Json::object()},
+                       {"Dense", {{"units", 2}}}}),
+      chain(Shape{2, 3},
+            {{"Normalization",
+              {{"axis", Json{1, 2}},
+               {"invert", true},
+               {"mean", Json{1.0, 2.0, 3.0}},
+               {"variance", Json{4.0, 0.5, 1.0}}}},
+             {"Normalization", {{"axis", Json::array()}}},
+             {"Discretization",
+              {{"bin_boundaries", Json{0.0, 1.5}}, {"output_mode", "int"}, {"epsilon", 0.05}}},
+             {"Flatten", Json::object()},
+             {"Dense", {{"units", 1}}}}),
+      chain(Shape{3}, {{"CategoryEncoding", {{"num_tokens", 5}, {"output_mode", "count"}}},
+                       {"Dense", {{"units", 2}}}}),
+  };
+  const std::string dir = scratch_dir("preprocessing_round_trip");
+  int k = 0;
+  for (const auto& m : models) {
+    SCOPED_TRACE(k);
+    std::vector<float> params(m->trainable_params() + m->non_trainable_params());
+    for (size_t i = 0; i < params.size(); ++i) params[i] = 0.1f * static_cast<float>(i % 7 + 1);
+    size_t fixed = m->trainable_params();  // non-trainable weights follow the trainable ones
+    for (size_t i = 0; i < m->num_layers(); ++i)
+      for (const ParamSpec& p : m->planned(i).params) {
+        if (p.trainable) continue;
+        if (p.name == "count") params[fixed] = 42.0f;  // a count is whole (Keras: int64)
+        fixed += static_cast<size_t>(p.shape.size());
+      }
+    Array x = Array::zeros(DType::kF32, m->input_shape().with_batch(3));
+    auto* xs = static_cast<float*>(x.mutable_data());
+    for (int64_t i = 0; i < x.shape().size(); ++i)
+      xs[i] = k == 2 ? static_cast<float>(i * 3 % 5) : 0.37f * static_cast<float>(i % 9) - 1.2f;
+    const auto before = run_model(m, params.data(), x);
+    const std::string stem = dir + "/m" + std::to_string(k++);
+    save_keras(stem + ".keras", *m, params.data());
+    save_keras_h5(stem + ".h5", *m, params.data());
+    for (const std::string& f : {stem + ".keras", stem + ".h5"}) {
+      const LoadedModel back = load_keras_model(f);
+      EXPECT_EQ(back.params, params) << f;
+      EXPECT_EQ(run_model(back, x), before) << f;
+      for (size_t i = 0; i < m->num_layers(); ++i)
+        EXPECT_EQ(written_config(back.model->layer(i)), written_config(m->layer(i))) << f << i;
+    }
+  }
 }
 
 }  // namespace
