@@ -2,6 +2,7 @@
 #include "fleet/worker.h"
 
 #include "core/limits.h"
+#include "fleet/fit/adapt.h"
 #include "fleet/fit/fine_tune.h"
 
 namespace nnfleet::fleet_detail {
@@ -11,7 +12,7 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
                                        RestoredOptimizer& restored) {
   std::shared_ptr<const Model> m;
   if (s.keras.empty()) {
-    m = build_model(s, data.input_shape);
+    m = build_model(adapted_spec(s, data), data.input_shape);  // Discretization's adapt()
   } else {
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);

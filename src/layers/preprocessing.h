@@ -48,4 +48,15 @@ class NormalizationStats {
   std::vector<int64_t> n_;
 };
 
+// Whether `layer` is a Discretization with num_bins but no bin_boundaries (they are to be adapted).
+bool discretization_adapts(const Layer& layer);
+
+// Discretization's adapt over `values` (every value of the training rows, as float32): Keras 3's
+// quantile summary of one batch (keras/src/layers/preprocessing/discretization.py: summarize,
+// merge_summaries, compress_summary, get_bin_boundaries): the sorted values sampled every
+// max(n * epsilon, 1), compressed to 1/epsilon points by interpolating cumulative weights, then
+// to num_bins points, whose first num_bins - 1 are the boundaries. Sorts `values`.
+std::vector<double> discretization_boundaries(std::vector<float>& values, int64_t num_bins,
+                                              double epsilon);
+
 }  // namespace nnfleet

@@ -150,7 +150,7 @@ class Discretization final : public Layer {
       }
       has_bounds_ = true;
     }
-    if (c.has("num_bins")) num_bins_ = c.get_int("num_bins", std::nullopt, 0);
+    if (c.has("num_bins")) num_bins_ = c.get_int("num_bins", std::nullopt, 1);
     if (!has_bounds_ && num_bins_ < 0)
       c.fail("num_bins", "bin_boundaries or num_bins (then the boundaries are adapted from data)");
     epsilon_ = c.get_float("epsilon", 0.01);
@@ -229,6 +229,81 @@ std::vector<LayerExample> discretization_examples() {
   for (const char* mode : {"int", "one_hot", "multi_hot", "count"})
     v.push_back({{{"bin_boundaries", Json{-0.55, 0.05, 0.65}}, {"output_mode", mode}}, {Shape{3}}});
   return v;
+}
+
+}  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// np.interp(x, xp, fp) for ascending xp (float32 values, computed in double as numpy does).
+double interp(double x, const std::vector<float>& xp, const std::vector<float>& fp) {
+  const size_t n = xp.size();
+  if (x < xp[0]) return fp[0];
+  if (x > xp[n - 1]) return fp[n - 1];
+  // j: the last index with xp[j] <= x
+  const size_t j = static_cast<size_t>(std::upper_bound(xp.begin(), xp.end(), x,
+                                                        [](double v, float e) { return v < e; }) -
+                                       xp.begin()) -
+                   1;
+  if (j == n - 1 || static_cast<double>(xp[j]) == x) return fp[j];
+  const double slope =
+      (static_cast<double>(fp[j + 1]) - fp[j]) / (static_cast<double>(xp[j + 1]) - xp[j]);
+  double r = slope * (x - xp[j]) + fp[j];
+  if (std::isnan(r)) {
+    r = slope * (x - xp[j + 1]) + fp[j + 1];
+    if (std::isnan(r) && fp[j] == fp[j + 1]) r = fp[j];
+  }
+  return r;
+}
+
+// A summary: values and weights (counts), float32 as Keras keeps them.
+struct Summary {
+  std::vector<float> values, weights;
+};
+
+// Keras's compress_summary: the summary re-sampled at the cumulative-weight fractions epsilon,
+// 2 epsilon, ..., 1 (unchanged when it has fewer than 1/epsilon points).
+Summary compress(const Summary& s, double epsilon) {
+  if (static_cast<double>(s.values.size()) * epsilon < 1) return s;
+  std::vector<float> cum(s.weights.size()), frac(s.weights.size());
+  float acc = 0.0f;  // numpy's float32 cumsum: sequential, in float32
+  for (size_t i = 0; i < cum.size(); ++i) cum[i] = acc += s.weights[i];
+  for (size_t i = 0; i < cum.size(); ++i) frac[i] = cum[i] / cum.back();
+  const auto points = static_cast<size_t>(std::ceil(1.0 / epsilon));  // np.arange(0, 1, eps)
+  Summary out;
+  double prev = 0.0;
+  for (size_t i = 0; i < points; ++i) {
+    const double p = epsilon + static_cast<double>(i) * epsilon;
+    out.values.push_back(static_cast<float>(interp(p, frac, s.values)));
+    const double c = interp(p, frac, cum);
+    out.weights.push_back(static_cast<float>(c - prev));
+    prev = c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool discretization_adapts(const Layer& layer) {
+  const auto* d = dynamic_cast<const Discretization*>(&layer);
+  return d && !d->adapted();
+}
+
+std::vector<double> discretization_boundaries(std::vector<float>& values, int64_t num_bins,
+                                              double epsilon) {
+  std::sort(values.begin(), values.end());
+  // summarize(): every step-th sorted value, each standing for `step` values.
+  const double step = std::max(static_cast<double>(values.size()) / (1.0 / epsilon), 1.0);
+  Summary s;
+  for (auto i = static_cast<size_t>(step - 1); i < values.size(); i += static_cast<size_t>(step)) {
+    s.values.push_back(values[i]);
+    s.weights.push_back(static_cast<float>(step));
+  }
+  if (s.values.empty()) return {};
+  s = compress(compress(s, epsilon), 1.0 / static_cast<double>(std::max<int64_t>(num_bins, 1)));
+  if (s.values.empty()) return {};
+  return std::vector<double>(s.values.begin(), s.values.end() - 1);
 }
 
 }  // namespace nnfleet

@@ -12,6 +12,7 @@
 #include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet_test_util.h"
+#include "layers/preprocessing.h"
 #include "platform/files.h"
 
 namespace nnfleet {
@@ -38,9 +39,10 @@ void write_data(const std::string& dir, int n) {
   save_npy(dir + "/y.npy", y);
 }
 
-std::string plan_text(const std::string& norm, bool first = true) {
-  const std::string layers = first ? "      - Normalization: " + norm + "\n      - Flatten: {}\n"
-                                   : "      - Flatten: {}\n      - Normalization: " + norm + "\n";
+std::string plan_text(const std::string& norm, bool first = true,
+                      const std::string& cls = "Normalization") {
+  const std::string layers = first ? "      - " + cls + ": " + norm + "\n      - Flatten: {}\n"
+                                   : "      - Flatten: {}\n      - " + cls + ": " + norm + "\n";
   return "seed: 3\ndata:\n  train: {x: x.npy, y: y.npy}\n  validation_split: 0.25\n"
          "defaults:\n  epochs: 1\n  batch_size: 8\n  loss: sparse_categorical_crossentropy\n"
          "  optimizer: {SGD: {learning_rate: 0.01}}\nmodels:\n  - name: m\n    layers:\n" +
@@ -152,6 +154,29 @@ TEST(Adapt, NormalizationNotOnAModelInputIsAPlanErrorNamingIt) {
   // With mean and variance given, the same place is fine: nothing to adapt.
   testing_util::write_text(plan, plan_text("{mean: 1.0, variance: 4.0}", false));
   const FleetSummary s = run_fleet(load_plan(plan), o, testing_util::raw_io());
+  EXPECT_EQ(s.results.back().status, JobStatus::kDone) << s.results.back().message;
+}
+
+TEST(Adapt, DiscretizationLearnsKerasQuantileBoundariesFromTheTrainingRows) {
+  TempDir dir;
+  write_data(dir.path, 40);
+  const std::string plan = dir.path + "/plan.yaml";
+  testing_util::write_text(plan, plan_text("{num_bins: 4}", true, "Discretization"));
+  const Plan p = load_plan(plan);
+  const FleetData data = load_fleet_data(p.data);
+  const ModelSpec spec = adapted_spec(p.models.back(), data);
+  // The same as discretization_boundaries over the first 30 rows' values (not the validation
+  // rows'), which tests/layers checks against Keras's own adapt.
+  const Array x = load_npy(dir.path + "/x.npy");
+  const auto* xs = static_cast<const float*>(x.data());
+  std::vector<float> train(xs, xs + 30 * 6);
+  const Json want = discretization_boundaries(train, 4, 0.01);
+  EXPECT_EQ(spec.layers[0].config["bin_boundaries"], want);
+  EXPECT_EQ(want.size(), 3u);
+  FleetOptions o;
+  o.out_dir = dir.path + "/out";
+  o.mode = Display::Mode::kQuiet;
+  const FleetSummary s = run_fleet(p, o, testing_util::raw_io());
   EXPECT_EQ(s.results.back().status, JobStatus::kDone) << s.results.back().message;
 }
 

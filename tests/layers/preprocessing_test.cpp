@@ -179,6 +179,25 @@ TEST(Discretization, NumBinsWithoutBoundariesNeedsAdapt) {
                ConfigError);
 }
 
+TEST(Discretization, AdaptFindsKerasQuantileBoundaries) {
+  // Keras 3's Discretization(num_bins=4).adapt(x) on the same values (its epsilon 0.01): the
+  // boundaries its summarize / compress_summary steps give, as float32.
+  std::vector<float> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i * 37 % 1000) / 10.0f;
+  const auto b = discretization_boundaries(x, 4, 0.01);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_FLOAT_EQ(static_cast<float>(b[0]), 24.89997673034668f);
+  EXPECT_FLOAT_EQ(static_cast<float>(b[1]), 49.89998245239258f);
+  EXPECT_FLOAT_EQ(static_cast<float>(b[2]), 74.89999389648438f);
+  // Fewer values than 1/epsilon: each is its own point before the last compression.
+  std::vector<float> few = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  const auto c = discretization_boundaries(few, 4, 0.01);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_FLOAT_EQ(static_cast<float>(c[0]), 1.4999998807907104f);
+  EXPECT_FLOAT_EQ(static_cast<float>(c[1]), 3.0f);
+  EXPECT_FLOAT_EQ(static_cast<float>(c[2]), 5.0f);
+}
+
 TEST(CategoryEncoding, EncodesAsKerasDocumentsAndReadsIdsLikeEmbedding) {
   const std::vector<float> ids = {0, 1, 0, 0, 1, 2, 3, 1};  // [[0,1],[0,0],[1,2],[3,1]]
   LayerRun multi("CategoryEncoding", {{"num_tokens", 4}, {"output_mode", "multi_hot"}}, Shape{2});

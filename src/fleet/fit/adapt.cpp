@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "layers/preprocessing.h"
+#include "layers/registry.h"
 
 namespace nnfleet {
 namespace {
@@ -28,6 +29,29 @@ void over_train_rows(const FleetData& data, size_t k, F f) {
 }
 
 }  // namespace
+
+ModelSpec adapted_spec(const ModelSpec& spec, const FleetData& data) {
+  ModelSpec out = spec;
+  if (!spec.keras.empty() || spec.layers.empty() || spec.layers[0].class_name != "Discretization")
+    return out;
+  LayerEntry& e = out.layers[0];
+  const auto layer = make_layer(e.class_name, e.config, ConfigMode::kPlan, "discretization");
+  if (!discretization_adapts(*layer)) return out;
+  if (data.n_train <= 0)
+    throw ModelError("layer 0 '" + layer->name() +
+                     "' (Discretization) adapts its bin boundaries from the training data; "
+                     "expected training rows, got none (data " +
+                     data.train_name + ")");
+  const Json cfg = layer->keras_config();
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(data.n_train * data.x(0).row_size()));
+  over_train_rows(data, 0, [&](const float* rows, int n) {
+    values.insert(values.end(), rows, rows + static_cast<size_t>(n * data.x(0).row_size()));
+  });
+  e.config["bin_boundaries"] = discretization_boundaries(values, cfg["num_bins"].get<int64_t>(),
+                                                         cfg["epsilon"].get<double>());
+  return out;
+}
 
 bool needs_adapt(const Model& m) {
   for (size_t i = 0; i < m.num_layers(); ++i)
