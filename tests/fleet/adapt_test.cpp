@@ -164,14 +164,15 @@ TEST(Adapt, DiscretizationLearnsKerasQuantileBoundariesFromTheTrainingRows) {
   testing_util::write_text(plan, plan_text("{num_bins: 4}", true, "Discretization"));
   const Plan p = load_plan(plan);
   const FleetData data = load_fleet_data(p.data);
-  const ModelSpec spec = adapted_spec(p.models.back(), data);
+  const std::optional<ModelSpec> spec = adapted_spec(p.models.back(), data);
+  ASSERT_TRUE(spec.has_value());
   // The same as discretization_boundaries over the first 30 rows' values (not the validation
   // rows'), which tests/layers checks against Keras's own adapt.
   const Array x = load_npy(dir.path + "/x.npy");
   const auto* xs = static_cast<const float*>(x.data());
   std::vector<float> train(xs, xs + 30 * 6);
   const Json want = discretization_boundaries(train, 4, 0.01);
-  EXPECT_EQ(spec.layers[0].config["bin_boundaries"], want);
+  EXPECT_EQ(spec->layers[0].config["bin_boundaries"], want);
   EXPECT_EQ(want.size(), 3u);
   FleetOptions o;
   o.out_dir = dir.path + "/out";

@@ -30,13 +30,13 @@ void over_train_rows(const FleetData& data, size_t k, F f) {
 
 }  // namespace
 
-ModelSpec adapted_spec(const ModelSpec& spec, const FleetData& data) {
-  ModelSpec out = spec;
+std::optional<ModelSpec> adapted_spec(const ModelSpec& spec, const FleetData& data) {
   if (!spec.keras.empty() || spec.layers.empty() || spec.layers[0].class_name != "Discretization")
-    return out;
-  LayerEntry& e = out.layers[0];
-  const auto layer = make_layer(e.class_name, e.config, ConfigMode::kPlan, "discretization");
-  if (!discretization_adapts(*layer)) return out;
+    return std::nullopt;
+  const LayerEntry& first = spec.layers[0];
+  const auto layer =
+      make_layer(first.class_name, first.config, ConfigMode::kPlan, "discretization");
+  if (!discretization_adapts(*layer)) return std::nullopt;
   if (data.n_train <= 0)
     throw ModelError("layer 0 '" + layer->name() +
                      "' (Discretization) adapts its bin boundaries from the training data; "
@@ -48,8 +48,9 @@ ModelSpec adapted_spec(const ModelSpec& spec, const FleetData& data) {
   over_train_rows(data, 0, [&](const float* rows, int n) {
     values.insert(values.end(), rows, rows + static_cast<size_t>(n * data.x(0).row_size()));
   });
-  e.config["bin_boundaries"] = discretization_boundaries(values, cfg["num_bins"].get<int64_t>(),
-                                                         cfg["epsilon"].get<double>());
+  std::optional<ModelSpec> out = spec;
+  out->layers[0].config["bin_boundaries"] = discretization_boundaries(
+      values, cfg["num_bins"].get<int64_t>(), cfg["epsilon"].get<double>());
   return out;
 }
 

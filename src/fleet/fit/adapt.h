@@ -7,6 +7,7 @@
 // not depend on the number of workers or on batch sizes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,10 @@ namespace nnfleet {
 std::vector<std::string> adapt_problems(const Model& m, const FleetData& data);
 
 // `spec` with the bin_boundaries of a first-layer Discretization that has only num_bins adapted
-// from the training values of the model input (a copy; unchanged when there is none, or the spec
-// is a Keras file's). A Discretization elsewhere is left as it is: building it then fails with a
+// from the training values of the model input; nullopt when there is none (or the spec is a Keras
+// file's). A Discretization elsewhere is left as it is: building it then fails with a
 // message saying it needs boundaries. Throws ModelError when there are no training rows.
-ModelSpec adapted_spec(const ModelSpec& spec, const FleetData& data);
+std::optional<ModelSpec> adapted_spec(const ModelSpec& spec, const FleetData& data);
 
 // Whether the model has layers to adapt.
 bool needs_adapt(const Model& m);
