@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "fleet/fit/adapt.h"
 #include "fleet/fit/checkpoint.h"
 #include "fleet/fit/job.h"
 #include "fleet/fleet_data.h"
@@ -325,6 +326,9 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
   check_inputs(s, *j.model, data, problems);
   check_targets(s, *j.model, data, problems);
   check_input_ids(s, *j.model, data, problems);
+  if (initial_params.empty())
+    for (const std::string& p : adapt_problems(*j.model, data))
+      problems.push_back(s.where + ": model '" + s.name + "': " + p);
   if (s.early_stopping)
     check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
   if (s.reduce_lr_on_plateau)

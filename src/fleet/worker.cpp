@@ -2,6 +2,7 @@
 #include "fleet/worker.h"
 
 #include "core/limits.h"
+#include "fleet/fit/adapt.h"
 #include "fleet/fit/fine_tune.h"
 #include "fleet/fit/string_front.h"
 
@@ -35,7 +36,8 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
                                        RestoredOptimizer& restored) {
   std::shared_ptr<const Model> m;
   if (s.keras.empty()) {
-    m = build_model(s, data.input_shape);
+    const std::optional<ModelSpec> adapted = adapted_spec(s, data);  // Discretization's adapt()
+    m = build_model(adapted ? *adapted : s, data.input_shape);
   } else {
     if (!io.load) throw ModelError("models from Keras files are not available in this build");
     m = io.load(s, data.input_shape, initial_params);

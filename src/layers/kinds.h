@@ -76,7 +76,10 @@
   X(RandomBrightness, random_brightness)              \
   X(TextVectorization, text_vectorization)            \
   X(TFOpLambda, tf_op_lambda)                         \
-  X(SlicingOpLambda, slicing_op_lambda)
+  X(SlicingOpLambda, slicing_op_lambda)               \
+  X(Normalization, normalization)                     \
+  X(Discretization, discretization)                   \
+  X(CategoryEncoding, category_encoding)
 
 namespace nnfleet {
 

@@ -593,5 +593,23 @@ TEST(OnnxExport, TfOperationModelsAgreeWithOnnxRuntime) {
   expect_readers_accept(dir, cases);
 }
 
+// The real next/ files with numeric preprocessing layers (Normalization), on their expected
+// inputs.
+TEST(RealFileOnnxExport, NextPreprocessingFilesAgreeWithOnnxRuntime) {
+  const std::string dir = test::scratch_dir("onnx_next_preprocessing");
+  const std::string next = test::real_models_dir() + "/next";
+  std::vector<OrtCase> cases;
+  for (const char* stem : {"autompg_normalization_dnn_k333"}) {
+    const Array x = load_npy(next + "/expected/" + stem + ".input.npy");
+    const Shape sample = x.sample_shape();
+    const LoadedModel lm = load_keras_model(next + "/" + stem + ".keras", "", &sample);
+    const auto* p = static_cast<const float*>(x.data());
+    const std::vector<std::vector<float>> xs = {std::vector<float>(p, p + x.shape().size())};
+    cases.push_back(
+        make_case(dir, stem, lm.model, lm.params.data(), xs, static_cast<int>(x.rows())));
+  }
+  expect_readers_accept(dir, cases);
+}
+
 }  // namespace
 }  // namespace nnfleet

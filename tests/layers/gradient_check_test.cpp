@@ -63,7 +63,9 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   for (size_t j = 0; j < specs.size(); ++j) {
     p[j].resize(static_cast<size_t>(specs[j].shape.size()));
     for (auto& v : p[j])
-      v = specs[j].name == "moving_variance" ? 0.5f + std::fabs(draw(rng)) : 0.7f * draw(rng);
+      v = specs[j].name == "moving_variance" || specs[j].name == "variance"
+              ? 0.5f + std::fabs(draw(rng))
+              : 0.7f * draw(rng);
     if (specs[j].trainable) dp.emplace_back(p[j].size(), 0.0f);
   }
   std::vector<float> y(static_cast<size_t>(n * out.size())), r(y.size());
@@ -157,7 +159,10 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
       check(p[j][e], dp[t][e], specs[j].name + "[" + std::to_string(e) + "]");
     ++t;
   }
-  EXPECT_GT(checked, 0);
+  // A layer of ids only (CategoryEncoding) has nothing to differentiate: the check above is all.
+  if (c.ex.id_limit == 0 || !dp.empty()) {
+    EXPECT_GT(checked, 0);
+  }
   EXPECT_LE(kinks * 10, checked + kinks) << "too many points on kinks for " << c.kind;
 }
 

@@ -8,6 +8,7 @@
 #include <new>
 #include <numeric>
 
+#include "fleet/fit/adapt.h"
 #include "fleet/fit/checkpoint.h"
 #include "fleet/fit/lr_plateau.h"
 #include "layers/registry.h"
@@ -443,7 +444,10 @@ class JobRun {
     } else {
       Rng init(ctx_.seed, spec_.name, "init");
       net_.initialize(init);
-      if (initial_params) std::copy(initial_params->begin(), initial_params->end(), net_.params());
+      if (initial_params)
+        std::copy(initial_params->begin(), initial_params->end(), net_.params());
+      else if (needs_adapt(*model_))
+        adapt_weights(data_, net_);  // Keras's adapt(), over the training rows (adapt.h)
       if (const RestoredOptimizer* ro = ctx_.restored_optimizer) {
         if (ro->state.size() != net_.optimizer_state_floats())
           throw ModelError(

@@ -97,7 +97,12 @@ static_assert(all_registry_kinds(), "kNestedKinds names a class that is not in l
 std::vector<KerasWeightPlace> keras_weight_places(const Layer& layer, const Specs& specs) {
   for (const KindLayout& k : kNestedKinds)
     if (k.class_name == layer.class_name()) return k.places(layer, specs);
-  return flat_places(specs);
+  Places out = flat_places(specs);
+  // Normalization's adapt count: tf.keras and Keras 3 both add it with dtype int64.
+  if (std::string_view(layer.class_name()) == "Normalization")
+    for (size_t j = 0; j < specs.size(); ++j)
+      out[j].int64_scalar = specs[j].name == "count" && specs[j].shape.rank() == 0;
+  return out;
 }
 
 }  // namespace nnfleet

@@ -23,6 +23,8 @@ struct KerasWeightPlace {
   // In a legacy .h5, its name below the layer's name ("kernel", "lstm_cell/kernel",
   // "forward_lstm/lstm_cell/kernel"); tf.keras appends ":0" to the last part.
   std::string legacy_name;
+  // Keras keeps it as an int64 scalar (Normalization's count); nnfleet holds it as a float.
+  bool int64_scalar = false;
 };
 
 // The place of every parameter of `layer`, whose planned parameters are `specs` (its

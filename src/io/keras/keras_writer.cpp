@@ -3,6 +3,7 @@
 // fmnist_cnn_k310.keras for .keras, mnist_cnn_raw_k224.h5 and asl_cnn_functional_tf290.h5 for .h5.
 #include "io/keras/keras_writer.h"
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -462,8 +463,12 @@ void write_keras3_layer(h5::Builder::Node lg, const Model& m, size_t i, const fl
       v.write_string_attr("name", slash == std::string::npos ? l.name() : legacy.substr(0, slash),
                           h5::StrType::kVlenUtf8);
     }
-    lg.group(vpath).write_floats(std::to_string(where.index), dims_of(specs[j].shape),
-                                 params + offsets[j]);
+    if (where.int64_scalar)
+      lg.group(vpath).write_int64_scalar(std::to_string(where.index),
+                                         std::llround(params[offsets[j]]));
+    else
+      lg.group(vpath).write_floats(std::to_string(where.index), dims_of(specs[j].shape),
+                                   params + offsets[j]);
     if (copied) copied(params + offsets[j], static_cast<size_t>(specs[j].shape.size()));
   }
 }
@@ -697,6 +702,10 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
       // tf.keras nests a recurrent layer's weights under its cell's scope (lstm/lstm_cell/...).
       const std::string& name = places[j].legacy_name;
       const size_t slash = name.rfind('/');
+      if (places[j].int64_scalar) {
+        inner.write_int64_scalar(name + ":0", std::llround(params[offsets[i][j]]));
+        continue;
+      }
       if (slash == std::string::npos) {
         inner.write_floats(name + ":0", dims_of(specs[j].shape), params + offsets[i][j]);
         continue;
