@@ -64,7 +64,8 @@
   X(AlphaDropout, alpha_dropout)                      \
   X(Conv2DTranspose, conv2d_transpose)                \
   X(SeparableConv2D, separable_conv2d)                \
-  X(Cropping2D, cropping2d)
+  X(Cropping2D, cropping2d)                           \
+  X(MultiHeadAttention, multi_head_attention)
 
 namespace nnfleet {
 
