@@ -202,6 +202,7 @@ class Builder {
     else
       d.name = unique_key(default_names_, keras_snake_case(d.cls));
     check_builtin(l, "layer '" + d.name + "'", d.cls);
+    if (is_attention_class(d.cls)) fold_attention_call(l, d);
     return d;
   }
 
@@ -482,6 +483,7 @@ class Builder {
   // last).
   std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
+    if (is_attention_class(d.cls)) return attention_inbound(l, who);
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
       fail(who + " has no inbound node; expected it to be called on a tensor");
@@ -648,6 +650,112 @@ class Builder {
     }
     if (input < 0) out_tensors_ = out_tensors;
     return out_ids;
+  }
+
+  // Attention layers (MultiHeadAttention) take their tensors by name: call(query, value, key=None,
+  // attention_mask=None, return_attention_scores=False, training=None, use_causal_mask=False).
+  // Keras 3 passes them as args and kwargs of Keras tensors; tf.keras as one entry for the query
+  // whose kwargs hold value and key as ["layer", node, tensor] lists (or, older, one entry per
+  // tensor in call order). The tensors come back in the layer's input order: query, value[, key].
+  static bool is_attention_class(const std::string& cls) { return cls == "MultiHeadAttention"; }
+
+  std::vector<TensorRef> attention_inbound(const Json& l, const std::string& who) const {
+    const Json nodes = l.value("inbound_nodes", Json());
+    if (!nodes.is_array() || nodes.size() != 1)
+      fail(who + " has " + std::to_string(nodes.is_array() ? nodes.size() : 0) +
+           " inbound nodes; expected it to be called once");
+    const Json& node = nodes[0];
+    std::map<std::string, TensorRef> by_name;
+    const char* const order[] = {"query", "value", "key"};
+    auto legacy_ref = [&](const Json& r) {
+      if (!r.is_array() || r.size() < 3 || !r[0].is_string())
+        fail(who + " has a malformed tensor " + r.dump() + "; expected [\"name\", node, tensor]");
+      return TensorRef{r[0].get<std::string>(), tensor_index(r[2], who)};
+    };
+    Json kwargs = Json::object();
+    if (node.is_array()) {  // tf.keras: [["q", 0, 0, {"value": [...], "key": [...]}], ...]
+      for (size_t k = 0; k < node.size(); ++k) {
+        if (k >= 3)
+          fail(who + " has " + std::to_string(node.size()) +
+               " inbound tensors; expected "
+               "query, value and key at most");
+        by_name[order[k]] = legacy_ref(node[k]);
+        if (node[k].size() >= 4 && node[k][3].is_object())
+          for (const auto& [key, v] : node[k][3].items()) kwargs[key] = v;
+      }
+      for (const char* name :
+           {"value", "key", "attention_mask", "query_mask", "value_mask", "key_mask"})
+        if (kwargs.contains(name) && !kwargs[name].is_null()) {
+          by_name[name] = legacy_ref(kwargs[name]);
+          kwargs.erase(name);
+        }
+    } else if (node.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
+      const Json args = node.value("args", Json::array());
+      for (size_t k = 0; args.is_array() && k < args.size(); ++k) {
+        std::vector<TensorRef> t;
+        collect_tensors(args[k], t, 0);
+        if (k >= 3 || t.size() != 1)
+          fail(who + " is called with positional argument " + args[k].dump() +
+               "; expected the tensors query, value and key");
+        by_name[order[k]] = t[0];
+      }
+      kwargs = node.value("kwargs", Json::object());
+      if (!kwargs.is_object()) fail(who + " has malformed kwargs " + kwargs.dump());
+      for (auto it = kwargs.begin(); it != kwargs.end();) {
+        std::vector<TensorRef> t;
+        collect_tensors(it.value(), t, 0);
+        if (t.size() == 1) {
+          by_name[it.key()] = t[0];
+          it = kwargs.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    } else {
+      fail(who + " has a malformed inbound node " + node.dump());
+    }
+    for (const auto& [name, t] : by_name)
+      if (name != "query" && name != "value" && name != "key")
+        fail(who + " is called with the tensor " + name + " ('" + t.name +
+             "'); expected only query, value and key (attention masks come from the inputs' "
+             "Keras masks or use_causal_mask)");
+    if (!by_name.count("query") || !by_name.count("value"))
+      fail(who + " is called without " + (by_name.count("query") ? "value" : "query") +
+           "; expected query and value tensors");
+    std::vector<TensorRef> out{by_name["query"], by_name["value"]};
+    // A key that is the value itself is Keras's default: one input fewer.
+    if (by_name.count("key") &&
+        (by_name["key"].name != out[1].name || by_name["key"].index != out[1].index))
+      out.push_back(by_name["key"]);
+    return out;
+  }
+
+  // The call's flags (use_causal_mask, return_attention_scores) become config keys of the layer;
+  // training is ignored (nnfleet sets it); other non-tensor arguments are refused by name.
+  void fold_attention_call(const Json& l, LayerJson& d) const {
+    const Json nodes = l.value("inbound_nodes", Json());
+    if (!nodes.is_array() || nodes.size() != 1 || !d.config.is_object()) return;
+    const Json& node = nodes[0];
+    Json kwargs = Json::object();
+    if (node.is_object() && node.contains("kwargs") && node["kwargs"].is_object())
+      kwargs = node["kwargs"];
+    if (node.is_array())
+      for (const Json& e : node)
+        if (e.is_array() && e.size() >= 4 && e[3].is_object())
+          for (const auto& [k, v] : e[3].items()) kwargs[k] = v;
+    for (const auto& [k, v] : kwargs.items()) {
+      if (k == "use_causal_mask" || k == "return_attention_scores") {
+        if (!v.is_boolean())
+          fail("layer '" + d.name + "' (" + d.cls + ") is called with " + k + " " + v.dump() +
+               "; expected true or false");
+        if (v.get<bool>()) d.config[k] = true;
+      } else if (k != "training" && k != "query" && k != "value" && k != "key" &&
+                 k != "attention_mask" && k != "query_mask" && k != "value_mask" &&
+                 k != "key_mask" && !v.is_null()) {
+        fail("layer '" + d.name + "' (" + d.cls + ") is called with argument " + k + " " +
+             v.dump() + "; expected query, value, key, use_causal_mask, return_attention_scores");
+      }
+    }
   }
 
   std::string where_;
