@@ -47,19 +47,25 @@ class MultiHeadAttention final : public Layer {
     // Call arguments of Keras's call(), kept in the config (the Keras readers put them here).
     causal_ = c.get_bool("use_causal_mask", false);
     return_scores_ = c.get_bool("return_attention_scores", false);
+    // Keras's attention_mask tensor: then the inputs are query, value, key and the mask.
+    mask_input_ = c.get_bool("attention_mask", false);
     // tf.keras records the built shapes; nnfleet plans them from the inputs.
     for (const char* k : {"query_shape", "key_shape", "value_shape", "seed"}) c.ignore(k);
     if (heads_ * std::max(key_dim_, value_dim_) > limits::kMaxConfigInt)
       c.fail("num_heads", "num_heads * key_dim at most " + std::to_string(limits::kMaxConfigInt));
   }
   const char* class_name() const override { return "MultiHeadAttention"; }
-  int arity() const override { return 2; }            // query, value
-  int optional_inputs() const override { return 1; }  // key
+  // query, value[, key]; with an attention mask always query, value, key, mask.
+  int arity() const override { return mask_input_ ? 4 : 2; }
+  int optional_inputs() const override { return mask_input_ ? 0 : 1; }
   MaskUse mask_use() const override { return MaskUse::kConsume; }
   bool passes_mask() const override { return true; }  // the output keeps the query's steps
 
   Shape output_shape(const std::vector<Shape>& in) const override {
     const Dims d = dims(in);
+    if (mask_input_ && in[3] != (Shape{d.tq, d.tv}))
+      throw ModelError("the attention mask is " + keras_shape(in[3]) + "; expected " +
+                       keras_shape(Shape{d.tq, d.tv}) + " (query steps, value steps)");
     if (in[1][0] != (in.size() > 2 ? in[2][0] : in[1][0]))
       throw ModelError("key " + keras_shape(in[2]) + " and value " + keras_shape(in[1]) +
                        " differ in steps; expected the same number of steps");
@@ -133,11 +139,13 @@ class MultiHeadAttention final : public Layer {
   }
   void softmax_rows(const Dims& d, const LayerArgs& a, int s, float* p) const;
   void draw_keep(size_t count, Rng& rng, float* keep) const;
+  // Whether every column of query step i of sample s is masked (its probabilities are uniform).
+  bool row_all_masked(const Dims& d, const LayerArgs& a, int s, int i) const;
   const float* key_input(const LayerArgs& a) const { return a.n_inputs > 2 ? a.x[2] : a.x[1]; }
 
   int64_t heads_ = 1, key_dim_ = 1, value_dim_ = 1, out_dim_ = 0;
   double dropout_ = 0.0;
-  bool use_bias_ = true, causal_ = false, return_scores_ = false;
+  bool use_bias_ = true, causal_ = false, return_scores_ = false, mask_input_ = false;
   Json output_shape_json_, axes_json_;
   Initializer kinit_, binit_;
 };
@@ -185,12 +193,15 @@ void MultiHeadAttention::softmax_rows(const Dims& d, const LayerArgs& a, int s, 
   const float* qmask = a.mask ? a.mask + static_cast<size_t>(s) * d.tq : nullptr;
   const bool self_v = a.mask && a.x[1] == a.x[0] && key_input(a) == a.x[0] && d.tq == d.tv;
   const float* vmask = self_v ? qmask : nullptr;
+  const float* amask =
+      mask_input_ ? a.x[3] + static_cast<size_t>(s) * d.tq * d.tv : nullptr;  // [Tq, Tv]
   for (int h = 0; h < d.h; ++h)
     for (int i = 0; i < d.tq; ++i) {
       float* row = p + (static_cast<size_t>(h) * d.tq + i) * d.tv;
       const bool row_on = !qmask || qmask[i] != 0.0f;
       auto on = [&](int j) {
-        return row_on && (!vmask || vmask[j] != 0.0f) && (!causal_ || j <= i);
+        return row_on && (!vmask || vmask[j] != 0.0f) && (!causal_ || j <= i) &&
+               (!amask || amask[static_cast<size_t>(i) * d.tv + j] != 0.0f);
       };
       float mx = -INFINITY;
       for (int j = 0; j < d.tv; ++j)
@@ -207,6 +218,19 @@ void MultiHeadAttention::softmax_rows(const Dims& d, const LayerArgs& a, int s, 
       const float inv = 1.0f / sum;
       for (int j = 0; j < d.tv; ++j) row[j] *= inv;
     }
+}
+
+bool MultiHeadAttention::row_all_masked(const Dims& d, const LayerArgs& a, int s, int i) const {
+  if (a.mask && a.mask[static_cast<size_t>(s) * d.tq + i] == 0.0f) return true;
+  // Without an attention mask a row the query's mask keeps keeps column i (a self-attention's
+  // value mask is the query's) and column 0 (causal).
+  if (!mask_input_) return false;
+  const float* amask = a.x[3] + (static_cast<size_t>(s) * d.tq + i) * d.tv;
+  const bool self_v = a.mask && a.x[1] == a.x[0] && key_input(a) == a.x[0] && d.tq == d.tv;
+  const float* vmask = self_v ? a.mask + static_cast<size_t>(s) * d.tq : nullptr;
+  for (int j = 0; j < d.tv; ++j)
+    if (amask[j] != 0.0f && (!vmask || vmask[j] != 0.0f) && (!causal_ || j <= i)) return false;
+  return true;
 }
 
 // Keep factors (0 or 1 / (1 - rate)) as Dropout draws them: 24-bit uniforms, two per draw.
@@ -312,7 +336,7 @@ void MultiHeadAttention::backward(const LayerArgs& a) const {
         const float* pr = p + static_cast<size_t>(i) * d.tv;
         float dot = 0.0f;
         for (int j = 0; j < d.tv; ++j) dot += r[j] * pr[j];
-        const bool uniform_masked = a.mask && a.mask[qo + i] == 0.0f;
+        const bool uniform_masked = row_all_masked(d, a, s, i);
         for (int j = 0; j < d.tv; ++j) r[j] = uniform_masked ? 0.0f : pr[j] * (r[j] - dot);
       }
       // Q was scaled in forward: dQs_h += dS K_h, dK_h += dS^T Qs_h.
@@ -349,6 +373,7 @@ Json MultiHeadAttention::keras_config() const {
   // Call arguments: the Keras writers move them to the call (multi_head_attention_call_keys).
   if (causal_) j["use_causal_mask"] = true;
   if (return_scores_) j["return_attention_scores"] = true;
+  if (mask_input_) j["attention_mask"] = true;
   return j;
 }
 
@@ -369,6 +394,9 @@ std::vector<LayerExample> multi_head_attention_examples() {
       // No bias, causal, one head.
       {{{"num_heads", 1}, {"key_dim", 4}, {"use_bias", false}, {"use_causal_mask", true}},
        {Shape{5, 3}, Shape{5, 3}}},
+      // An attention mask as the fourth input (the key given as the value's twin).
+      {{{"num_heads", 2}, {"key_dim", 2}, {"attention_mask", true}},
+       {Shape{3, 4}, Shape{3, 4}, Shape{3, 4}, Shape{3, 3}}},
       // The scores as a second output.
       {{{"num_heads", 3}, {"key_dim", 2}, {"return_attention_scores", true}},
        {Shape{2, 4}, Shape{3, 4}}},

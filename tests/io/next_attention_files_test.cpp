@@ -127,17 +127,27 @@ TEST(KerasAttention, TfKerasNodeFormsTakeValueAndKeyAsKwargs) {
                         })})),
                         "t");
   EXPECT_EQ(g.model->output_shape(), (Shape{3, 4}));
-  // Call flags become the layer's; attention_mask tensors are refused by name.
+  // Call flags become the layer's; the inputs' own masks as tensors are refused by name.
   g = build_keras_graph(mha_model(Json::array({Json::array({Json::array(
                             {"x", 0, 0, {{"value", ref("x")}, {"use_causal_mask", true}}})})})),
                         "t");
   EXPECT_EQ(g.model->layer(0).keras_config().value("use_causal_mask", false), true);
   const std::string msg = test::file_error_of([] {
     build_keras_graph(mha_model(Json::array({Json::array({Json::array(
-                          {"x", 0, 0, {{"value", ref("x")}, {"attention_mask", ref("y")}}})})})),
+                          {"x", 0, 0, {{"value", ref("x")}, {"query_mask", ref("y")}}})})})),
                       "t");
   });
-  EXPECT_NE(msg.find("attention_mask"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("query_mask"), std::string::npos) << msg;
+}
+
+// An attention_mask tensor is a fourth input, after the key (the value when no key is given).
+TEST(KerasAttention, AttentionMaskIsAFourthInput) {
+  Json model = mha_model(Json::array({Json::array(
+      {Json::array({"x", 0, 0, {{"value", ref("x")}, {"attention_mask", ref("y")}}})})}));
+  model["config"]["layers"][1]["config"]["batch_input_shape"] = {nullptr, 5, 5};
+  const auto g = build_keras_graph(model, "t");
+  EXPECT_EQ(input_names(g), (std::vector<std::string>{"x", "x", "x", "y"}));
+  EXPECT_EQ(g.model->layer(0).keras_config().value("attention_mask", false), true);
 }
 
 Json keras3_tensor(const char* name) {
@@ -153,36 +163,45 @@ TEST(KerasAttention, Keras3NodeTakesPositionalQueryValueAndKeyKwarg) {
   EXPECT_EQ(g.model->planned(0).extra_out_shapes, (std::vector<Shape>{Shape{2, 5, 3}}));
 }
 
-// A plan-built model with key != value, a causal mask and the scores as an output, written as
-// .keras and .h5 (Keras's call forms) and read back with identical outputs.
-TEST(KerasAttention, PlanModelRoundTripsThroughKerasAndH5) {
+// A plan-built model with key != value, a causal mask, the scores as an output and (with_mask)
+// an attention mask input, written as .keras and .h5 (Keras's call forms) and read back with
+// identical outputs.
+void expect_plan_round_trip(bool with_mask) {
   std::vector<ModelNode> nodes;
-  nodes.push_back({make_layer("MultiHeadAttention",
-                              {{"num_heads", 2},
-                               {"key_dim", 3},
-                               {"value_dim", 2},
-                               {"use_causal_mask", true},
-                               {"return_attention_scores", true}},
-                              ConfigMode::kPlan, "mha"),
-                   {0, 1, 2}});
-  auto model = std::make_shared<const Model>(
-      "att", std::vector<ModelInput>{{"q", Shape{4, 3}}, {"v", Shape{4, 2}}, {"k", Shape{4, 5}}},
-      std::move(nodes), std::vector<int>{3, 3}, std::vector<int>{0, 1});
+  Json cfg = {{"num_heads", 2},
+              {"key_dim", 3},
+              {"value_dim", 2},
+              {"use_causal_mask", true},
+              {"return_attention_scores", true}};
+  std::vector<ModelInput> ins = {{"q", Shape{4, 3}}, {"v", Shape{4, 2}}, {"k", Shape{4, 5}}};
+  std::vector<int> from = {0, 1, 2};
+  if (with_mask) {
+    cfg["attention_mask"] = true;
+    ins.push_back({"m", Shape{4, 4}});
+    from.push_back(3);
+  }
+  const int out = static_cast<int>(ins.size());
+  nodes.push_back({make_layer("MultiHeadAttention", cfg, ConfigMode::kPlan, "mha"), from});
+  auto model = std::make_shared<const Model>("att", ins, std::move(nodes),
+                                             std::vector<int>{out, out}, std::vector<int>{0, 1});
   Network init(model, 1);
   Rng rng(3);
   init.initialize(rng);
   const std::vector<float> params(init.params(), init.params() + init.num_params());
   std::vector<Array> xs;
-  for (const Shape& s : {Shape{2, 4, 3}, Shape{2, 4, 2}, Shape{2, 4, 5}}) {
+  for (const ModelInput& in : ins) {
+    const Shape s = in.shape.with_batch(2);
     Array x = Array::zeros(DType::kF32, s);
     auto* p = static_cast<float*>(x.mutable_data());
-    for (int64_t i = 0; i < s.size(); ++i) p[i] = rng.uniform() * 2 - 1;
+    // The mask: 0 or 1, about a third masked.
+    for (int64_t i = 0; i < s.size(); ++i)
+      p[i] = in.name == "m" ? (rng.uniform() < 0.33f ? 0.0f : 1.0f) : rng.uniform() * 2 - 1;
     xs.push_back(std::move(x));
   }
   const auto want = run_all(model, params.data(), xs);
   // Causal: the first query step sees the first value step alone.
   EXPECT_EQ(want[1][0], 1.0f);
-  const std::string dir = test::scratch_dir("attention_plan_roundtrip");
+  const std::string dir = test::scratch_dir(with_mask ? "attention_mask_rt" : "attention_rt");
   save_keras(dir + "/a.keras", *model, params.data());
   save_keras_h5(dir + "/a.h5", *model, params.data());
   for (const char* f : {"/a.keras", "/a.h5"}) {
@@ -191,6 +210,9 @@ TEST(KerasAttention, PlanModelRoundTripsThroughKerasAndH5) {
     EXPECT_EQ(back.params, params) << f;
   }
 }
+
+TEST(KerasAttention, PlanModelRoundTripsThroughKerasAndH5) { expect_plan_round_trip(false); }
+TEST(KerasAttention, PlanModelWithAttentionMaskRoundTrips) { expect_plan_round_trip(true); }
 
 }  // namespace
 }  // namespace nnfleet

@@ -715,18 +715,23 @@ class Builder {
       fail(who + " has a malformed inbound node " + node.dump());
     }
     for (const auto& [name, t] : by_name)
-      if (name != "query" && name != "value" && name != "key")
+      if (name != "query" && name != "value" && name != "key" && name != "attention_mask")
         fail(who + " is called with the tensor " + name + " ('" + t.name +
-             "'); expected only query, value and key (attention masks come from the inputs' "
-             "Keras masks or use_causal_mask)");
+             "'); expected only query, value, key and attention_mask (the inputs' own masks come "
+             "with them)");
     if (!by_name.count("query") || !by_name.count("value"))
       fail(who + " is called without " + (by_name.count("query") ? "value" : "query") +
            "; expected query and value tensors");
     std::vector<TensorRef> out{by_name["query"], by_name["value"]};
-    // A key that is the value itself is Keras's default: one input fewer.
+    // A key that is the value itself is Keras's default: one input fewer. With an attention
+    // mask the layer takes all four (fold_attention_call marks it), the key defaulting to value.
+    const bool mask = by_name.count("attention_mask") > 0;
     if (by_name.count("key") &&
-        (by_name["key"].name != out[1].name || by_name["key"].index != out[1].index))
+        (mask || by_name["key"].name != out[1].name || by_name["key"].index != out[1].index))
       out.push_back(by_name["key"]);
+    else if (mask)
+      out.push_back(out[1]);
+    if (mask) out.push_back(by_name["attention_mask"]);
     return out;
   }
 
@@ -749,6 +754,8 @@ class Builder {
           fail("layer '" + d.name + "' (" + d.cls + ") is called with " + k + " " + v.dump() +
                "; expected true or false");
         if (v.get<bool>()) d.config[k] = true;
+      } else if (k == "attention_mask" && !v.is_null()) {
+        d.config[k] = true;  // the tensor is the layer's fourth input (attention_inbound)
       } else if (k != "training" && k != "query" && k != "value" && k != "key" &&
                  k != "attention_mask" && k != "query_mask" && k != "value_mask" &&
                  k != "key_mask" && !v.is_null()) {

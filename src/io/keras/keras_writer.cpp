@@ -70,6 +70,7 @@ OJson take_attention_call(const Layer& l, Json& config) {
       kwargs[k] = config[k].get<bool>();
       config.erase(k);
     }
+  config.erase("attention_mask");  // the fourth input; the callers pass it as the tensor
   return kwargs;
 }
 bool is_attention_layer(const Layer& l) {
@@ -303,6 +304,7 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
     kwargs = take_attention_call(l, config);
     args = OJson::array({tensors[0], tensors[1]});
     if (tensors.size() > 2) kwargs["key"] = tensors[2];
+    if (tensors.size() > 3) kwargs["attention_mask"] = tensors[3];
   }
   if (has_initial_state(m, i)) {
     OJson states = OJson::array();
@@ -567,6 +569,7 @@ OJson legacy_attention_node(const Model& m, size_t i) {
   };
   kwargs["value"] = ref(1);
   if (ins.size() > 2) kwargs["key"] = ref(2);
+  if (ins.size() > 3) kwargs["attention_mask"] = ref(3);
   return OJson::array({OJson::array({tensor_name(m, ins[0]), 0, m.input_tensor(i, 0), kwargs})});
 }
 
