@@ -65,7 +65,9 @@
   X(Conv2DTranspose, conv2d_transpose)                \
   X(SeparableConv2D, separable_conv2d)                \
   X(Cropping2D, cropping2d)                           \
-  X(MultiHeadAttention, multi_head_attention)
+  X(MultiHeadAttention, multi_head_attention)         \
+  X(Attention, attention)                             \
+  X(AdditiveAttention, additive_attention)
 
 namespace nnfleet {
 

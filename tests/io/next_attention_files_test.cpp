@@ -216,3 +216,69 @@ TEST(KerasAttention, PlanModelWithAttentionMaskRoundTrips) { expect_plan_round_t
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// Attention ("dot" and "concat", scaled) and AdditiveAttention over a query [3, 4] and a value
+// [5, 4] (key = value), with causal masks and scores outputs, through .keras and .h5.
+TEST(KerasAttention, LuongAndBahdanauRoundTripThroughKerasAndH5) {
+  const std::vector<std::pair<const char*, Json>> kinds = {
+      {"Attention", {{"use_scale", true}}},
+      {"Attention", {{"score_mode", "concat"}, {"use_scale", true}, {"use_causal_mask", true}}},
+      {"AdditiveAttention", {{"return_attention_scores", true}}},
+      {"AdditiveAttention", {{"use_scale", false}, {"use_causal_mask", true}}}};
+  for (const auto& [cls, cfg] : kinds) {
+    std::vector<ModelNode> nodes;
+    nodes.push_back({make_layer(cls, cfg, ConfigMode::kPlan, "att"), {0, 1}});
+    const bool scores = cfg.value("return_attention_scores", false);
+    auto model = std::make_shared<const Model>(
+        "m", std::vector<ModelInput>{{"q", Shape{3, 4}}, {"v", Shape{5, 4}}}, std::move(nodes),
+        scores ? std::vector<int>{2, 2} : std::vector<int>{2},
+        scores ? std::vector<int>{0, 1} : std::vector<int>{});
+    Network init(model, 1);
+    Rng rng(5);
+    init.initialize(rng);
+    std::vector<float> params(init.params(), init.params() + init.num_params());
+    for (float& p : params) p += 0.25f;  // scales away from their initial ones
+    std::vector<Array> xs;
+    for (const Shape& s : {Shape{2, 3, 4}, Shape{2, 5, 4}}) {
+      Array x = Array::zeros(DType::kF32, s);
+      auto* p = static_cast<float*>(x.mutable_data());
+      for (int64_t i = 0; i < s.size(); ++i) p[i] = rng.uniform() * 2 - 1;
+      xs.push_back(std::move(x));
+    }
+    const auto want = run_all(model, params.data(), xs);
+    const std::string dir = test::scratch_dir(std::string("attention_luong_") + cls);
+    save_keras(dir + "/a.keras", *model, params.data());
+    save_keras_h5(dir + "/a.h5", *model, params.data());
+    for (const char* f : {"/a.keras", "/a.h5"}) {
+      const LoadedModel back = load_keras_model(dir + f);
+      EXPECT_EQ(run_all(back.model, back.params.data(), xs), want) << cls << f << cfg.dump();
+      EXPECT_EQ(back.params, params) << cls << f;
+      EXPECT_EQ(back.model->layer(0).keras_config(), model->layer(0).keras_config()) << cls << f;
+    }
+  }
+}
+
+// Dot attention by hand: one query step over two value steps.
+TEST(KerasAttention, DotAttentionIsSoftmaxOfQueryKeyProducts) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back({make_layer("Attention", Json::object(), ConfigMode::kPlan, "att"), {0, 1}});
+  auto model = std::make_shared<const Model>(
+      "m", std::vector<ModelInput>{{"q", Shape{1, 2}}, {"v", Shape{2, 2}}}, std::move(nodes),
+      std::vector<int>{2});
+  std::vector<Array> xs = {Array::zeros(DType::kF32, Shape{1, 1, 2}),
+                           Array::zeros(DType::kF32, Shape{1, 2, 2})};
+  auto* q = static_cast<float*>(xs[0].mutable_data());
+  auto* v = static_cast<float*>(xs[1].mutable_data());
+  q[0] = 1, q[1] = 2;
+  v[0] = 1, v[1] = 0, v[2] = 0, v[3] = 1;  // scores 1 and 2
+  const auto y = run_all(model, nullptr, xs)[0];
+  const double p0 = 1.0 / (1.0 + std::exp(1.0));
+  EXPECT_NEAR(y[0], p0, 1e-6);
+  EXPECT_NEAR(y[1], 1.0 - p0, 1e-6);
+}
+
+}  // namespace
+}  // namespace nnfleet

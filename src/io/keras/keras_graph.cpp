@@ -483,7 +483,7 @@ class Builder {
   // last).
   std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
-    if (is_attention_class(d.cls)) return attention_inbound(l, who);
+    if (d.cls == "MultiHeadAttention") return attention_inbound(l, who);
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
       fail(who + " has no inbound node; expected it to be called on a tensor");
@@ -657,7 +657,11 @@ class Builder {
   // Keras 3 passes them as args and kwargs of Keras tensors; tf.keras as one entry for the query
   // whose kwargs hold value and key as ["layer", node, tensor] lists (or, older, one entry per
   // tensor in call order). The tensors come back in the layer's input order: query, value[, key].
-  static bool is_attention_class(const std::string& cls) { return cls == "MultiHeadAttention"; }
+  // Attention and AdditiveAttention take [query, value(, key)] as one list, read as any layer's,
+  // and the same call flags.
+  static bool is_attention_class(const std::string& cls) {
+    return cls == "MultiHeadAttention" || cls == "Attention" || cls == "AdditiveAttention";
+  }
 
   std::vector<TensorRef> attention_inbound(const Json& l, const std::string& who) const {
     const Json nodes = l.value("inbound_nodes", Json());

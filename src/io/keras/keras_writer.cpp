@@ -64,7 +64,9 @@ OJson batch_shape(const Shape& s) {
 // them in the call, where Keras reads them. Returns them ({} for other layers).
 OJson take_attention_call(const Layer& l, Json& config) {
   OJson kwargs = OJson::object();
-  if (std::string(l.class_name()) != "MultiHeadAttention") return kwargs;
+  const std::string cls = l.class_name();
+  if (cls != "MultiHeadAttention" && cls != "Attention" && cls != "AdditiveAttention")
+    return kwargs;
   for (const char* k : {"use_causal_mask", "return_attention_scores"})
     if (config.contains(k)) {
       kwargs[k] = config[k].get<bool>();
@@ -75,6 +77,11 @@ OJson take_attention_call(const Layer& l, Json& config) {
 }
 bool is_attention_layer(const Layer& l) {
   return std::string(l.class_name()) == "MultiHeadAttention";
+}
+// Attention and AdditiveAttention: called on the list [query, value(, key)].
+bool is_list_attention_layer(const Layer& l) {
+  const std::string cls = l.class_name();
+  return cls == "Attention" || cls == "AdditiveAttention";
 }
 
 // Keras 3 records build_config only for layers with their own build() (they create weights or
@@ -104,7 +111,9 @@ bool has_build_config(const std::string& cls) {
                                        "Maximum",
                                        "Minimum",
                                        "Dot",
-                                       "MultiHeadAttention"};
+                                       "MultiHeadAttention",
+                                       "Attention",
+                                       "AdditiveAttention"};
   for (const char* c : kBuilt)
     if (cls == c) return true;
   return false;
@@ -220,7 +229,7 @@ std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
 bool has_initial_state(const Model& m, size_t i) {
   const Layer& l = m.layer(i);
   return l.optional_inputs() > 0 && l.arity() > 0 && !is_attention_layer(l) &&
-         m.layer_inputs(i).size() > static_cast<size_t>(l.arity());
+         !is_list_attention_layer(l) && m.layer_inputs(i).size() > static_cast<size_t>(l.arity());
 }
 
 // A Functional config's input_layers and output_layers: [["name", 0, 0], ...].
@@ -305,6 +314,11 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
     args = OJson::array({tensors[0], tensors[1]});
     if (tensors.size() > 2) kwargs["key"] = tensors[2];
     if (tensors.size() > 3) kwargs["attention_mask"] = tensors[3];
+  }
+  if (is_list_attention_layer(l)) {  // call([query, value, key], ...)
+    Json config = l.keras_config();
+    kwargs = take_attention_call(l, config);
+    args = OJson::array({tensors});
   }
   if (has_initial_state(m, i)) {
     OJson states = OJson::array();
@@ -592,6 +606,10 @@ OJson legacy_model_config(const Model& m, bool functional) {
       for (size_t j = 0; !attention && j < m.layer_inputs(i).size(); ++j) {
         const int id = m.layer_inputs(i)[j];
         refs.push_back({tensor_name(m, id), 0, m.input_tensor(i, j), OJson::object()});
+      }
+      if (is_list_attention_layer(l)) {  // the call flags ride with the first tensor
+        Json config = l.keras_config();
+        refs[0][3] = take_attention_call(l, config);
       }
       e["name"] = l.name();
       e["inbound_nodes"] = OJson::array({refs});
