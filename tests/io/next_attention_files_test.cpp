@@ -282,3 +282,46 @@ TEST(KerasAttention, DotAttentionIsSoftmaxOfQueryKeyProducts) {
 
 }  // namespace
 }  // namespace nnfleet
+
+namespace nnfleet {
+namespace {
+
+// Keras masks: after Masking, a self-attention over 6 steps whose last 2 are padding gives, on the
+// 4 real steps, what it gives on those 4 steps alone (the padded keys and values are masked out);
+// Attention zeroes its padded query rows, MultiHeadAttention leaves them uniform averages.
+TEST(KerasAttention, MaskedPaddingStepsDoNotChangeTheRealSteps) {
+  for (const char* cls : {"MultiHeadAttention", "Attention", "AdditiveAttention"}) {
+    const Json cfg = std::string(cls) == "MultiHeadAttention"
+                         ? Json{{"num_heads", 2}, {"key_dim", 3}}
+                         : Json::object();
+    auto model_of = [&](int64_t t) {
+      std::vector<ModelNode> nodes;
+      nodes.push_back({make_layer("Masking", Json::object(), ConfigMode::kPlan, "masking"), {0}});
+      nodes.push_back({make_layer(cls, cfg, ConfigMode::kPlan, "att"), {1, 1}});
+      return std::make_shared<const Model>("m", std::vector<ModelInput>{{"x", Shape{t, 4}}},
+                                           std::move(nodes), std::vector<int>{2});
+    };
+    const auto full = model_of(6), cut = model_of(4);
+    Network init(full, 1);
+    Rng rng(9);
+    init.initialize(rng);
+    const std::vector<float> params(init.params(), init.params() + init.num_params());
+    std::vector<Array> x6 = {Array::zeros(DType::kF32, Shape{2, 6, 4})};
+    std::vector<Array> x4 = {Array::zeros(DType::kF32, Shape{2, 4, 4})};
+    auto* p6 = static_cast<float*>(x6[0].mutable_data());
+    auto* p4 = static_cast<float*>(x4[0].mutable_data());
+    for (int s = 0; s < 2; ++s)
+      for (int i = 0; i < 16; ++i) p6[s * 24 + i] = p4[s * 16 + i] = rng.uniform() * 2 - 1;
+    const auto y6 = run_all(full, params.data(), x6)[0];
+    const auto y4 = run_all(cut, params.data(), x4)[0];
+    for (int s = 0; s < 2; ++s) {
+      for (int i = 0; i < 16; ++i) EXPECT_NEAR(y6[s * 24 + i], y4[s * 16 + i], 1e-6) << cls;
+      if (std::string(cls) != "MultiHeadAttention") {
+        for (int i = 16; i < 24; ++i) EXPECT_EQ(y6[s * 24 + i], 0.0f) << cls;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nnfleet
