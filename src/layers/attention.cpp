@@ -124,6 +124,7 @@ class AttentionLayer final : public Layer {
     }
   }
   void scores(const LayerArgs& a, const Dims& d, int smp, float* raw, float* out) const;
+  void scores_backward(const LayerArgs& a, const Dims& d, int smp, float* dp, float* raw) const;
   bool column_on(const LayerArgs& a, const Dims& d, int smp, int i, int j) const {
     const bool self_v = a.mask && a.x[1] == a.x[0] && d.tq == d.tv;
     if (self_v && a.mask[static_cast<size_t>(smp) * d.tv + j] == 0.0f) return false;
@@ -218,7 +219,6 @@ void AttentionLayer::backward(const LayerArgs& a) const {
   float* pd = a.scratch;
   float* dp = a.scratch + tt;
   float* raw = a.scratch + 2 * tt;
-  float* dkey = a.n_inputs > 2 ? a.dx[2] : a.dx[1];
   for (int smp = 0; smp < a.n; ++smp) {
     const float* p = a.cache + static_cast<size_t>(smp) * tt;
     const float* keep = a.cache + static_cast<size_t>(a.n) * tt + static_cast<size_t>(smp) * tt;
@@ -254,47 +254,55 @@ void AttentionLayer::backward(const LayerArgs& a) const {
       for (int j = 0; j < d.tv; ++j) dot += r[j] * pr[j];
       for (int j = 0; j < d.tv; ++j) r[j] = any ? pr[j] * (r[j] - dot) : 0.0f;
     }
-    const float* q = a.x[0] + static_cast<size_t>(smp) * d.tq * d.d;
-    const float* k = key_of(a) + static_cast<size_t>(smp) * d.tv * d.d;
-    float* dq = a.dx[0] ? a.dx[0] + static_cast<size_t>(smp) * d.tq * d.d : nullptr;
-    float* dk = dkey ? dkey + static_cast<size_t>(smp) * d.tv * d.d : nullptr;
-    if (mode_ == Score::kDot) {
-      const float s = use_scale_ ? a.params[0][0] : 1.0f;
-      if (use_scale_) {
-        gemm(false, true, d.tq, d.tv, d.d, q, d.d, k, d.d, 0.0f, raw, d.tv);
-        float g = 0.0f;
-        for (size_t j = 0; j < tt; ++j) g += dp[j] * raw[j];
-        a.dparams[0][0] += g;
-      }
-      for (size_t j = 0; j < tt; ++j) dp[j] *= s;
-      if (dq) gemm(false, false, d.tq, d.d, d.tv, dp, d.tv, k, d.d, 1.0f, dq, d.d);
-      if (dk) gemm(true, false, d.tv, d.d, d.tq, dp, d.tv, q, d.d, 1.0f, dk, d.d);
-      continue;
+    scores_backward(a, d, smp, dp, raw);
+  }
+}
+
+// From dS [Tq, Tv] of sample smp (scratch, changed): the query, key and weight gradients (+=).
+void AttentionLayer::scores_backward(const LayerArgs& a, const Dims& d, int smp, float* dp,
+                                     float* raw) const {
+  const size_t tt = static_cast<size_t>(d.tq) * d.tv;
+  float* dkey = a.n_inputs > 2 ? a.dx[2] : a.dx[1];
+  const float* q = a.x[0] + static_cast<size_t>(smp) * d.tq * d.d;
+  const float* k = key_of(a) + static_cast<size_t>(smp) * d.tv * d.d;
+  float* dq = a.dx[0] ? a.dx[0] + static_cast<size_t>(smp) * d.tq * d.d : nullptr;
+  float* dk = dkey ? dkey + static_cast<size_t>(smp) * d.tv * d.d : nullptr;
+  if (mode_ == Score::kDot) {
+    const float s = use_scale_ ? a.params[0][0] : 1.0f;
+    if (use_scale_) {
+      gemm(false, true, d.tq, d.tv, d.d, q, d.d, k, d.d, 0.0f, raw, d.tv);
+      float g = 0.0f;
+      for (size_t j = 0; j < tt; ++j) g += dp[j] * raw[j];
+      a.dparams[0][0] += g;
     }
-    float c, s;
-    const float* w;
-    tanh_form(a, c, s, w);
-    float dc = 0.0f, ds = 0.0f;
-    float* dw = mode_ == Score::kAdditive && use_scale_ ? a.dparams[0] : nullptr;
-    for (int i = 0; i < d.tq; ++i)
-      for (int j = 0; j < d.tv; ++j) {
-        const float g = dp[static_cast<size_t>(i) * d.tv + j];
-        for (int e = 0; e < d.d; ++e) {
-          const float u = q[i * d.d + e] + k[j * d.d + e];
-          const float t = std::tanh(s * u);
-          const float we = w ? w[e] : 1.0f;
-          dc += g * we * t;
-          if (dw) dw[e] += g * c * t;
-          const float du = g * c * we * (1.0f - t * t);
-          ds += du * u;
-          if (dq) dq[i * d.d + e] += du * s;
-          if (dk) dk[j * d.d + e] += du * s;
-        }
+    for (size_t j = 0; j < tt; ++j) dp[j] *= s;
+    if (dq) gemm(false, false, d.tq, d.d, d.tv, dp, d.tv, k, d.d, 1.0f, dq, d.d);
+    if (dk) gemm(true, false, d.tv, d.d, d.tq, dp, d.tv, q, d.d, 1.0f, dk, d.d);
+    return;
+  }
+  float c, s;
+  const float* w;
+  tanh_form(a, c, s, w);
+  float dc = 0.0f, ds = 0.0f;
+  float* dw = mode_ == Score::kAdditive && use_scale_ ? a.dparams[0] : nullptr;
+  for (int i = 0; i < d.tq; ++i)
+    for (int j = 0; j < d.tv; ++j) {
+      const float g = dp[static_cast<size_t>(i) * d.tv + j];
+      for (int e = 0; e < d.d; ++e) {
+        const float u = q[i * d.d + e] + k[j * d.d + e];
+        const float t = std::tanh(s * u);
+        const float we = w ? w[e] : 1.0f;
+        dc += g * we * t;
+        if (dw) dw[e] += g * c * t;
+        const float du = g * c * we * (1.0f - t * t);
+        ds += du * u;
+        if (dq) dq[i * d.d + e] += du * s;
+        if (dk) dk[j * d.d + e] += du * s;
       }
-    if (mode_ == Score::kConcat) {
-      if (use_scale_) a.dparams[0][0] += ds;
-      a.dparams[use_scale_ ? 1 : 0][0] += dc;
     }
+  if (mode_ == Score::kConcat) {
+    if (use_scale_) a.dparams[0][0] += ds;
+    a.dparams[use_scale_ ? 1 : 0][0] += dc;
   }
 }
 
