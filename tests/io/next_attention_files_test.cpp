@@ -140,6 +140,22 @@ TEST(KerasAttention, TfKerasNodeFormsTakeValueAndKeyAsKwargs) {
   EXPECT_NE(msg.find("query_mask"), std::string::npos) << msg;
 }
 
+// A value that carries a Keras mask of its own (not the query's) is refused by name: the layer
+// would read it unmasked.
+TEST(KerasAttention, RefusesAMaskedValueThatIsNotTheQuery) {
+  Json model = mha_model(
+      Json::array({Json::array({Json::array({"x", 0, 0, {{"value", ref("masking")}}})})}));
+  model["config"]["layers"][1]["config"]["batch_input_shape"] = {nullptr, 3, 6};
+  model["config"]["layers"].push_back({{"class_name", "Masking"},
+                                       {"name", "masking"},
+                                       {"config", {{"name", "masking"}}},
+                                       {"inbound_nodes", {{{"y", 0, 0, Json::object()}}}}});
+  const std::string msg = test::file_error_of([&] { build_keras_graph(model, "t"); });
+  EXPECT_NE(msg.find("layer 'mha' (MultiHeadAttention) takes a value from 'masking'"),
+            std::string::npos)
+      << msg;
+}
+
 // An attention_mask tensor is a fourth input, after the key (the value when no key is given).
 TEST(KerasAttention, AttentionMaskIsAFourthInput) {
   Json model = mha_model(Json::array({Json::array(

@@ -148,6 +148,7 @@ class Builder {
     } catch (const ModelError& e) {
       fail(e.what());
     }
+    check_attention_masks(*g.model);
     // Legacy weight order per top-level entry: trainable weights of all its layers, then the
     // non-trainable ones.
     std::vector<KerasGraph::Entry> entries(entry_names_.size());
@@ -766,6 +767,34 @@ class Builder {
         fail("layer '" + d.name + "' (" + d.cls + ") is called with argument " + k + " " +
              v.dump() + "; expected query, value, key, use_causal_mask, return_attention_scores");
       }
+    }
+  }
+
+  // An attention layer sees the Keras mask of its query only (LayerArgs::mask), which is also the
+  // value's in self-attention; a masked value or key that is another tensor would be read
+  // unmasked, so it is refused. Masks travel as Network carries them (Layer::mask_use).
+  void check_attention_masks(const Model& m) const {
+    std::vector<bool> masked(m.num_layers(), false);  // the layer's first output carries a mask
+    auto carries = [&](size_t i, size_t j) {
+      const int id = m.layer_inputs(i)[j];
+      return !m.is_input(id) && m.input_tensor(i, j) == 0 && masked[m.layer_of(id)];
+    };
+    for (size_t i = 0; i < m.num_layers(); ++i) {
+      const Layer& l = m.layer(i);
+      const auto& ins = m.layer_inputs(i);
+      const bool one = ins.size() == 1 || l.mask_use() == MaskUse::kConsume;
+      const bool in = one && carries(i, 0);
+      masked[i] = l.mask_use() == MaskUse::kProduce ||
+                  (l.mask_use() == MaskUse::kPropagate && in) ||
+                  (l.mask_use() == MaskUse::kConsume && l.passes_mask() && in);
+      if (!is_attention_class(l.class_name())) continue;
+      for (size_t j = 1; j < ins.size() && j < 3; ++j)
+        if (carries(i, j) && (ins[j] != ins[0] || m.input_tensor(i, j) != m.input_tensor(i, 0)))
+          fail("layer '" + l.name() + "' (" + l.class_name() + ") takes a " +
+               (j == 1 ? "value" : "key") + " from '" + m.node_name(ins[j]) +
+               "', which carries a Keras mask (Embedding mask_zero or Masking); expected a mask "
+               "only on the query, or the query itself as the " +
+               (j == 1 ? "value" : "key"));
     }
   }
 
