@@ -79,7 +79,10 @@
   X(SlicingOpLambda, slicing_op_lambda)               \
   X(Normalization, normalization)                     \
   X(Discretization, discretization)                   \
-  X(CategoryEncoding, category_encoding)
+  X(CategoryEncoding, category_encoding)              \
+  X(MultiHeadAttention, multi_head_attention)         \
+  X(Attention, attention)                             \
+  X(AdditiveAttention, additive_attention)
 
 namespace nnfleet {
 

@@ -610,6 +610,22 @@ TEST(RealFileOnnxExport, NextPreprocessingFilesAgreeWithOnnxRuntime) {
   }
   expect_readers_accept(dir, cases);
 }
+expect_readers_accept(dir, cases);
+}
+
+// The Keras 3 solar transformer (three MultiHeadAttention blocks, next/ of the shared set) exports
+// with its attention decomposed, and ONNX Runtime agrees on its expected inputs.
+TEST(RealFileOnnxExport, SolarTransformerAttentionAgreesWithOnnxRuntime) {
+  const std::string stem = "solar_transformer_mha_k314";
+  const Array x = load_npy(test::fixture("next/expected/" + stem + ".input.npy"));
+  const Shape sample = x.sample_shape();
+  const LoadedModel lm = load_keras_model(test::fixture("next/" + stem + ".keras"), "", &sample);
+  std::vector<float> v(static_cast<const float*>(x.data()),
+                       static_cast<const float*>(x.data()) + x.shape().size());
+  const std::string dir = test::scratch_dir("onnx_solar");
+  expect_readers_accept(
+      dir, {make_case(dir, stem, lm.model, lm.params.data(), {v}, static_cast<int>(x.rows()))});
+}
 
 }  // namespace
 }  // namespace nnfleet

@@ -149,6 +149,7 @@ class Builder {
     } catch (const ModelError& e) {
       fail(e.what());
     }
+    check_attention_masks(*g.model);
     // Legacy weight order per top-level entry: trainable weights of all its layers, then the
     // non-trainable ones.
     std::vector<KerasGraph::Entry> entries(entry_names_.size());
@@ -203,6 +204,7 @@ class Builder {
     else
       d.name = unique_key(default_names_, keras_snake_case(d.cls));
     check_builtin(l, "layer '" + d.name + "'", d.cls);
+    if (is_attention_class(d.cls)) fold_attention_call(l, d);
     return d;
   }
 
@@ -537,6 +539,7 @@ class Builder {
   std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
     if (is_tf_op_entry(l)) return tf_op_call(l, d).second;
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
+    if (d.cls == "MultiHeadAttention") return attention_inbound(l, who);
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
       fail(who + " has no inbound node; expected it to be called on a tensor");
@@ -717,6 +720,151 @@ class Builder {
     }
     if (input < 0) out_tensors_ = out_tensors;
     return out_ids;
+  }
+
+  // Attention layers (MultiHeadAttention) take their tensors by name: call(query, value, key=None,
+  // attention_mask=None, return_attention_scores=False, training=None, use_causal_mask=False).
+  // Keras 3 passes them as args and kwargs of Keras tensors; tf.keras as one entry for the query
+  // whose kwargs hold value and key as ["layer", node, tensor] lists (or, older, one entry per
+  // tensor in call order). The tensors come back in the layer's input order: query, value[, key].
+  // Attention and AdditiveAttention take [query, value(, key)] as one list, read as any layer's,
+  // and the same call flags.
+  static bool is_attention_class(const std::string& cls) {
+    return cls == "MultiHeadAttention" || cls == "Attention" || cls == "AdditiveAttention";
+  }
+
+  std::vector<TensorRef> attention_inbound(const Json& l, const std::string& who) const {
+    const Json nodes = l.value("inbound_nodes", Json());
+    if (!nodes.is_array() || nodes.size() != 1)
+      fail(who + " has " + std::to_string(nodes.is_array() ? nodes.size() : 0) +
+           " inbound nodes; expected it to be called once");
+    const Json& node = nodes[0];
+    std::map<std::string, TensorRef> by_name;
+    const char* const order[] = {"query", "value", "key"};
+    auto legacy_ref = [&](const Json& r) {
+      if (!r.is_array() || r.size() < 3 || !r[0].is_string())
+        fail(who + " has a malformed tensor " + r.dump() + "; expected [\"name\", node, tensor]");
+      return TensorRef{r[0].get<std::string>(), tensor_index(r[2], who)};
+    };
+    Json kwargs = Json::object();
+    if (node.is_array()) {  // tf.keras: [["q", 0, 0, {"value": [...], "key": [...]}], ...]
+      for (size_t k = 0; k < node.size(); ++k) {
+        if (k >= 3)
+          fail(who + " has " + std::to_string(node.size()) +
+               " inbound tensors; expected "
+               "query, value and key at most");
+        by_name[order[k]] = legacy_ref(node[k]);
+        if (node[k].size() >= 4 && node[k][3].is_object())
+          for (const auto& [key, v] : node[k][3].items()) kwargs[key] = v;
+      }
+      for (const char* name :
+           {"value", "key", "attention_mask", "query_mask", "value_mask", "key_mask"})
+        if (kwargs.contains(name) && !kwargs[name].is_null()) {
+          by_name[name] = legacy_ref(kwargs[name]);
+          kwargs.erase(name);
+        }
+    } else if (node.is_object()) {  // Keras 3: {"args": [...], "kwargs": {...}}
+      const Json args = node.value("args", Json::array());
+      for (size_t k = 0; args.is_array() && k < args.size(); ++k) {
+        std::vector<TensorRef> t;
+        collect_tensors(args[k], t, 0);
+        if (k >= 3 || t.size() != 1)
+          fail(who + " is called with positional argument " + args[k].dump() +
+               "; expected the tensors query, value and key");
+        by_name[order[k]] = t[0];
+      }
+      kwargs = node.value("kwargs", Json::object());
+      if (!kwargs.is_object()) fail(who + " has malformed kwargs " + kwargs.dump());
+      for (auto it = kwargs.begin(); it != kwargs.end();) {
+        std::vector<TensorRef> t;
+        collect_tensors(it.value(), t, 0);
+        if (t.size() == 1) {
+          by_name[it.key()] = t[0];
+          it = kwargs.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    } else {
+      fail(who + " has a malformed inbound node " + node.dump());
+    }
+    for (const auto& [name, t] : by_name)
+      if (name != "query" && name != "value" && name != "key" && name != "attention_mask")
+        fail(who + " is called with the tensor " + name + " ('" + t.name +
+             "'); expected only query, value, key and attention_mask (the inputs' own masks come "
+             "with them)");
+    if (!by_name.count("query") || !by_name.count("value"))
+      fail(who + " is called without " + (by_name.count("query") ? "value" : "query") +
+           "; expected query and value tensors");
+    std::vector<TensorRef> out{by_name["query"], by_name["value"]};
+    // A key that is the value itself is Keras's default: one input fewer. With an attention
+    // mask the layer takes all four (fold_attention_call marks it), the key defaulting to value.
+    const bool mask = by_name.count("attention_mask") > 0;
+    if (by_name.count("key") &&
+        (mask || by_name["key"].name != out[1].name || by_name["key"].index != out[1].index))
+      out.push_back(by_name["key"]);
+    else if (mask)
+      out.push_back(out[1]);
+    if (mask) out.push_back(by_name["attention_mask"]);
+    return out;
+  }
+
+  // The call's flags (use_causal_mask, return_attention_scores) become config keys of the layer;
+  // training is ignored (nnfleet sets it); other non-tensor arguments are refused by name.
+  void fold_attention_call(const Json& l, LayerJson& d) const {
+    const Json nodes = l.value("inbound_nodes", Json());
+    if (!nodes.is_array() || nodes.size() != 1 || !d.config.is_object()) return;
+    const Json& node = nodes[0];
+    Json kwargs = Json::object();
+    if (node.is_object() && node.contains("kwargs") && node["kwargs"].is_object())
+      kwargs = node["kwargs"];
+    if (node.is_array())
+      for (const Json& e : node)
+        if (e.is_array() && e.size() >= 4 && e[3].is_object())
+          for (const auto& [k, v] : e[3].items()) kwargs[k] = v;
+    for (const auto& [k, v] : kwargs.items()) {
+      if (k == "use_causal_mask" || k == "return_attention_scores") {
+        if (!v.is_boolean())
+          fail("layer '" + d.name + "' (" + d.cls + ") is called with " + k + " " + v.dump() +
+               "; expected true or false");
+        if (v.get<bool>()) d.config[k] = true;
+      } else if (k == "attention_mask" && !v.is_null()) {
+        d.config[k] = true;  // the tensor is the layer's fourth input (attention_inbound)
+      } else if (k != "training" && k != "query" && k != "value" && k != "key" &&
+                 k != "attention_mask" && k != "query_mask" && k != "value_mask" &&
+                 k != "key_mask" && !v.is_null()) {
+        fail("layer '" + d.name + "' (" + d.cls + ") is called with argument " + k + " " +
+             v.dump() + "; expected query, value, key, use_causal_mask, return_attention_scores");
+      }
+    }
+  }
+
+  // An attention layer sees the Keras mask of its query only (LayerArgs::mask), which is also the
+  // value's in self-attention; a masked value or key that is another tensor would be read
+  // unmasked, so it is refused. Masks travel as Network carries them (Layer::mask_use).
+  void check_attention_masks(const Model& m) const {
+    std::vector<bool> masked(m.num_layers(), false);  // the layer's first output carries a mask
+    auto carries = [&](size_t i, size_t j) {
+      const int id = m.layer_inputs(i)[j];
+      return !m.is_input(id) && m.input_tensor(i, j) == 0 && masked[m.layer_of(id)];
+    };
+    for (size_t i = 0; i < m.num_layers(); ++i) {
+      const Layer& l = m.layer(i);
+      const auto& ins = m.layer_inputs(i);
+      const bool one = ins.size() == 1 || l.mask_use() == MaskUse::kConsume;
+      const bool in = one && carries(i, 0);
+      masked[i] = l.mask_use() == MaskUse::kProduce ||
+                  (l.mask_use() == MaskUse::kPropagate && in) ||
+                  (l.mask_use() == MaskUse::kConsume && l.passes_mask() && in);
+      if (!is_attention_class(l.class_name())) continue;
+      for (size_t j = 1; j < ins.size() && j < 3; ++j)
+        if (carries(i, j) && (ins[j] != ins[0] || m.input_tensor(i, j) != m.input_tensor(i, 0)))
+          fail("layer '" + l.name() + "' (" + l.class_name() + ") takes a " +
+               (j == 1 ? "value" : "key") + " from '" + m.node_name(ins[j]) +
+               "', which carries a Keras mask (Embedding mask_zero or Masking); expected a mask "
+               "only on the query, or the query itself as the " +
+               (j == 1 ? "value" : "key"));
+    }
   }
 
   std::string where_;

@@ -66,6 +66,21 @@ Places bidirectional_places(const Layer& l, const Specs& specs) {
   return out;
 }
 
+// MultiHeadAttention: four EinsumDense sub-layers, each with its kernel and (use_bias) bias:
+// Keras 3 keeps them in query_dense, key_dense, value_dense and output_dense, tf.keras names them
+// query/kernel, key/..., value/..., attention_output/... (the layer's param_specs() order).
+Places multi_head_attention_places(const Layer&, const Specs& specs) {
+  static const char* const kGroups[] = {"query_dense", "key_dense", "value_dense", "output_dense"};
+  static const char* const kLegacy[] = {"query", "key", "value", "attention_output"};
+  const size_t per = specs.size() / 4;  // 2 with biases, 1 without
+  NNFLEET_CHECK(per * 4 == specs.size() && per >= 1);
+  Places out;
+  for (size_t j = 0; j < specs.size(); ++j)
+    out.push_back({kGroups[j / per], static_cast<int>(j % per),
+                   std::string(kLegacy[j / per]) + "/" + specs[j].name});
+  return out;
+}
+
 struct KindLayout {
   std::string_view class_name;
   Places (*places)(const Layer&, const Specs&);
@@ -75,6 +90,7 @@ constexpr KindLayout kNestedKinds[] = {
     {"LSTM", recurrent_places},
     {"GRU", recurrent_places},
     {"Bidirectional", bidirectional_places},
+    {"MultiHeadAttention", multi_head_attention_places},
 };
 
 // Each kind named above is a registry kind (a renamed kind would otherwise fall back to the flat

@@ -62,6 +62,31 @@ OJson batch_shape(const Shape& s) {
   return a;
 }
 
+// MultiHeadAttention keeps Keras's call arguments use_causal_mask and return_attention_scores in
+// its config (keras_graph.cpp folds them in): the writers take them out of the config and pass
+// them in the call, where Keras reads them. Returns them ({} for other layers).
+OJson take_attention_call(const Layer& l, Json& config) {
+  OJson kwargs = OJson::object();
+  const std::string cls = l.class_name();
+  if (cls != "MultiHeadAttention" && cls != "Attention" && cls != "AdditiveAttention")
+    return kwargs;
+  for (const char* k : {"use_causal_mask", "return_attention_scores"})
+    if (config.contains(k)) {
+      kwargs[k] = config[k].get<bool>();
+      config.erase(k);
+    }
+  config.erase("attention_mask");  // the fourth input; the callers pass it as the tensor
+  return kwargs;
+}
+bool is_attention_layer(const Layer& l) {
+  return std::string(l.class_name()) == "MultiHeadAttention";
+}
+// Attention and AdditiveAttention: called on the list [query, value(, key)].
+bool is_list_attention_layer(const Layer& l) {
+  const std::string cls = l.class_name();
+  return cls == "Attention" || cls == "AdditiveAttention";
+}
+
 // Keras 3 records build_config only for layers with their own build() (they create weights or
 // check shapes there); Flatten gets one as well in files Keras 3.9/3.10 wrote.
 bool has_build_config(const std::string& cls) {
@@ -88,7 +113,10 @@ bool has_build_config(const std::string& cls) {
                                        "Average",
                                        "Maximum",
                                        "Minimum",
-                                       "Dot"};
+                                       "Dot",
+                                       "MultiHeadAttention",
+                                       "Attention",
+                                       "AdditiveAttention"};
   for (const char* c : kBuilt)
     if (cls == c) return true;
   return false;
@@ -140,11 +168,13 @@ void legacy_leaky_relu_keys(OJson& c, bool is_leaky_relu) {
 OJson legacy_layer_config(const Model& m, size_t i) {
   const Layer& l = m.layer(i);
   const Json src = m.layer_keras_config(i);
+  Json src_rest = src;
+  take_attention_call(l, src_rest);
   OJson c;
   c["name"] = l.name();
   if (src.contains("trainable")) c["trainable"] = src["trainable"].get<bool>();
   c["dtype"] = "float32";
-  for (auto it = src.begin(); it != src.end(); ++it)
+  for (auto it = src_rest.begin(); it != src_rest.end(); ++it)
     if (it.key() != "name" && it.key() != "trainable" && it.key() != "dtype")
       c[it.key()] = ordered(it.value());
   name_hard_sigmoid(c, false, l);
@@ -203,6 +233,7 @@ std::string keras3_layer_config_text(const Model& m, size_t i) {
     t += std::string(",\"trainable\":") + (src["trainable"].get<bool>() ? "true" : "false");
   t += ",\"dtype\":" + keras3_dtype_text();
   for (const char* k : {"name", "trainable", "dtype"}) src.erase(k);
+  take_attention_call(l, src);
   name_hard_sigmoid(src, true, l);
   if (!vocabulary_asset(l).empty()) src["vocabulary"] = nullptr;  // in the assets instead
   const std::string rest = src.dump();
@@ -237,8 +268,8 @@ std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
 // initial_state, which Keras 3 passes as a keyword argument and Keras 2 as further tensors).
 bool has_initial_state(const Model& m, size_t i) {
   const Layer& l = m.layer(i);
-  return l.optional_inputs() > 0 && l.arity() > 0 &&
-         m.layer_inputs(i).size() > static_cast<size_t>(l.arity());
+  return l.optional_inputs() > 0 && l.arity() > 0 && !is_attention_layer(l) &&
+         !is_list_attention_layer(l) && m.layer_inputs(i).size() > static_cast<size_t>(l.arity());
 }
 
 // A Functional config's input_layers and output_layers: [["name", 0, 0], ...].
@@ -277,6 +308,14 @@ OJson keras3_build_config(const Model& m, size_t i) {
   const Layer& l = m.layer(i);
   if (!has_build_config(l.class_name())) return nullptr;
   const auto& ins = m.layer_inputs(i);
+  if (is_attention_layer(l)) {
+    // build(query_shape, value_shape, key_shape=None), by name.
+    OJson shapes = OJson::object();
+    const char* const names[] = {"query_shape", "value_shape", "key_shape"};
+    for (size_t j = 0; j < ins.size() && j < 3; ++j)
+      shapes[names[j]] = batch_shape(m.node_shape(ins[j], m.input_tensor(i, j)));
+    return {{"shapes_dict", shapes}};
+  }
   if (has_initial_state(m, i)) {
     // Keras 3 records build()'s arguments by name when there are several.
     OJson states = OJson::array();
@@ -311,6 +350,18 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
   }
   OJson args = l.arity() == 0 ? OJson::array({tensors}) : tensors;
   OJson kwargs = OJson::object();
+  if (is_attention_layer(l)) {  // call(query, value, key=None, ...)
+    Json config = l.keras_config();
+    kwargs = take_attention_call(l, config);
+    args = OJson::array({tensors[0], tensors[1]});
+    if (tensors.size() > 2) kwargs["key"] = tensors[2];
+    if (tensors.size() > 3) kwargs["attention_mask"] = tensors[3];
+  }
+  if (is_list_attention_layer(l)) {  // call([query, value, key], ...)
+    Json config = l.keras_config();
+    kwargs = take_attention_call(l, config);
+    args = OJson::array({tensors});
+  }
   if (has_initial_state(m, i)) {
     OJson states = OJson::array();
     for (size_t j = 1; j < tensors.size(); ++j) states.push_back(tensors[j]);
@@ -575,6 +626,21 @@ void write_split_names(h5::Group& g, const std::string& name, const std::vector<
   }
 }
 
+// tf.keras's node of an attention layer: one entry for the query, with value, key (when it is
+// not the value) and the call flags as kwargs: [["q", 0, 0, {"value": ["v", 0, 0], ...}]].
+OJson legacy_attention_node(const Model& m, size_t i) {
+  const auto& ins = m.layer_inputs(i);
+  Json config = m.layer(i).keras_config();
+  OJson kwargs = take_attention_call(m.layer(i), config);
+  auto ref = [&](size_t j) {
+    return OJson::array({tensor_name(m, ins[j]), 0, m.input_tensor(i, j)});
+  };
+  kwargs["value"] = ref(1);
+  if (ins.size() > 2) kwargs["key"] = ref(2);
+  if (ins.size() > 3) kwargs["attention_mask"] = ref(3);
+  return OJson::array({OJson::array({tensor_name(m, ins[0]), 0, m.input_tensor(i, 0), kwargs})});
+}
+
 OJson legacy_model_config(const Model& m, bool functional) {
   OJson layers = OJson::array();
   for (size_t k = 0; k < m.num_inputs(); ++k) {
@@ -596,10 +662,15 @@ OJson legacy_model_config(const Model& m, bool functional) {
       continue;
     }
     if (functional) {
-      OJson refs = OJson::array();
-      for (size_t j = 0; j < m.layer_inputs(i).size(); ++j) {
+      const bool attention = is_attention_layer(l);
+      OJson refs = attention ? legacy_attention_node(m, i) : OJson::array();
+      for (size_t j = 0; !attention && j < m.layer_inputs(i).size(); ++j) {
         const int id = m.layer_inputs(i)[j];
         refs.push_back({tensor_name(m, id), 0, m.input_tensor(i, j), OJson::object()});
+      }
+      if (is_list_attention_layer(l)) {  // the call flags ride with the first tensor
+        Json config = l.keras_config();
+        refs[0][3] = take_attention_call(l, config);
       }
       e["name"] = l.name();
       e["inbound_nodes"] = OJson::array({refs});
