@@ -203,7 +203,8 @@ void check_input(const Wording& w, const std::string& model_path, double scale, 
                     "' have shape " + x.sample_shape().str() + " (data " + x.shape().str() +
                     "); expected the model " + what + want.str() +
                     "\nhint: reshape the data, or check that the file is the right one");
-  if (const Model::IdInput& ids = model.id_input(); ids.limit > 0 && ids.input == k) {
+  if (const Model::IdInput* id = model.id_input_of(k)) {
+    const Model::IdInput& ids = *id;
     if (scale != 1.0)
       throw UsageError("failed to " + w.verb + " with '" + model_path + "': " + w.scale_option +
                        std::to_string(scale) + " would change the ids its Embedding '" + ids.layer +

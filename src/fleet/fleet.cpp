@@ -166,26 +166,30 @@ void check_inputs(const ModelSpec& s, const Model& m, const FleetData& d,
 // here once so the training step indexes with them unchecked; adds problems.
 void check_input_ids(const ModelSpec& s, const Model& m, const FleetData& d,
                      std::vector<std::string>& problems) {
-  const Model::IdInput& ids = m.id_input();
-  if (ids.limit == 0) return;
   const std::string at = s.where + ": model '" + s.name + "': ";
-  if (d.scale != 1.0f) {
-    problems.push_back(at + "data.scale would change the ids its Embedding '" + ids.layer +
-                       "' reads; expected scale 1");
-    return;
-  }
-  auto check = [&](const Array& x, const char* role, const std::string& source) {
-    if (const auto bad = first_bad_id(x, ids.limit)) {
-      char v[32];
-      std::snprintf(v, sizeof v, "%.17g", bad->value);
-      problems.push_back(at + "row " + std::to_string(bad->row) + " of the " + role +
-                         " inputs holds " + v + ", not an id the Embedding '" + ids.layer +
-                         "' has; expected integers in [0, " + std::to_string(ids.limit) + ") (" +
-                         role + " data " + source + ")");
+  // Every input read as ids, each against its own bound (a shared Embedding may read several).
+  for (const Model::IdInput& ids : m.id_inputs()) {
+    if (d.scale != 1.0f) {
+      problems.push_back(at + "data.scale would change the ids its Embedding '" + ids.layer +
+                         "' reads; expected scale 1");
+      return;
     }
-  };
-  check(d.train.x, "training", d.train_name);
-  if (d.test) check(d.test->x, "test", d.test_name);
+    if (ids.input >= d.num_x()) continue;  // the input count is checked (and refused) elsewhere
+    const std::string which =
+        m.num_inputs() > 1 ? " (input '" + m.input(ids.input).name + "')" : "";
+    auto check = [&](const Array& x, const char* role, const std::string& source) {
+      if (const auto bad = first_bad_id(x, ids.limit)) {
+        char v[32];
+        std::snprintf(v, sizeof v, "%.17g", bad->value);
+        problems.push_back(at + "row " + std::to_string(bad->row) + " of the " + role + " inputs" +
+                           which + " holds " + v + ", not an id the Embedding '" + ids.layer +
+                           "' has; expected integers in [0, " + std::to_string(ids.limit) + ") (" +
+                           role + " data " + source + ")");
+      }
+    };
+    check(d.x(ids.input), "training", d.train_name);
+    if (d.test) check(d.x(ids.input, true), "test", d.test_name);
+  }
 }
 
 // A callback's monitor must be a quantity the job computes (early_stopping,

@@ -109,6 +109,7 @@ void layer_rows(std::string& s, const Model& m, const Model* o, const TableLayou
   };
   auto count = [](const Model& model, size_t i) {
     uint64_t params = 0;
+    if (model.shares(i) >= 0) return params;  // counted at the shared layer's first call
     for (const auto& p : model.planned(i).params) params += static_cast<uint64_t>(p.shape.size());
     return params;
   };

@@ -135,11 +135,13 @@ void Model::plan_string_inputs(const std::string& where) {
 void Model::plan_nodes(const std::string& where) {
   std::set<std::string> names;
   for (const ModelInput& in : inputs_) names.insert(in.name);
+  std::vector<int> made(nodes_.size(), 0);  // per owner, its further calls so far
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     const std::string at =
         where + "layer " + std::to_string(i + 1) + " '" + l.name() + "' (" + l.class_name() + ") ";
-    if (!names.insert(l.name()).second)
+    const int owner = nodes_[i].shares;
+    if (owner < 0 && !names.insert(l.name()).second)
       throw ModelError(at + "repeats a layer name; expected unique layer names");
     const auto& ins = nodes_[i].inputs;
     const size_t want = l.arity() == 0 ? 2 : static_cast<size_t>(l.arity());
@@ -177,41 +179,95 @@ void Model::plan_nodes(const std::string& where) {
     } catch (const ModelError& e) {
       throw ModelError(at + e.what());
     }
-    adopt_layer_options(l, nodes_[i].training);
-    plan_training(nodes_[i].training, at, p);
-    if (dynamic_cast<const StringLayer*>(&l) &&
-        (ins.size() != 1 || !is_input(ins[0]) || !inputs_[static_cast<size_t>(ins[0])].is_string))
-      throw ModelError(at +
-                       "reads strings; expected it to take a string model input directly "
-                       "(an InputLayer of dtype string)");
-    const auto* ids_from = ins.size() == 1 && !is_input(ins[0])
-                               ? dynamic_cast<const StringLayer*>(&layer(layer_of(ins[0])))
-                               : nullptr;
-    if (const int64_t lim = l.input_id_limit(); lim > 0 && ids_from) {
-      if (ids_from->id_bound() == 0 || ids_from->id_bound() > lim)
-        throw ModelError(at + "reads ids from '" + ids_from->name() + "', which makes " +
-                         (ids_from->id_bound()
-                              ? "ids up to " + std::to_string(ids_from->id_bound() - 1)
-                              : std::string("no ids")) +
-                         "; expected ids below its input_dim " + std::to_string(lim));
-    } else if (lim > 0) {
-      if (ins.size() != 1 || !is_input(ins[0]))
-        throw ModelError(at +
-                         "reads integer ids, which nnfleet checks as the data is loaded; "
-                         "expected it to take a model input directly");
-      if (id_input_.limit > 0 && id_input_.input != static_cast<size_t>(ins[0]))
-        throw ModelError(at +
-                         "reads integer ids from a second model input; expected ids in "
-                         "one input only");
-      if (id_input_.limit == 0 || lim < id_input_.limit)
-        id_input_ = {l.name(), lim, static_cast<size_t>(ins[0])};
+    if (owner >= 0) {
+      plan_shared(i, at, p);
+      // The owner's options apply to every call (the same Keras layer); the scopes stay the
+      // node's own.
+      std::vector<std::string> scopes = std::move(nodes_[i].training.scopes);
+      nodes_[i].training = nodes_[static_cast<size_t>(owner)].training;
+      nodes_[i].training.scopes = std::move(scopes);
+    } else {
+      adopt_layer_options(l, nodes_[i].training);
+      plan_training(nodes_[i].training, at, p);
+      for (const auto& ps : p.params)
+        (ps.trainable ? trainable_params_ : non_trainable_params_) +=
+            static_cast<size_t>(ps.shape.size());
     }
-    for (const auto& ps : p.params)
-      (ps.trainable ? trainable_params_ : non_trainable_params_) +=
-          static_cast<size_t>(ps.shape.size());
+    calls_.push_back(owner < 0 ? 0 : ++made[static_cast<size_t>(owner)]);
+    plan_ids(i, at);
     flops_ += l.forward_flops(p.in_shapes);
     planned_.push_back(std::move(p));
   }
+}
+
+// Layer i reading ids (Embedding) takes a model input directly; each such input is checked
+// against the smallest bound of the layers that read it.
+void Model::plan_ids(size_t i, const std::string& at) {
+  const Layer& l = layer(i);
+  const auto& ins = nodes_[i].inputs;
+  if (dynamic_cast<const StringLayer*>(&l) &&
+      (ins.size() != 1 || !is_input(ins[0]) || !inputs_[static_cast<size_t>(ins[0])].is_string))
+    throw ModelError(at +
+                     "reads strings; expected it to take a string model input directly "
+                     "(an InputLayer of dtype string)");
+  const int64_t lim = l.input_id_limit();
+  if (lim <= 0) return;
+  // Ids made by a string layer (TextVectorization) are checked against its vocabulary once, here.
+  const auto* ids_from = ins.size() == 1 && !is_input(ins[0])
+                             ? dynamic_cast<const StringLayer*>(&layer(layer_of(ins[0])))
+                             : nullptr;
+  if (ids_from) {
+    if (ids_from->id_bound() == 0 || ids_from->id_bound() > lim)
+      throw ModelError(at + "reads ids from '" + ids_from->name() + "', which makes " +
+                       (ids_from->id_bound()
+                            ? "ids up to " + std::to_string(ids_from->id_bound() - 1)
+                            : std::string("no ids")) +
+                       "; expected ids below its input_dim " + std::to_string(lim));
+    return;
+  }
+  if (ins.size() != 1 || !is_input(ins[0]))
+    throw ModelError(at +
+                     "reads integer ids, which nnfleet checks as the data is loaded; "
+                     "expected it to take a model input directly");
+  const size_t k = static_cast<size_t>(ins[0]);
+  for (IdInput& e : id_inputs_)
+    if (e.input == k) {
+      if (lim < e.limit) e = {layer(i).name(), lim, k};
+      return;
+    }
+  id_inputs_.push_back({layer(i).name(), lim, k});
+  std::sort(id_inputs_.begin(), id_inputs_.end(),
+            [](const IdInput& a, const IdInput& b) { return a.input < b.input; });
+}
+
+// A further call of a shared layer: the same kind, name and weights as its owner's first call
+// (a Dense called on inputs of other widths would need other weights, which Keras refuses too).
+void Model::plan_shared(size_t i, const std::string& at, PlannedNode& p) const {
+  const int owner = nodes_[i].shares;
+  if (owner >= static_cast<int>(i) || nodes_[static_cast<size_t>(owner)].shares >= 0)
+    throw ModelError(at + "shares the weights of layer " + std::to_string(owner + 1) +
+                     "; expected an earlier layer that owns its weights");
+  const size_t o = static_cast<size_t>(owner);
+  const Layer& a = layer(o);
+  const Layer& b = layer(i);
+  if (a.class_name() != b.class_name() || a.name() != b.name())
+    throw ModelError(at + "is a further call of layer '" + a.name() + "' (" + a.class_name() +
+                     "); expected the same layer name and class");
+  const PlannedNode& q = planned_[o];
+  bool same = p.params.size() == q.params.size();
+  for (size_t j = 0; same && j < p.params.size(); ++j)
+    same = p.params[j].name == q.params[j].name && p.params[j].shape == q.params[j].shape;
+  if (!same)
+    throw ModelError(at + "is called on " +
+                     keras_shape(p.in_shapes.empty() ? Shape{} : p.in_shapes[0]) +
+                     ", which needs other weights than its first call on " +
+                     keras_shape(q.in_shapes.empty() ? Shape{} : q.in_shapes[0]) +
+                     "; expected every call of a shared layer to take inputs of the same shape");
+  p.params = q.params;
+  p.frozen = q.frozen;
+  p.layer_trainable = q.layer_trainable;
+  p.regularizers = q.regularizers;
+  p.constraints = q.constraints;
 }
 
 // Outputs are distinct (layer, tensor) pairs, and every layer leads to one (a dead branch would
@@ -294,8 +350,9 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Layer& l = *nodes_[i].layer;
     ModelNode n{make_layer(l.class_name(), l.keras_config(), ConfigMode::kKeras, l.name()),
-                nodes_[i].inputs, nodes_[i].training, nodes_[i].tensors};
-    n.training.frozen = frozen[i];
+                nodes_[i].inputs, nodes_[i].training, nodes_[i].tensors, nodes_[i].shares};
+    // A further call of a shared layer is frozen with its owner.
+    n.training.frozen = frozen[n.shares < 0 ? i : static_cast<size_t>(n.shares)];
     n.training.keras.erase("trainable");
     nodes.push_back(std::move(n));
   }
@@ -303,18 +360,20 @@ std::shared_ptr<const Model> Model::with_frozen(const std::vector<bool>& frozen)
 }
 
 std::vector<std::vector<size_t>> param_layout(const Model& m) {
-  size_t trainable = 0;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params)
-      if (p.trainable) trainable += static_cast<size_t>(p.shape.size());
+  const size_t trainable = m.trainable_params();
   std::vector<std::vector<size_t>> off(m.num_layers());
   size_t t = 0, f = trainable;
-  for (size_t i = 0; i < m.num_layers(); ++i)
+  for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) {
+      off[i] = off[static_cast<size_t>(m.shares(i))];
+      continue;
+    }
     for (const auto& p : m.planned(i).params) {
       size_t& at = p.trainable ? t : f;
       off[i].push_back(at);
       at += static_cast<size_t>(p.shape.size());
     }
+  }
   return off;
 }
 
@@ -331,8 +390,8 @@ void remap_params(const Model& from, const float* src, const Model& to, float* d
 bool Model::is_sequential() const {
   if (inputs_.size() != 1 || outputs_.size() != 1 || output_tensors_[0] != 0) return false;
   for (size_t i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].inputs.size() != 1 || nodes_[i].inputs[0] != static_cast<int>(i) ||
-        input_tensor(i, 0) != 0)
+    if (nodes_[i].shares >= 0 || nodes_[i].inputs.size() != 1 ||
+        nodes_[i].inputs[0] != static_cast<int>(i) || input_tensor(i, 0) != 0)
       return false;
   return true;
 }

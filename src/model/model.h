@@ -18,11 +18,17 @@ namespace nnfleet {
 // input_layers order) and id K + i is the output of layer i, so with one input layer i is id i + 1.
 // tensors (empty: all 0) says which output of its node each input is: 0 the layer's output,
 // k >= 1 its k-th extra output (Layer::extra_output_shapes; Keras's tensor index).
+// shares (>= 0) makes the node a further call of layer `shares` (a layer index below its own, a
+// node that shares no other): a shared layer, as Keras's layer called on several tensors. Its
+// layer is of the same kind, config and name, and uses the owner's weights: they are counted,
+// initialized, regularized and updated once, and backward sums every call's gradient into them.
+// Its own training options are ignored (the owner's apply).
 struct ModelNode {
   std::unique_ptr<Layer> layer;
   std::vector<int> inputs;
   LayerTraining training = {};  // regularizers, constraints, trainable: false
   std::vector<int> tensors = {};
+  int shares = -1;
 };
 
 struct PlannedNode {
@@ -93,6 +99,10 @@ class Model {
     return nodes_[i].tensors.empty() ? 0 : nodes_[i].tensors[j];
   }
   const PlannedNode& planned(size_t i) const { return planned_[i]; }
+  // The layer whose weights layer i uses (ModelNode::shares), -1 when it owns its own; and which
+  // call of that shared layer node i is (0 for the owner, then 1, 2, ... in node order).
+  int shares(size_t i) const { return nodes_[i].shares; }
+  int call_index(size_t i) const { return calls_[i]; }
   // Node ids: whether an id is a model input, the layer index of a layer's id, and back.
   bool is_input(int id) const { return id < static_cast<int>(inputs_.size()); }
   size_t layer_of(int id) const { return static_cast<size_t>(id) - inputs_.size(); }
@@ -113,15 +123,25 @@ class Model {
   double forward_flops() const { return flops_; }  // per sample
   // True when some layer couples the samples of a training batch (Layer::mixes_samples).
   bool mixes_samples() const;
-  // The layer that reads the model input as integer ids (Embedding) and the bound they must stay
-  // under (the smallest when several do); limit 0 when the input is plain floats. Data loaders
-  // check every input value against it before a model runs (first_bad_id in data/dataset.h).
+  // A model input read as integer ids (by an Embedding, possibly shared by several inputs): the
+  // layer and the bound its values must stay under (the smallest when several layers read it).
+  // Data loaders check every value of that input against it before a model runs (first_bad_id
+  // in data/dataset.h).
   struct IdInput {
     std::string layer;
     int64_t limit = 0;
     size_t input = 0;  // which model input it reads
   };
-  const IdInput& id_input() const { return id_input_; }
+  // One entry per input read as ids, in input order (empty: every input is plain floats).
+  const std::vector<IdInput>& id_inputs() const { return id_inputs_; }
+  // The entry for input k, or null.
+  const IdInput* id_input_of(size_t k) const {
+    for (const IdInput& e : id_inputs_)
+      if (e.input == k) return &e;
+    return nullptr;
+  }
+  // The first entry (limit 0 when there is none).
+  const IdInput& id_input() const { return id_inputs_.empty() ? no_ids_ : id_inputs_[0]; }
   // Why the model cannot be trained yet, "" when it can: the first layer with a training option
   // nnfleet does not apply (an OrthogonalRegularizer, LayerTraining::refusal) or whose
   // Layer::training_refusal() gives a reason. Network refuses to train such a model, and the
@@ -139,8 +159,12 @@ class Model {
   void plan_nodes(const std::string& where);
   void plan_string_inputs(const std::string& where);
   void check_outputs(const std::string& where);
+  void plan_ids(size_t i, const std::string& at);
+  void plan_shared(size_t i, const std::string& at, PlannedNode& p) const;
 
-  IdInput id_input_;
+  std::vector<IdInput> id_inputs_;
+  IdInput no_ids_;
+  std::vector<int> calls_;
   std::string name_;
   std::vector<ModelInput> inputs_;
   std::vector<ModelNode> nodes_;
@@ -152,7 +176,8 @@ class Model {
 };
 
 // Offsets of every parameter in the Network::params() layout (trainable ones first, in layer and
-// param_specs order, then the others): [layer][param].
+// param_specs order, then the others; a shared layer's further calls point at its owner's):
+// [layer][param].
 std::vector<std::vector<size_t>> param_layout(const Model& m);
 // Copies parameters laid out for `from` into the layout of `to`, a model with the same layers
 // (e.g. from Model::with_frozen).

@@ -82,9 +82,8 @@ void Network::setup(const float* shared_params) {
 
 void Network::count_params() {
   const Model& m = *model_;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params)
-      (p.trainable ? n_trainable_ : n_fixed_) += static_cast<size_t>(p.shape.size());
+  n_trainable_ = m.trainable_params();
+  n_fixed_ = m.non_trainable_params();
 }
 
 void Network::check_trainable() const {
@@ -221,6 +220,13 @@ void Network::bind_params(const float* shared_params) {
   size_t t_off = 0, f_off = n_trainable_;
   param_ptrs_.resize(m.num_layers());
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (const int o = m.shares(i); o >= 0) {
+      // A further call of a shared layer reads its owner's weights and adds its gradient to the
+      // owner's (backward accumulates), so the step sums every call's.
+      param_ptrs_[i] = param_ptrs_[static_cast<size_t>(o)];
+      for (Piece& pc : pieces_) pc.nodes[i].dparams = pc.nodes[static_cast<size_t>(o)].dparams;
+      continue;
+    }
     size_t sink = 0;
     for (size_t j = 0; j < m.planned(i).params.size(); ++j) {
       const ParamSpec& p = m.planned(i).params[j];
@@ -361,6 +367,7 @@ Targets Network::on_output(Targets t, size_t j) const {
 void Network::initialize(Rng& rng) {
   const Model& m = *model_;
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) continue;  // initialized with its owner
     const auto& specs = m.planned(i).params;
     for (size_t j = 0; j < specs.size(); ++j)
       nnfleet::initialize(specs[j].init, specs[j].shape, rng, param_ptrs_[i][j]);

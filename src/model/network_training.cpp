@@ -23,6 +23,7 @@ void Network::plan_training() {
     for (size_t j = 0; j < p.params.size(); ++j) {
       if (!p.params[j].trainable) continue;
       needs = true;
+      if (m.shares(i) >= 0) continue;  // regularized and constrained once, with its owner
       const size_t off = offsets[i][j], sz = static_cast<size_t>(p.params[j].shape.size());
       if (p.regularizers[j].active()) reg_vars_.push_back({off, sz, p.regularizers[j]});
       if (p.constraints[j]) constrained_.push_back({off, p.params[j].shape, *p.constraints[j]});

@@ -85,6 +85,10 @@ struct LayerEntry {
   std::string class_name;
   Json config;
   std::string where;  // "fleet.yaml:14: models[1].layers[2].Dense" for messages
+  // "- call: dense_1": the earlier layer of that name applied again to the previous output (a
+  // shared layer: the same weights, its gradients summed over the calls); class_name and config
+  // are that layer's.
+  std::string call = {};
 };
 
 struct ModelSpec {

@@ -159,6 +159,8 @@ class ModelBuilder {
   void model_data(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex);
   void model_parameters(const Json& m, const KeyPaths& at, Json& ex);
   void layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex);
+  void call_layer(const Json& name, const std::string& cp,
+                  const std::map<std::string, std::string>& used, ModelSpec& s, Json& out);
   // The default name of a layer of class `stem` not yet in `used`.
   static std::string layer_name(const std::string& stem, std::map<std::string, int>& counters,
                                 const std::map<std::string, std::string>& used);

@@ -367,6 +367,28 @@ std::string ModelBuilder::layer_name(const std::string& stem, std::map<std::stri
   return name;
 }
 
+// "- call: dense_1": layer dense_1 (an earlier one) applied again, sharing its weights.
+void ModelBuilder::call_layer(const Json& name, const std::string& cp,
+                              const std::map<std::string, std::string>& used, ModelSpec& s,
+                              Json& out) {
+  const LayerEntry* owner = nullptr;
+  if (name.is_string())
+    for (const LayerEntry& e : s.layers)
+      if (e.call.empty() && e.config.value("name", Json()) == name) owner = &e;
+  if (!owner) {
+    std::string names;
+    for (const auto& [n, where] : used) names += (names.empty() ? "" : ", ") + n;
+    cx_.pr.add(cp, "expected the name of an earlier layer of this model (" +
+                       (names.empty() ? std::string("none yet") : names) +
+                       ") to call again with its weights, got " + show(name));
+    return;
+  }
+  out.push_back(Json{{"call", name}});
+  LayerEntry e{owner->class_name, owner->config, cx_.pr.where(cp)};
+  e.call = name.get<std::string>();
+  s.layers.push_back(std::move(e));
+}
+
 void ModelBuilder::layers(const Json& list, const std::string& path, ModelSpec& s, Json& ex) {
   if (!list.is_array() || list.empty()) {
     cx_.pr.add(path, "expected a non-empty list of layers such as [Flatten: {}, Dense: {units: " +
@@ -382,6 +404,10 @@ void ModelBuilder::layers(const Json& list, const std::string& path, ModelSpec& 
     const Json& item = list[j];
     std::string cls;
     Json cfg;
+    if (item.is_object() && item.size() == 1 && item.begin().key() == "call") {
+      call_layer(item["call"], child_path(ip, "call"), used, s, out);
+      continue;
+    }
     if (item.is_string()) {  // "- Flatten" is short for "- Flatten: {}"
       cls = item.get<std::string>();
     } else if (item.is_object() && item.size() == 1) {

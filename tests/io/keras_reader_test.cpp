@@ -228,7 +228,10 @@ TEST(KerasImport, RejectsUnsupportedOptionNamingLayerAndKey) {
   EXPECT_NE(msg.find("kernel_constraint"), std::string::npos) << msg;
 }
 
-TEST(KerasImport, RejectsSharedLayer) {
+// A layer called twice (here on its own output) is one layer whose second call shares its
+// weights (issue 35; it used to be refused); a node index that is not one of its calls is
+// refused naming the layer and the calls it has.
+TEST(KerasImport, LoadsASharedLayerAndRefusesANodeItDoesNotHave) {
   const Json dense = {
       {"class_name", "Dense"},
       {"name", "shared"},
@@ -238,14 +241,22 @@ TEST(KerasImport, RejectsSharedLayer) {
                    {"name", "in"},
                    {"config", {{"batch_input_shape", {nullptr, 4}}, {"name", "in"}}},
                    {"inbound_nodes", Json::array()}};
-  const Json m = {{"class_name", "Functional"},
-                  {"config",
-                   {{"name", "f"},
-                    {"layers", {in, dense}},
-                    {"input_layers", {{"in", 0, 0}}},
-                    {"output_layers", {{"shared", 1, 0}}}}}};
-  const std::string msg = file_error_of([&] { load_keras_model(write_json("shared", m)); });
-  EXPECT_NE(msg.find("layer 'shared' (Dense) is called 2 times"), std::string::npos) << msg;
+  Json m = {{"class_name", "Functional"},
+            {"config",
+             {{"name", "f"},
+              {"layers", {in, dense}},
+              {"input_layers", {{"in", 0, 0}}},
+              {"output_layers", {{"shared", 1, 0}}}}}};
+  const LoadedModel lm = load_keras_model(write_json("shared", m));
+  ASSERT_EQ(lm.model->num_layers(), 2u);
+  EXPECT_EQ(lm.model->shares(1), 0);
+  EXPECT_EQ(lm.model->layer_inputs(1), std::vector<int>{1});
+  EXPECT_EQ(lm.model->output_node(0), 2);
+  EXPECT_EQ(lm.model->trainable_params(), 4u * 4 + 4);
+  m["config"]["output_layers"][0][1] = 3;
+  const std::string msg = file_error_of([&] { load_keras_model(write_json("shared_bad", m)); });
+  EXPECT_NE(msg.find("uses node 3 of layer 'shared', which is called 2 times"), std::string::npos)
+      << msg;
 }
 
 TEST(KerasImport, RejectsSubclassedModel) {

@@ -13,6 +13,7 @@
 #include "io/keras/keras_writer.h"
 #include "io/model_summary.h"
 #include "io_test_util.h"
+#include "layers/registry.h"
 #include "platform/files.h"
 #include "platform/zip_archive.h"
 
@@ -307,4 +308,51 @@ TEST(RealFileMultiIo, TwoOutputPlanTrainsAndWritesKerasAndH5) {
 }
 
 }  // namespace
+// The three-input model of issue 35: one Embedding reached from two inputs (a shared layer)
+// and a float input. predict checks both id inputs, each against the Embedding's bound, and
+// names the file and row of a bad id in the second.
+TEST(SharedEmbedding, PredictChecksEveryInputReadAsIds) {
+  const std::string dir = test::scratch_dir("predict_shared_embedding");
+  auto layer = [](const char* cls, Json cfg, const char* name) {
+    return make_layer(cls, cfg, ConfigMode::kPlan, name);
+  };
+  std::vector<ModelNode> nodes;
+  nodes.push_back({layer("Embedding", {{"input_dim", 10}, {"output_dim", 2}}, "emb"), {0}});
+  nodes.push_back(
+      {layer("Embedding", {{"input_dim", 10}, {"output_dim", 2}}, "emb"), {1}, {}, {}, 0});
+  nodes.push_back({layer("Flatten", Json::object(), "fa"), {3}});
+  nodes.push_back({layer("Flatten", Json::object(), "fb"), {4}});
+  nodes.push_back({layer("Concatenate", Json::object(), "cat"), {5, 6, 2}});
+  nodes.push_back({layer("Dense", {{"units", 1}}, "out"), {7}});
+  const Model m("three", std::vector<ModelInput>{{"a", Shape{2}}, {"b", Shape{2}}, {"x", Shape{3}}},
+                std::move(nodes), std::vector<int>{8});
+  ASSERT_EQ(m.id_inputs().size(), 2u);
+  std::vector<float> params(m.trainable_params() + m.non_trainable_params(), 0.25f);
+  save_keras(dir + "/m.keras", m, params.data());
+  auto ids = [&](const std::string& name, int32_t bad) {
+    Array a = Array::zeros(DType::kI32, Shape{3, 2});
+    auto* v = static_cast<int32_t*>(a.mutable_data());
+    for (int i = 0; i < 6; ++i) v[i] = i % 10;
+    v[3] = bad;  // row 1
+    save_npy(dir + "/" + name, a);
+    return dir + "/" + name;
+  };
+  Array x = Array::zeros(DType::kF32, Shape{3, 3});
+  save_npy(dir + "/x.npy", x);
+  const std::string a = ids("a.npy", 4), good = ids("b.npy", 9), bad = ids("b_bad.npy", 12);
+  EXPECT_EQ(run_cli({"predict", dir + "/m.keras", "--x", a, "--x", good, "--x", dir + "/x.npy",
+                     "--out", dir + "/p.npy"}),
+            0);
+  std::string msg;
+  try {
+    run_cli({"predict", dir + "/m.keras", "--x", a, "--x", bad, "--x", dir + "/x.npy", "--out",
+             dir + "/p.npy"});
+  } catch (const DataError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("row 1 of '" + bad + "' holds 12, not an id the Embedding 'emb' has"),
+            std::string::npos)
+      << msg;
+}
+
 }  // namespace nnfleet

@@ -203,6 +203,7 @@ std::vector<float> random_params(const Model& model, Rng& rng) {
   size_t t = 0, f = model.trainable_params();
   for (size_t l = 0; l < model.num_layers(); ++l)
     for (const ParamSpec& p : model.planned(l).params) {
+      if (model.shares(l) >= 0) break;  // a shared layer's further call: its owner's weights
       size_t& off = p.trainable ? t : f;
       for (int64_t i = 0; i < p.shape.size(); ++i)
         params[off + static_cast<size_t>(i)] =
@@ -625,6 +626,101 @@ TEST(RealFileOnnxExport, SolarTransformerAttentionAgreesWithOnnxRuntime) {
   const std::string dir = test::scratch_dir("onnx_solar");
   expect_readers_accept(
       dir, {make_case(dir, stem, lm.model, lm.params.data(), {v}, static_cast<int>(x.rows()))});
+}
+// a [3] and b [3] -> Dense(2, tanh) and BatchNormalization, each applied to both inputs
+// (shared: one layer called twice; or two layers with their own weights) -> Concatenate -> Dense.
+std::shared_ptr<const Model> siamese(bool shared) {
+  std::vector<ModelNode> nodes;
+  auto layer = [](const char* cls, Json cfg, const char* name) {
+    return make_layer(cls, cfg, ConfigMode::kPlan, name);
+  };
+  const Json dense = {{"units", 2}, {"activation", "tanh"}};
+  nodes.push_back({layer("Dense", dense, "dense"), {0}});
+  nodes.push_back(
+      {layer("Dense", dense, shared ? "dense" : "dense_1"), {1}, {}, {}, shared ? 0 : -1});
+  nodes.push_back({layer("BatchNormalization", Json::object(), "bn"), {2}});
+  nodes.push_back({layer("BatchNormalization", Json::object(), shared ? "bn" : "bn_1"),
+                   {3},
+                   {},
+                   {},
+                   shared ? 2 : -1});
+  nodes.push_back({layer("Concatenate", Json::object(), "cat"), {4, 5}});
+  nodes.push_back({layer("Dense", {{"units", 1}}, "out"), {6}});
+  return std::make_shared<const Model>("siamese",
+                                       std::vector<ModelInput>{{"a", Shape{3}}, {"b", Shape{3}}},
+                                       std::move(nodes), std::vector<int>{7});
+}
+
+// "<initializers> <fewest nodes reading one of the shared layers' initializers>" of an ONNX
+// file, read by python3-onnx.
+std::string initializer_use(const std::string& dir, const std::string& onnx) {
+  const std::string script = dir + "/uses.py", out = dir + "/uses.txt";
+  test::write_text(script,
+                   "import onnx, sys\n"
+                   "g = onnx.load(sys.argv[1]).graph\n"
+                   "uses = {i.name: 0 for i in g.initializer}\n"
+                   "for n in g.node:\n"
+                   "    for x in n.input:\n"
+                   "        if x in uses: uses[x] += 1\n"
+                   "mine = [u for k, u in uses.items() if k.startswith(('dense/', 'bn/'))]\n"
+                   "print(len(uses), min(mine) if mine else 0)\n");
+  const std::string cmd = "/usr/bin/python3 '" + script + "' '" + onnx + "' > '" + out + "' 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << test::read_text(out);
+  std::string s = test::read_text(out);
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// A shared layer's weights are exported once: one initializer read by the nodes of every call
+// (the unshared model, with the same numbers in both copies, has one per copy); both readers
+// agree with nnfleet, on it and on the next/ real file whose nested encoder is shared by three
+// inputs.
+TEST(OnnxExport, SharedLayerWeightsAreOneInitializerUsedByEveryCall) {
+  const std::string dir = test::scratch_dir("onnx_shared_layers");
+  const auto shared = siamese(true), apart = siamese(false);
+  Rng rng(5);
+  const std::vector<float> p = random_params(*shared, rng);
+  // The unshared model's weights: dense, dense_1 (the same), then bn, bn_1 (the same), out.
+  const size_t dense = 3 * 2 + 2, gb = 2 * 2, stats = 2 * 2, out = 2 * 2 + 1;
+  std::vector<float> q;
+  q.insert(q.end(), p.begin(), p.begin() + dense);
+  q.insert(q.end(), p.begin(), p.begin() + dense);
+  q.insert(q.end(), p.begin() + dense, p.begin() + dense + gb);
+  q.insert(q.end(), p.begin() + dense, p.begin() + dense + gb);
+  q.insert(q.end(), p.begin() + dense + gb, p.begin() + dense + gb + out);
+  const size_t f = dense + gb + out;
+  q.insert(q.end(), p.begin() + f, p.begin() + f + stats);
+  q.insert(q.end(), p.begin() + f, p.begin() + f + stats);
+  ASSERT_EQ(p.size(), f + stats);
+  ASSERT_EQ(q.size(), apart->trainable_params() + apart->non_trainable_params());
+  std::vector<std::vector<float>> x(2, std::vector<float>(4 * 3));
+  for (auto& v : x)
+    for (auto& val : v) val = draw(rng);
+  std::vector<OrtCase> cases;
+  cases.push_back(make_case(dir, "shared", shared, p.data(), x, 4));
+  cases.push_back(make_case(dir, "apart", apart, q.data(), x, 4));
+  const std::string s = initializer_use(dir, cases[0].onnx),
+                    a = initializer_use(dir, cases[1].onnx);
+  const int n_shared = std::stoi(s.substr(0, s.find(' ')));
+  const int n_apart = std::stoi(a.substr(0, a.find(' ')));
+  EXPECT_GT(n_apart, n_shared) << s << " / " << a;
+  // Each initializer of the shared layers is read by the nodes of both calls.
+  EXPECT_EQ(std::stoi(s.substr(s.find(' ') + 1)), 2 * std::stoi(a.substr(a.find(' ') + 1)))
+      << s << " / " << a;
+  const std::string stem = "birdsong_triplet_shared_tf250";
+  const std::string next = test::real_models_dir() + "/next";
+  if (std::filesystem::exists(next + "/" + stem + ".h5")) {
+    const LoadedModel lm = load_keras_model(next + "/" + stem + ".h5");
+    std::vector<std::vector<float>> xs;
+    for (int k = 0; k < 3; ++k) {
+      const Array arr =
+          load_npy(next + "/expected/" + stem + ".input" + std::to_string(k) + ".npy");
+      xs.emplace_back(static_cast<const float*>(arr.data()),
+                      static_cast<const float*>(arr.data()) + arr.shape().size());
+    }
+    cases.push_back(make_case(dir, stem, lm.model, lm.params.data(), xs, 2));
+  }
+  expect_readers_accept(dir, cases);
 }
 
 }  // namespace

@@ -37,6 +37,11 @@ std::shared_ptr<const Model> apply_fine_tuning(const ModelSpec& spec,
   std::vector<std::string> tops;  // Keras's model.layers, without the input
   std::vector<size_t> top_of(L);
   for (size_t i = 0; i < L; ++i) {
+    // A shared layer's further call is its layer's entry (Keras lists a shared layer once).
+    if (const int o = m.shares(i); o >= 0) {
+      top_of[i] = top_of[static_cast<size_t>(o)];
+      continue;
+    }
     const std::string t = top_name(m, i);
     if (tops.empty() || tops.back() != t) tops.push_back(t);
     top_of[i] = tops.size() - 1;

@@ -184,11 +184,10 @@ struct Batcher {
     const bool of_test = &xy != &data.train;
     NNFLEET_CHECK(n <= batch && net.model().num_inputs() == data.num_x() &&
                   targets.size() == data.num_y());
-    const Model::IdInput& ids = net.model().id_input();
     for (size_t i = 0; i < data.num_x(); ++i) {
       gather_rows(data.x(i, of_test), rows, n, data.scale, net.input(i));
-      if (ids.limit > 0 && ids.input == i && !ids_in_range(net.input(i), rows, n, of_test, ids))
-        return false;
+      const Model::IdInput* ids = net.model().id_input_of(i);
+      if (ids && !ids_in_range(net.input(i), rows, n, of_test, *ids)) return false;
     }
     for (size_t j = 0; j < targets.size(); ++j) {
       const Array& y = data.y(j, of_test);
@@ -305,6 +304,22 @@ std::shared_ptr<const Model> build_model(const ModelSpec& spec, const Shape& inp
   // Training keys (regularizers, constraints, trainable) stay with the node (layer_training.h).
   std::vector<ModelNode> nodes;
   for (size_t i = 0; i < spec.layers.size(); ++i) {
+    if (!spec.layers[i].call.empty()) {
+      // "- call: name": the same layer again (load_plan checked that it names an earlier one).
+      size_t owner = 0;
+      while (owner < i && (!spec.layers[owner].call.empty() ||
+                           nodes[owner].layer->name() != spec.layers[i].call))
+        ++owner;
+      NNFLEET_CHECK(owner < i);
+      const Layer& first = *nodes[owner].layer;
+      nodes.push_back(
+          {make_layer(first.class_name(), first.keras_config(), ConfigMode::kKeras, first.name()),
+           {static_cast<int>(i)},
+           {},
+           {},
+           static_cast<int>(owner)});
+      continue;
+    }
     auto [layer, training] =
         make_layer_with_training(spec.layers[i].class_name, spec.layers[i].config,
                                  ConfigMode::kPlan, "layer_" + std::to_string(i));

@@ -22,6 +22,8 @@ namespace {
 constexpr int kMaxDepth = limits::kMaxModelNesting;
 // More model inputs than this is treated as a malformed file.
 constexpr size_t kMaxInputs = 64;
+// More calls of one shared layer than this is treated as a malformed file.
+constexpr int kMaxCalls = 4096;
 
 bool is_model_class(const std::string& c) {
   return c == "Sequential" || c == "Functional" || c == "Model";
@@ -91,6 +93,7 @@ std::string keras3_weight_path(const std::string& path, const std::string& cls) 
 struct TensorRef {
   std::string name;
   int index = 0;
+  int node = 0;  // which call of the layer made it (Keras's node index)
 };
 
 struct PendingNode {
@@ -101,6 +104,7 @@ struct PendingNode {
   bool frozen = false;       // trainable: false here or on an enclosing model
   std::string path, path_by_name;
   LayerTraining training;
+  int shares = -1;  // a further call of a shared layer: the node of its first call
 };
 
 // One layer entry of a config: {"class_name", "config", ["name"], ["inbound_nodes"], ...}.
@@ -140,7 +144,7 @@ class Builder {
     for (auto& n : nodes_) {
       g.weight_paths.push_back(n.path);
       g.weight_paths_by_name.push_back(n.path_by_name);
-      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training), n.tensors});
+      nodes.push_back({std::move(n.layer), n.inputs, std::move(n.training), n.tensors, n.shares});
     }
     if (nodes.empty()) fail("the model has no layers between its input and its output");
     try {
@@ -159,6 +163,7 @@ class Builder {
     }
     for (int pass = 0; pass < 2; ++pass)
       for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (nodes_[i].shares >= 0) continue;  // a shared layer's weights are its first call's
         const auto& specs = g.model->planned(i).params;
         for (size_t j = 0; j < specs.size(); ++j)
           // A frozen layer's weights all count as non-trainable in Keras's weight lists.
@@ -356,20 +361,29 @@ class Builder {
   }
 
   int add_layer(const LayerJson& d, std::vector<int> inputs, int entry, const std::string& path,
-                const std::string& path_by_name, std::vector<int> tensors = {}) {
+                const std::string& path_by_name, std::vector<int> tensors = {}, int shares = -1) {
     if (!find_layer_kind(d.cls))
       fail("layer '" + d.name + "' has class '" + d.cls +
            "', which nnfleet does not support; expected one of " + supported_classes() +
            near_miss(d.cls, layer_class_names()));
     std::string name = d.name;
     Json cfg = with_assets(normalize_layer_config(d.config), d.cls, path);
-    if (names_.count(name)) {
+    // In a further call of a nested model, its k-th new layer is a call of the first's k-th.
+    if (shares < 0 && share_from_ >= 0)
+      shares = share_from_ + static_cast<int>(nodes_.size()) - share_start_;
+    while (shares >= 0 && nodes_[static_cast<size_t>(shares)].shares >= 0)
+      shares = nodes_[static_cast<size_t>(shares)].shares;
+    if (shares >= 0) {
+      // The same layer again: its first call's (possibly made unique) name.
+      name = nodes_[static_cast<size_t>(shares)].layer->name();
+      if (cfg.is_object()) cfg["name"] = name;
+    } else if (names_.count(name)) {
       // A layer of a nested model may reuse an outer name; keep names unique in the flat graph.
       std::string base = name;
       for (int i = 1; names_.count(name); ++i) name = base + "_" + std::to_string(i);
       if (cfg.is_object()) cfg["name"] = name;
     }
-    names_.insert(name);
+    if (shares < 0) names_.insert(name);
     std::unique_ptr<Layer> layer;
     LayerTraining training;
     try {
@@ -384,7 +398,7 @@ class Builder {
     if (tensors.empty()) tensors.assign(inputs.size(), 0);
     nodes_.push_back({std::move(layer), std::move(inputs), std::move(tensors), entry, frozen,
                       keras3_weight_path(path, d.cls), keras3_weight_path(path_by_name, d.cls),
-                      std::move(training)});
+                      std::move(training), shares});
     return num_inputs_ + static_cast<int>(nodes_.size()) - 1;
   }
 
@@ -482,7 +496,8 @@ class Builder {
   // index (a layer's extra output, e.g. a recurrent layer's returned state) goes to `indices`
   // when given; otherwise only the first output of a layer is accepted.
   std::vector<std::string> tensor_refs(const Json& cfg, const char* key,
-                                       std::vector<int>* indices = nullptr) const {
+                                       std::vector<int>* indices = nullptr,
+                                       std::vector<int>* nodes = nullptr) const {
     std::vector<std::string> out;
     if (!cfg.contains(key)) fail("a Functional model has no " + std::string(key));
     const Json& v = cfg[key];
@@ -495,6 +510,7 @@ class Builder {
         fail(std::string(key) + " names output " + r[2].dump() + " of layer '" +
              r[0].get<std::string>() + "'; expected the first output of each layer here");
       if (indices) indices->push_back(k);
+      if (nodes) nodes->push_back(r.size() >= 2 ? node_index(r[1], who) : 0);
       out.push_back(r[0].get<std::string>());
     };
     if (v.is_array() && !v.empty() && v[0].is_string()) {
@@ -517,6 +533,15 @@ class Builder {
     return static_cast<int>(*i);
   }
 
+  // A node index: which call of a layer (shared layers are called several times).
+  int node_index(const Json& k, const std::string& who) const {
+    const std::optional<int64_t> i = config_int(k, 0);
+    if (!i || *i > kMaxCalls)
+      fail(who + " uses node index " + k.dump() + "; expected an integer in [0, " +
+           std::to_string(kMaxCalls) + "]");
+    return static_cast<int>(*i);
+  }
+
   void collect_tensors(const Json& v, std::vector<TensorRef>& names, int depth) const {
     if (depth > 8) return;
     if (v.is_object()) {
@@ -525,7 +550,8 @@ class Builder {
         const Json h = c.is_object() ? c.value("keras_history", Json()) : Json();
         if (!h.is_array() || h.size() < 3 || !h[0].is_string())
           fail("a Keras tensor has no keras_history [\"name\", node, tensor]: " + v.dump());
-        names.push_back({h[0].get<std::string>(), tensor_index(h[2], "a Keras tensor")});
+        names.push_back({h[0].get<std::string>(), tensor_index(h[2], "a Keras tensor"),
+                         node_index(h[1], "a Keras tensor")});
         return;
       }
       for (const auto& [k, x] : v.items()) collect_tensors(x, names, depth + 1);
@@ -534,26 +560,32 @@ class Builder {
     }
   }
 
-  // The tensors that feed this layer, in argument order (a recurrent layer's initial states
-  // last).
-  std::vector<TensorRef> inbound(const Json& l, const LayerJson& d) const {
-    if (is_tf_op_entry(l)) return tf_op_call(l, d).second;
+  // The tensors that feed each call of this layer (one per inbound node; a shared layer has
+  // several), in argument order (a recurrent layer's initial states last).
+  std::vector<std::vector<TensorRef>> inbound(const Json& l, const LayerJson& d) const {
     const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
-    if (d.cls == "MultiHeadAttention") return attention_inbound(l, who);
+    if (is_tf_op_entry(l)) return {tf_op_call(l, d).second};
+    if (d.cls == "MultiHeadAttention") return {attention_inbound(l, who)};
     const Json nodes = l.value("inbound_nodes", Json());
     if (!nodes.is_array() || nodes.empty())
       fail(who + " has no inbound node; expected it to be called on a tensor");
-    if (nodes.size() > 1)
-      fail(who + " is called " + std::to_string(nodes.size()) +
-           " times (a shared layer); expected each layer to be called once");
-    const Json& node = nodes[0];
+    if (nodes.size() > static_cast<size_t>(kMaxCalls))
+      fail(who + " is called " + std::to_string(nodes.size()) + " times; expected at most " +
+           std::to_string(kMaxCalls));
+    std::vector<std::vector<TensorRef>> calls;
+    for (const Json& node : nodes) calls.push_back(inbound_node(node, who));
+    return calls;
+  }
+
+  std::vector<TensorRef> inbound_node(const Json& node, const std::string& who) const {
     std::vector<TensorRef> names;
     if (node.is_array()) {
       for (const Json& ref : node) {
         if (!ref.is_array() || ref.size() < 3 || !ref[0].is_string())
           fail(who + " has a malformed inbound node " + ref.dump() +
                "; expected [\"name\", node, tensor, {}]");
-        names.push_back({ref[0].get<std::string>(), tensor_index(ref[2], who)});
+        names.push_back(
+            {ref[0].get<std::string>(), tensor_index(ref[2], who), node_index(ref[1], who)});
       }
     } else if (node.is_object()) {
       collect_tensors(node.value("args", Json()), names, 0);
@@ -588,26 +620,95 @@ class Builder {
     }
   }
 
+  // The layers of one Functional config being read: their calls and the tensors made so far.
+  struct Scope {
+    std::string mname;
+    std::vector<LayerJson> ds;
+    std::vector<std::string> keys;
+    std::vector<int> entries;
+    std::vector<std::vector<std::vector<TensorRef>>> calls;  // per layer, per call, its inputs
+    std::map<std::string, size_t> index_of;                  // layer name -> position
+    std::vector<int> base;        // per layer, the node index of its first call in the config
+    std::vector<int> first_node;  // per layer, the node (of nodes_) its first call starts at
+    std::vector<size_t> next;     // per layer, its next call to add
+    std::map<std::pair<std::string, int>, int> tensor_of;  // (layer, call) -> tensor id
+  };
+
   // A Functional model's layers; returns its output tensors in output_layers order. At the top
   // level (input < 0) its InputLayers become the model inputs in input_layers order (not the order
-  // the config lists them in); a nested one has a single input, fed by tensor `input`.
+  // the config lists them in); a nested one has a single input, fed by tensor `input`. A layer
+  // with several inbound nodes is a shared layer: each further call becomes a node sharing the
+  // first call's weights (a nested model's further call, copies of its layers sharing them).
   std::vector<int> add_functional(const Json& cfg, int input, const std::string& prefix,
                                   const std::string& prefix_by_name, int entry, int depth) {
     if (!cfg.is_object() || !cfg.contains("layers") || !cfg["layers"].is_array())
       fail("a Functional model has no list of layers; expected \"layers\": [...]");
     const Json& layers = cfg["layers"];
-    const std::string mname = cfg.value("name", Json("model")).is_string()
-                                  ? cfg.value("name", std::string("model"))
-                                  : std::string("model");
+    Scope sc;
+    sc.mname = cfg.value("name", Json("model")).is_string()
+                   ? cfg.value("name", std::string("model"))
+                   : std::string("model");
     const auto ins = tensor_refs(cfg, "input_layers");
     // The top level's outputs may be a layer's extra outputs (an encoder's returned states).
-    std::vector<int> out_tensors;
-    const auto outs = tensor_refs(cfg, "output_layers", input < 0 ? &out_tensors : nullptr);
-    auto list = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-      return s;
-    };
+    std::vector<int> out_tensors, out_nodes;
+    const auto outs =
+        tensor_refs(cfg, "output_layers", input < 0 ? &out_tensors : nullptr, &out_nodes);
+    check_functional_ends(sc.mname, ins, outs, input);
+    std::map<std::string, int> used;
+    for (const Json& l : layers) {
+      sc.ds.push_back(describe(l));
+      // Keras 3 saves no weights for an operation, and its key takes no number from the count.
+      const bool op = is_tf_op_entry(l);
+      if (op) sc.ds.back() = tf_op_call(l, sc.ds.back()).first;
+      sc.keys.push_back(op ? sc.ds.back().name
+                           : unique_key(used, keras_snake_case(sc.ds.back().cls)));
+      sc.entries.push_back(entry >= 0 ? entry : new_entry(sc.ds.back().name, sc.ds.back().cls));
+    }
+    add_functional_inputs(sc, ins, input);
+    plan_calls(sc, layers, outs, out_nodes);
+    // Resolve calls once their inputs exist (configs are normally in topological order), one
+    // call per layer and pass: a nested model called on three inputs becomes three copies one
+    // after the other, in the order the file was made in and written back in.
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (size_t i = 0; i < sc.ds.size(); ++i)
+        if (sc.next[i] < sc.calls[i].size() && add_call(sc, i, prefix, prefix_by_name, depth))
+          progress = true;
+    }
+    for (size_t i = 0; i < sc.ds.size(); ++i)
+      if (sc.next[i] < sc.calls[i].size()) {
+        std::string missing;
+        for (const auto& r : sc.calls[i][sc.next[i]])
+          if (tensor_of_ref(sc, r, "") < 0) missing = r.name;
+        fail("layer '" + sc.ds[i].name + "' of model '" + sc.mname + "' takes its input from '" +
+             missing + "', which is not defined before it (or the graph has a cycle)");
+      }
+    std::vector<int> out_ids;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const std::string& o = outs[j];
+      const std::string who = "the output '" + o + "' of model '" + sc.mname + "'";
+      const int id = tensor_of_ref(sc, {o, 0, out_nodes[j]}, who);
+      if (id < 0) fail(who + " is not one of its layers");
+      if (id < num_inputs_) fail(who + " is an input; expected the output of a layer");
+      if (!out_tensors.empty() && out_tensors[j] != 0 &&
+          is_model_class(sc.ds[sc.index_of.at(o)].cls))
+        fail(who + " is output " + std::to_string(out_tensors[j]) +
+             " of a nested model, which has one");
+      out_ids.push_back(id);
+    }
+    if (input < 0) out_tensors_ = out_tensors;
+    return out_ids;
+  }
+
+  static std::string join_names(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  }
+
+  void check_functional_ends(const std::string& mname, const std::vector<std::string>& ins,
+                             const std::vector<std::string>& outs, int input) {
+    const auto list = join_names;
     if (ins.empty() || outs.empty())
       fail("model '" + mname + "' has " + std::to_string(ins.size()) + " input(s) and " +
            std::to_string(outs.size()) + " output(s); expected at least one of each");
@@ -624,102 +725,119 @@ class Builder {
       num_inputs_ = static_cast<int>(ins.size());
       inputs_.assign(ins.size(), ModelInput{});
     }
-    const size_t n = layers.size();
-    std::vector<LayerJson> ds;
-    std::vector<std::string> keys;
-    std::vector<int> entries;
-    std::map<std::string, int> used;
-    for (const Json& l : layers) {
-      ds.push_back(describe(l));
-      // Keras 3 saves no weights for an operation, and its key takes no number from the count.
-      const bool op = is_tf_op_entry(l);
-      if (op) ds.back() = tf_op_call(l, ds.back()).first;
-      keys.push_back(op ? ds.back().name : unique_key(used, keras_snake_case(ds.back().cls)));
-      entries.push_back(entry >= 0 ? entry : new_entry(ds.back().name, ds.back().cls));
-    }
-    std::map<std::string, int> tensor_of;
-    std::vector<bool> done(n, false);
-    for (size_t i = 0; i < n; ++i) {
-      if (ds[i].cls != "InputLayer") continue;
-      done[i] = true;
-      const auto pos = std::find(ins.begin(), ins.end(), ds[i].name);
+  }
+
+  // The InputLayers: model inputs at the top level, the tensor `input` in a nested model.
+  void add_functional_inputs(Scope& sc, const std::vector<std::string>& ins, int input) {
+    for (size_t i = 0; i < sc.ds.size(); ++i)
+      if (!sc.index_of.emplace(sc.ds[i].name, i).second)
+        fail("model '" + sc.mname + "' has two layers named '" + sc.ds[i].name + "'");
+    for (size_t i = 0; i < sc.ds.size(); ++i) {
+      const LayerJson& d = sc.ds[i];
+      if (d.cls != "InputLayer") continue;
+      const auto pos = std::find(ins.begin(), ins.end(), d.name);
       if (pos == ins.end())
-        fail("InputLayer '" + ds[i].name + "' of model '" + mname +
-             "' is not one of its inputs; expected one of " + list(ins));
-      if (tensor_of.count(ds[i].name))
-        fail("model '" + mname + "' has two layers named '" + ds[i].name + "'");
+        fail("InputLayer '" + d.name + "' of model '" + sc.mname +
+             "' is not one of its inputs; expected one of " + join_names(ins));
       if (input < 0) {
         const size_t k = static_cast<size_t>(pos - ins.begin());
-        use_data_shape(k, ds[i].name);
-        if (!input_from(ds[i].config, ds[i].name, inputs_[k]))
-          fail("InputLayer '" + ds[i].name + "' has no batch_shape or batch_input_shape");
-        tensor_of[ds[i].name] = static_cast<int>(k);
+        use_data_shape(k, d.name);
+        if (!input_from(d.config, d.name, inputs_[k]))
+          fail("InputLayer '" + d.name + "' has no batch_shape or batch_input_shape");
+        sc.tensor_of[{d.name, 0}] = static_cast<int>(k);
       } else {
-        tensor_of[ds[i].name] = input;
+        sc.tensor_of[{d.name, 0}] = input;
       }
     }
     for (const auto& in : ins)
-      if (!tensor_of.count(in))
-        fail("the input '" + in + "' of model '" + mname + "' is not one of its InputLayers");
-    // Resolve layers once their inputs exist (configs are normally in topological order).
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (size_t i = 0; i < n; ++i) {
-        if (done[i]) continue;
-        const auto names = inbound(layers[i], ds[i]);
-        std::vector<int> in, tensors;
-        for (const auto& nm : names) {
-          auto it = tensor_of.find(nm.name);
-          if (it == tensor_of.end()) break;
-          in.push_back(it->second);
-          tensors.push_back(nm.index);
-        }
-        if (in.size() != names.size()) continue;
-        if (tensor_of.count(ds[i].name))
-          fail("model '" + mname + "' has two layers named '" + ds[i].name + "'");
-        const std::string path = prefix + "layers/" + keys[i];
-        const std::string pbn = prefix_by_name + "layers/" + ds[i].name;
-        int out;
-        if (is_model_class(ds[i].cls)) {
-          if (in.size() != 1 || tensors[0] != 0)
-            fail("nested model '" + ds[i].name + "' is called on " + std::to_string(in.size()) +
-                 " tensors; expected one, the first output of a layer");
-          out = add_model(ds[i].cls, ds[i].config, in[0], path + "/", pbn + "/", entries[i],
-                          depth + 1);
-        } else {
-          out = add_layer(ds[i], std::move(in), entries[i], path, pbn, std::move(tensors));
-        }
-        tensor_of[ds[i].name] = out;
-        done[i] = true;
-        progress = true;
-      }
-    }
+      if (!sc.tensor_of.count({in, 0}))
+        fail("the input '" + in + "' of model '" + sc.mname + "' is not one of its InputLayers");
+  }
+
+  // Each layer's calls, and how the config numbers them. A nested model's node 0 is its own
+  // build on its Input, which Keras leaves out of the outer config (tf.keras and Keras 3
+  // functional.py, _should_skip_first_node): its calls there are nodes 1, 2, ...; a layer's are
+  // 0, 1, .... Which one a file uses shows in the highest node index referring to it.
+  void plan_calls(Scope& sc, const Json& layers, const std::vector<std::string>& outs,
+                  const std::vector<int>& out_nodes) {
+    const size_t n = sc.ds.size();
+    sc.calls.assign(n, {});
+    sc.base.assign(n, 0);
+    sc.first_node.assign(n, -1);
+    sc.next.assign(n, 0);
+    std::vector<int> most(n, -1);
+    auto note = [&](const std::string& name, int node) {
+      auto it = sc.index_of.find(name);
+      if (it != sc.index_of.end()) most[it->second] = std::max(most[it->second], node);
+    };
     for (size_t i = 0; i < n; ++i)
-      if (!done[i]) {
-        std::string missing;
-        for (const auto& nm : inbound(layers[i], ds[i]))
-          if (!tensor_of.count(nm.name)) missing = nm.name;
-        fail("layer '" + ds[i].name + "' of model '" + mname + "' takes its input from '" +
-             missing + "', which is not defined before it (or the graph has a cycle)");
-      }
-    std::vector<int> out_ids;
-    for (size_t j = 0; j < outs.size(); ++j) {
-      const std::string& o = outs[j];
-      auto it = tensor_of.find(o);
-      if (it == tensor_of.end())
-        fail("the output '" + o + "' of model '" + mname + "' is not one of its layers");
-      if (it->second < num_inputs_)
-        fail("the output '" + o + "' of model '" + mname +
-             "' is an input; expected the output of a layer");
-      if (!out_tensors.empty() && out_tensors[j] != 0)
-        for (size_t i = 0; i < n; ++i)
-          if (ds[i].name == o && is_model_class(ds[i].cls))
-            fail("the output '" + o + "' of model '" + mname + "' is output " +
-                 std::to_string(out_tensors[j]) + " of a nested model, which has one");
-      out_ids.push_back(it->second);
+      if (sc.ds[i].cls != "InputLayer") sc.calls[i] = inbound(layers[i], sc.ds[i]);
+    for (const auto& layer_calls : sc.calls)
+      for (const auto& call : layer_calls)
+        for (const TensorRef& r : call) note(r.name, r.node);
+    for (size_t j = 0; j < outs.size(); ++j) note(outs[j], out_nodes[j]);
+    for (size_t i = 0; i < n; ++i)
+      if (is_model_class(sc.ds[i].cls) && most[i] == static_cast<int>(sc.calls[i].size()))
+        sc.base[i] = 1;
+  }
+
+  // The tensor a reference names (-1 while its call is not added yet, or when it names no
+  // layer); fails, naming `who`, for a node index that is not a call of the layer.
+  int tensor_of_ref(const Scope& sc, const TensorRef& r, const std::string& who) const {
+    auto it = sc.index_of.find(r.name);
+    if (it == sc.index_of.end()) return -1;
+    const size_t j = it->second;
+    const int ncalls = static_cast<int>(sc.calls[j].size());
+    int call = 0;
+    if (ncalls > 1) {  // a layer called once: any index names it (as before shared layers)
+      call = r.node - sc.base[j];
+      if (call < 0 || call >= ncalls)
+        fail(who + " uses node " + std::to_string(r.node) + " of layer '" + r.name +
+             "', which is called " + std::to_string(ncalls) + " times; expected a node index " +
+             "from " + std::to_string(sc.base[j]) + " to " +
+             std::to_string(sc.base[j] + ncalls - 1));
     }
-    if (input < 0) out_tensors_ = out_tensors;
-    return out_ids;
+    auto t = sc.tensor_of.find({r.name, call});
+    return t == sc.tensor_of.end() ? -1 : t->second;
+  }
+
+  // Adds layer i's next call when its inputs exist; false when they do not yet.
+  bool add_call(Scope& sc, size_t i, const std::string& prefix, const std::string& prefix_by_name,
+                int depth) {
+    const LayerJson& d = sc.ds[i];
+    const size_t c = sc.next[i];
+    const std::string who = "layer '" + d.name + "' (" + d.cls + ")";
+    std::vector<int> in, tensors;
+    for (const auto& r : sc.calls[i][c]) {
+      const int id = tensor_of_ref(sc, r, who);
+      if (id < 0) return false;
+      in.push_back(id);
+      tensors.push_back(r.index);
+    }
+    const std::string path = prefix + "layers/" + sc.keys[i];
+    const std::string pbn = prefix_by_name + "layers/" + d.name;
+    const int start = static_cast<int>(nodes_.size());
+    int out;
+    if (is_model_class(d.cls)) {
+      if (in.size() != 1 || tensors[0] != 0)
+        fail("nested model '" + d.name + "' is called on " + std::to_string(in.size()) +
+             " tensors; expected one, the first output of a layer");
+      const int saved_from = share_from_, saved_start = share_start_;
+      if (c > 0) {
+        share_from_ = sc.first_node[i];
+        share_start_ = start;
+      }
+      out = add_model(d.cls, d.config, in[0], path + "/", pbn + "/", sc.entries[i], depth + 1);
+      share_from_ = saved_from;
+      share_start_ = saved_start;
+    } else {
+      out = add_layer(d, std::move(in), sc.entries[i], path, pbn, std::move(tensors),
+                      c > 0 ? sc.first_node[i] : -1);
+    }
+    if (c == 0) sc.first_node[i] = start;
+    sc.tensor_of[{d.name, static_cast<int>(c)}] = out;
+    ++sc.next[i];
+    return true;
   }
 
   // Attention layers (MultiHeadAttention) take their tensors by name: call(query, value, key=None,
@@ -883,6 +1001,9 @@ class Builder {
   std::vector<std::string> entry_names_, entry_classes_;
   std::set<std::string> names_;
   std::map<std::string, int> default_names_;
+  // While a nested model is added again (a further call): the node its first call started at,
+  // and where this call's nodes start (each new node shares the corresponding first one).
+  int share_from_ = -1, share_start_ = 0;
 };
 
 }  // namespace
@@ -938,9 +1059,15 @@ KerasGraph keras_graph_of(std::shared_ptr<const Model> model, bool functional) {
   if (functional) used["input_layer"] = 0;  // Functional.layers starts with the input
   for (size_t i = 0; i < m.num_layers(); ++i) {
     const Layer& l = m.layer(i);
+    if (const int o = m.shares(i); o >= 0) {  // the same layer again: no group of its own
+      g.weight_paths.push_back(g.weight_paths[static_cast<size_t>(o)]);
+      g.weight_paths_by_name.push_back(g.weight_paths_by_name[static_cast<size_t>(o)]);
+      continue;
+    }
     g.weight_paths.push_back(keras3_weight_path(
         "layers/" + unique_key(used, keras_snake_case(l.class_name())), l.class_name()));
     g.weight_paths_by_name.push_back(keras3_weight_path("layers/" + l.name(), l.class_name()));
+    if (m.shares(i) >= 0) continue;  // a further call: its weights are its owner's entry
     KerasGraph::Entry e{l.name(), l.class_name(), {}};
     const auto& specs = m.planned(i).params;
     for (int pass = 0; pass < 2; ++pass)
@@ -953,23 +1080,8 @@ KerasGraph keras_graph_of(std::shared_ptr<const Model> model, bool functional) {
 }
 
 std::vector<std::vector<size_t>> param_offsets(const Model& m, size_t* total) {
-  size_t trainable = 0, all = 0;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params) {
-      const size_t sz = static_cast<size_t>(p.shape.size());
-      all += sz;
-      if (p.trainable) trainable += sz;
-    }
-  std::vector<std::vector<size_t>> off(m.num_layers());
-  size_t t = 0, f = trainable;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params) {
-      const size_t sz = static_cast<size_t>(p.shape.size());
-      off[i].push_back(p.trainable ? t : f);
-      (p.trainable ? t : f) += sz;
-    }
-  if (total) *total = all;
-  return off;
+  if (total) *total = m.trainable_params() + m.non_trainable_params();
+  return param_layout(m);
 }
 
 std::vector<OptimizerVarRef> keras_optimizer_var_order(const std::vector<std::string>& slots,

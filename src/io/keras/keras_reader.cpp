@@ -301,7 +301,7 @@ void read_keras3(const h5::Group& root, const Keras3Index& index, const KerasGra
   const Model& m = *graph.model;
   const auto offsets = param_offsets(m, nullptr);
   for (size_t i = 0; i < m.num_layers(); ++i)
-    if (!m.planned(i).params.empty())
+    if (!m.planned(i).params.empty() && m.shares(i) < 0)  // a shared layer's weights: once
       read_keras3_layer(root, index, graph, i, offsets[i], params, where);
 }
 
@@ -338,13 +338,10 @@ void read_keras3_optimizer(const h5::Group& root, const Keras3Index& index, Load
   const Model& m = *lm.model;
   const auto offsets = param_offsets(m, nullptr);
   std::vector<std::pair<size_t, size_t>> vars_list;  // trainable (layer, spec) in Keras order
-  size_t n_trainable = 0;
+  const size_t n_trainable = m.trainable_params();
   for (size_t i = 0; i < m.num_layers(); ++i)
     for (size_t j = 0; j < m.planned(i).params.size(); ++j)
-      if (m.planned(i).params[j].trainable) {
-        vars_list.push_back({i, j});
-        n_trainable += static_cast<size_t>(m.planned(i).params[j].shape.size());
-      }
+      if (m.planned(i).params[j].trainable && m.shares(i) < 0) vars_list.push_back({i, j});
   const auto slots = optimizer_state_slots(spec);
   const auto order = keras_optimizer_var_order(slots, vars_list.size());
   // vars: iterations, the rate when it is a number (not a schedule), then the slots.
@@ -401,10 +398,7 @@ void read_legacy_optimizer(const h5::Group& root, LoadedModel& lm) {
     return;
   for (size_t k = 0; k < vars.size(); ++k)
     if (names[k + 1] != vars[k].name) return;
-  size_t n_trainable = 0;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params)
-      if (p.trainable) n_trainable += static_cast<size_t>(p.shape.size());
+  const size_t n_trainable = m.trainable_params();
   const auto offsets = param_offsets(m, nullptr);
   std::vector<float> state(optimizer_state_floats(spec, n_trainable), 0.0f);
   for (const LegacyOptimizerVar& v : vars) {

@@ -263,6 +263,18 @@ OJson input_layer_config(const Model& m, size_t k, bool keras3) {
 // Name of the node with id `id` (a model input or a layer; m.node_shape(id, k) gives the shape
 // of its output k).
 std::string tensor_name(const Model& m, int id) { return m.node_name(id); }
+// Keras's node index of that tensor: which call of its (shared) layer made it.
+int tensor_node(const Model& m, int id) {
+  return m.is_input(id) ? 0 : m.call_index(m.layer_of(id));
+}
+// The nodes of layer i's calls: i itself and each further call sharing its weights (Keras writes
+// one entry per layer, with an inbound node per call).
+std::vector<size_t> calls_of(const Model& m, size_t i) {
+  std::vector<size_t> v{i};
+  for (size_t c = i + 1; c < m.num_layers(); ++c)
+    if (m.shares(c) == static_cast<int>(i)) v.push_back(c);
+  return v;
+}
 
 // Whether layer i is called with initial states (inputs after its arity(): Keras's
 // initial_state, which Keras 3 passes as a keyword argument and Keras 2 as further tensors).
@@ -281,7 +293,8 @@ OJson input_refs(const Model& m) {
 OJson output_refs(const Model& m) {
   OJson a = OJson::array();
   for (size_t j = 0; j < m.num_outputs(); ++j)
-    a.push_back({m.node_name(m.output_node(j)), 0, m.output_tensor(j)});
+    a.push_back(
+        {m.node_name(m.output_node(j)), tensor_node(m, m.output_node(j)), m.output_tensor(j)});
   return a;
 }
 
@@ -333,8 +346,8 @@ OJson keras3_build_config(const Model& m, size_t i) {
   return {{"input_shape", shapes}};
 }
 
-// Keras 3's inbound_nodes of layer i in a Functional config.
-OJson keras3_inbound_nodes(const Model& m, size_t i) {
+// Keras 3's inbound node of node i's call in a Functional config.
+OJson keras3_inbound_node(const Model& m, size_t i) {
   const Layer& l = m.layer(i);
   const auto& ins = m.layer_inputs(i);
   OJson tensors = OJson::array();
@@ -346,7 +359,7 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
                         {{"shape", text ? input_batch_shape(m, static_cast<size_t>(id))
                                         : batch_shape(m.node_shape(id, k))},
                          {"dtype", text ? "string" : "float32"},
-                         {"keras_history", {tensor_name(m, id), 0, k}}}}});
+                         {"keras_history", {tensor_name(m, id), tensor_node(m, id), k}}}}});
   }
   OJson args = l.arity() == 0 ? OJson::array({tensors}) : tensors;
   OJson kwargs = OJson::object();
@@ -368,7 +381,14 @@ OJson keras3_inbound_nodes(const Model& m, size_t i) {
     args = OJson::array({tensors[0]});
     kwargs["initial_state"] = states;
   }
-  return OJson::array({{{"args", args}, {"kwargs", kwargs}}});
+  return {{"args", args}, {"kwargs", kwargs}};
+}
+
+// Keras 3's inbound_nodes of layer i: one per call.
+OJson keras3_inbound_nodes(const Model& m, size_t i) {
+  OJson nodes = OJson::array();
+  for (size_t c : calls_of(m, i)) nodes.push_back(keras3_inbound_node(m, c));
+  return nodes;
 }
 
 // Keras 3's "layers" list, as text: the inputs, then each layer's entry with the keys module,
@@ -381,6 +401,7 @@ std::string keras3_layers_text(const Model& m, bool functional) {
     t += keras3_input_entry(m, k, functional).dump();
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) continue;  // written with its layer's first call
     const Layer& l = m.layer(i);
     if (i || m.num_inputs()) t += ",";
     if (is_tf_op_layer(l)) {  // as a Keras 3 operation (keras.ops), which Keras 3 can load
@@ -556,6 +577,7 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
     if (is_tf_op_layer(m.layer(i))) continue;  // an operation, not one of model.layers
+    if (m.shares(i) >= 0) continue;            // a shared layer's weights: stored once
     const std::string key = g.weight_paths[i].substr(std::string("layers/").size());
     // A wrapper's weights live with its wrapped layer (time_distributed/layer/vars); the wrapper
     // keeps an empty vars group of its own, as Keras writes it.
@@ -582,13 +604,10 @@ std::string keras3_weights(const Model& m, const float* params, const KerasSaveI
       v.write_floats("1", {}, &lr);
     }
     std::vector<std::pair<size_t, size_t>> vars;
-    size_t n_trainable = 0;
+    const size_t n_trainable = m.trainable_params();
     for (size_t i = 0; i < m.num_layers(); ++i)
       for (size_t j = 0; j < m.planned(i).params.size(); ++j)
-        if (m.planned(i).params[j].trainable) {
-          vars.push_back({i, j});
-          n_trainable += static_cast<size_t>(m.planned(i).params[j].shape.size());
-        }
+        if (m.planned(i).params[j].trainable && m.shares(i) < 0) vars.push_back({i, j});
     const auto order = keras_optimizer_var_order(optimizer_state_slots(spec), vars.size());
     for (size_t k = 0; k < order.size(); ++k) {
       const auto [li, j] = vars[order[k].var];
@@ -652,6 +671,7 @@ OJson legacy_model_config(const Model& m, bool functional) {
     layers.push_back(in);
   }
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) continue;  // written with its layer's first call
     const Layer& l = m.layer(i);
     OJson e{{"class_name", l.class_name()}, {"config", legacy_layer_config(m, i)}};
     if (is_tf_op_layer(l)) {  // the call's arguments go to the node, as tf.keras writes them
@@ -663,17 +683,22 @@ OJson legacy_model_config(const Model& m, bool functional) {
     }
     if (functional) {
       const bool attention = is_attention_layer(l);
-      OJson refs = attention ? legacy_attention_node(m, i) : OJson::array();
-      for (size_t j = 0; !attention && j < m.layer_inputs(i).size(); ++j) {
-        const int id = m.layer_inputs(i)[j];
-        refs.push_back({tensor_name(m, id), 0, m.input_tensor(i, j), OJson::object()});
-      }
-      if (is_list_attention_layer(l)) {  // the call flags ride with the first tensor
-        Json config = l.keras_config();
-        refs[0][3] = take_attention_call(l, config);
+      OJson nodes = OJson::array();
+      for (size_t c : calls_of(m, i)) {
+        OJson refs = attention ? legacy_attention_node(m, c) : OJson::array();
+        for (size_t j = 0; !attention && j < m.layer_inputs(c).size(); ++j) {
+          const int id = m.layer_inputs(c)[j];
+          refs.push_back(
+              {tensor_name(m, id), tensor_node(m, id), m.input_tensor(c, j), OJson::object()});
+        }
+        if (is_list_attention_layer(l)) {  // the call flags ride with the first tensor
+          Json config = l.keras_config();
+          refs[0][3] = take_attention_call(l, config);
+        }
+        nodes.push_back(refs);
       }
       e["name"] = l.name();
-      e["inbound_nodes"] = OJson::array({refs});
+      e["inbound_nodes"] = nodes;
     }
     layers.push_back(e);
   }
@@ -710,10 +735,7 @@ OJson legacy_training_config(const KerasSaveInfo& info) {
 void write_legacy_optimizer(h5::Group& root, const Model& m, const KerasSaveInfo& info,
                             const std::vector<std::vector<size_t>>& offsets) {
   const OptimizerSpec& spec = *info.optimizer;
-  size_t n_trainable = 0;
-  for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const auto& p : m.planned(i).params)
-      if (p.trainable) n_trainable += static_cast<size_t>(p.shape.size());
+  const size_t n_trainable = m.trainable_params();
   h5::Group og = root.create_group("optimizer_weights");
   std::vector<std::string> names = {kLegacyIterationName};
   og.write_int64_scalar(kLegacyIterationName, info.iterations);
@@ -755,6 +777,7 @@ std::string legacy_h5(const Model& m, const float* params, const KerasSaveInfo& 
           .write_string_list_attr("weight_names", {}, h5::StrType::kFixedAscii);
     }
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) continue;  // a shared layer's weights: stored once
     const Layer& l = m.layer(i);
     names.push_back(l.name());
     h5::Group lg = mw.create_group(l.name());
@@ -812,6 +835,7 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
   const std::string cls = optimizer_class(spec.kind);
   std::vector<LegacyOptimizerVar> out;
   for (size_t i = 0; i < m.num_layers(); ++i) {
+    if (m.shares(i) >= 0) continue;  // a shared layer's variables: once
     const Layer& l = m.layer(i);
     const auto& specs = m.planned(i).params;
     const std::vector<KerasWeightPlace> places = keras_weight_places(l, specs);

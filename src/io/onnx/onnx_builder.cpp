@@ -62,17 +62,24 @@ std::string Builder::fresh(const std::string& base) {
 
 std::string Builder::weight(const std::string& base, const std::vector<int64_t>& dims,
                             const float* data) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  const std::string bytes(reinterpret_cast<const char*>(data),
+                          static_cast<size_t>(n) * sizeof(float));
+  std::vector<int>& same_base = weights_[base];
+  for (int k : same_base) {
+    const onnx::TensorProto& e = g_->initializer(k);
+    if (e.raw_data() == bytes &&
+        std::equal(e.dims().begin(), e.dims().end(), dims.begin(), dims.end()))
+      return e.name();
+  }
+  same_base.push_back(g_->initializer_size());
   onnx::TensorProto* t = g_->add_initializer();
   const std::string name = fresh(base);
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
-  int64_t count = 1;
-  for (int64_t d : dims) {
-    t->add_dims(d);
-    count *= d;
-  }
-  t->set_raw_data(
-      std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(count) * sizeof(float)));
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(bytes);
   return name;
 }
 

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,9 @@ class Builder {
   explicit Builder(onnx::GraphProto* g) : g_(g) {}
   // A fresh tensor name from `base` (the layer's name plus a suffix).
   std::string fresh(const std::string& base);
-  // A float32 initializer of `dims` holding `data` (copied); returns its name.
+  // A float32 initializer of `dims` holding `data` (copied); returns its name. The same
+  // weight asked again (same base name, dims and bytes: a shared layer's further call) is the
+  // initializer made the first time, so shared weights are stored once.
   std::string weight(const std::string& base, const std::vector<int64_t>& dims, const float* data);
   std::string weight(const std::string& base, const std::vector<int64_t>& dims,
                      const std::vector<float>& data) {
@@ -64,6 +67,7 @@ class Builder {
   onnx::GraphProto* g_;
   std::vector<std::string> used_;
   int counter_ = 0;
+  std::map<std::string, std::vector<int>> weights_;  // base name -> its initializers' indices
 };
 
 // What an exporter gets for one layer application.

@@ -87,17 +87,13 @@ std::string export_channels_first(Builder& b, const LayerNode& n, const Layer& t
   return y;
 }
 
-// Pointers to every layer's parameters in Network::params() order: all trainable ones first (in
-// layer and param_specs order), then the non-trainable ones.
+// Pointers to every layer's parameters in Network::params() order (param_layout: a shared
+// layer's further calls point at its first call's weights).
 std::vector<std::vector<const float*>> param_pointers(const Model& m, const float* params) {
-  size_t t = 0, f = m.trainable_params();
+  const auto offsets = param_layout(m);
   std::vector<std::vector<const float*>> out(m.num_layers());
   for (size_t i = 0; i < m.num_layers(); ++i)
-    for (const ParamSpec& p : m.planned(i).params) {
-      size_t& off = p.trainable ? t : f;
-      out[i].push_back(params + off);
-      off += static_cast<size_t>(p.shape.size());
-    }
+    for (size_t off : offsets[i]) out[i].push_back(params + off);
   return out;
 }
 
