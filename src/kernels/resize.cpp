@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace nnfleet {
@@ -27,32 +29,20 @@ Tap axis_tap(int o, int in, int out) {
 
 }  // namespace
 
+ResizeGeom upsample_geom(int h, int w, int c, int sh, int sw) {
+  ResizeGeom g;
+  g.h = g.ch = h;
+  g.w = g.cw = w;
+  g.c = c;
+  g.oh = h * sh;
+  g.ow = w * sw;
+  return g;
+}
+
+// The window form over the whole image, as a layer calls it with its scratch (same taps, same
+// lerp order, so the same bits).
 void resize_bilinear_forward(int n, int h, int w, int c, int sh, int sw, const float* x, float* y) {
-  const int oh = h * sh, ow = w * sw;
-  std::vector<Tap> xt(static_cast<size_t>(ow));
-  for (int ox = 0; ox < ow; ++ox) xt[static_cast<size_t>(ox)] = axis_tap(ox, w, ow);
-  for (int img = 0; img < n; ++img) {
-    const float* image = x + int64_t{img} * h * w * c;
-    for (int oy = 0; oy < oh; ++oy) {
-      const Tap ty = axis_tap(oy, h, oh);
-      const float* top = image + int64_t{ty.lo} * w * c;
-      const float* bottom = image + int64_t{ty.hi} * w * c;
-      float* out = y + ((int64_t{img} * oh + oy) * ow) * c;
-      for (int ox = 0; ox < ow; ++ox) {
-        const Tap& tx = xt[static_cast<size_t>(ox)];
-        const float* tl = top + int64_t{tx.lo} * c;
-        const float* tr = top + int64_t{tx.hi} * c;
-        const float* bl = bottom + int64_t{tx.lo} * c;
-        const float* br = bottom + int64_t{tx.hi} * c;
-        float* __restrict o = out + int64_t{ox} * c;
-        for (int ch = 0; ch < c; ++ch) {
-          const float t = tl[ch] + (tr[ch] - tl[ch]) * tx.lerp;
-          const float b = bl[ch] + (br[ch] - bl[ch]) * tx.lerp;
-          o[ch] = t + (b - t) * ty.lerp;
-        }
-      }
-    }
-  }
+  resize_forward(ResizeMethod::kBilinear, n, upsample_geom(h, w, c, sh, sw), x, y);
 }
 
 // y = (1-yl)((1-xl) tl + xl tr) + yl((1-xl) bl + xl br), so each corner gets its product of
@@ -106,12 +96,41 @@ const std::vector<float>& keys_cubic_table() {
   return table;
 }
 
-void push_tap(AxisTaps& t, int idx, float wt) {
-  t.idx.push_back(idx);
-  t.wt.push_back(wt);
-}
+// One axis's taps laid out in a float workspace: off[out + 1] and idx[taps] are ints copied in
+// and out bytewise (std::memcpy is the defined way to keep an int in float storage; it compiles to
+// a plain load or store), then wt[taps] floats. Output o reads idx/wt[off[o] .. off[o+1]).
+static_assert(sizeof(int) == sizeof(float), "an int index takes one float slot of the workspace");
+class TapTable {
+ public:
+  static size_t floats(int out, size_t taps) { return static_cast<size_t>(out) + 1 + 2 * taps; }
+  TapTable(float* base, int out, size_t taps)
+      : off_(base), idx_(base + out + 1), wt_(idx_ + taps) {}
+  int off(int o) const { return get(off_ + o); }
+  int idx(int k) const { return get(idx_ + k); }
+  float wt(int k) const { return wt_[k]; }
+  // Filling: start(), then per output its push()es and end_output().
+  void start() { put(off_, n_ = 0); }
+  void push(int idx, float wt) {
+    put(idx_ + n_, idx);
+    wt_[n_++] = wt;
+  }
+  void end_output(int o) { put(off_ + o + 1, n_); }
+  float post = 1.0f;  // a factor applied after the sum (area: the scale in / out)
 
-void bicubic_taps(AxisTaps& t, int o, int in, float scale) {
+ private:
+  static int get(const float* p) {
+    int v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  static void put(float* p, int v) { std::memcpy(p, &v, sizeof v); }
+  float* off_;
+  float* idx_;
+  float* wt_;
+  int n_ = 0;
+};
+
+void bicubic_taps(TapTable& t, int o, int in, float scale) {
   const std::vector<float>& table = keys_cubic_table();
   const float pos = (static_cast<float>(o) + 0.5f) * scale - 0.5f;
   const auto base = static_cast<int64_t>(std::floor(pos));
@@ -131,14 +150,19 @@ void bicubic_taps(AxisTaps& t, int o, int in, float scale) {
     const float inv = 1.0f / sum;
     for (float& v : w) v *= inv;
   }
-  for (int i = 0; i < 4; ++i) push_tap(t, idx[i], w[i]);
+  for (int i = 0; i < 4; ++i) t.push(idx[i], w[i]);
+}
+
+// The input cells resize_area's box [o * scale, (o + 1) * scale) covers: [start, end).
+std::pair<int64_t, int64_t> area_box(int o, float scale) {
+  const float b0 = static_cast<float>(o) * scale, b1 = static_cast<float>(o + 1) * scale;
+  return {static_cast<int64_t>(std::floor(b0)), static_cast<int64_t>(std::ceil(b1))};
 }
 
 // resize_area's weights: the fraction of input cell i inside the box [b0, b1).
-void area_taps(AxisTaps& t, int o, int in, float scale) {
+void area_taps(TapTable& t, int o, int in, float scale) {
   const float b0 = static_cast<float>(o) * scale, b1 = static_cast<float>(o + 1) * scale;
-  const auto start = static_cast<int64_t>(std::floor(b0));
-  const auto end = static_cast<int64_t>(std::ceil(b1));
+  const auto [start, end] = area_box(o, scale);
   for (int64_t i = start; i < end; ++i) {
     const auto fi = static_cast<float>(i);
     float w;
@@ -146,28 +170,48 @@ void area_taps(AxisTaps& t, int o, int in, float scale) {
       w = fi + 1 > b1 ? scale : fi + 1 - b0;
     else
       w = fi + 1 > b1 ? b1 - fi : 1.0f;
-    push_tap(t, static_cast<int>(std::min<int64_t>(i, in - 1)), w);
+    t.push(static_cast<int>(std::min<int64_t>(i, in - 1)), w);
   }
 }
 
-}  // namespace
-
-AxisTaps resize_axis_taps(ResizeMethod m, int in, int out) {
-  AxisTaps t;
+// How many taps an axis resized from `in` to `out` by `m` has (what fill_taps pushes).
+size_t tap_count(ResizeMethod m, int in, int out) {
+  const auto o = static_cast<size_t>(out);
+  switch (m) {
+    case ResizeMethod::kBilinear:
+      return 2 * o;
+    case ResizeMethod::kNearest:
+      return o;
+    case ResizeMethod::kBicubic:
+      return 4 * o;
+    case ResizeMethod::kArea:
+      break;
+  }
   const float scale = static_cast<float>(in) / static_cast<float>(out);
-  t.off.push_back(0);
+  size_t taps = 0;
+  for (int i = 0; i < out; ++i) {
+    const auto [start, end] = area_box(i, scale);
+    taps += static_cast<size_t>(std::max<int64_t>(end - start, 0));
+  }
+  return taps;
+}
+
+// Fills `t` (sized by tap_count) with the taps of resize_axis_taps's table.
+void fill_taps(ResizeMethod m, int in, int out, TapTable& t) {
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  t.start();
   for (int o = 0; o < out; ++o) {
     switch (m) {
       case ResizeMethod::kBilinear: {
         const Tap b = axis_tap(o, in, out);
-        push_tap(t, b.lo, 1.0f - b.lerp);
-        push_tap(t, b.hi, b.lerp);
+        t.push(b.lo, 1.0f - b.lerp);
+        t.push(b.hi, b.lerp);
         break;
       }
       case ResizeMethod::kNearest: {
         const float pos = (static_cast<float>(o) + 0.5f) * scale;
         const auto i = static_cast<int64_t>(std::floor(pos));
-        push_tap(t, static_cast<int>(std::clamp<int64_t>(i, 0, in - 1)), 1.0f);
+        t.push(static_cast<int>(std::clamp<int64_t>(i, 0, in - 1)), 1.0f);
         break;
       }
       case ResizeMethod::kBicubic:
@@ -177,10 +221,43 @@ AxisTaps resize_axis_taps(ResizeMethod m, int in, int out) {
         area_taps(t, o, in, scale);
         break;
     }
-    t.off.push_back(static_cast<int>(t.idx.size()));
+    t.end_output(o);
   }
-  if (m == ResizeMethod::kArea) t.post = scale;
+  t.post = m == ResizeMethod::kArea ? scale : 1.0f;
+}
+
+// The y and x tables of `g`, filled in `work` (resize_work_floats(m, g) floats).
+struct Tables {
+  TapTable y, x;
+};
+Tables fill_tables(ResizeMethod m, const ResizeGeom& g, float* work) {
+  const size_t ny = tap_count(m, g.ch, g.oh), nx = tap_count(m, g.cw, g.ow);
+  Tables t{TapTable(work, g.oh, ny), TapTable(work + TapTable::floats(g.oh, ny), g.ow, nx)};
+  fill_taps(m, g.ch, g.oh, t.y);
+  fill_taps(m, g.cw, g.ow, t.x);
   return t;
+}
+
+}  // namespace
+
+AxisTaps resize_axis_taps(ResizeMethod m, int in, int out) {
+  const size_t taps = tap_count(m, in, out);
+  std::vector<float> work(TapTable::floats(out, taps));
+  TapTable table(work.data(), out, taps);
+  fill_taps(m, in, out, table);
+  AxisTaps t;
+  for (int o = 0; o <= out; ++o) t.off.push_back(table.off(o));
+  for (int k = 0; k < static_cast<int>(taps); ++k) {
+    t.idx.push_back(table.idx(k));
+    t.wt.push_back(table.wt(k));
+  }
+  t.post = table.post;
+  return t;
+}
+
+size_t resize_work_floats(ResizeMethod m, const ResizeGeom& g) {
+  return TapTable::floats(g.oh, tap_count(m, g.ch, g.oh)) +
+         TapTable::floats(g.ow, tap_count(m, g.cw, g.ow));
 }
 
 namespace {
@@ -191,15 +268,15 @@ inline const float* window_pixel(const ResizeGeom& g, const float* x, int img, i
 }
 
 // Bilinear in TensorFlow's lerp order (resize_bilinear_op.cc's compute_lerp).
-void resize_bilinear_window(int n, const ResizeGeom& g, const AxisTaps& ty, const AxisTaps& tx,
+void resize_bilinear_window(int n, const ResizeGeom& g, const TapTable& ty, const TapTable& tx,
                             const float* x, float* y) {
   for (int img = 0; img < n; ++img)
     for (int oy = 0; oy < g.oh; ++oy) {
-      const int* iy = &ty.idx[static_cast<size_t>(2 * oy)];
-      const float yl = ty.wt[static_cast<size_t>(2 * oy + 1)];
+      const int iy[2] = {ty.idx(2 * oy), ty.idx(2 * oy + 1)};
+      const float yl = ty.wt(2 * oy + 1);
       for (int ox = 0; ox < g.ow; ++ox) {
-        const int* ix = &tx.idx[static_cast<size_t>(2 * ox)];
-        const float xl = tx.wt[static_cast<size_t>(2 * ox + 1)];
+        const int ix[2] = {tx.idx(2 * ox), tx.idx(2 * ox + 1)};
+        const float xl = tx.wt(2 * ox + 1);
         const float* tl = window_pixel(g, x, img, iy[0], ix[0]);
         const float* tr = window_pixel(g, x, img, iy[0], ix[1]);
         const float* bl = window_pixel(g, x, img, iy[1], ix[0]);
@@ -216,59 +293,68 @@ void resize_bilinear_window(int n, const ResizeGeom& g, const AxisTaps& ty, cons
 
 }  // namespace
 
-void resize_forward(ResizeMethod m, int n, const ResizeGeom& g, const float* x, float* y) {
-  const AxisTaps ty = resize_axis_taps(m, g.ch, g.oh), tx = resize_axis_taps(m, g.cw, g.ow);
+void resize_forward(ResizeMethod m, int n, const ResizeGeom& g, const float* x, float* y,
+                    float* work) {
+  const Tables t = fill_tables(m, g, work);
+  const TapTable &ty = t.y, &tx = t.x;
   if (m == ResizeMethod::kBilinear) return resize_bilinear_window(n, g, ty, tx, x, y);
   // Area's sum is divided by the box area, as one float (resize_area_op.cc's `scale`).
   const float post =
       m == ResizeMethod::kArea ? static_cast<float>(1.0 / (ty.post * tx.post)) : 1.0f;
   // Bicubic interpolates along y first, then x; area along x first (TensorFlow's kernels).
   const bool y_inner = m == ResizeMethod::kBicubic;
+  const TapTable& outer = y_inner ? tx : ty;
+  const TapTable& inner = y_inner ? ty : tx;
   for (int img = 0; img < n; ++img)
     for (int oy = 0; oy < g.oh; ++oy)
       for (int ox = 0; ox < g.ow; ++ox) {
         float* o = y + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
-        const AxisTaps& outer = y_inner ? tx : ty;
-        const AxisTaps& inner = y_inner ? ty : tx;
         const int oo = y_inner ? ox : oy, io = y_inner ? oy : ox;
+        const int a0 = outer.off(oo), a1 = outer.off(oo + 1);
+        const int b0 = inner.off(io), b1 = inner.off(io + 1);
         for (int ch = 0; ch < g.c; ++ch) {
           float sum = 0.0f;
-          for (int a = outer.off[static_cast<size_t>(oo)];
-               a < outer.off[static_cast<size_t>(oo) + 1]; ++a) {
+          for (int a = a0; a < a1; ++a) {
             float part = 0.0f;
-            for (int b = inner.off[static_cast<size_t>(io)];
-                 b < inner.off[static_cast<size_t>(io) + 1]; ++b) {
-              const int wy =
-                  y_inner ? inner.idx[static_cast<size_t>(b)] : outer.idx[static_cast<size_t>(a)];
-              const int wx =
-                  y_inner ? outer.idx[static_cast<size_t>(a)] : inner.idx[static_cast<size_t>(b)];
-              part += window_pixel(g, x, img, wy, wx)[ch] * inner.wt[static_cast<size_t>(b)];
+            for (int b = b0; b < b1; ++b) {
+              const int wy = y_inner ? inner.idx(b) : outer.idx(a);
+              const int wx = y_inner ? outer.idx(a) : inner.idx(b);
+              part += window_pixel(g, x, img, wy, wx)[ch] * inner.wt(b);
             }
-            sum += part * outer.wt[static_cast<size_t>(a)];
+            sum += part * outer.wt(a);
           }
           o[ch] = m == ResizeMethod::kArea ? sum * post : sum;
         }
       }
 }
 
-void resize_backward(ResizeMethod m, int n, const ResizeGeom& g, const float* dy, float* dx) {
-  const AxisTaps ty = resize_axis_taps(m, g.ch, g.oh), tx = resize_axis_taps(m, g.cw, g.ow);
+void resize_backward(ResizeMethod m, int n, const ResizeGeom& g, const float* dy, float* dx,
+                     float* work) {
+  const Tables t = fill_tables(m, g, work);
+  const TapTable &ty = t.y, &tx = t.x;
   const float post =
       m == ResizeMethod::kArea ? static_cast<float>(1.0 / (ty.post * tx.post)) : 1.0f;
   for (int img = 0; img < n; ++img)
     for (int oy = 0; oy < g.oh; ++oy)
-      for (int a = ty.off[static_cast<size_t>(oy)]; a < ty.off[static_cast<size_t>(oy) + 1]; ++a)
+      for (int a = ty.off(oy); a < ty.off(oy + 1); ++a)
         for (int ox = 0; ox < g.ow; ++ox) {
           const float* gr = dy + ((int64_t{img} * g.oh + oy) * g.ow + ox) * g.c;
-          for (int b = tx.off[static_cast<size_t>(ox)]; b < tx.off[static_cast<size_t>(ox) + 1];
-               ++b) {
-            const float k = ty.wt[static_cast<size_t>(a)] * tx.wt[static_cast<size_t>(b)] * post;
-            float* d = dx + (window_pixel(g, dx, img, ty.idx[static_cast<size_t>(a)],
-                                          tx.idx[static_cast<size_t>(b)]) -
-                             dx);
+          for (int b = tx.off(ox); b < tx.off(ox + 1); ++b) {
+            const float k = ty.wt(a) * tx.wt(b) * post;
+            float* d = dx + (window_pixel(g, dx, img, ty.idx(a), tx.idx(b)) - dx);
             for (int ch = 0; ch < g.c; ++ch) d[ch] += k * gr[ch];
           }
         }
+}
+
+void resize_forward(ResizeMethod m, int n, const ResizeGeom& g, const float* x, float* y) {
+  std::vector<float> work(resize_work_floats(m, g));
+  resize_forward(m, n, g, x, y, work.data());
+}
+
+void resize_backward(ResizeMethod m, int n, const ResizeGeom& g, const float* dy, float* dx) {
+  std::vector<float> work(resize_work_floats(m, g));
+  resize_backward(m, n, g, dy, dx, work.data());
 }
 
 namespace {

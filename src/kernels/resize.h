@@ -4,8 +4,12 @@
 // ImageProjectiveTransformV3). Plain loops over precomputed taps: each kernel is its own naive
 // form, so it has no separate _ref twin; tests check it against values worked out by hand and
 // against a direct per-pixel evaluation, and its backward by a numerical gradient.
+// The kernels a layer calls allocate nothing: the resize taps are rebuilt on each call in a
+// caller's workspace of resize_work_floats() floats (the layer's scratch); the forms without a
+// workspace allocate one and are for tests and one-off callers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,8 +19,11 @@ namespace nnfleet {
 // centers (what Keras 2.3+/tf.keras and Keras 3 run): y[N,H*sh,W*sw,C] from x[N,H,W,C]. Output
 // row oy samples input row (oy + 0.5) / sh - 0.5 (clamped into the image), lerped in float in
 // TensorFlow's order (top = tl + (tr - tl) * xl; bottom likewise; top + (bottom - top) * yl).
+// It is resize_forward(kBilinear) over upsample_geom(), bit for bit; this form allocates its
+// workspace, so layers call resize_forward with their scratch instead.
 void resize_bilinear_forward(int n, int h, int w, int c, int sh, int sw, const float* x, float* y);
 // The adjoint: dx[N,H,W,C] += each output pixel's gradient spread back with its four weights.
+// (Computes its taps on the fly; allocates nothing.)
 void resize_bilinear_backward(int n, int h, int w, int c, int sh, int sw, const float* dy,
                               float* dx);
 
@@ -31,8 +38,11 @@ struct ResizeGeom {
   int ch = 0, cw = 0;       // window size
   int oh = 0, ow = 0;       // output size
 };
+// The geometry of an integer upsampling [H,W,C] -> [H*sh, W*sw, C] (the whole image).
+ResizeGeom upsample_geom(int h, int w, int c, int sh, int sw);
 
 // One axis's taps: output o reads window indices idx[off[o] .. off[o+1]) with their weights.
+// (A copy of the table the kernels build in their workspace, for the ONNX exporter and tests.)
 struct AxisTaps {
   std::vector<int> off, idx;
   std::vector<float> wt;
@@ -47,10 +57,23 @@ struct AxisTaps {
 //             covered fraction; the sum is divided by the box area (resize_area)
 AxisTaps resize_axis_taps(ResizeMethod m, int in, int out);
 
-// y = the resized window. Bilinear lerps in TensorFlow's order; the others sum
-// sum_y wy * (sum_x wx * v) left to right, as TensorFlow's kernels do.
+// Floats of workspace resize_forward / resize_backward use for `g`: both axes' tap tables, (OH + 1)
+// + 2 * taps(y) + (OW + 1) + 2 * taps(x), taps = 2, 1 or 4 per output for bilinear, nearest and
+// bicubic, and the covered cells for area (about in + out). Independent of the batch size.
+size_t resize_work_floats(ResizeMethod m, const ResizeGeom& g);
+
+// y[N,OH,OW,C] = the resized window of x[N,H,W,C]. Bilinear lerps in TensorFlow's order; the
+// others sum sum_y wy * (sum_x wx * v) left to right, as TensorFlow's kernels do. `work` holds
+// resize_work_floats(m, g) floats; the taps are rebuilt in it on every call (O(OH + OW + taps),
+// small next to the N * OH * OW * C pass), so it needs no contents and carries none out.
+void resize_forward(ResizeMethod m, int n, const ResizeGeom& g, const float* x, float* y,
+                    float* work);
+// dx[N,H,W,C] += the adjoint (each output gradient of dy[N,OH,OW,C] spread back with its
+// weights); `work` as for resize_forward.
+void resize_backward(ResizeMethod m, int n, const ResizeGeom& g, const float* dy, float* dx,
+                     float* work);
+// The same, allocating their own workspace (tests and one-off callers; never a layer).
 void resize_forward(ResizeMethod m, int n, const ResizeGeom& g, const float* x, float* y);
-// dx += the adjoint (each output gradient spread back with its weights).
 void resize_backward(ResizeMethod m, int n, const ResizeGeom& g, const float* dy, float* dx);
 
 // Keras's fill modes for points sampled outside the image.

@@ -110,11 +110,15 @@ class Resizing final : public SizedImageLayer {
     read_image_common(c, false);
   }
   const char* class_name() const override { return "Resizing"; }
+  // The kernel's tap tables (resize_work_floats), rebuilt in scratch on every call.
+  size_t scratch_floats(const std::vector<Shape>& in, int) const override {
+    return resize_work_floats(method_, geom(in[0]));
+  }
   void forward(const LayerArgs& a) const override {
-    resize_forward(method_, a.n, geom(a.in_shapes[0]), a.x[0], a.y);
+    resize_forward(method_, a.n, geom(a.in_shapes[0]), a.x[0], a.y, a.scratch);
   }
   void backward(const LayerArgs& a) const override {
-    if (a.dx[0]) resize_backward(method_, a.n, geom(a.in_shapes[0]), a.dy, a.dx[0]);
+    if (a.dx[0]) resize_backward(method_, a.n, geom(a.in_shapes[0]), a.dy, a.dx[0], a.scratch);
   }
   Json keras_config() const override {
     Json j = SizedImageLayer::keras_config();
@@ -149,11 +153,15 @@ class CenterCrop final : public SizedImageLayer {
     read_image_common(c, false);
   }
   const char* class_name() const override { return "CenterCrop"; }
+  size_t scratch_floats(const std::vector<Shape>& in, int) const override {
+    return resize_work_floats(ResizeMethod::kBilinear, geom(in[0]));
+  }
   void forward(const LayerArgs& a) const override {
-    resize_forward(ResizeMethod::kBilinear, a.n, geom(a.in_shapes[0]), a.x[0], a.y);
+    resize_forward(ResizeMethod::kBilinear, a.n, geom(a.in_shapes[0]), a.x[0], a.y, a.scratch);
   }
   void backward(const LayerArgs& a) const override {
-    if (a.dx[0]) resize_backward(ResizeMethod::kBilinear, a.n, geom(a.in_shapes[0]), a.dy, a.dx[0]);
+    if (a.dx[0])
+      resize_backward(ResizeMethod::kBilinear, a.n, geom(a.in_shapes[0]), a.dy, a.dx[0], a.scratch);
   }
   Json keras_config() const override {
     Json j = SizedImageLayer::keras_config();
@@ -188,9 +196,14 @@ class RandomCrop final : public SizedImageLayer {
   size_t cache_floats(const std::vector<Shape>&, int n) const override {
     return 2 * static_cast<size_t>(n);
   }
+  // The taps of the inference resize (the random crop is a copy).
+  size_t scratch_floats(const std::vector<Shape>& in, int) const override {
+    return resize_work_floats(ResizeMethod::kBilinear, fixed(in[0]));
+  }
   void forward(const LayerArgs& a) const override {
     const Shape& s = a.in_shapes[0];
-    if (!random(a)) return resize_forward(ResizeMethod::kBilinear, a.n, fixed(s), a.x[0], a.y);
+    if (!random(a))
+      return resize_forward(ResizeMethod::kBilinear, a.n, fixed(s), a.x[0], a.y, a.scratch);
     for (int i = 0; i < a.n; ++i) {
       // u * (H - h + 1) < H - h + 1; the min guards the float product's rounding.
       const auto y0 = std::min(
@@ -207,7 +220,8 @@ class RandomCrop final : public SizedImageLayer {
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
     const Shape& s = a.in_shapes[0];
-    if (!random(a)) return resize_backward(ResizeMethod::kBilinear, a.n, fixed(s), a.dy, a.dx[0]);
+    if (!random(a))
+      return resize_backward(ResizeMethod::kBilinear, a.n, fixed(s), a.dy, a.dx[0], a.scratch);
     for (int i = 0; i < a.n; ++i)
       each_row(a, i, static_cast<int64_t>(a.cache[2 * i]), static_cast<int64_t>(a.cache[2 * i + 1]),
                [&](int64_t src, int64_t dst, size_t len) {

@@ -35,16 +35,15 @@ class UpSampling2D final : public Layer {
                        std::to_string(limits::kMaxSampleFloats) + " values per sample");
     return out;
   }
+  // The resize kernel's tap tables (resize_work_floats), rebuilt in scratch on every call;
+  // "nearest" needs none.
+  size_t scratch_floats(const std::vector<Shape>& in, int) const override {
+    return interp_ == "nearest" ? 0 : resize_work_floats(method(), geom(in[0]));
+  }
   void forward(const LayerArgs& a) const override {
-    if (interp_ == "bicubic" || interp_ == "area")
-      return resize_forward(method(), a.n, geom(a.in_shapes[0]), a.x[0], a.y);
-    if (bilinear_) {
-      const Shape& s = a.in_shapes[0];
-      resize_bilinear_forward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
-                              static_cast<int>(s[2]), static_cast<int>(sh_), static_cast<int>(sw_),
-                              a.x[0], a.y);
-      return;
-    }
+    // Bilinear too: resize_forward(kBilinear) is resize_bilinear_forward bit for bit.
+    if (interp_ != "nearest")
+      return resize_forward(method(), a.n, geom(a.in_shapes[0]), a.x[0], a.y, a.scratch);
     each_pixel(a, [&](const float* src, size_t dst) {
       std::memcpy(a.y + dst, src, channels(a) * sizeof(float));
     });
@@ -52,7 +51,7 @@ class UpSampling2D final : public Layer {
   void backward(const LayerArgs& a) const override {
     if (!a.dx[0]) return;
     if (interp_ == "bicubic" || interp_ == "area")
-      return resize_backward(method(), a.n, geom(a.in_shapes[0]), a.dy, a.dx[0]);
+      return resize_backward(method(), a.n, geom(a.in_shapes[0]), a.dy, a.dx[0], a.scratch);
     if (bilinear_) {
       const Shape& s = a.in_shapes[0];
       resize_bilinear_backward(a.n, static_cast<int>(s[0]), static_cast<int>(s[1]),
@@ -90,16 +89,13 @@ class UpSampling2D final : public Layer {
           f(a.x[0] + ((n * h + y / sh) * w + x / sw) * c, ((n * oh + y) * ow + x) * c);
   }
   ResizeMethod method() const {
-    return interp_ == "bicubic" ? ResizeMethod::kBicubic : ResizeMethod::kArea;
+    return bilinear_              ? ResizeMethod::kBilinear
+           : interp_ == "bicubic" ? ResizeMethod::kBicubic
+                                  : ResizeMethod::kArea;
   }
   ResizeGeom geom(const Shape& s) const {
-    ResizeGeom g;
-    g.h = g.ch = static_cast<int>(s[0]);
-    g.w = g.cw = static_cast<int>(s[1]);
-    g.c = static_cast<int>(s[2]);
-    g.oh = static_cast<int>(s[0] * sh_);
-    g.ow = static_cast<int>(s[1] * sw_);
-    return g;
+    return upsample_geom(static_cast<int>(s[0]), static_cast<int>(s[1]), static_cast<int>(s[2]),
+                         static_cast<int>(sh_), static_cast<int>(sw_));
   }
   int64_t sh_ = 2, sw_ = 2;
   std::string interp_ = "nearest";
