@@ -125,6 +125,10 @@ class TextVectorization final : public StringLayer {
       }
     return out;
   }
+  Json adapt(const std::string* texts, int64_t n, int64_t per_sample) const override {
+    if (!vocab_.tokens.empty() || per_sample != 1) return nullptr;
+    return Json{{"vocabulary", adapted_vocabulary(texts, n)}};
+  }
   // Keras's adapt over these texts: the vocabulary it learns, special tokens first.
   Json adapted_vocabulary(const std::string* texts, int64_t n) const {
     std::unordered_map<std::string, int64_t> counts;
@@ -248,10 +252,6 @@ class TextVectorization final : public StringLayer {
 
 std::unique_ptr<Layer> make_text_vectorization(LayerConfig& c, const std::string& name) {
   return std::make_unique<TextVectorization>(c, name);
-}
-
-Json text_vectorization_adapted_vocabulary(const Layer& l, const std::string* texts, int64_t n) {
-  return static_cast<const TextVectorization&>(l).adapted_vocabulary(texts, n);
 }
 
 std::vector<LayerExample> text_vectorization_examples() {

@@ -49,21 +49,46 @@ Array bind_input(const Model& m, size_t k, const Array& x, const std::string& wh
   return out;
 }
 
-// text_vectorization.cpp's adapt.
-Json text_vectorization_adapted_vocabulary(const Layer& l, const std::string* texts, int64_t n);
+std::shared_ptr<AdaptedVocabularies> new_adapted_vocabularies() {
+  return std::make_shared<AdaptedVocabularies>();
+}
 
-std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m,
-                                                 const Array& texts) {
+namespace {
+
+// The config keys adapt sets for layer `l` on `texts` (null: none), from `cache` when it has them.
+Json adapted_vocabulary(const Layer& l, const Array& texts, AdaptedVocabularies* cache) {
+  const auto& sl = static_cast<const StringLayer&>(l);
+  const int64_t per = texts.row_size();
+  if (!cache) return sl.adapt(texts.strings(), texts.rows(), per);
+  Json cfg = l.keras_config();
+  cfg.erase("name");
+  const std::string key = std::string(l.class_name()) +
+                          cfg.dump(-1, ' ', false, Json::error_handler_t::replace) + "@" +
+                          std::to_string(reinterpret_cast<uintptr_t>(texts.strings())) + "+" +
+                          std::to_string(texts.rows());
+  const std::lock_guard<std::mutex> lock(cache->mu);
+  auto it = cache->by_key.find(key);
+  if (it == cache->by_key.end())
+    it = cache->by_key.emplace(key, sl.adapt(texts.strings(), texts.rows(), per)).first;
+  return it->second;
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m, const Array& texts,
+                                                 AdaptedVocabularies* cache) {
   bool any = false;
   std::vector<ModelNode> nodes;
   for (size_t i = 0; i < m->num_layers(); ++i) {
     const Layer& l = m->layer(i);
     Json cfg = l.keras_config();
     const auto* sl = dynamic_cast<const StringLayer*>(&l);
-    if (sl && std::string(l.class_name()) == "TextVectorization" && sl->full_vocabulary().empty() &&
-        texts.dtype() == DType::kStr && texts.row_size() == 1) {
-      cfg["vocabulary"] = text_vectorization_adapted_vocabulary(l, texts.strings(), texts.rows());
-      any = true;
+    // The training rows are those of input 0; a layer with a vocabulary needs no adapt.
+    if (sl && m->layer_inputs(i) == std::vector<int>{0} && m->input(0).is_string &&
+        sl->full_vocabulary().empty() && texts.dtype() == DType::kStr) {
+      const Json keys = adapted_vocabulary(l, texts, cache);
+      for (const auto& [k, v] : keys.items()) cfg[k] = v;
+      any = any || !keys.empty();
     }
     std::vector<int> tensors;
     for (size_t j = 0; j < m->layer_inputs(i).size(); ++j) tensors.push_back(m->input_tensor(i, j));
