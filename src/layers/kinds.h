@@ -74,7 +74,10 @@
   X(RandomTranslation, random_translation)            \
   X(RandomContrast, random_contrast)                  \
   X(RandomBrightness, random_brightness)              \
-  X(TextVectorization, text_vectorization)
+  X(TextVectorization, text_vectorization)            \
+  X(StringLookup, string_lookup)                      \
+  X(IntegerLookup, integer_lookup)                    \
+  X(Hashing, hashing)
 
 namespace nnfleet {
 
