@@ -232,5 +232,30 @@ TEST(LookupTraining, IntegerLookupOnFloatIdsTrainsAndRoundTrips) {
   expect_round_trip(dir, x);
 }
 
+// The plan's validation and the job both build the model; the second adapt is a cache hit, and
+// a model with the same layer config (another name) shares it.
+TEST(LookupTraining, AdaptRunsOncePerConfigAndRows) {
+  auto model = [](const std::string& name) {
+    std::vector<ModelNode> nodes;
+    nodes.push_back(
+        {make_layer("StringLookup", {{"output_mode", "one_hot"}}, ConfigMode::kPlan, name), {0}});
+    nodes.push_back({make_layer("Dense", {{"units", 1}}, ConfigMode::kPlan, "d"), {1}});
+    return std::make_shared<const Model>("m",
+                                         std::vector<ModelInput>{{"text", Shape{}, true, Shape{1}}},
+                                         std::move(nodes), std::vector<int>{2});
+  };
+  const Array texts = Array::strings(Shape{4}, {"a", "b", "a", "c"});
+  AdaptedVocabularies cache;
+  const auto a = adapt_string_layers(model("s"), texts, &cache);
+  const auto b = adapt_string_layers(model("s"), texts, &cache);
+  const auto c = adapt_string_layers(model("other"), texts, &cache);
+  EXPECT_EQ(cache.by_key.size(), 1u);
+  EXPECT_EQ(a->layer_keras_config(0), b->layer_keras_config(0));
+  EXPECT_EQ(a->layer_keras_config(0)["vocabulary"], Json::array({"a", "c", "b"}));
+  EXPECT_EQ(c->input(0).shape, (Shape{4}));                         // the OOV id and three terms
+  adapt_string_layers(model("s"), texts.slice_rows(0, 2), &cache);  // other rows: adapted again
+  EXPECT_EQ(cache.by_key.size(), 2u);
+}
+
 }  // namespace
 }  // namespace nnfleet::test
