@@ -2,6 +2,7 @@
 // numeric forms, adapt from training rows, training from a plan, and the .keras / .h5 round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "commands.h"
@@ -255,6 +256,26 @@ TEST(LookupTraining, AdaptRunsOncePerConfigAndRows) {
   EXPECT_EQ(c->input(0).shape, (Shape{4}));                         // the OOV id and three terms
   adapt_string_layers(model("s"), texts.slice_rows(0, 2), &cache);  // other rows: adapted again
   EXPECT_EQ(cache.by_key.size(), 2u);
+}
+
+TEST(LookupTraining, TextVectorizationAdaptsIdfWeightsForTfIdf) {
+  const auto l =
+      make_layer("TextVectorization", {{"output_mode", "tf_idf"}}, ConfigMode::kPlan, "tv");
+  const std::vector<std::string> texts = {"a b", "a", "c a"};
+  const Json keys = dynamic_cast<const StringLayer&>(*l).adapt(texts.data(), 3, 1);
+  EXPECT_EQ(keys["vocabulary"], Json::array({"[UNK]", "a", "c", "b"}));
+  const double a = std::log(1.75), bc = std::log(2.5);
+  const std::vector<double> want = {(a + 2 * bc) / 3, a, bc, bc};
+  ASSERT_EQ(keys["idf_weights"].size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(keys["idf_weights"][i].get<double>(), want[i], 1e-12);
+  Json cfg = l->keras_config();
+  for (const auto& [k, v] : keys.items()) cfg[k] = v;
+  const auto adapted = make_layer("TextVectorization", cfg, ConfigMode::kKeras, "tv");
+  float row[4];
+  const std::string text = "a a zebra";
+  dynamic_cast<const StringLayer&>(*adapted).encode(&text, 1, 1, row);
+  EXPECT_FLOAT_EQ(row[0], static_cast<float>(want[0]));
+  EXPECT_FLOAT_EQ(row[1], static_cast<float>(2 * a));
 }
 
 }  // namespace
