@@ -15,7 +15,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "layers/kinds.h"
@@ -84,13 +86,8 @@ class IndexLookup {
           "shape (None,) or (None, k), got " +
           keras_shape(in));
     if (mode_ == LookupOutput::kInt) return in.rank() == 0 ? Shape{1} : in;
-    // Without a vocabulary a StringLookup is adapted on the training rows before it trains (the
-    // model is then made again, sized by the vocabulary); until then its rows hold only the OOV
-    // ids. An IntegerLookup is never adapted: it needs one.
-    if (depth() <= token_start() && !strings_)
-      throw ModelError("has no vocabulary for output_mode \"" +
-                       std::string(lookup_output_name(mode_)) +
-                       "\"; expected a vocabulary (in the config or the .keras assets)");
+    // Without a vocabulary a lookup is adapted on the training rows before it trains (the model
+    // is then made again, sized by the vocabulary); until then its rows hold only the OOV ids.
     if (mode_ == LookupOutput::kOneHot && in.size() > 1) return Shape{in.size(), depth()};
     return Shape{depth()};
   }
@@ -166,6 +163,38 @@ class IndexLookup {
         w.push_back(std::log(1.0 + static_cast<double>(n) / (1.0 + static_cast<double>(docs[t]))));
       out["idf_weights"] = std::move(w);
     }
+    return out;
+  }
+
+  // IntegerLookup's adapt (integer_lookup_adapt).
+  Json adapt_integers(const std::vector<double>& values, int64_t per_sample) const {
+    std::map<int64_t, int64_t> counts, docs;
+    const int64_t n = per_sample ? static_cast<int64_t>(values.size()) / per_sample : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      std::set<int64_t> seen;
+      for (int64_t j = 0; j < per_sample; ++j) {
+        const double v = values[static_cast<size_t>(i * per_sample + j)];
+        if (!(std::fabs(v) < 4e18) || v != std::floor(v)) continue;
+        ++counts[static_cast<int64_t>(v)];
+        if (seen.insert(static_cast<int64_t>(v)).second) ++docs[static_cast<int64_t>(v)];
+      }
+    }
+    if (mask_int_) counts.erase(*mask_int_);
+    counts.erase(*oov_int_);
+    std::vector<std::pair<int64_t, int64_t>> order(counts.begin(), counts.end());
+    std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first > b.first;
+    });
+    const int64_t keep = max_tokens_ ? max_tokens_ - token_start() : -1;
+    if (keep >= 0 && static_cast<int64_t>(order.size()) > keep)
+      order.resize(static_cast<size_t>(keep));
+    Json v = Json::array(), w = Json::array();
+    for (const auto& [t, c] : order) {
+      v.push_back(t);
+      w.push_back(std::log(1.0 + static_cast<double>(n) / (1.0 + static_cast<double>(docs[t]))));
+    }
+    Json out = {{"vocabulary", v}};
+    if (mode_ == LookupOutput::kTfIdf) out["idf_weights"] = std::move(w);
     return out;
   }
 
@@ -330,6 +359,9 @@ class IntegerLookup final : public Layer {
     core_.write_config(j);
     return j;
   }
+  Json adapt(const std::vector<double>& values, int64_t per_sample) const {
+    return core_.has_vocabulary() ? Json() : core_.adapt_integers(values, per_sample);
+  }
 
  private:
   static int64_t integer(float v) {
@@ -347,6 +379,11 @@ std::unique_ptr<Layer> make_string_lookup(LayerConfig& c, const std::string& nam
 }
 std::unique_ptr<Layer> make_integer_lookup(LayerConfig& c, const std::string& name) {
   return std::make_unique<IntegerLookup>(c, name);
+}
+
+Json integer_lookup_adapt(const Layer& l, const std::vector<double>& values, int64_t per_sample) {
+  const auto* il = dynamic_cast<const IntegerLookup*>(&l);
+  return il ? il->adapt(values, per_sample) : Json();
 }
 
 std::vector<LayerExample> string_lookup_examples() {

@@ -278,5 +278,22 @@ TEST(LookupTraining, TextVectorizationAdaptsIdfWeightsForTfIdf) {
   EXPECT_FLOAT_EQ(row[1], static_cast<float>(2 * a));
 }
 
+TEST(LookupTraining, AdaptedIntegerLookupTrainsOnANumericColumn) {
+  const std::string dir = scratch_dir("lookup_integer_adapt");
+  std::string csv = "id,y\n";
+  for (int i = 0; i < 48; ++i)
+    csv += std::to_string(100 + i % 6) + "," + std::to_string(i % 2) + "\n";
+  write_text(dir + "/i.csv", csv);
+  const Json m = train_and_read(dir, "{csv: " + dir + "/i.csv, label: y}",
+                                "      - IntegerLookup: {output_mode: multi_hot}\n"
+                                "      - Dense: {units: 1, activation: sigmoid}\n");
+  ASSERT_EQ(m["status"], "done") << m.dump();
+  EXPECT_GT(m["metrics"].value("accuracy", 0.0), 0.9) << m.dump();
+  const LoadedModel lm = load_keras_model(dir + "/run/models/m.keras");
+  // Every id 8 times: ties go to the larger value first.
+  EXPECT_EQ(lm.model->layer_keras_config(0)["vocabulary"],
+            Json::array({105, 104, 103, 102, 101, 100}));
+}
+
 }  // namespace
 }  // namespace nnfleet::test

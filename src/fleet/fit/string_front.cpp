@@ -4,6 +4,7 @@
 #include "core/config.h"
 #include "layers/layer_util.h"
 #include "layers/registry.h"
+#include "layers/string_lookup_util.h"
 
 namespace nnfleet {
 
@@ -55,21 +56,35 @@ std::shared_ptr<AdaptedVocabularies> new_adapted_vocabularies() {
 
 namespace {
 
-// The config keys adapt sets for layer `l` on `texts` (null: none), from `cache` when it has them.
-Json adapted_vocabulary(const Layer& l, const Array& texts, AdaptedVocabularies* cache) {
-  const auto& sl = static_cast<const StringLayer&>(l);
-  const int64_t per = texts.row_size();
-  if (!cache) return sl.adapt(texts.strings(), texts.rows(), per);
+// The config keys adapt sets for layer `l` (reading input 0) on `x`, the training rows of that
+// input; null when it needs no adapt: a string layer's (StringLayer::adapt), or an
+// IntegerLookup's on numbers.
+Json adapt_keys(const Layer& l, const Array& x) {
+  const int64_t per = x.row_size();
+  if (const auto* sl = dynamic_cast<const StringLayer*>(&l))
+    return x.dtype() == DType::kStr && sl->full_vocabulary().empty()
+               ? sl->adapt(x.strings(), x.rows(), per)
+               : Json();
+  if (std::string(l.class_name()) != "IntegerLookup" || x.dtype() == DType::kStr) return nullptr;
+  std::vector<double> values(static_cast<size_t>(x.rows() * per));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = x.at(static_cast<int64_t>(i));
+  return integer_lookup_adapt(l, values, per);
+}
+
+// adapt_keys from `cache` when it has them.
+Json cached_adapt_keys(const Layer& l, const Array& x, AdaptedVocabularies* cache) {
+  // Most models adapt nothing: no config is keyed for them.
+  if (!dynamic_cast<const StringLayer*>(&l) && std::string(l.class_name()) != "IntegerLookup")
+    return nullptr;
+  if (!cache) return adapt_keys(l, x);
   Json cfg = l.keras_config();
   cfg.erase("name");
-  const std::string key = std::string(l.class_name()) +
-                          cfg.dump(-1, ' ', false, Json::error_handler_t::replace) + "@" +
-                          std::to_string(reinterpret_cast<uintptr_t>(texts.strings())) + "+" +
-                          std::to_string(texts.rows());
+  const std::string key =
+      std::string(l.class_name()) + cfg.dump(-1, ' ', false, Json::error_handler_t::replace) + "@" +
+      std::to_string(reinterpret_cast<uintptr_t>(x.data())) + "+" + std::to_string(x.rows());
   const std::lock_guard<std::mutex> lock(cache->mu);
   auto it = cache->by_key.find(key);
-  if (it == cache->by_key.end())
-    it = cache->by_key.emplace(key, sl.adapt(texts.strings(), texts.rows(), per)).first;
+  if (it == cache->by_key.end()) it = cache->by_key.emplace(key, adapt_keys(l, x)).first;
   return it->second;
 }
 
@@ -77,25 +92,25 @@ Json adapted_vocabulary(const Layer& l, const Array& texts, AdaptedVocabularies*
 
 std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m, const Array& texts,
                                                  AdaptedVocabularies* cache) {
+  // The training rows are those of input 0: only a layer reading it directly adapts.
+  std::vector<Json> keys(m->num_layers());
   bool any = false;
+  for (size_t i = 0; i < m->num_layers(); ++i)
+    if (m->layer_inputs(i) == std::vector<int>{0}) {
+      keys[i] = cached_adapt_keys(m->layer(i), texts, cache);
+      any = any || !keys[i].empty();
+    }
+  if (!any) return m;
   std::vector<ModelNode> nodes;
   for (size_t i = 0; i < m->num_layers(); ++i) {
     const Layer& l = m->layer(i);
     Json cfg = l.keras_config();
-    const auto* sl = dynamic_cast<const StringLayer*>(&l);
-    // The training rows are those of input 0; a layer with a vocabulary needs no adapt.
-    if (sl && m->layer_inputs(i) == std::vector<int>{0} && m->input(0).is_string &&
-        sl->full_vocabulary().empty() && texts.dtype() == DType::kStr) {
-      const Json keys = adapted_vocabulary(l, texts, cache);
-      for (const auto& [k, v] : keys.items()) cfg[k] = v;
-      any = any || !keys.empty();
-    }
+    for (const auto& [k, v] : keys[i].items()) cfg[k] = v;
     std::vector<int> tensors;
     for (size_t j = 0; j < m->layer_inputs(i).size(); ++j) tensors.push_back(m->input_tensor(i, j));
     nodes.push_back({make_layer(l.class_name(), cfg, ConfigMode::kKeras, l.name()),
                      m->layer_inputs(i), m->training(i), tensors});
   }
-  if (!any) return m;
   std::vector<ModelInput> inputs;
   for (size_t k = 0; k < m->num_inputs(); ++k) inputs.push_back(m->input(k));
   std::vector<int> outs, out_tensors;
