@@ -25,3 +25,20 @@ def test_text_model_trains_on_a_list_of_str_and_predicts_from_str():
     from_array = m.predict(np.array(["the cat sat", "the dog barked"]))
     assert np.array_equal(from_list, from_array)
     assert from_list[0, 0] > 0.5 > from_list[1, 0]
+
+
+def test_string_lookup_and_hashing_train_on_words_from_python():
+    words = [("cat", "kitten", "tabby")[i % 3] if i % 2 else ("dog", "puppy", "hound")[i % 3]
+             for i in range(48)]
+    y = np.array([i % 2 for i in range(48)], dtype=np.int32)
+    models = [{"name": name, "layers": [front, {"Dense": {"units": 1, "activation": "sigmoid"}}]}
+              for name, front in (("lookup", {"StringLookup": {"output_mode": "one_hot"}}),
+                                  ("hashing", {"Hashing": {"num_bins": 64,
+                                                           "output_mode": "one_hot"}}))]
+    run = nnfleet.train(models, words, y, epochs=40, batch_size=8, seed=3, workers=1,
+                        loss="binary_crossentropy", optimizer={"Adam": {"learning_rate": 0.05}},
+                        progress=False)
+    p = run["lookup"].model.predict(np.array(["tabby", "hound"]))
+    assert p[0, 0] > 0.5 > p[1, 0]
+    assert run["hashing"].status == "done"
+    assert run["hashing"].model.predict(["cat"]).shape == (1, 1)

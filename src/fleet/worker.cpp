@@ -48,9 +48,10 @@ std::shared_ptr<const Model> job_model(const ModelSpec& s, const ModelIo& io, co
       restored = io.optimizer(s, data.input_shape);
     }
   }
-  // A TextVectorization without a vocabulary learns it from the training rows, once.
-  if (data.train.x.dtype() == DType::kStr)
-    m = adapt_string_layers(std::move(m), data.train.x.slice_rows(0, data.n_train));
+  // A lookup without a vocabulary learns it from the training rows, once per run
+  // (data.adapted keeps it from the plan's validation for the job).
+  m = adapt_string_layers(std::move(m), data.train.x.slice_rows(0, data.n_train),
+                          data.adapted.get());
   // The bound a Keras file's model has (keras_reader.cpp), for the plan's own models too and for
   // what fine-tuning added: checked before any parameter is allocated.
   const size_t params = m->trainable_params() + m->non_trainable_params();

@@ -82,7 +82,10 @@
   X(CategoryEncoding, category_encoding)              \
   X(MultiHeadAttention, multi_head_attention)         \
   X(Attention, attention)                             \
-  X(AdditiveAttention, additive_attention)
+  X(AdditiveAttention, additive_attention)            \
+  X(StringLookup, string_lookup)                      \
+  X(IntegerLookup, integer_lookup)                    \
+  X(Hashing, hashing)
 
 namespace nnfleet {
 

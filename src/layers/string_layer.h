@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,16 @@ class StringLayer : public Layer {
   // The whole vocabulary, special tokens first, as Keras saves it in a .keras file's assets
   // (vocabulary.txt); empty for a layer without one (Hashing).
   virtual std::vector<std::string> full_vocabulary() const { return {}; }
+  // The config keys Keras's adapt sets from n samples of `per_sample` strings (the training
+  // rows) for a layer that has no vocabulary ({"vocabulary": [...]}, with tf_idf also
+  // "idf_weights"); null when the layer needs no adapt. The layer made again with these keys
+  // in its config is the adapted layer.
+  virtual Json adapt(const std::string* /*strings*/, int64_t /*n*/, int64_t /*per_sample*/) const {
+    return nullptr;
+  }
+  // The layer that takes the place of this one when its input holds numbers, not strings
+  // (Hashing of integers, hashed by their decimal text); null when it reads only strings.
+  virtual std::unique_ptr<Layer> numeric_form() const { return nullptr; }
 
   // The identity over the encoded floats.
   Shape output_shape(const std::vector<Shape>& in) const override { return in[0]; }

@@ -48,4 +48,10 @@ std::vector<std::string> adapt_order(const std::unordered_map<std::string, int64
 void encode_bag(const std::vector<int64_t>& ids, LookupOutput mode, int64_t depth,
                 const std::vector<float>& idf, float* row);
 
+// What IntegerLookup's adapt sets ({"vocabulary": [...]}, with tf_idf also "idf_weights") from
+// the training rows' values (integers; other values are left out), for an IntegerLookup without
+// a vocabulary; null for any other layer. Keras's order: by count, ties by the larger value.
+class Layer;
+Json integer_lookup_adapt(const Layer& l, const std::vector<double>& values, int64_t per_sample);
+
 }  // namespace nnfleet

@@ -9,7 +9,9 @@
 // with pad_to_max_tokens), where '[UNK]' is id 0. A string layer (string_layer.h): the ids are
 // made when data is bound to the model, and the layer is the identity in the float graph.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include "layers/kinds.h"
@@ -125,18 +127,34 @@ class TextVectorization final : public StringLayer {
       }
     return out;
   }
-  // Keras's adapt over these texts: the vocabulary it learns, special tokens first.
-  Json adapted_vocabulary(const std::string* texts, int64_t n) const {
-    std::unordered_map<std::string, int64_t> counts;
-    for (int64_t i = 0; i < n; ++i)
-      for (const std::string& t : terms(texts[i])) ++counts[t];
+  // Keras's adapt over these texts: the vocabulary it learns, special tokens first, and with
+  // tf_idf the idf weights log(1 + texts / (1 + texts holding the term)), '[UNK]' taking their
+  // mean.
+  Json adapt(const std::string* texts, int64_t n, int64_t per_sample) const override {
+    if (!vocab_.tokens.empty() || per_sample != 1) return nullptr;
+    std::unordered_map<std::string, int64_t> counts, docs;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<std::string> ts = terms(texts[i]);
+      for (const std::string& t : ts) ++counts[t];
+      for (const std::string& t : std::set<std::string>(ts.begin(), ts.end())) ++docs[t];
+    }
     counts.erase(std::string());
     counts.erase(kUnknown);
-    Json v = Json::array();
+    Json v = Json::array(), idf = Json::array();
     for (const std::string& s : specials()) v.push_back(s);
-    for (const std::string& t : adapt_order(counts, max_tokens_ ? max_tokens_ - token_start() : -1))
+    double sum = 0;
+    for (const std::string& t :
+         adapt_order(counts, max_tokens_ ? max_tokens_ - token_start() : -1)) {
       v.push_back(t);
-    return v;
+      idf.push_back(std::log(1.0 + static_cast<double>(n) / (1.0 + static_cast<double>(docs[t]))));
+      sum += idf.back().get<double>();
+    }
+    Json out = {{"vocabulary", v}};
+    if (mode_ == LookupOutput::kTfIdf) {
+      idf.insert(idf.begin(), idf.empty() ? 0.0 : sum / static_cast<double>(idf.size()));
+      out["idf_weights"] = std::move(idf);
+    }
+    return out;
   }
 
   Json keras_config() const override {
@@ -248,10 +266,6 @@ class TextVectorization final : public StringLayer {
 
 std::unique_ptr<Layer> make_text_vectorization(LayerConfig& c, const std::string& name) {
   return std::make_unique<TextVectorization>(c, name);
-}
-
-Json text_vectorization_adapted_vocabulary(const Layer& l, const std::string* texts, int64_t n) {
-  return static_cast<const TextVectorization&>(l).adapted_vocabulary(texts, n);
 }
 
 std::vector<LayerExample> text_vectorization_examples() {

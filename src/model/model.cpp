@@ -108,6 +108,16 @@ Model::Model(std::string name, std::vector<ModelInput> inputs, std::vector<Model
 // Each string input is read by exactly one string layer, which says the float row it makes of
 // the strings: that row is the input the network sees.
 void Model::plan_string_inputs(const std::string& where) {
+  // A string layer that also hashes numbers (Hashing) on a numeric input becomes its numeric
+  // form, a layer of the float graph.
+  for (ModelNode& node : nodes_) {
+    const auto* sl = dynamic_cast<const StringLayer*>(node.layer.get());
+    if (!sl || node.inputs.size() != 1) continue;
+    const int in = node.inputs[0];
+    if (in < static_cast<int>(inputs_.size()) && inputs_[static_cast<size_t>(in)].is_string)
+      continue;
+    if (std::unique_ptr<Layer> numeric = sl->numeric_form()) node.layer = std::move(numeric);
+  }
   for (size_t k = 0; k < inputs_.size(); ++k) {
     if (!inputs_[k].is_string) continue;
     const StringLayer* reader = nullptr;

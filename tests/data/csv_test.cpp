@@ -142,5 +142,37 @@ TEST(Csv, ControlBytesInABadCellAreEscapedInTheMessage) {
   EXPECT_EQ(e.find('\x1b'), std::string::npos);
 }
 
+// Text columns (issue 35): a lone feature column is text when any of its cells is quoted; a
+// quote elsewhere (the label) never turns a broken number into text.
+TEST(Csv, ALoneQuotedColumnIsText) {
+  TempDir dir;
+  write_bytes(dir.file("t.csv"), "text,y\nhello there,0\n\"a, \"\"b\"\"\",1\n");
+  const CsvData d = load_csv(dir.file("t.csv"), "y");
+  ASSERT_EQ(d.x.dtype(), DType::kStr);
+  EXPECT_EQ(d.x.strings()[0], "hello there");
+  EXPECT_EQ(d.x.strings()[1], "a, \"b\"");
+}
+
+TEST(Csv, ABadNumberInALoneColumnIsAnErrorWithoutQuotes) {
+  TempDir dir;
+  const std::string msg = csv_error(dir, "a,y\n1,0\n1.5x,1\n2,\"1\"\n");
+  EXPECT_THAT(msg, HasSubstr("non-numeric cell at line 3, column 1 ('a'); expected a number, "
+                             "got '1.5x'"));
+  EXPECT_THAT(msg, HasSubstr("hint: quote the cells of a text column"));
+}
+
+TEST(Csv, QuotedNumbersAreNumbersAndBadOnesNameTheirCell) {
+  TempDir dir;
+  write_bytes(dir.file("t.csv"), "a,b,y\n1,\"2.5\",0\n");
+  const CsvData d = load_csv(dir.file("t.csv"), "y");
+  ASSERT_EQ(d.x.dtype(), DType::kF32);
+  EXPECT_EQ(d.x.at(1), 2.5);
+  EXPECT_THAT(csv_error(dir, "a,b,y\n1,2,0\n3,\"x\",1\n"),
+              HasSubstr("non-numeric cell at line 3, column 2 ('b'); expected a number, got 'x'"));
+  EXPECT_THAT(csv_error(dir, "a,y\n\"t\",0\n\"u\",z\n"),
+              HasSubstr("non-numeric cell at line 3, column 2 ('y'); expected a number, got 'z'"));
+  EXPECT_THAT(csv_error(dir, "a,y\n\"t,0\n"), HasSubstr("unbalanced double quote at line 2"));
+}
+
 }  // namespace
 }  // namespace nnfleet

@@ -6,6 +6,7 @@
 // them is the fleet's job, so the loaders stay in fleet/fleet_data.h.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct LabelStats {
   bool integral = true;  // every value a whole number
   double min = 0.0, max = 0.0;
 };
+
+// The vocabularies string layers adapted on a FleetData's training rows (string_front.h).
+struct AdaptedVocabularies;
+std::shared_ptr<AdaptedVocabularies> new_adapted_vocabularies();
 
 struct FleetData {
   XY train;
@@ -57,6 +62,10 @@ struct FleetData {
   // Keras's sample_weight of every train row (validation rows included) and of every test row,
   // as float32; empty: the source has none.
   std::vector<float> train_weights, test_weights;
+  // Shared by the copies of this data: a vocabulary is adapted once per run, while the plan is
+  // validated, and the job built again later reuses it (as does every model with the same
+  // TextVectorization config).
+  std::shared_ptr<AdaptedVocabularies> adapted = new_adapted_vocabularies();
   size_t bytes() const;
 };
 

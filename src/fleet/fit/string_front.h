@@ -5,10 +5,14 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "core/config.h"
 #include "data/dataset.h"
+#include "fleet/fit/data_view.h"
 #include "layers/string_layer.h"
 #include "model/model.h"
 
@@ -23,10 +27,19 @@ const StringLayer* string_reader(const Model& m, size_t k);
 Array bind_input(const Model& m, size_t k, const Array& x, const std::string& what);
 // True when some input of `m` holds strings.
 bool has_string_input(const Model& m);
-// `m` with every TextVectorization that has no vocabulary adapted on `texts` (the training rows
-// of its string input; Keras's adapt: most frequent first, max_tokens kept), other layers as
-// they are; `m` itself when none needs it. Throws ModelError.
-std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m,
-                                                 const Array& texts);
+// Adapted vocabularies by the layer's config (its name left out) and the rows adapted on: a
+// plan's models that share a TextVectorization config share one adapt.
+struct AdaptedVocabularies {
+  std::mutex mu;
+  std::map<std::string, Json> by_key;
+};
+// `m` with every string layer that has no vocabulary (TextVectorization, StringLookup) and
+// reads input 0 adapted on `texts`, the training rows of that input (Keras's adapt: most
+// frequent first, max_tokens kept), other layers as they are; `m` itself when none needs it.
+// With `cache`, what was adapted on the same rows for the same config is reused (adapt reads
+// every text: it runs once per run, not once when the plan is validated and again when the job
+// runs). Throws ModelError.
+std::shared_ptr<const Model> adapt_string_layers(std::shared_ptr<const Model> m, const Array& texts,
+                                                 AdaptedVocabularies* cache = nullptr);
 
 }  // namespace nnfleet

@@ -17,5 +17,17 @@ namespace {
 }  // namespace
 
 std::string export_text_vectorization(Builder&, const LayerNode& n) { refuse_strings(n); }
+std::string export_string_lookup(Builder&, const LayerNode& n) { refuse_strings(n); }
+std::string export_hashing(Builder&, const LayerNode& n) {
+  refuse(n,
+         "FarmHash and SipHash have no ONNX operator; expected a model without Hashing (export "
+         "the part after it, whose input is the bins it makes)");
+}
+std::string export_integer_lookup(Builder&, const LayerNode& n) {
+  refuse(n,
+         "nnfleet's ONNX export does not write its vocabulary lookup (ONNX's LabelEncoder is in "
+         "the ai.onnx.ml domain); expected a model without IntegerLookup (export the part after "
+         "it, whose input is the ids it makes)");
+}
 
 }  // namespace nnfleet::onnx_export
