@@ -114,8 +114,9 @@ def predict(model, x, *, y=None, loss=None, batch_size=256, workers=None, scale=
     shape (N,) (a list for several outputs), under `loss` (default: the file's compile loss).
 
     Several inputs (outputs, for y) as Keras takes them: a dict keyed by input name, or a list
-    of arrays in the model's order. Results do not depend on `workers` (default: every core).
-    The arrays are read in place without the GIL and must not change until predict returns.
+    of arrays in the model's order. An input of dtype string (a model starting with
+    TextVectorization, StringLookup or Hashing) takes a list or array of str. Results do not
+    depend on `workers` (default: every core). The arrays are read in place without the GIL and must not change until predict returns.
     Raises DataError (shapes, labels), UsageError (no loss known), ModelError.
     """
     m = _as_model(model)

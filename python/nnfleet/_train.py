@@ -422,7 +422,10 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
     x, y: NumPy arrays shared by every model (read in place when C-contiguous uint8, int32,
     int64, float32 or float64; else converted once, with a warning). Several inputs or outputs
     as Keras takes them: a dict keyed by input (output) name, or a list of arrays in the
-    model's order (a nested list of numbers is one array). sample_weight: one weight per
+    model's order (a nested list of numbers is one array). A string input (a model whose
+    first layer is TextVectorization, StringLookup or Hashing) takes a list or array of str;
+    layers without their vocabulary or statistics (TextVectorization, the lookups,
+    Normalization) adapt on the training rows first. sample_weight: one weight per
     sample. validation_split takes the last fraction of x (Keras); validation_data=(x, y) or
     (x, y, sample_weight) validates on arrays of their own instead (not both; the engine then
     holds one copy of the training arrays with the validation rows after them); test_data=(x, y)
