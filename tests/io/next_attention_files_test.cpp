@@ -1,7 +1,7 @@
 // MultiHeadAttention in Keras files: the real Keras 3.14 solar transformer (positional query and
 // value) predicts its expected outputs within 1e-4 and reloads bit-identically from .keras and
-// .h5; the two tf.keras transformers' MHA nodes (value and key as [layer, node, tensor] kwargs)
-// load, and the same node forms in small configs build the right wiring. Its own executable, so
+// .h5; the tf.keras node forms (value and key as [layer, node, tensor] kwargs) in small configs
+// build the right wiring. Its own executable, so
 // that it builds with the io library alone.
 #include <gtest/gtest.h>
 
@@ -54,28 +54,8 @@ TEST(RealFileAttention, SolarTransformerKeras314MatchesReferenceAndRoundTrips) {
   }
 }
 
-// These need TFOpLambda (and GlobalAveragePooling1D channels_first), other parts of the work: until
-// then the first refusal must not be about MultiHeadAttention, whose nodes come first.
-TEST(RealFileAttention, TfKerasTransformersLoadTheirAttentionNodes) {
-  for (const char* stem :
-       {"sensor_transformer_reducemean_tf214", "geolife_transformer_tfoplambda_tf211"}) {
-    const Array x = load_npy(next_dir() + "/expected/" + std::string(stem) + ".input.npy");
-    const Shape sample = x.sample_shape();
-    try {
-      const LoadedModel lm =
-          load_keras_model(next_dir() + "/" + std::string(stem) + ".h5", "", &sample);
-      const Array want = load_npy(next_dir() + "/expected/" + std::string(stem) + ".output.npy");
-      const auto got = test::run_model(lm, x);
-      ASSERT_EQ(got.size(), static_cast<size_t>(want.shape().size()));
-      EXPECT_LE(test::max_abs_diff(got, static_cast<const float*>(want.data()), got.size()), 1e-4)
-          << stem;
-    } catch (const Error& e) {
-      const std::string msg = e.what();
-      EXPECT_EQ(msg.find("MultiHeadAttention"), std::string::npos) << stem << ": " << msg;
-      EXPECT_EQ(msg.find("multi_head_attention"), std::string::npos) << stem << ": " << msg;
-    }
-  }
-}
+// The two tf.keras transformers (MHA nodes with value and key as kwargs) are checked whole, with
+// their TFOpLambda layers, in next_tfop_files_test.cpp (RealFileNextTfOp).
 
 // A Functional config with input "x" [5, 6] and "y" [3, 4], one MHA layer called by `node`.
 Json mha_model(const Json& node, const Json& extra_config = Json::object()) {
