@@ -227,8 +227,8 @@ class RandomRotation final : public ResampleLayer {
 class RandomZoom final : public ResampleLayer {
  public:
   RandomZoom(LayerConfig& c, const std::string& name) : ResampleLayer(c, name) {
+    hf_ = read_factor(c, "height_factor", -1.0, 1.0, false);  // refuses a missing factor first
     hf_raw_ = *c.get_raw("height_factor");
-    hf_ = read_factor(c, "height_factor", -1.0, 1.0, false);
     const Json* wf = c.get_raw("width_factor");
     if (wf && !wf->is_null()) {
       wf_raw_ = *wf;
