@@ -1,8 +1,13 @@
 """What bench/run_bench.py learns about the machine, and where a scenario's time (or memory) goes.
 
-machine(): the CPU, its instruction set (AVX2 or AVX-512, from /proc/cpuinfo's flags), caches,
-memory, system and the commit, probed once when a run starts and saved in its raw.json, so that a
-re-render says what the run ran on, not what renders it.
+machine(): the CPU, its kind (vendor, family and model from /proc/cpuinfo, named where known:
+machine_kind), its instruction set (AVX2 or AVX-512, from the flags), caches (lscpu, else cpuid
+through bench/fma_probe.c --cpuid where the VM hides them), memory, system and the commit, probed
+once when a run starts and saved in its raw.json, so that a re-render says what the run ran on,
+not what renders it. BENCHMARKS.md keeps one section per kind (kind["key"]).
+
+parse_fma_probe(): bench/fma_probe.c's output (the clock, then GFLOP/s and FLOP/cycle of
+independent FMAs per vector width), from which the report takes the core's fp32 peak.
 
 Profiles of the scenarios behind missed targets: `perf record` where `perf stat -e instructions`
 counts on this machine (many VMs expose no hardware counters), else callgrind on a reduced run;
@@ -42,7 +47,108 @@ def isa_of(flags):
     return "baseline (no AVX2)"
 
 
-def machine(repo, cores):
+# AMD family 25 (0x19) by model: Zen 3 (Milan, Vermeer, Cezanne, Rembrandt...) or Zen 4 (Genoa,
+# Raphael, Phoenix, Bergamo...); family 26 (0x1A) is Zen 5 whatever the model.
+ZEN_25 = [(0x00, 0x0F, "Zen 3"), (0x10, 0x1F, "Zen 4"), (0x20, 0x5F, "Zen 3"),
+          (0x60, 0x7F, "Zen 4"), (0xA0, 0xAF, "Zen 4")]
+VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel", "HygonGenuine": "Hygon"}
+
+
+def kind_name(vendor, family, model):
+    """The microarchitecture's name where known ("Zen 5"), else None."""
+    if vendor == "AMD" and family == 26:
+        return "Zen 5"
+    if vendor == "AMD" and family == 25:
+        return next((n for lo, hi, n in ZEN_25 if lo <= model <= hi), None)
+    return None
+
+
+def machine_kind(vendor_id, family, model, isa):
+    """The kind of machine a section of BENCHMARKS.md is kept under: {key ("amd-f26-m2"), title
+    ("AMD Zen 5 (family 26, model 2)"), vendor, family, model, name, isa}. vendor_id is cpuinfo's
+    ("AuthenticAMD"); family and model its decimal "cpu family" and "model" (None: unknown)."""
+    vendor = VENDORS.get(vendor_id, vendor_id or "unknown vendor")
+    name = kind_name(vendor, family, model) if family is not None and model is not None else None
+    slug = re.sub(r"[^a-z0-9]+", "-", vendor.lower()).strip("-") or "cpu"
+    fm = f"family {family}, model {model}"
+    return {"key": f"{slug}-f{family}-m{model}",
+            "title": f"{vendor} {name} ({fm})" if name else f"{vendor} {fm}",
+            "vendor": vendor, "family": family, "model": model, "name": name, "isa": isa}
+
+
+def superseded_keys(kind):
+    """Keys of sections a run of `kind` replaces besides its own: a section restored from before
+    kinds were recorded knows its microarchitecture but not its model ("amd-f25-zen4")."""
+    if not kind.get("name"):
+        return []
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{kind['vendor']}-f{kind['family']}-{kind['name']}".lower())
+    return [slug]
+
+
+def parse_fma_probe(text):
+    """bench/fma_probe.c's output -> {clock_mhz, widths: [{bits, isa, chains, gflops,
+    flop_per_cycle}]} (widths in the order printed: 128, 256, 512 where the CPU has them)."""
+    out = {"clock_mhz": None, "widths": []}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "clock_mhz":
+            out["clock_mhz"] = float(parts[1])
+        elif parts and parts[0] == "fma":
+            kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+            try:
+                out["widths"].append({"bits": int(kv["bits"]), "isa": kv["isa"],
+                                      "chains": int(kv["chains"]),
+                                      "gflops": float(kv["gflops"]),
+                                      "flop_per_cycle": float(kv["flop_per_cycle"])})
+            except (KeyError, ValueError) as e:
+                raise ValueError(f"failed to read fma_probe's line '{line}': expected bits=, "
+                                 f"isa=, chains=, gflops= and flop_per_cycle=, got {e}")
+    if not out["widths"]:
+        raise ValueError(f"failed to read fma_probe's output: expected 'fma bits=...' lines, got "
+                         f"{text.strip()[:200]!r}")
+    return out
+
+
+def parse_cpuid(text):
+    """`fma_probe --cpuid` -> {vendor, family, model, caches: [{level, type, size_kib, leaf}]}."""
+    out = {"vendor": None, "family": None, "model": None, "caches": []}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("vendor", "family", "model"):
+            out[parts[0]] = parts[1] if parts[0] == "vendor" else int(parts[1])
+        elif parts and parts[0] == "cache":
+            kv = dict(p.split("=", 1) for p in parts[1:] if "=" in p)
+            out["caches"].append({"level": int(kv["level"]), "type": kv["type"],
+                                  "size_kib": int(kv["size_kib"]), "leaf": kv.get("leaf", "?")})
+    return out
+
+
+def kib_text(kib):
+    return f"{kib // 1024} MiB" if kib >= 1024 and kib % 1024 == 0 else f"{kib} KiB"
+
+
+def caches_of(lscpu, cpuid):
+    """(text, source): lscpu's L1d/L2/L3 where it shows them (non-empty, not zero), else the
+    per-core sizes cpuid gives (fma_probe --cpuid), else '?'."""
+    shown = {k: lscpu.get(f"{k} cache", "").strip() for k in ("L1d", "L2", "L3")}
+    if all(v and not re.match(r"^0\b", v) for v in shown.values()):
+        return (f"L1d {shown['L1d']}, L2 {shown['L2']}, L3 {shown['L3']}", "lscpu")
+    found = {}
+    for c in (cpuid or {}).get("caches", []):
+        name = "L1d" if c["level"] == 1 and c["type"] == "data" else (
+            f"L{c['level']}" if c["level"] in (2, 3) and c["type"] == "unified" else None)
+        if name and c["size_kib"] > 0 and name not in found:
+            found[name] = c
+    if not found:
+        return ("L1d ?, L2 ?, L3 ?", "lscpu shows none and cpuid gave none")
+    text = ", ".join(f"{n} {kib_text(found[n]['size_kib'])}" if n in found else f"{n} ?"
+                     for n in ("L1d", "L2", "L3"))
+    leaves = ", ".join(dict.fromkeys(c["leaf"] for c in found.values()))
+    return (text + " (L1d and L2 per core; L3 as cpuid reports it, on some EPYCs the whole "
+            "package's)", f"cpuid leaf {leaves} (lscpu shows none: the VM hides them)")
+
+
+def machine(repo, cores, fma_probe=None):
     lscpu = {}
     for line in sh(["lscpu"]).splitlines():
         k, _, v = line.partition(":")
@@ -59,16 +165,21 @@ def machine(repo, cores):
     commit = sh(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
     dirty = sh(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"])
     isa = isa_of(flags)
+    field = lambda name: next((l.split(":", 1)[1].strip() for l in cpuinfo  # noqa: E731
+                               if l.split(":", 1)[0].strip() == name), None)
+    num = lambda v: int(v) if v and v.isdigit() else None  # noqa: E731
+    kind = machine_kind(field("vendor_id"), num(field("cpu family")), num(field("model")), isa)
+    cpuid = parse_cpuid(sh([fma_probe, "--cpuid"])) if fma_probe else None
+    caches, caches_source = caches_of(lscpu, cpuid)
     have = [n for f, n in (("avx2", "AVX2"), ("fma", "FMA"), ("avx512f", "AVX-512")) if f in flags]
-    return {"cpu": lscpu.get("Model name", "?"), "isa": isa,
+    return {"cpu": lscpu.get("Model name", "?"), "isa": isa, "kind": kind,
             "flags": ", ".join(have) or "no AVX2",
             "cores": f"{len(cores)} used ({', '.join(map(str, cores))}); lscpu: "
                      f"{lscpu.get('Core(s) per socket', '?')} core(s) per socket x "
                      f"{lscpu.get('Socket(s)', '?')} socket(s), "
                      f"{lscpu.get('Thread(s) per core', '?')} thread(s) per core",
             "nominal_mhz": max(mhz) if mhz else None,
-            "caches": f"L1d {lscpu.get('L1d cache', '?')}, L2 {lscpu.get('L2 cache', '?')}, "
-                      f"L3 {lscpu.get('L3 cache', '?')}",
+            "caches": caches, "caches_source": caches_source,
             "mem": mem, "os": f"{osname}, Linux {platform.release()}",
             "hypervisor": lscpu.get("Hypervisor vendor", "none"),
             "commit": commit + (" (with uncommitted changes)" if dirty else ""),

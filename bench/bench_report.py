@@ -3,10 +3,20 @@
 
   bench/bench_report.py RAW.json [--md PATH]     re-render a saved run without re-measuring
 
-BENCHMARKS.md holds one section per instruction set (AVX2, AVX-512, ...), each written whole by
-one full run on a machine of that kind and stamped with that run's machine, commit and date. A run
-replaces its own ISA's section and keeps the others verbatim; a --quick run writes its own file
-(BUILD/bench/BENCHMARKS-quick.md) and never BENCHMARKS.md.
+BENCHMARKS.md holds one section per machine kind (CPU vendor, family and model, e.g. `amd-f26-m2`,
+"AMD Zen 5 (family 26, model 2)": bench_probe.machine_kind), each written whole by one full run on
+a machine of that kind and stamped with that run's machine, commit and date. A run replaces its
+own kind's section (and a section restored from before kinds were recorded that names the same
+microarchitecture, bench_probe.superseded_keys) and keeps the others byte for byte, in their
+order, a new kind's section appended after them; hand-written text after the last section is kept
+too. Files from before (sections keyed by instruction set, `isa=AVX2`) are migrated on the next
+merge: their sections are kept under `isa-<name>` keys, since their kind was not recorded. A
+--quick run writes its own file (BUILD/bench/BENCHMARKS-quick.md) and never BENCHMARKS.md.
+
+"% peak" everywhere (W1, W2, W3, W4, the kernel microbenchmarks) divides by the fp32 peak this
+run's FMA probe measured (bench/fma_probe.c: the best vector width's GFLOP/s on one core, times
+the cores used); a run from before the probe falls back to 32 FLOP/cycle x the measured clock and
+says so.
 
 Every figure of a section comes from the raw results it is rendered from (raw.json: medians over
 the rounds, the machine as probed when the run started, the profiles it recorded of the scenarios
@@ -23,16 +33,19 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(HERE, "peers"))
+import bench_probe  # noqa: E402
 import workloads  # noqa: E402
 
 MB = 1e6
-# workloads.md "The limit": the single-core fp32 peak counts two 256-bit FMA pipes.
-FLOP_PER_CYCLE = 32
-ISA_ORDER = ["AVX2", "AVX-512"]
-BEGIN = "<!-- bench-section isa={} begin -->"
-END = "<!-- bench-section isa={} end -->"
-SECTION_RE = re.compile(r"<!-- bench-section isa=(\S+) begin -->\n(.*?)"
-                        r"<!-- bench-section isa=\1 end -->\n", re.S)
+# workloads.md "The limit": two 256-bit FMA pipes. Only for runs from before the FMA probe
+# (bench/fma_probe.c), which measures each machine's own.
+ASSUMED_FLOP_PER_CYCLE = 32
+BEGIN = "<!-- bench-section kind={} begin -->"
+END = "<!-- bench-section kind={} end -->"
+# kind= sections, and isa= ones of files from before kinds (migrated by split_sections).
+SECTION_RE = re.compile(r"<!-- bench-section (kind|isa)=(\S+) begin -->\n(.*?)"
+                        r"<!-- bench-section \1=\2 end -->\n", re.S)
+METHOD_HEADING = "## How each figure is measured"
 # Issue 14 raised m7's to 2.5x (and kept m2, m3, m6, m8 at 2x); m1, m4, m5 as before.
 W1_TARGETS = {"m1": 4, "m2": 2, "m3": 2, "m4": 4, "m5": 4, "m6": 2, "m7": 2.5, "m8": 2}
 
@@ -115,6 +128,15 @@ class Run:
         self.profiles = raw.get("profiles") or {}
         self.failures = [tuple(f) for f in raw.get("failures", [])]
         self.kernels_avx2 = raw.get("kernels_avx2")  # runs from before it existed have none
+        # Runs from before kinds were recorded: keyed by their instruction set, as they were.
+        self.kind = self.machine.get("kind") or legacy_kind(self.machine.get("isa", "unknown"))
+
+
+def legacy_kind(isa):
+    """The kind of a section (or run) recorded before kinds were: only its instruction set."""
+    slug = re.sub(r"[^a-z0-9]+", "-", isa.lower()).strip("-")
+    return {"key": f"isa-{slug}", "title": f"{isa} machine (kind not recorded)", "isa": isa,
+            "vendor": None, "family": None, "model": None, "name": None}
 
 
 def load(path):
@@ -195,7 +217,17 @@ class Ctx:
         self.sgemm_src = ("OpenBLAS cblas_sgemm" if med(b, "sgemm.openblas")
                           else "the best of torch.mm and numpy (no OpenBLAS)")
         self.clock = med(b, "clock.probe_mhz")
-        self.peak = FLOP_PER_CYCLE * self.clock / 1000 if self.clock else None
+        self.fma = fma_widths(b)
+        if self.fma:  # the probe's best width, GFLOP/s on one core as measured (not x the clock)
+            self.peak_bits = max(self.fma, key=lambda w: self.fma[w]["gflops"])
+            self.peak = self.fma[self.peak_bits]["gflops"]
+            self.peak_src = (f"the FMA probe's best width, {self.peak_bits}-bit, in GFLOP/s as "
+                             "measured on one core (bench/fma_probe.c)")
+        else:
+            self.peak_bits = None
+            self.peak = ASSUMED_FLOP_PER_CYCLE * self.clock / 1000 if self.clock else None
+            self.peak_src = (f"{ASSUMED_FLOP_PER_CYCLE} FLOP/cycle assumed x the measured clock; "
+                             "not probed (the run predates bench/fma_probe.c)")
         self.w1_flops = {m: workloads.train_flops_per_sample(workloads.w1_spec(m))
                          for m in b.w1_models}
         self.w1_total = sum(self.w1_flops.values()) * b.n_train
@@ -203,14 +235,34 @@ class Ctx:
                             for j in b.w3_jobs)
         self.m7_fwd = workloads.spec_stats(workloads.w1_spec("m7"))[1]
 
+    def peak_fraction(self, gflops, cores=1):
+        """gflops as a fraction of the fp32 peak of `cores` cores (None where either is missing).
+        A new row's "% peak" (a packed W3, a fleet of 100,000 models) is f_pct(this)."""
+        return div(gflops, self.peak * cores if self.peak else None)
+
     def gf(self, gflops, cores=1):
         """'G GFLOP/s (x% sgemm, y% peak)' for a rate on `cores` cores."""
         if gflops is None:
             return "—"
         parts = [f"{f_pct(div(gflops, self.sgemm * cores if self.sgemm else None))} sgemm"]
         if self.peak:
-            parts.append(f"{f_pct(gflops / (self.peak * cores))} peak")
+            parts.append(f"{f_pct(self.peak_fraction(gflops, cores))} peak")
         return f"{gflops:.1f} ({', '.join(parts)})"
+
+
+def fma_widths(b):
+    """{bits: {gflops, flop_per_cycle, clock_mhz, isa}} of the FMA probe (medians over the rounds
+    of each width's best core); {} for a run without it."""
+    out = {}
+    for key in b.values:
+        m = re.fullmatch(r"fma\.gflops\.(\d+)", key)
+        if m and med(b, key):
+            bits = int(m.group(1))
+            out[bits] = {"gflops": med(b, key),
+                         "flop_per_cycle": med(b, f"fma.flop_per_cycle.{bits}"),
+                         "clock_mhz": med(b, f"fma.clock_mhz.{bits}"),
+                         "isa": b.info.get(f"fma.isa.{bits}", "?")}
+    return dict(sorted(out.items()))
 
 
 def w1_scenario(m):
@@ -472,7 +524,7 @@ def kernel_section(b, c):
              + (f", pinned to core {core}" if core is not None else "") + ". samples/s: batch "
              "rows per second. GFLOP/s: a multiply-add counts 2; pooling and activations do no "
              "multiply-adds and count one FLOP per element visited. % peak: of the single-core "
-             f"fp32 peak ({FLOP_PER_CYCLE} FLOP/cycle x the measured clock"
+             f"fp32 peak ({c.peak_src}"
              + (f", {c.peak:.1f} GFLOP/s" if c.peak else ", missing") + "). Dropout and Flatten "
              "have no kernel of their own.\n")
     if b.kernels_avx2:
@@ -501,7 +553,8 @@ def kernel_section(b, c):
 def provenance(b):
     mi = b.machine
     return (f"Measured by `bench/run_bench.py` ({b.mode} mode, {b.rounds} interleaved round(s)) "
-            f"on {b.started}, nnfleet commit {mi['commit']}, on {mi['cpu']} ({mi['isa']}; "
+            f"on {b.started}, nnfleet commit {mi['commit']}, on {b.kind['title']}: {mi['cpu']} "
+            f"({mi['isa']}; "
             f"hypervisor: {mi['hypervisor']}). Run time: {b.elapsed / 60:.1f} min. Every figure "
             "in this section is the median over that run's rounds, and every ratio the ratio of "
             "two such medians. Raw results: `" + b.raw_path + "` (re-render without measuring: "
@@ -514,12 +567,15 @@ def machine_part(b, c):
     loads = ", ".join(f"round {r}: {a:.1f} → {z:.1f}" for r, a, z in b.loads)
     L.append(table(["", ""], [
         ("CPU", f"{mi['cpu']} ({mi['flags']}; hypervisor: {mi['hypervisor']})"),
+        ("CPU kind (this section's key)", kind_text(b.kind)),
         ("cores", mi["cores"]),
         ("clock", (f"{mi['nominal_mhz']:.0f} MHz nominal (/proc/cpuinfo); "
                    if mi.get("nominal_mhz") else "nominal clock unknown; ")
          + (f"{c.clock:.0f} MHz measured on a busy core (bench/clock_probe.c, median of the "
             "rounds' best core)" if c.clock else "measured clock missing")),
-        ("caches", mi["caches"]),
+        ("caches", mi["caches"] + (f" (from {mi['caches_source']})"
+                                   if mi.get("caches_source") else "")),
+        ("fp32 peak per core (FMA probe, bench/fma_probe.c)", probe_text(c)),
         ("memory", f"{mi['mem'] / 2**30:.1f} GiB" if mi.get("mem") else "?"),
         ("system", mi["os"]),
         ("load average (1 min) before → after each round", loads or "—"),
@@ -536,31 +592,68 @@ def machine_part(b, c):
     return L
 
 
-def ceiling_part(b, c):
+def kind_text(kind):
+    if kind.get("family") is None:
+        return f"{kind['title']} (`{kind['key']}`)"
+    return (f"{kind['title']}: vendor {kind['vendor']}, family {kind['family']} "
+            f"(0x{kind['family']:x}), model {kind['model']} (0x{kind['model']:x}), widest ISA "
+            f"{kind['isa']} (`{kind['key']}`)")
+
+
+def probe_text(c):
+    if not c.fma:
+        return f"not probed ({c.peak_src})"
+    return "; ".join(f"{bits}-bit {w['isa']}: {w['gflops']:.1f} GFLOP/s, "
+                     + (f"{w['flop_per_cycle']:.1f} FLOP/cycle" if w["flop_per_cycle"]
+                        else "FLOP/cycle missing") for bits, w in c.fma.items())
+
+
+def ceiling_rows(b, c):
+    """The ceiling table's rows: sgemm, then the probed peak per vector width (or the assumed
+    one of a run from before the probe), per core and for the machine."""
     mi = b.machine
-    L = ["### The ceiling\n"]
     sg = lambda k: f"{med(b, k):.1f} GFLOP/s" if med(b, k) else "missing"  # noqa: E731
     rows = [("sgemm 512x512x512, one thread, OpenBLAS `cblas_sgemm`", sg("sgemm.openblas")),
             ("the same through `torch.mm` (the peer's BLAS)", sg("sgemm.torch")),
-            ("the same through numpy `matmul`", sg("sgemm.numpy")),
-            (f"single-core fp32 peak: {FLOP_PER_CYCLE} FLOP/cycle x measured clock",
-             f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
-            ("the same at the nominal clock",
-             f"{FLOP_PER_CYCLE * mi['nominal_mhz'] / 1000:.1f} GFLOP/s"
-             if mi.get("nominal_mhz") else "missing")]
-    if c.peak and mi["isa"] == "AVX-512":
-        rows.append((f"{2 * FLOP_PER_CYCLE} FLOP/cycle (two 512-bit FMAs per cycle, if the core "
-                     "has them) x measured clock", f"{2 * c.peak:.1f} GFLOP/s"))
-    L.append(table(["figure", "value"], rows))
-    if mi["isa"] == "AVX-512":
-        L.append(f"\nThis CPU has AVX-512. The {FLOP_PER_CYCLE} FLOP/cycle peak of workloads.md "
-                 "is the AVX2 figure (two 256-bit FMA pipes); OpenBLAS here runs "
-                 f"{b.info.get('openblas', 'its detected kernels')}, while a library with 512-bit "
-                 "kernels (ONNX Runtime's MLAS picks them at run time) can go past the AVX2 peak.")
+            ("the same through numpy `matmul`", sg("sgemm.numpy"))]
+    for bits, w in c.fma.items():
+        rows.append((f"FMA probe, {bits}-bit ({w['isa']}), one core: GFLOP/s, FLOP/cycle (÷ the "
+                     "clock the probe measured just before"
+                     + (f", {w['clock_mhz']:.0f} MHz" if w["clock_mhz"] else "") + ")",
+                     f"{w['gflops']:.1f} GFLOP/s, " + (f"{w['flop_per_cycle']:.1f} FLOP/cycle"
+                                                       if w["flop_per_cycle"] else "missing")))
+    fpc = c.fma[c.peak_bits]["flop_per_cycle"] if c.fma else ASSUMED_FLOP_PER_CYCLE
+    label = (f"single-core fp32 peak: the probe's best width ({c.peak_bits}-bit)" if c.fma else
+             f"single-core fp32 peak: {ASSUMED_FLOP_PER_CYCLE} FLOP/cycle x measured clock "
+             "(assumed; not probed)")
+    rows += [(label, f"{c.peak:.1f} GFLOP/s" if c.peak else "missing"),
+             (f"machine fp32 peak: the same x {b.n} cores used",
+              f"{c.peak * b.n:.1f} GFLOP/s" if c.peak else "missing"),
+             ("single-core peak at the nominal clock"
+              + (f" ({fpc:.1f} FLOP/cycle)" if c.fma and fpc else ""),
+              f"{fpc * mi['nominal_mhz'] / 1000:.1f} GFLOP/s"
+              if mi.get("nominal_mhz") and fpc else "missing")]
+    return rows
+
+
+def ceiling_part(b, c):
+    mi = b.machine
+    L = ["### The ceiling\n"]
+    L.append(table(["figure", "value"], ceiling_rows(b, c)))
+    if 512 in c.fma and 256 in c.fma:
+        L.append(f"\nThis CPU has AVX-512: 512-bit FMAs run "
+                 f"{c.fma[512]['gflops'] / c.fma[256]['gflops']:.2f}x the 256-bit rate here (about "
+                 "2x where the core has full-width 512-bit units, about 1x where it splits them "
+                 "in two). OpenBLAS here runs "
+                 f"{b.info.get('openblas', 'its detected kernels')}.")
+    elif mi["isa"] == "AVX-512":
+        L.append(f"\nThis CPU has AVX-512; the run predates the FMA probe, so its "
+                 f"{ASSUMED_FLOP_PER_CYCLE} FLOP/cycle peak is the AVX2 figure (two 256-bit FMA "
+                 "pipes), which 512-bit kernels can go past.")
     L.append(f"\nGFLOP/s columns: training FLOPs = 3 x forward FLOPs of Dense and Conv2D (a "
              f"multiply-add counts 2), prediction = 1 x forward. \"% sgemm\" divides by "
-             f"{c.sgemm_src} x the cores used, \"% peak\" by {FLOP_PER_CYCLE} FLOP/cycle x the "
-             "measured clock x the cores used. The 3x convention also counts the input gradient "
+             f"{c.sgemm_src} x the cores used, \"% peak\" by the single-core fp32 peak "
+             f"({c.peak_src}) x the cores used. The 3x convention also counts the input gradient "
              "of the first layer, which no trainer computes, so for the MLPs (whose first Dense "
              "layer dominates) the FLOPs actually done are fewer than counted, and their implied "
              "GFLOP/s can exceed the sgemm rate.\n")
@@ -771,11 +864,17 @@ def rounds_part(b):
     return L
 
 
+def section_heading(kind, isa):
+    """A section's heading before its machine, commit and date: the kind and the widest ISA."""
+    return f"{kind['title']}, {isa}"
+
+
 def render_section(b):
     """This run's section, without its markers: heading, provenance, every table."""
     c = Ctx(b)
     mi = b.machine
-    L = [f"## {mi['isa']}: {mi['cpu']}, commit {mi['commit']}, {b.started}\n"]
+    L = [f"## {section_heading(b.kind, mi['isa'])}: {mi['cpu']}, commit {mi['commit']}, "
+         f"{b.started}\n"]
     if b.mode == "quick":
         L.append("> **Quick run** (`bench/run_bench.py --quick`): the benchmark's structure on "
                  f"reduced work (W1 with {', '.join(b.w1_models)} on the first {b.n_train:,} "
@@ -811,11 +910,14 @@ HEADER = """# Benchmarks
 nnfleet against its peers on the workloads of `/work/shared/workloads.md` (W1:
 `examples/w1.yaml`; W3: `examples/w3.yaml`; W4: `examples/forecast.yaml`; W5:
 `examples/search/w5.yaml`), written by `make bench` (`bench/run_bench.py`, which
-`bench/README.md` describes). There is one section per instruction set, each written whole by one
-full run on a machine of that kind and headed by that run's machine, commit and date: a run
-replaces only its own instruction set's section and keeps the others as they were. Every figure
-in a section was measured by the run that wrote it. `make bench ARGS=--quick` never writes this
-file.
+`bench/README.md` describes). There is one section per machine kind (CPU vendor, family and
+model, e.g. AMD Zen 5 = family 26, model 2), each written whole by one full run on a machine of
+that kind and headed by that run's machine, commit and date: a run replaces only its own kind's
+section and keeps the others as they were. Every figure in a section was measured by the run that
+wrote it; "% peak" divides by the fp32 peak that run's FMA probe measured on one core
+(`bench/fma_probe.c`, the best vector width) times the cores used, or, in a section from before
+the probe, by an assumed 32 FLOP/cycle at the measured clock (such sections say "not probed").
+`make bench ARGS=--quick` never writes this file.
 """
 
 METHOD = """## How each figure is measured
@@ -858,7 +960,12 @@ METHOD = """## How each figure is measured
   prediction loop only, after a warm-up batch.
 - **The ceiling.** `bench/sgemm_rate.py`: a single-thread sgemm on one pinned thread, best of
   its timed runs, operands hot; `bench/clock_probe.c`: a chain of dependent adds (one per cycle)
-  gives the clock a busy core really runs at (best core). Both count the thread's CPU time, not
+  gives the clock a busy core really runs at (best core); `bench/fma_probe.c`: independent FMAs
+  (12 to 16 accumulator chains, enough to hide the FMA latency on both pipes) at each vector width
+  the CPU has, pinned to each core, compiled per width with target attributes so that one binary
+  runs everywhere and calls a width only where cpuid says the CPU has it; the best width's GFLOP/s
+  is the single-core fp32 peak of "% peak", and its FLOP/cycle divides by the clock the probe
+  measured just before on the same core. All three count the thread's CPU time, not
   the wall clock, so other processes sharing a core do not lower the ceiling; nnfleet's and the
   peers' figures are wall-clock, so a busy machine (see the load averages under Machine) lowers
   their fractions, never raises them.
@@ -879,38 +986,71 @@ METHOD = """## How each figure is measured
 
 
 def split_sections(text):
-    """{isa: the section's text between its markers} of an existing BENCHMARKS.md."""
-    return {m.group(1): m.group(2) for m in SECTION_RE.finditer(text)}
+    """{kind key: the section's text between its markers}, in the file's order, of an existing
+    BENCHMARKS.md. A section of a file from before kinds (`isa=AVX2` markers) is kept under the
+    key `isa-avx2` (legacy_kind): its kind was not recorded."""
+    out = {}
+    for m in SECTION_RE.finditer(text):
+        key = m.group(2) if m.group(1) == "kind" else legacy_kind(m.group(2))["key"]
+        out[key] = m.group(3)
+    return out
 
 
-def assemble(sections):
-    """The whole BENCHMARKS.md from {isa: section text}; an ISA never measured says so."""
+# A placeholder the generator wrote for an instruction set never measured (before kinds).
+PLACEHOLDER_RE = re.compile(r"## \S+\n\nNot measured yet: run `make bench` on a machine with "
+                            r"\S+ to fill this section\.\n\n?")
+
+
+def extra_text(text):
+    """Hand-written text between the last section and "How each figure is measured" (a one-off
+    measurement, such as issue 34's tiny models from Python), kept by a merge as it is."""
+    ends = [m.end() for m in SECTION_RE.finditer(text)]
+    if not ends:
+        return ""
+    tail = text[ends[-1]:]
+    cut = tail.find(METHOD_HEADING)
+    tail = PLACEHOLDER_RE.sub("", tail if cut < 0 else tail[:cut])
+    return tail.strip("\n") + "\n" if tail.strip() else ""
+
+
+def assemble(sections, extra=""):
+    """The whole BENCHMARKS.md from {kind key: section text} (in their order), then `extra`."""
     L = [HEADER]
-    for isa in ISA_ORDER + sorted(set(sections) - set(ISA_ORDER)):
-        if isa in sections:
-            L.append(BEGIN.format(isa) + "\n" + sections[isa].rstrip("\n") + "\n"
-                     + END.format(isa) + "\n")
-        else:
-            L.append(f"## {isa}\n\nNot measured yet: run `make bench` on a machine with {isa} "
-                     "to fill this section.\n")
+    for key, text in sections.items():
+        L.append(BEGIN.format(key) + "\n" + text + END.format(key) + "\n")
+    if extra:
+        L.append(extra)
     L.append(METHOD)
     return "\n".join(L)
 
 
+def section_text(b):
+    """Run b's section between its markers, ending in one newline."""
+    return render_section(b).rstrip("\n") + "\n"
+
+
 def merge(existing, b):
-    """BENCHMARKS.md's text after run b: its ISA's section replaced, every other one kept."""
+    """BENCHMARKS.md's text after run b: its kind's section replaced where it was (a new kind's
+    appended), every other section kept byte for byte, the hand-written text after them kept."""
     sections = split_sections(existing) if existing else {}
     if existing and not sections and existing.strip():
-        raise ValueError("failed to merge into BENCHMARKS.md: it has no per-ISA sections; "
-                         f"expected '{BEGIN.format('<ISA>')}' markers, got none (restore it from "
-                         "git, or pass --md to write elsewhere)")
-    sections[b.machine["isa"]] = render_section(b)
-    return assemble(sections)
+        raise ValueError("failed to merge into BENCHMARKS.md: it has no per-kind sections; "
+                         f"expected '{BEGIN.format('<kind>')}' markers, got none (restore it "
+                         "from git, or pass --md to write elsewhere)")
+    key, old = b.kind["key"], set(bench_probe.superseded_keys(b.kind)) - {b.kind["key"]}
+    kept = {}
+    for k, text in sections.items():
+        if k in old:  # a restored section of this microarchitecture: this run takes its place
+            kept.setdefault(key, None)
+        else:
+            kept[k] = text
+    kept[key] = section_text(b)  # in its place, or appended
+    return assemble(kept, extra_text(existing or ""))
 
 
 def render(b):
     """A standalone report of run b (the --quick report, or a first BENCHMARKS.md)."""
-    return assemble({b.machine["isa"]: render_section(b)})
+    return assemble({b.kind["key"]: section_text(b)})
 
 
 def is_benchmarks_md(path):

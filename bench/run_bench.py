@@ -7,6 +7,9 @@ one sitting, interleaved, then the medians into BENCHMARKS.md (bench/bench_repor
 
 Scenarios, run in this order in every round, nnfleet first and then its peers:
   sgemm     single-thread sgemm 512^3 (OpenBLAS, torch.mm, numpy) and the core clock probe
+  fma-probe the fp32 peak: bench/fma_probe.c pinned to each core, independent FMAs at each vector
+            width the CPU has (128, 256, 512 bits), GFLOP/s and FLOP/cycle; the best core per
+            width (the report's "% peak" divides by the best width's GFLOP/s)
   w1-1core  W1 on one core: `nnfleet train --workers 1`; the peer: a fresh pinned process per
             model, one at a time (per-model samples/s, launch to first step, the m7 for W2)
   w1-fleet  W1 on all cores: `nnfleet train --workers N`; the peer recipe with N processes
@@ -48,7 +51,8 @@ epoch, 800 tiny models, W5 with 9 trials (the peer on the first 2,000 training i
 BUILD/bench/BENCHMARKS-quick.md, never BENCHMARKS.md.
 Everything a round ran is logged under BUILD/bench/<mode>-<time>/ (logs/, profiles/, raw.json);
 `bench/bench_report.py BUILD/bench/<mode>-<time>/raw.json` re-renders a run without measuring.
-A full run replaces only its own ISA's section of BENCHMARKS.md (bench_report.py).
+A full run replaces only its own machine kind's section of BENCHMARKS.md (CPU vendor, family and
+model: bench_probe.machine_kind; bench_report.py merges).
 """
 import argparse
 import gzip
@@ -304,7 +308,11 @@ class Bench:
     # ---- set-up -------------------------------------------------------------------------------
     def preflight(self):
         os.makedirs(os.path.join(self.work, "logs"), exist_ok=True)
-        self.machine = bench_probe.machine(REPO, self.cores)
+        # Built first: machine() asks it for cpuid's caches where the VM hides them from lscpu.
+        self.fma_exe = os.path.join(self.work, "fma_probe")
+        self.run("fma-probe-build", ["cc", "-O2", "-o", self.fma_exe,
+                                     os.path.join(HERE, "fma_probe.c")])
+        self.machine = bench_probe.machine(REPO, self.cores, self.fma_exe)
         if not os.access(self.nnfleet, os.X_OK):
             raise BenchError(f"failed to find nnfleet at {self.nnfleet}; expected a built tool "
                              "(make build), or pass --nnfleet PATH")
@@ -453,6 +461,27 @@ class Bench:
                                               self.cfg["clock_runs"]])
             mhz.append(float(p.stdout))
         self.add("clock.probe_mhz", max(mhz))
+
+    def fma_probe(self):
+        """The fp32 peak (bench/fma_probe.c) pinned to each core: per vector width the best core's
+        GFLOP/s, FLOP/cycle and the clock the probe measured; the report's peak is the best
+        width's GFLOP/s (fma.gflops.<bits>)."""
+        best = {}
+        for c in self.cores:
+            p, _ = self.run(f"fma-probe-core{c}", ["taskset", "-c", c, self.fma_exe,
+                                                  self.cfg["clock_runs"]])
+            try:
+                r = bench_probe.parse_fma_probe(p.stdout)
+            except ValueError as e:
+                raise BenchError(f"fma-probe: {e} (log: {self.log_path(f'fma-probe-core{c}')})")
+            for w in r["widths"]:
+                if w["gflops"] > best.get(w["bits"], {}).get("gflops", 0):
+                    best[w["bits"]] = dict(w, clock_mhz=r["clock_mhz"])
+        for bits, w in sorted(best.items()):
+            self.add(f"fma.gflops.{bits}", w["gflops"])
+            self.add(f"fma.flop_per_cycle.{bits}", w["flop_per_cycle"])
+            self.add(f"fma.clock_mhz.{bits}", w["clock_mhz"])
+            self.info[f"fma.isa.{bits}"] = f"{w['isa']}, {w['chains']} chains"
 
     def w1_1core(self):
         out = os.path.join(self.work, f"r{self.round}-w1-1core")
@@ -991,6 +1020,7 @@ class Bench:
         for self.round in range(1, self.a.rounds + 1):
             before = os.getloadavg()[0]
             self.step("sgemm", self.sgemm)
+            self.step("fma-probe", self.fma_probe)
             self.step("w1-1core nnfleet", self.w1_1core)
             self.step("w1-1core peer", self.w1_1core_peer)
             self.step("w1-fleet nnfleet", self.w1_fleet)

@@ -42,6 +42,10 @@ for _a, _r, _e in (("lstm", 1400, 0.011), ("gru", 1800, 0.004), ("tcn", 11500, 0
     BASE[f"w4.mse.{_a}.nnfleet"] = _e
     BASE[f"w4.mse.{_a}.peer"] = _e
 BASE.update({"w4.wall.nnfleet": 200, "w4.wall.pool": 720, "w4.rss.nnfleet": 6e7})
+# The FMA probe (bench/fma_probe.c) per vector width: GFLOP/s, FLOP/cycle, its clock.
+for _bits, _g in ((128, 55), (256, 110), (512, 220)):
+    BASE.update({f"fma.gflops.{_bits}": _g, f"fma.flop_per_cycle.{_bits}": _g / 3.5,
+                 f"fma.clock_mhz.{_bits}": 3500})
 BASE.update({"w5.wall.nnfleet": 40, "w5.wall.unpruned": 110, "w5.wall.peer": 900,
              "w5.wall1.nnfleet": 75, "w5.wall1.peer": 1700, "w5.epochs_trained.nnfleet": 243,
              "w5.epochs_trained.unpruned": 729, "w5.epochs_trained.peer": 300,
@@ -52,11 +56,17 @@ for _m, _r in zip(MODELS, (7e5, 2e5, 1e5, 4e5, 8e4, 3e4, 1900, 3.7e4)):
     BASE[f"w1.sps.{_m}.peer"] = _r / 2.5
 
 
-def make_raw(seed, isa="AVX2", mode="full"):
-    """A complete synthetic raw.json of a 3-round run, every figure drawn from `seed`."""
+KINDS = {"AVX2": ("AuthenticAMD", 25, 1), "AVX-512": ("AuthenticAMD", 26, 2)}
+
+
+def make_raw(seed, isa="AVX2", mode="full", family_model=None):
+    """A complete synthetic raw.json of a 3-round run, every figure drawn from `seed`, on a
+    machine of the kind (vendor_id, family, model) given, by default a Zen 3 for AVX2 and a Zen 5
+    for AVX-512; the FMA probe's 512-bit width only with AVX-512."""
     rng = random.Random(seed)
     fig = lambda base: base * rng.uniform(0.5, 2.0)  # noqa: E731
-    values = {k: [fig(v) for _ in range(3)] for k, v in BASE.items()}
+    values = {k: [fig(v) for _ in range(3)] for k, v in BASE.items()
+              if isa == "AVX-512" or not k.startswith("fma.") or not k.endswith(".512")}
     for m in MODELS:
         values[f"w1.acc.{m}.nnfleet"] = [rng.uniform(0.8, 0.9)] * 3
         values[f"w1.acc.{m}.peer"] = [rng.uniform(0.8, 0.9)] * 3
@@ -82,11 +92,15 @@ def make_raw(seed, isa="AVX2", mode="full"):
             "w5.same.peer": {"same": False, "difference": "trial 0: params, values"}}
     for m in MODELS:
         info[f"params.{m}.nnfleet"] = workloads.spec_stats(workloads.w1_spec(m))[0]
+    for bits in (128, 256, 512):
+        info[f"fma.isa.{bits}"] = ("AVX-512F" if bits == 512 else "FMA") + ", 12 chains"
     kernels = [{"name": f"BM_DenseForward/in:784/out:{u}", "samples_per_second": fig(1e6),
                 "flops_per_second": fig(2e11)} for u in (32, 128, 512)]
     raw = {"mode": mode, "rounds": 3, "started": f"2030-01-{seed % 28 + 1:02d} 10:00:00 UTC",
            "elapsed": fig(1500), "cores": [0, 1],
-           "machine": {"cpu": "Test CPU", "isa": isa, "flags": "AVX2, FMA", "cores": "2 used",
+           "machine": {"cpu": "Test CPU", "isa": isa,
+                       "kind": bench_probe.machine_kind(*(family_model or KINDS[isa]), isa),
+                       "flags": "AVX2, FMA", "cores": "2 used",
                        "nominal_mhz": fig(2600), "caches": "L1d 64 KiB", "mem": fig(2.4e10),
                        "os": "Debian", "hypervisor": "none", "commit": f"c{seed:06x}",
                        "node": "v20"},
@@ -180,25 +194,26 @@ def test_no_figure_of_the_first_run_appears_in_the_report_of_the_second(monkeypa
     assert mine & fixed_figures(render(second), second) == {carried}
 
 
-def test_a_run_replaces_its_own_isa_section_entirely():
+def test_a_run_replaces_its_own_kind_section_entirely():
     first, second = make_raw(1), make_raw(2)
     doc = bench_report.merge(render(first), bench_report.Run(second))
     assert sorted(own_figures(first) & fixed_figures(doc, second)) == []
-    assert doc.count("bench-section isa=AVX2 begin") == 1
+    assert doc.count("bench-section kind=amd-f25-m1 begin") == 1
     assert "c000002" in doc and "c000001" not in doc
 
 
-def test_a_run_keeps_the_other_isa_section_verbatim():
+def test_a_run_keeps_the_other_kind_section_verbatim():
     avx512, avx2 = make_raw(1, "AVX-512"), make_raw(2, "AVX2")
     kept = bench_report.render_section(bench_report.Run(avx512))
     doc = bench_report.merge(render(avx512), bench_report.Run(avx2))
     sections = bench_report.split_sections(doc)
-    assert set(sections) == {"AVX2", "AVX-512"}
-    assert sections["AVX-512"].rstrip("\n") == kept.rstrip("\n")
+    assert list(sections) == ["amd-f26-m2", "amd-f25-m1"]  # the new kind appended
+    assert sections["amd-f26-m2"] == kept.rstrip("\n") + "\n"
     # The first run's figures stay, but only inside its own section, under its provenance.
-    assert own_figures(avx512) <= figures(sections["AVX-512"])
-    assert sorted(own_figures(avx512) & fixed_figures(sections["AVX2"], avx2)) == []
-    assert doc.index("## AVX2: ") < doc.index("## AVX-512: ")
+    assert own_figures(avx512) <= figures(sections["amd-f26-m2"])
+    assert sorted(own_figures(avx512) & fixed_figures(sections["amd-f25-m1"], avx2)) == []
+    assert doc.index("## AMD Zen 5 (family 26, model 2), AVX-512: ") < doc.index(
+        "## AMD Zen 3 (family 25, model 1), AVX2: ")
 
 
 def test_the_generator_prints_no_fixed_figures():
@@ -288,18 +303,23 @@ def test_a_quick_run_never_writes_benchmarks_md(tmp_path):
 
 
 def test_merging_refuses_a_file_without_sections():
-    with pytest.raises(ValueError, match="no per-ISA sections"):
+    with pytest.raises(ValueError, match="no per-kind sections"):
         bench_report.merge("# Benchmarks\n\nold text\n", bench_report.Run(make_raw(7)))
 
 
-def test_the_committed_benchmarks_md_has_per_isa_sections():
+def test_the_committed_benchmarks_md_has_per_kind_sections():
     with open(os.path.join(REPO, "BENCHMARKS.md")) as f:
-        sections = bench_report.split_sections(f.read())
-    assert sections and set(sections) <= set(bench_report.ISA_ORDER)
-    for isa, text in sections.items():  # each headed by its run's machine, commit and date
+        text = f.read()
+    assert "bench-section isa=" not in text  # migrated
+    sections = bench_report.split_sections(text)
+    # Zen 3 and Zen 4 from before kinds were recorded (model unknown), Zen 5 family 26 model 2.
+    assert list(sections) == ["amd-f25-zen-3", "amd-f25-zen-4", "amd-f26-m2"]
+    for key, text in sections.items():  # each headed by its kind, run's machine, commit, date
         heading = text.split("\n", 1)[0]
-        assert re.fullmatch(rf"## {re.escape(isa)}: .+, commit [0-9a-f]{{7}}[^,]*, \d{{4}}-.+",
-                            heading), heading
+        assert re.fullmatch(r"## AMD Zen \d \(family \d+, model [^)]+\), AVX[-0-9]+: .+, "
+                            r"commit [0-9a-f]{7}[^,]*, \d{4}-.+", heading), heading
+        assert "not probed" in text  # all three predate the FMA probe
+    assert "commit 58c512d" in sections["amd-f25-zen-4"]  # restored from git history
 
 
 def test_a_saved_run_is_rerendered_without_measuring(tmp_path):
