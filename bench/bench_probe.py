@@ -144,8 +144,8 @@ def caches_of(lscpu, cpuid):
     text = ", ".join(f"{n} {kib_text(found[n]['size_kib'])}" if n in found else f"{n} ?"
                      for n in ("L1d", "L2", "L3"))
     leaves = ", ".join(dict.fromkeys(c["leaf"] for c in found.values()))
-    return (text + " (L1d and L2 per core; L3 as cpuid reports it, on some EPYCs the whole "
-            "package's)", f"cpuid leaf {leaves} (lscpu shows none: the VM hides them)")
+    return (text, f"cpuid leaf {leaves}, as lscpu shows none (the VM hides them): L1d and L2 per "
+                  "core, L3 as cpuid reports it, on some EPYCs the whole package's")
 
 
 def machine(repo, cores, fma_probe=None):

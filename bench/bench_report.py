@@ -573,7 +573,7 @@ def machine_part(b, c):
                    if mi.get("nominal_mhz") else "nominal clock unknown; ")
          + (f"{c.clock:.0f} MHz measured on a busy core (bench/clock_probe.c, median of the "
             "rounds' best core)" if c.clock else "measured clock missing")),
-        ("caches", mi["caches"] + (f" (from {mi['caches_source']})"
+        ("caches", mi["caches"] + (f"; from {mi['caches_source']}"
                                    if mi.get("caches_source") else "")),
         ("fp32 peak per core (FMA probe, bench/fma_probe.c)", probe_text(c)),
         ("memory", f"{mi['mem'] / 2**30:.1f} GiB" if mi.get("mem") else "?"),

@@ -75,8 +75,8 @@ __attribute__((target("fma"))) static double fma128(long iters, float* sink) {
   return 12.0 * 4 * 2 * (double)iters;
 }
 
-// No FMA (before Haswell and Zen 1... Piledriver had FMA4, not probed): a multiply and an add per
-// lane, on separate chains' values, 2 FLOP per lane per pair.
+// No FMA3 (Intel before Haswell, AMD before Piledriver): a multiply then an add per lane, 2 FLOP
+// per lane per pair, on the same 12 chains.
 static double sse128(long iters, float* sink) {
   const __m128 m = _mm_set1_ps(MUL), a = _mm_set1_ps(ADD);
 #define DECL(i) __m128 c##i = _mm_set1_ps((float)(i) / 16);
@@ -206,8 +206,8 @@ int main(int argc, char** argv) {
 // ways 0: not given by the leaf; shared_by 0: not given (the threads sharing the cache).
 static void cache_line(int level, const char* type, unsigned kib, unsigned ways, unsigned line,
                        unsigned sharing, unsigned leaf) {
-  printf("cache level=%d type=%s size_kib=%u ways=%u line=%u shared_by=%u leaf=0x%x\n", level,
-         type, kib, ways, line, sharing, leaf);
+  printf("cache level=%d type=%s size_kib=%u ways=%u line=%u shared_by=%u leaf=0x%x\n", level, type,
+         kib, ways, line, sharing, leaf);
 }
 
 // Deterministic cache parameters (AMD leaf 0x8000001D, Intel leaf 4: the same layout).
@@ -222,8 +222,8 @@ static int deterministic_caches(unsigned leaf) {
     const unsigned sets = c + 1;
     const unsigned long bytes = (unsigned long)ways * parts * line * sets;
     static const char* types[] = {"none", "data", "instruction", "unified"};
-    cache_line((int)((a >> 5) & 7), t < 4 ? types[t] : "other", (unsigned)(bytes >> 10), ways,
-               line, ((a >> 14) & 4095) + 1, leaf);
+    cache_line((int)((a >> 5) & 7), t < 4 ? types[t] : "other", (unsigned)(bytes >> 10), ways, line,
+               ((a >> 14) & 4095) + 1, leaf);
     ++found;
   }
   return found;
