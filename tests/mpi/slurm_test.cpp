@@ -33,6 +33,13 @@ class Slurm : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(geteuid(), 0u) << "the Slurm test runs slurmctld and slurmd as root, as CI runs "
                                 "it; run `make test` as root";
+    // Run inside a Slurm job (a developer's allocation), srun and salloc would read its SLURM_*
+    // variables (SLURM_JOB_ID, SLURM_CONF, ...) and talk to that cluster, not the test's.
+    std::vector<std::string> inherited;
+    for (char** e = environ; *e != nullptr; ++e)
+      if (std::string(*e).rfind("SLURM_", 0) == 0)
+        inherited.push_back(std::string(*e).substr(0, std::string(*e).find('=')));
+    for (const std::string& name : inherited) unsetenv(name.c_str());
     cluster_ = dir.path + "/slurm";
     const std::string out = dir.path + "/slurm-up.out", err = dir.path + "/slurm-up.err";
     const int rc =
