@@ -116,6 +116,12 @@ FleetOptions fleet_options(const RunOptions& o) {
   if (o.format != "keras" && o.format != "h5" && o.format != "onnx")
     throw UsageError("failed to start the run: unknown model format '" + o.format +
                      "'; expected keras, h5 or onnx");
+  if (!o.save.empty()) {
+    std::string why;
+    if (!parse_save_policy(o.save, why))
+      throw UsageError("failed to start the run: save '" + o.save +
+                       "' is not a policy; expected all, best N (N >= 1) or none (" + why + ")");
+  }
   if (o.resume && (!o.out || o.out->empty()))
     throw UsageError(
         "failed to resume the run: resume needs the output folder of the run; "
@@ -168,6 +174,8 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
                                         input.base_dir().empty() ? fs::current_path().string()
                                                                  : input.base_dir(),
                                         0, given);
+    std::string why;
+    if (!o.save.empty()) plan.save = *parse_save_policy(o.save, why);  // checked above
   };
   nnfleet::Cluster* ranks = ClusterAccess::ranks(o.cluster);
   if (ranks)
