@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -293,14 +294,19 @@ uint64_t record_bytes(const ModelSpec& s) {
 }
 uint64_t checkpoint_bytes(const PreparedJob& j) { return 16 * uint64_t{j.params} + 4096; }
 
-// What the pending jobs will write, `workers` of them at a time.
-uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
+// What the pending jobs will write, `workers` of them at a time; with a save policy of best N
+// (`kept`: N, or 0 for none) only the N largest model files stay, and `workers` more at once.
+uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers,
+                      size_t kept = SIZE_MAX) {
   uint64_t total = 0;
-  std::vector<uint64_t> running;
+  std::vector<uint64_t> running, files;
   for (const PreparedJob* j : pending) {
-    total += model_file_bytes(*j) + j->record_bytes;
+    total += j->record_bytes;
+    files.push_back(kept > 0 ? model_file_bytes(*j) : 0);
     running.push_back(checkpoint_bytes(*j) + model_file_bytes(*j));
   }
+  std::sort(files.rbegin(), files.rend());
+  for (size_t i = 0; i < files.size() && (kept == SIZE_MAX || i < kept); ++i) total += files[i];
   std::sort(running.rbegin(), running.rend());
   for (size_t i = 0; i < running.size() && i < static_cast<size_t>(workers); ++i)
     total += running[i];
@@ -414,6 +420,14 @@ struct OpenedRun {
   std::vector<std::string> notes;  // records not trusted
 };
 
+// How many model files the run keeps at its end (SIZE_MAX: all).
+size_t kept_files(const Plan& plan) {
+  const SavePolicy p = plan.save.resolved(plan.models.size());
+  return p.kind == SavePolicy::Kind::kAll    ? SIZE_MAX
+         : p.kind == SavePolicy::Kind::kNone ? 0
+                                             : p.best;
+}
+
 // 3. The output folder (created, or on --resume checked), checked for room, and the queue: on
 // --resume the models it holds finished are kept, and the others go to the queue, longest first
 // (plan order breaks ties). `plan_yaml` is the plan's plan_to_yaml() text. Throws UsageError,
@@ -424,7 +438,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
   std::vector<PreparedJob*> all;
   for (auto& j : st.jobs) all.push_back(&j);
   if (!opts.resume)
-    check_room(st.dir, output_bytes(all, workers),
+    check_room(st.dir, output_bytes(all, workers, kept_files(plan)),
                "the files of " + std::to_string(all.size()) + " model(s)");
   folder.emplace(plan, st.dir, opts.resume, plan_yaml, opts.arrays);
   st.folder = &*folder;
@@ -463,7 +477,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
     if (st.results[j.index].status != JobStatus::kPending) st.keep_file(j.index);
   std::stable_sort(st.queue.begin(), st.queue.end(),
                    [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
-  folder->check_writable(output_bytes(st.queue, workers));
+  folder->check_writable(output_bytes(st.queue, workers, kept_files(plan)));
   return o;
 }
 
