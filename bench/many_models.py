@@ -8,7 +8,7 @@ of N/100 learning rates x 100 repeats), runs `nnfleet train` once per --runs wit
 --save policy (each into a fresh folder, after a sync), and prints one JSON line per run and
 their medians: the wall time, the training seconds the models report (results.json) summed, the
 fraction of the wall time outside training ((wall - train_sum / workers) / wall), the peak
-resident memory of the process (wait4's ru_maxrss), and the bytes and files left in the output
+resident memory of the process (/usr/bin/time's %M), and the bytes and files left in the output
 folder.
 
     /usr/bin/python3 bench/many_models.py --nnfleet build/nnfleet --models 100000 --runs 3
@@ -64,19 +64,24 @@ def one_run(args, plan, out):
     cmd = [args.nnfleet, "train", plan, "--out", out, "--workers", str(args.workers), "--quiet"]
     if args.save:
         cmd += ["--save", args.save]
+    # /usr/bin/time's %M: wait4's ru_maxrss of a child forked from this Python process (numpy
+    # and sklearn loaded) would count the parent's pages it had before exec.
+    rss_file = out + ".rss"
     start = time.time()
-    p = subprocess.Popen(cmd)
-    _, status, usage = os.wait4(p.pid, 0)
+    status = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd).returncode
     wall = time.time() - start
     if status != 0:
         raise SystemExit("nnfleet failed: " + " ".join(cmd))
+    with open(rss_file) as f:
+        peak_kb = int(f.read().split()[-1])
+    os.remove(rss_file)
     with open(os.path.join(out, "results.json")) as f:
         models = json.load(f)["models"]
     train = sum(m.get("seconds", 0.0) for m in models)
     files, size = folder_size(out)
     return {"models": len(models), "wall_s": round(wall, 3), "train_sum_s": round(train, 3),
             "outside_training": round((wall - train / args.workers) / wall, 4),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024.0, 1), "bytes_written": size,
+            "peak_rss_mb": round(peak_kb / 1024.0, 1), "bytes_written": size,
             "files_written": files}
 
 
