@@ -178,6 +178,43 @@ struct JsonText {
   }
 };
 
+// "best": {epoch, monitor, value} or null.
+void best_text(JsonText& w, const api::BestEpoch& b) {
+  w.key("best");
+  if (b.epoch <= 0) {
+    w.o += "null";
+    return;
+  }
+  w.open('{');
+  w.key("epoch");
+  w.integer(b.epoch);
+  w.key("monitor");
+  w.str(b.monitor);
+  w.key("value");
+  w.num(b.value);
+  w.close('}');
+}
+
+// "history": one object per epoch (epoch, seconds, its values).
+void history_text(JsonText& w, const JobResult& r) {
+  w.key("history");
+  w.open('[');
+  for (const EpochRecord& e : r.history) {
+    w.sep();
+    w.open('{');
+    w.key("epoch");
+    w.integer(e.epoch);
+    w.key("seconds");
+    w.num(e.seconds);
+    for (const auto& [k, v] : e.values) {
+      w.key(k);
+      w.num(v);
+    }
+    w.close('}');
+  }
+  w.close(']');
+}
+
 }  // namespace
 
 std::string job_result_json_text(const JobResult& r, const std::string& model_file,
@@ -203,41 +240,14 @@ std::string job_result_json_text(const JobResult& r, const std::string& model_fi
   w.integer(r.core);
   w.key("metrics");
   w.values(r.metrics);
-  w.key("best");
-  if (r.best.epoch > 0) {
-    w.open('{');
-    w.key("epoch");
-    w.integer(r.best.epoch);
-    w.key("monitor");
-    w.str(r.best.monitor);
-    w.key("value");
-    w.num(r.best.value);
-    w.close('}');
-  } else {
-    w.o += "null";
-  }
+  best_text(w, r.best);
   if (!r.last_metrics.empty()) {
     w.key("last_metrics");
     w.values(r.last_metrics);
     w.key("last_metric_order");
     w.names(r.last_metrics);
   }
-  w.key("history");
-  w.open('[');
-  for (const EpochRecord& e : r.history) {
-    w.sep();
-    w.open('{');
-    w.key("epoch");
-    w.integer(e.epoch);
-    w.key("seconds");
-    w.num(e.seconds);
-    for (const auto& [k, v] : e.values) {
-      w.key(k);
-      w.num(v);
-    }
-    w.close('}');
-  }
-  w.close(']');
+  history_text(w, r);
   w.key("metric_order");
   w.names(r.metrics);
   w.key("history_order");
