@@ -34,7 +34,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 struct TrainArgs {
-  std::string plan, out, format = "keras";
+  std::string plan, out, format = "keras", save;
   int workers = 0;
   bool resume = false, quiet = false, json = false, report = false;
   double checkpoint_seconds = api::RunOptions{}.checkpoint_seconds;
@@ -117,6 +117,7 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   o.resume = a.resume;
   o.checkpoint_seconds = a.checkpoint_seconds;
   o.format = a.format;
+  o.save = a.save;
   o.report = a.report;
   o.cluster = cluster;
   o.load_models = false;
@@ -228,6 +229,13 @@ void add_train_command(CLI::App& app, Run& run) {
                 "default), h5 (legacy Keras HDF5) or onnx (the .keras file and an ONNX export "
                 "beside it)")
       ->check(CLI::IsMember({"keras", "h5", "onnx"}));
+  c->add_option("--save", args->save,
+                "Which trained models keep their file in <out>/models: all, \"best N\" (the N "
+                "best on the leaderboard, ties in plan order; the others' files are deleted as "
+                "better models finish) or none; replaces the plan's `save:`. Default: all up to "
+                "10,000 models, best 100 above. Results, histories and records are kept for "
+                "every model whatever the policy")
+      ->type_name("POLICY");
   c->callback([&run, args] { run = [args] { return run_train(*args); }; });
 }
 

@@ -329,7 +329,7 @@ class PyModel {
 // train()'s options from the package's arguments.
 RunOptions run_options(int workers, std::optional<std::string> out, bool resume,
                        double checkpoint_seconds, const std::string& format, Progress progress,
-                       bool load_models, bool report) {
+                       bool load_models, bool report, const std::string& save) {
   RunOptions o;
   o.workers = workers;
   o.out = std::move(out);
@@ -339,6 +339,7 @@ RunOptions run_options(int workers, std::optional<std::string> out, bool resume,
   o.progress = progress;
   o.load_models = load_models;
   o.report = report;
+  o.save = save;
   return o;
 }
 
@@ -370,9 +371,9 @@ RunResult train_fleet(const std::string& path, const std::string& text, const st
                       const py::dict& arrays, int workers, std::optional<std::string> out,
                       bool resume, double checkpoint_seconds, const std::string& format,
                       Progress progress, std::optional<py::function> on_epoch, bool hold,
-                      bool load_models, bool report) {
+                      bool load_models, bool report, const std::string& save) {
   RunOptions o = run_options(workers, std::move(out), resume, checkpoint_seconds, format, progress,
-                             load_models, report);
+                             load_models, report, save);
   DataArrays views;
   KeptStrings keep;
   for (const auto& [k, v] : arrays) {
@@ -563,7 +564,8 @@ void bind_run(py::module_& m) {
   m.def("train", &train_fleet, py::arg("path"), py::arg("text"), py::arg("base_dir"),
         py::arg("arrays"), py::arg("workers"), py::arg("out"), py::arg("resume"),
         py::arg("checkpoint_seconds"), py::arg("format"), py::arg("progress"), py::arg("on_epoch"),
-        py::arg("hold") = false, py::arg("load_models") = false, py::arg("report") = false);
+        py::arg("hold") = false, py::arg("load_models") = false, py::arg("report") = false,
+        py::arg("save") = "");
   m.def(
       "write_report",
       [](const std::string& run_dir, const std::string& group_by) {

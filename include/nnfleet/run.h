@@ -92,6 +92,10 @@ struct RunOptions {
   double checkpoint_seconds = 2.0;  // between epoch-end checkpoints; 0: every epoch
   // Trained model files: "keras", "h5", or "onnx" (a .keras file and an .onnx export beside it).
   std::string format = "keras";
+  // Which model files the run keeps: "all", "best N" (the N best by the leaderboard's rank key,
+  // ties in plan order; the others' files are deleted as better ones finish), "none"; "": the
+  // plan's `save:`, else every model's up to 10,000 models and the best 100 above.
+  std::string save;
   Progress progress = Progress::kQuiet;  // what is printed to stdout (and run.log)
   // Called on the workers' threads, possibly several at once: must be thread-safe and quick.
   std::function<void(const Event&)> on_event;

@@ -143,7 +143,8 @@ def train(models: Any, x: Arrays | None = ..., y: Arrays | None = ..., *,
           resume: bool = ..., verbose: int | str = ..., progress: bool | str | None = ...,
           on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
           checkpoint_seconds: float = ..., format: str = ..., scale: float | None = ...,
-          report: bool = ..., group_by: str | None = ..., **plan_defaults: Any) -> Run: ...
+          report: bool = ..., group_by: str | None = ..., save: str | None = ...,
+          **plan_defaults: Any) -> Run: ...
 def search(space_or_build: Mapping[str, Any] | Callable[[Trial], dict[str, Any]], x: Arrays,
            y: Arrays, *, model: dict[str, Any] | Sequence[dict[str, Any]] | None = ...,
            trials: int | None = ..., scheduler: str = ..., reduction_factor: int = ...,
@@ -166,7 +167,7 @@ def train_plan(path: PathLike, *, workers: int | None = ..., out: PathLike | Non
                resume: bool = ..., checkpoint_seconds: float = ..., format: str = ...,
                verbose: int | str = ..., progress: bool | str | None = ...,
                on_epoch_end: Callable[[str, int, dict[str, float]], Any] | None = ...,
-               report: bool = ..., group_by: str | None = ...) -> Run: ...
+               report: bool = ..., group_by: str | None = ..., save: str | None = ...) -> Run: ...
 
 class datasets:
     @staticmethod

@@ -59,6 +59,15 @@ def _printer(level):
     return _core.Progress.QUIET, FleetProgress(level)
 
 
+def _save_check(call, save):
+    """save= as the engine takes it: "" for the plan's own policy (None)."""
+    if save is None:
+        return ""
+    if not isinstance(save, str):
+        _fail(call, "save", "must be a policy", "'all', 'best N' (N >= 1) or 'none'", save)
+    return save
+
+
 def _run_checks(call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report,
                 group_by):
     if workers is not None:
@@ -84,8 +93,9 @@ def _run_checks(call, workers, out, resume, checkpoint_seconds, format, on_epoch
 
 def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_seconds, format,
          progress=None, verbose="auto", on_epoch_end=None, report=False, group_by=None,
-         hold=False, result=None):
+         hold=False, result=None, save=None):
     call = "train"
+    save = _save_check(call, save)
     workers, out, resume, checkpoint_seconds, format, report, group_by = _run_checks(
         call, workers, out, resume, checkpoint_seconds, format, on_epoch_end, report, group_by)
     level = _verbosity(call, verbose, progress)
@@ -110,7 +120,7 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
             r = _core.train(path, text, base_dir, arrays, workers or 0,
                             folder.run_dir if folder else out, resume, checkpoint_seconds,
                             format, mode, callback, hold or on_epoch_end is not None,
-                            load_models=False, report=report)
+                            load_models=False, report=report, save=save)
     except BaseException:
         if folder is not None:
             folder.remove()
@@ -123,13 +133,14 @@ def _run(path, text, base_dir, arrays, *, workers, out, resume, checkpoint_secon
 
 def train_plan(path, *, workers=None, out="", resume=False, checkpoint_seconds=2.0,
                format="keras", verbose="auto", progress=None, on_epoch_end=None, report=False,
-               group_by=None) -> Run:
+               group_by=None, save=None) -> Run:
     """Runs a plan file as `nnfleet train PATH` does (out="": runs/<plan>-<timestamp>; None: a
-    folder of the Run's own, removed with it). verbose, progress, report, group_by: as train's
-    (a plan's own `group_by:` key stays the plan's)."""
+    folder of the Run's own, removed with it). verbose, progress, report, group_by, save: as
+    train's (a plan's own `group_by:` key stays the plan's; save= replaces its `save:`)."""
     return _run(_path(path, "path", "train"), "", "", {}, workers=workers, out=out, resume=resume,
                 checkpoint_seconds=checkpoint_seconds, format=format, progress=progress,
-                verbose=verbose, on_epoch_end=on_epoch_end, report=report, group_by=group_by)
+                verbose=verbose, on_epoch_end=on_epoch_end, report=report, group_by=group_by,
+                save=save)
 
 
 _KERAS_SUFFIXES = (".keras", ".h5", ".hdf5", ".json")
@@ -184,7 +195,7 @@ def _model_entry(m, i, tmp):
 _FIT_KEYS = {"epochs", "batch_size", "loss", "optimizer", "metrics", "early_stopping"}
 _RUN_KEYS = {"validation_split", "validation_data", "test_data", "sample_weight", "seed",
              "workers", "out", "resume", "progress", "on_epoch_end", "checkpoint_seconds",
-             "format", "scale", "data", "data_key", "verbose", "report", "group_by"}
+             "format", "scale", "data", "data_key", "verbose", "report", "group_by", "save"}
 # Defaults keys that are not keywords: `data` is the per-model data mapping here, and a model's
 # architecture (`layers`, `keras`) comes from `models`.
 _NOT_DEFAULTS = {"data", "keras", "layers"}
@@ -413,7 +424,7 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
           batch_size=None, loss=None, optimizer=None, metrics=None, early_stopping=None, seed=0,
           workers=None, out=None, resume=False, verbose="auto", progress=None, on_epoch_end=None,
           checkpoint_seconds=2.0, format="keras", scale=None, report=False, group_by=None,
-          **plan_defaults) -> Run:
+          save=None, **plan_defaults) -> Run:
     """Trains every model at once, one pinned worker per core, and returns a Run.
 
     models: a list mixing plan-style dicts ({"name": ..., "layers": [{"Dense": {...}}, ...]}),
@@ -443,7 +454,11 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
     model; 2 the model lines only. progress: verbose's former name (True: 1, False: 0, "json":
     the engine's JSON events). report=True writes the run's report.html as it goes and at its
     end (Run.report_path; run.report() writes it afterwards too). group_by: a parameter (a grid
-    variable, the data= key) whose groups Run.frame() ranks within. Models are read back from
+    variable, the data= key) whose groups Run.frame() ranks within. save: which trained models
+    keep their file, "all", "best N" (the N best by the leaderboard's metric, ties in list
+    order) or "none" (None: all up to 10,000 models, the best 100 above); every model's results
+    and history are kept whatever it says, and run[name].model is None for a model without its
+    file. Models are read back from
     their files only when asked for (run[name].model). on_epoch_end(name, epoch, logs) is
     called on this thread while that model's worker waits for it; returning nnfleet.STOP_MODEL ("stop") ends that model after this epoch, as
     early stopping would (status "done"). Ctrl-C stops every model cleanly (checkpointed in
@@ -484,4 +499,4 @@ def train(models, x=None, y=None, *, validation_split=None, validation_data=None
             return _run("nnfleet.train", text, os.getcwd(), arrays, workers=workers, out=out,
                         resume=resume, checkpoint_seconds=checkpoint_seconds, format=format,
                         progress=progress, verbose=verbose, on_epoch_end=on_epoch_end,
-                        report=report, group_by=group_by, hold=hold)
+                        report=report, group_by=group_by, hold=hold, save=save)

@@ -206,3 +206,27 @@ def test_messages_name_python_keywords_not_cli_flags(setup, tmp_path):
     with pytest.raises(nnfleet.UsageError) as e:
         nnfleet.train(models, x, y, out=tmp_path / "run", resume=True, **{**fit, "epochs": 2})
     assert "out=" in str(e.value) and "--out" not in str(e.value)
+
+
+def test_save_keeps_the_files_its_policy_names(setup, tmp_path):
+    """save="best N" keeps the N best models' files (the others' model is None), "none" none;
+    every model keeps its results. A policy that is not one is refused naming save."""
+    _, x, y, _, _ = setup
+    models = [{"name": f"m{u}", "layers": [{"Flatten": {}}, {"Dense": {"units": u,
+                                                                       "activation": "relu"}},
+                                             {"Dense": {"units": 3, "activation": "softmax"}}]}
+              for u in (1, 2, 4, 8)]
+    kw = dict(epochs=1, batch_size=8, progress=False, workers=1, metrics=["accuracy"],
+              loss="sparse_categorical_crossentropy")
+    best = nnfleet.train(models, x, y, out=str(tmp_path / "best"), save="best 2", **kw)
+    kept = [m.name for m in best if m.model_file is not None]
+    assert len(kept) == 2
+    assert sorted(p.name for p in (tmp_path / "best" / "models").iterdir()) == \
+        sorted(n + ".keras" for n in kept)
+    assert all(best[n].model is not None for n in kept)
+    none = nnfleet.train(models, x, y, out=str(tmp_path / "none"), save="none", **kw)
+    assert [m.model_file for m in none] == [None] * 4
+    assert [m.metrics for m in none] == [m.metrics for m in best]
+    for bad in ("best 0", "some", 3):
+        with pytest.raises(nnfleet.Error, match="save"):
+            nnfleet.train(models, x, y, save=bad, **kw)

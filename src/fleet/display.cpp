@@ -72,12 +72,17 @@ class Display::WorkerObserver final : public JobObserver {
     s.sps = sps;
   }
   void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
-    Json ev = {{"event", "epoch"},
-               {"model", spec.name},
-               {"epoch", rec.epoch},
-               {"epochs", spec.epochs},
-               {"seconds", rec.seconds}};
-    for (const auto& [k, v] : rec.values) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+    // The JSON event is made only when it is printed: for each epoch, start and end of 100,000
+    // tiny models it was a tree of a dozen allocations, built and dropped (issue 36).
+    Json ev;
+    if (d_->mode_ == Mode::kJson) {
+      ev = {{"event", "epoch"},
+            {"model", spec.name},
+            {"epoch", rec.epoch},
+            {"epochs", spec.epochs},
+            {"seconds", rec.seconds}};
+      for (const auto& [k, v] : rec.values) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+    }
     d_->note(epoch_line(spec, rec), ev);
   }
 
@@ -182,9 +187,11 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
   s.epochs = spec.epochs;
   s.cost = cost;
   s.busy = true;
-  Json ev = {
-      {"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
-  if (!ranks_.empty()) ev["rank"] = ranks_[static_cast<size_t>(worker)];
+  Json ev;
+  if (mode_ == Mode::kJson) {
+    ev = {{"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
+    if (!ranks_.empty()) ev["rank"] = ranks_[static_cast<size_t>(worker)];
+  }
   emit("start " + spec.name + " on " + where(worker), ev);
 }
 
@@ -223,10 +230,13 @@ void Display::job_finished(int worker, const JobResult& r, double cost) {
   for (const auto& [k, v] : r.metrics)
     if (k.rfind("test_", 0) == 0) line += " " + k + "=" + fmt("%.4f", v);
   if (!r.message.empty()) line += ": " + r.message;
-  Json ev = {{"event", "end"},       {"model", r.name},    {"status", api::status_name(r.status)},
-             {"message", r.message}, {"epochs", r.epochs}, {"seconds", r.seconds},
-             {"done", done_},        {"total", total_}};
-  for (const auto& [k, v] : r.metrics) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+  Json ev;
+  if (mode_ == Mode::kJson) {
+    ev = {{"event", "end"},       {"model", r.name},    {"status", api::status_name(r.status)},
+          {"message", r.message}, {"epochs", r.epochs}, {"seconds", r.seconds},
+          {"done", done_},        {"total", total_}};
+    for (const auto& [k, v] : r.metrics) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
+  }
   emit(line, ev);
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -293,14 +294,19 @@ uint64_t record_bytes(const ModelSpec& s) {
 }
 uint64_t checkpoint_bytes(const PreparedJob& j) { return 16 * uint64_t{j.params} + 4096; }
 
-// What the pending jobs will write, `workers` of them at a time.
-uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers) {
+// What the pending jobs will write, `workers` of them at a time; with a save policy of best N
+// (`kept`: N, or 0 for none) only the N largest model files stay, and `workers` more at once.
+uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers,
+                      size_t kept = SIZE_MAX) {
   uint64_t total = 0;
-  std::vector<uint64_t> running;
+  std::vector<uint64_t> running, files;
   for (const PreparedJob* j : pending) {
-    total += model_file_bytes(*j) + j->record_bytes;
+    total += j->record_bytes;
+    files.push_back(kept > 0 ? model_file_bytes(*j) : 0);
     running.push_back(checkpoint_bytes(*j) + model_file_bytes(*j));
   }
+  std::sort(files.rbegin(), files.rend());
+  for (size_t i = 0; i < files.size() && (kept == SIZE_MAX || i < kept); ++i) total += files[i];
   std::sort(running.rbegin(), running.rend());
   for (size_t i = 0; i < running.size() && i < static_cast<size_t>(workers); ++i)
     total += running[i];
@@ -414,6 +420,14 @@ struct OpenedRun {
   std::vector<std::string> notes;  // records not trusted
 };
 
+// How many model files the run keeps at its end (SIZE_MAX: all).
+size_t kept_files(const Plan& plan) {
+  const SavePolicy p = plan.save.resolved(plan.models.size());
+  return p.kind == SavePolicy::Kind::kAll    ? SIZE_MAX
+         : p.kind == SavePolicy::Kind::kNone ? 0
+                                             : p.best;
+}
+
 // 3. The output folder (created, or on --resume checked), checked for room, and the queue: on
 // --resume the models it holds finished are kept, and the others go to the queue, longest first
 // (plan order breaks ties). `plan_yaml` is the plan's plan_to_yaml() text. Throws UsageError,
@@ -424,7 +438,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
   std::vector<PreparedJob*> all;
   for (auto& j : st.jobs) all.push_back(&j);
   if (!opts.resume)
-    check_room(st.dir, output_bytes(all, workers),
+    check_room(st.dir, output_bytes(all, workers, kept_files(plan)),
                "the files of " + std::to_string(all.size()) + " model(s)");
   folder.emplace(plan, st.dir, opts.resume, plan_yaml, opts.arrays);
   st.folder = &*folder;
@@ -434,8 +448,8 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
     if (opts.resume) {
       std::string why;
       // A search's scheduler is told every finished trial's history.
-      if (std::optional<JobResult> r =
-              folder->finished(j.index, j.name, why, opts.keep_history || st.search)) {
+      if (std::optional<JobResult> r = folder->finished(
+              j.index, j.name, why, opts.keep_history || st.search, st.keep_best > 0)) {
         if (st.search) {
           st.search->reached(j.index, r->history, r->status, false);
           if (!opts.keep_history) r->history = {};
@@ -458,9 +472,12 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
     for (const PreparedJob* j : st.queue) planned.emplace_back(j->name, j->epochs);
     opts.observer->on_run_start(planned);
   }
+  // save: best N after a kill: the files of models already out of the top N go.
+  for (auto& j : st.jobs)
+    if (st.results[j.index].status != JobStatus::kPending) st.keep_file(j.index);
   std::stable_sort(st.queue.begin(), st.queue.end(),
                    [](const PreparedJob* a, const PreparedJob* b) { return a->cost > b->cost; });
-  folder->check_writable(output_bytes(st.queue, workers));
+  folder->check_writable(output_bytes(st.queue, workers, kept_files(plan)));
   return o;
 }
 
@@ -477,6 +494,12 @@ RankKey plan_rank_key(const Plan& plan, const std::vector<FleetData>& sources) {
     test = test && d.test.has_value();
   }
   return rank_key(mkeys, val, test);
+}
+
+// The leaderboard's key as the run begins: a search's metric, or the plan's (plan_rank_key).
+RankKey run_rank_key(const Plan& plan, const std::vector<FleetData>& data) {
+  if (plan.search) return {plan.search->metric, plan.search->higher_is_better};
+  return plan_rank_key(plan, data);
 }
 
 // The display's first note (where the run is, and its output folder) and the notes before it.
@@ -642,8 +665,7 @@ void cancel_unstarted(RunState& st, FleetSummary& sum) {
 // stopped; its results are written if they still can be.
 void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunState& st,
                    RunFolder& folder, Peers& peers, FleetSummary& sum) {
-  RankKey key = plan_rank_key(plan, data);
-  if (plan.search) key = {plan.search->metric, plan.search->higher_is_better};
+  RankKey key = run_rank_key(plan, data);
   // A model with several outputs names its metrics by output (val_main_output_mae): when no
   // result has the plan's metric, the models rank by the loss.
   if (std::none_of(st.results.begin(), st.results.end(),
@@ -652,6 +674,7 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
   sum.write_error = st.write_error;
   try {
     // Two files from two sources, made side by side (about 0.1 s each for 8,000 tiny models).
+    st.keep_final(key);
     fleet_detail::fill_rungs(st);
     fleet_detail::write_trials_csv(plan, st);
     for_each_block(2, 2, [&](int, size_t b) {
@@ -710,6 +733,14 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   st.own_checkpoints_only = !opts.resume && !peers.send_checkpoints();
   std::optional<RunFolder> folder;
   OpenedRun opened;
+  // save: none writes no model file; best N keeps the top N's (RunState::keep_file).
+  const SavePolicy save = plan.save.resolved(plan.models.size());
+  ModelIo own_io = io;
+  if (save.kind == SavePolicy::Kind::kNone) own_io.save = nullptr;
+  if (save.kind == SavePolicy::Kind::kBest) {
+    st.keep_best = save.best;
+    st.keep_key = run_rank_key(plan, data);
+  }
   peers.agree([&] {
     const std::string plan_yaml = prepare_jobs(plan, io, data, workers, st.jobs);
     fleet_detail::make_search(plan, data, st);
@@ -737,7 +768,7 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
 
   // 5. Pinned workers take the next job as soon as they are free (with peers, rank 0's
   // coordinator hands jobs from the same queue to theirs meanwhile).
-  WorkerPool pool(st, io, data, cores, peers.helpers());
+  WorkerPool pool(st, own_io, data, cores, peers.helpers());
   st.on_decision = [&pool] { pool.wake(); };
   const auto t0 = Clock::now();
   announce(live, st, opened, sum.workers, peers, slots);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -101,6 +102,185 @@ Json job_result_to_json(const JobResult& r) {
   return j;
 }
 
+namespace {
+
+// A JSON text writer for job_result_json_text: strings escaped, numbers round-tripping (shortest),
+// non-finite numbers null.
+struct JsonText {
+  std::string o;
+  bool first = true;
+  void sep() {
+    if (!first) o += ',';
+    first = false;
+  }
+  void str(const std::string& s) {
+    o += '"';
+    for (const char c : s) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        o += '\\';
+        o += c;
+      } else if (u < 0x20) {
+        char b[8];
+        std::snprintf(b, sizeof b, "\\u%04x", u);
+        o += b;
+      } else {
+        o += c;
+      }
+    }
+    o += '"';
+  }
+  void key(const char* k) {
+    sep();
+    o += '"';
+    o += k;
+    o += "\":";
+  }
+  void key(const std::string& k) {
+    sep();
+    str(k);
+    o += ':';
+  }
+  void num(double v) {
+    if (!std::isfinite(v)) {
+      o += "null";
+      return;
+    }
+    char b[32];
+    // The shortest text that reads back as the same double.
+    const auto end = std::to_chars(b, b + sizeof b, v).ptr;
+    o.append(b, end);
+  }
+  void integer(long long v) { o += std::to_string(v); }
+  void open(char c) {
+    o += c;
+    first = true;
+  }
+  void close(char c) {
+    o += c;
+    first = false;
+  }
+  void values(const std::vector<std::pair<std::string, double>>& kv) {
+    open('{');
+    for (const auto& [k, v] : kv) {
+      key(k);
+      num(v);
+    }
+    close('}');
+  }
+  void names(const std::vector<std::pair<std::string, double>>& kv) {
+    open('[');
+    for (const auto& e : kv) {
+      sep();
+      str(e.first);
+    }
+    close(']');
+  }
+};
+
+// "best": {epoch, monitor, value} or null.
+void best_text(JsonText& w, const api::BestEpoch& b) {
+  w.key("best");
+  if (b.epoch <= 0) {
+    w.o += "null";
+    return;
+  }
+  w.open('{');
+  w.key("epoch");
+  w.integer(b.epoch);
+  w.key("monitor");
+  w.str(b.monitor);
+  w.key("value");
+  w.num(b.value);
+  w.close('}');
+}
+
+// "history": one object per epoch (epoch, seconds, its values).
+void history_text(JsonText& w, const JobResult& r) {
+  w.key("history");
+  w.open('[');
+  for (const EpochRecord& e : r.history) {
+    w.sep();
+    w.open('{');
+    w.key("epoch");
+    w.integer(e.epoch);
+    w.key("seconds");
+    w.num(e.seconds);
+    for (const auto& [k, v] : e.values) {
+      w.key(k);
+      w.num(v);
+    }
+    w.close('}');
+  }
+  w.close(']');
+}
+
+}  // namespace
+
+std::string job_result_json_text(const JobResult& r, const std::string& model_file,
+                                 uint64_t model_xxh3) {
+  JsonText w;
+  w.o.reserve(512 + 96 * r.history.size());
+  w.open('{');
+  w.key("name");
+  w.str(r.name);
+  w.key("status");
+  w.str(api::status_name(r.status));
+  w.key("message");
+  w.str(r.message);
+  w.key("epochs");
+  w.integer(r.epochs);
+  w.key("params");
+  w.integer(static_cast<long long>(r.params));
+  w.key("seconds");
+  w.num(r.seconds);
+  w.key("samples_per_second");
+  w.num(r.samples_per_second);
+  w.key("core");
+  w.integer(r.core);
+  w.key("metrics");
+  w.values(r.metrics);
+  best_text(w, r.best);
+  if (!r.last_metrics.empty()) {
+    w.key("last_metrics");
+    w.values(r.last_metrics);
+    w.key("last_metric_order");
+    w.names(r.last_metrics);
+  }
+  history_text(w, r);
+  w.key("metric_order");
+  w.names(r.metrics);
+  w.key("history_order");
+  if (r.history.empty())
+    w.o += "[]";
+  else
+    w.names(r.history[0].values);
+  for (const auto& [flag, name] :
+       {std::pair{r.retry, "retry"}, std::pair{r.write_failed, "write_failed"},
+        std::pair{r.paused, "paused"}})
+    if (flag) {
+      w.key(name);
+      w.o += "true";
+    }
+  // The rarer parts (a search's parameters and rungs) through the Json writer.
+  if (!r.parameters.empty() || !r.rungs.empty()) {
+    Json j = job_result_to_json(r);
+    for (const char* k : {"parameters", "parameter_order", "rungs"})
+      if (j.contains(k)) {
+        w.key(k);
+        w.o += j[k].dump();
+      }
+  }
+  if (!model_file.empty()) {
+    w.key("model_file");
+    w.str(model_file);
+    w.key("model_xxh3");
+    w.str(hex64(model_xxh3));
+  }
+  w.close('}');
+  return std::move(w.o);
+}
+
 JobResult job_result_from_json(const Json& j) {
   JobResult r;
   r.name = j.at("name").get<std::string>();
@@ -152,22 +332,26 @@ RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool
   return {prefix + base, higher};
 }
 
+bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key) {
+  const double* x = find_metric(a.metrics, key.key);
+  const double* y = find_metric(b.metrics, key.key);
+  // Finished models first, then a search's pruned trials (furthest rung first), then the rest.
+  auto group = [](const JobResult& r, const double* v) {
+    if (!v || !std::isfinite(*v)) return 2;
+    return r.status == JobStatus::kDone ? 0 : r.status == JobStatus::kPruned ? 1 : 2;
+  };
+  const int ga = group(a, x), gb = group(b, y);
+  if (ga != gb) return ga < gb;
+  if (ga == 2) return false;
+  if (ga == 1 && a.epochs != b.epochs) return a.epochs > b.epochs;
+  return key.higher_is_better ? *x > *y : *x < *y;
+}
+
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key) {
   std::vector<const JobResult*> v;
   for (const auto& r : results) v.push_back(&r);
   std::stable_sort(v.begin(), v.end(), [&](const JobResult* a, const JobResult* b) {
-    const double* x = find_metric(a->metrics, key.key);
-    const double* y = find_metric(b->metrics, key.key);
-    // Finished models first, then a search's pruned trials (furthest rung first), then the rest.
-    auto group = [](const JobResult* r, const double* v) {
-      if (!v || !std::isfinite(*v)) return 2;
-      return r->status == JobStatus::kDone ? 0 : r->status == JobStatus::kPruned ? 1 : 2;
-    };
-    const int ga = group(a, x), gb = group(b, y);
-    if (ga != gb) return ga < gb;
-    if (ga == 2) return false;
-    if (ga == 1 && a->epochs != b->epochs) return a->epochs > b->epochs;
-    return key.higher_is_better ? *x > *y : *x < *y;
+    return ranks_before(*a, *b, key);
   });
   return v;
 }

@@ -16,6 +16,11 @@ namespace nnfleet {
 std::string csv_field(const std::string& s);
 
 Json job_result_to_json(const JobResult& r);
+// The same JSON's text (with "model_file" and "model_xxh3" when `model_file` is not empty),
+// written directly: jobs.log's record of every model, where building and dumping a Json tree
+// was a few allocations per value (issue 36: 100,000 models). Parses to the same values.
+std::string job_result_json_text(const JobResult& r, const std::string& model_file = "",
+                                 uint64_t model_xxh3 = 0);
 JobResult job_result_from_json(const Json& j);
 
 // The leaderboard's metric: test_<first metric> when there is test data, else val_<first
@@ -25,6 +30,9 @@ struct RankKey {
   bool higher_is_better = true;
 };
 RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool has_test);
+// Whether `a` ranks strictly before `b` on the leaderboard (finished models by `key`, then a
+// search's pruned trials, then models without the value); equal ones keep plan order.
+bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key);
 // Results sorted best first by `key` (models without the value last, in plan order).
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
 

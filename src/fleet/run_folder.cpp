@@ -317,7 +317,8 @@ Json RunFolder::record_json(std::ifstream& f, Span s) const {
 }
 
 std::optional<JobResult> RunFolder::finished(size_t index, const std::string& name,
-                                             std::string& why, bool keep_history) {
+                                             std::string& why, bool keep_history,
+                                             bool file_optional) {
   why.clear();
   auto it = std::upper_bound(resumed_.begin(), resumed_.end(), name,
                              [](const std::string& n, const auto& e) { return n < e.first; });
@@ -325,7 +326,8 @@ std::optional<JobResult> RunFolder::finished(size_t index, const std::string& na
   const Span span = (it - 1)->second;
   try {
     const Json j = record_json(span);
-    const std::string file = j.value("model_file", "");
+    std::string file = j.value("model_file", "");
+    if (file_optional && !file.empty() && !file_exists(dir_ + "/" + file)) file.clear();
     if (!file.empty()) {
       const std::string path = dir_ + "/" + file;
       if (!file_exists(path) || hex64(hash_file(path)) != j.value("model_xxh3", "")) {
@@ -373,12 +375,7 @@ void RunFolder::add_columns(const JobResult& r) {
 
 RunFolder::Record RunFolder::record(const JobResult& r, const std::string& model_file,
                                     uint64_t model_xxh3) {
-  Json j = job_result_to_json(r);
-  if (!model_file.empty()) {
-    j["model_file"] = model_file;
-    j["model_xxh3"] = hex64(model_xxh3);
-  }
-  const std::string json = j.dump();
+  const std::string json = job_result_json_text(r, model_file, model_xxh3);
   return {frame(json), json.size()};
 }
 

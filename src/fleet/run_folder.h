@@ -71,9 +71,11 @@ class RunFolder {
 
   // --resume: the record of model `index` (plan order), when it has one whose model file is
   // intact (with its per-epoch history when `keep_history`); otherwise nullopt, with `why` saying
-  // why a record was not trusted (empty: none).
+  // why a record was not trusted (empty: none). `file_optional` (save: best N): a record whose
+  // model file is gone counts, without the file (the run deleted it when N better ones were
+  // recorded); a file that is there must still be intact.
   std::optional<JobResult> finished(size_t index, const std::string& name, std::string& why,
-                                    bool keep_history = false);
+                                    bool keep_history = false, bool file_optional = false);
   // Checks that the folder can be written (a probe file in each sub-folder) and that about
   // `bytes` more fit. Throws FileError.
   void check_writable(uint64_t bytes) const;

@@ -1,11 +1,27 @@
 // RunState: the queue, and the writes of finished jobs into the output folder (run_state.h).
 #include "fleet/run_state.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "platform/files.h"
 
 namespace nnfleet::fleet_detail {
+namespace {
+
+// Deletes a model's saved file (and an .onnx export beside it), and forgets its name.
+void drop_model_file(JobResult& r) {
+  std::remove(r.model_file.c_str());
+  std::filesystem::path onnx(r.model_file);
+  if (onnx.extension() != ".onnx") {
+    onnx.replace_extension(".onnx");
+    std::remove(onnx.c_str());
+  }
+  r.model_file.clear();
+}
+
+}  // namespace
 
 PreparedJob* RunState::take() {
   if (!search) {
@@ -95,6 +111,27 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
   }
 }
 
+void RunState::keep_file(size_t index) {
+  if (keep_best == 0 || results.at(index).model_file.empty()) return;
+  kept.erase(std::remove(kept.begin(), kept.end(), index), kept.end());  // a trial stored again
+  auto before = [&](size_t a, size_t b) {
+    if (ranks_before(results[a], results[b], keep_key)) return true;
+    return !ranks_before(results[b], results[a], keep_key) && a < b;
+  };
+  kept.insert(std::upper_bound(kept.begin(), kept.end(), index, before), index);
+  if (kept.size() <= keep_best) return;
+  drop_model_file(results[kept.back()]);
+  kept.pop_back();
+}
+
+void RunState::keep_final(const RankKey& key) {
+  if (keep_best == 0) return;
+  size_t n = 0;
+  for (const JobResult* r : ranked(results, key))
+    if (n++ >= keep_best && !r->model_file.empty())
+      drop_model_file(results[static_cast<size_t>(r - results.data())]);
+}
+
 void RunState::halt(const std::string& why) {
   if (write_error.empty()) write_error = why;
   stop = true;
@@ -142,6 +179,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   if (r.write_failed) halt(r.message);
   const bool checkpointed = r.checkpointed;
   JobResult& stored = results[job.index] = std::move(r);
+  if (recorded) keep_file(job.index);
   if (slot >= 0) {
     timeline_ended(slot, job);
     if (live) live->job_finished(slot, stored, job.cost);

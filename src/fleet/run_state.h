@@ -16,6 +16,7 @@
 
 #include "fleet/display.h"
 #include "fleet/fleet_types.h"
+#include "fleet/results.h"
 #include "fleet/run_folder.h"
 #include "fleet/search_scheduler.h"
 #include "fleet/timeline.h"
@@ -93,6 +94,17 @@ struct RunState {
   // the timeline before a search's scheduler may hand the job out again.
   void store(const PreparedJob& job, JobResult r, const std::vector<ShippedFile>& files,
              std::string model_file = "", uint64_t model_xxh3 = 0, int slot = -1);
+  // save: best N (keep_best > 0): the models whose files are kept so far, best first by
+  // keep_key, ties in plan order (out_mu). The top N of the finished models never leave it, so
+  // a model whose file is deleted because N better ones finished cannot be among the final N.
+  size_t keep_best = 0;
+  RankKey keep_key;
+  std::vector<size_t> kept;
+  // Model `index`'s saved file joins the kept ones; the one it pushes out of the top N loses its
+  // file (and its result the name). Needs out_mu.
+  void keep_file(size_t index);
+  // The run's end (save: best N): every model file outside the top N by the final `key` goes.
+  void keep_final(const RankKey& key);
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
   PreparedJob* take_search(bool& wait);  // needs search_mu

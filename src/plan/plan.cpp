@@ -33,12 +33,12 @@ using plan_detail::ModelRef;
 using plan_detail::PlanContext;
 using plan_detail::Problems;
 
-const std::vector<std::string> kTopKeys = {"data",   "defaults", "group_by",
-                                           "models", "search",   "seed"};
+const std::vector<std::string> kTopKeys = {"data", "defaults", "group_by", "models",
+                                           "save", "search",   "seed"};
 // Key order in plan.yaml; other keys follow sorted.
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
-    "name", "parameters", "seed", "group_by", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
+    "name", "parameters", "seed", "group_by", "save", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
     "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
@@ -147,6 +147,18 @@ void read_seed(Problems& pr, const Json& r, Plan& plan) {
     pr.add("seed", "expected a non-negative integer, got " + show(v));
 }
 
+void read_save(Problems& pr, const Json& r, Plan& plan) {
+  if (!r.contains("save") || r["save"].is_null()) return;
+  const Json& v = r["save"];
+  std::string why = "a text";
+  if (v.is_string())
+    if (std::optional<SavePolicy> p = parse_save_policy(v.get<std::string>(), why)) {
+      plan.save = *p;
+      return;
+    }
+  pr.add("save", "expected all, best N (N >= 1) or none, got " + show(v) + " (" + why + ")");
+}
+
 // The plan's data, defaults and models (`r`, a mapping): its sources into `plan`, its entries
 // into `ex` and a ref per model into `refs`.
 void read_models(const PlanContext& cx, EntryExpander& models, const Json& r, Plan& plan,
@@ -204,6 +216,47 @@ void read_group_by(Problems& pr, const Json& r, Plan& plan) {
 
 }  // namespace
 
+SavePolicy SavePolicy::resolved(size_t models) const {
+  if (kind != Kind::kDefault) return *this;
+  if (models <= kSaveAllUpTo) return {Kind::kAll, 0};
+  return {Kind::kBest, kDefaultBest};
+}
+
+std::string SavePolicy::text() const {
+  switch (kind) {
+    case Kind::kAll:
+      return "all";
+    case Kind::kNone:
+      return "none";
+    case Kind::kBest:
+      return "best " + std::to_string(best);
+    case Kind::kDefault:
+      break;
+  }
+  return "";
+}
+
+std::optional<SavePolicy> parse_save_policy(const std::string& text, std::string& why) {
+  if (text == "all") return SavePolicy{SavePolicy::Kind::kAll, 0};
+  if (text == "none") return SavePolicy{SavePolicy::Kind::kNone, 0};
+  if (text.rfind("best ", 0) != 0) {
+    why = "an unknown policy";
+    return std::nullopt;
+  }
+  const std::string n = text.substr(5);
+  // At most 12 digits: a count of models, not an overflow.
+  if (n.empty() || n.size() > 12 || n.find_first_not_of("0123456789") != std::string::npos) {
+    why = "N is not a whole number";
+    return std::nullopt;
+  }
+  const size_t best = std::stoull(n);
+  if (best == 0) {
+    why = "best 0 keeps nothing: use none";
+    return std::nullopt;
+  }
+  return SavePolicy{SavePolicy::Kind::kBest, best};
+}
+
 Plan load_plan(const std::string& path, bool arrays) {
   return parse_plan(read_plan_file(path), path, fs::absolute(fs::path(path)).parent_path().string(),
                     0, arrays);
@@ -230,6 +283,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   }
   check_keys(pr, "", r, kTopKeys);
   read_seed(pr, r, plan);
+  read_save(pr, r, plan);
 
   const PlanContext cx{doc, pr, expander->dir, arrays};
   EntryExpander models(cx);
@@ -264,6 +318,7 @@ std::string plan_to_yaml(const Plan& plan,
   if (plan.has_data) head["data"] = plan.data.to_json();
   if (plan.search) head["search"] = plan.search->to_json();
   if (!plan.group_by.empty()) head["group_by"] = plan.group_by;  // read by the report
+  if (plan.save.kind != SavePolicy::Kind::kDefault) head["save"] = plan.save.text();
   // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
   // thread after the others stopped, and `each` sees every model once. Each k is marked by the
   // one thread that makes it.

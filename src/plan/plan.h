@@ -236,6 +236,24 @@ struct SearchSpec {
   Json to_json() const;
 };
 
+// `save:` which trained model files a run keeps (README.md, "What you get"): every model's, the
+// best N by the leaderboard's rank key (ties broken by plan order), or none. kDefault (no
+// `save:`): every model's up to kSaveAllUpTo models, the best kDefaultBest above (a 100,000-model
+// run of tiny models would write 2.7 GB of model files for models nobody opens).
+struct SavePolicy {
+  enum class Kind { kDefault, kAll, kBest, kNone };
+  Kind kind = Kind::kDefault;
+  size_t best = 0;  // kBest: N >= 1
+  static constexpr size_t kSaveAllUpTo = 10000, kDefaultBest = 100;
+  // kDefault resolved for a plan of `models` models (never kDefault).
+  SavePolicy resolved(size_t models) const;
+  // "all", "best N", "none" ("" for kDefault).
+  std::string text() const;
+};
+// `text` ("all", "best N" with N >= 1, "none") as a policy; nullopt with `why` (what was
+// expected) otherwise.
+std::optional<SavePolicy> parse_save_policy(const std::string& text, std::string& why);
+
 struct Plan {
   std::string path;  // as given
   std::string name;  // file stem, for the default output folder
@@ -253,6 +271,9 @@ struct Plan {
   std::optional<SearchSpec> search;
   // `group_by:` (a recorded parameter's name, checked) or "": the report's per-group view.
   std::string group_by;
+  // `save:` (or the run's --save / save=, which replaces it before the run and so is in its
+  // plan.yaml).
+  SavePolicy save;
 };
 
 // The keys `defaults:` accepts, sorted (the table check_keys reads).

@@ -27,6 +27,17 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
+// The weights of the model files a run kept (its save policy), by file name.
+std::map<std::string, std::string> kept_weights(const std::string& out_dir) {
+  std::map<std::string, std::string> w;
+  for (const auto& e : std::filesystem::directory_iterator(out_dir + "/models")) {
+    const LoadedModel k = load_keras_model(e.path().string());
+    w[e.path().filename().string()] = std::string(reinterpret_cast<const char*>(k.params.data()),
+                                                  k.params.size() * sizeof(float));
+  }
+  return w;
+}
+
 class TwoHosts : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -194,6 +205,46 @@ TEST_F(TwoHosts, KillingOneHostMidRunThenResumeMatchesAnUninterruptedRun) {
   EXPECT_GE(victims_first_epoch, 2) << victim << " started over instead of resuming";
   EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(dir.path + "/single"));
   EXPECT_TRUE(weights(out) == weights(dir.path + "/single")) << "the weights differ";
+}
+
+// A few hundred tiny models with `save: best N` and `save: none` across the two hosts: the
+// results of one process, and the same model files (the best N, bytes equal; none without).
+TEST_F(TwoHosts, ManyTinyModelsWithASavePolicyGiveTheResultsAndFilesOfOneProcess) {
+  write_blobs(200);
+  std::string lrs;
+  for (int i = 0; i < 40; ++i) lrs += (i ? ", " : "") + std::to_string(0.001 + i * 1e-4);
+  const std::string grid = R"(data:
+  train: {x: train_x.npy, y: train_y.npy}
+  test: {x: test_x.npy, y: test_y.npy}
+defaults:
+  epochs: 1
+  batch_size: 50
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+models:
+  - name: t-{u}-{lr}
+    grid: {u: [1, 2, 3, 4, 5, 6, 7, 8], lr: [)" +
+                           lrs + R"(]}
+    optimizer: {Adam: {learning_rate: "{lr}"}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{u}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+)";
+  for (const std::string save : {"best 12", "none"}) {
+    SCOPED_TRACE(save);
+    const std::string plan = write_plan("seed: 5\nsave: " + save + "\n" + grid);
+    const std::string single = dir.path + "/single-" + save.substr(0, 4);
+    ASSERT_NO_FATAL_FAILURE(train_single(plan, single));
+    const std::string out = dir.path + "/mpi-" + save.substr(0, 4);
+    const Proc p = start_on_two_hosts(plan, out, {"--quiet"}, "mpi-" + save.substr(0, 4));
+    ASSERT_EQ(wait_for(p), 0) << testing_util::read_text(p.err);
+    EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(single));
+    const auto files = kept_weights(out);
+    EXPECT_EQ(files.size(), save == "none" ? 0u : 12u);
+    EXPECT_TRUE(files == kept_weights(single)) << "the kept model files differ";
+    EXPECT_EQ(testing_util::recorded_models(out).size(), 320u);
+  }
 }
 
 }  // namespace

@@ -421,7 +421,7 @@ models:
 )"));
   ASSERT_EQ(lines.size(), 5u) << ::testing::PrintToString(lines);
   EXPECT_THAT(lines[0], HasSubstr("p.yaml:1: sead: unknown key 'sead'; expected one of: data, "
-                                  "defaults, group_by, models, search, seed (did you mean "
+                                  "defaults, group_by, models, save, search, seed (did you mean "
                                   "'seed'?)"));
   EXPECT_THAT(lines[1], HasSubstr("p.yaml:4: data.shuffle: unknown key 'shuffle'; expected one "
                                   "of: scale, take, test, train, validation, validation_split"));
@@ -793,7 +793,7 @@ TEST_F(PlanTest, YamlSyntaxErrorNamesFileAndLine) {
 TEST_F(PlanTest, NonMappingPlanIsRefused) {
   EXPECT_THAT(problems_of(write("p.yaml", "- a\n- b\n")),
               ElementsAre(HasSubstr("p.yaml:1: a plan is a mapping; expected a mapping with keys "
-                                    "data, defaults, group_by, models, search, seed")));
+                                    "data, defaults, group_by, models, save, search, seed")));
 }
 
 // The plan keeps each entry once and expands a model when it is asked for: the same spec every

@@ -367,7 +367,10 @@ class WorkerRank {
 FleetSummary run_worker_rank(Cluster& cluster, const Plan& plan, const FleetOptions& opts,
                              const ModelIo& io, const std::vector<FleetData>& data,
                              const std::vector<int>& cores) {
-  Packet final = WorkerRank(cluster, plan, opts, io, data, cores).run();
+  // save: none writes no model file here either (rank 0 keeps a best N's top N).
+  ModelIo own_io = io;
+  if (plan.save.resolved(plan.models.size()).kind == SavePolicy::Kind::kNone) own_io.save = nullptr;
+  Packet final = WorkerRank(cluster, plan, opts, own_io, data, cores).run();
   if (final.head.at("code").get<int>() != 0) throw PeerExit();
   FleetSummary sum;
   sum.rank = cluster.rank();

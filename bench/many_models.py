@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""100,000 models in one run (issue 36): the overhead, peak memory and disk of a fleet of tiny
+models on scikit-learn's digits (W3's data: inputs /16, the first 1,437 samples train, the last
+360 test).
+
+Makes the data and a plan of N models (Dense(8, relu), Dense(10, softmax), 1 epoch, Adam; a grid
+of N/100 learning rates x 100 repeats), runs `nnfleet train` once per --runs with the given
+--save policy (each into a fresh folder, after a sync), and prints one JSON line per run and
+their medians: the wall time, the training seconds the models report (results.json) summed, the
+fraction of the wall time outside training ((wall - train_sum / workers) / wall), the peak
+resident memory of the process (/usr/bin/time's %M), and the bytes and files left in the output
+folder.
+
+    /usr/bin/python3 bench/many_models.py --nnfleet build/nnfleet --models 100000 --runs 3
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+
+def write_data(folder):
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    y = d.target.astype(np.int32)
+    np.save(os.path.join(folder, "dx_train.npy"), x[:1437])
+    np.save(os.path.join(folder, "dy_train.npy"), y[:1437])
+    np.save(os.path.join(folder, "dx_test.npy"), x[1437:])
+    np.save(os.path.join(folder, "dy_test.npy"), y[1437:])
+
+
+def plan_text(n):
+    reps = min(100, n)
+    lrs = ", ".join("%.8g" % (1e-3 + i * 1e-7) for i in range(max(1, n // reps)))
+    return ("seed: 1\ndata:\n  train: {x: dx_train.npy, y: dy_train.npy}\n"
+            "  test: {x: dx_test.npy, y: dy_test.npy}\n"
+            "defaults:\n  epochs: 1\n  batch_size: 32\n"
+            "  loss: sparse_categorical_crossentropy\n  metrics: [accuracy]\nmodels:\n"
+            "  - name: m-{r}-{lr}\n    grid: {r: [" + ", ".join(str(i) for i in range(reps)) +
+            "], lr: [" + lrs + "]}\n"
+            "    optimizer: {Adam: {learning_rate: \"{lr}\"}}\n    layers:\n"
+            "      - Dense: {units: 8, activation: relu}\n"
+            "      - Dense: {units: 10, activation: softmax}\n")
+
+
+def folder_size(out):
+    files = size = 0
+    for root, _, names in os.walk(out):
+        for name in names:
+            files += 1
+            size += os.path.getsize(os.path.join(root, name))
+    return files, size
+
+
+def one_run(args, plan, out):
+    subprocess.run(["sync"], check=True)
+    time.sleep(0.5)
+    cmd = [args.nnfleet, "train", plan, "--out", out, "--workers", str(args.workers), "--quiet"]
+    if args.save:
+        cmd += ["--save", args.save]
+    # /usr/bin/time's %M: wait4's ru_maxrss of a child forked from this Python process (numpy
+    # and sklearn loaded) would count the parent's pages it had before exec.
+    rss_file = out + ".rss"
+    start = time.time()
+    status = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file] + cmd).returncode
+    wall = time.time() - start
+    if status != 0:
+        raise SystemExit("nnfleet failed: " + " ".join(cmd))
+    with open(rss_file) as f:
+        peak_kb = int(f.read().split()[-1])
+    os.remove(rss_file)
+    with open(os.path.join(out, "results.json")) as f:
+        models = json.load(f)["models"]
+    train = sum(m.get("seconds", 0.0) for m in models)
+    files, size = folder_size(out)
+    return {"models": len(models), "wall_s": round(wall, 3), "train_sum_s": round(train, 3),
+            "outside_training": round((wall - train / args.workers) / wall, 4),
+            "peak_rss_mb": round(peak_kb / 1024.0, 1), "bytes_written": size,
+            "files_written": files}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--nnfleet", default="build/nnfleet")
+    ap.add_argument("--models", type=int, default=100000)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--save", default="", help="all | best N | none (default: the plan's default)")
+    ap.add_argument("--dir", default="/tmp/nnfleet-many-models")
+    ap.add_argument("--keep", action="store_true", help="keep the output folders")
+    args = ap.parse_args()
+    os.makedirs(args.dir, exist_ok=True)
+    write_data(args.dir)
+    plan = os.path.join(args.dir, "many%d.yaml" % args.models)
+    with open(plan, "w") as f:
+        f.write(plan_text(args.models))
+    rows = []
+    for i in range(args.runs):
+        out = os.path.join(args.dir, "out-%d-%d-%d" % (args.models, os.getpid(), i))
+        rows.append(one_run(args, plan, out))
+        print(json.dumps(rows[-1]), flush=True)
+        if not args.keep:
+            shutil.rmtree(out)
+    med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    med["runs"] = len(rows)
+    med["save"] = args.save or "default"
+    print(json.dumps({"median": med}))
+
+
+if __name__ == "__main__":
+    main()

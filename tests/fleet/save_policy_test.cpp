@@ -1,0 +1,253 @@
+// save: all | best N | none (README "What you get"): which model files a run keeps. The best N
+// by the leaderboard's key (ties in plan order) keep their files, whatever the number of workers
+// and after a stop and --resume; every model keeps its record and results; the policy's text is
+// refused by name when it is not one. No timing is asserted: only files and bounded counts.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "fleet/fleet.h"
+#include "fleet/results.h"
+#include "fleet_test_util.h"
+#include "platform/files.h"
+
+namespace nnfleet {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 48 tiny models, 2 epochs (a stop can land mid-run); `r` repeats each configuration, so equal
+// results (ties) are likely.
+std::string tiny_grid(const std::string& save = "") {
+  return "seed: 3\n" + save +
+         R"(data:
+  train: {x: train_x.npy, y: train_y.npy}
+  test: {x: test_x.npy, y: test_y.npy}
+defaults:
+  epochs: 2
+  batch_size: 64
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+models:
+  - name: t-{u}-{lr}-{r}
+    grid: {u: [1, 2, 4], lr: [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 0.0001], r: [0, 1]}
+    optimizer: {Adam: {learning_rate: "{lr}"}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{u}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+)";
+}
+
+class SavePolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing_util::write_blobs(dir.path, "train", 300, 1);
+    testing_util::write_blobs(dir.path, "test", 90, 2);
+    plan_path = dir.path + "/plan.yaml";
+    testing_util::write_text(plan_path, tiny_grid());
+  }
+  FleetSummary run(const std::string& out, const std::string& save, int workers = 2,
+                   bool resume = false, const std::atomic<bool>* stop = nullptr) {
+    Plan p = load_plan(plan_path);
+    std::string why;
+    if (!save.empty()) p.save = *parse_save_policy(save, why);
+    FleetOptions o;
+    o.out_dir = out;
+    o.workers = workers;
+    o.resume = resume;
+    o.stop = stop;
+    o.mode = Display::Mode::kQuiet;
+    return run_fleet(p, o, testing_util::raw_io(Durability::kProcessCrash));
+  }
+  // The model files in <out>/models.
+  static std::set<std::string> files(const std::string& out) {
+    std::set<std::string> f;
+    for (const auto& e : std::filesystem::directory_iterator(out + "/models"))
+      f.insert(e.path().filename().string());
+    return f;
+  }
+  // The files the best n models have, from results.json: rank key, then plan order.
+  static std::set<std::string> best_files(const std::string& out, size_t n) {
+    const Json r = Json::parse(read_file(out + "/results.json"));
+    const std::string key = r["rank_by"].get<std::string>();
+    std::vector<std::pair<double, size_t>> v;
+    const Json& ms = r["models"];
+    for (size_t i = 0; i < ms.size(); ++i) v.emplace_back(-ms[i]["metrics"][key].get<double>(), i);
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::set<std::string> f;
+    for (size_t i = 0; i < n && i < v.size(); ++i)
+      f.insert(ms[v[i].second]["name"].get<std::string>() + ".bin");
+    return f;
+  }
+  static size_t entries(const std::string& d) {
+    return static_cast<size_t>(std::distance(std::filesystem::directory_iterator(d),
+                                             std::filesystem::directory_iterator()));
+  }
+  testing_util::TempDir dir;
+  std::string plan_path;
+};
+
+TEST_F(SavePolicyTest, KeepsEveryFileTheBestNOrNoneWithTheSameResults) {
+  const std::string all = dir.path + "/all", best = dir.path + "/best", none = dir.path + "/none";
+  const FleetSummary a = run(all, "all");
+  EXPECT_EQ(files(all).size(), 48u);
+  const FleetSummary b = run(best, "best 5");
+  EXPECT_EQ(files(best), best_files(all, 5));
+  run(none, "none");
+  EXPECT_EQ(entries(none + "/models"), 0u);
+  for (const std::string& o : {best, none}) {
+    SCOPED_TRACE(o);
+    EXPECT_EQ(testing_util::comparable(o), testing_util::comparable(all));
+    EXPECT_EQ(testing_util::recorded_models(o).size(), 48u);  // every model's record is kept
+    EXPECT_EQ(entries(o + "/checkpoints"), 0u);               // finished models leave none
+  }
+  // The results name a file only where one is kept.
+  size_t named = 0;
+  for (const JobResult& r : b.results) {
+    if (r.model_file.empty()) continue;
+    ++named;
+    EXPECT_TRUE(file_exists(r.model_file)) << r.model_file;
+  }
+  EXPECT_EQ(named, 5u);
+  // The best model's file is the same bytes under every policy that keeps it.
+  const std::string top = *best_files(all, 1).begin();
+  EXPECT_EQ(read_file(best + "/models/" + top), read_file(all + "/models/" + top));
+}
+
+TEST_F(SavePolicyTest, OneAndTwoWorkersKeepTheSameFiles) {
+  const std::string one = dir.path + "/one", two = dir.path + "/two";
+  run(one, "best 7", 1);
+  run(two, "best 7", 2);
+  EXPECT_EQ(files(one), files(two));
+  EXPECT_EQ(files(one), best_files(one, 7));
+  EXPECT_EQ(testing_util::comparable(one), testing_util::comparable(two));
+}
+
+// A stop mid-run (held at an epoch end, platform/test_hold.h), then --resume: finished models
+// are not trained again (their files may already be gone), and the folder ends as an
+// uninterrupted run's.
+TEST_F(SavePolicyTest, ResumeAfterAStopEndsWithTheSameFiles) {
+  const std::string full = dir.path + "/full";
+  run(full, "best 4");
+  for (int nth : {5, 30}) {
+    SCOPED_TRACE(nth);
+    const std::string out = dir.path + "/stopped" + std::to_string(nth);
+    FleetSummary first;
+    {
+      testing_util::StopAtEpochEnd stopper(dir.path + "/hold" + std::to_string(nth), nth);
+      first = run(out, "best 4", 2, false, &stopper.stop);
+    }
+    EXPECT_TRUE(first.interrupted);
+    const std::set<std::string> done = testing_util::recorded_models(out);
+    const FleetSummary resumed = run(out, "best 4", 2, true);
+    for (const JobResult& r : resumed.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+    EXPECT_EQ(files(out), files(full));
+    EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(full));
+    // One record per model: those finished before the stop were not trained again.
+    EXPECT_EQ(testing_util::recorded_models(out).size(), 48u);
+    const std::string log = read_file(out + "/jobs.log");
+    EXPECT_EQ(static_cast<size_t>(std::count(log.begin(), log.end(), '\n')), 48u);
+    EXPECT_FALSE(done.empty());
+  }
+}
+
+TEST_F(SavePolicyTest, APolicyThatIsNotOneIsRefusedByName) {
+  for (const char* bad : {"best 0", "some", "best", "best -3", "best 2x"}) {
+    SCOPED_TRACE(bad);
+    testing_util::write_text(plan_path, tiny_grid(std::string("save: ") + bad + "\n"));
+    try {
+      load_plan(plan_path);
+      ADD_FAILURE() << "accepted";
+    } catch (const PlanError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("save"));
+      EXPECT_THAT(e.what(), HasSubstr("expected all, best N (N >= 1) or none"));
+    }
+  }
+  std::string why;
+  EXPECT_FALSE(parse_save_policy("best 0", why));
+  EXPECT_THAT(why, HasSubstr("use none"));
+  testing_util::write_text(plan_path, tiny_grid("save: best 3\n"));
+  const Plan p = load_plan(plan_path);
+  EXPECT_EQ(p.save.text(), "best 3");
+  EXPECT_THAT(plan_to_yaml(p), HasSubstr("save: best 3"));
+}
+
+TEST(SavePolicy, TheDefaultIsAllUpToTenThousandModelsAndTheBest100Above) {
+  const SavePolicy d;
+  EXPECT_EQ(d.resolved(10000).text(), "all");
+  EXPECT_EQ(d.resolved(10001).text(), "best 100");
+  const SavePolicy none{SavePolicy::Kind::kNone, 0};
+  EXPECT_EQ(none.resolved(20000).text(), "none");
+}
+
+// jobs.log's record text (written directly) reads back as job_result_to_json's.
+TEST(RecordText, ParsesToTheSameJsonAsTheTree) {
+  JobResult r;
+  r.name = "a\"b\\c\n";
+  r.status = JobStatus::kDone;
+  r.message = "tab\there \x01";
+  r.epochs = 2;
+  r.params = 610;
+  r.seconds = 0.1;
+  r.samples_per_second = 1.0 / 3.0;
+  r.core = 1;
+  r.metrics = {{"loss", 0.25}, {"accuracy", NAN}, {"test_loss", 1e-300}};
+  r.last_metrics = {{"loss", 0.5}};
+  r.best = {1, "val_loss", 0.2};
+  r.history = {{1, {{"loss", 0.3}, {"accuracy", INFINITY}}, 0.01},
+               {2, {{"loss", 0.25}, {"accuracy", 0.5}}, 0.02}};
+  r.parameters = {{"lr", "0.001"}, {"act", "\"relu\""}};
+  r.retry = true;
+  Json tree = job_result_to_json(r);
+  EXPECT_EQ(Json::parse(job_result_json_text(r)), tree);
+  tree["model_file"] = "models/x.keras";
+  tree["model_xxh3"] = hex64(42);
+  EXPECT_EQ(Json::parse(job_result_json_text(r, "models/x.keras", 42)), tree);
+}
+
+// Many models leave a bounded folder: the files of a run (no per-model file with save: none)
+// and at most ~2 KB a model.
+TEST_F(SavePolicyTest, ManyModelsWithoutFilesLeaveABoundedFolder) {
+  std::string lrs;
+  for (int i = 0; i < 250; ++i) lrs += (i ? ", " : "") + std::to_string(0.001 + i * 1e-6);
+  testing_util::write_text(plan_path, "seed: 1\nsave: none\n" + std::string(R"(data:
+  train: {x: train_x.npy, y: train_y.npy}
+defaults:
+  epochs: 1
+  batch_size: 300
+  loss: sparse_categorical_crossentropy
+models:
+  - name: m-{u}-{lr}
+    grid: {u: [1, 2, 3, 4, 5, 6, 7, 8], lr: [)") +
+                                          lrs + R"(]}
+    optimizer: {Adam: {learning_rate: "{lr}"}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{u}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+)");
+  const std::string out = dir.path + "/many";
+  FleetOptions o;
+  o.out_dir = out;
+  o.workers = 2;
+  o.mode = Display::Mode::kQuiet;
+  const FleetSummary s =
+      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  ASSERT_EQ(s.results.size(), 2000u);
+  size_t n = 0, bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(out))
+    if (e.is_regular_file()) {
+      ++n;
+      bytes += e.file_size();
+    }
+  EXPECT_LE(n, 10u);  // plan.yaml, run.json, jobs.log, lock, results, history, timeline, run.log
+  EXPECT_LE(bytes, 2000u * 2048u);
+}
+
+}  // namespace
+}  // namespace nnfleet
