@@ -365,8 +365,11 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t k = patch_size(g);
   const int64_t im2col = 2 * chunk_rows(g, n) * k + k * g.f;
   const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
-  // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it).
-  const size_t onednn = onednn_conv_scratch_floats(g, n);
+  // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it), unless
+  // Winograd takes both passes oneDNN could run (m7's 32 -> 64 layer: its oneDNN scratch was
+  // 366,672 floats per batch piece against Winograd's 156,736, and never used).
+  const bool onednn_unused = conv2d_use_winograd(g, false) && conv2d_use_winograd(g, true);
+  const size_t onednn = onednn_unused ? 0 : onednn_conv_scratch_floats(g, n);
   const bool wino = conv2d_use_winograd(g, false) || conv2d_use_winograd(g, true) ||
                     conv2d_use_winograd_weights(g);
   const size_t winograd = wino ? conv2d_winograd_scratch_floats(g) : 0;
