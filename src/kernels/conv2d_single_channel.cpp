@@ -23,7 +23,10 @@ typedef int32_t I16 __attribute__((vector_size(64)));
 constexpr int kLanes = 16;
 constexpr int kMaxTaps = 49;
 constexpr int kMaxF = 64;
-constexpr int kChains = 4;  // independent accumulators per kernel-gradient sum (FMA latency 4)
+constexpr int kChains = 4;
+constexpr int64_t kBlockFloats =
+    8 * 1024;  // 32 KB of E per block of output rows (backward)  // independent accumulators per
+               // kernel-gradient sum (FMA latency 4)
 
 inline V16 load(const float* p) {
   V16 v;
@@ -190,9 +193,9 @@ void conv2d_forward_single_channel(const ConvGeometry& g, int n, const float* x,
 }
 
 // dw[t, f] = sum over output lanes of E[q + shift_t] * dy[q] for the lanes of filter f. Each
-// (tap, pattern) sums its vectors over the whole batch into four chains (accumulate_row), kept
-// in scratch between images; the chains, then the lanes of each filter in increasing order, are
-// added to dw at the end. db: bias_gradient.
+// (tap, pattern) sums its vectors over the whole batch into four chains (accumulate_row), a
+// block of output rows at a time, kept in scratch between blocks and images; the chains, then the
+// lanes of each filter in increasing order, are added to dw at the end. db: bias_gradient.
 void conv2d_backward_weights_single_channel(const ConvGeometry& g, int n, const float* x,
                                             const float* dy, float* dw, float* db, float* scratch) {
   if (db != nullptr) bias_gradient(g, n, dy, db);
@@ -204,19 +207,26 @@ void conv2d_backward_weights_single_channel(const ConvGeometry& g, int n, const 
   tap_shifts(g, shift);
   const int64_t row_floats = int64_t{g.ow} * g.f, full = row_floats / kLanes;
   const int rem = static_cast<int>(row_floats % kLanes);
+  // Output rows per pass over the taps: their KH - 1 + rows rows of E stay in L1 (kBlockFloats)
+  // while every tap walks them; m7's F = 32 makes an image's E 100 KB, past Zen's 32-48 KB L1.
+  const int block =
+      static_cast<int>(std::max<int64_t>(1, kBlockFloats / (int64_t{g.w} * g.f) - (g.kh - 1)));
   for (int img = 0; img < n; ++img) {
     expand(g, x + int64_t{img} * g.h * g.w, e);
     const float* dy_image = dy + int64_t{img} * g.oh * row_floats;
-    for (int t = 0; t < taps; ++t) {
-      for (int j = 0; j < p; ++j) {
-        float* a = acc + (int64_t{t} * p + j) * kChains * kLanes;
-        V16 c0 = load(a), c1 = load(a + kLanes), c2 = load(a + 2 * kLanes),
-            c3 = load(a + 3 * kLanes);
-        for (int oy = 0; oy < g.oh; ++oy)
-          accumulate_row(e + int64_t{oy} * g.w * g.f + shift[t], dy_image + oy * row_floats, j, p,
-                         full, rem, c0, c1, c2, c3);
-        const V16 chain[kChains] = {c0, c1, c2, c3};
-        for (int c = 0; c < kChains; ++c) store(a + c * kLanes, chain[c]);
+    for (int oy0 = 0; oy0 < g.oh; oy0 += block) {
+      const int oy1 = std::min(g.oh, oy0 + block);
+      for (int t = 0; t < taps; ++t) {
+        for (int j = 0; j < p; ++j) {
+          float* a = acc + (int64_t{t} * p + j) * kChains * kLanes;
+          V16 c0 = load(a), c1 = load(a + kLanes), c2 = load(a + 2 * kLanes),
+              c3 = load(a + 3 * kLanes);
+          for (int oy = oy0; oy < oy1; ++oy)
+            accumulate_row(e + int64_t{oy} * g.w * g.f + shift[t], dy_image + oy * row_floats, j, p,
+                           full, rem, c0, c1, c2, c3);
+          const V16 chain[kChains] = {c0, c1, c2, c3};
+          for (int c = 0; c < kChains; ++c) store(a + c * kLanes, chain[c]);
+        }
       }
     }
   }
