@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d_onednn.h"
+#include "kernels/conv2d_single_channel.h"
 #include "kernels/conv2d_winograd.h"
 #include "kernels/gemm.h"
 
@@ -364,12 +365,17 @@ size_t conv2d_scratch_floats(const ConvGeometry& g, int n) {
   const int64_t k = patch_size(g);
   const int64_t im2col = 2 * chunk_rows(g, n) * k + k * g.f;
   const int64_t direct = use_direct(g) ? int64_t{direct_block_rows(g)} * g.w * g.f : 0;
-  // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it).
-  const size_t onednn = onednn_conv_scratch_floats(g, n);
+  // Plan time: this also creates the oneDNN primitives for g (when oneDNN serves it), unless
+  // Winograd takes both passes oneDNN could run (m7's 32 -> 64 layer: its oneDNN scratch was
+  // 366,672 floats per batch piece against Winograd's 156,736, and never used).
+  const bool onednn_unused = conv2d_use_winograd(g, false) && conv2d_use_winograd(g, true);
+  const size_t onednn = onednn_unused ? 0 : onednn_conv_scratch_floats(g, n);
   const bool wino = conv2d_use_winograd(g, false) || conv2d_use_winograd(g, true) ||
                     conv2d_use_winograd_weights(g);
   const size_t winograd = wino ? conv2d_winograd_scratch_floats(g) : 0;
-  return std::max({static_cast<size_t>(std::max(im2col, direct)), onednn, winograd});
+  const size_t single =
+      conv2d_single_channel_applies(g) ? conv2d_single_channel_scratch_floats(g) : 0;
+  return std::max({static_cast<size_t>(std::max(im2col, direct)), onednn, winograd, single});
 }
 
 // y[N*OH*OW, F] = im2col(x)[N*OH*OW, KH*KW*C] w[KH*KW*C, F] + b, chunk by chunk: each chunk of R
@@ -410,8 +416,10 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
 // Winograd for the stride-1 3x3 forward and input-gradient passes with channels enough
 // (F(4x4,3x3) where conv2d_use_winograd_f4 says so for the pass, else F(2x2,3x3))
 // (conv2d_use_winograd), else oneDNN's JIT convolution for the shapes it serves
-// (conv2d_onednn.h), the GEMM path for everything else; for the kernel gradient Winograd where
-// conv2d_use_winograd_weights says so, else the GEMM path.
+// (conv2d_onednn.h), the single-channel kernel for a first layer on grey images
+// (conv2d_single_channel.h), the GEMM path for everything else; for the kernel gradient Winograd
+// where conv2d_use_winograd_weights says so, else the single-channel kernel where it applies,
+// else the GEMM path.
 void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w, const float* b,
                     float* y, float* scratch, const Activation* act, float* act_out) {
   if (conv2d_use_winograd_f4(g, false)) {
@@ -423,6 +431,10 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
     return;
   }
   if (onednn_conv_forward(g, n, x, w, b, y, scratch, act, act_out)) return;
+  if (conv2d_single_channel_applies(g)) {
+    conv2d_forward_single_channel(g, n, x, w, b, y, scratch, act, act_out);
+    return;
+  }
   conv2d_forward_gemm(g, n, x, w, b, y, scratch, act, act_out);
 }
 
@@ -439,6 +451,10 @@ void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* 
   if (conv2d_use_winograd_weights(g)) {
     conv2d_backward_weights_winograd(g, n, x, dy, dw, scratch);
     dw = nullptr;
+  }
+  if (dw != nullptr && conv2d_single_channel_applies(g)) {
+    conv2d_backward_weights_single_channel(g, n, x, dy, dw, db, scratch);
+    dw = db = nullptr;
   }
   backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
 }

@@ -7,7 +7,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+
+// The 64-byte vectors pass between this file's own inline helpers only (no interface).
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace nnfleet {
 namespace {
@@ -56,21 +60,132 @@ void for_each_2x2(const ConvGeometry& g, int n, Tap tap) {
   }
 }
 
+// Channels too few for a vector (C = 1, 2, 4, 8: m5's pooling has 8) leave most lanes of a
+// channel-wise loop idle, and a 16-lane loop over 8 channels runs its scalar remainder only. Then
+// a row of output pixels is taken as one flat run of OW*C floats instead: each vector of 16
+// outputs comes from 32 consecutive floats of each of the window's two input rows, split by a
+// fixed permutation into the left taps (pixel 2*ox) and the right ones (2*ox + 1). Every
+// element sees the same operations in the same order as in the channel-wise loop, so the bits
+// are the same. GCC vector extensions: 512-bit with AVX-512, two 256-bit halves with AVX2.
+typedef float V16 __attribute__((vector_size(64)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+constexpr int kLanes = 16;
+
+bool is_narrow_2x2(const ConvGeometry& g) {
+  return is_full_2x2(g) && g.c < kLanes && kLanes % g.c == 0;
+}
+
+inline V16 load16(const float* p) {
+  V16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, V16 v) { std::memcpy(p, &v, sizeof v); }
+inline V16 vmax(V16 a, V16 b) { return a < b ? b : a; }  // std::max(a, b) lane by lane
+
+// For output lane l (pixel l / C, channel l % C of a 16-float block): the positions of its left
+// tap in the 32 input floats (2l - l % C) and of its right tap (that + C).
+struct NarrowMasks {
+  I16 left, right, back_lo, back_hi;
+  explicit NarrowMasks(int c) {
+    for (int l = 0; l < kLanes; ++l) {
+      left[l] = 2 * l - l % c;
+      right[l] = left[l] + c;
+    }
+    // The inverse: input float i (pixel i / C, channel i % C) came from lane (i/C/2)*C + i%C of
+    // the left taps (even pixels: index l) or of the right taps (odd: 16 + l).
+    for (int i = 0; i < 2 * kLanes; ++i) {
+      const int pix = i / c, lane = (pix / 2) * c + i % c + (pix % 2) * kLanes;
+      (i < kLanes ? back_lo[i] : back_hi[i - kLanes]) = lane;
+    }
+  }
+};
+
+// The narrow-channel 2x2 pooling, row by row (see is_narrow_2x2): whole vectors of 16 outputs,
+// then the row's last pixels through `pixel` (the channel-wise body, for_each_2x2's arguments).
+template <typename Body>
+void for_each_narrow_row(const ConvGeometry& g, int n, Body body, const auto& pixel) {
+  const int64_t row = int64_t{g.w} * g.c, out_row = int64_t{g.ow} * g.c;
+  const int64_t full = out_row / kLanes;
+  for (int img = 0; img < n; ++img) {
+    for (int oy = 0; oy < g.oh; ++oy) {
+      const int64_t out = (int64_t{img} * g.oh + oy) * out_row;
+      const int64_t top = (int64_t{img} * g.h + 2 * oy) * row;
+      for (int64_t u = 0; u < full; ++u) body(out + u * kLanes, top + 2 * u * kLanes, row);
+      for (int64_t ox = full * kLanes / g.c; ox < g.ow; ++ox) {
+        const int64_t x0 = top + 2 * ox * g.c;
+        pixel(out + ox * g.c, x0, x0 + g.c, x0 + row, x0 + row + g.c);
+      }
+    }
+  }
+}
+
+template <typename Pixel>
+void max_pool2d_forward_narrow(const ConvGeometry& g, int n, const float* x, float* y,
+                               const Pixel& pixel) {
+  const NarrowMasks m(g.c);
+  const V16 lowest = V16{} - std::numeric_limits<float>::infinity();
+  for_each_narrow_row(
+      g, n,
+      [&](int64_t out, int64_t top, int64_t row) {
+        const V16 t0 = load16(x + top), t1 = load16(x + top + kLanes);
+        const V16 b0 = load16(x + top + row), b1 = load16(x + top + row + kLanes);
+        const V16 a = __builtin_shuffle(t0, t1, m.left), b = __builtin_shuffle(t0, t1, m.right);
+        const V16 c = __builtin_shuffle(b0, b1, m.left), d = __builtin_shuffle(b0, b1, m.right);
+        store16(y + out, vmax(vmax(vmax(vmax(lowest, a), b), c), d));
+      },
+      pixel);
+}
+
+// The backward twin: each lane's gradient goes to the first tap (in window order) equal to the
+// output, added as gk or 0 like the channel-wise loop, and the four taps' additions are put back
+// in input order by the inverse permutation.
+template <typename Pixel>
+void max_pool2d_backward_narrow(const ConvGeometry& g, int n, const float* x, const float* y,
+                                const float* dy, float* dx, const Pixel& pixel) {
+  const NarrowMasks m(g.c);
+  for_each_narrow_row(
+      g, n,
+      [&](int64_t out, int64_t top, int64_t row) {
+        const V16 t0 = load16(x + top), t1 = load16(x + top + kLanes);
+        const V16 b0 = load16(x + top + row), b1 = load16(x + top + row + kLanes);
+        const V16 a = __builtin_shuffle(t0, t1, m.left), b = __builtin_shuffle(t0, t1, m.right);
+        const V16 c = __builtin_shuffle(b0, b1, m.left), d = __builtin_shuffle(b0, b1, m.right);
+        const V16 t = load16(y + out), gk = load16(dy + out), zero = {};
+        const I16 ea = a == t, eb = b == t, ec = c == t, ed = d == t;
+        const I16 hb = eb & ~ea, hc = ec & ~(ea | eb), hd = ed & ~(ea | eb | ec);
+        const V16 ga = ea ? gk : zero, gb = hb ? gk : zero, gc = hc ? gk : zero,
+                  gd = hd ? gk : zero;
+        float* top_dx = dx + top;
+        float* bottom_dx = dx + top + row;
+        store16(top_dx, load16(top_dx) + __builtin_shuffle(ga, gb, m.back_lo));
+        store16(top_dx + kLanes, load16(top_dx + kLanes) + __builtin_shuffle(ga, gb, m.back_hi));
+        store16(bottom_dx, load16(bottom_dx) + __builtin_shuffle(gc, gd, m.back_lo));
+        store16(bottom_dx + kLanes,
+                load16(bottom_dx + kLanes) + __builtin_shuffle(gc, gd, m.back_hi));
+      },
+      pixel);
+}
 }  // namespace
 
 // y[n,oy,ox,c] = max over the window's in-image taps of x[n,iy,ix,c]; the running max lives in
 // the output row, updated tap by tap with a contiguous channel loop.
 void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) {
+  // Same fold as the general loop (from -inf, taps in order), so results are identical.
+  auto pixel = [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
+    float* __restrict o = y + out;
+    const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
+    for (int k = 0; k < g.c; ++k) {
+      const float m = std::max(std::max(-std::numeric_limits<float>::infinity(), a[k]), b[k]);
+      o[k] = std::max(std::max(m, c[k]), d[k]);
+    }
+  };
+  if (is_narrow_2x2(g)) {
+    max_pool2d_forward_narrow(g, n, x, y, pixel);
+    return;
+  }
   if (is_full_2x2(g)) {
-    // Same fold as the general loop (from -inf, taps in order), so results are identical.
-    for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
-      float* __restrict o = y + out;
-      const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
-      for (int k = 0; k < g.c; ++k) {
-        const float m = std::max(std::max(-std::numeric_limits<float>::infinity(), a[k]), b[k]);
-        o[k] = std::max(std::max(m, c[k]), d[k]);
-      }
-    });
+    for_each_2x2(g, n, pixel);
     return;
   }
   for (int img = 0; img < n; ++img) {
@@ -103,8 +218,8 @@ void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) 
 // equals, so later taps skip it without a branch and the channel loops vectorize.
 void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
                          const float* dy, float* dx) {
-  if (is_full_2x2(g)) {
-    for_each_2x2(g, n, [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
+  {
+    auto pixel = [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
       const float* __restrict target = y + out, * __restrict grad = dy + out;
       const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
       float* __restrict da = dx + t0, * __restrict db = dx + t1, * __restrict dc = dx + t2, * __restrict dd = dx + t3;
@@ -122,8 +237,15 @@ void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const flo
         dc[k] += hc ? gk : 0.0f;
         dd[k] += hd ? gk : 0.0f;
       }
-    });
-    return;
+    };
+    if (is_narrow_2x2(g)) {
+      max_pool2d_backward_narrow(g, n, x, y, dy, dx, pixel);
+      return;
+    }
+    if (is_full_2x2(g)) {
+      for_each_2x2(g, n, pixel);
+      return;
+    }
   }
   constexpr int kBlock = 64;
   const float routed = std::numeric_limits<float>::quiet_NaN();

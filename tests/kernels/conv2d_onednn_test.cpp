@@ -16,6 +16,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/conv2d.h"
+#include "kernels/conv2d_winograd.h"
 
 namespace nnfleet {
 namespace {
@@ -55,6 +56,13 @@ void onednn_backward(const ConvGeometry& g, int n, const float* x, const float* 
   conv2d_backward_gemm(g, n, x, w, dy, dx, dw, db, scratch);
 }
 
+// Scratch for the oneDNN path itself. conv2d_scratch_floats leaves oneDNN's share (and its
+// primitives) out where Winograd takes both passes, as on m7's 26x26x32 -> 64, so asking oneDNN
+// too plans it for these direct calls.
+size_t onednn_scratch_floats(const ConvGeometry& g, int n) {
+  return std::max(conv2d_scratch_floats(g, n), onednn_conv_scratch_floats(g, n));
+}
+
 size_t x_size(const ConvGeometry& g, int n) { return size_t(n) * g.h * g.w * g.c; }
 size_t y_size(const ConvGeometry& g, int n) { return size_t(n) * g.oh * g.ow * g.f; }
 size_t w_size(const ConvGeometry& g) { return size_t(g.kh) * g.kw * g.c * g.f; }
@@ -71,7 +79,7 @@ TEST(Conv2dOnednn, MatchesRefOverShapeSweep) {
                                   {6, 8, 3, 40, true}}) {
     const ConvGeometry g = geometry(h, c, k, f, same);
     for (int n : {1, 3, kOnednnPiece + 1}) {
-      std::vector<float> scratch(conv2d_scratch_floats(g, n));
+      std::vector<float> scratch(onednn_scratch_floats(g, n));
       ASSERT_FALSE(onednn_conv_impl(g, false).empty()) << describe(g, n) << ": oneDNN not used";
       const std::string what = describe(g, n);
       const auto x = random_floats(x_size(g, n), seed), w = random_floats(w_size(g), seed + 1),
@@ -115,7 +123,7 @@ TEST(Conv2dOnednn, MatchesRefOverShapeSweep) {
 TEST(Conv2dOnednn, ImageResultDoesNotDependOnItsBatch) {
   const ConvGeometry g = geometry(26, 32, 3, 64, false);
   const int n = kOnednnPiece + 2;
-  std::vector<float> scratch(conv2d_scratch_floats(g, n));
+  std::vector<float> scratch(onednn_scratch_floats(g, n));
   const auto x = random_floats(x_size(g, n), 1), w = random_floats(w_size(g), 2),
              b = random_floats(size_t(g.f), 3), dy = random_floats(y_size(g, n), 4);
   std::vector<float> y(y_size(g, n)), dx(x_size(g, n), 0.0f), dw(w.size());
@@ -139,7 +147,7 @@ TEST(Conv2dOnednn, ResultsDoNotDependOnBufferOrScratchAlignment) {
   for (auto [h, c, k, f, same] : {std::tuple{26, 32, 3, 64, false}, {9, 8, 5, 16, true}}) {
     const ConvGeometry g = geometry(h, c, k, f, same);
     const int n = 2;
-    const size_t scratch_size = conv2d_scratch_floats(g, n);
+    const size_t scratch_size = onednn_scratch_floats(g, n);
     const auto x = random_floats(x_size(g, n), 7), w = random_floats(w_size(g), 8),
                b = random_floats(size_t(f), 9), dy = random_floats(y_size(g, n), 10);
     const std::vector<float> scratch0(scratch_size, 0.0f);
@@ -167,11 +175,23 @@ int thread_count() {
 
 // Planning and running oneDNN convolutions leaves the process with the threads it had: oneDNN's
 // OpenMP runtime is held to the calling thread.
+// A layer whose forward and input-gradient passes both run as Winograd never reaches oneDNN, so
+// its scratch is not sized for oneDNN's (366,672 floats per batch piece on m7's layer, against
+// Winograd's 156,736) and no primitive is made for it; a layer oneDNN serves still gets both.
+TEST(Conv2dOnednn, ScratchLeavesOneDnnOutWhereWinogradTakesBothPasses) {
+  const ConvGeometry m7 = geometry(26, 32, 3, 64, false);
+  ASSERT_TRUE(conv2d_use_winograd(m7, false) && conv2d_use_winograd(m7, true));
+  EXPECT_LT(conv2d_scratch_floats(m7, 16), onednn_conv_scratch_floats(m7, 16));
+  const ConvGeometry m6 = geometry(13, 16, 3, 32, false);
+  ASSERT_FALSE(conv2d_use_winograd(m6, false));
+  EXPECT_GE(conv2d_scratch_floats(m6, 16), onednn_conv_scratch_floats(m6, 16));
+}
+
 TEST(Conv2dOnednn, StartsNoThreads) {
   const int before = thread_count();
   const ConvGeometry g = geometry(11, 48, 3, 24, true);  // a geometry no other test plans
   const int n = 2 * kOnednnPiece;
-  std::vector<float> scratch(conv2d_scratch_floats(g, n));
+  std::vector<float> scratch(onednn_scratch_floats(g, n));
   ASSERT_FALSE(onednn_conv_impl(g, false).empty());
   const auto x = random_floats(x_size(g, n), 1), w = random_floats(w_size(g), 2),
              dy = random_floats(y_size(g, n), 3);
@@ -187,7 +207,7 @@ TEST(Conv2dOnednn, StartsNoThreads) {
 // AVX-512; AVX-512 otherwise.
 TEST(Conv2dOnednn, RunsTheIsaTheEnvironmentAllows) {
   const ConvGeometry g = geometry(26, 32, 3, 64, false);
-  conv2d_scratch_floats(g, 1);
+  onednn_scratch_floats(g, 1);
   const std::string fwd = onednn_conv_impl(g, false), bwd = onednn_conv_impl(g, true);
 #ifdef NNFLEET_KERNELS_AVX2_ONLY
   const bool avx2_only = true;

@@ -212,6 +212,45 @@ TEST(Conv2d, DirectForwardWithFusedActivationMatchesRef) {
   }
 }
 
+// The single-channel kernel (a first layer on grey images: expanded input, no im2col) on W1's
+// first layers and on widths whose rows end in a partial vector (OW*F not a multiple of 16),
+// forward with a fused ReLU and backward accumulating onto non-zero gradients, against the oracle.
+TEST(Conv2d, SingleChannelKernelMatchesRef) {
+  uint32_t seed = 9800;
+  const Activation relu{Act::kRelu};
+  for (auto [h, w, k, f] :
+       {std::array{28, 28, 3, 8}, std::array{28, 28, 3, 32}, std::array{28, 28, 3, 16},
+        std::array{9, 7, 3, 64}, std::array{6, 5, 2, 4}, std::array{7, 9, 5, 2},
+        std::array{5, 3, 3, 1}, std::array{11, 13, 3, 8}}) {
+    for (int n : {1, 3}) {
+      ConvGeometry g = make_geometry(h, w, 1, k, 1, 1, f);
+      ASSERT_TRUE(conv_geometry(g, false));
+      const std::string what = describe(g, n, false);
+      const size_t xs = static_cast<size_t>(n) * g.h * g.w,
+                   ys = static_cast<size_t>(n) * g.oh * g.ow * g.f;
+      const auto x = random_floats(xs, seed++),
+                 wt = random_floats(static_cast<size_t>(k) * k * f, seed++);
+      const auto b = random_floats(f, seed++), dy = random_floats(ys, seed++);
+      std::vector<float> scratch(conv2d_scratch_floats(g, n));
+      std::vector<float> z(ys), a(ys), ref(ys);
+      conv2d_forward(g, n, x.data(), wt.data(), b.data(), z.data(), scratch.data(), &relu,
+                     a.data());
+      conv2d_forward_ref(g, n, x.data(), wt.data(), b.data(), ref.data());
+      expect_near_all(z, ref, 1e-4, 1e-5, what + " z");
+      for (float& v : ref) v = std::max(v, 0.0f);
+      expect_near_all(a, ref, 1e-4, 1e-5, what + " relu(z)");
+      auto dw = random_floats(wt.size(), seed++), db = random_floats(b.size(), seed++);
+      auto dw_ref = dw, db_ref = db;
+      conv2d_backward(g, n, x.data(), wt.data(), dy.data(), nullptr, dw.data(), db.data(),
+                      scratch.data());
+      conv2d_backward_ref(g, n, x.data(), wt.data(), dy.data(), nullptr, dw_ref.data(),
+                          db_ref.data());
+      expect_near_all(dw, dw_ref, 1e-4, 1e-5, what + " dw");
+      expect_near_all(db, db_ref, 1e-4, 1e-5, what + " db");
+    }
+  }
+}
+
 TEST(Conv2d, ScratchSizedForABatchServesSmallerBatches) {
   ConvGeometry g = make_geometry(26, 26, 32, 3, 1, 1, 64);
   ASSERT_TRUE(conv_geometry(g, false));

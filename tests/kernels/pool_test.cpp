@@ -166,12 +166,13 @@ TEST(MaxPool2d, BackwardMatchesNumericalGradient) {
 
 // The fast paths (the 2x2 stride-2 one, the blocked general one) against max_pool2d_*_ref, exactly:
 // max and routing involve no rounding. Inputs are small integers, so windows hold many ties;
-// channel counts cross the general path's block of 64; odd sizes put "same" windows over the edge.
+// channel counts cross the general path's block of 64 and take the narrow 2x2 path (1, 2, 4, 8;
+// rows ending in a partial vector); odd sizes put "same" windows over the edge.
 TEST(MaxPool2d, FastPathsEqualTheNaiveOracleExactly) {
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> value(0, 3);
   for (int size : {4, 5, 26, 27}) {
-    for (int c : {1, 3, 8, 70}) {
+    for (int c : {1, 2, 3, 4, 8, 70}) {
       for (int k : {2, 3}) {
         for (int stride : {1, 2}) {
           for (bool same : {false, true}) {
