@@ -14,6 +14,9 @@
 #include "layers/registry.h"
 #include "nnfleet/error.h"
 
+// Counting allocator hook (alloc_counter.cpp replaces the global operator new).
+long allocation_count();
+
 namespace nnfleet {
 namespace {
 
@@ -128,6 +131,34 @@ TEST(DensePack, W3BatchOf32EqualsEachModelAloneBitForBit) {
 
 TEST(DensePack, AMemberLeavingChangesNoBitOfTheOthers) {
   train_twins(16, {16, 16, 13, 16, 16, 7}, 2);
+}
+
+TEST(DensePack, AStepAllocatesNothing) {
+  const std::vector<W3Member> specs = w3_members();
+  std::vector<Network> nets;
+  nets.reserve(specs.size());
+  std::vector<Network*> members;
+  for (const W3Member& m : specs) {
+    nets.emplace_back(m.model, 16, m.train);
+    Rng init(1);
+    nets.back().initialize(init);
+    members.push_back(&nets.back());
+  }
+  DensePack pack(members);
+  std::vector<float> x(16 * kFeatures, 0.5f);
+  std::vector<int32_t> labels(16, 1);
+  Targets t;
+  t.labels = labels.data();
+  std::vector<const Targets*> ts(specs.size(), &t);
+  std::vector<char> active(specs.size(), 1);
+  std::vector<double> losses(specs.size());
+  // Warm-up: libxsmm generates (and caches) a kernel the first time it meets a GEMM shape.
+  pack.train_step(16, x.data(), ts.data(), active.data(), losses.data());
+  pack.train_step(13, x.data(), ts.data(), active.data(), losses.data());
+  const long before = allocation_count();
+  for (int s = 0; s < 4; ++s)
+    pack.train_step(s % 2 ? 16 : 13, x.data(), ts.data(), active.data(), losses.data());
+  EXPECT_EQ(allocation_count() - before, 0);
 }
 
 TEST(DensePack, RefusesAMemberThatCannotJoinByName) {
