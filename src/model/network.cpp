@@ -400,14 +400,14 @@ LayerArgs Network::layer_args(Piece& pc, size_t i, bool training) {
   return a;
 }
 
-void Network::forward_piece(Piece& pc, bool training) {
-  for (size_t i = 0; i < model_->num_layers(); ++i)
+void Network::forward_piece(Piece& pc, bool training, size_t first) {
+  for (size_t i = first; i < model_->num_layers(); ++i)
     if (!views_[i]) model_->layer(i).forward(layer_args(pc, i, training));
   if (!activity_.empty()) activity_forward(pc, training && train_);
 }
 
-void Network::backward_piece(Piece& pc) {
-  for (size_t i = model_->num_layers(); i-- > 0;) {
+void Network::backward_piece(Piece& pc, size_t first) {
+  for (size_t i = model_->num_layers(); i-- > first;) {
     if (!needs_backward_[i] || views_[i]) continue;  // nothing trainable at or before it; a view
     // Blocks that become live here: zero before this backward adds into them.
     for (const ZeroBlock& z : pc.zero_before[i])
@@ -472,7 +472,8 @@ void Network::train_piece(int p) {
   std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
   for (const ZeroBlock& z : pc.zero_first)
     std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
-  forward_piece(pc, true);
+  const size_t first = first_outside_ ? 1 : 0;
+  forward_piece(pc, true, first);
   pc.loss_sum = 0;
   for (size_t j = 0; j < model_->num_outputs(); ++j) piece_loss(pc, j);
   if (model_->num_outputs() > 1) {
@@ -485,8 +486,24 @@ void Network::train_piece(int p) {
       for (int i = 0; i < pc.n; ++i) total[i] += w * lj[i];
     }
   }
-  backward_piece(pc);
+  backward_piece(pc, first);
   if (pieces_.size() > 1) gather_output(pc);
+}
+
+void Network::set_first_layer_outside(bool outside) {
+  NNFLEET_CHECK(!outside || (train_ && pieces_.size() == 1 && model_->num_layers() > 1 &&
+                             model_->layer_inputs(0).size() == 1 &&
+                             model_->is_input(model_->layer_inputs(0)[0]) && !views_[0]));
+  first_outside_ = outside;
+}
+
+LayerArgs Network::first_layer_args() {
+  Piece& pc = pieces_[0];
+  LayerArgs a = layer_args(pc, 0, true);
+  a.dy = arena_.at(pc.nodes[0].dy_off);
+  a.dx = pc.nodes[0].dx.data();
+  a.dparams = pc.nodes[0].dparams.data();
+  return a;
 }
 
 void Network::piece_loss(Piece& pc, size_t j) {

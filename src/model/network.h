@@ -120,6 +120,15 @@ class Network {
   void train_piece(int p);
   void update_piece(int p);
   double end_step();
+  // Packing (model/dense_pack.h): while `outside` is set, train_piece skips layer 0's forward and
+  // backward, for a pack that computes layer 0 of several networks as one wider product: it fills
+  // layer 0's output and cache after begin_step and adds its parameter gradients before
+  // update_piece. Inference is unaffected. Only for a training network of one piece whose layer
+  // 0 reads the model input (NNFLEET_CHECK).
+  void set_first_layer_outside(bool outside);
+  // Layer 0's arguments over the piece's buffers as train_piece passes them (output, cache,
+  // scratch, output gradient, parameters and their gradients; n of the current step).
+  LayerArgs first_layer_args();
   // Output j's per-sample losses [n] of the last step (unweighted), for per-output histories.
   const float* step_losses(size_t j) const { return arena_.at(out_loss_offs_[j]); }
   // Forward in inference mode; per_sample[n] receives each sample's loss (may be null) and the
@@ -221,8 +230,9 @@ class Network {
   void bind_outputs();
   // The arena offset of layer i's output when it is a view of its input (output_aliases_input).
   size_t view_offset(const Piece& pc, size_t i) const;
-  void forward_piece(Piece& pc, bool training);
-  void backward_piece(Piece& pc);
+  // Layers from `first` on (train_piece: 1 while layer 0 is computed outside).
+  void forward_piece(Piece& pc, bool training, size_t first = 0);
+  void backward_piece(Piece& pc, size_t first = 0);
   // Where each node's output mask and input mask live (see Layer::mask_use).
   void plan_masks(Piece& pc);
   // The layer whose output's mask reaches layer i's input (-1: none): its input when it has one,
@@ -280,6 +290,7 @@ class Network {
   std::vector<char> needs_backward_;  // a node with trainable weights at or before it
   std::vector<char> views_;           // a node whose output is a view of its input (never run)
   std::vector<char> inference_mode_;  // a frozen layer with batch statistics
+  bool first_outside_ = false;        // set_first_layer_outside
   // Fills the members above from the model (before the arena is laid out).
   void plan_training();
   // Adds the weight regularizers' gradients over trainable parameters [begin, end) and returns

@@ -316,6 +316,34 @@ TEST(Loss, ClippedProbabilitiesHaveZeroGradient) {
   expect_all_near(backward(s, 1, 3, pc, {nullptr, label.data()}), {0, 0, 0}, 0);
 }
 
+// Sparse labels take a shortcut (every column but the label's gets the same value); it must give
+// the bits of the general form, which categorical cross-entropy with one-hot targets runs: over
+// random softmax-like rows of 10 classes, rows whose label's probability is clipped low or high,
+// and batch sizes that scale the gradient.
+TEST(Loss, SparseGradientEqualsOneHotCategoricalBitForBit) {
+  Rng r(11);
+  const int n = 64, k = 10;
+  std::vector<float> p(n * k), onehot(n * k, 0.0f);
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) {
+    float* row = p.data() + i * k;
+    for (int j = 0; j < k; ++j) row[j] = r.uniform() + 1e-3f;
+    labels[i] = static_cast<int32_t>(r.below(k));
+    if (i % 8 == 1) row[labels[i]] = 1e-12f;  // clipped low
+    if (i % 8 == 2)
+      for (int j = 0; j < k; ++j) row[j] = j == labels[i] ? 1.0f : 0.0f;  // clipped high
+    onehot[i * k + labels[i]] = 1.0f;
+  }
+  for (int batch : {n, 2 * n, 0}) {
+    std::vector<float> gs(n * k, 7.0f), gc(n * k, 7.0f);
+    loss_backward(spec(LossKind::kSparseCategoricalCrossentropy), n, k, p.data(),
+                  {nullptr, labels.data()}, gs.data(), batch);
+    loss_backward(spec(LossKind::kCategoricalCrossentropy), n, k, p.data(),
+                  {onehot.data(), nullptr}, gc.data(), batch);
+    EXPECT_EQ(std::memcmp(gs.data(), gc.data(), gs.size() * sizeof(float)), 0) << batch;
+  }
+}
+
 TEST(Loss, ValidateLabelsRejectsOutOfRange) {
   const std::vector<int32_t> ok = {0, 2, 1}, bad = {0, 3, 1};
   EXPECT_NO_THROW(validate_labels(3, 3, ok.data()));
