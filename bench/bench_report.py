@@ -86,8 +86,14 @@ REMEDIES = {
     "w2-b1": "keep the transformed Winograd kernel from call to call and run the first "
              "convolution without its im2col copy; the Dense layer's weight traffic is the same "
              "for every fp32 engine.",
-    "w3-fleet": "fewer fixed costs per model: fewer files per finished model, and the Adam "
-                "update fused with the gradient pass.",
+    "w3-fleet": "the Adam update bounds it (the section W3 packed weighs its cost per parameter "
+                "against a step's products at peak): beyond packing every layer of a pack (one "
+                "arena, block-diagonal deeper layers, the loss and one Adam loop over all "
+                "members) it needs a cheaper exact update; packing only the first layer measured "
+                "slower (the W3 packed table).",
+    "many-models": "results.json and results.csv streamed from jobs.log with a compact row per "
+                   "model in memory, one validation per distinct architecture, a grid's plan "
+                   "written unexpanded, per-model text cut to what --resume needs.",
     "w4-fleet": "batch the recurrent products of every time step into one GEMM per gate block, "
                 "and keep the gate activations of the whole sequence for the backward pass.",
     "w5-search": "the cores are already busy through the rungs (the run's busy fraction is "
@@ -110,13 +116,16 @@ SCENARIOS = {  # what each profile key runs (bench_probe.py builds the commands)
     "w2-b1": "`nnfleet predict` of m7 at batch 1, one worker",
     "w3-fleet": "W3 on all cores (`nnfleet train`)",
     "w4-fleet": "W4 on all cores (`nnfleet train examples/forecast.yaml`)",
+    "many-models": "bench/many_models.py's fleet of 100,000 tiny models on digits, all cores",
     "tiny-fleet": "a fleet of tiny models on all cores (`nnfleet train` of bench/tiny_overhead.py's "
                   "plan)",
     "w5-search": "W5's search on all cores (`nnfleet train examples/search/w5.yaml`)",
     "w5-pruning": "W5's pruning: which trials the search kept, and their accuracy",
 }
 # Scenarios whose targets are not about time or memory: a profile would not explain a miss.
-UNPROFILED = {"w5-pruning": "an accuracy or epoch-count target, which a profile does not explain"}
+UNPROFILED = {"w5-pruning": "an accuracy or epoch-count target, which a profile does not explain",
+              "many-models": "memory and bytes held or written per model, which the section "
+                             "'100,000 models in one run' breaks down by file and structure"}
 
 
 class Run:
@@ -301,9 +310,10 @@ def target_rows(b, c=None):
 
     def row(label, n, p, fmt, ratio, target, have, need, unit, scenario, ngf="—", pgf="—"):
         # unit: "x" a ratio at least need, "s" a time under need, "pt" a difference of
-        # accuracies at least need, "share" a fraction at most need. ratio: a number shown as
-        # "1.23x", or the text to show.
-        ok = None if have is None else (have < need if unit == "s" else have <= need
+        # accuracies at least need, "share" a fraction at most need, "frac" a fraction at least
+        # need, "mb" megabytes under need.
+        # ratio: a number shown as "1.23x", or the text to show.
+        ok = None if have is None else (have < need if unit in ("s", "mb") else have <= need
                                         if unit == "share" else have >= need)
         rows.append({"label": label, "n": fmt(n), "p": fmt(p),
                      "ratio": ratio if isinstance(ratio, str) else f_x(ratio),
@@ -366,9 +376,35 @@ def target_rows(b, c=None):
     row("Tiny models: overhead per model" + (f" ({models:,} models)" if models else "")
         + f" on {b.n} cores", n, None, f_ms, None, "nnfleet < 0.3 ms", n, 0.0003, "s",
         "tiny-fleet")
+    n = med(b, "w3.wall.nnfleet")
+    frac = c.peak_fraction(div(c.w3_total / 1e9, n), b.n)
+    row(f"W3 on {b.n} cores, fraction of the fp32 peak (probed)", frac, None, f_pct, None,
+        "nnfleet ≥ 60%", frac, 0.6, "frac", "w3-fleet")
+    many_target_rows(b, row)
     w4_target_rows(b, c, row)
     w5_target_rows(b, row)
     return rows
+
+
+def many_target_rows(b, row):
+    """Issue 36's 100,000 models in one run (bench/many_models.py, once per run): at most 5% of
+    the wall time outside training, peak memory within 10% of the small run's, under 50 MB
+    written with the default save policy."""
+    counts = getattr(b, "many_models", None) or []
+    if len(counts) != 2 or med(b, f"many.{counts[1]}.wall_s") is None:
+        return
+    small, big = counts
+    k = lambda n, key: med(b, f"many.{n}.{key}")  # noqa: E731
+    out = k(big, "outside_training")
+    row(f"{big:,} tiny models on {b.n} cores: wall time outside training", out, None, f_pct,
+        None, "≤ 5%", out, 0.05, "share", "many-models")
+    rb, rs = k(big, "peak_rss_mb"), k(small, "peak_rss_mb")
+    r = div(rb, rs)
+    row(f"{big:,} tiny models: peak memory against {small:,}", rb and rb * MB, rs and rs * MB,
+        f_mb, r, "≤ 1.1x", r, 1.1, "share", "many-models")
+    w = k(big, "bytes_written")
+    row(f"{big:,} tiny models: bytes left in the output folder (default save policy)", w, None,
+        lambda v: "—" if v is None else f_mb(v), None, "< 50 MB", w and w / MB, 50, "mb", "many-models")
 
 
 def w4_target_rows(b, c, row):
@@ -436,6 +472,10 @@ def gap_text(r):
         return f"{f_pt(r['have'])} against ≥ {f_pt(r['need'])} ({short:.2f} pt short)"
     if r["unit"] == "share":
         return f"{f_pct(r['have'])} against ≤ {f_pct(r['need'])}"
+    if r["unit"] == "frac":
+        return f"{f_pct(r['have'])} against ≥ {f_pct(r['need'])}"
+    if r["unit"] == "mb":
+        return f"{r['have']:,.0f} MB against < {r['need']:g} MB"
     more = f"{f_pct(r['need'] / r['have'] - 1)} more needed" if r["have"] else "none measured"
     return f"{r['have']:.2f}x against ≥ {r['need']}x ({more})"
 
@@ -764,6 +804,44 @@ def w3_part(b, c):
     return L
 
 
+def many_part(b):
+    counts = getattr(b, "many_models", None) or []
+    if not counts or med(b, f"many.{counts[-1]}.wall_s") is None:
+        return []
+    L = ["### Many tiny models in one run (bench/many_models.py)\n"]
+    k = lambda n, key: med(b, f"many.{n}.{key}")  # noqa: E731
+    L.append(table(["models", "wall", "training (summed over models)", "outside training",
+                    "peak resident memory", "left on disk", "files"], [
+        (f"{n:,}", f_sec(k(n, "wall_s")), f_sec(k(n, "train_sum_s")),
+         f_pct(k(n, "outside_training")), f_mb(k(n, "peak_rss_mb") and k(n, "peak_rss_mb") * MB),
+         f_mb(k(n, "bytes_written")), f_int(k(n, "files_written"))) for n in counts]))
+    L.append("\nDense(8, relu), Dense(10, softmax), 1 epoch, Adam, on W3's digits, all cores, the "
+             "default save policy; outside training = (wall - summed training / workers) / wall.\n")
+    return L
+
+
+def w3_pack_part(b):
+    keys = sorted(k for k in b.values if k.startswith("w3pack.cpu."))
+    if not keys:
+        return []
+    cfg = getattr(b, "w3_pack", None) or {}
+    paths = sorted({k.split(".")[3] for k in keys}, key=lambda p: (p != "alone", len(p), p))
+    rows = []
+    for batch in sorted({int(k.split(".")[2]) for k in keys}):
+        alone = med(b, f"w3pack.cpu.{batch}.alone")
+        for p in paths:
+            v = med(b, f"w3pack.cpu.{batch}.{p}")
+            rows.append((str(batch), p, "—" if v is None else f"{v:.1f}",
+                         f_x(div(v, alone)) if p != "alone" else "—"))
+    L = ["### W3 packed against unpacked (bench/model/w3_pack_bench)\n"]
+    L.append(table(["batch", "path", "GFLOP/s (CPU time, 1 thread)", "packed ÷ alone"], rows))
+    L.append(f"\nW3's 60 models of each batch size for {cfg.get('epochs', '?')} epochs on one "
+             f"pinned core, {cfg.get('rounds', '?')} interleaved round(s), one model at a time "
+             "(alone) or in packs of k whose first Dense layers run as one product (bit-identical "
+             "to alone, tests/model/dense_pack_test.cpp).\n")
+    return L
+
+
 def w4_part(b, c):
     w4 = getattr(b, "w4", None) or {}
     series, epochs = w4.get("series", workloads.W4_SERIES), w4.get("epochs", workloads.W4_EPOCHS)
@@ -898,6 +976,8 @@ def render_section(b):
     L += w1_part(b, c)
     L += w2_part(b, c)
     L += w3_part(b, c)
+    L += w3_pack_part(b)
+    L += many_part(b)
     L += w4_part(b, c)
     L += w5_part(b)
     L += kernel_section(b, c)

@@ -34,6 +34,11 @@ After the rounds, once:
   w4 peer   W4's PyTorch peer (bench/peers/torch_w4.py) once, not in every round (about 12
             minutes on 2 cores): the three models of series 5 one after another on one core
             (single-core samples/s), then every model on the pooled peer (makespan, test MSE)
+  many-models  bench/many_models.py's fleet of tiny models on digits (Dense 8, Dense 10, 1 epoch)
+            at 1,000 and 100,000 models on all cores, default save policy: the wall time outside
+            training, peak memory, bytes and files left (--quick: 200 and 2,000)
+  w3-pack   bench/model/w3_pack_bench on one pinned core: W3's models alone against packs of 6
+            and 60 whose first Dense layers run as one product, GFLOP/s over CPU time
   kernels   the kernel microbenchmarks (BUILD/bench/kernels/kernels_bench, Google Benchmark, W1's
             shapes) pinned to one core: samples/s and FLOP/s per kernel; on a CPU with AVX-512
             also kernels_bench_avx2 (the kernels built for AVX2, JITs held to AVX2), so the AVX2
@@ -60,6 +65,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import struct
 import subprocess
 import sys
@@ -73,6 +79,7 @@ sys.path.insert(0, os.path.join(HERE, "peers"))
 sys.path.insert(0, HERE)
 import bench_probe  # noqa: E402
 import bench_report  # noqa: E402
+import many_models  # noqa: E402
 import tiny_overhead  # noqa: E402
 import w5_bench  # noqa: E402
 import workloads  # noqa: E402
@@ -92,12 +99,14 @@ QUICK = {"w1_train": 2000, "w1_test": 1000, "w1_models": ["m1", "m3", "m5", "m7"
          "profile_max": 2,
          "w3_grid": {"width": [16, 128], "act": ["relu"], "lr": [0.003], "bs": [16, 32]},
          "w4_series": 2, "w4_epochs": 1, "tiny_models": 800,
+         "many_models": [200, 2000], "w3_pack": {"epochs": 1, "rounds": 1, "packs": [6, 60]},
          "w5_trials": 9, "w5_peer": {"trials": 9, "train": 2000, "val": 500, "test": 2000}}
 FULL = {"w1_train": None, "w1_test": None, "w1_models": list(workloads.W1_MODELS),
         "w3_epochs": workloads.W3_EPOCHS, "w2_b1": 10000, "sgemm_seconds": 0.5, "clock_runs": 5,
         "kernels_min_time": 0.2, "profile_seconds": {"perf": 5, "valgrind": 0.02},
         "profile_max": None,
         "w3_grid": workloads.W3_GRID, "w4_series": 32, "w4_epochs": 10, "tiny_models": 8000,
+        "many_models": [1000, 100000], "w3_pack": {"epochs": 10, "rounds": 3, "packs": [6, 60]},
         "w5_trials": None,  # the plan's own (81)
         "w5_peer": {"trials": workloads.W5_TRIALS, "train": workloads.W5_TRAIN,
                     "val": workloads.W5_VAL, "test": workloads.W5_TEST}}
@@ -682,6 +691,53 @@ class Bench:
         self.add("tiny.overhead.nnfleet", r["overhead_ms"] / 1e3)
         self.tiny_plan = plan
 
+    def many_models(self):
+        """Issue 36's figure: a fleet of tiny models on digits (bench/many_models.py), once at the
+        small and once at the large count, with the default save policy: the fraction of the wall
+        time outside training, peak resident memory, and what the run left on disk."""
+        folder = os.path.join(self.work, "many")
+        os.makedirs(folder, exist_ok=True)
+        many_models.write_data(folder)
+        for n in self.cfg["many_models"]:
+            plan = os.path.join(folder, f"many{n}.yaml")
+            with open(plan, "w") as f:
+                f.write(many_models.plan_text(n))
+            args = argparse.Namespace(nnfleet=self.nnfleet, workers=self.n, save="")
+            out = os.path.join(folder, f"out{n}")
+            self.commands[f"many-models-{n}"] = shlex.join(
+                ["/usr/bin/python3", "bench/many_models.py", "--nnfleet", self.nnfleet,
+                 "--models", str(n), "--workers", str(self.n)])
+            try:
+                r = many_models.one_run(args, plan, out)
+            except SystemExit as e:
+                raise BenchError(f"many-models {n}: {e}")
+            shutil.rmtree(out, ignore_errors=True)
+            for key in ("wall_s", "train_sum_s", "outside_training", "peak_rss_mb",
+                        "bytes_written", "files_written"):
+                self.add(f"many.{n}.{key}", r[key])
+
+    def w3_pack(self):
+        """W3's models trained one at a time against packed (bench/model/w3_pack_bench, one
+        pinned thread): GFLOP/s over CPU time per batch size and path."""
+        exe = os.path.join(self.build, "bench", "model", "w3_pack_bench")
+        if not os.access(exe, os.X_OK):
+            raise NotAvailable(f"{shown([exe])} is not built (the build's NNFLEET_BENCH option "
+                               "builds it)")
+        cfg = self.cfg["w3_pack"]
+        cmd = ["taskset", "-c", str(self.cores[-1]), exe, "--epochs", str(cfg["epochs"]),
+               "--rounds", str(cfg["rounds"])]
+        for k in cfg["packs"]:
+            cmd += ["--pack", str(k)]
+        p, _ = self.run("w3-pack", cmd)
+        for line in p.stdout.splitlines():
+            m = re.match(r"\s*(\d+)\s+(alone|pack \d+)\s+([\d.]+)\s+([\d.]+)", line)
+            if m:
+                path = m.group(2).replace(" ", "")
+                self.add(f"w3pack.cpu.{m.group(1)}.{path}", float(m.group(3)))
+                self.add(f"w3pack.wall.{m.group(1)}.{path}", float(m.group(4)))
+        if not any(k.startswith("w3pack.") for k in self.values):
+            raise BenchError(f"w3-pack: no rows on stdout (log: {self.log_path('w3-pack')})")
+
     def w4_fleet(self):
         out = os.path.join(self.work, f"r{self.round}-w4-fleet")
         try:
@@ -998,7 +1054,8 @@ class Bench:
                 "work": rel(self.work), "raw_path": rel(os.path.join(self.work, "raw.json")),
                 "w1_models": self.w1_models, "n_train": self.n_train, "n_test": self.n_test,
                 "w2_b1": self.cfg["w2_b1"], "w3_jobs": self.w3_jobs,
-                "tiny_models": self.cfg["tiny_models"],
+                "tiny_models": self.cfg["tiny_models"], "many_models": self.cfg["many_models"],
+                "w3_pack": self.cfg["w3_pack"],
                 "w4": {"series": self.cfg["w4_series"], "epochs": self.cfg["w4_epochs"]},
                 "w5": {"trials": self.cfg["w5_trials"] or workloads.W5_TRIALS,
                        "peer": self.cfg["w5_peer"], "max_epochs": workloads.W5_MAX_EPOCHS},
@@ -1039,6 +1096,8 @@ class Bench:
         self.step("w4 peer (once)", self.w4_peer)
         self.step("w5 nnfleet (once)", self.w5_nnfleet_once)
         self.step("w5 peer (once)", self.w5_peer)
+        self.step("many models (once)", self.many_models)
+        self.step("w3 packed (once)", self.w3_pack)
         self.step("kernels", self.kernel_benchmarks)
         self.save_raw()  # the measurements are safe before the profiles run
         self.step("profiles", self.profile_missed)

@@ -507,3 +507,44 @@ def test_w5_is_reported_side_by_side_and_missing_while_nnfleet_cannot_search():
     assert "this nnfleet does not know the plan key(s) search" in text
     assert not [s for s in bench_report.missed_scenarios(bench_report.Run(raw))
                 if s.startswith("w5-")]
+
+
+def test_many_models_rows_hold_overhead_memory_and_disk_to_their_limits():
+    raw = make_raw(5)
+    assert [r for r in bench_report.target_rows(bench_report.Run(raw))
+            if r["scenario"] == "many-models"] == []  # runs from before it was measured
+    raw["many_models"] = [1000, 100000]
+    cases = (((0.04, 40.0, 42.0, 30e6), (True, True, True)),
+             ((0.74, 37.5, 159.2, 222e6), (False, False, False)))
+    for (outside, rss_small, rss_big, written), met in cases:
+        for n, rss in ((1000, rss_small), (100000, rss_big)):
+            raw["values"].update({f"many.{n}.wall_s": [10.0], f"many.{n}.train_sum_s": [5.0],
+                                  f"many.{n}.outside_training": [outside],
+                                  f"many.{n}.peak_rss_mb": [rss],
+                                  f"many.{n}.bytes_written": [written],
+                                  f"many.{n}.files_written": [9]})
+        rows = [r for r in bench_report.target_rows(bench_report.Run(raw))
+                if r["scenario"] == "many-models"]
+        assert [r["met"] for r in rows] == list(met)
+    assert [bench_report.gap_text(r) for r in rows] == [
+        "74% against ≤ 5%", "425% against ≤ 110%", "222 MB against < 50 MB"]
+    text = render(raw)
+    assert "### Many tiny models in one run (bench/many_models.py)" in text
+    assert "| 100,000 | 10.0 s | 5.000 s | 74% | 159 MB | 222 MB | 9 |" in text
+
+
+def test_the_packed_w3_table_sets_each_pack_beside_the_models_alone():
+    raw = make_raw(6)
+    assert "W3 packed against unpacked" not in render(raw)
+    raw["w3_pack"] = {"epochs": 10, "rounds": 3, "packs": [6, 60]}
+    for batch, alone in ((16, 80.0), (32, 100.0)):
+        raw["values"][f"w3pack.cpu.{batch}.alone"] = [alone]
+        raw["values"][f"w3pack.cpu.{batch}.pack6"] = [alone * 0.9]
+        raw["values"][f"w3pack.cpu.{batch}.pack60"] = [alone * 0.75]
+    text = render(raw)
+    assert "| 16 | alone | 80.0 | — |" in text
+    assert "| 16 | pack6 | 72.0 | 0.90x |" in text
+    assert "| 32 | pack60 | 75.0 | 0.75x |" in text
+    frac = [r for r in bench_report.target_rows(bench_report.Run(raw))
+            if r["label"].startswith("W3 on 2 cores, fraction of the fp32 peak")]
+    assert len(frac) == 1 and frac[0]["unit"] == "frac" and frac[0]["need"] == 0.6
