@@ -260,6 +260,7 @@ void start_timeline(RunState& st, const Slots& slots, std::optional<Timeline>& t
           {static_cast<int>(r), slots.hosts[r], static_cast<int>(i - begin), slots.cores[i]});
   }
   timeline.emplace(st.dir, rank_list);
+  timeline->set_brief(st.jobs.size() > Display::kBriefAbove);
   st.timeline = &*timeline;
 }
 
