@@ -1,6 +1,7 @@
 // Display: live terminal view, epoch lines, JSON events and run.log.
 #include "fleet/display.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -72,6 +73,7 @@ class Display::WorkerObserver final : public JobObserver {
     s.sps = sps;
   }
   void on_epoch(const ModelSpec& spec, const EpochRecord& rec) override {
+    if (d_->brief_ && d_->mode_ != Mode::kJson) return;
     // The JSON event is made only when it is printed: for each epoch, start and end of 100,000
     // tiny models it was a tree of a dozen allocations, built and dropped (issue 36).
     Json ev;
@@ -83,7 +85,7 @@ class Display::WorkerObserver final : public JobObserver {
             {"seconds", rec.seconds}};
       for (const auto& [k, v] : rec.values) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
     }
-    d_->note(epoch_line(spec, rec), ev);
+    d_->note(epoch_line(spec, rec), ev, !d_->brief_);
   }
 
  private:
@@ -99,7 +101,8 @@ Display::Display(Mode mode, std::vector<int> cores, size_t total_jobs, size_t do
       done_(done_jobs),
       total_cost_(total_cost),
       done_cost_(done_cost),
-      slots_(cores_.size()) {
+      slots_(cores_.size()),
+      brief_(total_jobs > kBriefAbove) {
   if (!log_path.empty()) log_ = std::fopen(log_path.c_str(), "a");
   for (size_t i = 0; i < cores_.size(); ++i)
     observers_.push_back(std::make_unique<WorkerObserver>(this, static_cast<int>(i)));
@@ -147,8 +150,9 @@ void Display::loop() {
   }
 }
 
-void Display::emit(const std::string& line, const Json& event) {
-  if (log_) {
+void Display::emit(const std::string& line, const Json& event, bool text) {
+  if (!text && mode_ != Mode::kJson) return;
+  if (log_ && text) {
     std::fprintf(log_, "%s\n", line.c_str());
     std::fflush(log_);
   }
@@ -173,9 +177,24 @@ void Display::emit(const std::string& line, const Json& event) {
   }
 }
 
-void Display::note(const std::string& line, const Json& event) {
+void Display::note(const std::string& line, const Json& event, bool text) {
   std::lock_guard<std::mutex> lock(mu_);
-  emit(line, event);
+  emit(line, event, text);
+}
+
+void Display::progress_locked() {
+  const size_t step = std::max<size_t>(1, total_ / 100);
+  if (done_ % step != 0 && done_ != total_) return;
+  const std::string line = "done " + std::to_string(done_) + "/" + std::to_string(total_) +
+                           " models, " + duration(now_seconds() - t0_);
+  if (log_) {
+    std::fprintf(log_, "%s\n", line.c_str());
+    std::fflush(log_);
+  }
+  if (mode_ == Mode::kLines) {
+    std::fprintf(stdout, "%s\n", line.c_str());
+    std::fflush(stdout);
+  }
 }
 
 void Display::job_started(int worker, const ModelSpec& spec, double cost) {
@@ -192,7 +211,8 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
     ev = {{"event", "start"}, {"model", spec.name}, {"core", cores_[static_cast<size_t>(worker)]}};
     if (!ranks_.empty()) ev["rank"] = ranks_[static_cast<size_t>(worker)];
   }
-  emit("start " + spec.name + " on " + where(worker), ev);
+  if (!brief_ || mode_ == Mode::kJson)
+    emit("start " + spec.name + " on " + where(worker), ev, !brief_);
 }
 
 void Display::job_pruned(const JobResult& r, double cost) {
@@ -237,7 +257,10 @@ void Display::job_finished(int worker, const JobResult& r, double cost) {
           {"done", done_},        {"total", total_}};
     for (const auto& [k, v] : r.metrics) ev[k] = std::isfinite(v) ? Json(v) : Json(nullptr);
   }
-  emit(line, ev);
+  // A brief() run's failures keep their line: they are what the user looks for.
+  const bool text = !brief_ || r.status != JobStatus::kDone;
+  emit(line, ev, text);
+  if (brief_ && r.status != JobStatus::kCancelled) progress_locked();
 }
 
 void Display::helping(int worker, bool on) {

@@ -40,8 +40,14 @@ class Display {
   void job_pruned(const JobResult& r, double cost);
   // The worker has no job left and helps models whose batches are split (HelpBoard).
   void helping(int worker, bool on);
-  // A line for the user (and run.log); in JSON mode, `event` is emitted instead.
-  void note(const std::string& line, const Json& event);
+  // A line for the user (and run.log); in JSON mode, `event` is emitted instead. `text` false:
+  // the event only (a per-model line of a large fleet, brief()).
+  void note(const std::string& line, const Json& event, bool text = true);
+  // A fleet of more than kBriefAbove models: run.log and the printed lines hold no start, epoch
+  // or end line of a model that trained well (100,000 tiny models wrote 18 MB of them), but one
+  // line a percent of the models done, and every failure; JSON events stay one per model.
+  static constexpr size_t kBriefAbove = 1000;
+  bool brief() const { return brief_; }
 
  private:
   struct Slot {
@@ -52,7 +58,8 @@ class Display {
     bool busy = false;
   };
   class WorkerObserver;
-  void emit(const std::string& line, const Json& event);  // needs mu_
+  void emit(const std::string& line, const Json& event, bool text = true);  // needs mu_
+  void progress_locked();  // brief(): a line a percent of the models done
   void redraw_locked(bool final);
   void loop();
   std::string where(int worker) const;  // "core C" or "rank R core C"
@@ -71,6 +78,7 @@ class Display {
   bool stopping_ = false;
   std::atomic<bool> first_step_seen_{false};
   int drawn_lines_ = 0;
+  bool brief_ = false;
   double t0_ = 0;
 };
 

@@ -14,8 +14,10 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "fleet/fit/adapt.h"
 #include "fleet/fit/checkpoint.h"
@@ -258,6 +260,7 @@ void start_timeline(RunState& st, const Slots& slots, std::optional<Timeline>& t
           {static_cast<int>(r), slots.hosts[r], static_cast<int>(i - begin), slots.cores[i]});
   }
   timeline.emplace(st.dir, rank_list);
+  timeline->set_brief(st.jobs.size() > Display::kBriefAbove);
   st.timeline = &*timeline;
 }
 
@@ -372,6 +375,69 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
   j.model.reset();
 }
 
+// What building and validating a model depends on: its expanded entry without its name, seed,
+// parameters and optimizer's rates (a grid over learning rates, seeds or repeats builds one
+// network), its data, and the optimizer's kind and flags (they set its slots, so its estimate).
+std::string validation_key(const ModelSpec& s) {
+  Json e = s.expanded_json();
+  for (const char* k : {"name", "seed", "parameters", "optimizer", "where"}) e.erase(k);
+  const OptimizerSpec& o = s.optimizer;
+  const Json opt = {
+      static_cast<int>(o.kind), o.momentum != 0.0,     o.nesterov, o.amsgrad, o.centered,
+      o.weight_decay != 0.0,    o.schedule.has_value()};
+  return std::to_string(s.source) + " " + opt.dump() + " " + e.dump();
+}
+
+// A model that validated without a problem: what its job takes from validation. Models of the
+// same validation_key() share it, so a grid of 100,000 models over 1,000 learning rates x 100
+// repeats builds one network at launch, not 100,000 (building a tiny one took about 0.1 ms).
+struct Validated {
+  int pieces = 1;
+  double cost = 0.0;
+  size_t params = 0, estimate = 0;
+};
+
+class ValidationCache {
+ public:
+  // Fills `j` and `estimate` from a model validated earlier under `key`; false if none was.
+  bool take(const std::string& key, PreparedJob& j, size_t& estimate) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = done_.find(key);
+    if (it == done_.end()) return false;
+    j.pieces = it->second.pieces;
+    j.cost = it->second.cost;
+    j.params = it->second.params;
+    estimate = it->second.estimate;
+    return true;
+  }
+  void put(const std::string& key, const PreparedJob& j, size_t estimate) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.emplace(key, Validated{j.pieces, j.cost, j.params, estimate});
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, Validated> done_;
+};
+
+// prepare_job() once per validation_key(): a model like one validated without a problem takes
+// its figures (its problems, had it any, name the model, so those are never shared).
+void prepare_job_cached(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
+                        size_t available, const SearchSpec* search, PreparedJob& j,
+                        std::vector<std::string>& problems, size_t& estimate,
+                        ValidationCache& cache) {
+  const std::string key = validation_key(s);
+  if (cache.take(key, j, estimate)) {
+    j.name = s.name;
+    j.index = i;
+    j.epochs = s.epochs;
+    j.record_bytes = record_bytes(s);
+    return;
+  }
+  prepare_job(s, i, io, data, available, search, j, problems, estimate);
+  if (problems.empty()) cache.put(key, j, estimate);
+}
+
 // Every model built and validated against the data before anything starts, by `workers`
 // threads; all problems are reported together (PlanError), in plan order. Returns the plan's
 // plan.yaml text, made from the same expansion of each model (expanding a tiny model again for
@@ -385,11 +451,13 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
   const size_t available = available_memory_bytes();
   std::vector<std::vector<std::string>> problems_of(n);
   std::vector<size_t> estimates(n, 0);  // a model that cannot be built counts 0
+  ValidationCache cache;
   std::string plan_yaml = plan_to_yaml(
       plan,
       [&](size_t i, const ModelSpec& s) {
-        prepare_job(s, i, io, sources[s.source], available, plan.search ? &*plan.search : nullptr,
-                    jobs[i], problems_of[i], estimates[i]);
+        prepare_job_cached(s, i, io, sources[s.source], available,
+                           plan.search ? &*plan.search : nullptr, jobs[i], problems_of[i],
+                           estimates[i], cache);
       },
       workers);
   std::vector<std::string> problems;

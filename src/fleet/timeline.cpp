@@ -99,6 +99,7 @@ void Timeline::job_started(const std::string& model, const Slot& at, double t) {
     std::lock_guard<std::mutex> lock(mu_);
     started_[model] = t;
   }
+  if (brief_) return;
   append_text(slot_line("start", session_, model, at, {{"t", number(ms(t))}}));
 }
 

@@ -53,6 +53,10 @@ class Timeline {
   double wall(Clock::time_point t) const;
 
   int session() const { return session_; }
+  // A large fleet's timeline (Display::brief()): job_started() only remembers the start, which
+  // the "job" line carries; no "start" line (120 bytes a model), so a job running when the
+  // report looks (or when a crash came) has no bar.
+  void set_brief(bool brief) { brief_ = brief; }
 
  private:
   void append(Json line);
@@ -62,6 +66,7 @@ class Timeline {
   AppendFile file_;
   std::map<std::string, double> started_;  // (mu_) running jobs' starts, by model
   int session_ = 1;
+  bool brief_ = false;
   double wall_minus_steady_ = 0.0;  // seconds
 };
 

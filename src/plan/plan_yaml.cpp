@@ -302,7 +302,12 @@ void emit_items_in_parallel(YamlEmitter& out, const std::vector<std::string>& fi
     Writer<YamlEmitter>{part, first}.emit_items(b * kBlock, std::min(n, (b + 1) * kBlock), item);
     parts[b] = std::move(part);
   });
-  for (const auto& part : parts) out.join(*part);
+  // Each part freed once joined: the text is not held twice (plan.yaml of 100,000 tiny models
+  // is 35 MB).
+  for (auto& part : parts) {
+    out.join(*part);
+    part.reset();
+  }
 }
 
 }  // namespace

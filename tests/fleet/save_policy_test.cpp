@@ -247,6 +247,16 @@ models:
     }
   EXPECT_LE(n, 10u);  // plan.yaml, run.json, jobs.log, lock, results, history, timeline, run.log
   EXPECT_LE(bytes, 2000u * 2048u);
+  // More than Display::kBriefAbove models: run.log holds a line a percent of the models done (no
+  // start, epoch or end line of a model that trained well), timeline.jsonl no "start" line.
+  const std::string log = read_file(out + "/run.log");
+  EXPECT_EQ(log.find("start m-"), std::string::npos);
+  EXPECT_EQ(log.find(" epoch 1/1"), std::string::npos);
+  EXPECT_THAT(log, HasSubstr("done 2000/2000 models"));
+  EXPECT_LE(log.size(), 200u * 100u);
+  const std::string timeline = read_file(out + "/timeline.jsonl");
+  EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
+  EXPECT_THAT(timeline, HasSubstr("\"kind\":\"job\""));
 }
 
 }  // namespace
