@@ -11,6 +11,10 @@
 #include "nnfleet/version.h"
 #include "zero_pages.h"
 
+// libxsmm (linked through the kernels) allocates its registry at its first use, not at load in
+// this static build: declared here, not included, as the front end sees no library header.
+extern "C" void libxsmm_init(void);
+
 int main(int argc, char** argv) {
   // Every buffer of 256 KiB or more (datasets, model arenas, file images) is mapped on its own and
   // returned to the system when freed. glibc's default threshold rises after the first large free,
@@ -19,6 +23,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   // Before any thread starts: libxsmm's zero-filled registry (10.5 MB resident) and
   // the libraries' start-up code (zero_pages.h).
+  libxsmm_init();  // its registry made now, so that its zero pages go next
   nnfleet::cli::release_zero_pages();
   nnfleet::cli::release_clean_file_pages();
   CLI::App app{

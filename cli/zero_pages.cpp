@@ -36,9 +36,12 @@ size_t release_range(uintptr_t a, uintptr_t b, size_t page) {
   size_t given = 0, run = 0;
   auto flush = [&](size_t end) {
     if (run == 0) return;
-    const uintptr_t first = a + (end - run) * page;
-    if (::madvise(reinterpret_cast<void*>(first), run * page, MADV_DONTNEED) == 0)
-      given += run * page;
+    void* first = reinterpret_cast<void*>(a + (end - run) * page);
+    // libxsmm maps its registry MAP_LOCKED (all of it resident from the start): a locked page
+    // cannot be given back (EINVAL), so its zero pages are unlocked first; reading one again
+    // maps the shared zero page, writing one takes a page as for any other memory.
+    ::munlock(first, run * page);
+    if (::madvise(first, run * page, MADV_DONTNEED) == 0) given += run * page;
     run = 0;
   };
   for (size_t i = 0; i < pages; ++i) {

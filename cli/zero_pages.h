@@ -6,7 +6,7 @@
 
 namespace nnfleet::cli {
 
-// libxsmm's load-time constructor allocates its code registry and zero-fills it: 10.5 MB of
+// libxsmm allocates its code registry locked in memory (MAP_LOCKED) and zero-filled: 10.5 MB of
 // pages resident for the life of the process though only a few (one per kernel it makes) are ever
 // written (W1's peak was 165 MB). A page that holds only zeros reads the same once given back
 // (MADV_DONTNEED on private anonymous memory refills it with zeros), so giving it back changes no
