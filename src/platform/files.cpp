@@ -17,8 +17,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "core/check.h"
 #include "platform/file.h"
@@ -255,6 +257,30 @@ uint64_t hash_file(const std::string& path, uint64_t* size) {
   const uint64_t h = XXH3_64bits(p, n);
   ::munmap(p, n);
   return h;
+}
+
+uint64_t hash_file_read(const std::string& path) {
+  std::string why;
+  const int fd = open_regular_file(path, why);
+  if (fd < 0) throw FileError("failed to hash file '" + path + "': " + why);
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> st(XXH3_createState(),
+                                                                     XXH3_freeState);
+  if (!st) throw std::bad_alloc();
+  XXH3_64bits_reset(st.get());
+  std::vector<char> buf(size_t{1} << 20);
+  for (;;) {
+    const ssize_t got = ::read(fd, buf.data(), buf.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw FileError("failed to hash file '" + path + "': " + std::strerror(e));
+    }
+    if (got == 0) break;
+    XXH3_64bits_update(st.get(), buf.data(), static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return XXH3_64bits_digest(st.get());
 }
 
 uint64_t hash_bytes(std::string_view bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }

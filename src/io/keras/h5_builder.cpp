@@ -2,8 +2,12 @@
 // kept template after that (h5_builder.h says why that is safe).
 #include "io/keras/h5_builder.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <string_view>
@@ -49,6 +53,17 @@ std::string marker(size_t n, size_t k) {
   std::string m(n, '\0');
   for (size_t i = 0; i < n; ++i) m[i] = static_cast<char>(0x80 | ((i * 151 + k * 59 + 89) & 0x7f));
   return m;
+}
+
+// Gives the whole pages of bytes [at, at + n) of `data` back to the system: numbers libhdf5's
+// image holds now, never read again (their step is done). m8's 8 MB of weights and Adam state
+// were held twice while its file was made, at W1's peak resident memory; a page shared with
+// another step's bytes stays.
+void give_back(std::string& data, size_t at, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data.data() + at);
+  const uintptr_t first = (begin + page - 1) & ~(page - 1), last = (begin + n) & ~(page - 1);
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -168,6 +183,7 @@ std::string Builder::build_with_hdf5(bool markers, std::vector<uint64_t>* addres
         std::vector<float> v(s.data_bytes / sizeof(float));
         if (s.data_bytes) std::memcpy(v.data(), data_.data() + s.data_at, s.data_bytes);
         addresses->push_back(g.write_floats(s.name, s.dims, v.data()));
+        if (last_use) give_back(data_, s.data_at, s.data_bytes);
         break;
       }
       case Op::kInt64: {

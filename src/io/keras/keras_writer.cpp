@@ -934,6 +934,16 @@ uint64_t save_keras(const std::string& path, const Model& m, const float* params
   members[1] = {"config.json", config_json_text(m, info), ""};
   members[2] = {"model.weights.h5", keras3_weights(m, params, info, path, copied), ""};
   for (ZipMember& a : asset_members(m)) members.push_back(std::move(a));
+  // A large model's archive goes straight to its file (libzip's temporary, then ours renamed):
+  // made in memory it would hold the weights twice more (zip_image), which was W1's peak resident
+  // memory (m8's 8 MB of weights and Adam state: +6 MiB while m7 trains). A tiny model keeps the
+  // image: a temporary file and rename cost it more than its training (zip_image says why).
+  if (members[2].bytes.size() >= kStreamedKerasBytes) {
+    write_atomic_with(
+        path, [&members](const std::string& tmp) { write_zip(tmp, members); }, d);
+    std::vector<ZipMember>().swap(members);
+    return hash_file_read(path);  // the bytes written, read back from the page cache
+  }
   const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
   return hash_bytes(bytes);

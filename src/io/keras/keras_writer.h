@@ -81,6 +81,9 @@ std::vector<LegacyOptimizerVar> legacy_optimizer_vars(const Model& m, const Opti
 // the file being made holds a copy of it (each range once), before the file's HDF5 image and
 // archive are made: the caller may free the range then.
 using NumbersCopied = std::function<void(const float* first, size_t n)>;
+// A .keras file whose model.weights.h5 has this many bytes or more is written by libzip straight
+// to its file, not made in memory first (the same bytes; save_keras says why).
+inline constexpr size_t kStreamedKerasBytes = size_t{1} << 20;
 uint64_t save_keras(const std::string& path, const Model& m, const float* params,
                     const KerasSaveInfo& info = {}, Durability d = Durability::kSystemCrash,
                     const NumbersCopied& copied = nullptr);
