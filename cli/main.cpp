@@ -21,11 +21,10 @@ int main(int argc, char** argv) {
   // after which such buffers come from the heap and linger there once freed: W1 on two workers
   // peaked at 162 MB resident with the default and at 150 MB with this.
   mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-  // Before any thread starts: libxsmm's zero-filled registry (10.5 MB resident) and
-  // the libraries' start-up code (zero_pages.h).
+  // Before any thread starts: libxsmm's zero-filled registry, locked in memory (10.5 MB
+  // resident; zero_pages.h).
   libxsmm_init();  // its registry made now, so that its zero pages go next
   nnfleet::cli::release_zero_pages();
-  nnfleet::cli::release_clean_file_pages();
   CLI::App app{
       "nnfleet: train and evaluate many small neural networks at once, one pinned worker per "
       "core.\nSee README.md for the plan format and the output folder."};

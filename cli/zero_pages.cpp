@@ -80,37 +80,4 @@ size_t release_zero_pages() {
   return given;
 }
 
-size_t release_clean_file_pages() {
-  std::ifstream f("/proc/self/smaps");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(f, line);) lines.push_back(line);
-  size_t given = 0;
-  uintptr_t a = 0, b = 0;
-  bool candidate = false;
-  auto release = [&] {
-    if (candidate && ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED) == 0)
-      given += b - a;
-    candidate = false;
-  };
-  for (const std::string& line : lines) {
-    std::istringstream in(line);
-    std::string first, perms, offset, dev, inode, path;
-    in >> first >> perms >> offset >> dev >> inode >> path;
-    if (first.back() == ':') {  // a field of the current mapping
-      if (first == "Anonymous:" && perms != "0") candidate = false;  // a copied page: keep all
-      continue;
-    }
-    release();  // the previous mapping, all its fields read
-    const size_t dash = first.find('-');
-    if (dash == std::string::npos) continue;
-    a = std::stoull(first.substr(0, dash), nullptr, 16);
-    b = std::stoull(first.substr(dash + 1), nullptr, 16);
-    // A file's pages mapped private and never writable: r--p or r-xp, with a path.
-    candidate =
-        (perms == "r--p" || perms == "r-xp") && inode != "0" && !path.empty() && path[0] == '/';
-  }
-  release();
-  return given;
-}
-
 }  // namespace nnfleet::cli

@@ -1,5 +1,7 @@
-// At start-up, gives back to the system the resident pages this process will likely not use again
-// and can get back unchanged: zero pages of its private memory, pages of read-only mapped files.
+// At start-up, gives back to the system the resident pages of zeros this process holds (they read
+// the same when touched again). Clean pages of read-only mapped files (the libraries' start-up
+// code, about 8 MB in W1) are left alone: the kernel reclaims those itself under pressure, so
+// dropping them would lower the resident figure without freeing memory anyone could use.
 #pragma once
 
 #include <cstddef>
@@ -14,12 +16,5 @@ namespace nnfleet::cli {
 // this does nothing (returns 0) when the process has more than one thread. Returns the bytes
 // given back.
 size_t release_zero_pages();
-
-// Unmaps the pages of the files mapped read-only (code, constants) that this process has not
-// copied (smaps' Anonymous: 0): the libraries' start-up code (MPI, TLS, protobuf, oneDNN's CPU
-// probe) stays resident otherwise, never run again. Such a page is the file's, so one used again
-// comes back from the page cache (a minor fault), unchanged. A mapping that holds a copied page
-// (relocations made read-only after loading) is left whole. Returns the bytes unmapped.
-size_t release_clean_file_pages();
 
 }  // namespace nnfleet::cli

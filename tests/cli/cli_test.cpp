@@ -552,8 +552,10 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   // (Zen 5, -DNNFLEET_PCH=OFF build, 3 runs) and 1.05 KB once in a clean-clone CI run: held to
   // 1.125 KB. Issue 35 left "beyond the plan" at 0.67-0.77 KB here (Zen 5, idle, 3 runs) and it
   // read 0.85 KB once in a clean-clone CI run, where other tests run beside it and the allocator's
-  // pages land differently: held to 0.875 KB. Issue 36 (100,000 models) replaces the per-model
-  // results by one store.
+  // pages land differently: held to 0.875 KB. Issue 36 (the save policy, the API's result rows
+  // reserved at the start) read 0.90 KB beyond the plan (1.06 KB in all) in a clean-clone CI run
+  // beside other tests: held to 1 KB, until results stream from jobs.log with a compact row
+  // per model in memory (BENCHMARKS.md, "100,000 models in one run").
   const double per_model_in_all = (run_peak[4000] - run_peak[1000]) / 3000;
   const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
   EXPECT_LT(per_model_in_all, 1152.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
@@ -561,10 +563,10 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   EXPECT_LT(per_model_plan, 512.0)
       << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
       << plan_peak[4000] / 1e6 << " MB for 4,000";
-  EXPECT_LT(per_model, 896.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
-                              << run_peak[4000] / 1e6
-                              << " MB for 4,000 (the plan alone: " << plan_peak[1000] / 1e6
-                              << " and " << plan_peak[4000] / 1e6 << " MB)";
+  EXPECT_LT(per_model, 1024.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 models, "
+                               << run_peak[4000] / 1e6
+                               << " MB for 4,000 (the plan alone: " << plan_peak[1000] / 1e6
+                               << " and " << plan_peak[4000] / 1e6 << " MB)";
 }
 
 }  // namespace
