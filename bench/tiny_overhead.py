@@ -58,7 +58,9 @@ def phases(out, start, end, workers, n):
     time less the training time its models report, shared by the workers, over n."""
     with open(os.path.join(out, "timeline.jsonl")) as f:
         events = [json.loads(line) for line in f]
-    first = min(e["t"] for e in events if e.get("kind") == "start")
+    # A job's own line carries its start: a run of more than 1,000 models writes no separate
+    # "start" lines (timeline.h).
+    first = min(e["start"] for e in events if e.get("kind") == "job")
     last = max(e["end"] for e in events if e.get("kind") == "job")
     with open(os.path.join(out, "results.json")) as f:
         results = json.load(f)

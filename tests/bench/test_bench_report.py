@@ -548,3 +548,21 @@ def test_the_packed_w3_table_sets_each_pack_beside_the_models_alone():
     frac = [r for r in bench_report.target_rows(bench_report.Run(raw))
             if r["label"].startswith("W3 on 2 cores, fraction of the fp32 peak")]
     assert len(frac) == 1 and frac[0]["unit"] == "frac" and frac[0]["need"] == 0.6
+
+
+def test_tiny_overhead_phases_read_the_job_lines_alone(tmp_path):
+    """A run of more than 1,000 models writes no "start" lines: each job's line carries its start
+    (the full bench of issue 36 lost its tiny-models figure to reading "start" lines)."""
+    import tiny_overhead
+    lines = [{"kind": "session", "session": 1, "start": 100.0},
+             {"kind": "job", "model": "a", "start": 100.5, "end": 101.0},
+             {"kind": "job", "model": "b", "start": 100.6, "end": 101.5},
+             {"kind": "end", "session": 1, "t": 101.6}]
+    (tmp_path / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    (tmp_path / "results.json").write_text(json.dumps(
+        {"models": [{"name": "a", "seconds": 0.4}, {"name": "b", "seconds": 0.8}]}))
+    r = tiny_overhead.phases(str(tmp_path), 100.0, 102.0, 2, 2)
+    assert r["launch"] == pytest.approx(0.5)
+    assert r["models"] == pytest.approx(1.0)
+    assert r["tail"] == pytest.approx(0.5)
+    assert r["overhead_ms"] == pytest.approx((2.0 - 1.2 / 2) / 2 * 1e3)
