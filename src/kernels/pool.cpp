@@ -83,6 +83,19 @@ inline V16 load16(const float* p) {
 inline void store16(float* p, V16 v) { std::memcpy(p, &v, sizeof v); }
 inline V16 vmax(V16 a, V16 b) { return a < b ? b : a; }  // std::max(a, b) lane by lane
 
+// Lane l of the result is lane idx[l] of the 32 floats a then b. GCC compiles __builtin_shuffle
+// to one vpermt2ps; clang (the fuzz builds) has no run-time-index shuffle, so it takes the plain
+// loop, which moves the same floats and so gives the same bits.
+inline V16 shuffle2(V16 a, V16 b, I16 idx) {
+#if defined(__clang__)
+  V16 r;
+  for (int l = 0; l < kLanes; ++l) r[l] = idx[l] < kLanes ? a[idx[l]] : b[idx[l] - kLanes];
+  return r;
+#else
+  return __builtin_shuffle(a, b, idx);
+#endif
+}
+
 // For output lane l (pixel l / C, channel l % C of a 16-float block): the positions of its left
 // tap in the 32 input floats (2l - l % C) and of its right tap (that + C).
 struct NarrowMasks {
@@ -96,7 +109,11 @@ struct NarrowMasks {
     // the left taps (even pixels: index l) or of the right taps (odd: 16 + l).
     for (int i = 0; i < 2 * kLanes; ++i) {
       const int pix = i / c, lane = (pix / 2) * c + i % c + (pix % 2) * kLanes;
-      (i < kLanes ? back_lo[i] : back_hi[i - kLanes]) = lane;
+      if (i < kLanes) {
+        back_lo[i] = lane;
+      } else {
+        back_hi[i - kLanes] = lane;
+      }
     }
   }
 };
@@ -130,8 +147,8 @@ void max_pool2d_forward_narrow(const ConvGeometry& g, int n, const float* x, flo
       [&](int64_t out, int64_t top, int64_t row) {
         const V16 t0 = load16(x + top), t1 = load16(x + top + kLanes);
         const V16 b0 = load16(x + top + row), b1 = load16(x + top + row + kLanes);
-        const V16 a = __builtin_shuffle(t0, t1, m.left), b = __builtin_shuffle(t0, t1, m.right);
-        const V16 c = __builtin_shuffle(b0, b1, m.left), d = __builtin_shuffle(b0, b1, m.right);
+        const V16 a = shuffle2(t0, t1, m.left), b = shuffle2(t0, t1, m.right);
+        const V16 c = shuffle2(b0, b1, m.left), d = shuffle2(b0, b1, m.right);
         store16(y + out, vmax(vmax(vmax(vmax(lowest, a), b), c), d));
       },
       pixel);
@@ -149,8 +166,8 @@ void max_pool2d_backward_narrow(const ConvGeometry& g, int n, const float* x, co
       [&](int64_t out, int64_t top, int64_t row) {
         const V16 t0 = load16(x + top), t1 = load16(x + top + kLanes);
         const V16 b0 = load16(x + top + row), b1 = load16(x + top + row + kLanes);
-        const V16 a = __builtin_shuffle(t0, t1, m.left), b = __builtin_shuffle(t0, t1, m.right);
-        const V16 c = __builtin_shuffle(b0, b1, m.left), d = __builtin_shuffle(b0, b1, m.right);
+        const V16 a = shuffle2(t0, t1, m.left), b = shuffle2(t0, t1, m.right);
+        const V16 c = shuffle2(b0, b1, m.left), d = shuffle2(b0, b1, m.right);
         const V16 t = load16(y + out), gk = load16(dy + out), zero = {};
         const I16 ea = a == t, eb = b == t, ec = c == t, ed = d == t;
         const I16 hb = eb & ~ea, hc = ec & ~(ea | eb), hd = ed & ~(ea | eb | ec);
@@ -158,11 +175,10 @@ void max_pool2d_backward_narrow(const ConvGeometry& g, int n, const float* x, co
                   gd = hd ? gk : zero;
         float* top_dx = dx + top;
         float* bottom_dx = dx + top + row;
-        store16(top_dx, load16(top_dx) + __builtin_shuffle(ga, gb, m.back_lo));
-        store16(top_dx + kLanes, load16(top_dx + kLanes) + __builtin_shuffle(ga, gb, m.back_hi));
-        store16(bottom_dx, load16(bottom_dx) + __builtin_shuffle(gc, gd, m.back_lo));
-        store16(bottom_dx + kLanes,
-                load16(bottom_dx + kLanes) + __builtin_shuffle(gc, gd, m.back_hi));
+        store16(top_dx, load16(top_dx) + shuffle2(ga, gb, m.back_lo));
+        store16(top_dx + kLanes, load16(top_dx + kLanes) + shuffle2(ga, gb, m.back_hi));
+        store16(bottom_dx, load16(bottom_dx) + shuffle2(gc, gd, m.back_lo));
+        store16(bottom_dx + kLanes, load16(bottom_dx + kLanes) + shuffle2(gc, gd, m.back_hi));
       },
       pixel);
 }
