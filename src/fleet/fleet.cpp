@@ -692,6 +692,10 @@ class WorkerPool {
     ctx.checkpoint_may_exist = !st_.own_checkpoints_only;
     ctx.epoch_limit = j.epoch_limit;
     ctx.pause_at_limit = j.pause;
+    // save: best N: no file for a model N finished ones rank before (a search's trial is
+    // stored again at each rung, so its file is always made).
+    if (st_.keep_best > 0 && !st_.search)
+      ctx.wants_model_file = [this, &j](const JobResult& r) { return st_.wants_file(j.index, r); };
     SavedModel saved;
     JobResult r = run_prepared(j, s, io_, data_[s.source], ctx, st_.dir, saved);
     if (ctx.helpers && j.pieces > 1 && !st_.search) board_.job_done();

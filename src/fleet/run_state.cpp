@@ -111,17 +111,28 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
   }
 }
 
+// The order of the kept files: by the rank key, ties in plan order.
+bool RunState::keeps_before(const JobResult& a, size_t ia, size_t ib) const {
+  const JobResult& b = results[ib];
+  if (ranks_before(a, b, keep_key)) return true;
+  return !ranks_before(b, a, keep_key) && ia < ib;
+}
+
 void RunState::keep_file(size_t index) {
   if (keep_best == 0 || results.at(index).model_file.empty()) return;
   kept.erase(std::remove(kept.begin(), kept.end(), index), kept.end());  // a trial stored again
-  auto before = [&](size_t a, size_t b) {
-    if (ranks_before(results[a], results[b], keep_key)) return true;
-    return !ranks_before(results[b], results[a], keep_key) && a < b;
-  };
-  kept.insert(std::upper_bound(kept.begin(), kept.end(), index, before), index);
+  kept.insert(std::upper_bound(kept.begin(), kept.end(), index,
+                               [&](size_t a, size_t b) { return keeps_before(results[a], a, b); }),
+              index);
   if (kept.size() <= keep_best) return;
   drop_model_file(results[kept.back()]);
   kept.pop_back();
+}
+
+bool RunState::wants_file(size_t index, const JobResult& r) {
+  std::lock_guard<std::mutex> lock(out_mu);
+  if (keep_best == 0 || kept.size() < keep_best) return true;
+  return keeps_before(r, index, kept.back());
 }
 
 void RunState::keep_final(const RankKey& key) {

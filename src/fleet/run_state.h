@@ -103,8 +103,13 @@ struct RunState {
   // Model `index`'s saved file joins the kept ones; the one it pushes out of the top N loses its
   // file (and its result the name). Needs out_mu.
   void keep_file(size_t index);
+  // Whether model `index`, finished with result `r`, may still be among the final N (always
+  // true without save: best N, and while fewer than N files are kept). Its answer only turns
+  // from yes to no as models finish: the N kept ones are the top N of every finished model.
+  bool wants_file(size_t index, const JobResult& r);
   // The run's end (save: best N): every model file outside the top N by the final `key` goes.
   void keep_final(const RankKey& key);
+  bool keeps_before(const JobResult& a, size_t ia, size_t ib) const;  // a (index ia) before ib
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
   PreparedJob* take_search(bool& wait);  // needs search_mu

@@ -51,7 +51,8 @@ class SavePolicyTest : public ::testing::Test {
     testing_util::write_text(plan_path, tiny_grid());
   }
   FleetSummary run(const std::string& out, const std::string& save, int workers = 2,
-                   bool resume = false, const std::atomic<bool>* stop = nullptr) {
+                   bool resume = false, const std::atomic<bool>* stop = nullptr,
+                   const ModelIo& io = testing_util::raw_io(Durability::kProcessCrash)) {
     Plan p = load_plan(plan_path);
     std::string why;
     if (!save.empty()) p.save = *parse_save_policy(save, why);
@@ -61,7 +62,7 @@ class SavePolicyTest : public ::testing::Test {
     o.resume = resume;
     o.stop = stop;
     o.mode = Display::Mode::kQuiet;
-    return run_fleet(p, o, testing_util::raw_io(Durability::kProcessCrash));
+    return run_fleet(p, o, io);
   }
   // The model files in <out>/models.
   static std::set<std::string> files(const std::string& out) {
@@ -117,6 +118,54 @@ TEST_F(SavePolicyTest, KeepsEveryFileTheBestNOrNoneWithTheSameResults) {
   // The best model's file is the same bytes under every policy that keeps it.
   const std::string top = *best_files(all, 1).begin();
   EXPECT_EQ(read_file(best + "/models/" + top), read_file(all + "/models/" + top));
+}
+
+// A model that N finished ones already rank before can never be among the final N: it is not
+// written at all. With one worker the models finish one by one (in the queue's order, seen by an
+// observer), so exactly those that enter the running top N (ties: plan order) are written.
+TEST_F(SavePolicyTest, BestNWritesOnlyTheModelsThatEnterTheRunningTopN) {
+  struct Order : JobObserver {
+    std::vector<std::string> names;
+    void on_batch(const ModelSpec&, int, int, int, double, double, double) override {}
+    void on_epoch(const ModelSpec&, const EpochRecord&) override {}
+    void on_model_end(const api::ModelResult& r) override { names.push_back(r.name); }
+  } order;
+  std::vector<std::string> written;
+  ModelIo io = testing_util::raw_io(Durability::kProcessCrash);
+  io.save = [&written, inner = io.save](Network& net, const ModelSpec& s, const std::string& p) {
+    written.push_back(s.name);  // one worker: no other thread saves
+    return inner(net, s, p);
+  };
+  Plan p = load_plan(plan_path);
+  std::string why;
+  p.save = *parse_save_policy("best 5", why);
+  FleetOptions o;
+  o.out_dir = dir.path + "/best";
+  o.workers = 1;
+  o.observer = &order;
+  o.mode = Display::Mode::kQuiet;
+  run_fleet(p, o, io);
+  // The rank key's value and plan index of each model, from results.json (plan order).
+  const Json r = Json::parse(read_file(o.out_dir + "/results.json"));
+  const std::string key = r["rank_by"].get<std::string>();
+  std::map<std::string, std::pair<double, size_t>> at;
+  for (size_t i = 0; i < r["models"].size(); ++i)
+    at[r["models"][i]["name"].get<std::string>()] = {r["models"][i]["metrics"][key].get<double>(),
+                                                     i};
+  ASSERT_EQ(order.names.size(), 48u);
+  std::vector<std::string> expected;
+  for (size_t k = 0; k < order.names.size(); ++k) {
+    const auto [v, i] = at.at(order.names[k]);
+    size_t before = 0;
+    for (size_t j = 0; j < k; ++j) {
+      const auto [w, h] = at.at(order.names[j]);
+      before += w > v || (w == v && h < i);
+    }
+    if (before < 5) expected.push_back(order.names[k]);
+  }
+  EXPECT_EQ(written, expected);
+  EXPECT_LT(written.size(), 48u);  // the skip happened: fewer files than models
+  EXPECT_EQ(files(o.out_dir), best_files(o.out_dir, 5));
 }
 
 TEST_F(SavePolicyTest, OneAndTwoWorkersKeepTheSameFiles) {

@@ -535,8 +535,10 @@ class JobRun {
     }
     best_epoch();
     io_ = Io::kWriting;
-    if (ctx_.save_model) ctx_.save_model(net_, spec_);
+    // Done from here on: a save that throws makes the caller's failed result, not this one.
     res_.status = JobStatus::kDone;
+    if (ctx_.save_model && (!ctx_.wants_model_file || ctx_.wants_model_file(res_)))
+      ctx_.save_model(net_, spec_);
   }
 
  private:

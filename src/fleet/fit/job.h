@@ -40,6 +40,12 @@ struct JobContext {
   // write failed (JobResult::write_failed).
   // It is the network's last use: it may discard the network's numbers once they are copied.
   std::function<void(Network&, const ModelSpec&)> save_model;
+  // Whether the finished model's file is wanted, asked with its final figures (test metrics
+  // included) before save_model; empty: always. `save: best N` answers no for a model that N
+  // finished ones already rank before: it can never be among the final N, and writing then
+  // deleting its file was most of a tiny model's time outside training (a 100,000-model run
+  // wrote and unlinked 99,900 files).
+  std::function<bool(const JobResult&)> wants_model_file;
   // Where the pieces of a split batch are posted for idle workers (the fleet's HelpBoard); null:
   // computed in turn here.
   PieceRunner* helpers = nullptr;
