@@ -12,6 +12,11 @@ resident memory of the process (/usr/bin/time's %M), and the bytes and files lef
 folder.
 
     /usr/bin/python3 bench/many_models.py --nnfleet build/nnfleet --models 100000 --runs 3
+
+--two-hosts (root): the same plan once on this machine and once under mpirun across the two
+namespaced hosts of tests/mpi/two_hosts.sh (two ranks on each), then every model's results
+compared between the two (results.csv without the timing columns): prints the MPI run's figures
+and whether the results are identical.
 """
 import argparse
 import json
@@ -85,6 +90,59 @@ def one_run(args, plan, out):
             "files_written": files}
 
 
+HOSTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "mpi",
+                     "two_hosts.sh")
+TIMING = {"seconds", "samples_per_second", "core"}  # columns that differ between any two runs
+
+
+def results_rows(out):
+    """Every model's row of results.csv without its timing columns, by name."""
+    import csv
+    with open(os.path.join(out, "results.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {r["name"]: {k: v for k, v in r.items() if k not in TIMING} for r in rows}
+
+
+def two_hosts_run(args, plan, out):
+    """The plan under mpirun on hosts alpha and beta (two ranks each), as tests/mpi runs it."""
+    hosts = os.path.join(args.dir, "hosts-%d" % os.getpid())
+    subprocess.run([HOSTS, "up", hosts, str(os.getpid())], check=True)
+    try:
+        cmd = [HOSTS, "run", hosts, "alpha", "mpirun", "--allow-run-as-root", "--hostfile",
+               os.path.join(hosts, "hostfile"), "-np", "4", "--map-by", "ppr:2:node",
+               "--bind-to", "none"]
+        for k, v in (("plm_rsh_agent", os.path.join(hosts, "agent")), ("btl", "self,vader,tcp"),
+                     ("btl_tcp_if_include", "mpi0"), ("oob_tcp_if_include", "mpi0"),
+                     ("btl_vader_single_copy_mechanism", "none")):
+            cmd += ["--mca", k, v]
+        cmd += [os.path.abspath(args.nnfleet), "train", plan, "--out", out, "--quiet"]
+        start = time.time()
+        if subprocess.run(cmd).returncode != 0:
+            raise SystemExit("nnfleet under mpirun failed: " + " ".join(cmd))
+        wall = time.time() - start
+    finally:
+        subprocess.run([HOSTS, "down", hosts])
+    files, size = folder_size(out)
+    return {"models": len(results_rows(out)), "wall_s": round(wall, 3), "bytes_written": size,
+            "files_written": files}
+
+
+def compare_two_hosts(args, plan):
+    local = os.path.join(args.dir, "local-%d" % os.getpid())
+    mpi = os.path.join(args.dir, "mpi-%d" % os.getpid())
+    row = one_run(args, plan, local)
+    print(json.dumps({"local": row}), flush=True)
+    row = two_hosts_run(args, plan, mpi)
+    a, b = results_rows(local), results_rows(mpi)
+    row["identical_results"] = a == b
+    row["differing_models"] = sum(1 for k in set(a) | set(b) if a.get(k) != b.get(k))
+    print(json.dumps({"two_hosts": row}), flush=True)
+    if not args.keep:
+        shutil.rmtree(local)
+        shutil.rmtree(mpi)
+    return 0 if a == b else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nnfleet", default="build/nnfleet")
@@ -94,12 +152,16 @@ def main():
     ap.add_argument("--save", default="", help="all | best N | none (default: the plan's default)")
     ap.add_argument("--dir", default="/tmp/nnfleet-many-models")
     ap.add_argument("--keep", action="store_true", help="keep the output folders")
+    ap.add_argument("--two-hosts", action="store_true",
+                    help="also run under mpirun across two namespaced hosts (root) and compare")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     write_data(args.dir)
     plan = os.path.join(args.dir, "many%d.yaml" % args.models)
     with open(plan, "w") as f:
         f.write(plan_text(args.models))
+    if args.two_hosts:
+        raise SystemExit(compare_two_hosts(args, plan))
     rows = []
     for i in range(args.runs):
         out = os.path.join(args.dir, "out-%d-%d-%d" % (args.models, os.getpid(), i))
