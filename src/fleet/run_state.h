@@ -103,6 +103,9 @@ struct RunState {
   // Model `index`'s saved file joins the kept ones; the one it pushes out of the top N loses its
   // file (and its result the name). Needs out_mu.
   void keep_file(size_t index);
+  // Whether keep_file(index) would drop model `index`'s file at once, its result being `r`
+  // (out_mu): its record then names no file.
+  bool outside_kept(size_t index, const JobResult& r) const;
   // The run's end (save: best N): every model file outside the top N by the final `key` goes.
   void keep_final(const RankKey& key);
   // Stops the run because `why` (a write failed); needs out_mu.

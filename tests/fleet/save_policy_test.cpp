@@ -185,8 +185,27 @@ TEST(SavePolicy, TheDefaultIsAllUpToTenThousandModelsAndTheBest100Above) {
   EXPECT_EQ(none.resolved(20000).text(), "none");
 }
 
-// jobs.log's record text (written directly) reads back as job_result_to_json's.
-TEST(RecordText, ParsesToTheSameJsonAsTheTree) {
+// The fields a record keeps, as text (NaN spelt out): two results read back alike.
+std::string fields_of(const JobResult& r) {
+  auto f = [](double v) { return api::figure_text(v); };
+  std::string s = r.name + "|" + api::status_name(r.status) + "|" + r.message + "|" +
+                  std::to_string(r.epochs) + "|" + std::to_string(r.params) + "|" + f(r.seconds) +
+                  "|" + f(r.samples_per_second) + "|" + std::to_string(r.core) + "|";
+  for (const auto& [k, v] : r.metrics)
+    s += k + "=" + Json(v).dump() + (std::isnan(v) ? "nan" : "") + ",";
+  s += "|";
+  for (const auto& [k, v] : r.last_metrics) s += k + "=" + Json(v).dump() + ",";
+  s += "|" + std::to_string(r.best.epoch) + r.best.monitor + f(r.best.value) + "|";
+  for (const auto& e : r.history) {
+    s += std::to_string(e.epoch) + "@" + f(e.seconds) + ":";
+    for (const auto& [k, v] : e.values) s += k + "=" + f(v) + ",";
+  }
+  for (const auto& [k, v] : r.parameters) s += "|" + k + "=" + v;
+  return s + "|" + std::to_string(r.retry) + std::to_string(r.write_failed) +
+         std::to_string(r.paused);
+}
+
+JobResult record_example() {
   JobResult r;
   r.name = "a\"b\\c\n";
   r.status = JobStatus::kDone;
@@ -194,20 +213,80 @@ TEST(RecordText, ParsesToTheSameJsonAsTheTree) {
   r.epochs = 2;
   r.params = 610;
   r.seconds = 0.1;
-  r.samples_per_second = 1.0 / 3.0;
+  r.samples_per_second = 1000.0 / 3.0;
   r.core = 1;
   r.metrics = {{"loss", 0.25}, {"accuracy", NAN}, {"test_loss", 1e-300}};
   r.last_metrics = {{"loss", 0.5}};
   r.best = {1, "val_loss", 0.2};
-  r.history = {{1, {{"loss", 0.3}, {"accuracy", INFINITY}}, 0.01},
-               {2, {{"loss", 0.25}, {"accuracy", 0.5}}, 0.02}};
+  r.history = {{1, {{"loss", 0.3}, {"accuracy", NAN}}, 0.01},
+               {2, {{"loss", 1.0 / 3.0}, {"accuracy", 0.5}}, 0.02}};
   r.parameters = {{"lr", "0.001"}, {"act", "\"relu\""}};
   r.retry = true;
-  Json tree = job_result_to_json(r);
-  EXPECT_EQ(Json::parse(job_result_json_text(r)), tree);
-  tree["model_file"] = "models/x.keras";
-  tree["model_xxh3"] = hex64(42);
-  EXPECT_EQ(Json::parse(job_result_json_text(r, "models/x.keras", 42)), tree);
+  return r;
+}
+
+// jobs.log's record text (written directly, compact) reads back as the same result: metrics
+// exact, timings to 6 significant digits; the model file and its hash beside it.
+TEST(RecordText, ReadsBackTheSameResult) {
+  JobResult r = record_example();
+  std::string file, xxh3;
+  JobResult back =
+      job_result_from_record(job_result_json_text(r, "models/x.keras", 42), &file, &xxh3);
+  r.samples_per_second = 333.333;  // 6 significant digits
+  EXPECT_EQ(fields_of(back), fields_of(r));
+  EXPECT_EQ(file, "models/x.keras");
+  EXPECT_EQ(xxh3, hex64(42));
+  EXPECT_EQ(back.history[1].values[0].second, 1.0 / 3.0);  // exact
+  back = job_result_from_record(job_result_json_text(r), &file, &xxh3);
+  EXPECT_EQ(file, "");
+}
+
+// What the compact form leaves out: an empty message, metric_order, a derivable history order
+// and best value, a one-epoch history that is the metrics; a one-epoch model's record is under
+// 320 bytes (640 before issue 36).
+TEST(RecordText, LeavesOutWhatCanBeDerived) {
+  JobResult r;
+  r.name = "m-0-0.001";
+  r.status = JobStatus::kDone;
+  r.epochs = 1;
+  r.params = 610;
+  r.seconds = 0.003294854123;
+  r.samples_per_second = 436134.65118636517;
+  r.metrics = {{"loss", 2.2639910795660425},
+               {"accuracy", 0.18649965205288796},
+               {"test_loss", 2.2276656452152466},
+               {"test_accuracy", 0.19166666666666668}};
+  r.best = {1, "loss", 2.2639910795660425};
+  r.history = {{1, {{"loss", 2.2639910795660425}, {"accuracy", 0.18649965205288796}}, 0.0032}};
+  std::string text = job_result_json_text(r);
+  for (const char* k : {"message", "metric_order", "history_order", "\"value\""})
+    EXPECT_EQ(text.find(k), std::string::npos) << k << " in " << text;
+  r.samples_per_second = 436135;  // 6 significant digits
+  r.seconds = 0.00329485;
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  r.history[0].seconds = r.seconds = 0.00329485;
+  text = job_result_json_text(r);
+  EXPECT_THAT(text, HasSubstr("\"history\":\"metrics\""));
+  EXPECT_LT(text.size(), 320u) << text;
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  // A history whose keys are not the metrics' (without test_) names them.
+  r.history[0].values = {{"accuracy", 0.5}, {"loss", 2.0}};
+  EXPECT_NE(job_result_json_text(r).find("\"history_order\":[\"accuracy\",\"loss\"]"),
+            std::string::npos);
+  EXPECT_EQ(fields_of(job_result_from_record(job_result_json_text(r))), fields_of(r));
+}
+
+// Records of the full form (job_result_to_json, which jobs.log held before issue 36) still read.
+TEST(RecordText, ReadsTheOlderFullForm) {
+  const JobResult r = record_example();
+  Json old = job_result_to_json(r);
+  old["model_file"] = "models/x.keras";
+  old["model_xxh3"] = hex64(7);
+  std::string file, xxh3;
+  EXPECT_EQ(fields_of(job_result_from_record(old.dump(), &file, &xxh3)), fields_of(r));
+  EXPECT_EQ(file, "models/x.keras");
+  EXPECT_EQ(xxh3, hex64(7));
+  EXPECT_EQ(fields_of(job_result_from_json(old)), fields_of(r));
 }
 
 // Many models leave a bounded folder: the files of a run (no per-model file with save: none)
