@@ -178,14 +178,18 @@ struct JsonText {
   }
 };
 
-// A timing (seconds, samples per second) to 6 significant digits: the clocks behind them vary by
-// more from run to run, and the 17 digits of a double took ~25 bytes a record (issue 36).
-double timing(double v) {
+double timing(double v) { return timing_figure(v); }
+
+}  // namespace
+
+double timing_figure(double v) {
   if (!std::isfinite(v)) return v;
   char b[32];
   std::snprintf(b, sizeof b, "%.6g", v);
   return std::strtod(b, nullptr);
 }
+
+namespace {
 
 // The keys of a record's history rows when none are written ("history_order"): the metrics'
 // without the test_ ones (evaluated once, after training).
@@ -519,25 +523,47 @@ void write_streamed(const std::string& path, const std::function<void(std::ostre
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
                    const std::vector<JobResult>& results, const RankKey& key, const Json& more_head,
-                   const std::function<Json(size_t)>& more_of) {
+                   const std::function<Json(size_t)>& more_of, size_t list_best) {
+  // The models listed: all in plan order, or (list_best) the best N in rank order.
+  std::vector<size_t> listed;
+  const bool summary = list_best > 0;
+  if (summary) {
+    for (const JobResult* r : ranked(results, key)) {
+      if (listed.size() == list_best) break;
+      listed.push_back(static_cast<size_t>(r - results.data()));
+    }
+  }
   write_streamed(dir + "/results.json", [&](std::ostream& o) {
     Json head = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
     if (more_head.is_object()) head.update(more_head);
+    if (summary) {
+      Json counts = Json::object();
+      for (const JobResult& r : results) {
+        Json& c = counts[api::status_name(r.status)];
+        c = c.is_null() ? 1 : c.get<size_t>() + 1;
+      }
+      head["models_total"] = results.size();
+      head["status_counts"] = counts;
+      head["models_listed"] = "best " + std::to_string(listed.size());
+      head["all_models"] = "results.csv";
+    }
     const std::string h = head.dump(2);  // "{\n  ...\n}": the models go before the brace
     o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
-    for (size_t i = 0; i < results.size(); ++i) {
-      Json j = job_result_to_json(results[i]);
-      for (const char* k :
+    const size_t n = summary ? listed.size() : results.size();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = summary ? listed[i] : i;
+      Json j = job_result_to_json(results[k]);
+      for (const char* x :
            {"history", "metric_order", "history_order", "parameter_order", "paused"})
-        j.erase(k);  // history.csv has the histories; the parameters keep written order here
-      if (more_of) j.update(more_of(i));
+        j.erase(x);  // history.csv has the histories; the parameters keep written order here
+      if (more_of) j.update(more_of(k));
       std::string m = j.dump(2);
       // Indented two levels deeper, as a whole-document dump(2) would.
       for (size_t at = m.find('\n'); at != std::string::npos; at = m.find('\n', at + 1))
         m.insert(at + 1, "    ");
       o << (i ? ",\n    " : "\n    ") << m;
     }
-    o << (results.empty() ? "]\n}\n" : "\n  ]\n}\n");
+    o << (n == 0 ? "]\n}\n" : "\n  ]\n}\n");
   });
 
   std::vector<std::string> mcols;

@@ -27,6 +27,10 @@ Json job_result_to_json(const JobResult& r);
 // timings to 6 significant digits (metrics stay exact). job_result_from_record reads it.
 std::string job_result_json_text(const JobResult& r, const std::string& model_file = "",
                                  uint64_t model_xxh3 = 0);
+// A timing (seconds, samples per second) to the 6 significant digits a record keeps: the clocks
+// behind them vary by more from run to run, and a double's 17 digits took ~25 bytes a record
+// (issue 36). RunState::store rounds a result's so a resumed run reports the same figures.
+double timing_figure(double v);
 // Reads job_result_to_json's JSON (the form a cluster's ranks send each other).
 JobResult job_result_from_json(const Json& j);
 // A jobs.log record's JSON text, in either form: job_result_json_text's (compact) or the full
@@ -59,9 +63,12 @@ void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std
 // results.json and results.csv in `dir` (written model by model: no whole copy in memory);
 // `more_head`'s keys join results.json's top level (a run's `parameters` and `search`), and
 // `more_of(k)`'s keys model k's (its `parameters`, made from the plan as it is written).
+// `list_best` > 0 (a large fleet: fleet.h): results.json lists only the best `list_best` by
+// `key`, in rank order, beside "models_total", "status_counts",
+// "models_listed" ("best N") and "all_models" ("results.csv", which keeps every model's row).
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
                    const std::vector<JobResult>& results, const RankKey& key,
                    const Json& more_head = Json(),
-                   const std::function<Json(size_t)>& more_of = nullptr);
+                   const std::function<Json(size_t)>& more_of = nullptr, size_t list_best = 0);
 
 }  // namespace nnfleet

@@ -171,6 +171,10 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // and has no record, so --resume runs it again. A write that failed stops the run: every
   // later one would fail the same way. The record is made before the lock is taken.
   const bool final = r.status != JobStatus::kCancelled && !r.retry;
+  // The figures its record keeps: a resumed run reports the same.
+  r.seconds = timing_figure(r.seconds);
+  r.samples_per_second = timing_figure(r.samples_per_second);
+  for (EpochRecord& e : r.history) e.seconds = timing_figure(e.seconds);
   if (final && !model_file.empty()) r.model_file = dir + "/" + model_file;
   RunFolder::Record rec =
       final ? RunFolder::record(r, model_file, model_xxh3) : RunFolder::Record{};

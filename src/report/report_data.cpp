@@ -16,6 +16,7 @@
 //   a search runs, what plan.yaml's `search:` says of it; null outside a search,
 //   timeline: {sessions: [{session, start, end, ranks}], lanes: [{rank, host, core, worker}],
 //              jobs: [{model, lane, session, start, end, status}], help: [{..., pieces}]}
+//   (a large fleet's timeline has no line per job: each worker's jobs are one bar, `summary`)
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -238,6 +239,17 @@ Json read_timeline(const std::string& dir, bool live) {
         if (s["session"] == session) s["end"] = j.value("t", 0.0);
     } else if (kind == "start") {
       open[{session, j.value("model", "")}] = j;
+    } else if (kind == "lane") {
+      // A large fleet's worker, whole (Timeline::set_lanes_only): one bar from its first start to
+      // its last end, named by its jobs and busy seconds.
+      tl["jobs"].push_back({{"model", std::to_string(j.value("jobs", 0)) + " jobs, busy " +
+                                          api::figure_text(j.value("busy", 0.0)) + " s"},
+                            {"lane", lane(j)},
+                            {"session", session},
+                            {"start", j.value("first", 0.0)},
+                            {"end", j.value("last", 0.0)},
+                            {"status", "done"},
+                            {"summary", true}});
     } else if (kind == "job" || kind == "help") {
       Json bar = {{"model", j.value("model", "")},
                   {"lane", lane(j)},

@@ -338,5 +338,53 @@ models:
   EXPECT_THAT(timeline, HasSubstr("\"kind\":\"job\""));
 }
 
+// A large fleet (more models than large_fleet_above(), lowered to 20 here through its test
+// hook): results.json lists the best 100 (here all 48) in rank order with the totals,
+// results.csv every model, timeline.jsonl one line per worker instead of one per job; --resume
+// reads it all back without training and writes the same rows.
+TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
+  ::setenv("NNFLEET_LARGE_FLEET_ABOVE", "20", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("NNFLEET_LARGE_FLEET_ABOVE"); }
+  } unset;
+  ASSERT_EQ(large_fleet_above(), 20u);
+  testing_util::write_text(plan_path, tiny_grid("save: none\n"));
+  const std::string out = dir.path + "/large";
+  FleetOptions o;
+  o.out_dir = out;
+  o.workers = 2;
+  o.mode = Display::Mode::kQuiet;
+  const FleetSummary s =
+      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  ASSERT_EQ(s.results.size(), 48u);
+  const Json results = Json::parse(read_file(out + "/results.json"));
+  EXPECT_EQ(results["models_total"], 48);
+  EXPECT_EQ(results["status_counts"]["done"], 48);
+  EXPECT_EQ(results["all_models"], "results.csv");
+  // 48 models, at most SavePolicy::kDefaultBest listed: all 48, best first.
+  ASSERT_EQ(results["models"].size(), 48u);
+  const RankKey key{results["rank_by"].get<std::string>(), true};
+  for (size_t i = 1; i < results["models"].size(); ++i)
+    EXPECT_GE(results["models"][i - 1]["metrics"][key.key].get<double>(),
+              results["models"][i]["metrics"][key.key].get<double>());
+  EXPECT_EQ(results["models"][0]["name"],
+            s.results[static_cast<size_t>(ranked(s.results, key)[0] - s.results.data())].name);
+  const std::string csv = read_file(out + "/results.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 49);
+  const std::string timeline = read_file(out + "/timeline.jsonl");
+  EXPECT_EQ(timeline.find("\"kind\":\"job\""), std::string::npos);
+  EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
+  EXPECT_THAT(timeline, HasSubstr("\"jobs\":"));
+  EXPECT_THAT(timeline, HasSubstr("\"kind\":\"lane\""));
+  // --resume trusts every record: nothing trained again, the same rows.
+  const std::string log = read_file(out + "/jobs.log");
+  o.resume = true;
+  const FleetSummary again =
+      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  EXPECT_EQ(read_file(out + "/jobs.log"), log);
+  EXPECT_EQ(read_file(out + "/results.csv"), csv);
+  for (const JobResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+}
+
 }  // namespace
 }  // namespace nnfleet
