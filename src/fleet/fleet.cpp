@@ -461,7 +461,7 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
                            plan.search ? &*plan.search : nullptr, jobs[i], problems_of[i],
                            estimates[i], cache);
       },
-      workers);
+      workers, plan.models.size() > large_fleet_above());
   std::vector<std::string> problems;
   for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
   // The models that may run together: the `workers` largest.

@@ -14,6 +14,7 @@
 #include <map>
 
 #include "data/dataset.h"
+#include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet/results.h"
 
@@ -163,7 +164,11 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const GivenArrays* arrays)
-    : RunFolder(plan, dir, resume, plan_to_yaml(plan), arrays) {}
+    : RunFolder(
+          plan, dir, resume,
+          plan_to_yaml(
+              plan, [](size_t, const ModelSpec&) {}, 1, plan.models.size() > large_fleet_above()),
+          arrays) {}
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const std::string& plan_yaml, const GivenArrays* arrays)

@@ -60,6 +60,18 @@ PlanFile read_plan(const std::string& dir) {
     const Json plan = plan_detail::yaml_to_json(root).value;
     if (plan.contains("models") && plan["models"].is_array()) {
       PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}, {}};
+      // A large fleet's plan.yaml is factored (plan.h: plan_to_yaml): each entry over
+      // `defaults`, its null removing a default.
+      if (plan.contains("defaults") && plan["defaults"].is_object())
+        for (Json& m : f.models) {
+          Json full = plan["defaults"];
+          for (auto it = m.begin(); it != m.end(); ++it)
+            if (it.value().is_null())
+              full.erase(it.key());
+            else
+              full[it.key()] = it.value();
+          m = std::move(full);
+        }
       if (plan.contains("group_by") && plan["group_by"].is_string())
         f.group_by = plan["group_by"].get<std::string>();
       const YAML::Node search = root["search"];

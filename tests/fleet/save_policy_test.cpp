@@ -376,6 +376,10 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
   EXPECT_THAT(timeline, HasSubstr("\"jobs\":"));
   EXPECT_THAT(timeline, HasSubstr("\"kind\":\"lane\""));
+  // plan.yaml is factored, and loads to the plan's models.
+  const std::string plan_yaml = read_file(out + "/plan.yaml");
+  EXPECT_THAT(plan_yaml, HasSubstr("defaults:"));
+  EXPECT_EQ(plan_to_yaml(load_plan(out + "/plan.yaml")), plan_to_yaml(load_plan(plan_path)));
   // --resume trusts every record: nothing trained again, the same rows.
   const std::string log = read_file(out + "/jobs.log");
   o.resume = true;
@@ -383,7 +387,46 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
       run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
   EXPECT_EQ(read_file(out + "/jobs.log"), log);
   EXPECT_EQ(read_file(out + "/results.csv"), csv);
+  EXPECT_EQ(read_file(out + "/plan.yaml"), plan_yaml);
   for (const JobResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+}
+
+// A large fleet's factored plan.yaml (plan_to_yaml's `factored`: the first model's settings as
+// `defaults:`, each model what differs, null for what it has not) loads to the same models as
+// the plan: its full text is the plan's, for models whose settings and architectures differ.
+TEST_F(SavePolicyTest, AFactoredPlanLoadsToTheSameModels) {
+  testing_util::write_text(plan_path, R"(seed: 5
+data:
+  train: {x: train_x.npy, y: train_y.npy}
+defaults:
+  epochs: 2
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+models:
+  - name: a-{u}
+    grid: {u: [1, 2]}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{u}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+  - name: b
+    batch_size: 7
+    early_stopping: {monitor: loss, patience: 1}
+    metrics: null
+    optimizer: {SGD: {learning_rate: 0.1}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+)");
+  const Plan plan = load_plan(plan_path);
+  const std::string full = plan_to_yaml(plan);
+  const std::string factored = plan_to_yaml(
+      plan, [](size_t, const ModelSpec&) {}, 1, true);
+  EXPECT_THAT(factored, HasSubstr("defaults:"));
+  EXPECT_LT(factored.size(), full.size());
+  const std::string again = dir.path + "/factored.yaml";
+  testing_util::write_text(again, factored);
+  EXPECT_EQ(plan_to_yaml(load_plan(again)), full);
 }
 
 }  // namespace
