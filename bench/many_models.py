@@ -19,6 +19,7 @@ compared between the two (results.csv without the timing columns): prints the MP
 and whether the results are identical.
 """
 import argparse
+import csv
 import json
 import os
 import shutil
@@ -80,9 +81,10 @@ def one_run(args, plan, out):
     with open(rss_file) as f:
         peak_kb = int(f.read().split()[-1])
     os.remove(rss_file)
-    with open(os.path.join(out, "results.json")) as f:
-        models = json.load(f)["models"]
-    train = sum(m.get("seconds", 0.0) for m in models)
+    # results.csv has every model's row (results.json of a fleet above 10,000 only the best 100).
+    with open(os.path.join(out, "results.csv"), newline="") as f:
+        models = list(csv.DictReader(f))
+    train = sum(float(m["seconds"] or 0.0) for m in models)
     files, size = folder_size(out)
     return {"models": len(models), "wall_s": round(wall, 3), "train_sum_s": round(train, 3),
             "outside_training": round((wall - train / args.workers) / wall, 4),

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <functional>
@@ -261,6 +262,7 @@ void start_timeline(RunState& st, const Slots& slots, std::optional<Timeline>& t
   }
   timeline.emplace(st.dir, rank_list);
   timeline->set_brief(st.jobs.size() > Display::kBriefAbove);
+  timeline->set_lanes_only(st.jobs.size() > large_fleet_above());
   st.timeline = &*timeline;
 }
 
@@ -459,7 +461,7 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
                            plan.search ? &*plan.search : nullptr, jobs[i], problems_of[i],
                            estimates[i], cache);
       },
-      workers);
+      workers, plan.models.size() > large_fleet_above());
   std::vector<std::string> problems;
   for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
   // The models that may run together: the `workers` largest.
@@ -751,9 +753,11 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
     fleet_detail::write_trials_csv(plan, st);
     for_each_block(2, 2, [&](int, size_t b) {
       if (b == 0) {
-        write_results(st.dir, plan.path, plan.seed, sum.workers, st.results, key,
-                      fleet_detail::results_head(plan, st),
-                      [&plan](size_t k) { return fleet_detail::parameters_json(plan, k); });
+        write_results(
+            st.dir, plan.path, plan.seed, sum.workers, st.results, key,
+            fleet_detail::results_head(plan, st),
+            [&plan](size_t k) { return fleet_detail::parameters_json(plan, k); },
+            st.results.size() > large_fleet_above() ? SavePolicy::kDefaultBest : 0);
         sum.results_written = true;  // read once both blocks are done
       } else {
         folder.write_history();
@@ -863,6 +867,12 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
 }
 
 }  // namespace fleet_detail
+
+size_t large_fleet_above() {
+  if (const char* v = std::getenv("NNFLEET_LARGE_FLEET_ABOVE"); v && *v)
+    return static_cast<size_t>(std::strtoull(v, nullptr, 10));
+  return SavePolicy::kSaveAllUpTo;
+}
 
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io) {
   // 1. Data, loaded once and shared read-only by every worker.

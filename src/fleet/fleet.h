@@ -19,4 +19,10 @@ namespace nnfleet {
 // exceptions.
 FleetSummary run_fleet(const Plan& plan, const FleetOptions& opts, const ModelIo& io);
 
+// A run of more models than this is a large fleet (README "What you get"): results.json lists
+// the best SavePolicy::kDefaultBest (results.csv keeps every model), timeline.jsonl has a line
+// per worker instead of one per job. SavePolicy::kSaveAllUpTo (10,000), or the environment's
+// NNFLEET_LARGE_FLEET_ABOVE: a test hook, so that tests run small fleets as large ones.
+size_t large_fleet_above();
+
 }  // namespace nnfleet

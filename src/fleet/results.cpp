@@ -178,39 +178,106 @@ struct JsonText {
   }
 };
 
-// "best": {epoch, monitor, value} or null.
-void best_text(JsonText& w, const api::BestEpoch& b) {
-  w.key("best");
-  if (b.epoch <= 0) {
-    w.o += "null";
-    return;
+double timing(double v) { return timing_figure(v); }
+
+}  // namespace
+
+double timing_figure(double v) {
+  if (!std::isfinite(v)) return v;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return std::strtod(b, nullptr);
+}
+
+namespace {
+
+// The keys of a record's history rows when none are written ("history_order"): the metrics'
+// without the test_ ones (evaluated once, after training).
+template <class Names>
+bool is_default_history_order(const Names& metric_keys, const std::vector<std::string>& order) {
+  size_t k = 0;
+  for (const auto& m : metric_keys) {
+    const std::string& name = m;
+    if (name.rfind("test_", 0) == 0) continue;
+    if (k >= order.size() || order[k] != name) return false;
+    ++k;
   }
+  return k == order.size();
+}
+
+// "best": {epoch, monitor[, value]}, the value left out when the history's row of that epoch
+// has it (the same double); nothing when there is no best epoch.
+void best_text(JsonText& w, const JobResult& r) {
+  const api::BestEpoch& b = r.best;
+  if (b.epoch <= 0) return;
+  w.key("best");
   w.open('{');
   w.key("epoch");
   w.integer(b.epoch);
   w.key("monitor");
   w.str(b.monitor);
-  w.key("value");
-  w.num(b.value);
+  const EpochRecord* row = nullptr;
+  for (const EpochRecord& e : r.history)
+    if (e.epoch == b.epoch) row = &e;
+  const double* v = row ? find_metric(row->values, b.monitor) : nullptr;
+  const bool derivable = v && (*v == b.value || (std::isnan(*v) && std::isnan(b.value)));
+  if (!derivable) {
+    w.key("value");
+    w.num(b.value);
+  }
   w.close('}');
 }
 
-// "history": one object per epoch (epoch, seconds, its values).
+// "history": one array per epoch, [epoch, seconds, values in history order], and that order
+// ("history_order") when it is not the metrics' own without test_ ones. Every epoch's row has
+// the first row's keys (fit records the same metrics each epoch).
+// Whether the history is one epoch whose row is the metrics (without test_ ones, in order) and
+// the model's seconds: written "history":"metrics" (a one-epoch model's row repeated them).
+bool history_is_metrics(const JobResult& r) {
+  if (r.history.size() != 1 || r.epochs != 1) return false;
+  const EpochRecord& e = r.history[0];
+  if (e.epoch != 1 || timing(e.seconds) != timing(r.seconds)) return false;
+  size_t k = 0;
+  for (const auto& [name, v] : r.metrics) {
+    if (name.rfind("test_", 0) == 0) continue;
+    if (k >= e.values.size() || e.values[k].first != name) return false;
+    const double h = e.values[k].second;
+    if (!(h == v || (std::isnan(h) && std::isnan(v)))) return false;
+    ++k;
+  }
+  return k == e.values.size();
+}
+
 void history_text(JsonText& w, const JobResult& r) {
+  if (r.history.empty()) return;
+  if (history_is_metrics(r)) {
+    w.key("history");
+    w.str("metrics");
+    return;
+  }
+  std::vector<std::string> order;
+  for (const auto& kv : r.history[0].values) order.push_back(kv.first);
+  std::vector<std::string> metric_keys;
+  for (const auto& kv : r.metrics) metric_keys.push_back(kv.first);
+  if (!is_default_history_order(metric_keys, order)) {
+    w.key("history_order");
+    w.names(r.history[0].values);
+  }
   w.key("history");
   w.open('[');
   for (const EpochRecord& e : r.history) {
     w.sep();
-    w.open('{');
-    w.key("epoch");
+    w.open('[');
+    w.sep();
     w.integer(e.epoch);
-    w.key("seconds");
-    w.num(e.seconds);
-    for (const auto& [k, v] : e.values) {
-      w.key(k);
-      w.num(v);
+    w.sep();
+    w.num(timing(e.seconds));
+    for (const std::string& k : order) {
+      w.sep();
+      const double* v = find_metric(e.values, k);
+      w.num(v ? *v : NAN);
     }
-    w.close('}');
+    w.close(']');
   }
   w.close(']');
 }
@@ -220,41 +287,35 @@ void history_text(JsonText& w, const JobResult& r) {
 std::string job_result_json_text(const JobResult& r, const std::string& model_file,
                                  uint64_t model_xxh3) {
   JsonText w;
-  w.o.reserve(512 + 96 * r.history.size());
+  w.o.reserve(384 + 64 * r.history.size());
   w.open('{');
   w.key("name");
   w.str(r.name);
   w.key("status");
   w.str(api::status_name(r.status));
-  w.key("message");
-  w.str(r.message);
+  if (!r.message.empty()) {
+    w.key("message");
+    w.str(r.message);
+  }
   w.key("epochs");
   w.integer(r.epochs);
   w.key("params");
   w.integer(static_cast<long long>(r.params));
   w.key("seconds");
-  w.num(r.seconds);
+  w.num(timing(r.seconds));
   w.key("samples_per_second");
-  w.num(r.samples_per_second);
+  w.num(timing(r.samples_per_second));
   w.key("core");
   w.integer(r.core);
+  // Written in order: the reader takes the metrics' order from the text (no "metric_order").
   w.key("metrics");
   w.values(r.metrics);
-  best_text(w, r.best);
+  best_text(w, r);
   if (!r.last_metrics.empty()) {
     w.key("last_metrics");
     w.values(r.last_metrics);
-    w.key("last_metric_order");
-    w.names(r.last_metrics);
   }
   history_text(w, r);
-  w.key("metric_order");
-  w.names(r.metrics);
-  w.key("history_order");
-  if (r.history.empty())
-    w.o += "[]";
-  else
-    w.names(r.history[0].values);
   for (const auto& [flag, name] :
        {std::pair{r.retry, "retry"}, std::pair{r.write_failed, "write_failed"},
         std::pair{r.paused, "paused"}})
@@ -281,47 +342,115 @@ std::string job_result_json_text(const JobResult& r, const std::string& model_fi
   return std::move(w.o);
 }
 
-JobResult job_result_from_json(const Json& j) {
+namespace {
+
+// The names of `j`'s key `order_key` when it has one, else the keys of object `values` in the
+// order the JSON type keeps them (as written for ordered_json).
+template <class J>
+std::vector<std::string> key_order(const J& j, const char* order_key, const J& values) {
+  std::vector<std::string> out;
+  if (j.contains(order_key)) {
+    for (const auto& k : j.at(order_key)) out.push_back(k.template get<std::string>());
+  } else {
+    for (auto it = values.begin(); it != values.end(); ++it) out.push_back(it.key());
+  }
+  return out;
+}
+
+template <class J>
+double value_of(const J& v) {
+  return v.is_null() ? NAN : v.template get<double>();
+}
+
+// Both forms of a record: the full one of job_result_to_json (and of jobs.log before issue 36:
+// "message", "metric_order", "history_order", history rows as objects, "best": null) and the
+// compact one of job_result_json_text.
+template <class J>
+JobResult result_from(const J& j) {
   JobResult r;
-  r.name = j.at("name").get<std::string>();
-  r.status = job_status_from_name(j.at("status").get<std::string>());
-  r.message = j.at("message").get<std::string>();
-  r.epochs = j.at("epochs").get<int>();
-  r.params = j.at("params").get<size_t>();
-  r.seconds = j.at("seconds").get<double>();
-  r.samples_per_second = j.at("samples_per_second").get<double>();
-  r.core = j.at("core").get<int>();
-  auto value = [](const Json& v) { return v.is_null() ? NAN : v.get<double>(); };
-  for (const auto& k : j.at("metric_order"))
-    r.metrics.emplace_back(k.get<std::string>(), value(j.at("metrics").at(k.get<std::string>())));
-  if (j.contains("last_metric_order"))
-    for (const auto& k : j["last_metric_order"])
-      r.last_metrics.emplace_back(k.get<std::string>(),
-                                  value(j.at("last_metrics").at(k.get<std::string>())));
-  if (!j.at("best").is_null()) {
-    r.best.epoch = j["best"].at("epoch").get<int>();
-    r.best.monitor = j["best"].at("monitor").get<std::string>();
-    r.best.value = j["best"].at("value").is_null() ? NAN : j["best"]["value"].get<double>();
+  r.name = j.at("name").template get<std::string>();
+  r.status = job_status_from_name(j.at("status").template get<std::string>());
+  r.message = j.contains("message") ? j["message"].template get<std::string>() : "";
+  r.epochs = j.at("epochs").template get<int>();
+  r.params = j.at("params").template get<size_t>();
+  r.seconds = j.at("seconds").template get<double>();
+  r.samples_per_second = j.at("samples_per_second").template get<double>();
+  r.core = j.at("core").template get<int>();
+  const J& metrics = j.at("metrics");
+  for (const std::string& k : key_order(j, "metric_order", metrics))
+    r.metrics.emplace_back(k, value_of(metrics.at(k)));
+  if (j.contains("last_metrics"))
+    for (const std::string& k : key_order(j, "last_metric_order", j["last_metrics"]))
+      r.last_metrics.emplace_back(k, value_of(j["last_metrics"].at(k)));
+  std::vector<std::string> horder;
+  if (j.contains("history_order")) {
+    for (const auto& k : j["history_order"]) horder.push_back(k.template get<std::string>());
+  } else {
+    for (const auto& kv : r.metrics)
+      if (kv.first.rfind("test_", 0) != 0) horder.push_back(kv.first);
   }
-  for (const auto& row : j.at("history")) {
+  if (j.contains("history") && j["history"].is_string()) {  // "metrics": history_is_metrics
     EpochRecord e;
-    e.epoch = row.at("epoch").get<int>();
-    e.seconds = row.at("seconds").get<double>();
-    for (const auto& k : j.at("history_order"))
-      e.values.emplace_back(k.get<std::string>(), value(row.at(k.get<std::string>())));
-    r.history.push_back(e);
+    e.epoch = 1;
+    e.seconds = r.seconds;
+    for (const std::string& k : horder) e.values.emplace_back(k, *find_metric(r.metrics, k));
+    r.history.push_back(std::move(e));
+  } else if (j.contains("history")) {
+    for (const auto& row : j["history"]) {
+      EpochRecord e;
+      if (row.is_array()) {  // [epoch, seconds, values in horder]
+        if (row.size() != horder.size() + 2)
+          throw std::runtime_error("a history row of " + std::to_string(row.size()) +
+                                   " values; expected " + std::to_string(horder.size() + 2));
+        e.epoch = row[0].template get<int>();
+        e.seconds = row[1].template get<double>();
+        for (size_t i = 0; i < horder.size(); ++i)
+          e.values.emplace_back(horder[i], value_of(row[i + 2]));
+      } else {
+        e.epoch = row.at("epoch").template get<int>();
+        e.seconds = row.at("seconds").template get<double>();
+        for (const std::string& k : horder) e.values.emplace_back(k, value_of(row.at(k)));
+      }
+      r.history.push_back(std::move(e));
+    }
   }
-  r.retry = j.value("retry", false);
-  r.write_failed = j.value("write_failed", false);
-  r.paused = j.value("paused", false);
-  if (j.contains("parameter_order"))
-    for (const auto& k : j["parameter_order"])
-      r.parameters.emplace_back(k.get<std::string>(),
-                                j.at("parameters").at(k.get<std::string>()).dump());
+  if (j.contains("best") && !j["best"].is_null()) {
+    const J& b = j["best"];
+    r.best.epoch = b.at("epoch").template get<int>();
+    r.best.monitor = b.at("monitor").template get<std::string>();
+    if (b.contains("value")) {
+      r.best.value = value_of(b["value"]);
+    } else {  // the history's row of the best epoch has it (best_text)
+      r.best.value = NAN;
+      for (const EpochRecord& e : r.history)
+        if (e.epoch == r.best.epoch)
+          if (const double* v = find_metric(e.values, r.best.monitor)) r.best.value = *v;
+    }
+  }
+  r.retry = j.contains("retry") && j["retry"].template get<bool>();
+  r.write_failed = j.contains("write_failed") && j["write_failed"].template get<bool>();
+  r.paused = j.contains("paused") && j["paused"].template get<bool>();
+  if (j.contains("parameters"))
+    for (const std::string& k : key_order(j, "parameter_order", j["parameters"]))
+      r.parameters.emplace_back(k, j["parameters"].at(k).dump());
   if (j.contains("rungs"))
     for (const auto& g : j["rungs"])
-      r.rungs.push_back(
-          {g.at("epochs").get<int>(), value(g.at("value")), g.at("decision").get<std::string>()});
+      r.rungs.push_back({g.at("epochs").template get<int>(), value_of(g.at("value")),
+                         g.at("decision").template get<std::string>()});
+  return r;
+}
+
+}  // namespace
+
+JobResult job_result_from_json(const Json& j) { return result_from(j); }
+
+JobResult job_result_from_record(std::string_view json, std::string* model_file,
+                                 std::string* model_xxh3) {
+  // ordered_json keeps the keys in written order: the metrics' order comes from the text.
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json);
+  JobResult r = result_from(j);
+  if (model_file) *model_file = j.contains("model_file") ? j["model_file"].get<std::string>() : "";
+  if (model_xxh3) *model_xxh3 = j.contains("model_xxh3") ? j["model_xxh3"].get<std::string>() : "";
   return r;
 }
 
@@ -394,25 +523,47 @@ void write_streamed(const std::string& path, const std::function<void(std::ostre
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
                    const std::vector<JobResult>& results, const RankKey& key, const Json& more_head,
-                   const std::function<Json(size_t)>& more_of) {
+                   const std::function<Json(size_t)>& more_of, size_t list_best) {
+  // The models listed: all in plan order, or (list_best) the best N in rank order.
+  std::vector<size_t> listed;
+  const bool summary = list_best > 0;
+  if (summary) {
+    for (const JobResult* r : ranked(results, key)) {
+      if (listed.size() == list_best) break;
+      listed.push_back(static_cast<size_t>(r - results.data()));
+    }
+  }
   write_streamed(dir + "/results.json", [&](std::ostream& o) {
     Json head = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
     if (more_head.is_object()) head.update(more_head);
+    if (summary) {
+      Json counts = Json::object();
+      for (const JobResult& r : results) {
+        Json& c = counts[api::status_name(r.status)];
+        c = c.is_null() ? 1 : c.get<size_t>() + 1;
+      }
+      head["models_total"] = results.size();
+      head["status_counts"] = counts;
+      head["models_listed"] = "best " + std::to_string(listed.size());
+      head["all_models"] = "results.csv";
+    }
     const std::string h = head.dump(2);  // "{\n  ...\n}": the models go before the brace
     o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
-    for (size_t i = 0; i < results.size(); ++i) {
-      Json j = job_result_to_json(results[i]);
-      for (const char* k :
+    const size_t n = summary ? listed.size() : results.size();
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = summary ? listed[i] : i;
+      Json j = job_result_to_json(results[k]);
+      for (const char* x :
            {"history", "metric_order", "history_order", "parameter_order", "paused"})
-        j.erase(k);  // history.csv has the histories; the parameters keep written order here
-      if (more_of) j.update(more_of(i));
+        j.erase(x);  // history.csv has the histories; the parameters keep written order here
+      if (more_of) j.update(more_of(k));
       std::string m = j.dump(2);
       // Indented two levels deeper, as a whole-document dump(2) would.
       for (size_t at = m.find('\n'); at != std::string::npos; at = m.find('\n', at + 1))
         m.insert(at + 1, "    ");
       o << (i ? ",\n    " : "\n    ") << m;
     }
-    o << (results.empty() ? "]\n}\n" : "\n  ]\n}\n");
+    o << (n == 0 ? "]\n}\n" : "\n  ]\n}\n");
   });
 
   std::vector<std::string> mcols;

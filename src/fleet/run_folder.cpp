@@ -14,6 +14,7 @@
 #include <map>
 
 #include "data/dataset.h"
+#include "fleet/fleet.h"
 #include "fleet/fleet_data.h"
 #include "fleet/results.h"
 
@@ -163,7 +164,11 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const GivenArrays* arrays)
-    : RunFolder(plan, dir, resume, plan_to_yaml(plan), arrays) {}
+    : RunFolder(
+          plan, dir, resume,
+          plan_to_yaml(
+              plan, [](size_t, const ModelSpec&) {}, 1, plan.models.size() > large_fleet_above()),
+          arrays) {}
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const std::string& plan_yaml, const GivenArrays* arrays)
@@ -302,18 +307,18 @@ void RunFolder::read_records() {
   log_size_ = keep;
 }
 
-Json RunFolder::record_json(Span s) const {
+std::string RunFolder::record_text(Span s) const {
   std::ifstream f(dir_ + "/jobs.log", std::ios::binary);
-  return record_json(f, s);
+  return record_text(f, s);
 }
 
-Json RunFolder::record_json(std::ifstream& f, Span s) const {
+std::string RunFolder::record_text(std::ifstream& f, Span s) const {
   std::string json(s.length, '\0');
   f.seekg(static_cast<std::streamoff>(s.offset));
   f.read(json.data(), static_cast<std::streamsize>(s.length));
   if (static_cast<uint64_t>(f.gcount()) != s.length)
     throw FileError("failed to read file '" + dir_ + "/jobs.log': it shrank while the run read it");
-  return Json::parse(json);
+  return json;
 }
 
 std::optional<JobResult> RunFolder::finished(size_t index, const std::string& name,
@@ -325,17 +330,16 @@ std::optional<JobResult> RunFolder::finished(size_t index, const std::string& na
   if (it == resumed_.begin() || (it - 1)->first != name) return std::nullopt;
   const Span span = (it - 1)->second;
   try {
-    const Json j = record_json(span);
-    std::string file = j.value("model_file", "");
+    std::string file, xxh3;
+    JobResult r = job_result_from_record(record_text(span), &file, &xxh3);
     if (file_optional && !file.empty() && !file_exists(dir_ + "/" + file)) file.clear();
     if (!file.empty()) {
       const std::string path = dir_ + "/" + file;
-      if (!file_exists(path) || hex64(hash_file(path)) != j.value("model_xxh3", "")) {
+      if (!file_exists(path) || hex64(hash_file(path)) != xxh3) {
         why = "its model file '" + path + "' is missing or incomplete";
         return std::nullopt;
       }
     }
-    JobResult r = job_result_from_json(j);
     if (!file.empty()) r.model_file = dir_ + "/" + file;
     add_columns(r);
     if (!keep_history) {
@@ -397,7 +401,7 @@ void RunFolder::write_history() {
         std::ifstream log(dir_ + "/jobs.log", std::ios::binary);
         for (const Span& s : records_)
           if (s.length > 0)
-            history_csv_rows(o, job_result_from_json(record_json(log, s)), columns_);
+            history_csv_rows(o, job_result_from_record(record_text(log, s)), columns_);
         o.flush();
         if (!o)
           throw FileError("failed to write file '" + dir_ +
@@ -427,15 +431,22 @@ std::vector<Json> read_job_records(const std::string& dir) {
     const auto json = fleet_detail::unframe(line);
     if (!json) continue;
     try {
-      Json j = Json::parse(*json);
-      const std::string name = j.at("name").get<std::string>();
+      // Either form of a record, given to the report in the full one (job_result_to_json).
+      std::string file, xxh3;
+      const JobResult r = job_result_from_record(*json, &file, &xxh3);
+      Json j = job_result_to_json(r);
+      if (!file.empty()) {
+        j["model_file"] = file;
+        j["model_xxh3"] = xxh3;
+      }
+      const std::string name = r.name;
       if (auto it = at.find(name); it != at.end()) {
         out[it->second] = std::move(j);  // the last record of a name wins
       } else {
         at.emplace(name, out.size());
         out.push_back(std::move(j));
       }
-    } catch (const Json::exception&) {
+    } catch (const std::exception&) {
     }
   }
   return out;

@@ -10,7 +10,8 @@
 //
 // jobs.log holds one record per finished model, each appended whole with one write:
 //   <length of the JSON> <XXH3 of the JSON, 16 hex digits> <JSON>\n
-// The JSON is job_result_to_json() (history included) plus the saved model's file and its hash.
+// The JSON is job_result_json_text() (history included, compact: results.h) plus the saved
+// model's file and its hash; records of the full form older runs wrote are read the same.
 // A record counts only when its length and hash match (a record torn by a crash is dropped) and,
 // on --resume, when its model file is still there with that hash. So nothing per model needs an
 // fsync (a power loss costs at most the retraining of models whose files had not reached the
@@ -107,8 +108,8 @@ class RunFolder {
   void create(const std::string& plan_yaml, const Json& manifest);
   void check_resume(const std::string& plan_yaml, const Json& manifest);
   void read_records();
-  Json record_json(Span s) const;
-  Json record_json(std::ifstream& log, Span s) const;  // through jobs.log opened as `log`
+  std::string record_text(Span s) const;
+  std::string record_text(std::ifstream& log, Span s) const;  // through jobs.log opened as `log`
   void add_columns(const JobResult& r);
 
   std::string dir_;

@@ -129,10 +129,15 @@ void RunState::keep_file(size_t index) {
   kept.pop_back();
 }
 
+bool RunState::outside_kept(size_t index, const JobResult& r) const {
+  if (keep_best == 0 || kept.size() < keep_best) return false;
+  if (std::find(kept.begin(), kept.end(), index) != kept.end()) return false;  // a trial again
+  return !keeps_before(r, index, kept.back());
+}
+
 bool RunState::wants_file(size_t index, const JobResult& r) {
   std::lock_guard<std::mutex> lock(out_mu);
-  if (keep_best == 0 || kept.size() < keep_best) return true;
-  return keeps_before(r, index, kept.back());
+  return !outside_kept(index, r);
 }
 
 void RunState::keep_final(const RankKey& key) {
@@ -172,11 +177,21 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   // and has no record, so --resume runs it again. A write that failed stops the run: every
   // later one would fail the same way. The record is made before the lock is taken.
   const bool final = r.status != JobStatus::kCancelled && !r.retry;
+  // The figures its record keeps: a resumed run reports the same.
+  r.seconds = timing_figure(r.seconds);
+  r.samples_per_second = timing_figure(r.samples_per_second);
+  for (EpochRecord& e : r.history) e.seconds = timing_figure(e.seconds);
   if (final && !model_file.empty()) r.model_file = dir + "/" + model_file;
-  const RunFolder::Record rec =
+  RunFolder::Record rec =
       final ? RunFolder::record(r, model_file, model_xxh3) : RunFolder::Record{};
   std::unique_lock<std::mutex> lock(out_mu);
   bool recorded = false;
+  if (final && !r.model_file.empty() && outside_kept(job.index, r)) {
+    // Its file would go at once (keep_file): its record names none (about 70 bytes each of the
+    // 99,900 models a default run of 100,000 does not keep).
+    drop_model_file(r);
+    rec = RunFolder::record(r, "", 0);
+  }
   if (final) {
     try {
       folder->append(job.index, r, rec);

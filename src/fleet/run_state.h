@@ -103,9 +103,12 @@ struct RunState {
   // Model `index`'s saved file joins the kept ones; the one it pushes out of the top N loses its
   // file (and its result the name). Needs out_mu.
   void keep_file(size_t index);
-  // Whether model `index`, finished with result `r`, may still be among the final N (always
-  // true without save: best N, and while fewer than N files are kept). Its answer only turns
-  // from yes to no as models finish: the N kept ones are the top N of every finished model.
+  // Whether keep_file(index) would drop model `index`'s file at once, its result being `r`
+  // (out_mu): its record then names no file.
+  bool outside_kept(size_t index, const JobResult& r) const;
+  // Whether model `index`, finished with result `r`, may still be among the final N (takes
+  // out_mu): not outside_kept. Its answer only turns from yes to no as models finish, since the
+  // N kept ones are the top N of every finished model; a model it refuses is not saved at all.
   bool wants_file(size_t index, const JobResult& r);
   // The run's end (save: best N): every model file outside the top N by the final `key` goes.
   void keep_final(const RankKey& key);

@@ -26,7 +26,7 @@ std::string slot_line(const char* kind, int session, const std::string& model,
   fields.emplace_back("core", std::to_string(at.core));
   fields.emplace_back("host", Json(at.host).dump());
   fields.emplace_back("kind", Json(kind).dump());
-  fields.emplace_back("model", Json(model).dump());
+  if (!model.empty()) fields.emplace_back("model", Json(model).dump());
   fields.emplace_back("rank", std::to_string(at.rank));
   fields.emplace_back("session", std::to_string(session));
   fields.emplace_back("worker", std::to_string(at.worker));
@@ -99,7 +99,7 @@ void Timeline::job_started(const std::string& model, const Slot& at, double t) {
     std::lock_guard<std::mutex> lock(mu_);
     started_[model] = t;
   }
-  if (brief_) return;
+  if (brief_ || lanes_only_) return;
   append_text(slot_line("start", session_, model, at, {{"t", number(ms(t))}}));
 }
 
@@ -113,6 +113,18 @@ void Timeline::job_ended(const std::string& model, const Slot& at, double end,
       started_.erase(it);
     }
   }
+  if (lanes_only_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Lane& l = lanes_[{at.rank, at.worker}];
+    if (l.jobs++ == 0) {
+      l.at = at;
+      l.first = start;
+    }
+    l.first = std::min(l.first, start);
+    l.last = std::max(l.last, end);
+    l.busy += end - start;
+    return;
+  }
   append_text(slot_line(
       "job", session_, model, at,
       {{"start", number(ms(start))}, {"end", number(ms(end))}, {"status", Json(status).dump()}}));
@@ -120,12 +132,26 @@ void Timeline::job_ended(const std::string& model, const Slot& at, double end,
 
 void Timeline::helped(const std::string& model, const Slot& at, double start, double end,
                       int pieces) {
+  if (lanes_only_) return;
   append_text(slot_line("help", session_, model, at,
                         {{"start", number(ms(start))},
                          {"end", number(ms(end))},
                          {"pieces", std::to_string(pieces)}}));
 }
 
-void Timeline::end_session() { append({{"kind", "end"}, {"session", session_}, {"t", ms(now())}}); }
+void Timeline::end_session() {
+  std::map<std::pair<int, int>, Lane> lanes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    lanes.swap(lanes_);
+  }
+  for (const auto& [key, l] : lanes)
+    append_text(slot_line("lane", session_, "", l.at,
+                          {{"jobs", std::to_string(l.jobs)},
+                           {"busy", number(ms(l.busy))},
+                           {"first", number(ms(l.first))},
+                           {"last", number(ms(l.last))}}));
+  append({{"kind", "end"}, {"session", session_}, {"t", ms(now())}});
+}
 
 }  // namespace nnfleet

@@ -5,6 +5,8 @@
 //   {"kind":"start","session":1,"model":"m1","rank":0,"host":"h","worker":0,"core":0,"t":T}
 //   {"kind":"job","session":1,"model":"m1",...,"start":T,"end":T,"status":"done"}
 //   {"kind":"help","session":1,"model":"m2",...,"start":T,"end":T,"pieces":40}
+//   {"kind":"lane","session":1,"rank":0,"host":"h","worker":0,"core":0,"jobs":N,"busy":S,
+//    "first":T,"last":T}   (a fleet too large for per-job lines: set_lanes_only)
 //   {"kind":"end","session":1,"t":T}
 // Times are Unix seconds (wall clock, so that the sessions of a resumed run follow each other).
 // Each --resume appends a new session; a line torn by a crash is cut off before that. A job whose
@@ -57,6 +59,10 @@ class Timeline {
   // the "job" line carries; no "start" line (120 bytes a model), so a job running when the
   // report looks (or when a crash came) has no bar.
   void set_brief(bool brief) { brief_ = brief; }
+  // A fleet above fleet_detail::large_fleet_above() models: no line per job or help (15 MB of
+  // the 185 MB 100,000 tiny models wrote); end_session() writes one "lane" line per worker
+  // instead: its jobs, busy seconds, and first start and last end in the session.
+  void set_lanes_only(bool lanes_only) { lanes_only_ = lanes_only; }
 
  private:
   void append(Json line);
@@ -67,7 +73,14 @@ class Timeline {
   std::map<std::string, double> started_;  // (mu_) running jobs' starts, by model
   int session_ = 1;
   bool brief_ = false;
-  double wall_minus_steady_ = 0.0;  // seconds
+  bool lanes_only_ = false;
+  struct Lane {
+    Slot at;
+    size_t jobs = 0;
+    double busy = 0.0, first = 0.0, last = 0.0;
+  };
+  std::map<std::pair<int, int>, Lane> lanes_;  // (mu_) by (rank, worker), lanes_only_ only
+  double wall_minus_steady_ = 0.0;             // seconds
 };
 
 }  // namespace nnfleet

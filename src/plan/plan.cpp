@@ -39,7 +39,7 @@ const std::vector<std::string> kTopKeys = {"data", "defaults", "group_by", "mode
 // clang-format off
 const std::vector<std::string> kYamlOrder = {
     "name", "parameters", "seed", "group_by", "save", "data", "train", "validation", "test", "scale", "take", "validation_split", "search",
-    "models", "keras",
+    "defaults", "models", "keras",
     "epochs", "batch_size", "batch_split", "shuffle", "loss", "loss_weights", "metrics", "optimizer", "early_stopping",
     "monitor", "patience", "min_delta", "restore_best_weights", "mode", "start_from_epoch",
     "weighted_metrics", "reduce_lr_on_plateau", "factor", "cooldown", "min_lr", "class_weight",
@@ -312,13 +312,41 @@ std::string plan_to_yaml(const Plan& plan) {
   return plan_to_yaml(plan, [](size_t, const ModelSpec&) {});
 }
 
+namespace {
+
+// Model `m` (an expanded_json) as an entry over `defaults` (plan_expand.cpp's merge: an entry's
+// key replaces the default's, null removes it; null and absent are the same in a model): only
+// the keys whose values differ, and null for a default it lacks.
+Json entry_over(const Json& m, const Json& defaults) {
+  Json out = Json::object();
+  for (auto it = m.begin(); it != m.end(); ++it)
+    if (!it.value().is_null() && !(defaults.contains(it.key()) && defaults[it.key()] == it.value()))
+      out[it.key()] = it.value();
+  for (auto it = defaults.begin(); it != defaults.end(); ++it)
+    if (!m.contains(it.key()) || m[it.key()].is_null()) out[it.key()] = nullptr;
+  return out;
+}
+
+}  // namespace
+
 std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each, int threads) {
+                         const std::function<void(size_t, const ModelSpec&)>& each, int threads,
+                         bool factored) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
   if (plan.search) head["search"] = plan.search->to_json();
   if (!plan.group_by.empty()) head["group_by"] = plan.group_by;  // read by the report
   if (plan.save.kind != SavePolicy::Kind::kDefault) head["save"] = plan.save.text();
+  // factored: the first model's settings as `defaults:`, each model only what differs (a grid
+  // of 100,000 tiny models: 35 MB of plan.yaml, 350 bytes a model, before).
+  Json defaults;
+  if (factored && !plan.search && !plan.models.empty()) {
+    const Json first = plan.models[0].expanded_json();
+    defaults = Json::object();
+    for (const std::string& k : plan_detail::kDefaultsKeys)
+      if (first.contains(k) && !first[k].is_null()) defaults[k] = first[k];
+    if (!defaults.empty()) head["defaults"] = defaults;
+  }
   // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
   // thread after the others stopped, and `each` sees every model once. Each k is marked by the
   // one thread that makes it.
@@ -331,7 +359,7 @@ std::string plan_to_yaml(const Plan& plan,
           each(k, s);
           seen[k] = 1;
         }
-        return s.expanded_json();
+        return defaults.is_object() ? entry_over(s.expanded_json(), defaults) : s.expanded_json();
       },
       threads);
 }

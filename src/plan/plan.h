@@ -302,9 +302,11 @@ std::string plan_to_yaml(const Plan& plan);
 // The same, calling `each(k, model)` once with every model k as it is expanded for the text: a
 // caller that needs every model (the fleet's validation) expands each once for both. With
 // `threads` > 1, that many threads expand and write the models, and `each` is called from them
-// at once (for different k); the text is the same.
+// at once (for different k); the text is the same. `factored` (a large fleet's plan.yaml): the
+// first model's settings are written as `defaults:` and each model as only what differs from
+// them (null for a setting it has not), which loads to the same models; not for a search.
 std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each,
-                         int threads = 1);
+                         const std::function<void(size_t, const ModelSpec&)>& each, int threads = 1,
+                         bool factored = false);
 
 }  // namespace nnfleet

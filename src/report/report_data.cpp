@@ -16,6 +16,7 @@
 //   a search runs, what plan.yaml's `search:` says of it; null outside a search,
 //   timeline: {sessions: [{session, start, end, ranks}], lanes: [{rank, host, core, worker}],
 //              jobs: [{model, lane, session, start, end, status}], help: [{..., pieces}]}
+//   (a large fleet's timeline has no line per job: each worker's jobs are one bar, `summary`)
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -59,6 +60,18 @@ PlanFile read_plan(const std::string& dir) {
     const Json plan = plan_detail::yaml_to_json(root).value;
     if (plan.contains("models") && plan["models"].is_array()) {
       PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}, {}};
+      // A large fleet's plan.yaml is factored (plan.h: plan_to_yaml): each entry over
+      // `defaults`, its null removing a default.
+      if (plan.contains("defaults") && plan["defaults"].is_object())
+        for (Json& m : f.models) {
+          Json full = plan["defaults"];
+          for (auto it = m.begin(); it != m.end(); ++it)
+            if (it.value().is_null())
+              full.erase(it.key());
+            else
+              full[it.key()] = it.value();
+          m = std::move(full);
+        }
       if (plan.contains("group_by") && plan["group_by"].is_string())
         f.group_by = plan["group_by"].get<std::string>();
       const YAML::Node search = root["search"];
@@ -238,6 +251,17 @@ Json read_timeline(const std::string& dir, bool live) {
         if (s["session"] == session) s["end"] = j.value("t", 0.0);
     } else if (kind == "start") {
       open[{session, j.value("model", "")}] = j;
+    } else if (kind == "lane") {
+      // A large fleet's worker, whole (Timeline::set_lanes_only): one bar from its first start to
+      // its last end, named by its jobs and busy seconds.
+      tl["jobs"].push_back({{"model", std::to_string(j.value("jobs", 0)) + " jobs, busy " +
+                                          api::figure_text(j.value("busy", 0.0)) + " s"},
+                            {"lane", lane(j)},
+                            {"session", session},
+                            {"start", j.value("first", 0.0)},
+                            {"end", j.value("last", 0.0)},
+                            {"status", "done"},
+                            {"summary", true}});
     } else if (kind == "job" || kind == "help") {
       Json bar = {{"model", j.value("model", "")},
                   {"lane", lane(j)},

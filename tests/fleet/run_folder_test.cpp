@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "fleet/fleet.h"
+#include "fleet/results.h"
 #include "fleet_test_util.h"
 #include "platform/files.h"
 
@@ -290,6 +291,35 @@ TEST_F(ResumeTrust, ADamagedModelFileOrTornRecordIsTrainedAgain) {
   const std::string log = read_file(out() + "/jobs.log");
   EXPECT_EQ(log.back(), '\n');  // the torn record was cut off
   EXPECT_EQ(log.find("0123456789abcdef"), std::string::npos);
+}
+
+// jobs.log records of the full form runs wrote before issue 36 (job_result_to_json: "message",
+// "metric_order", history rows as objects, ...) are trusted by --resume as the compact ones: no
+// model is trained again, and the outputs are those of a run in one go.
+TEST_F(ResumeTrust, OlderFullFormRecordsResumeWithoutTraining) {
+  train(plan, out());
+  std::string old_log;
+  std::ifstream in(out() + "/jobs.log", std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    const std::string text = line.substr(line.find(' ', line.find(' ') + 1) + 1);
+    std::string file, xxh3;
+    Json j = job_result_to_json(job_result_from_record(text, &file, &xxh3));
+    if (!file.empty()) {
+      j["model_file"] = file;
+      j["model_xxh3"] = xxh3;
+    }
+    ASSERT_TRUE(j.contains("metric_order") && j.contains("message"));
+    const std::string json = j.dump();
+    old_log += std::to_string(json.size()) + " " + hex64(hash_bytes(json)) + " " + json + "\n";
+  }
+  in.close();
+  testing_util::write_text(out() + "/jobs.log", old_log);
+  const auto before = weights(out());
+  const FleetSummary s = train(plan, out(), true);
+  for (const JobResult& r : s.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+  EXPECT_EQ(read_file(out() + "/jobs.log"), old_log);  // nothing trained again
+  EXPECT_TRUE(weights(out()) == before);
+  expect_like_full_run(out());
 }
 
 TEST(PlanDifference, NamesTheFirstDifferingLine) {

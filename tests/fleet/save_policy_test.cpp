@@ -234,8 +234,27 @@ TEST(SavePolicy, TheDefaultIsAllUpToTenThousandModelsAndTheBest100Above) {
   EXPECT_EQ(none.resolved(20000).text(), "none");
 }
 
-// jobs.log's record text (written directly) reads back as job_result_to_json's.
-TEST(RecordText, ParsesToTheSameJsonAsTheTree) {
+// The fields a record keeps, as text (NaN spelt out): two results read back alike.
+std::string fields_of(const JobResult& r) {
+  auto f = [](double v) { return api::figure_text(v); };
+  std::string s = r.name + "|" + api::status_name(r.status) + "|" + r.message + "|" +
+                  std::to_string(r.epochs) + "|" + std::to_string(r.params) + "|" + f(r.seconds) +
+                  "|" + f(r.samples_per_second) + "|" + std::to_string(r.core) + "|";
+  for (const auto& [k, v] : r.metrics)
+    s += k + "=" + Json(v).dump() + (std::isnan(v) ? "nan" : "") + ",";
+  s += "|";
+  for (const auto& [k, v] : r.last_metrics) s += k + "=" + Json(v).dump() + ",";
+  s += "|" + std::to_string(r.best.epoch) + r.best.monitor + f(r.best.value) + "|";
+  for (const auto& e : r.history) {
+    s += std::to_string(e.epoch) + "@" + f(e.seconds) + ":";
+    for (const auto& [k, v] : e.values) s += k + "=" + f(v) + ",";
+  }
+  for (const auto& [k, v] : r.parameters) s += "|" + k + "=" + v;
+  return s + "|" + std::to_string(r.retry) + std::to_string(r.write_failed) +
+         std::to_string(r.paused);
+}
+
+JobResult record_example() {
   JobResult r;
   r.name = "a\"b\\c\n";
   r.status = JobStatus::kDone;
@@ -243,20 +262,80 @@ TEST(RecordText, ParsesToTheSameJsonAsTheTree) {
   r.epochs = 2;
   r.params = 610;
   r.seconds = 0.1;
-  r.samples_per_second = 1.0 / 3.0;
+  r.samples_per_second = 1000.0 / 3.0;
   r.core = 1;
   r.metrics = {{"loss", 0.25}, {"accuracy", NAN}, {"test_loss", 1e-300}};
   r.last_metrics = {{"loss", 0.5}};
   r.best = {1, "val_loss", 0.2};
-  r.history = {{1, {{"loss", 0.3}, {"accuracy", INFINITY}}, 0.01},
-               {2, {{"loss", 0.25}, {"accuracy", 0.5}}, 0.02}};
+  r.history = {{1, {{"loss", 0.3}, {"accuracy", NAN}}, 0.01},
+               {2, {{"loss", 1.0 / 3.0}, {"accuracy", 0.5}}, 0.02}};
   r.parameters = {{"lr", "0.001"}, {"act", "\"relu\""}};
   r.retry = true;
-  Json tree = job_result_to_json(r);
-  EXPECT_EQ(Json::parse(job_result_json_text(r)), tree);
-  tree["model_file"] = "models/x.keras";
-  tree["model_xxh3"] = hex64(42);
-  EXPECT_EQ(Json::parse(job_result_json_text(r, "models/x.keras", 42)), tree);
+  return r;
+}
+
+// jobs.log's record text (written directly, compact) reads back as the same result: metrics
+// exact, timings to 6 significant digits; the model file and its hash beside it.
+TEST(RecordText, ReadsBackTheSameResult) {
+  JobResult r = record_example();
+  std::string file, xxh3;
+  JobResult back =
+      job_result_from_record(job_result_json_text(r, "models/x.keras", 42), &file, &xxh3);
+  r.samples_per_second = 333.333;  // 6 significant digits
+  EXPECT_EQ(fields_of(back), fields_of(r));
+  EXPECT_EQ(file, "models/x.keras");
+  EXPECT_EQ(xxh3, hex64(42));
+  EXPECT_EQ(back.history[1].values[0].second, 1.0 / 3.0);  // exact
+  back = job_result_from_record(job_result_json_text(r), &file, &xxh3);
+  EXPECT_EQ(file, "");
+}
+
+// What the compact form leaves out: an empty message, metric_order, a derivable history order
+// and best value, a one-epoch history that is the metrics; a one-epoch model's record is under
+// 320 bytes (640 before issue 36).
+TEST(RecordText, LeavesOutWhatCanBeDerived) {
+  JobResult r;
+  r.name = "m-0-0.001";
+  r.status = JobStatus::kDone;
+  r.epochs = 1;
+  r.params = 610;
+  r.seconds = 0.003294854123;
+  r.samples_per_second = 436134.65118636517;
+  r.metrics = {{"loss", 2.2639910795660425},
+               {"accuracy", 0.18649965205288796},
+               {"test_loss", 2.2276656452152466},
+               {"test_accuracy", 0.19166666666666668}};
+  r.best = {1, "loss", 2.2639910795660425};
+  r.history = {{1, {{"loss", 2.2639910795660425}, {"accuracy", 0.18649965205288796}}, 0.0032}};
+  std::string text = job_result_json_text(r);
+  for (const char* k : {"message", "metric_order", "history_order", "\"value\""})
+    EXPECT_EQ(text.find(k), std::string::npos) << k << " in " << text;
+  r.samples_per_second = 436135;  // 6 significant digits
+  r.seconds = 0.00329485;
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  r.history[0].seconds = r.seconds = 0.00329485;
+  text = job_result_json_text(r);
+  EXPECT_THAT(text, HasSubstr("\"history\":\"metrics\""));
+  EXPECT_LT(text.size(), 320u) << text;
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  // A history whose keys are not the metrics' (without test_) names them.
+  r.history[0].values = {{"accuracy", 0.5}, {"loss", 2.0}};
+  EXPECT_NE(job_result_json_text(r).find("\"history_order\":[\"accuracy\",\"loss\"]"),
+            std::string::npos);
+  EXPECT_EQ(fields_of(job_result_from_record(job_result_json_text(r))), fields_of(r));
+}
+
+// Records of the full form (job_result_to_json, which jobs.log held before issue 36) still read.
+TEST(RecordText, ReadsTheOlderFullForm) {
+  const JobResult r = record_example();
+  Json old = job_result_to_json(r);
+  old["model_file"] = "models/x.keras";
+  old["model_xxh3"] = hex64(7);
+  std::string file, xxh3;
+  EXPECT_EQ(fields_of(job_result_from_record(old.dump(), &file, &xxh3)), fields_of(r));
+  EXPECT_EQ(file, "models/x.keras");
+  EXPECT_EQ(xxh3, hex64(7));
+  EXPECT_EQ(fields_of(job_result_from_json(old)), fields_of(r));
 }
 
 // Many models leave a bounded folder: the files of a run (no per-model file with save: none)
@@ -306,6 +385,97 @@ models:
   const std::string timeline = read_file(out + "/timeline.jsonl");
   EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
   EXPECT_THAT(timeline, HasSubstr("\"kind\":\"job\""));
+}
+
+// A large fleet (more models than large_fleet_above(), lowered to 20 here through its test
+// hook): results.json lists the best 100 (here all 48) in rank order with the totals,
+// results.csv every model, timeline.jsonl one line per worker instead of one per job; --resume
+// reads it all back without training and writes the same rows.
+TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
+  ::setenv("NNFLEET_LARGE_FLEET_ABOVE", "20", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("NNFLEET_LARGE_FLEET_ABOVE"); }
+  } unset;
+  ASSERT_EQ(large_fleet_above(), 20u);
+  testing_util::write_text(plan_path, tiny_grid("save: none\n"));
+  const std::string out = dir.path + "/large";
+  FleetOptions o;
+  o.out_dir = out;
+  o.workers = 2;
+  o.mode = Display::Mode::kQuiet;
+  const FleetSummary s =
+      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  ASSERT_EQ(s.results.size(), 48u);
+  const Json results = Json::parse(read_file(out + "/results.json"));
+  EXPECT_EQ(results["models_total"], 48);
+  EXPECT_EQ(results["status_counts"]["done"], 48);
+  EXPECT_EQ(results["all_models"], "results.csv");
+  // 48 models, at most SavePolicy::kDefaultBest listed: all 48, best first.
+  ASSERT_EQ(results["models"].size(), 48u);
+  const RankKey key{results["rank_by"].get<std::string>(), true};
+  for (size_t i = 1; i < results["models"].size(); ++i)
+    EXPECT_GE(results["models"][i - 1]["metrics"][key.key].get<double>(),
+              results["models"][i]["metrics"][key.key].get<double>());
+  EXPECT_EQ(results["models"][0]["name"],
+            s.results[static_cast<size_t>(ranked(s.results, key)[0] - s.results.data())].name);
+  const std::string csv = read_file(out + "/results.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 49);
+  const std::string timeline = read_file(out + "/timeline.jsonl");
+  EXPECT_EQ(timeline.find("\"kind\":\"job\""), std::string::npos);
+  EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
+  EXPECT_THAT(timeline, HasSubstr("\"jobs\":"));
+  EXPECT_THAT(timeline, HasSubstr("\"kind\":\"lane\""));
+  // plan.yaml is factored, and loads to the plan's models.
+  const std::string plan_yaml = read_file(out + "/plan.yaml");
+  EXPECT_THAT(plan_yaml, HasSubstr("defaults:"));
+  EXPECT_EQ(plan_to_yaml(load_plan(out + "/plan.yaml")), plan_to_yaml(load_plan(plan_path)));
+  // --resume trusts every record: nothing trained again, the same rows.
+  const std::string log = read_file(out + "/jobs.log");
+  o.resume = true;
+  const FleetSummary again =
+      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  EXPECT_EQ(read_file(out + "/jobs.log"), log);
+  EXPECT_EQ(read_file(out + "/results.csv"), csv);
+  EXPECT_EQ(read_file(out + "/plan.yaml"), plan_yaml);
+  for (const JobResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+}
+
+// A large fleet's factored plan.yaml (plan_to_yaml's `factored`: the first model's settings as
+// `defaults:`, each model what differs, null for what it has not) loads to the same models as
+// the plan: its full text is the plan's, for models whose settings and architectures differ.
+TEST_F(SavePolicyTest, AFactoredPlanLoadsToTheSameModels) {
+  testing_util::write_text(plan_path, R"(seed: 5
+data:
+  train: {x: train_x.npy, y: train_y.npy}
+defaults:
+  epochs: 2
+  loss: sparse_categorical_crossentropy
+  metrics: [accuracy]
+models:
+  - name: a-{u}
+    grid: {u: [1, 2]}
+    layers:
+      - Flatten: {}
+      - Dense: {units: "{u}", activation: relu}
+      - Dense: {units: 3, activation: softmax}
+  - name: b
+    batch_size: 7
+    early_stopping: {monitor: loss, patience: 1}
+    metrics: null
+    optimizer: {SGD: {learning_rate: 0.1}}
+    layers:
+      - Flatten: {}
+      - Dense: {units: 3, activation: softmax}
+)");
+  const Plan plan = load_plan(plan_path);
+  const std::string full = plan_to_yaml(plan);
+  const std::string factored = plan_to_yaml(
+      plan, [](size_t, const ModelSpec&) {}, 1, true);
+  EXPECT_THAT(factored, HasSubstr("defaults:"));
+  EXPECT_LT(factored.size(), full.size());
+  const std::string again = dir.path + "/factored.yaml";
+  testing_util::write_text(again, factored);
+  EXPECT_EQ(plan_to_yaml(load_plan(again)), full);
 }
 
 }  // namespace
