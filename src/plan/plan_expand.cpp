@@ -388,8 +388,12 @@ void EntryExpander::expand_points(const std::vector<ModelExpander::Entry>& entri
     const Point p = at(c);
     ModelSpec s = expand(entries[p.entry], p.point);
     out.push_back({p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source),
-                   std::move(s.name)});
+                   kind_of(builder_.kind_key()), std::move(s.name)});
   }
+}
+
+uint32_t EntryExpander::kind_of(const std::string& key) {
+  return kinds_.emplace(key, static_cast<uint32_t>(kinds_.size())).first->second;
 }
 
 // The same on up to threads_ threads, in blocks of kBlock models, each thread with an expander
@@ -407,22 +411,31 @@ void EntryExpander::expand_points_apart(const std::vector<ModelExpander::Entry>&
     expanders.push_back(std::make_unique<EntryExpander>(*this, *prs.back()));
   }
   struct Block {
-    std::vector<ModelRef> refs;
+    std::vector<ModelRef> refs;  // each ref's kind an index into `kinds` until joined
+    std::vector<std::string> kinds;
     std::vector<Problems::Call> calls;
   };
   std::vector<Block> done(blocks);
   for_each_block(blocks, threads, [&](int t, size_t b) {
     EntryExpander& l = *expanders[static_cast<size_t>(t)];
+    Block& d = done[b];
     for (size_t c = b * kBlock; c < std::min(count, (b + 1) * kBlock); ++c) {
       const Point p = at(c);
       ModelSpec s = l.expand(entries[p.entry], p.point);
-      done[b].refs.push_back({p.entry, static_cast<uint32_t>(p.point),
-                              static_cast<uint32_t>(s.source), std::move(s.name)});
+      const std::string& key = l.builder().kind_key();
+      const auto kind =
+          static_cast<uint32_t>(std::find(d.kinds.begin(), d.kinds.end(), key) - d.kinds.begin());
+      if (kind == d.kinds.size()) d.kinds.push_back(key);
+      d.refs.push_back({p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source),
+                        kind, std::move(s.name)});
     }
-    done[b].calls = prs[static_cast<size_t>(t)]->take_calls();
+    d.calls = prs[static_cast<size_t>(t)]->take_calls();
   });
   for (Block& b : done) {
     cx_.pr.replay(b.calls);
+    std::vector<uint32_t> kinds;
+    for (const std::string& key : b.kinds) kinds.push_back(kind_of(key));
+    for (ModelRef& r : b.refs) r.kind = kinds[r.kind];
     out.insert(out.end(), std::make_move_iterator(b.refs.begin()),
                std::make_move_iterator(b.refs.end()));
   }
