@@ -307,7 +307,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
 // expanded at a time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
 // The same, calling `each(k, model)` once with every model k as it is expanded for the text: a
-// caller that needs every model (the fleet's validation) expands each once for both. With
+// caller that needs every model expands each once for both (the fleet needs one per kind). With
 // `threads` > 1, that many threads expand and write the models, and `each` is called from them
 // at once (for different k); the text is the same.
 std::string plan_to_yaml(const Plan& plan,
