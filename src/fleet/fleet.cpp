@@ -15,10 +15,10 @@
 #include <filesystem>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include "fleet/fit/adapt.h"
 #include "fleet/fit/checkpoint.h"
@@ -282,7 +282,7 @@ JobResult run_prepared(const PreparedJob& j, const ModelSpec& spec, const ModelI
     return fleet_detail::train_job(spec, io, data, ctx, dir, saved);
   } catch (const Error& e) {
     JobResult r;
-    r.name = j.name;
+    r.name = j.name();
     r.core = ctx.core;
     r.params = j.params;
     r.status = JobStatus::kFailed;
@@ -318,52 +318,54 @@ uint64_t output_bytes(const std::vector<PreparedJob*>& pending, int workers,
   return total;
 }
 
-// Model `s` (plan index `i`) built and validated against its data into job `j`; its problems go
-// to `problems`, its memory estimate to `estimate` (left alone when it cannot be built). The
-// estimate is of batch_rows(), never more rows than the data has; it is held to `available`,
-// the memory this process may still take (the data is loaded and not in it).
-void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
-                 size_t available, const SearchSpec* search, PreparedJob& j,
+// Model `s` (plan index `i`) built and validated against its data into job `j`, whose name is
+// `name` (the plan's); its problems go to `problems`, its memory estimate to `estimate` (left
+// alone when it cannot be built). The estimate is of batch_rows(), never more rows than the data
+// has; it is held to `available`, the memory this process may still take (the data is loaded and
+// not in it).
+void prepare_job(const ModelSpec& s, size_t i, const std::string& name, const ModelIo& io,
+                 const FleetData& data, size_t available, const SearchSpec* search, PreparedJob& j,
                  std::vector<std::string>& problems, size_t& estimate) {
-  j.name = s.name;
+  j.plan_name = &name;
   j.index = i;
   j.epochs = s.epochs;
   j.record_bytes = record_bytes(s);
   std::vector<float> initial_params;
   RestoredOptimizer restored;
+  std::shared_ptr<const Model> model;  // built again when the job runs
   try {
-    j.model = job_model(s, io, data, initial_params, restored);
-    if (io.check) io.check(*j.model);
+    model = job_model(s, io, data, initial_params, restored);
+    if (io.check) io.check(*model);
   } catch (const Error& e) {
     problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     return;
   }
-  check_inputs(s, *j.model, data, problems);
-  check_targets(s, *j.model, data, problems);
-  check_input_ids(s, *j.model, data, problems);
+  check_inputs(s, *model, data, problems);
+  check_targets(s, *model, data, problems);
+  check_input_ids(s, *model, data, problems);
   if (initial_params.empty())
-    for (const std::string& p : adapt_problems(*j.model, data))
+    for (const std::string& p : adapt_problems(*model, data))
       problems.push_back(s.where + ": model '" + s.name + "': " + p);
   if (s.early_stopping)
     check_monitor(s, data, "early_stopping", s.early_stopping->monitor, problems);
   if (s.reduce_lr_on_plateau)
     check_monitor(s, data, "reduce_lr_on_plateau", s.reduce_lr_on_plateau->monitor, problems);
   if (search) check_monitor(s, data, "search", search->metric, problems);
-  check_weights(s, *j.model, data, problems);
+  check_weights(s, *model, data, problems);
   TrainSpec train{s.loss, s.optimizer};
   try {
-    train = train_spec_of(s, *j.model);
-    for (size_t o = 0; o < j.model->num_outputs(); ++o)
+    train = train_spec_of(s, *model);
+    for (size_t o = 0; o < model->num_outputs(); ++o)
       for (const auto* names : {&s.metrics, &s.weighted_metrics})
         for (const auto& m : *names)
-          resolve_metric(m, train.loss_of(o), static_cast<int>(j.model->output_shape(o)[-1]));
+          resolve_metric(m, train.loss_of(o), static_cast<int>(model->output_shape(o)[-1]));
   } catch (const Error& e) {
     problems.push_back(s.where + ": model '" + s.name + "': " + e.what());
     return;
   }
   const int rows = batch_rows(s, data);
-  j.pieces = batch_pieces(s, *j.model, rows);
-  const size_t est = Network::estimate_bytes(j.model, rows, train, j.pieces);
+  j.pieces = batch_pieces(s, *model, rows);
+  const size_t est = Network::estimate_bytes(model, rows, train, j.pieces);
   estimate = est;
   if (est > available)
     problems.push_back(s.where + ": model '" + s.name + "': needs an estimated " + gib(est) +
@@ -371,109 +373,113 @@ void prepare_job(const ModelSpec& s, size_t i, const ModelIo& io, const FleetDat
                        " rows; expected at most " + gib(available) +
                        " (the memory available, with the data loaded); reduce batch_size or the "
                        "model");
-  j.cost = estimated_cost(s, *j.model, data.n_train);
-  j.params = j.model->trainable_params() + j.model->non_trainable_params();
-  // Built again when the job runs: a plan of many models holds one at a time.
-  j.model.reset();
+  j.cost = estimated_cost(s, *model, data.n_train);
+  j.params = model->trainable_params() + model->non_trainable_params();
 }
 
-// What building and validating a model depends on: its expanded entry without its name, seed,
-// parameters and optimizer's rates (a grid over learning rates, seeds or repeats builds one
-// network), its data, and the optimizer's kind and flags (they set its slots, so its estimate).
-std::string validation_key(const ModelSpec& s) {
-  Json e = s.expanded_json();
-  for (const char* k : {"name", "seed", "parameters", "optimizer", "where"}) e.erase(k);
-  const OptimizerSpec& o = s.optimizer;
-  const Json opt = {
-      static_cast<int>(o.kind), o.momentum != 0.0,     o.nesterov, o.amsgrad, o.centered,
-      o.weight_decay != 0.0,    o.schedule.has_value()};
-  return std::to_string(s.source) + " " + opt.dump() + " " + e.dump();
-}
-
-// A model that validated without a problem: what its job takes from validation. Models of the
-// same validation_key() share it, so a grid of 100,000 models over 1,000 learning rates x 100
-// repeats builds one network at launch, not 100,000 (building a tiny one took about 0.1 ms).
-struct Validated {
-  int pieces = 1;
-  double cost = 0.0;
-  size_t params = 0, estimate = 0;
+// The models of a plan in groups that validate alike: one per kind (PlanModels::kind) and data
+// source, numbered in plan order. What building and validating a model depends on is its
+// expanded entry without its name, seed, parameters and optimizer's rates, its data, and the
+// optimizer's kind and flags (they set its slots, so its estimate): a grid of 100,000 models over
+// 1,000 learning rates x 100 repeats is one group, and builds one network at launch.
+struct Groups {
+  std::vector<uint32_t> of;     // by model
+  std::vector<size_t> first;    // by group: its first model
+  std::vector<size_t> members;  // by group: how many models
 };
 
-class ValidationCache {
- public:
-  // Fills `j` and `estimate` from a model validated earlier under `key`; false if none was.
-  bool take(const std::string& key, PreparedJob& j, size_t& estimate) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = done_.find(key);
-    if (it == done_.end()) return false;
-    j.pieces = it->second.pieces;
-    j.cost = it->second.cost;
-    j.params = it->second.params;
-    estimate = it->second.estimate;
-    return true;
+Groups group_models(const PlanModels& models) {
+  Groups g;
+  g.of.resize(models.size());
+  std::map<std::pair<size_t, uint32_t>, uint32_t> ids;
+  for (size_t k = 0; k < models.size(); ++k) {
+    const auto id = static_cast<uint32_t>(g.first.size());
+    auto [it, fresh] = ids.emplace(std::make_pair(models.source(k), models.kind(k)), id);
+    if (fresh) {
+      g.first.push_back(k);
+      g.members.push_back(0);
+    }
+    g.of[k] = it->second;
+    ++g.members[it->second];
   }
-  void put(const std::string& key, const PreparedJob& j, size_t estimate) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_.emplace(key, Validated{j.pieces, j.cost, j.params, estimate});
-  }
-
- private:
-  std::mutex mutex_;
-  std::unordered_map<std::string, Validated> done_;
-};
-
-// prepare_job() once per validation_key(): a model like one validated without a problem takes
-// its figures (its problems, had it any, name the model, so those are never shared).
-void prepare_job_cached(const ModelSpec& s, size_t i, const ModelIo& io, const FleetData& data,
-                        size_t available, const SearchSpec* search, PreparedJob& j,
-                        std::vector<std::string>& problems, size_t& estimate,
-                        ValidationCache& cache) {
-  const std::string key = validation_key(s);
-  if (cache.take(key, j, estimate)) {
-    j.name = s.name;
-    j.index = i;
-    j.epochs = s.epochs;
-    j.record_bytes = record_bytes(s);
-    return;
-  }
-  prepare_job(s, i, io, data, available, search, j, problems, estimate);
-  if (problems.empty()) cache.put(key, j, estimate);
+  return g;
 }
 
-// Every model built and validated against the data before anything starts, by `workers`
-// threads; all problems are reported together (PlanError), in plan order. Returns the plan's
-// plan.yaml text, made from the same expansion of each model (expanding a tiny model again for
-// it took about 0.05 ms). On 2 cores, two threads brought the first training step of 8,000 tiny
-// models from 0.96-1.12 s after launch to 0.77-0.93 s (3 runs each, output on tmpfs).
-std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
-                         int workers, std::vector<PreparedJob>& jobs) {
-  const size_t n = plan.models.size();
-  jobs.assign(n, PreparedJob{});
-  // Asked once, after the data was loaded: every model is held to the same figure.
-  const size_t available = available_memory_bytes();
-  std::vector<std::vector<std::string>> problems_of(n);
-  std::vector<size_t> estimates(n, 0);  // a model that cannot be built counts 0
-  ValidationCache cache;
-  std::string plan_yaml = plan_to_yaml(
-      plan,
-      [&](size_t i, const ModelSpec& s) {
-        prepare_job_cached(s, i, io, sources[s.source], available,
-                           plan.search ? &*plan.search : nullptr, jobs[i], problems_of[i],
-                           estimates[i], cache);
-      },
-      workers, plan.models.size() > large_fleet_above());
-  std::vector<std::string> problems;
-  for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
-  // The models that may run together: the `workers` largest.
+// Job `j` of model `k` from its group's first model `first`, validated without a problem.
+void copy_job(const PreparedJob& first, size_t k, const std::string& name, PreparedJob& j) {
+  j = first;
+  j.plan_name = &name;
+  j.index = k;
+}
+
+// With no problem so far, adds one when the `workers` largest models, which may run together,
+// need more than `available`: each group's estimate counts once per model of it (the models of a
+// group whose first had problems, validated again one by one, each with its own).
+void check_concurrent(const Plan& plan, const Groups& groups,
+                      const std::vector<std::vector<std::string>>& first_problems,
+                      const std::vector<size_t>& first_estimates,
+                      const std::vector<size_t>& again_estimates, int workers, size_t available,
+                      std::vector<std::string>& problems) {
+  std::vector<std::pair<size_t, size_t>> estimates;  // (bytes, models), largest first
+  for (size_t g = 0; g < groups.first.size(); ++g)
+    if (first_problems[g].empty()) estimates.emplace_back(first_estimates[g], groups.members[g]);
+  for (size_t e : again_estimates) estimates.emplace_back(e, 1);
   std::sort(estimates.rbegin(), estimates.rend());
-  const size_t together = std::min(estimates.size(), static_cast<size_t>(workers));
-  size_t concurrent = 0;
-  for (size_t i = 0; i < together; ++i) concurrent += estimates[i];
+  size_t together = 0, concurrent = 0;
+  for (const auto& [bytes, count] : estimates) {
+    const size_t take = std::min(count, static_cast<size_t>(workers) - together);
+    together += take;
+    concurrent += take * bytes;
+    if (together == static_cast<size_t>(workers)) break;
+  }
   if (problems.empty() && concurrent > available)
     problems.push_back(plan.path + ": the " + std::to_string(together) +
                        " largest models running at once need an estimated " + gib(concurrent) +
                        "; expected at most " + gib(available) +
                        " (the memory available, with the data loaded); use fewer workers");
+}
+
+// Every model validated against the data before anything starts, by `workers` threads: the first
+// of each group (group_models), and every model of a group whose first had problems, so that
+// each problem names its model; the others take their group's figures without being expanded
+// (expanding a tiny model took tens of microseconds: 100,000 models, seconds). All problems are
+// reported together (PlanError), in plan order. Returns the plan's plan.yaml text.
+std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<FleetData>& sources,
+                         int workers, std::vector<PreparedJob>& jobs) {
+  const PlanModels& models = plan.models;
+  const size_t n = models.size();
+  jobs.assign(n, PreparedJob{});
+  // Asked once, after the data was loaded: every model is held to the same figure.
+  const size_t available = available_memory_bytes();
+  const SearchSpec* search = plan.search ? &*plan.search : nullptr;
+  const Groups groups = group_models(models);
+  auto prepare = [&](size_t k, std::vector<std::string>& problems, size_t& estimate) {
+    const ModelSpec s = models[k];
+    prepare_job(s, k, models.name(k), io, sources[s.source], available, search, jobs[k], problems,
+                estimate);
+  };
+  const size_t g = groups.first.size();
+  std::vector<std::vector<std::string>> first_problems(g);
+  std::vector<size_t> first_estimates(g, 0);  // a model that cannot be built counts 0
+  for_each_block(g, workers, [&](int, size_t b) {
+    prepare(groups.first[b], first_problems[b], first_estimates[b]);
+  });
+  std::vector<size_t> again;  // the models of groups whose first had problems, in plan order
+  for (size_t k = 0; k < n; ++k) {
+    const uint32_t id = groups.of[k];
+    if (!first_problems[id].empty())
+      again.push_back(k);
+    else if (k != groups.first[id])
+      copy_job(jobs[groups.first[id]], k, models.name(k), jobs[k]);
+  }
+  std::vector<std::vector<std::string>> problems_of(again.size());
+  std::vector<size_t> again_estimates(again.size(), 0);
+  for_each_block(again.size(), workers,
+                 [&](int, size_t b) { prepare(again[b], problems_of[b], again_estimates[b]); });
+  std::vector<std::string> problems;
+  for (auto& p : problems_of) std::move(p.begin(), p.end(), std::back_inserter(problems));
+  check_concurrent(plan, groups, first_problems, first_estimates, again_estimates, workers,
+                   available, problems);
   if (!problems.empty()) {
     std::string msg = "failed to validate plan '" + plan.path +
                       "': " + std::to_string(problems.size()) + " problem" +
@@ -481,7 +487,8 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
-  return plan_yaml;
+  return plan_to_yaml(
+      plan, [](size_t, const ModelSpec&) {}, workers, n > large_fleet_above());
 }
 
 struct OpenedRun {
@@ -519,7 +526,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
       std::string why;
       // A search's scheduler is told every finished trial's history.
       if (std::optional<JobResult> r = folder->finished(
-              j.index, j.name, why, opts.keep_history || st.search, st.keep_best > 0)) {
+              j.index, j.name(), why, opts.keep_history || st.search, st.keep_best > 0)) {
         if (st.search) {
           st.search->reached(j.index, r->history, r->status, false);
           if (!opts.keep_history) r->history = {};
@@ -528,10 +535,10 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
         ++o.done;
         o.done_cost += j.cost;
         // A checkpoint left by a run killed after the record: never needed again.
-        std::remove((st.dir + "/checkpoints/" + j.name + ".ckpt").c_str());
+        std::remove((st.dir + "/checkpoints/" + j.name() + ".ckpt").c_str());
         continue;
       }
-      if (!why.empty()) o.notes.push_back("model '" + j.name + "' is trained again: " + why);
+      if (!why.empty()) o.notes.push_back("model '" + j.name() + "' is trained again: " + why);
       if (st.search) resume_trial(st, j);
     }
     st.queue.push_back(&j);
@@ -539,7 +546,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
   if (opts.observer) {
     std::vector<std::pair<std::string, int>> planned;
     planned.reserve(st.queue.size());
-    for (const PreparedJob* j : st.queue) planned.emplace_back(j->name, j->epochs);
+    for (const PreparedJob* j : st.queue) planned.emplace_back(j->name(), j->epochs);
     opts.observer->on_run_start(planned);
   }
   // save: best N after a kill: the files of models already out of the top N go.
@@ -668,7 +675,7 @@ class WorkerPool {
         &st_.stop, until,
         [&](int owner, HelpBoard::Clock::time_point b, HelpBoard::Clock::time_point e, int pieces) {
           if (st_.timeline)
-            st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name, me,
+            st_.timeline->helped(st_.jobs.at(static_cast<size_t>(owner)).name(), me,
                                  st_.timeline->wall(b), st_.timeline->wall(e), pieces);
         });
     st_.live->helping(w, false);
@@ -726,7 +733,7 @@ void cancel_unstarted(RunState& st, FleetSummary& sum) {
   for (auto& j : st.jobs) {
     JobResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
-      r.name = j.name;
+      r.name = j.name();
       r.status = JobStatus::kCancelled;
       r.message = "not started; resume with --resume";
       r.params = j.params;

@@ -107,7 +107,7 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
     if (live) live->job_pruned(r, job.cost);
     if (opts.observer) opts.observer->on_model_end(r);
     lock.unlock();
-    std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+    std::remove((dir + "/checkpoints/" + job.name() + ".ckpt").c_str());
   }
 }
 
@@ -228,7 +228,7 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   lock.unlock();
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
   if (recorded && (!own_checkpoints_only || checkpointed))
-    std::remove((dir + "/checkpoints/" + job.name + ".ckpt").c_str());
+    std::remove((dir + "/checkpoints/" + job.name() + ".ckpt").c_str());
   if (search) {
     prune(pruned);
     search_cv.notify_all();
@@ -243,7 +243,7 @@ void RunState::timeline_started(int slot, const std::string& model) {
 void RunState::timeline_ended(int slot, const PreparedJob& job) {
   if (timeline)
     timeline->job_ended(
-        job.name, slots.at(static_cast<size_t>(slot)), Timeline::now(),
+        job.name(), slots.at(static_cast<size_t>(slot)), Timeline::now(),
         results.at(job.index).paused ? "paused" : api::status_name(results.at(job.index).status));
 }
 

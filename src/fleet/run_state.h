@@ -23,13 +23,15 @@
 
 namespace nnfleet::fleet_detail {
 
+// One per model of the plan, so kept small: 72 bytes (a run of 100,000 models holds 7 MB of
+// them), its name the plan's (PlanModels::name) and its model built only when it runs.
 struct PreparedJob {
-  std::string name;
+  const std::string* plan_name = nullptr;  // the plan's, which outlives the run
+  const std::string& name() const { return *plan_name; }
   size_t index = 0;  // plan order
   // Expanded again from the plan (PlanModels) when the job runs and dropped when it ends: a plan
   // of 8,000 models holds one per worker, not 8,000 (about 3 KB each for a tiny model).
   std::shared_ptr<const ModelSpec> spec;
-  std::shared_ptr<const Model> model;  // only while it is validated (built again to run)
   size_t params = 0;
   double cost = 0.0;
   int epochs = 1;             // the spec's

@@ -51,12 +51,12 @@ void make_search(const Plan& plan, const std::vector<FleetData>& data, RunState&
 void resume_trial(RunState& st, const PreparedJob& j) {
   Checkpoint ck;
   try {
-    if (!load_checkpoint(st.dir + "/checkpoints/" + j.name + ".ckpt", ck)) return;
+    if (!load_checkpoint(st.dir + "/checkpoints/" + j.name() + ".ckpt", ck)) return;
   } catch (const Error&) {
     return;  // the job reads it again when it runs, and says what is wrong with it
   }
   JobResult r;
-  r.name = j.name;
+  r.name = j.name();
   r.params = j.params;
   r.status = JobStatus::kCancelled;
   r.paused = ck.batch == 0 && !ck.history.empty();

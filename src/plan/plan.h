@@ -139,6 +139,7 @@ struct ModelRef {
   uint32_t entry = 0;
   uint32_t point = 0;
   uint32_t source = 0;
+  uint32_t kind = 0;  // PlanModels::kind (in the padding: a ref stays 48 bytes)
   std::string name;
 };
 }  // namespace plan_detail
@@ -165,6 +166,12 @@ class PlanModels {
   // search trial's drawn values (the space's order), or its entry's `parameters:` mapping.
   std::vector<std::pair<std::string, Json>> parameters(size_t k) const;
   size_t source(size_t k) const { return refs_[k].source; }
+  // Model k's kind, numbered from 0 in plan order: models of one kind have the same expanded
+  // entry but for their name, seed, parameters and optimizer, whose class and flags (momentum or
+  // not, nesterov, amsgrad, centered, weight decay or not, a schedule or not) they share too; a
+  // grid over learning rates, seeds or repeats is one kind. So they build the same network, with
+  // the same slots, and validate alike (the fleet validates one per kind and source).
+  uint32_t kind(size_t k) const { return refs_[k].kind; }
 
   // Plan order, each model expanded as it is reached.
   class Iterator {
@@ -300,7 +307,7 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
 // expanded at a time, so the text is the only whole copy.
 std::string plan_to_yaml(const Plan& plan);
 // The same, calling `each(k, model)` once with every model k as it is expanded for the text: a
-// caller that needs every model (the fleet's validation) expands each once for both. With
+// caller that needs every model expands each once for both (the fleet needs one per kind). With
 // `threads` > 1, that many threads expand and write the models, and `each` is called from them
 // at once (for different k); the text is the same. `factored` (a large fleet's plan.yaml): the
 // first model's settings are written as `defaults:` and each model as only what differs from

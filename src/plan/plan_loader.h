@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -146,6 +147,8 @@ class ModelBuilder {
   // The field path each item of the next models' layers lists was written at (their `repeat:`
   // blocks expanded), or nullptr: their index in the list.
   void set_layer_paths(const std::vector<std::string>* paths) { layer_paths_ = paths; }
+  // The text that the last model built shares with every model of its kind (PlanModels::kind).
+  const std::string& kind_key() const { return kind_key_; }
 
  private:
   // The field path of a key of the entry: under the entry or `defaults`, wherever it came from.
@@ -176,6 +179,7 @@ class ModelBuilder {
   void model_early_stopping(const Json& m, const KeyPaths& at, std::vector<std::string>& monitors,
                             ModelSpec& s, Json& ex);
   void check_name(const std::string& path, const std::string& name);
+  void expanded_text(const Json& ex, ModelSpec& s);
   // Constructs a layer through the registry, which throws what is wrong with its config, unless
   // the same class and config was constructed before (a grid over anything but its layers
   // repeats them: the 8,000 models of an 8 x 1,000 grid over units and learning rate have 8
@@ -189,6 +193,7 @@ class ModelBuilder {
   bool check_layers_ = true;
   std::set<std::string> checked_layers_;  // class and config of layers constructed without error
   const std::vector<std::string>* layer_paths_ = nullptr;
+  std::string kind_key_;
 };
 
 // Reads the plan's model entries, merges each over `defaults` and expands it over its grid,
@@ -244,6 +249,9 @@ class EntryExpander {
   // 2 ms of a thread's work.
   static constexpr size_t kBlock = 64;
   std::vector<Expanded> entries_;  // one per plan entry that expanded (ModelRef::entry)
+  // ModelRef::kind by ModelBuilder::kind_key, numbered in plan order; kind_of() adds one.
+  std::unordered_map<std::string, uint32_t> kinds_;
+  uint32_t kind_of(const std::string& key);
 };
 
 }  // namespace nnfleet::plan_detail

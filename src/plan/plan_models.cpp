@@ -85,9 +85,31 @@ ModelSpec ModelBuilder::build(const Json& m, const std::map<std::string, std::st
   model_optimizer(m, at, s, ex);
   model_early_stopping(m, at, monitors, s, ex);
   fit_options(cx_.pr, m, at, monitors, s, ex);
-  s.expanded = ex.dump();
-  s.expanded.shrink_to_fit();  // dump() grows by doubling: half of it would be slack
+  expanded_text(ex, s);
   return s;
+}
+
+// ex.dump() into s.expanded, item by item (the same text: a compact object's items are
+// "key":value joined by commas, in key order), and kind_key_ made from the same items without
+// the ones models of one kind differ in (PlanModels::kind), so at no second dump's cost.
+void ModelBuilder::expanded_text(const Json& ex, ModelSpec& s) {
+  static const std::set<std::string> kVarying = {"name", "optimizer", "parameters", "seed"};
+  std::string text = "{";
+  kind_key_.clear();
+  for (auto it = ex.begin(); it != ex.end(); ++it) {
+    const std::string item = Json(it.key()).dump() + ":" + it.value().dump();
+    if (text.size() > 1) text += ',';
+    text += item;
+    if (!kVarying.count(it.key())) kind_key_ += item + ",";
+  }
+  text += '}';
+  const OptimizerSpec& o = s.optimizer;
+  kind_key_ +=
+      Json{static_cast<int>(o.kind), o.momentum != 0.0,     o.nesterov, o.amsgrad, o.centered,
+           o.weight_decay != 0.0,    o.schedule.has_value()}
+          .dump();
+  s.expanded = std::move(text);
+  s.expanded.shrink_to_fit();  // the text grew by doubling: half of it would be slack
 }
 
 void ModelBuilder::model_name(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex) {

@@ -260,6 +260,37 @@ TEST_F(Fleet, ProblemsFoundBySeveralThreadsComeInPlanOrder) {
   EXPECT_FALSE(file_exists(dir.path + "/out"));
 }
 
+// The fleet validates one model per kind (PlanModels::kind) and gives the others its figures:
+// every model of a grid over learning rates and widths still runs under its own name, in plan
+// order, with the parameters of its own width, as when each was validated on its own.
+TEST_F(Fleet, ModelsOfOneKindRunWithTheirOwnNamesAndFigures) {
+  const std::string grid = dir.path + "/grid.yaml";
+  testing_util::write_text(
+      grid, testing_util::small_plan("  - name: k-{u}-{lr}\n    grid: {u: [4, 6], lr: [0.01, "
+                                     "0.02, 0.03]}\n    epochs: 1\n"
+                                     "    optimizer: {Adam: {learning_rate: \"{lr}\"}}\n"
+                                     "    layers:\n      - Flatten: {}\n"
+                                     "      - Dense: {units: \"{u}\", activation: softmax}\n"));
+  const Plan plan = load_plan(grid);
+  const Outcome r = run(grid, dir.path + "/out", 2);
+  ASSERT_EQ(r.summary.results.size(), plan.models.size());
+  size_t grid_models = 0;
+  for (size_t k = 0; k < plan.models.size(); ++k) {
+    const JobResult& m = r.summary.results[k];
+    EXPECT_EQ(m.name, plan.models.name(k));
+    EXPECT_EQ(m.status, JobStatus::kDone) << m.name;
+    if (m.name.rfind("k-", 0) != 0) continue;
+    ++grid_models;
+    const int64_t units = m.name[2] - '0';  // Flatten of 8 x 8 x 1, Dense of `units`
+    EXPECT_EQ(m.params, 64 * units + units) << m.name;
+  }
+  EXPECT_EQ(grid_models, 6u);
+  const size_t first = plan.models.size() - 6;  // k-4-0.01, then k-4-0.02, ...
+  EXPECT_EQ(plan.models.name(first + 1), "k-4-0.02");
+  EXPECT_EQ(plan.models.kind(first), plan.models.kind(first + 1));
+  EXPECT_NE(plan.models.kind(first), plan.models.kind(first + 3));  // k-6-0.01
+}
+
 TEST_F(Fleet, ExistingOutputFolderNeedsResume) {
   run(plan, dir.path + "/out", 2);
   EXPECT_THROW(run(plan, dir.path + "/out", 2), UsageError);

@@ -935,5 +935,41 @@ TEST_F(PlanTest, AGridCheckedOnSeveralThreadsGivesTheSameProblemsAndModels) {
   EXPECT_EQ(plan_to_yaml(three), plan_to_yaml(one));
 }
 
+// PlanModels::kind: models that differ only in name, parameters and optimizer rates share
+// one, numbered in plan order; anything else (a layer's units, the optimizer's class or flags)
+// makes another. The same on one thread and on three (the grid checked in blocks).
+TEST_F(PlanTest, ModelKindsGroupModelsThatDifferOnlyInNameParametersAndRates) {
+  std::string lrs, us;
+  for (int i = 0; i < 100; ++i) lrs += std::string(i ? ", " : "") + std::to_string(0.001 * (i + 1));
+  const std::string text = std::string(kData) + "models:\n  - name: g-{u}-{lr}-{r}\n" +
+                           "    grid: {u: [4, 8], lr: [" + lrs + "], r: [0, 1]}\n" +
+                           "    parameters: {rep: \"{r}\"}\n" +
+                           "    optimizer: {Adam: {learning_rate: \"{lr}\"}}\n" +
+                           "    layers: [Flatten, {Dense: {units: \"{u}\"}}]\n" +
+                           "  - name: sgd\n    optimizer: {SGD: {learning_rate: 0.1}}\n" +
+                           "    layers: [Flatten, {Dense: {units: 4}}]\n" + "  - name: momentum\n" +
+                           "    optimizer: {SGD: {learning_rate: 0.2, momentum: 0.9}}\n" +
+                           "    layers: [Flatten, {Dense: {units: 4}}]\n" +
+                           "  - name: sgd-again\n    optimizer: {SGD: {learning_rate: 0.3}}\n" +
+                           "    layers: [Flatten, {Dense: {units: 4}}]\n";
+  for (int threads : {1, 3}) {
+    const Plan p = parse_plan(text, "kinds.yaml", dir(), threads);
+    ASSERT_EQ(p.models.size(), 403u);
+    for (size_t k = 0; k < 400; ++k) {
+      ASSERT_EQ(p.models.kind(k), k < 200 ? 0u : 1u) << p.models.name(k);
+      // The lazily expanded model is the one load_plan checked: its name, its parameters, and
+      // its text a compact dump of itself.
+      const ModelSpec m = p.models[k];
+      EXPECT_EQ(m.name, p.models.name(k));
+      EXPECT_EQ(m.expanded, m.expanded_json().dump());
+      EXPECT_EQ(p.models.parameters(k).at(0).second, Json(k % 2));
+    }
+    EXPECT_EQ(p.models.name(1), "g-4-0.001-1");
+    EXPECT_EQ(p.models.kind(400), 2u);  // SGD
+    EXPECT_EQ(p.models.kind(401), 3u);  // SGD with momentum: other slots
+    EXPECT_EQ(p.models.kind(402), 2u);  // SGD at another rate
+  }
+}
+
 }  // namespace
 }  // namespace nnfleet

@@ -746,5 +746,32 @@ TEST(DataTake, IsReadCheckedAndPartOfTheSourcesForm) {
   EXPECT_THAT(bad[0], HasSubstr("s.yaml:3: data.take: expected a positive integer, got 0"));
 }
 
+// A search's trials drawn from one template are one kind (PlanModels::kind) when they differ only
+// in the optimizer's rate; a drawn layer width makes a kind per width, numbered in plan order.
+TEST(SearchKinds, TrialsOfOneArchitectureAreOneKind) {
+  const Plan a = parse(search_plan("    lr: {loguniform: [1.0e-4, 1.0e-2]}\n", kMlp), 2);
+  ASSERT_EQ(a.models.size(), 6u);
+  for (size_t k = 0; k < a.models.size(); ++k) {
+    EXPECT_EQ(a.models.kind(k), 0u) << a.models.name(k);
+    EXPECT_EQ(a.models[k].name, a.models.name(k));
+  }
+  const std::string wide =
+      "  - name: \"w-{trial}\"\n"
+      "    optimizer: {SGD: {learning_rate: \"{lr}\"}}\n"
+      "    layers: [Flatten, Dense: {units: \"{u}\"}, Dense: {units: 10, activation: softmax}]\n";
+  const Plan b = parse(search_plan(
+      "    lr: {loguniform: [1.0e-4, 1.0e-2]}\n    u: {choice: [4, 8]}\n", wide, "", 20));
+  std::map<int64_t, uint32_t> kind_of_width;
+  for (size_t k = 0; k < b.models.size(); ++k) {
+    const int64_t u = b.models[k].layers[1].config["units"].get<int64_t>();
+    auto [it, fresh] = kind_of_width.emplace(u, b.models.kind(k));
+    if (fresh) {
+      EXPECT_EQ(it->second, kind_of_width.size() - 1);  // numbered in plan order
+    }
+    EXPECT_EQ(b.models.kind(k), it->second) << b.models.name(k);
+  }
+  EXPECT_EQ(kind_of_width.size(), 2u);
+}
+
 }  // namespace
 }  // namespace nnfleet

@@ -130,7 +130,7 @@ class Coordinator {
     if (j) {
       a.head["limit"] = j->epoch_limit;
       a.head["pause"] = j->pause;
-      const std::string ckpt = st_.dir + "/checkpoints/" + j->name + ".ckpt";
+      const std::string ckpt = st_.dir + "/checkpoints/" + j->name() + ".ckpt";
       try {
         if (file_exists(ckpt)) a.blobs.push_back(read_file(ckpt));
       } catch (const Error&) {
@@ -138,7 +138,7 @@ class Coordinator {
       }
       // A finished job's end is displayed by the writer; its successor starts after it.
       const int s = slot(from, head);
-      st_.timeline_started(s, j->name);
+      st_.timeline_started(s, j->name());
       // Held while the job runs elsewhere, for the display of its progress.
       j->spec = std::make_shared<const ModelSpec>(st_.plan.models[j->index]);
       writer_.push(
@@ -169,7 +169,7 @@ class Coordinator {
         return;
       }
       case Tag::kCheckpoint: {
-        const std::string path = st_.dir + "/checkpoints/" + job(p.head).name + ".ckpt";
+        const std::string path = st_.dir + "/checkpoints/" + job(p.head).name() + ".ckpt";
         writer_.push([path, bytes = std::move(p.blobs.at(0))] {
           try {
             write_file_atomic(path, bytes, Durability::kProcessCrash);
