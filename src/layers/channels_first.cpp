@@ -139,6 +139,7 @@ class ChannelsFirst final : public Layer {
     t.x = &v.x_cl;
     t.y = v.y_cl;
     t.dy = dy;
+    t.dy_own = nullptr;  // the twin's scratch was planned whole
     t.dx = &dx;
     t.mask = nullptr;
     t.scratch = v.rest;

@@ -45,6 +45,12 @@ class Conv2D final : public Layer {
     s += kb_.scratch_floats(rows_floats(n, output_shape(in)));
     return s;
   }
+  // W1's m7: its second convolution's pre-activation gradient (2.4 MB per batch piece) was the
+  // larger part of every piece's scratch.
+  size_t scratch_floats_owning_dy(const std::vector<Shape>& in, int n) const override {
+    return kernel_scratch(geometry(in[0]), n) +
+           kb_.scratch_floats_owning_dy(rows_floats(n, output_shape(in)));
+  }
   void forward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     const float* b = kb_.bias(a);

@@ -1,7 +1,9 @@
 // Dropout: in training, each value is kept with probability 1 - rate and scaled by 1/(1 - rate)
-// (inverted dropout, as Keras); at inference the layer is the identity. The mask (0 or the scale)
-// is kept in the cache for backward; it is drawn from the model's own dropout stream. With a
-// noise_shape, one keep/drop is drawn per entry of that shape and shared along its axes of size 1.
+// (inverted dropout, as Keras); at inference the layer is the identity. The mask is kept in the
+// cache for backward, one byte per value (1: kept), a quarter of a float mask's memory (W1's m7
+// held 0.6 MB of it per piece at its peak); it is drawn from the model's own dropout stream. With
+// a noise_shape, one keep/drop is drawn per entry of that shape and shared along its axes of size
+// 1, and the cache holds the spread factors (0 or the scale) as floats.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,7 +30,8 @@ class Dropout final : public Layer {
     return in[0];
   }
   size_t cache_floats(const std::vector<Shape>& in, int n) const override {
-    return rows_floats(n, in[0]);
+    const size_t m = rows_floats(n, in[0]);
+    return noise_.given ? m : (m + sizeof(float) - 1) / sizeof(float);  // bytes, in floats
   }
   size_t scratch_floats(const std::vector<Shape>& in, int n) const override {
     return noise_.given ? noise_draws(noise_, in[0], n) : 0;
@@ -60,11 +63,10 @@ class Dropout final : public Layer {
       }
       const float* __restrict x = a.x[0] + i0;
       float* __restrict y = a.y + i0;
-      float* __restrict mask = a.cache + i0;
+      uint8_t* __restrict kept = reinterpret_cast<uint8_t*>(a.cache) + i0;
       for (size_t j = 0; j < len; ++j) {
-        const float keep = u[j] >= threshold ? scale : 0.0f;
-        mask[j] = keep;
-        y[j] = x[j] * keep;
+        kept[j] = u[j] >= threshold ? 1 : 0;
+        y[j] = x[j] * (u[j] >= threshold ? scale : 0.0f);
       }
     }
   }
@@ -76,7 +78,14 @@ class Dropout final : public Layer {
       for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i];
       return;
     }
-    for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i] * a.cache[i];
+    if (noise_.given) {
+      for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i] * a.cache[i];
+      return;
+    }
+    // The same products as with a float mask: dy times the scale, or times 0.
+    const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+    const uint8_t* kept = reinterpret_cast<const uint8_t*>(a.cache);
+    for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i] * (kept[i] ? scale : 0.0f);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);

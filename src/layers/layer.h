@@ -62,7 +62,10 @@ struct LayerArgs {
   const float* mask = nullptr;       // [n, in_shapes[0][0]] the input's mask, or null
   float* mask_out = nullptr;         // kProduce only: [n, in_shapes[0][0]], written by forward
   // Backward only.
-  const float* dy = nullptr;               // [n, out_shape]
+  const float* dy = nullptr;  // [n, out_shape]
+  // dy's own block when the caller lets backward overwrite it (nothing reads it after this call),
+  // else null; the caller then planned the scratch with scratch_floats_owning_dy().
+  float* dy_own = nullptr;
   const float* const* extra_dy = nullptr;  // per extra output, shaped as it (zeros when unused)
   float* const* dx = nullptr;              // per input, += ; an entry may be null (not needed)
   float* const* dparams = nullptr;         // per trainable param, in param_specs() order, +=
@@ -94,6 +97,11 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs(const std::vector<Shape>& /*in*/) const { return {}; }
   virtual size_t cache_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }
   virtual size_t scratch_floats(const std::vector<Shape>& /*in*/, int /*n*/) const { return 0; }
+  // The scratch when backward is handed LayerArgs::dy_own: a layer that puts a temporary of dy's
+  // shape over dy itself (a fused ReLU's pre-activation gradient) needs that much less.
+  virtual size_t scratch_floats_owning_dy(const std::vector<Shape>& in, int n) const {
+    return scratch_floats(in, n);
+  }
   virtual void forward(const LayerArgs& a) const = 0;
   virtual void backward(const LayerArgs& a) const = 0;
 

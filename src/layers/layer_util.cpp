@@ -95,6 +95,8 @@ void fused_activation_forward(const Activation& act, int64_t rows, int64_t featu
 const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
                                  const LayerArgs& a, float* buf) {
   if (act.kind == Act::kLinear) return a.dy;
+  // ReLU's overwrite is one elementwise pass, so it may write over dy itself.
+  if (a.dy_own && act.kind == Act::kRelu) buf = a.dy_own;
   activation_backward_overwrite(act, rows, features, fused_z(act, a), a.y, a.dy, buf);
   return buf;
 }

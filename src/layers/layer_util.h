@@ -70,8 +70,8 @@ inline float* fused_z(const Activation& act, const LayerArgs& a) {
 }
 void fused_activation_forward(const Activation& act, int64_t rows, int64_t features,
                               const LayerArgs& a);
-// The gradient with respect to z [rows, features], given a.dy. Linear: dy itself; otherwise it is
-// written to `buf` (rows * features floats).
+// The gradient with respect to z [rows, features], given a.dy. Linear: dy itself; ReLU handed
+// a.dy_own: written there (over dy); otherwise written to `buf` (rows * features floats).
 const float* pre_activation_grad(const Activation& act, int64_t rows, int64_t features,
                                  const LayerArgs& a, float* buf);
 // Reads an initializer option with its Keras default.
@@ -94,6 +94,10 @@ struct KernelBias {
   size_t cache_floats(size_t out_floats) const { return fused_cache_floats(act, out_floats); }
   size_t scratch_floats(size_t out_floats) const {
     return act.kind == Act::kLinear ? 0 : out_floats;
+  }
+  // The same when backward may overwrite dy (LayerArgs::dy_own): a ReLU's gradient goes there.
+  size_t scratch_floats_owning_dy(size_t out_floats) const {
+    return act.kind == Act::kRelu ? 0 : scratch_floats(out_floats);
   }
   const float* bias(const LayerArgs& a) const { return use_bias ? a.params[1] : nullptr; }
   float* dbias(const LayerArgs& a) const { return use_bias ? a.dparams[1] : nullptr; }

@@ -210,7 +210,11 @@ void Network::plan_activations(Piece& pc) {
     for (const Shape& s : p.extra_out_shapes)
       nb.extra_y_off.push_back(arena_.reserve(rows * s.size()));
     nb.cache_off = arena_.reserve(m.layer(i).cache_floats(p.in_shapes, pc.capacity));
-    scratch = std::max(scratch, m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
+    // A trained node's backward may write over its own dy (backward_piece): nothing reads that
+    // block after it (model/buffer_plan.h), so a fused ReLU's pre-activation gradient goes there.
+    scratch = std::max(scratch, train_ && needs_backward_[i]
+                                    ? m.layer(i).scratch_floats_owning_dy(p.in_shapes, pc.capacity)
+                                    : m.layer(i).scratch_floats(p.in_shapes, pc.capacity));
   }
   pc.scratch_off = arena_.reserve(scratch);
   plan_masks(pc);
@@ -413,7 +417,7 @@ void Network::backward_piece(Piece& pc, size_t first) {
     for (const ZeroBlock& z : pc.zero_before[i])
       std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
     LayerArgs a = layer_args(pc, i, true);
-    a.dy = arena_.at(pc.nodes[i].dy_off);
+    a.dy = a.dy_own = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
     a.dparams = pc.nodes[i].dparams.data();
     if (!pc.nodes[i].extra_dy.empty()) a.extra_dy = pc.nodes[i].extra_dy.data();
@@ -501,6 +505,8 @@ LayerArgs Network::first_layer_args() {
   Piece& pc = pieces_[0];
   LayerArgs a = layer_args(pc, 0, true);
   a.dy = arena_.at(pc.nodes[0].dy_off);
+  if (train_ && needs_backward_[0] && !views_[0])
+    a.dy_own = arena_.at(pc.nodes[0].dy_off);  // as planned
   a.dx = pc.nodes[0].dx.data();
   a.dparams = pc.nodes[0].dparams.data();
   return a;

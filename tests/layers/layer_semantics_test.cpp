@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <string>
 
 #include "kernels/recurrent.h"
 #include "layers/registry.h"
@@ -94,6 +96,68 @@ TEST(Conv2D, KernelLargerThanInputIsAClearError) {
   }
 }
 
+// A network hands a trained node's backward its own dy to overwrite (LayerArgs::dy_own): a fused
+// ReLU's pre-activation gradient goes there instead of into the scratch, which is planned smaller
+// by as much; the gradients are the same bits. Without dy_own, dy is left as it was.
+TEST(Conv2D, BackwardOverItsOwnDyGivesTheSameGradientsWithLessScratch) {
+  for (const char* act : {"relu", "tanh", "linear"}) {
+    SCOPED_TRACE(act);
+    LayerRun r("Conv2D", {{"filters", 5}, {"kernel_size", 3}, {"activation", act}},
+               {Shape{9, 8, 3}});
+    const int n = 4;
+    Rng fill(11);
+    for (auto& p : r.params)
+      for (float& v : p) v = static_cast<float>(fill.uniform()) - 0.5f;
+    std::vector<float> x(static_cast<size_t>(n * r.ins[0].size()));
+    for (float& v : x) v = static_cast<float>(fill.uniform()) * 2.0f - 1.0f;
+    r.forward(n, {x}, true);
+    std::vector<float> dy(static_cast<size_t>(n * r.out.size()));
+    for (float& v : dy) v = static_cast<float>(fill.uniform()) - 0.5f;
+    const size_t full = r.layer->scratch_floats(r.ins, n);
+    const size_t owning = r.layer->scratch_floats_owning_dy(r.ins, n);
+    if (std::string(act) == "relu")
+      EXPECT_EQ(full - owning, dy.size());
+    else
+      EXPECT_EQ(full, owning);
+    auto run = [&](bool own, std::vector<float>& dy_buf, std::vector<float>& scratch) {
+      std::vector<float> dx(x.size(), 0.0f);
+      std::vector<std::vector<float>> dp;
+      for (auto& p : r.params) dp.emplace_back(p.size(), 0.0f);
+      std::vector<float*> dpp, pp;
+      for (auto& v : dp) dpp.push_back(v.data());
+      for (auto& v : r.params) pp.push_back(v.data());
+      const float* xp = x.data();
+      float* dxp = dx.data();
+      LayerArgs a;
+      a.n = n;
+      a.training = true;
+      a.in_shapes = r.ins.data();
+      a.out_shape = r.out;
+      a.x = &xp;
+      a.y = r.y.data();
+      a.params = pp.data();
+      a.cache = r.cache.data();
+      a.scratch = scratch.data();
+      a.dy = dy_buf.data();
+      if (own) a.dy_own = dy_buf.data();
+      a.dx = &dxp;
+      a.dparams = dpp.data();
+      r.layer->backward(a);
+      dp.push_back(dx);
+      return dp;
+    };
+    std::vector<float> dy_kept = dy, dy_own = dy;
+    std::vector<float> scratch_full(full), scratch_owning(owning);
+    const auto want = run(false, dy_kept, scratch_full);
+    const auto got = run(true, dy_own, scratch_owning);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_EQ(0, std::memcmp(want[k].data(), got[k].data(), want[k].size() * sizeof(float)))
+          << "gradient " << k;
+    EXPECT_EQ(dy_kept, dy);
+  }
+}
+
 TEST(MaxPooling2D, StridesDefaultToPoolSizeAndSamePadsAfter) {
   EXPECT_EQ(LayerRun("MaxPooling2D", {{"pool_size", 2}}, {Shape{13, 13, 3}}).out, (Shape{6, 6, 3}));
   LayerRun r("MaxPooling2D", {{"pool_size", 2}, {"padding", "same"}}, {Shape{3, 3, 1}});
@@ -124,6 +188,8 @@ TEST(Dropout, ScalesKeptValuesAndIsIdentityAtInference) {
   EXPECT_NEAR(kept, 750, 60);
   auto& yi = r.forward(1, {x}, false);
   for (float v : yi) EXPECT_EQ(v, 1.0f);
+  // The mask is kept as one byte per value (W1's m7 held 0.6 MB of float mask per piece).
+  EXPECT_EQ(r.layer->cache_floats(r.ins, 3), 750u);
 }
 
 // The mask draws two 24-bit uniforms per 64-bit random number, a block at a time: the kept

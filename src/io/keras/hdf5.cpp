@@ -623,25 +623,83 @@ File File::open_image(const std::string& name, const std::string& bytes) {
   return File(std::move(f), name, std::make_shared<RawSource>(name, "", &bytes));
 }
 
+namespace {
+
+// A created file larger than this is written into memory the File owns, taken this much at a time.
+constexpr size_t kOwnedImageStep = size_t{64} << 10;
+
+// File-image callbacks that make a created file's memory a std::string (`udata`) the File owns,
+// so that close_image() hands it over instead of copying it out: the core driver's realloc is the
+// string's resize (contents kept, as realloc's), and its free at close leaves the string alone.
+void* owned_resize(void*, size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* s = static_cast<std::string*>(udata);
+  s->resize(size);
+  return s->data();
+}
+void* owned_malloc(size_t size, H5FD_file_image_op_t op, void* udata) {
+  return owned_resize(nullptr, size, op, udata);
+}
+void* owned_copy(void* dest, const void* src, size_t n, H5FD_file_image_op_t, void*) {
+  return std::memcpy(dest, src, n);
+}
+
+}  // namespace
+
 File File::create(const std::string& name, size_t expected_bytes) {
   auto lock = hdf5_lock();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  // The core driver zeroes each step it takes: steps near the file's size, not a fixed megabyte
-  // (which cost a small model more than its training).
-  const size_t step = (expected_bytes + (size_t{16} << 10) + 4095) & ~size_t{4095};
+  // The core driver zeroes each step it takes: memory for the whole file is reserved at once
+  // (untouched, so not yet resident), but taken in steps of at most 64 KB: one step of the
+  // file's size made all of it resident at the first write, while the Builder still held every
+  // number (m8's 8 MB twice at its save). A small model's file is one step of libhdf5's own
+  // memory, copied out at close as before (a fixed megabyte cost it more than its training; an
+  // owned image kept its step's capacity, and a run of 4,000 tiny models peaked 2.6 MB higher).
+  const size_t room = (expected_bytes + (size_t{16} << 10) + 4095) & ~size_t{4095};
+  const size_t step = std::min(room, kOwnedImageStep);
+  const bool owned_image = room > kOwnedImageStep;
   // Groups' symbol-table nodes sized for the few entries a model file's groups have (K = 1, in
   // the version-0 superblock every HDF5 reader takes, as Keras's own files): a tiny model's
   // model.weights.h5 went from 23.8 KB to 19.1 KB, bytes every model file is written with.
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
-  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0 || !fcpl.valid() ||
+  auto image = owned_image ? std::make_unique<std::string>() : nullptr;
+  if (image) image->reserve(room);
+  H5FD_file_image_callbacks_t owned;
+  owned.image_malloc = owned_malloc;
+  owned.image_memcpy = owned_copy;
+  owned.image_realloc = owned_resize;
+  owned.image_free = image_keep;
+  owned.udata_copy = udata_same;
+  owned.udata_free = udata_keep;
+  owned.udata = image.get();
+  if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0 ||
+      (image && H5Pset_file_image_callbacks(fapl.get(), &owned) < 0) || !fcpl.valid() ||
       H5Pset_sym_k(fcpl.get(), 1, 1) < 0)
     throw FileError("failed to write HDF5 file '" + name + "': cannot set up an in-memory file");
   Handle f(H5Fcreate(kImageName, H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
   if (!f.valid()) throw FileError("failed to write HDF5 file '" + name + "': cannot create it");
-  return File(std::move(f), name, nullptr);
+  File file(std::move(f), name, nullptr);
+  file.image_ = std::move(image);
+  return file;
 }
 
 std::string File::close_image() {
+  if (!image_) return close_image_copy();  // a small file in libhdf5's memory
+  auto lock = hdf5_lock();
+  root_ = Group();
+  NNFLEET_CHECK(file_.valid());
+  const hid_t id = file_.get();
+  ssize_t n = -1;
+  // The file's size (its end of allocation) after the flush; the driver's memory is whole steps.
+  if (H5Fflush(id, H5F_SCOPE_GLOBAL) >= 0) n = H5Fget_file_image(id, nullptr, 0);
+  file_.reset();
+  if (n <= 0) throw FileError("failed to write HDF5 file '" + name_ + "': cannot take its image");
+  std::string image = std::move(*image_);
+  image_.reset();
+  image.resize(static_cast<size_t>(n));  // beyond the memory: zeros, as H5Fget_file_image reads
+  return image;
+}
+
+std::string File::close_image_copy() {
   auto lock = hdf5_lock();
   root_ = Group();
   NNFLEET_CHECK(file_.valid());
