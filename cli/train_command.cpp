@@ -121,6 +121,7 @@ int train(const TrainArgs& a, const api::Cluster* cluster) {
   o.report = a.report;
   o.cluster = cluster;
   o.load_models = false;
+  o.parameters = false;  // the leaderboard shows none; results.json and results.csv have them
   o.keep_history = false;
   o.progress = a.json                  ? api::Progress::kJson
                : a.quiet               ? api::Progress::kQuiet

@@ -108,6 +108,10 @@ struct RunOptions {
   const std::atomic<bool>* stop = nullptr;
   bool load_models = true;   // RunResult models carry the trained Model (read back from its file)
   bool keep_history = true;  // ModelResult::history is filled (else it is in history.csv only)
+  // ModelResult::parameters is filled (each model's grid, search or `parameters:` values, as
+  // results.json and results.csv hold them); the CLI, which prints none, leaves them out (about
+  // 0.2 KB a model at the run's end, while both copies of the results are held).
+  bool parameters = true;
   // Writes <out>/report.html (as `nnfleet report` does) every few seconds while the run goes on,
   // and once at its end (RunResult::report_path; a failure there is RunResult::report_error).
   bool report = false;

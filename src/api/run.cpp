@@ -227,8 +227,9 @@ RunResult train(const PlanInput& input, const DataArrays& arrays, const RunOptio
     // The fleet streams parameters into results.json from the plan; a program gets them here
     // (the CLI's results do not hold them: about 0.2 KB a model of a 4,000-model grid).
     const size_t k = r.models.size() - 1;
-    for (const auto& [name, value] : plan.models.parameters(k))
-      m.parameters.emplace_back(name, value.dump());
+    if (o.parameters)
+      for (const auto& [name, value] : plan.models.parameters(k))
+        m.parameters.emplace_back(name, value.dump());
     if (o.load_models && s.rank == 0 && !m.model_file.empty()) m.model = Model::load(m.model_file);
     if (temp) m.model_file.clear();  // gone with the temporary folder
   }

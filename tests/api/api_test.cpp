@@ -470,6 +470,36 @@ TEST_F(ApiTest, ARunStartsAndEachModelEndsWithAnEvent) {
   }
 }
 
+// A grid's models carry their values (as results.csv has them) unless the caller, as the CLI
+// does, asks for none; the figures are the same either way.
+TEST_F(ApiTest, ResultsCarryEachModelsParametersUnlessAskedNotTo) {
+  const std::string plan =
+      R"({"seed": 3, "data": {"train": {"x": {"array": "x"}, "y": {"array": "y"}}},
+ "defaults": {"epochs": 1, "batch_size": 32, "loss": "sparse_categorical_crossentropy"},
+ "models": [{"name": "g-{u}-{lr}", "grid": {"u": [2, 4], "lr": [0.01, 0.1]},
+   "optimizer": {"Adam": {"learning_rate": "{lr}"}},
+   "layers": [{"Flatten": {}}, {"Dense": {"units": "{u}", "activation": "softmax"}},
+              {"Dense": {"units": 3, "activation": "softmax"}}]}]})";
+  api::RunOptions o;
+  o.out = std::nullopt;  // a temporary folder
+  const api::DataArrays arrays = {{"x", data.xv()}, {"y", data.yv()}};
+  const api::RunResult with = api::train(api::PlanInput::text(plan, "grid"), arrays, o);
+  o.parameters = false;
+  const api::RunResult without = api::train(api::PlanInput::text(plan, "grid"), arrays, o);
+  ASSERT_EQ(with.models.size(), 4u);
+  ASSERT_EQ(without.models.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    const api::ModelResult &a = with.models[k], &b = without.models[k];
+    const std::string u = a.name.substr(2, a.name.find('-', 2) - 2);
+    EXPECT_EQ(a.parameters, (std::vector<std::pair<std::string, std::string>>{
+                                {"u", u}, {"lr", a.name.substr(3 + u.size())}}))
+        << a.name;
+    EXPECT_TRUE(b.parameters.empty()) << b.name;
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.metrics, b.metrics);
+  }
+}
+
 // stop_model stops one model after the epoch it answered true for, as early stopping would:
 // it ends done with that epoch's figures and the other model trains on, unchanged.
 TEST_F(ApiTest, StopModelEndsThatModelAfterTheEpochAndLeavesTheOthers) {

@@ -525,9 +525,13 @@ size_t run_for_peak(const std::vector<std::string>& args, const std::string& dir
 // models. (It grew by about 3 KB per model beyond the plan, 11 KB in all, two sessions ago; by
 // 0.4 KB beyond the plan and 3.6 KB in all while the plan held each model's expanded entry.)
 TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
+  // 3,000 and 9,000 models: both runs peak past the start-up moment (libxsmm's registry, about
+  // 29.5-29.8 MB here), which a 1,000-model run's peak was (the per-model figure then read
+  // 0.9-1.17 KB from run to run); both stay a "small" fleet (at most 10,000 models).
+  constexpr int kFew = 3000, kMany = 9000;
   testing_util::write_blobs(dir.path, "tiny", 64, 3);
   std::map<int, double> run_peak, plan_peak;
-  for (int n : {1000, 4000}) {
+  for (int n : {kFew, kMany}) {
     const std::string p = dir.path + "/tiny" + std::to_string(n) + ".yaml";
     testing_util::write_text(p, tiny_plan(n));
     int code = 0;
@@ -542,7 +546,7 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
     ASSERT_EQ(code, 1);
   }
   const double per_model =
-      ((run_peak[4000] - run_peak[1000]) - (plan_peak[4000] - plan_peak[1000])) / 3000;
+      ((run_peak[kMany] - run_peak[kFew]) - (plan_peak[kMany] - plan_peak[kFew])) / (kMany - kFew);
   // And the plan holds each grid entry once, its models expanded only when needed: measured
   // 0.65-0.8 KB per model in all (0.14-0.24 KB of it the plan's), 3.6 KB when the plan held every
   // model's spec and expanded entry. A result's parameters and search rungs (issue 33: two
@@ -555,23 +559,28 @@ TEST_F(Cli, PeakMemoryBeyondThePlanHardlyGrowsWithTheNumberOfModels) {
   // pages land differently: held to 0.875 KB. Issue 36 (the save policy, the API's result rows
   // reserved at the start) read 0.90 KB beyond the plan (1.06 KB in all) in a clean-clone CI run
   // beside other tests: held to 1 KB, until results stream from jobs.log with a compact row
-  // per model in memory (BENCHMARKS.md, "100,000 models in one run").
-  const double per_model_in_all = (run_peak[4000] - run_peak[1000]) / 3000;
-  const double per_model_plan = (plan_peak[4000] - plan_peak[1000]) / 3000;
-  EXPECT_LT(per_model_in_all, 1152.0) << "peak RSS " << run_peak[1000] / 1e6 << " MB for 1,000 "
-                                      << "models, " << run_peak[4000] / 1e6 << " MB for 4,000";
+  // per model in memory (BENCHMARKS.md, "100,000 models in one run"). Measured between 3,000
+  // and 9,000 models (both past the start-up moment, see above), "in all" reads 1.07-1.11 KB
+  // idle and 1.16 KB once beside the whole suite (Zen 5, session 22): the 1,000-model runs had
+  // hidden part of it. Held to 1.25 KB.
+  const double per_model_in_all = (run_peak[kMany] - run_peak[kFew]) / (kMany - kFew);
+  const double per_model_plan = (plan_peak[kMany] - plan_peak[kFew]) / (kMany - kFew);
+  EXPECT_LT(per_model_in_all, 1280.0)
+      << "peak RSS " << run_peak[kFew] / 1e6 << " MB for " << kFew << " models, "
+      << run_peak[kMany] / 1e6 << " MB for " << kMany;
   EXPECT_LT(per_model_plan, 512.0)
-      << "peak RSS after load_plan " << plan_peak[1000] / 1e6 << " MB for 1,000 models, "
-      << plan_peak[4000] / 1e6 << " MB for 4,000";
+      << "peak RSS after load_plan " << plan_peak[kFew] / 1e6 << " MB for " << kFew << " models, "
+      << plan_peak[kMany] / 1e6 << " MB for " << kMany;
   // Since the CLI makes libxsmm's locked registry (10.5 MB) at start-up and then gives its zero
   // pages back, every run's peak includes that start-up moment: the plan-alone runs and the
   // 1,000-model run peak there (29.8-29.9 MB in a clean-clone CI run), so their difference no
   // longer measures the plan and "beyond the plan" read 1.05 KB from that alone. It is printed;
   // "in all" above (0.99 KB there) is the bound.
-  std::cout << "per model beyond the plan: " << per_model << " B (peak RSS " << run_peak[1000] / 1e6
-            << " MB for 1,000 models, " << run_peak[4000] / 1e6
-            << " MB for 4,000; the plan alone: " << plan_peak[1000] / 1e6 << " and "
-            << plan_peak[4000] / 1e6 << " MB)\n";
+  std::cout << "per model: " << per_model_in_all << " B in all, " << per_model
+            << " B beyond the plan (peak RSS " << run_peak[kFew] / 1e6 << " MB for " << kFew
+            << " models, " << run_peak[kMany] / 1e6 << " MB for " << kMany
+            << "; the plan alone: " << plan_peak[kFew] / 1e6 << " and " << plan_peak[kMany] / 1e6
+            << " MB)\n";
 }
 
 }  // namespace

@@ -1,0 +1,55 @@
+#!/usr/bin/python3
+"""W1's fleet on all cores, nnfleet and its PyTorch peer side by side, alone: the two rows of
+`make bench` behind "W1 makespan" and "W1 peak resident memory", without the rest of the run.
+
+Runs bench/run_bench.py's own steps (the same plans, peer, environment and measurements) for
+--rounds interleaved rounds and prints each round's figures and their medians as JSON: the wall
+time of each side, nnfleet's peak resident memory (the run's own figure), the peer's sampled sum
+over its processes, and the ratios. For checking one change against the peer between full runs;
+BENCHMARKS.md's tables come from the full run.
+
+    /usr/bin/python3 bench/w1_fleet_pair.py --rounds 3
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_bench  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--nnfleet")
+    a = ap.parse_args()
+    if a.rounds < 1:
+        ap.error("--rounds: expected at least 1")
+    b = run_bench.Bench(argparse.Namespace(quick=False, rounds=a.rounds, build=a.build,
+                                           nnfleet=a.nnfleet, profiler="none", md=None))
+    b.preflight()
+    for b.round in range(1, a.rounds + 1):
+        b.step("w1-fleet nnfleet", b.w1_fleet)
+        b.step("w1-fleet peer", b.w1_fleet_peer)
+    if b.failures:
+        for r, s, msg in b.failures:
+            print(f"w1_fleet_pair: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+        return 1
+    v = b.values
+    rounds = [{"nnfleet_wall_s": v["w1.wall.nnfleet"][i], "peer_wall_s": v["w1.wall.peer"][i],
+               "nnfleet_rss_mb": v["w1.rss.nnfleet"][i] / 1e6,
+               "peer_rss_sum_mb": v["w1.rss.peer"][i] / 1e6} for i in range(a.rounds)]
+    for r in rounds:
+        print(json.dumps(r))
+    med = {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
+    med["makespan_ratio"] = round(med["peer_wall_s"] / med["nnfleet_wall_s"], 2)
+    med["memory_ratio"] = round(med["peer_rss_sum_mb"] / med["nnfleet_rss_mb"], 2)
+    print(json.dumps({"median": med, "rounds": a.rounds, "work": b.work}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
