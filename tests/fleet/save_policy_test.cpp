@@ -360,12 +360,7 @@ models:
       - Dense: {units: 3, activation: softmax}
 )");
   const std::string out = dir.path + "/many";
-  FleetOptions o;
-  o.out_dir = out;
-  o.workers = 2;
-  o.mode = Display::Mode::kQuiet;
-  const FleetSummary s =
-      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  const FleetSummary s = run(out, "");  // the plan's own policy
   ASSERT_EQ(s.results.size(), 2000u);
   size_t n = 0, bytes = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(out))
@@ -399,12 +394,7 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   ASSERT_EQ(large_fleet_above(), 20u);
   testing_util::write_text(plan_path, tiny_grid("save: none\n"));
   const std::string out = dir.path + "/large";
-  FleetOptions o;
-  o.out_dir = out;
-  o.workers = 2;
-  o.mode = Display::Mode::kQuiet;
-  const FleetSummary s =
-      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  const FleetSummary s = run(out, "");  // the plan's own policy
   ASSERT_EQ(s.results.size(), 48u);
   const Json results = Json::parse(read_file(out + "/results.json"));
   EXPECT_EQ(results["models_total"], 48);

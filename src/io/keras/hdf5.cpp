@@ -599,19 +599,30 @@ herr_t image_keep(void*, H5FD_file_image_op_t, void*) { return 0; }
 void* udata_same(void* udata) { return udata; }
 herr_t udata_keep(void*) { return 0; }
 
+// File-image callbacks with these three memory operations on `udata`; the image is never freed
+// by libhdf5 and the udata never copied (the File's string outlives the file).
+H5FD_file_image_callbacks_t image_callbacks(
+    void* (*get)(size_t, H5FD_file_image_op_t, void*),
+    void* (*copy)(void*, const void*, size_t, H5FD_file_image_op_t, void*),
+    void* (*resize)(void*, size_t, H5FD_file_image_op_t, void*), void* udata) {
+  H5FD_file_image_callbacks_t c;
+  c.image_malloc = get;
+  c.image_memcpy = copy;
+  c.image_realloc = resize;
+  c.image_free = image_keep;
+  c.udata_copy = udata_same;
+  c.udata_free = udata_keep;
+  c.udata = udata;
+  return c;
+}
+
 }  // namespace
 
 File File::open_image(const std::string& name, const std::string& bytes) {
   auto lock = hdf5_lock();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5FD_file_image_callbacks_t in_place;
-  in_place.image_malloc = image_in_place;
-  in_place.image_memcpy = image_same;
-  in_place.image_realloc = image_no_realloc;
-  in_place.image_free = image_keep;
-  in_place.udata_copy = udata_same;
-  in_place.udata_free = udata_keep;
-  in_place.udata = const_cast<std::string*>(&bytes);
+  H5FD_file_image_callbacks_t in_place = image_callbacks(
+      image_in_place, image_same, image_no_realloc, const_cast<std::string*>(&bytes));
   if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), 1 << 16, 0) < 0 ||
       H5Pset_file_image_callbacks(fapl.get(), &in_place) < 0 ||
       H5Pset_file_image(fapl.get(), const_cast<char*>(bytes.data()), bytes.size()) < 0)
@@ -663,14 +674,8 @@ File File::create(const std::string& name, size_t expected_bytes) {
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   auto image = owned_image ? std::make_unique<std::string>() : nullptr;
   if (image) image->reserve(room);
-  H5FD_file_image_callbacks_t owned;
-  owned.image_malloc = owned_malloc;
-  owned.image_memcpy = owned_copy;
-  owned.image_realloc = owned_resize;
-  owned.image_free = image_keep;
-  owned.udata_copy = udata_same;
-  owned.udata_free = udata_keep;
-  owned.udata = image.get();
+  H5FD_file_image_callbacks_t owned =
+      image_callbacks(owned_malloc, owned_copy, owned_resize, image.get());
   if (!fapl.valid() || H5Pset_fapl_core(fapl.get(), step, 0) < 0 ||
       (image && H5Pset_file_image_callbacks(fapl.get(), &owned) < 0) || !fcpl.valid() ||
       H5Pset_sym_k(fcpl.get(), 1, 1) < 0)
