@@ -421,9 +421,7 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   EXPECT_EQ(plan_to_yaml(load_plan(out + "/plan.yaml")), plan_to_yaml(load_plan(plan_path)));
   // --resume trusts every record: nothing trained again, the same rows.
   const std::string log = read_file(out + "/jobs.log");
-  o.resume = true;
-  const FleetSummary again =
-      run_fleet(load_plan(plan_path), o, testing_util::raw_io(Durability::kProcessCrash));
+  const FleetSummary again = run(out, "", 2, true);
   EXPECT_EQ(read_file(out + "/jobs.log"), log);
   EXPECT_EQ(read_file(out + "/results.csv"), csv);
   EXPECT_EQ(read_file(out + "/plan.yaml"), plan_yaml);
