@@ -487,8 +487,7 @@ std::string prepare_jobs(const Plan& plan, const ModelIo& io, const std::vector<
     for (const auto& p : problems) msg += "\n  " + p;
     throw PlanError(msg);
   }
-  return plan_to_yaml(
-      plan, [](size_t, const ModelSpec&) {}, workers, n > large_fleet_above());
+  return plan_to_yaml(plan, workers, n > large_fleet_above());
 }
 
 struct OpenedRun {

@@ -164,11 +164,8 @@ void check_room(const std::string& dir, uint64_t bytes, const std::string& what)
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const GivenArrays* arrays)
-    : RunFolder(
-          plan, dir, resume,
-          plan_to_yaml(
-              plan, [](size_t, const ModelSpec&) {}, 1, plan.models.size() > large_fleet_above()),
-          arrays) {}
+    : RunFolder(plan, dir, resume, plan_to_yaml(plan, 1, plan.models.size() > large_fleet_above()),
+                arrays) {}
 
 RunFolder::RunFolder(const Plan& plan, const std::string& dir, bool resume,
                      const std::string& plan_yaml, const GivenArrays* arrays)

@@ -308,10 +308,6 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
   return plan;
 }
 
-std::string plan_to_yaml(const Plan& plan) {
-  return plan_to_yaml(plan, [](size_t, const ModelSpec&) {});
-}
-
 namespace {
 
 // Model `m` (an expanded_json) as an entry over `defaults` (plan_expand.cpp's merge: an entry's
@@ -329,9 +325,7 @@ Json entry_over(const Json& m, const Json& defaults) {
 
 }  // namespace
 
-std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each, int threads,
-                         bool factored) {
+std::string plan_to_yaml(const Plan& plan, int threads, bool factored) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
   if (plan.search) head["search"] = plan.search->to_json();
@@ -347,19 +341,11 @@ std::string plan_to_yaml(const Plan& plan,
       if (first.contains(k) && !first[k].is_null()) defaults[k] = first[k];
     if (!defaults.empty()) head["defaults"] = defaults;
   }
-  // The rare text yaml-cpp writes instead (plan_yaml.h) asks for the models again, on this
-  // thread after the others stopped, and `each` sees every model once. Each k is marked by the
-  // one thread that makes it.
-  std::vector<char> seen(plan.models.size(), 0);
   return plan_detail::json_to_yaml(
       head, kYamlOrder, "models", plan.models.size(),
       [&](size_t k) {
-        const ModelSpec s = plan.models[k];
-        if (!seen[k]) {
-          each(k, s);
-          seen[k] = 1;
-        }
-        return defaults.is_object() ? entry_over(s.expanded_json(), defaults) : s.expanded_json();
+        const Json m = plan.models[k].expanded_json();
+        return defaults.is_object() ? entry_over(m, defaults) : m;
       },
       threads);
 }

@@ -304,16 +304,10 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
                 int threads = 0, bool arrays = false);
 
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
-// expanded at a time, so the text is the only whole copy.
-std::string plan_to_yaml(const Plan& plan);
-// The same, calling `each(k, model)` once with every model k as it is expanded for the text: a
-// caller that needs every model expands each once for both (the fleet needs one per kind). With
-// `threads` > 1, that many threads expand and write the models, and `each` is called from them
-// at once (for different k); the text is the same. `factored` (a large fleet's plan.yaml): the
+// expanded at a time, so the text is the only whole copy. With `threads` > 1, that many threads
+// expand and write the models; the text is the same. `factored` (a large fleet's plan.yaml): the
 // first model's settings are written as `defaults:` and each model as only what differs from
 // them (null for a setting it has not), which loads to the same models; not for a search.
-std::string plan_to_yaml(const Plan& plan,
-                         const std::function<void(size_t, const ModelSpec&)>& each, int threads = 1,
-                         bool factored = false);
+std::string plan_to_yaml(const Plan& plan, int threads = 1, bool factored = false);
 
 }  // namespace nnfleet

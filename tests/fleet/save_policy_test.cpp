@@ -457,8 +457,7 @@ models:
 )");
   const Plan plan = load_plan(plan_path);
   const std::string full = plan_to_yaml(plan);
-  const std::string factored = plan_to_yaml(
-      plan, [](size_t, const ModelSpec&) {}, 1, true);
+  const std::string factored = plan_to_yaml(plan, 1, true);
   EXPECT_THAT(factored, HasSubstr("defaults:"));
   EXPECT_LT(factored.size(), full.size());
   const std::string again = dir.path + "/factored.yaml";

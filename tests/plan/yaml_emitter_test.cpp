@@ -336,17 +336,8 @@ models:
             json_to_yaml_ref(head, order, "models", p.models.size(), item));
   const std::string text = plan_to_yaml(p);
   EXPECT_EQ(plan_to_yaml(load_plan(write_plan("back.yaml", text))), text);
-  // Expanded and written by three threads, each model seen once by `each`.
-  std::vector<std::atomic<int>> seen(p.models.size());
-  EXPECT_EQ(plan_to_yaml(
-                p,
-                [&](size_t k, const ModelSpec& s) {
-                  EXPECT_EQ(s.name, p.models[k].name);
-                  ++seen[k];
-                },
-                3),
-            text);
-  for (size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k].load(), 1) << "model " << k;
+  // Expanded and written by three threads: the same text.
+  EXPECT_EQ(plan_to_yaml(p, 3), text);
   std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
