@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -178,8 +179,6 @@ struct JsonText {
   }
 };
 
-double timing(double v) { return timing_figure(v); }
-
 }  // namespace
 
 double timing_figure(double v) {
@@ -192,17 +191,12 @@ double timing_figure(double v) {
 namespace {
 
 // The keys of a record's history rows when none are written ("history_order"): the metrics'
-// without the test_ ones (evaluated once, after training).
-template <class Names>
-bool is_default_history_order(const Names& metric_keys, const std::vector<std::string>& order) {
-  size_t k = 0;
-  for (const auto& m : metric_keys) {
-    const std::string& name = m;
-    if (name.rfind("test_", 0) == 0) continue;
-    if (k >= order.size() || order[k] != name) return false;
-    ++k;
-  }
-  return k == order.size();
+// without the test_ ones (evaluated once, after training). The writer and the reader both use it.
+std::vector<std::string> default_history_order(const Metrics& metrics) {
+  std::vector<std::string> order;
+  for (const auto& kv : metrics)
+    if (kv.first.rfind("test_", 0) != 0) order.push_back(kv.first);
+  return order;
 }
 
 // "best": {epoch, monitor[, value]}, the value left out when the history's row of that epoch
@@ -228,15 +222,12 @@ void best_text(JsonText& w, const JobResult& r) {
   w.close('}');
 }
 
-// "history": one array per epoch, [epoch, seconds, values in history order], and that order
-// ("history_order") when it is not the metrics' own without test_ ones. Every epoch's row has
-// the first row's keys (fit records the same metrics each epoch).
 // Whether the history is one epoch whose row is the metrics (without test_ ones, in order) and
 // the model's seconds: written "history":"metrics" (a one-epoch model's row repeated them).
 bool history_is_metrics(const JobResult& r) {
   if (r.history.size() != 1 || r.epochs != 1) return false;
   const EpochRecord& e = r.history[0];
-  if (e.epoch != 1 || timing(e.seconds) != timing(r.seconds)) return false;
+  if (e.epoch != 1 || timing_figure(e.seconds) != timing_figure(r.seconds)) return false;
   size_t k = 0;
   for (const auto& [name, v] : r.metrics) {
     if (name.rfind("test_", 0) == 0) continue;
@@ -248,6 +239,9 @@ bool history_is_metrics(const JobResult& r) {
   return k == e.values.size();
 }
 
+// "history": one array per epoch, [epoch, seconds, values in history order], and that order
+// ("history_order") when it is not default_history_order(). Every epoch's row has the first
+// row's keys (fit records the same metrics each epoch).
 void history_text(JsonText& w, const JobResult& r) {
   if (r.history.empty()) return;
   if (history_is_metrics(r)) {
@@ -257,9 +251,7 @@ void history_text(JsonText& w, const JobResult& r) {
   }
   std::vector<std::string> order;
   for (const auto& kv : r.history[0].values) order.push_back(kv.first);
-  std::vector<std::string> metric_keys;
-  for (const auto& kv : r.metrics) metric_keys.push_back(kv.first);
-  if (!is_default_history_order(metric_keys, order)) {
+  if (order != default_history_order(r.metrics)) {
     w.key("history_order");
     w.names(r.history[0].values);
   }
@@ -271,7 +263,7 @@ void history_text(JsonText& w, const JobResult& r) {
     w.sep();
     w.integer(e.epoch);
     w.sep();
-    w.num(timing(e.seconds));
+    w.num(timing_figure(e.seconds));
     for (const std::string& k : order) {
       w.sep();
       const double* v = find_metric(e.values, k);
@@ -302,9 +294,9 @@ std::string job_result_json_text(const JobResult& r, const std::string& model_fi
   w.key("params");
   w.integer(static_cast<long long>(r.params));
   w.key("seconds");
-  w.num(timing(r.seconds));
+  w.num(timing_figure(r.seconds));
   w.key("samples_per_second");
-  w.num(timing(r.samples_per_second));
+  w.num(timing_figure(r.samples_per_second));
   w.key("core");
   w.integer(r.core);
   // Written in order: the reader takes the metrics' order from the text (no "metric_order").
@@ -386,8 +378,7 @@ JobResult result_from(const J& j) {
   if (j.contains("history_order")) {
     for (const auto& k : j["history_order"]) horder.push_back(k.template get<std::string>());
   } else {
-    for (const auto& kv : r.metrics)
-      if (kv.first.rfind("test_", 0) != 0) horder.push_back(kv.first);
+    horder = default_history_order(r.metrics);
   }
   if (j.contains("history") && j["history"].is_string()) {  // "metrics": history_is_metrics
     EpochRecord e;
@@ -532,6 +523,9 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
       if (listed.size() == list_best) break;
       listed.push_back(static_cast<size_t>(r - results.data()));
     }
+  } else {
+    listed.resize(results.size());
+    std::iota(listed.begin(), listed.end(), size_t{0});
   }
   write_streamed(dir + "/results.json", [&](std::ostream& o) {
     Json head = {{"plan", plan_path}, {"seed", seed}, {"workers", workers}, {"rank_by", key.key}};
@@ -549,9 +543,9 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
     }
     const std::string h = head.dump(2);  // "{\n  ...\n}": the models go before the brace
     o << h.substr(0, h.size() - 2) << ",\n  \"models\": [";
-    const size_t n = summary ? listed.size() : results.size();
+    const size_t n = listed.size();
     for (size_t i = 0; i < n; ++i) {
-      const size_t k = summary ? listed[i] : i;
+      const size_t k = listed[i];
       Json j = job_result_to_json(results[k]);
       for (const char* x :
            {"history", "metric_order", "history_order", "parameter_order", "paused"})
