@@ -45,7 +45,7 @@ class Dropout final : public Layer {
     // A value is kept when its 24-bit uniform u / 2^24 is at least the rate, i.e. when
     // u >= ceil(rate * 2^24) (exact: a float times 2^24 is exact in double). Each 64-bit draw of
     // the stream gives two such u, made a block at a time so the masking loop vectorizes.
-    const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+    const float scale = kept_scale();
     const auto threshold = static_cast<uint32_t>(
         std::ceil(static_cast<double>(static_cast<float>(rate_)) * 16777216.0));
     if (noise_.given) {
@@ -65,8 +65,9 @@ class Dropout final : public Layer {
       float* __restrict y = a.y + i0;
       uint8_t* __restrict kept = reinterpret_cast<uint8_t*>(a.cache) + i0;
       for (size_t j = 0; j < len; ++j) {
-        kept[j] = u[j] >= threshold ? 1 : 0;
-        y[j] = x[j] * (u[j] >= threshold ? scale : 0.0f);
+        const bool keep = u[j] >= threshold;
+        kept[j] = keep ? 1 : 0;
+        y[j] = x[j] * (keep ? scale : 0.0f);
       }
     }
   }
@@ -83,7 +84,7 @@ class Dropout final : public Layer {
       return;
     }
     // The same products as with a float mask: dy times the scale, or times 0.
-    const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+    const float scale = kept_scale();
     const uint8_t* kept = reinterpret_cast<const uint8_t*>(a.cache);
     for (size_t i = 0; i < m; ++i) dx[i] += a.dy[i] * (kept[i] ? scale : 0.0f);
   }
@@ -96,6 +97,9 @@ class Dropout final : public Layer {
   }
 
  private:
+  // A kept value's factor, 1 / (1 - rate): forward and the byte mask's backward multiply by the
+  // same float, so the gradient is the float mask's.
+  float kept_scale() const { return static_cast<float>(1.0 / (1.0 - rate_)); }
   // With a noise_shape: the keep factors of the draws (in the scratch, drawn as above, two per
   // 64-bit value), spread over the input into the cache.
   void forward_shared(const LayerArgs& a, float scale, uint32_t threshold) const {
