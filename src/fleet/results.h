@@ -21,8 +21,10 @@ Json job_result_to_json(const JobResult& r);
 // Json tree was a few allocations per value), with "model_file" and "model_xxh3" when
 // `model_file` is not empty. Compact (issue 36: 100,000 tiny models wrote 640 bytes a record):
 // keys in written order (no "metric_order"), "message", "best" and "history" left out when
-// empty, the best value when the history has it, history rows as arrays [epoch, seconds,
-// values] with "history_order" only when it is not the metrics' own without the test_ ones
+// empty, "status" when done, "samples_per_second" written "sps", the best value when the history
+// has it and "best" as its epoch alone when its monitor is also fit's default, history rows as
+// arrays [epoch, seconds, values] with "history_order" only when it is not the metrics' own without
+// the test_ ones
 // ("history":"metrics" when its one epoch's row is the metrics and the model's seconds),
 // timings to 6 significant digits (metrics stay exact). job_result_from_record reads it.
 std::string job_result_json_text(const JobResult& r, const std::string& model_file = "",

@@ -325,12 +325,40 @@ Json entry_over(const Json& m, const Json& defaults) {
 
 }  // namespace
 
+namespace {
+
+// A large fleet's plan.yaml in its grid form: `head` (every key of which comes before `models`
+// in kYamlOrder), then each entry as written with its grid, the grid's variables in their
+// written order (the order of the models).
+std::string grid_form(const Json& head, const std::vector<PlanModels::GridEntry>& entries) {
+  std::string text = plan_detail::json_to_yaml(head, kYamlOrder) + "models:\n";
+  for (const PlanModels::GridEntry& g : entries) {
+    std::vector<std::string> first = {"name", "grid"};
+    for (const std::vector<std::string>* list : {&g.vars, &kYamlOrder})
+      for (const std::string& k : *list)
+        if (std::find(first.begin(), first.end(), k) == first.end()) first.push_back(k);
+    const std::string one =
+        plan_detail::json_to_yaml(Json::object({{"models", Json::array({g.entry})}}), first);
+    text.append(one, one.find('\n') + 1);  // without its "models:" line
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string plan_to_yaml(const Plan& plan, int threads, bool factored) {
   Json head = Json::object({{"seed", plan.seed}, {"models", nullptr}});
   if (plan.has_data) head["data"] = plan.data.to_json();
   if (plan.search) head["search"] = plan.search->to_json();
   if (!plan.group_by.empty()) head["group_by"] = plan.group_by;  // read by the report
   if (plan.save.kind != SavePolicy::Kind::kDefault) head["save"] = plan.save.text();
+  if (factored && !plan.search) {
+    const std::vector<PlanModels::GridEntry> entries = plan.models.grid_entries();
+    if (!entries.empty()) {
+      head.erase("models");
+      return grid_form(head, entries);
+    }
+  }
   // factored: the first model's settings as `defaults:`, each model only what differs (a grid
   // of 100,000 tiny models: 35 MB of plan.yaml, 350 bytes a model, before).
   Json defaults;

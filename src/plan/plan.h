@@ -172,6 +172,16 @@ class PlanModels {
   // grid over learning rates, seeds or repeats is one kind. So they build the same network, with
   // the same slots, and validate alike (the fleet validates one per kind and source).
   uint32_t kind(size_t k) const { return refs_[k].kind; }
+  // The plan's entries as written (merged over `defaults`, placeholders kept, `grid:` added) and
+  // each grid's variables in written order, when the models are exactly every point of every
+  // entry in plan order and no entry names a file (`keras:`, `data:`: the expanded models hold
+  // their paths resolved); empty otherwise, and for a search. A large fleet's plan.yaml is
+  // written from these: 100,000 models of one grid entry are a few lines, not 7.9 MB.
+  struct GridEntry {
+    Json entry;
+    std::vector<std::string> vars;
+  };
+  std::vector<GridEntry> grid_entries() const;
 
   // Plan order, each model expanded as it is reached.
   class Iterator {
@@ -306,8 +316,9 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
 // Serializes the expanded plan (seed, data and every model's `expanded`) as YAML, one model
 // expanded at a time, so the text is the only whole copy. With `threads` > 1, that many threads
 // expand and write the models; the text is the same. `factored` (a large fleet's plan.yaml): the
-// first model's settings are written as `defaults:` and each model as only what differs from
-// them (null for a setting it has not), which loads to the same models; not for a search.
+// plan's entries with their grids (PlanModels::grid_entries) where it has them, no model expanded;
+// else the first model's settings are written as `defaults:` and each model as only what differs
+// from them (null for a setting it has not). Either loads to the same models; not for a search.
 std::string plan_to_yaml(const Plan& plan, int threads = 1, bool factored = false);
 
 }  // namespace nnfleet

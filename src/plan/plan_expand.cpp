@@ -619,6 +619,32 @@ std::vector<std::pair<std::string, Json>> PlanModels::parameters(size_t k) const
   return expander_->parameters(refs_.at(k));
 }
 
+std::vector<PlanModels::GridEntry> PlanModels::grid_entries() const {
+  if (!expander_ || expander_->has_search) return {};
+  std::vector<GridEntry> out;
+  size_t k = 0;
+  for (size_t i = 0; i < expander_->entries.size(); ++i) {
+    const plan_detail::ModelExpander::Entry& e = expander_->entries[i];
+    if (e.is_template || e.merged.contains("keras") || e.merged.contains("data")) return {};
+    size_t points = 1;
+    for (const auto& v : e.vars) points *= v.second.size();
+    for (size_t p = 0; p < points; ++p, ++k)
+      if (k >= refs_.size() || refs_[k].entry != i || refs_[k].point != p) return {};
+    GridEntry g{e.merged, {}};
+    if (!e.vars.empty()) {
+      Json grid = Json::object();
+      for (const auto& [name, values] : e.vars) {
+        grid[name] = values;
+        g.vars.push_back(name);
+      }
+      g.entry["grid"] = std::move(grid);
+    }
+    out.push_back(std::move(g));
+  }
+  if (k != refs_.size()) return {};
+  return out;
+}
+
 ModelSpec PlanModels::at(size_t k) const {
   if (k >= refs_.size())
     throw std::out_of_range("model " + std::to_string(k) + " of a plan of " +

@@ -32,6 +32,7 @@
 #include "fleet/results.h"
 #include "io/keras/keras_reader.h"
 #include "io/model_summary.h"
+#include "plan/plan.h"
 #include "plan/plan_yaml.h"
 #include "platform/files.h"
 #include "report/report.h"
@@ -53,6 +54,27 @@ struct PlanFile {
   std::string group_by;  // the plan's top-level `group_by` ("" when none)
 };
 
+bool has_grid(const Json& models) {
+  for (const Json& m : models)
+    if (m.is_object() && m.contains("grid")) return true;
+  return false;
+}
+
+// The models of plan.yaml `text` in its grid form, each expanded (what the other forms list).
+Json expanded_models(const std::string& text, const std::string& path) {
+  // Arrays allowed: a program's run names its arrays, and the report never loads the data.
+  Plan plan;
+  try {
+    plan = parse_plan(text, path, std::filesystem::path(path).parent_path().string(), 0, true);
+  } catch (const PlanError& e) {
+    throw FileError("failed to read plan '" + path + "': " + e.what() +
+                    "\nexpected the plan.yaml the run wrote");
+  }
+  Json models = Json::array();
+  for (const ModelSpec& m : plan.models) models.push_back(m.expanded_json());
+  return models;
+}
+
 PlanFile read_plan(const std::string& dir) {
   const std::string text = read_file(dir + "/plan.yaml");
   try {
@@ -60,9 +82,12 @@ PlanFile read_plan(const std::string& dir) {
     const Json plan = plan_detail::yaml_to_json(root).value;
     if (plan.contains("models") && plan["models"].is_array()) {
       PlanFile f{plan["models"], plan.value("search", Json(nullptr)), {}, {}};
-      // A large fleet's plan.yaml is factored (plan.h: plan_to_yaml): each entry over
-      // `defaults`, its null removing a default.
-      if (plan.contains("defaults") && plan["defaults"].is_object())
+      // A large fleet's plan.yaml is in grid form (entries with `grid:`: loaded as a plan, each
+      // model expanded) or factored (plan.h: plan_to_yaml): each entry over `defaults`, its
+      // null removing a default.
+      if (has_grid(f.models))
+        f.models = expanded_models(text, dir + "/plan.yaml");
+      else if (plan.contains("defaults") && plan["defaults"].is_object())
         for (Json& m : f.models) {
           Json full = plan["defaults"];
           for (auto it = m.begin(); it != m.end(); ++it)
@@ -80,6 +105,8 @@ PlanFile read_plan(const std::string& dir) {
         for (const auto& kv : space) f.space_order.push_back(kv.first.as<std::string>());
       return f;
     }
+  } catch (const FileError&) {
+    throw;
   } catch (const std::exception&) {
   }
   throw FileError("failed to read plan '" + dir +

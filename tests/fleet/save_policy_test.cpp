@@ -290,9 +290,10 @@ TEST(RecordText, ReadsBackTheSameResult) {
   EXPECT_EQ(file, "");
 }
 
-// What the compact form leaves out: an empty message, metric_order, a derivable history order
-// and best value, a one-epoch history that is the metrics; a one-epoch model's record is under
-// 320 bytes (640 before issue 36).
+// What the compact form leaves out: an empty message, a done status, metric_order, a derivable
+// history order and best value, the monitor of a best epoch that monitors fit's default, a
+// one-epoch history that is the metrics; a one-epoch model's record is under 270 bytes (640
+// before issue 36, 336 before the short best and status).
 TEST(RecordText, LeavesOutWhatCanBeDerived) {
   JobResult r;
   r.name = "m-0-0.001";
@@ -308,7 +309,8 @@ TEST(RecordText, LeavesOutWhatCanBeDerived) {
   r.best = {1, "loss", 2.2639910795660425};
   r.history = {{1, {{"loss", 2.2639910795660425}, {"accuracy", 0.18649965205288796}}, 0.0032}};
   std::string text = job_result_json_text(r);
-  for (const char* k : {"message", "metric_order", "history_order", "\"value\""})
+  for (const char* k : {"message", "metric_order", "history_order", "\"value\"", "status",
+                        "monitor", "samples_per_second"})
     EXPECT_EQ(text.find(k), std::string::npos) << k << " in " << text;
   r.samples_per_second = 436135;  // 6 significant digits
   r.seconds = 0.00329485;
@@ -316,7 +318,28 @@ TEST(RecordText, LeavesOutWhatCanBeDerived) {
   r.history[0].seconds = r.seconds = 0.00329485;
   text = job_result_json_text(r);
   EXPECT_THAT(text, HasSubstr("\"history\":\"metrics\""));
-  EXPECT_LT(text.size(), 320u) << text;
+  EXPECT_THAT(text, HasSubstr("\"best\":1,"));
+  EXPECT_LT(text.size(), 270u) << text;
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  // Not done: the status is written. A best epoch on another monitor names it; with validation
+  // metrics the default monitor is val_loss.
+  r.status = JobStatus::kDiverged;
+  r.best.monitor = "accuracy";
+  r.best.value = r.history[0].values[1].second;
+  text = job_result_json_text(r);
+  EXPECT_THAT(text, HasSubstr("\"status\":\"diverged\""));
+  EXPECT_THAT(text, HasSubstr("\"monitor\":\"accuracy\""));
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  r.metrics.insert(r.metrics.begin() + 2, {"val_loss", 2.5});
+  r.history[0].values.push_back({"val_loss", 2.5});
+  r.best = {1, "val_loss", 2.5};
+  text = job_result_json_text(r);
+  EXPECT_THAT(text, HasSubstr("\"best\":1,"));
+  EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
+  r.best.monitor = "loss";  // not the default any more: named
+  r.best.value = r.history[0].values[0].second;
+  text = job_result_json_text(r);
+  EXPECT_THAT(text, HasSubstr("\"monitor\":\"loss\""));
   EXPECT_EQ(fields_of(job_result_from_record(text)), fields_of(r));
   // A history whose keys are not the metrics' (without test_) names them.
   r.history[0].values = {{"accuracy", 0.5}, {"loss", 2.0}};
@@ -415,9 +438,12 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   EXPECT_EQ(timeline.find("\"kind\":\"start\""), std::string::npos);
   EXPECT_THAT(timeline, HasSubstr("\"jobs\":"));
   EXPECT_THAT(timeline, HasSubstr("\"kind\":\"lane\""));
-  // plan.yaml is factored, and loads to the plan's models.
+  // plan.yaml is the plan's grid entry (not 48 models), and loads to the plan's models.
   const std::string plan_yaml = read_file(out + "/plan.yaml");
-  EXPECT_THAT(plan_yaml, HasSubstr("defaults:"));
+  EXPECT_THAT(plan_yaml, HasSubstr("grid:"));
+  EXPECT_EQ(std::count(plan_yaml.begin(), plan_yaml.end(), '{') -
+                std::count(plan_yaml.begin(), plan_yaml.end(), '}'),
+            0);
   EXPECT_EQ(plan_to_yaml(load_plan(out + "/plan.yaml")), plan_to_yaml(load_plan(plan_path)));
   // --resume trusts every record: nothing trained again, the same rows.
   const std::string log = read_file(out + "/jobs.log");
@@ -428,11 +454,10 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   for (const JobResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
 }
 
-// A large fleet's factored plan.yaml (plan_to_yaml's `factored`: the first model's settings as
-// `defaults:`, each model what differs, null for what it has not) loads to the same models as
-// the plan: its full text is the plan's, for models whose settings and architectures differ.
-TEST_F(SavePolicyTest, AFactoredPlanLoadsToTheSameModels) {
-  testing_util::write_text(plan_path, R"(seed: 5
+// Two entries of different settings and architectures; `own_data` gives the second its own
+// data (a file path, which the expanded models hold resolved).
+std::string two_entries(bool own_data) {
+  return std::string(R"(seed: 5
 data:
   train: {x: train_x.npy, y: train_y.npy}
 defaults:
@@ -440,25 +465,56 @@ defaults:
   loss: sparse_categorical_crossentropy
   metrics: [accuracy]
 models:
-  - name: a-{u}
-    grid: {u: [1, 2]}
+  - name: a-{u}-{d}
+    grid: {u: [1, 2], d: [0.5, 0.25, 0.125]}
     layers:
       - Flatten: {}
       - Dense: {units: "{u}", activation: relu}
+      - Dropout: {rate: "{d}"}
       - Dense: {units: 3, activation: softmax}
   - name: b
     batch_size: 7
     early_stopping: {monitor: loss, patience: 1}
     metrics: null
     optimizer: {SGD: {learning_rate: 0.1}}
-    layers:
+)") + (own_data ? "    data: {train: {x: train_x.npy, y: train_y.npy}}\n" : "") +
+         R"(    layers:
       - Flatten: {}
       - Dense: {units: 3, activation: softmax}
-)");
+)";
+}
+
+// A large fleet's plan.yaml in its grid form (plan_to_yaml's `factored` when every entry is
+// whole and names no file: each entry merged over `defaults`, with its grid, the grid's
+// variables in written order, which is the models' order) loads to the same models as the
+// plan: its full text is the plan's, and the text is the entries, not one item per model.
+TEST_F(SavePolicyTest, AGridFormPlanLoadsToTheSameModels) {
+  testing_util::write_text(plan_path, two_entries(false));
+  const Plan plan = load_plan(plan_path);
+  ASSERT_EQ(plan.models.size(), 7u);
+  const std::string full = plan_to_yaml(plan);
+  const std::string grid = plan_to_yaml(plan, 1, true);
+  EXPECT_THAT(grid, HasSubstr("name: a-{u}-{d}"));
+  EXPECT_THAT(grid, Not(HasSubstr("defaults:")));
+  EXPECT_THAT(grid, Not(HasSubstr("a-2-0.25")));
+  // u before d, as written (d sorts first): the models come in the plan's order.
+  EXPECT_LT(grid.find("u: ["), grid.find("d: ["));
+  const std::string again = dir.path + "/grid.yaml";
+  testing_util::write_text(again, grid);
+  EXPECT_EQ(plan_to_yaml(load_plan(again)), full);
+  EXPECT_EQ(plan_to_yaml(load_plan(again), 1, true), grid);
+}
+
+// A plan whose entry names a file of its own (here its data) is written factored instead: the
+// first model's settings as `defaults:`, each model what differs, null for what it has not; it
+// loads to the same models as the plan.
+TEST_F(SavePolicyTest, AFactoredPlanLoadsToTheSameModels) {
+  testing_util::write_text(plan_path, two_entries(true));
   const Plan plan = load_plan(plan_path);
   const std::string full = plan_to_yaml(plan);
   const std::string factored = plan_to_yaml(plan, 1, true);
   EXPECT_THAT(factored, HasSubstr("defaults:"));
+  EXPECT_THAT(factored, HasSubstr("a-2-0.25"));
   EXPECT_LT(factored.size(), full.size());
   const std::string again = dir.path + "/factored.yaml";
   testing_util::write_text(again, factored);

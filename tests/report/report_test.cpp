@@ -368,6 +368,45 @@ TEST(Report, GridRunUsesItsRecordedParameters) {
   EXPECT_NE(report_html(d).find("\"grid_vars\":[\"units\",\"lr\"]"), std::string::npos);
 }
 
+// A large fleet's plan.yaml in its grid form (plan_to_yaml): entries with `grid:`, which the
+// report expands as the plan loader does; each model's row has its layers and its record.
+TEST(Report, GridFormPlanIsExpandedIntoItsModels) {
+  RunDir run;
+  run.write("plan.yaml", R"(seed: 1
+data: {train: {x: x.npy, y: y.npy}}
+models:
+  - name: g-{u}-{lr}
+    grid:
+      u: [8, 4]
+      lr: [0.1, 0.01]
+    optimizer: {Adam: {learning_rate: "{lr}"}}
+    layers:
+      - Dense: {units: "{u}"}
+  - name: other
+    layers:
+      - Dense: {units: 2}
+)");
+  run.write("jobs.log", record(result("g-4-0.1", "done", 2, nullptr)));
+  const Json d = collect_report(run.dir(), false);
+  std::vector<std::string> names;
+  for (const Json& m : d["models"]) names.push_back(m["name"].get<std::string>());
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"g-8-0.1", "g-8-0.01", "g-4-0.1", "g-4-0.01", "other"}));
+  EXPECT_EQ(model(d, "g-4-0.1")["status"], "done");
+  EXPECT_EQ(model(d, "g-8-0.01")["status"], "pending");
+  // A grid-form plan.yaml that no longer loads names the file and the plan's problem.
+  run.write("plan.yaml",
+            "data: {train: {x: x.npy, y: y.npy}}\nmodels:\n  - name: g-{u}\n    grid: {u: [1]}\n   "
+            " layers: [{Nope: {}}]\n");
+  try {
+    collect_report(run.dir(), false);
+    ADD_FAILURE() << "expected a FileError";
+  } catch (const FileError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Nope"), std::string::npos) << e.what();
+  }
+}
+
 // A W4-like run: a grid variable k (the series) over lstm-{k} and gru-{k}, grouped by k as the
 // plan's copy in the run folder says, or as `report --group-by` says instead; a name the run does
 // not record is refused with the names it does. Curve points keep 6 significant digits.
