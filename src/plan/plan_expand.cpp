@@ -571,10 +571,11 @@ void EntryExpander::check_unique_names(const std::vector<ModelRef>& models) {
   }
 }
 
-ModelSpec ModelExpander::expand(const ModelRef& r) const {
+ModelSpec ModelExpander::expand(const ModelRef& r, bool text) const {
   Problems pr(file, doc.lines);
   EntryExpander expander(PlanContext{doc, pr, dir, arrays});
   expander.builder().set_checked();
+  if (!text) expander.builder().set_no_text();
   if (has_search) expander.set_search(&search);
   ModelSpec s = expander.expand(entries.at(r.entry), r.point);
   NNFLEET_CHECK(pr.empty());  // load_plan expanded the same model without a problem
@@ -614,6 +615,8 @@ PlanModels::PlanModels(std::shared_ptr<const plan_detail::ModelExpander> expande
 }
 
 ModelSpec PlanModels::operator[](size_t k) const { return expander_->expand(refs_[k]); }
+
+ModelSpec PlanModels::to_train(size_t k) const { return expander_->expand(refs_.at(k), false); }
 
 std::vector<std::pair<std::string, Json>> PlanModels::parameters(size_t k) const {
   return expander_->parameters(refs_.at(k));

@@ -85,7 +85,7 @@ ModelSpec ModelBuilder::build(const Json& m, const std::map<std::string, std::st
   model_optimizer(m, at, s, ex);
   model_early_stopping(m, at, monitors, s, ex);
   fit_options(cx_.pr, m, at, monitors, s, ex);
-  expanded_text(ex, s);
+  if (text_) expanded_text(ex, s);
   return s;
 }
 

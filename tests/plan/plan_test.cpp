@@ -963,11 +963,21 @@ TEST_F(PlanTest, ModelKindsGroupModelsThatDifferOnlyInNameParametersAndRates) {
       EXPECT_EQ(m.name, p.models.name(k));
       EXPECT_EQ(m.expanded, m.expanded_json().dump());
       EXPECT_EQ(p.models.parameters(k).at(0).second, Json(k % 2));
+      // A worker's model is the same without the text.
+      const ModelSpec t = p.models.to_train(k);
+      EXPECT_TRUE(t.expanded.empty());
+      EXPECT_EQ(t.name, m.name);
+      EXPECT_EQ(t.layers.size(), m.layers.size());
+      EXPECT_EQ(t.layers.at(1).config, m.layers.at(1).config);
+      EXPECT_EQ(t.optimizer.learning_rate, m.optimizer.learning_rate);
+      EXPECT_EQ(t.epochs, m.epochs);
+      EXPECT_EQ(t.where, m.where);
     }
     EXPECT_EQ(p.models.name(1), "g-4-0.001-1");
     EXPECT_EQ(p.models.kind(400), 2u);  // SGD
     EXPECT_EQ(p.models.kind(401), 3u);  // SGD with momentum: other slots
     EXPECT_EQ(p.models.kind(402), 2u);  // SGD at another rate
+    EXPECT_THROW(p.models.to_train(403), std::out_of_range);
   }
 }
 

@@ -140,7 +140,7 @@ class Coordinator {
       const int s = slot(from, head);
       st_.timeline_started(s, j->name());
       // Held while the job runs elsewhere, for the display of its progress.
-      j->spec = std::make_shared<const ModelSpec>(st_.plan.models[j->index]);
+      j->spec = std::make_shared<const ModelSpec>(st_.plan.models.to_train(j->index));
       writer_.push(
           [this, spec = j->spec, cost = j->cost, s] { st_.live->job_started(s, *spec, cost); });
     }

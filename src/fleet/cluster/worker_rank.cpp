@@ -248,7 +248,7 @@ class WorkerRank {
   JobResult train(int w, int64_t index, const Packet& a, Forwarder& fwd,
                   std::vector<ShippedFile>& files) {
     const int core = cores_[static_cast<size_t>(w)];
-    const ModelSpec s = plan_.models.at(static_cast<size_t>(index));
+    const ModelSpec s = plan_.models.to_train(static_cast<size_t>(index));
     const std::string ckpt = tmp_ + "/checkpoints/" + s.name + ".ckpt";
     JobResult r;
     try {
