@@ -583,6 +583,50 @@ ModelSpec ModelExpander::expand(const ModelRef& r, bool text) const {
   return s;
 }
 
+namespace {
+
+// Whether `v` (a value of a model entry) holds a '{' in a string or a mapping key: a placeholder
+// (or text that might be one).
+bool has_brace(const Json& v) {
+  if (v.is_string()) return v.get_ref<const std::string&>().find('{') != std::string::npos;
+  if (v.is_array())
+    return std::any_of(v.begin(), v.end(), [](const Json& e) { return has_brace(e); });
+  if (v.is_object())
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it.key().find('{') != std::string::npos || has_brace(it.value())) return true;
+  return false;
+}
+
+}  // namespace
+
+void ModelExpander::set_firsts() {
+  if (has_search) return;  // a search's trials train to its budget (search_epochs): expanded
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Entry& e = entries[i];
+    if (e.is_template || e.vars.empty() || e.merged.contains("keras") || e.merged.contains("data"))
+      continue;
+    bool fixed = true;
+    for (auto it = e.merged.begin(); it != e.merged.end() && fixed; ++it)
+      if (it.key() != "name" && it.key() != "parameters" && it.key() != "optimizer")
+        fixed = !has_brace(it.value());
+    if (fixed)
+      e.first = std::make_shared<const ModelSpec>(
+          expand(ModelRef{static_cast<uint32_t>(i), 0, 0, 0, {}}, false));
+  }
+}
+
+OptimizerSpec ModelExpander::optimizer(const ModelRef& r) const {
+  const Entry& e = entries.at(r.entry);
+  if (!e.merged.contains("optimizer"))
+    return parse_optimizer(Json::object({{"Adam", Json::object()}}));
+  Problems pr(file, doc.lines);
+  Substituter sub{pr, grid_values(e, r.point), ""};
+  Json opt = e.merged["optimizer"];
+  sub.apply(opt, child_path(e.base.at("optimizer"), "optimizer"), true);
+  NNFLEET_CHECK(pr.empty());  // load_plan substituted the same values without a problem
+  return parse_optimizer(opt);
+}
+
 Parameters ModelExpander::parameters(const ModelRef& r) const {
   const Entry& e = entries.at(r.entry);
   if (e.is_template) return search.space.named(search.trials.at(r.point));
@@ -616,7 +660,18 @@ PlanModels::PlanModels(std::shared_ptr<const plan_detail::ModelExpander> expande
 
 ModelSpec PlanModels::operator[](size_t k) const { return expander_->expand(refs_[k]); }
 
-ModelSpec PlanModels::to_train(size_t k) const { return expander_->expand(refs_.at(k), false); }
+ModelSpec PlanModels::to_train(size_t k) const {
+  const plan_detail::ModelRef& r = refs_.at(k);
+  const plan_detail::ModelExpander::Entry& e = expander_->entries[r.entry];
+  if (!e.first) return expander_->expand(r, false);
+  // Its entry's first model but for its name and optimizer: a tenth of the time of expanding a
+  // tiny model (copying the first's spec, substituting and parsing the optimizer alone).
+  ModelSpec s = *e.first;
+  s.name = r.name;
+  s.source = r.source;
+  s.optimizer = expander_->optimizer(r);
+  return s;
+}
 
 std::vector<std::pair<std::string, Json>> PlanModels::parameters(size_t k) const {
   return expander_->parameters(refs_.at(k));

@@ -93,11 +93,20 @@ class ModelExpander {
     std::vector<std::pair<std::string, Json>> vars;  // the grid in written order, each its values
     When when;                                       // a search's template: the trials it makes
     bool is_template = false;
+    // A grid whose placeholders stand only in `name`, `parameters` and `optimizer` (a grid over
+    // learning rates and repeats): its models are its first model (checked, without its text)
+    // but for their names and optimizers (PlanModels::to_train). Null for any other entry.
+    std::shared_ptr<const ModelSpec> first;
   };
   ModelExpander(std::string file, std::filesystem::path dir)
       : file(std::move(file)), dir(std::move(dir)) {}
   // The model at `r`, as load_plan checked it (without constructing its layers again).
   ModelSpec expand(const ModelRef& r, bool text = true) const;
+  // The optimizer of the model at `r` (its entry's `optimizer`, placeholders substituted), as
+  // load_plan checked it.
+  OptimizerSpec optimizer(const ModelRef& r) const;
+  // Entry::first of each entry that has one; once the plan is loaded without problems.
+  void set_firsts();
   // PlanModels::parameters of the model at `r`.
   Parameters parameters(const ModelRef& r) const;
 

@@ -981,5 +981,55 @@ TEST_F(PlanTest, ModelKindsGroupModelsThatDifferOnlyInNameParametersAndRates) {
   }
 }
 
+// A grid whose placeholders stand only in the name, parameters and optimizer: a worker's model
+// (PlanModels::to_train) is its entry's first but for its name and optimizer, and equals the
+// fully expanded model in every field training reads.
+TEST_F(PlanTest, AWorkersModelOfALearningRateGridIsTheExpandedOne) {
+  const std::string text =
+      std::string(kData) + "defaults: {epochs: 3, batch_size: 16}\n" +
+      "models:\n  - name: lr-{lr}-{r}-{beta}\n" +
+      "    grid: {lr: [0.1, 0.25, 0.5], r: [0, 1], beta: [0.8, 0.9]}\n" +
+      "    parameters: {rep: \"{r}\"}\n" +
+      "    optimizer: {Adam: {learning_rate: \"{lr}\", beta_1: \"{beta}\"}}\n" +
+      "    early_stopping: {monitor: loss, patience: 2}\n" +
+      "    layers: [Flatten, {Dense: {units: 5, activation: relu}}]\n" +
+      "  - name: sgd-{m}\n    grid: {m: [0.0, 0.9]}\n" +
+      "    optimizer: {SGD: {learning_rate: 0.1, momentum: \"{m}\"}}\n" +
+      "    layers: [Flatten, {Dense: {units: 4}}]\n";
+  const Plan p = parse_plan(text, "lr.yaml", dir(), 1);
+  ASSERT_EQ(p.models.size(), 14u);
+  for (size_t k = 0; k < p.models.size(); ++k) {
+    const ModelSpec m = p.models[k];
+    const ModelSpec t = p.models.to_train(k);
+    EXPECT_TRUE(t.expanded.empty());
+    EXPECT_EQ(t.name, m.name);
+    EXPECT_EQ(t.where, m.where);
+    EXPECT_EQ(t.source, m.source);
+    EXPECT_EQ(t.epochs, m.epochs);
+    EXPECT_EQ(t.batch_size, m.batch_size);
+    ASSERT_EQ(t.layers.size(), m.layers.size());
+    for (size_t l = 0; l < t.layers.size(); ++l) {
+      EXPECT_EQ(t.layers[l].class_name, m.layers[l].class_name);
+      EXPECT_EQ(t.layers[l].config, m.layers[l].config);
+    }
+    EXPECT_EQ(t.metrics, m.metrics);
+    EXPECT_EQ(t.early_stopping.has_value(), m.early_stopping.has_value());
+    const OptimizerSpec& a = t.optimizer;
+    const OptimizerSpec& b = m.optimizer;
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.learning_rate, b.learning_rate) << m.name;
+    EXPECT_EQ(a.momentum, b.momentum) << m.name;
+    EXPECT_EQ(a.beta_1, b.beta_1) << m.name;
+    EXPECT_EQ(a.beta_2, b.beta_2);
+    EXPECT_EQ(a.epsilon, b.epsilon);
+    EXPECT_EQ(a.nesterov, b.nesterov);
+    EXPECT_EQ(a.weight_decay, b.weight_decay);
+  }
+  EXPECT_EQ(p.models.to_train(5).name, "lr-0.25-0-0.9");
+  EXPECT_EQ(p.models.to_train(5).optimizer.learning_rate, 0.25);
+  EXPECT_EQ(p.models.to_train(5).optimizer.beta_1, 0.9);
+  EXPECT_EQ(p.models.to_train(13).optimizer.momentum, 0.9);
+}
+
 }  // namespace
 }  // namespace nnfleet
