@@ -241,6 +241,30 @@ std::map<std::string, Json> grid_values(const ModelExpander::Entry& e, size_t po
   return values;
 }
 
+// Whether `v` (a value of a model entry) holds a '{' in a string or a mapping key: a placeholder
+// (or text that might be one).
+bool has_brace(const Json& v) {
+  if (v.is_string()) return v.get_ref<const std::string&>().find('{') != std::string::npos;
+  if (v.is_array())
+    return std::any_of(v.begin(), v.end(), [](const Json& e) { return has_brace(e); });
+  if (v.is_object())
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it.key().find('{') != std::string::npos || has_brace(it.value())) return true;
+  return false;
+}
+
+// Whether the grid entry `e` varies only in its name, parameters and optimizer: no placeholder
+// elsewhere, and no file of its own (`keras:`, `data:`).
+bool fixed_entry(const ModelExpander::Entry& e) {
+  if (e.is_template || e.vars.empty() || e.merged.contains("keras") || e.merged.contains("data"))
+    return false;
+  for (auto it = e.merged.begin(); it != e.merged.end(); ++it)
+    if (it.key() != "name" && it.key() != "parameters" && it.key() != "optimizer" &&
+        has_brace(it.value()))
+      return false;
+  return true;
+}
+
 // {trial}: the index zero-padded to `digits` ("007" of 100 trials), text even where the whole
 // string is the placeholder.
 std::string trial_text(size_t k, int digits) {
@@ -292,6 +316,7 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
     size_t count = 1;
     if (!grid(e, ep, entry.vars, count)) continue;  // expanding it would only repeat its problem
     merge(defaults, e, ep, entry);
+    entry.fixed = !search_ && fixed_entry(entry);
 
     std::vector<std::string> var_names;
     for (const auto& v : entry.vars) var_names.push_back(v.first);
@@ -301,14 +326,69 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
                         name_template, var_names});
     ex.entries.push_back(std::move(entry));
     const auto index = static_cast<uint32_t>(ex.entries.size() - 1);
+    start_quick(ex.entries.back(), index, count);
     expand_points(
         ex.entries, count,
         [index](size_t c) {
           return Point{index, c};
         },
         !ex.entries.back().merged.contains("data"), out);
+    quick_.on = false;
   }
   check_unique_names(out);
+}
+
+void EntryExpander::start_quick(const ModelExpander::Entry& e, uint32_t index, size_t count) {
+  quick_.on = false;
+  if (!e.fixed || count < 2) return;
+  // Its first model built apart, its problems (if any) kept from the plan's: expand_points
+  // builds it again and reports them, and its other models are then built too.
+  Problems pr = Problems::recorder(cx_.pr.file(), cx_.doc.lines);
+  EntryExpander probe(*this, pr);
+  const ModelSpec first = probe.expand(e, 0);
+  if (!pr.take_calls().empty()) return;
+  quick_ = {true, index, static_cast<uint32_t>(first.source), probe.builder().kind_items()};
+}
+
+bool EntryExpander::quick_point(const ModelExpander::Entry& e, size_t point, std::string& name,
+                                std::string& key) const {
+  // Where load_plan's checks of these keys would find a problem, the model is built instead.
+  Problems pr = Problems::recorder(cx_.pr.file(), cx_.doc.lines);
+  Substituter sub{pr, grid_values(e, point), ""};
+  const Json& m = e.merged;
+  if (!m.contains("name") || !m["name"].is_string()) return false;
+  Json n = m["name"];
+  sub.apply(n, "name", false);
+  if (!n.is_string()) return false;
+  name = n.get<std::string>();
+  if (!ModelBuilder::name_problems(name).empty()) return false;
+  if (m.contains("parameters")) {
+    Json p = m["parameters"];
+    sub.apply(p, "parameters", true);
+    if (!p.is_object()) return false;
+  }
+  Json opt = m.contains("optimizer") ? m["optimizer"] : Json::object({{"Adam", Json::object()}});
+  sub.apply(opt, "optimizer", true);
+  if (!pr.take_calls().empty()) return false;
+  try {
+    key = quick_.items + ModelBuilder::optimizer_kind(parse_optimizer(opt));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+ModelRef EntryExpander::point_ref(EntryExpander& l,
+                                  const std::vector<ModelExpander::Entry>& entries, Point p,
+                                  std::string& key) {
+  std::string name;
+  if (l.quick_.on && l.quick_.entry == p.entry && p.point > 0 &&
+      l.quick_point(entries[p.entry], p.point, name, key))
+    return {p.entry, static_cast<uint32_t>(p.point), l.quick_.source, 0, std::move(name)};
+  ModelSpec s = l.expand(entries[p.entry], p.point);
+  key = l.builder().kind_key();
+  return {p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source), 0,
+          std::move(s.name)};
 }
 
 // A search's templates: each entry of `list` merged over `defaults`, and trial k expanded from
@@ -384,11 +464,10 @@ void EntryExpander::expand_points(const std::vector<ModelExpander::Entry>& entri
   // A model with data of its own adds its source to the plan's list, in model order: never apart.
   if (threads_ > 1 && count >= 2 * kBlock && apart)
     return expand_points_apart(entries, count, at, out);
+  std::string key;
   for (size_t c = 0; c < count; ++c) {
-    const Point p = at(c);
-    ModelSpec s = expand(entries[p.entry], p.point);
-    out.push_back({p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source),
-                   kind_of(builder_.kind_key()), std::move(s.name)});
+    out.push_back(point_ref(*this, entries, at(c), key));
+    out.back().kind = kind_of(key);
   }
 }
 
@@ -423,14 +502,12 @@ void EntryExpander::expand_points_apart(const std::vector<ModelExpander::Entry>&
     EntryExpander& l = *expanders[static_cast<size_t>(t)];
     Block& d = done[b];
     for (size_t c = b * kBlock; c < std::min(count, (b + 1) * kBlock); ++c) {
-      const Point p = at(c);
-      ModelSpec s = l.expand(entries[p.entry], p.point);
-      const std::string& key = l.builder().kind_key();
+      std::string key;
+      out[base + c] = point_ref(l, entries, at(c), key);
       const auto kind =
           static_cast<uint32_t>(std::find(d.kinds.begin(), d.kinds.end(), key) - d.kinds.begin());
       if (kind == d.kinds.size()) d.kinds.push_back(key);
-      out[base + c] = {p.entry, static_cast<uint32_t>(p.point), static_cast<uint32_t>(s.source),
-                       kind, std::move(s.name)};
+      out[base + c].kind = kind;
     }
     d.calls = prs[static_cast<size_t>(t)]->take_calls();
   });
@@ -583,36 +660,12 @@ ModelSpec ModelExpander::expand(const ModelRef& r, bool text) const {
   return s;
 }
 
-namespace {
-
-// Whether `v` (a value of a model entry) holds a '{' in a string or a mapping key: a placeholder
-// (or text that might be one).
-bool has_brace(const Json& v) {
-  if (v.is_string()) return v.get_ref<const std::string&>().find('{') != std::string::npos;
-  if (v.is_array())
-    return std::any_of(v.begin(), v.end(), [](const Json& e) { return has_brace(e); });
-  if (v.is_object())
-    for (auto it = v.begin(); it != v.end(); ++it)
-      if (it.key().find('{') != std::string::npos || has_brace(it.value())) return true;
-  return false;
-}
-
-}  // namespace
-
 void ModelExpander::set_firsts() {
   if (has_search) return;  // a search's trials train to its budget (search_epochs): expanded
-  for (size_t i = 0; i < entries.size(); ++i) {
-    Entry& e = entries[i];
-    if (e.is_template || e.vars.empty() || e.merged.contains("keras") || e.merged.contains("data"))
-      continue;
-    bool fixed = true;
-    for (auto it = e.merged.begin(); it != e.merged.end() && fixed; ++it)
-      if (it.key() != "name" && it.key() != "parameters" && it.key() != "optimizer")
-        fixed = !has_brace(it.value());
-    if (fixed)
-      e.first = std::make_shared<const ModelSpec>(
+  for (size_t i = 0; i < entries.size(); ++i)
+    if (entries[i].fixed)
+      entries[i].first = std::make_shared<const ModelSpec>(
           expand(ModelRef{static_cast<uint32_t>(i), 0, 0, 0, {}}, false));
-  }
 }
 
 OptimizerSpec ModelExpander::optimizer(const ModelRef& r) const {

@@ -95,21 +95,23 @@ ModelSpec ModelBuilder::build(const Json& m, const std::map<std::string, std::st
 void ModelBuilder::expanded_text(const Json& ex, ModelSpec& s) {
   static const std::set<std::string> kVarying = {"name", "optimizer", "parameters", "seed"};
   std::string text = "{";
-  kind_key_.clear();
+  kind_items_.clear();
   for (auto it = ex.begin(); it != ex.end(); ++it) {
     const std::string item = Json(it.key()).dump() + ":" + it.value().dump();
     if (text.size() > 1) text += ',';
     text += item;
-    if (!kVarying.count(it.key())) kind_key_ += item + ",";
+    if (!kVarying.count(it.key())) kind_items_ += item + ",";
   }
   text += '}';
-  const OptimizerSpec& o = s.optimizer;
-  kind_key_ +=
-      Json{static_cast<int>(o.kind), o.momentum != 0.0,     o.nesterov, o.amsgrad, o.centered,
-           o.weight_decay != 0.0,    o.schedule.has_value()}
-          .dump();
+  kind_key_ = kind_items_ + optimizer_kind(s.optimizer);
   s.expanded = std::move(text);
   s.expanded.shrink_to_fit();  // the text grew by doubling: half of it would be slack
+}
+
+std::string ModelBuilder::optimizer_kind(const OptimizerSpec& o) {
+  return Json{static_cast<int>(o.kind), o.momentum != 0.0,     o.nesterov, o.amsgrad, o.centered,
+              o.weight_decay != 0.0,    o.schedule.has_value()}
+      .dump();
 }
 
 void ModelBuilder::model_name(const Json& m, const KeyPaths& at, ModelSpec& s, Json& ex) {
@@ -173,26 +175,29 @@ void ModelBuilder::model_data(const Json& m, const KeyPaths& at, ModelSpec& s, J
   }
 }
 
-void ModelBuilder::check_name(const std::string& path, const std::string& name) {
-  if (name.empty()) {
-    cx_.pr.add(path, "empty model name; expected a name safe as a file name, got \"\"");
-    return;
-  }
+std::vector<std::string> ModelBuilder::name_problems(const std::string& name) {
+  if (name.empty()) return {"empty model name; expected a name safe as a file name, got \"\""};
+  std::vector<std::string> out;
   std::string bad;
   for (char c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
         bad.find(c) == std::string::npos)
       bad += c;
   if (!bad.empty())
-    cx_.pr.add(path, "model name " + show(name) + " is not safe as a file name; expected only " +
-                         "letters, digits, '.', '_' and '-', got " + show(bad));
+    out.push_back("model name " + show(name) + " is not safe as a file name; expected only " +
+                  "letters, digits, '.', '_' and '-', got " + show(bad));
   if (name[0] == '.')
-    cx_.pr.add(path, "model name " + show(name) + " starts with '.'; expected a name that is " +
-                         "not a hidden file, got " + show(name));
+    out.push_back("model name " + show(name) + " starts with '.'; expected a name that is " +
+                  "not a hidden file, got " + show(name));
   if (name.size() > kMaxNameLength)
-    cx_.pr.add(path, "model name " + show(name) + " is too long; expected at most " +
-                         std::to_string(kMaxNameLength) + " characters, got " +
-                         std::to_string(name.size()));
+    out.push_back("model name " + show(name) + " is too long; expected at most " +
+                  std::to_string(kMaxNameLength) + " characters, got " +
+                  std::to_string(name.size()));
+  return out;
+}
+
+void ModelBuilder::check_name(const std::string& path, const std::string& name) {
+  for (const std::string& p : name_problems(name)) cx_.pr.add(path, p);
 }
 
 // epochs, batch_size, batch_split and shuffle.

@@ -1031,5 +1031,43 @@ TEST_F(PlanTest, AWorkersModelOfALearningRateGridIsTheExpandedOne) {
   EXPECT_EQ(p.models.to_train(13).optimizer.momentum, 0.9);
 }
 
+// A learning-rate grid's models are checked without building each (the first is built): a bad
+// point is still reported as building it reports it, with its path and line, the same on one
+// thread and on three, and the good points load with their kinds.
+TEST_F(PlanTest, ALearningRateGridReportsItsBadPointsAsBuildingThemWould) {
+  std::string lrs;
+  for (int i = 0; i < 300; ++i) lrs += std::to_string(0.001 * (i + 1)) + ", ";
+  const std::string text = std::string(kData) + "models:\n  - name: \"lr-{lr}{tag}\"\n" +
+                           "    grid: {tag: [\"\", \"/x\"], lr: [" + lrs + "-1.0]}\n" +
+                           "    optimizer: {Adam: {learning_rate: \"{lr}\"}}\n" +
+                           "    layers: [Flatten, {Dense: {units: 3}}]\n";
+  std::string message[4];
+  for (int threads : {1, 3}) {
+    try {
+      parse_plan(text, "bad.yaml", dir(), threads);
+      ADD_FAILURE() << "expected a PlanError";
+    } catch (const PlanError& e) {
+      message[threads] = e.what();
+    }
+  }
+  EXPECT_EQ(message[3], message[1]);
+  // The 301 names with "/x" are unsafe; lr -1 is refused once (the same problem at one path).
+  EXPECT_THAT(message[1], HasSubstr("bad.yaml:4: models[0].name: model name \"lr-0.001/x\" is "
+                                    "not safe as a file name"));
+  EXPECT_THAT(message[1], HasSubstr("bad.yaml:6: models[0].optimizer.Adam.learning_rate: "
+                                    "expected a number > 0, got -1.0"));
+  EXPECT_THAT(message[1], HasSubstr("302 problem(s)"));
+  const Plan good =
+      parse_plan(std::string(kData) + "models:\n  - name: \"lr-{lr}\"\n" + "    grid: {lr: [" +
+                     lrs + "0.5]}\n" + "    optimizer: {SGD: {learning_rate: \"{lr}\"}}\n" +
+                     "    layers: [Flatten, {Dense: {units: 3}}]\n",
+                 "good.yaml", dir(), 3);
+  ASSERT_EQ(good.models.size(), 301u);
+  for (size_t k = 0; k < good.models.size(); ++k) {
+    EXPECT_EQ(good.models.kind(k), 0u);
+    EXPECT_EQ(good.models.name(k), good.models[k].name);
+  }
+}
+
 }  // namespace
 }  // namespace nnfleet
