@@ -183,9 +183,13 @@ struct JsonText {
 
 double timing_figure(double v) {
   if (!std::isfinite(v)) return v;
+  // The double nearest "%.6g" of v, through to_chars/from_chars: snprintf and strtod took 0.7%
+  // of a 100,000-model run's CPU (a few figures per model).
   char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return std::strtod(b, nullptr);
+  const char* end = std::to_chars(b, b + sizeof b, v, std::chars_format::general, 6).ptr;
+  double r = v;
+  std::from_chars(b, end, r);
+  return r;
 }
 
 namespace {

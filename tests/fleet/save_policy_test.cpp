@@ -348,6 +348,18 @@ TEST(RecordText, LeavesOutWhatCanBeDerived) {
   EXPECT_EQ(fields_of(job_result_from_record(job_result_json_text(r))), fields_of(r));
 }
 
+// A timing keeps the 6 significant digits printf's %.6g writes, read back as a double.
+TEST(RecordText, TimingsKeepTheSixDigitsOfPrintf) {
+  for (double v : {0.0, 1.0, 0.1, 1.0 / 3.0, 436134.65118636517, 0.003294854123, 1234567.0, 2.5e-7,
+                   9.999995, 99999.95, 1e300, -0.25}) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    EXPECT_EQ(timing_figure(v), std::strtod(b, nullptr)) << v;
+  }
+  EXPECT_TRUE(std::isnan(timing_figure(NAN)));
+  EXPECT_EQ(timing_figure(INFINITY), INFINITY);
+}
+
 // Records of the full form (job_result_to_json, which jobs.log held before issue 36) still read.
 TEST(RecordText, ReadsTheOlderFullForm) {
   const JobResult r = record_example();
