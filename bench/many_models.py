@@ -7,7 +7,9 @@ Makes the data and a plan of N models (Dense(8, relu), Dense(10, softmax), 1 epo
 of N/100 learning rates x 100 repeats), runs `nnfleet train` once per --runs with the given
 --save policy (each into a fresh folder, after a sync), and prints one JSON line per run and
 their medians: the wall time, the training seconds the models report (results.json) summed, the
-fraction of the wall time outside training ((wall - train_sum / workers) / wall), the peak
+fraction of the wall time outside training ((wall - train_sum / workers) / wall), the same
+outside the models' jobs (outside_jobs: their building, training, test evaluation and saving, the
+workers' busy seconds of timeline.jsonl, against the fleet's own work around them), the peak
 resident memory of the process (/usr/bin/time's %M), and the bytes and files left in the output
 folder.
 
@@ -64,6 +66,20 @@ def folder_size(out):
     return files, size
 
 
+def jobs_busy(out):
+    """Seconds the workers spent inside the models' jobs (building, training, evaluating,
+    saving), from timeline.jsonl: a large fleet's lane lines, else the job lines."""
+    lanes = jobs = 0.0
+    with open(os.path.join(out, "timeline.jsonl")) as f:
+        for line in f:
+            e = json.loads(line)
+            if e.get("kind") == "lane":
+                lanes += e["busy"]
+            elif e.get("kind") == "job":
+                jobs += e["end"] - e["start"]
+    return lanes or jobs
+
+
 def one_run(args, plan, out):
     subprocess.run(["sync"], check=True)
     time.sleep(0.5)
@@ -86,8 +102,11 @@ def one_run(args, plan, out):
         models = list(csv.DictReader(f))
     train = sum(float(m["seconds"] or 0.0) for m in models)
     files, size = folder_size(out)
+    busy = jobs_busy(out)
     return {"models": len(models), "wall_s": round(wall, 3), "train_sum_s": round(train, 3),
             "outside_training": round((wall - train / args.workers) / wall, 4),
+            "jobs_busy_s": round(busy, 3),
+            "outside_jobs": round((wall - busy / args.workers) / wall, 4),
             "peak_rss_mb": round(peak_kb / 1024.0, 1), "bytes_written": size,
             "files_written": files}
 
