@@ -261,12 +261,15 @@ void transform_input_tile(const float* const (&src)[Tr::kPoints], int ci, int64_
   for (; c0 < ci; ++c0) input_channels<Tr, float>(src, c0, v, kstride);
 }
 
+// How a tile's outputs land: plus the bias (may be null), added onto dst, or written as 0 + the
+// result onto a dst that holds no zeros (the bits kAdd gives on zeros).
+enum class Out { kBias, kAdd, kFresh };
+
 // The kOut x kOut outputs of one tile for channels [f0, f0 + width): dst[i] is output pixel i's
-// row or null when the pixel is cropped; bias (may be null) is added, or with `accumulate` the
-// result is added onto dst.
+// row or null when the pixel is cropped.
 template <typename Tr, typename T>
 [[gnu::always_inline]] inline void output_channels(const float* m, int64_t kstride, int f0,
-                                                   const float* bias, bool accumulate,
+                                                   const float* bias, Out mode,
                                                    float* const (&dst)[Tr::kOut * Tr::kOut]) {
   T mk[Tr::kPoints], y[Tr::kOut * Tr::kOut];
   for (int k = 0; k < Tr::kPoints; ++k) load(mk[k], m + k * kstride + f0);
@@ -274,10 +277,12 @@ template <typename Tr, typename T>
   for (int i = 0; i < Tr::kOut * Tr::kOut; ++i) {
     if (dst[i] == nullptr) continue;
     T out = y[i];
-    if (accumulate) {
+    if (mode == Out::kAdd) {
       T prev;
       load(prev, dst[i] + f0);
       out = prev + out;
+    } else if (mode == Out::kFresh) {
+      out = T{} + out;
     } else if (bias != nullptr) {
       T bv;
       load(bv, bias + f0);
@@ -288,13 +293,13 @@ template <typename Tr, typename T>
 }
 
 template <typename Tr>
-void transform_output_tile(const float* m, int co, int64_t kstride, const float* bias,
-                           bool accumulate, float* const (&dst)[Tr::kOut * Tr::kOut]) {
+void transform_output_tile(const float* m, int co, int64_t kstride, const float* bias, Out mode,
+                           float* const (&dst)[Tr::kOut * Tr::kOut]) {
   int f0 = 0;
   NNFLEET_WINOGRAD_WIDE(for (; f0 + 16 <= co; f0 += 16)
-                            output_channels<Tr, Vec16>(m, kstride, f0, bias, accumulate, dst));
-  for (; f0 + 8 <= co; f0 += 8) output_channels<Tr, Vec8>(m, kstride, f0, bias, accumulate, dst);
-  for (; f0 < co; ++f0) output_channels<Tr, float>(m, kstride, f0, bias, accumulate, dst);
+                            output_channels<Tr, Vec16>(m, kstride, f0, bias, mode, dst));
+  for (; f0 + 8 <= co; f0 += 8) output_channels<Tr, Vec8>(m, kstride, f0, bias, mode, dst);
+  for (; f0 < co; ++f0) output_channels<Tr, float>(m, kstride, f0, bias, mode, dst);
 }
 
 // dm[16][co] = A dy A^T for every channel of one tile, dy's 2x2 pixels read from src[i][0..co)
@@ -457,10 +462,11 @@ void input_patch(const Problem& p, const float* in, const float* zeros, int tile
   }
 }
 
-// One image: out[OH,OW,CO] (=|+=) the convolution of in[H,W,CI] with the transformed kernel.
+// One image: out[OH,OW,CO] (=|+=) the convolution of in[H,W,CI] with the transformed kernel;
+// every pixel of out is written (Out::kFresh needs that).
 template <typename Tr>
-void run_image(const Problem& p, const float* in, const Scratch& s, const float* bias,
-               bool accumulate, float* out) {
+void run_image(const Problem& p, const float* in, const Scratch& s, const float* bias, Out mode,
+               float* out) {
   constexpr int kOut = Tr::kOut;
   const int tiles_x = (p.ow + kOut - 1) / kOut, tiles = (p.oh + kOut - 1) / kOut * tiles_x;
   for (int t0 = 0; t0 < tiles; t0 += Tr::kBlock) {
@@ -484,7 +490,7 @@ void run_image(const Problem& p, const float* in, const Scratch& s, const float*
           dst[kOut * i + j] = inside ? out + (int64_t{oy0 + i} * p.ow + ox0 + j) * p.co : nullptr;
         }
       }
-      transform_output_tile<Tr>(s.m + int64_t{t} * p.co, p.co, m_k, bias, accumulate, dst);
+      transform_output_tile<Tr>(s.m + int64_t{t} * p.co, p.co, m_k, bias, mode, dst);
     }
   }
 }
@@ -577,20 +583,21 @@ void forward(const ConvGeometry& g, int n, const float* x, const float* w, const
   const int64_t x_image = int64_t{g.h} * g.w * g.c, y_image = int64_t{g.oh} * g.ow * g.f;
   for (int img = 0; img < n; ++img) {
     float* yi = y + img * y_image;
-    run_image<Tr>(p, x + img * x_image, s, b, false, yi);
+    run_image<Tr>(p, x + img * x_image, s, b, Out::kBias, yi);
     if (act) activation_forward(*act, int64_t{g.oh} * g.ow, g.f, yi, act_out + img * y_image);
   }
 }
 
 template <typename Tr>
 void backward_data(const ConvGeometry& g, int n, const float* w, const float* dy, float* dx,
-                   float* scratch) {
+                   float* scratch, bool dx_fresh) {
   const Problem p = backward_data_problem(g);
   const Scratch s = carve(g, scratch);
   transform_kernel<Tr>(g, true, w, s.u);
   const int64_t x_image = int64_t{g.h} * g.w * g.c, y_image = int64_t{g.oh} * g.ow * g.f;
+  const Out mode = dx_fresh ? Out::kFresh : Out::kAdd;
   for (int img = 0; img < n; ++img)
-    run_image<Tr>(p, dy + img * y_image, s, nullptr, true, dx + img * x_image);
+    run_image<Tr>(p, dy + img * y_image, s, nullptr, mode, dx + img * x_image);
 }
 
 }  // namespace
@@ -608,13 +615,13 @@ void conv2d_forward_winograd_f4(const ConvGeometry& g, int n, const float* x, co
 }
 
 void conv2d_backward_data_winograd(const ConvGeometry& g, int n, const float* w, const float* dy,
-                                   float* dx, float* scratch) {
-  backward_data<F2>(g, n, w, dy, dx, scratch);
+                                   float* dx, float* scratch, bool dx_fresh) {
+  backward_data<F2>(g, n, w, dy, dx, scratch, dx_fresh);
 }
 
 void conv2d_backward_data_winograd_f4(const ConvGeometry& g, int n, const float* w, const float* dy,
-                                      float* dx, float* scratch) {
-  backward_data<F4>(g, n, w, dy, dx, scratch);
+                                      float* dx, float* scratch, bool dx_fresh) {
+  backward_data<F4>(g, n, w, dy, dx, scratch, dx_fresh);
 }
 
 // Kernel gradient, measured the same way against the GEMM path it replaces (oneDNN's

@@ -55,12 +55,13 @@ void conv2d_forward_winograd_f4(const ConvGeometry& g, int n, const float* x, co
                                 const Activation* act = nullptr, float* act_out = nullptr);
 
 // dx[N,H,W,C] += the input gradient of that convolution for dy[N,OH,OW,F]: the same Winograd
-// convolution of dy with the kernel rotated by 180 degrees and its channel axes swapped.
-// Requires winograd_supported(g).
+// convolution of dy with the kernel rotated by 180 degrees and its channel axes swapped. With
+// dx_fresh, dx holds no zeros: it is written whole, as 0 + the gradient (the bits += gives on a
+// zeroed dx). Requires winograd_supported(g).
 void conv2d_backward_data_winograd(const ConvGeometry& g, int n, const float* w, const float* dy,
-                                   float* dx, float* scratch);
+                                   float* dx, float* scratch, bool dx_fresh = false);
 void conv2d_backward_data_winograd_f4(const ConvGeometry& g, int n, const float* w, const float* dy,
-                                      float* dx, float* scratch);
+                                      float* dx, float* scratch, bool dx_fresh = false);
 
 // dw[3,3,C,F] += the kernel gradient of that convolution for x[N,H,W,C] and dy[N,OH,OW,F]:
 // per position k of the 4x4 transformed tile, du[k][C][F] = sum over every tile of every image of

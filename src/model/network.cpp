@@ -77,6 +77,8 @@ void Network::setup(const float* shared_params) {
   bind_params(shared_params);
   for (size_t i = 0; i < model_->num_layers(); ++i) bind_inputs(i);
   bind_outputs();
+  if (train_)
+    for (Piece& pc : pieces_) plan_fresh_dx(pc);
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
@@ -171,9 +173,10 @@ void Network::plan_arena(bool own_params) {
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.sink_off = arena_.reserve(sink_floats());
-      // Piece 0's gradients (the network's) are zeroed at each step's start; the other pieces'
-      // are zeroed by update_piece as it adds them in (still in cache), and start at zero in the
-      // zero-filled arena, so their step needs no pass over them (m7: 4.8 MB a step).
+      // Piece 0's gradients (the network's) are zeroed at each step's start (by update_piece
+      // once applied when not kept: set_keep_gradients); the other pieces' are zeroed by
+      // update_piece as it adds them in (still in cache), and start at zero in the zero-filled
+      // arena, so their step needs no pass over them (m7: 4.8 MB a step).
       pc.zero_begin = &pc == &pieces_[0] ? pc.grads_off : pc.sink_off;
       pc.zero_end = arena_.size_floats();
       plan_gradients(pc);
@@ -413,10 +416,14 @@ void Network::forward_piece(Piece& pc, bool training, size_t first) {
 void Network::backward_piece(Piece& pc, size_t first) {
   for (size_t i = model_->num_layers(); i-- > first;) {
     if (!needs_backward_[i] || views_[i]) continue;  // nothing trainable at or before it; a view
-    // Blocks that become live here: zero before this backward adds into them.
+    // Blocks that become live here: zero before this backward adds into them, unless it writes
+    // them whole.
+    const bool fresh = pc.fresh_dx[i] != 0;
     for (const ZeroBlock& z : pc.zero_before[i])
-      std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
+      if (!fresh)
+        std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
     LayerArgs a = layer_args(pc, i, true);
+    a.dx_fresh = fresh;
     a.dy = a.dy_own = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
     a.dparams = pc.nodes[i].dparams.data();
@@ -563,11 +570,18 @@ void Network::update_piece(int p) {
       }
     }
   };
-  if (clips || pieces_.size() == 1) {
+  // Applied gradients not kept (set_keep_gradients) are zeroed for the next step.
+  const auto zero_applied = [&](size_t from, size_t to) {
+    if (!keep_gradients_) std::fill(g + from, g + to, 0.0f);
+  };
+  // All at once where the update needs every gradient (clipping), or where blocks would change
+  // the rounding of a single piece's weight penalty (one sum over its share).
+  if (clips || (pieces_.size() == 1 && !reg_vars_.empty())) {
     sum_pieces(begin, end);
     if (!reg_vars_.empty()) penalty += regularize(begin, end);
     if (clips) clip_gradients(o, n_trainable_, g, vars_);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), begin, end);
+    zero_applied(begin, end);
     return;
   }
   constexpr size_t kBlock = 4096;  // floats: the block's arrays fit in L2 together
@@ -576,7 +590,16 @@ void Network::update_piece(int p) {
     sum_pieces(b0, b1);
     if (!reg_vars_.empty()) penalty += regularize(b0, b1);
     optimizer_update(o, iterations_, n_trainable_, params_, g, arena_.at(state_off_), b0, b1);
+    zero_applied(b0, b1);
   }
+}
+
+void Network::set_keep_gradients(bool keep) {
+  NNFLEET_CHECK(train_);
+  // The last step's gradients go now, as an update not keeping them would have zeroed them.
+  if (!keep && keep_gradients_) std::memset(arena_.at(grads_off_), 0, n_trainable_ * sizeof(float));
+  keep_gradients_ = keep;
+  pieces_[0].zero_begin = keep ? pieces_[0].grads_off : pieces_[0].sink_off;
 }
 
 double Network::end_step() {

@@ -158,6 +158,11 @@ class Network {
   void set_iterations(int64_t it) { iterations_ = it; }
   // Gradients of the trainable parameters from the last train_step (laid out like params()).
   const float* gradients() const { return train_ ? arena_.at(grads_off_) : nullptr; }
+  // Whether gradients() keeps the last step's gradients (the default). A trainer that never reads
+  // them sets false: update_piece then zeroes each block of them once applied, while it is in
+  // cache, and the next step skips its own pass zeroing them (W1's m7: 4.8 MB a step); gradients()
+  // reads zeros. Between steps only; the results are the same bits either way.
+  void set_keep_gradients(bool keep);
   float* optimizer_state() { return train_ ? arena_.at(state_off_) : nullptr; }
   const float* optimizer_state() const { return train_ ? arena_.at(state_off_) : nullptr; }
   size_t optimizer_state_floats() const { return state_floats_; }
@@ -198,6 +203,9 @@ class Network {
     // or, when nothing writes one, reads first).
     std::vector<ZeroBlock> zero_first;
     std::vector<std::vector<ZeroBlock>> zero_before;
+    // Per node: its backward writes its zero_before blocks, all its input gradients, instead of
+    // adding to them (LayerArgs::dx_fresh), so they are not zeroed.
+    std::vector<char> fresh_dx;
     std::vector<NodeBuffers> nodes;
     Rng rng;              // its dropout stream (split networks)
     double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
@@ -207,6 +215,8 @@ class Network {
   // Lays out a piece's activation gradients (their offsets and when each is zeroed): blocks
   // whose lifetimes do not overlap share memory (model/buffer_plan.h).
   void plan_gradients(Piece& pc);
+  // Which nodes' backward may write their input gradients unzeroed (Piece::fresh_dx).
+  void plan_fresh_dx(Piece& pc);
   // Planning, split as XNNPACK splits reshape from setup. reshape() settles every tensor's shape
   // and place in the arena (offsets only; throws ModelError for a model that cannot train this
   // way); setup() allocates the arena and binds every pointer into it. estimate_bytes() stops
@@ -259,6 +269,7 @@ class Network {
   Arena arena_;
   Rng rng_;
   int64_t iterations_ = 0;
+  bool keep_gradients_ = true;  // set_keep_gradients
 
   size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, loss_off_ = 0;
   std::vector<size_t> input_offs_;  // per input [max_batch, its shape]

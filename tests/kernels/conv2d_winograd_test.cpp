@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,40 @@ TEST(Conv2dWinograd, InputGradientAccumulatesAndMatchesReference) {
     conv2d_backward_data_winograd(g, k.n, w.data(), dy.data(), dx.data(), scratch.data());
     conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), ref.data(), dw.data(), db.data());
     expect_relative(dx, ref, 1e-4, what + " dx");
+  }
+}
+
+// A fresh dx (LayerArgs::dx_fresh: stale numbers, here NaN) is written whole, with the bits the
+// input gradient adds onto zeros, by both tile sizes and through conv2d_backward; on every case,
+// so cropped tiles, channel tails and same padding all write their pixels.
+TEST(Conv2dWinograd, FreshInputGradientHasTheBitsOfAddingOntoZeros) {
+  for (const Case& k : kCases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const size_t xs = size_t(k.n) * g.h * g.w * g.c;
+    const auto x = random_floats(xs, 1);
+    const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+    const auto dy = random_floats(size_t(k.n) * g.oh * g.ow * g.f, 3);
+    std::vector<float> scratch(
+        std::max(conv2d_winograd_scratch_floats(g), conv2d_scratch_floats(g, k.n)));
+    const float stale = std::nanf("");
+    for (int variant = 0; variant < 3; ++variant) {
+      const std::string what = describe(g, k.n) + " variant " + std::to_string(variant);
+      std::vector<float> zeroed(xs, 0.0f), fresh(xs, stale), dw(size_t(9) * g.c * g.f);
+      const auto run = [&](std::vector<float>& dx, bool is_fresh) {
+        if (variant == 0)
+          conv2d_backward_data_winograd(g, k.n, w.data(), dy.data(), dx.data(), scratch.data(),
+                                        is_fresh);
+        else if (variant == 1)
+          conv2d_backward_data_winograd_f4(g, k.n, w.data(), dy.data(), dx.data(), scratch.data(),
+                                           is_fresh);
+        else
+          conv2d_backward(g, k.n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+                          scratch.data(), is_fresh);
+      };
+      run(zeroed, false);
+      run(fresh, true);
+      EXPECT_EQ(std::memcmp(fresh.data(), zeroed.data(), xs * sizeof(float)), 0) << what;
+    }
   }
 }
 

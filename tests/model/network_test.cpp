@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <thread>
 #include <vector>
@@ -218,6 +220,75 @@ TEST(Model, RepeatedLayerNamesAreRefused) {
   ls.push_back(L("Dense", {{"units", 2}}, "d"));
   ls.push_back(L("Dense", {{"units", 2}}, "d"));
   EXPECT_THROW(Model::sequential("m", Shape{3}, std::move(ls)), ModelError);
+}
+
+// Gradients not kept (zeroed by the update as it applies them) train the same bits as kept ones,
+// switched off after a step or from the start, whole or split, with and without clipping (the
+// update's two paths), and read zeros afterwards.
+TEST(Network, GradientsNotKeptTrainTheSameBits) {
+  const Json clipped = {{"Adam", {{"clipnorm", 0.5}}}};
+  for (const Json& opt : {Json("adam"), clipped}) {
+    for (int pieces : {1, 2}) {
+      const TrainSpec spec{parse_loss("sparse_categorical_crossentropy"), parse_optimizer(opt)};
+      Network kept(splittable_cnn(true), 16, spec, pieces),
+          dropped(splittable_cnn(true), 16, spec, pieces);
+      const auto want =
+          train_some(kept, [&](int n, const Targets& t) { return kept.train_step(n, t); });
+      const auto got = train_some(dropped, [&](int n, const Targets& t) {
+        const double loss = dropped.train_step(n, t);
+        dropped.set_keep_gradients(false);  // from the second step on
+        return loss;
+      });
+      const std::string what = opt.dump() + ", " + std::to_string(pieces) + " piece(s)";
+      EXPECT_EQ(got, want) << what;
+      EXPECT_EQ(std::memcmp(kept.params(), dropped.params(), kept.num_params() * sizeof(float)), 0)
+          << what;
+      for (size_t i = 0; i < dropped.num_trainable(); ++i)
+        ASSERT_EQ(dropped.gradients()[i], 0.0f) << what << ", gradient " << i;
+    }
+  }
+}
+
+// A convolution's output read by an average pooling and by a dropout: the later of the two in
+// the model writes the convolution's output gradient first, unzeroed (Layer::writes_whole_dx),
+// and the other adds onto it. A linear model, so central differences are exact up to rounding.
+TEST(Network, AnInputGradientWrittenUnzeroedTakesTheOtherReadersSum) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {L("Conv2D", {{"filters", 2}, {"kernel_size", 3}, {"padding", "same"}}, "c"), {0}});
+  nodes.push_back({L("AveragePooling2D", {{"pool_size", 2}}, "avg"), {1}});
+  nodes.push_back({L("Flatten", Json::object(), "f1"), {2}});
+  nodes.push_back({L("Dropout", {{"rate", 0.0}}, "drop"), {1}});
+  nodes.push_back({L("Flatten", Json::object(), "f2"), {4}});
+  nodes.push_back({L("Concatenate", Json::object(), "cat"), {3, 5}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "out"), {6}});
+  const auto model =
+      std::make_shared<const Model>("two_readers", std::vector<ModelInput>{{"x", Shape{4, 4, 2}}},
+                                    std::move(nodes), std::vector<int>{7});
+  const TrainSpec spec{parse_loss("mse"), parse_optimizer("sgd")};
+  Network net(model, 3, spec), probe(model, 3);
+  Rng rng(17);
+  net.initialize(rng);
+  for (int i = 0; i < 3 * 32; ++i) probe.input()[i] = net.input()[i] = rng.uniform() - 0.5f;
+  std::vector<float> y = {0.3f, -0.2f, 0.1f};
+  const std::vector<float> w(net.params(), net.params() + net.num_params());
+  const auto loss_at = [&](const std::vector<float>& v) {
+    std::copy(v.begin(), v.end(), probe.params());
+    probe.forward(3, false);
+    double l = 0;
+    for (int i = 0; i < 3; ++i) l += std::pow(probe.output()[i] - y[static_cast<size_t>(i)], 2);
+    return l / 3;
+  };
+  Targets t;
+  t.values = y.data();
+  net.train_step(3, t);
+  for (size_t i = 0; i < 2 * 3 * 3 * 2; ++i) {  // the convolution's kernel
+    std::vector<float> plus = w, minus = w;
+    plus[i] += 1e-2f;
+    minus[i] -= 1e-2f;
+    const double fd = (loss_at(plus) - loss_at(minus)) / 2e-2;
+    EXPECT_NEAR(net.gradients()[i], fd, 1e-3 * std::max(1.0, std::fabs(fd))) << i;
+  }
 }
 
 TEST(Network, TrainingStepDoesNotAllocate) {
