@@ -451,7 +451,10 @@ void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* 
     std::fill_n(dx, int64_t{n} * g.h * g.w * g.c, 0.0f);
   }
   if (dx != nullptr && onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
-  if (conv2d_use_winograd_weights(g)) {
+  if (conv2d_use_winograd_f4_weights(g)) {
+    conv2d_backward_weights_winograd_f4(g, n, x, dy, dw, scratch);
+    dw = nullptr;
+  } else if (conv2d_use_winograd_weights(g)) {
     conv2d_backward_weights_winograd(g, n, x, dy, dw, scratch);
     dw = nullptr;
   }
