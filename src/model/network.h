@@ -158,11 +158,6 @@ class Network {
   void set_iterations(int64_t it) { iterations_ = it; }
   // Gradients of the trainable parameters from the last train_step (laid out like params()).
   const float* gradients() const { return train_ ? arena_.at(grads_off_) : nullptr; }
-  // Whether gradients() keeps the last step's gradients (the default). A trainer that never reads
-  // them sets false: update_piece then zeroes each block of them once applied, while it is in
-  // cache, and the next step skips its own pass zeroing them (W1's m7: 4.8 MB a step); gradients()
-  // reads zeros. Between steps only; the results are the same bits either way.
-  void set_keep_gradients(bool keep);
   float* optimizer_state() { return train_ ? arena_.at(state_off_) : nullptr; }
   const float* optimizer_state() const { return train_ ? arena_.at(state_off_) : nullptr; }
   size_t optimizer_state_floats() const { return state_floats_; }
@@ -197,7 +192,9 @@ class Network {
     int row0 = 0, capacity = 0;  // its rows of the batch
     int n = 0;                   // its rows in the current step
     size_t grads_off = 0, scratch_off = 0;
-    size_t zero_begin = 0, zero_end = 0;  // its parameter gradients (and frozen weights' sink)
+    // Parameter gradients zeroed at the start of each step, [offset, offset + floats): those of
+    // layers that add to theirs, and the frozen weights' sink (Piece::fresh_dparams).
+    std::vector<std::pair<size_t, size_t>> zero_params;
     // Activation gradient blocks to zero at the start of the step (those the loss or an activity
     // regularizer writes), and before node i's backward (those node i's backward writes first,
     // or, when nothing writes one, reads first).
@@ -206,6 +203,10 @@ class Network {
     // Per node: its backward writes its zero_before blocks, all its input gradients, instead of
     // adding to them (LayerArgs::dx_fresh), so they are not zeroed.
     std::vector<char> fresh_dx;
+    // Per node: its backward writes its parameter gradients (LayerArgs::dparams_fresh): its
+    // layer can, it is no shared layer's call and its gradients are no sink, so they need no
+    // zeroing and update_piece adds a piece's in without zeroing it after.
+    std::vector<char> fresh_dparams;
     std::vector<NodeBuffers> nodes;
     Rng rng;              // its dropout stream (split networks)
     double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
@@ -217,6 +218,8 @@ class Network {
   void plan_gradients(Piece& pc);
   // Which nodes' backward may write their input gradients unzeroed (Piece::fresh_dx).
   void plan_fresh_dx(Piece& pc);
+  // Which nodes write their parameter gradients (Piece::fresh_dparams, zero_params).
+  void plan_fresh_dparams(Piece& pc);
   // Planning, split as XNNPACK splits reshape from setup. reshape() settles every tensor's shape
   // and place in the arena (offsets only; throws ModelError for a model that cannot train this
   // way); setup() allocates the arena and binds every pointer into it. estimate_bytes() stops
@@ -269,7 +272,6 @@ class Network {
   Arena arena_;
   Rng rng_;
   int64_t iterations_ = 0;
-  bool keep_gradients_ = true;  // set_keep_gradients
 
   size_t params_off_ = 0, grads_off_ = 0, state_off_ = 0, loss_off_ = 0;
   std::vector<size_t> input_offs_;  // per input [max_batch, its shape]

@@ -167,13 +167,14 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
   EXPECT_LE(kinks * 10, checked + kinks) << "too many points on kinks for " << c.kind;
 }
 
-// A layer that writes its input gradients whole when they hold no zeros (Layer::writes_whole_dx,
-// LayerArgs::dx_fresh; NaN stands for the stale numbers) gives the bits it adds onto zeroed
-// ones, its parameter gradients included.
-TEST_P(LayerGradient, FreshInputGradientHasTheBitsOfAddingOntoZeros) {
+// A layer that writes its input or parameter gradients whole when they hold no zeros
+// (Layer::writes_whole_dx, writes_whole_dparams; LayerArgs::dx_fresh, dparams_fresh; NaN stands
+// for the stale numbers) gives the bits it adds onto zeroed ones, the other gradients included.
+TEST_P(LayerGradient, FreshGradientsHaveTheBitsOfAddingOntoZeros) {
   const Case& c = GetParam();
   auto layer = make_layer(c.kind, c.ex.config, ConfigMode::kPlan, "layer");
-  if (!layer->writes_whole_dx()) return;  // it adds onto zeroed ones only (nothing to compare)
+  const bool fresh_dx = layer->writes_whole_dx(), fresh_dp = layer->writes_whole_dparams();
+  if (!fresh_dx && !fresh_dp) return;  // it adds onto zeroed ones only (nothing to compare)
   const int n = 2;
   const std::vector<Shape>& ins = c.ex.inputs;
   const Shape out = layer->output_shape(ins);
@@ -212,16 +213,18 @@ TEST_P(LayerGradient, FreshInputGradientHasTheBitsOfAddingOntoZeros) {
   const auto gradients = [&](bool fresh) {
     std::vector<std::vector<float>> g;
     for (const Shape& s : ins)
-      g.emplace_back(static_cast<size_t>(n * s.size()), fresh ? NAN : 0.0f);
+      g.emplace_back(static_cast<size_t>(n * s.size()), fresh && fresh_dx ? NAN : 0.0f);
     for (const ParamSpec& s : specs)
-      if (s.trainable) g.emplace_back(static_cast<size_t>(s.shape.size()), 0.0f);
+      if (s.trainable)
+        g.emplace_back(static_cast<size_t>(s.shape.size()), fresh && fresh_dp ? NAN : 0.0f);
     std::vector<float*> gp;
     for (auto& v : g) gp.push_back(v.data());
     LayerArgs b = a;
     b.dy = dy.data();
     b.dx = gp.data();
     b.dparams = gp.data() + ins.size();
-    b.dx_fresh = fresh;
+    b.dx_fresh = fresh && fresh_dx;
+    b.dparams_fresh = fresh && fresh_dp;
     layer->backward(b);
     return g;
   };

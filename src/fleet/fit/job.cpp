@@ -432,9 +432,7 @@ class JobRun {
         es_max_(es_ && monitor_goes_up(es_->monitor, es_->mode)),
         batcher_(data, spec, train_, net_),
         order_(static_cast<size_t>(data.n_train)),
-        batches_(static_cast<int>((data.n_train + batch_ - 1) / batch_)) {
-    net_.set_keep_gradients(false);  // never read here: the update zeroes them as it goes
-  }
+        batches_(static_cast<int>((data.n_train + batch_ - 1) / batch_)) {}
 
   // Resumes from ctx.checkpoint_path when it holds a checkpoint; otherwise initializes the
   // weights (`initial_params`, when not null, replaces the initializer). Throws FileError.
