@@ -685,8 +685,8 @@ bool conv2d_use_winograd_weights(const ConvGeometry& g) {
 }
 
 // F(4x4,3x3) for the kernel gradient against F(2x2,3x3), on Zen 5 (AVX-512 on 512-bit units), m7's
-// 32 -> 64 channels at a batch piece of 16 with its inputs out of cache, best of 30, four rounds
-// interleaved: 990-1,040 us against 1,235-1,260 us (1.2x); 1.75e-5 of the oracle's scale against
+// 32 -> 64 channels at a batch piece of 16 with its inputs out of cache, best of 30 in each of
+// eight runs: 989-1,063 us against 1,235-1,263 us (1.2x); 1.75e-5 of the oracle's scale against
 // 5.4e-6. Not measured on AVX2, which keeps F(2x2,3x3), nor below 32 channels (m6's 16 -> 32).
 bool conv2d_use_winograd_f4_weights(const ConvGeometry& g) {
   return conv2d_use_winograd_f4(g, true) && conv2d_use_winograd_weights(g);
