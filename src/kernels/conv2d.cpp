@@ -439,16 +439,22 @@ void conv2d_forward(const ConvGeometry& g, int n, const float* x, const float* w
 }
 
 void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
-                     float* dx, float* dw, float* db, float* scratch) {
+                     float* dx, float* dw, float* db, float* scratch, bool dx_fresh) {
+  // The Winograd input gradient writes a fresh dx whole; the other paths add to it zeroed.
   if (dx != nullptr && conv2d_use_winograd_f4(g, true)) {
-    conv2d_backward_data_winograd_f4(g, n, w, dy, dx, scratch);
+    conv2d_backward_data_winograd_f4(g, n, w, dy, dx, scratch, dx_fresh);
     dx = nullptr;
   } else if (dx != nullptr && conv2d_use_winograd(g, true)) {
-    conv2d_backward_data_winograd(g, n, w, dy, dx, scratch);
+    conv2d_backward_data_winograd(g, n, w, dy, dx, scratch, dx_fresh);
     dx = nullptr;
+  } else if (dx != nullptr && dx_fresh) {
+    std::fill_n(dx, int64_t{n} * g.h * g.w * g.c, 0.0f);
   }
   if (dx != nullptr && onednn_conv_backward_data(g, n, w, dy, dx, scratch)) dx = nullptr;
-  if (conv2d_use_winograd_weights(g)) {
+  if (conv2d_use_winograd_f4_weights(g)) {
+    conv2d_backward_weights_winograd_f4(g, n, x, dy, dw, scratch);
+    dw = nullptr;
+  } else if (conv2d_use_winograd_weights(g)) {
     conv2d_backward_weights_winograd(g, n, x, dy, dw, scratch);
     dw = nullptr;
   }

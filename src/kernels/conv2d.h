@@ -47,8 +47,9 @@ void conv2d_forward_gemm(const ConvGeometry& g, int n, const float* x, const flo
 void conv2d_forward_ref(const ConvGeometry& g, int n, const float* x, const float* w,
                         const float* b, float* y);
 // Accumulates (+=) dx[N,H,W,C] (skipped when null), dw[KH,KW,C,F], db[F] (skipped when null).
+// With dx_fresh, dx holds no zeros: it is written whole (the bits += gives on a zeroed dx).
 void conv2d_backward(const ConvGeometry& g, int n, const float* x, const float* w, const float* dy,
-                     float* dx, float* dw, float* db, float* scratch);
+                     float* dx, float* dw, float* db, float* scratch, bool dx_fresh = false);
 void conv2d_backward_gemm(const ConvGeometry& g, int n, const float* x, const float* w,
                           const float* dy, float* dx, float* dw, float* db, float* scratch);
 void conv2d_backward_ref(const ConvGeometry& g, int n, const float* x, const float* w,

@@ -433,10 +433,12 @@ void dense_forward(int n, int in, int out, const float* x, const float* w, const
 }
 
 // dw[I,O] += x^T[I,N] dy[N,O]; dx[N,I] += dy[N,O] w^T[O,I]; db[O] += sum over rows of dy.
-// db walks dy row by row so the inner loop runs over contiguous O.
+// db walks dy row by row so the inner loop runs over contiguous O. Fresh, dw is the GEMM with
+// beta 0 (each element's chain of k terms starts from zero either way) and db starts at zero.
 void dense_backward(int n, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dx, float* dw, float* db) {
-  gemm_fixed_rows(true, in, out, n, x, in, dy, out, 1.0f, dw, out);
+                    float* dx, float* dw, float* db, bool dparams_fresh) {
+  gemm_fixed_rows(true, in, out, n, x, in, dy, out, dparams_fresh ? 0.0f : 1.0f, dw, out);
+  if (db != nullptr && dparams_fresh) std::fill_n(db, out, 0.0f);
   if (dx != nullptr) gemm(false, true, n, in, out, dy, out, w, out, 1.0f, dx, in);
   if (db != nullptr) {
     for (int r = 0; r < n; ++r) {

@@ -46,9 +46,10 @@ void dense_forward_ref(int n, int in, int out, const float* x, const float* w, c
                        float* y);
 
 // Accumulates (+=): dx[N,I] += dy[N,O] * w^T (skipped when dx is null), dw[I,O] += x^T * dy,
-// db[O] += column sums of dy (skipped when db is null).
+// db[O] += column sums of dy (skipped when db is null). With dparams_fresh, dw and db hold no
+// zeros: they are written whole, with the bits += gives on zeros (Layer::writes_whole_dparams).
 void dense_backward(int n, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dx, float* dw, float* db);
+                    float* dx, float* dw, float* db, bool dparams_fresh = false);
 void dense_backward_ref(int n, int in, int out, const float* x, const float* w, const float* dy,
                         float* dx, float* dw, float* db);
 

@@ -157,9 +157,11 @@ void max_pool2d_forward_narrow(const ConvGeometry& g, int n, const float* x, flo
 // The backward twin: each lane's gradient goes to the first tap (in window order) equal to the
 // output, added as gk or 0 like the channel-wise loop, and the four taps' additions are put back
 // in input order by the inverse permutation.
-template <typename Pixel>
+template <bool Fresh, typename Pixel>
 void max_pool2d_backward_narrow(const ConvGeometry& g, int n, const float* x, const float* y,
                                 const float* dy, float* dx, const Pixel& pixel) {
+  // Fresh: dx holds no zeros to add to; adding to zero vectors gives the same bits.
+  const auto dx_at = [](const float* p) { return Fresh ? V16{} : load16(p); };
   const NarrowMasks m(g.c);
   for_each_narrow_row(
       g, n,
@@ -175,10 +177,10 @@ void max_pool2d_backward_narrow(const ConvGeometry& g, int n, const float* x, co
                   gd = hd ? gk : zero;
         float* top_dx = dx + top;
         float* bottom_dx = dx + top + row;
-        store16(top_dx, load16(top_dx) + shuffle2(ga, gb, m.back_lo));
-        store16(top_dx + kLanes, load16(top_dx + kLanes) + shuffle2(ga, gb, m.back_hi));
-        store16(bottom_dx, load16(bottom_dx) + shuffle2(gc, gd, m.back_lo));
-        store16(bottom_dx + kLanes, load16(bottom_dx + kLanes) + shuffle2(gc, gd, m.back_hi));
+        store16(top_dx, dx_at(top_dx) + shuffle2(ga, gb, m.back_lo));
+        store16(top_dx + kLanes, dx_at(top_dx + kLanes) + shuffle2(ga, gb, m.back_hi));
+        store16(bottom_dx, dx_at(bottom_dx) + shuffle2(gc, gd, m.back_lo));
+        store16(bottom_dx + kLanes, dx_at(bottom_dx + kLanes) + shuffle2(gc, gd, m.back_hi));
       },
       pixel);
 }
@@ -228,41 +230,59 @@ void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y) 
   }
 }
 
+namespace {
+
+// The full 2x2 pooling's backward (is_full_2x2), adding to dx or, Fresh, writing it: 0 + the
+// gradient, the bits += gives on a zeroed dx. Fresh needs every x under a window.
+template <bool Fresh>
+void max_pool2d_backward_2x2(const ConvGeometry& g, int n, const float* x, const float* y,
+                             const float* dy, float* dx) {
+  auto pixel = [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
+    const float* __restrict target = y + out, * __restrict grad = dy + out;
+    const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
+    float* __restrict da = dx + t0, * __restrict db = dx + t1, * __restrict dc = dx + t2, * __restrict dd = dx + t3;
+    // Adding 0 where a tap does not win keeps the loop a branch-free vector select-and-add; it
+    // can only turn a -0 gradient into +0.
+#if defined(__GNUC__) && !defined(__clang__)  // the fuzz build uses clang
+#pragma GCC ivdep
+#endif
+    for (int k = 0; k < g.c; ++k) {
+      const float t = target[k], gk = grad[k];
+      const bool ea = a[k] == t, eb = b[k] == t, ec = c[k] == t, ed = d[k] == t;
+      const bool ha = ea, hb = eb & !ea, hc = ec & !(ea | eb), hd = ed & !(ea | eb | ec);
+      da[k] = (Fresh ? 0.0f : da[k]) + (ha ? gk : 0.0f);
+      db[k] = (Fresh ? 0.0f : db[k]) + (hb ? gk : 0.0f);
+      dc[k] = (Fresh ? 0.0f : dc[k]) + (hc ? gk : 0.0f);
+      dd[k] = (Fresh ? 0.0f : dd[k]) + (hd ? gk : 0.0f);
+    }
+  };
+  if (is_narrow_2x2(g)) {
+    max_pool2d_backward_narrow<Fresh>(g, n, x, y, dy, dx, pixel);
+    return;
+  }
+  for_each_2x2(g, n, pixel);
+}
+
+}  // namespace
+
 // For each output value, dy goes to the first tap (row-major window order) whose x equals the
 // max y, as TensorFlow's MaxPoolGrad does. Channels are handled in blocks of kBlock with the
 // block's targets in a small array; once a channel is routed its target becomes NaN, which no x
 // equals, so later taps skip it without a branch and the channel loops vectorize.
 void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
-                         const float* dy, float* dx) {
-  {
-    auto pixel = [&](int64_t out, int64_t t0, int64_t t1, int64_t t2, int64_t t3) {
-      const float* __restrict target = y + out, * __restrict grad = dy + out;
-      const float* __restrict a = x + t0, * __restrict b = x + t1, * __restrict c = x + t2, * __restrict d = x + t3;
-      float* __restrict da = dx + t0, * __restrict db = dx + t1, * __restrict dc = dx + t2, * __restrict dd = dx + t3;
-      // Adding 0 where a tap does not win keeps the loop a branch-free vector select-and-add; it
-      // can only turn a -0 gradient into +0.
-#if defined(__GNUC__) && !defined(__clang__)  // the fuzz build uses clang
-#pragma GCC ivdep
-#endif
-      for (int k = 0; k < g.c; ++k) {
-        const float t = target[k], gk = grad[k];
-        const bool ea = a[k] == t, eb = b[k] == t, ec = c[k] == t, ed = d[k] == t;
-        const bool ha = ea, hb = eb & !ea, hc = ec & !(ea | eb), hd = ed & !(ea | eb | ec);
-        da[k] += ha ? gk : 0.0f;
-        db[k] += hb ? gk : 0.0f;
-        dc[k] += hc ? gk : 0.0f;
-        dd[k] += hd ? gk : 0.0f;
-      }
-    };
-    if (is_narrow_2x2(g)) {
-      max_pool2d_backward_narrow(g, n, x, y, dy, dx, pixel);
+                         const float* dy, float* dx, bool dx_fresh) {
+  if (is_full_2x2(g)) {
+    // Fresh where the windows cover x (m7's 24 x 24), else zeroed first like any other pooling.
+    const bool covered = 2 * g.oh == g.h && 2 * g.ow == g.w;
+    if (dx_fresh && covered) {
+      max_pool2d_backward_2x2<true>(g, n, x, y, dy, dx);
       return;
     }
-    if (is_full_2x2(g)) {
-      for_each_2x2(g, n, pixel);
-      return;
-    }
+    if (dx_fresh) std::fill_n(dx, int64_t{n} * g.h * g.w * g.c, 0.0f);
+    max_pool2d_backward_2x2<false>(g, n, x, y, dy, dx);
+    return;
   }
+  if (dx_fresh) std::fill_n(dx, int64_t{n} * g.h * g.w * g.c, 0.0f);
   constexpr int kBlock = 64;
   const float routed = std::numeric_limits<float>::quiet_NaN();
   float target[kBlock];

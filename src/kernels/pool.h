@@ -9,9 +9,10 @@ namespace nnfleet {
 
 // y[N,OH,OW,C] = max over each window of x[N,H,W,C].
 void max_pool2d_forward(const ConvGeometry& g, int n, const float* x, float* y);
-// Routes dy to the first maximal element of each window (recomputed from x and y).
+// Routes dy to the first maximal element of each window (recomputed from x and y). With
+// dx_fresh, dx holds no zeros: it is written whole (the bits += gives on a zeroed dx).
 void max_pool2d_backward(const ConvGeometry& g, int n, const float* x, const float* y,
-                         const float* dy, float* dx);
+                         const float* dy, float* dx, bool dx_fresh = false);
 // Naive twins of the two above, the oracle of their fast paths (tests only).
 void max_pool2d_forward_ref(const ConvGeometry& g, int n, const float* x, float* y);
 void max_pool2d_backward_ref(const ConvGeometry& g, int n, const float* x, const float* y,

@@ -4,6 +4,8 @@
 // f / (F/G); G must divide both C and F.
 #include "kernels/conv2d.h"
 
+#include <algorithm>
+
 #include "kernels/conv2d_variants.h"
 #include "layers/kinds.h"
 #include "layers/layer_util.h"
@@ -64,18 +66,21 @@ class Conv2D final : public Layer {
     conv2d_forward(g, a.n, a.x[0], a.params[0], b, fused_z(kb_.act, a), a.scratch,
                    kb_.act.kind == Act::kLinear ? nullptr : &kb_.act, a.y);
   }
+  // m7's second convolution writes its input gradient (2.8 MB a step) unzeroed.
+  bool writes_whole_dx() const override { return true; }
   void backward(const LayerArgs& a) const override {
     const ConvGeometry g = geometry(a.in_shapes[0]);
     // The conv kernel's scratch comes first, the pre-activation gradient after it.
     const float* dz = pre_activation_grad(kb_.act, static_cast<int64_t>(a.n) * g.oh * g.ow, g.f, a,
                                           a.scratch + kernel_scratch(g, a.n));
     if (groups_ > 1) {
+      if (a.dx_fresh && a.dx[0]) std::fill_n(a.dx[0], rows_floats(a.n, a.in_shapes[0]), 0.0f);
       conv2d_grouped_backward(g, static_cast<int>(groups_), a.n, a.x[0], a.params[0], dz, a.dx[0],
                               a.dparams[0], kb_.dbias(a), a.scratch);
       return;
     }
-    conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0], kb_.dbias(a),
-                    a.scratch);
+    conv2d_backward(g, a.n, a.x[0], a.params[0], dz, a.dx[0], a.dparams[0], kb_.dbias(a), a.scratch,
+                    a.dx_fresh);
   }
   Json keras_config() const override {
     Json j = base_keras_config(*this);

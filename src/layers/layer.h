@@ -10,7 +10,8 @@
 //   cache_floats()  floats kept from forward to backward for a batch of n (e.g. a pre-activation).
 //   scratch_floats() floats of temporary space one call may use (e.g. an im2col buffer).
 // forward() and backward() then run over views handed in through LayerArgs; they never allocate,
-// validate or throw. backward() ACCUMULATES (+=) into dx and dparams; the caller zeroes them.
+// validate or throw. backward() ACCUMULATES (+=) into dx and dparams; the caller zeroes them
+// (or asks a layer that can for a write instead: LayerArgs::dx_fresh, dparams_fresh).
 // One layer object may serve many copies of a model at once from different threads: every method
 // is const and thread-safe.
 #pragma once
@@ -68,7 +69,15 @@ struct LayerArgs {
   float* dy_own = nullptr;
   const float* const* extra_dy = nullptr;  // per extra output, shaped as it (zeros when unused)
   float* const* dx = nullptr;              // per input, += ; an entry may be null (not needed)
-  float* const* dparams = nullptr;         // per trainable param, in param_specs() order, +=
+  // Set only for a layer whose writes_whole_dx() is true: dx's blocks hold stale numbers, not
+  // zeros, and backward writes every element of each as 0.0f + its gradient (the bits += gives
+  // on zeros), so the caller skips zeroing them (W1's m7: 8.7 MB a step).
+  bool dx_fresh = false;
+  // Set only for a layer whose writes_whole_dparams() is true: the same for dparams (W1's m7:
+  // its Dense kernel gradient, 4.7 MB a batch piece, written instead of read, added to and
+  // zeroed again; nothing to zero at all).
+  bool dparams_fresh = false;
+  float* const* dparams = nullptr;  // per trainable param, in param_specs() order, +=
 };
 
 class Layer {
@@ -104,6 +113,10 @@ class Layer {
   }
   virtual void forward(const LayerArgs& a) const = 0;
   virtual void backward(const LayerArgs& a) const = 0;
+  // True when backward honours LayerArgs::dx_fresh (writes all of dx then, never reads it).
+  virtual bool writes_whole_dx() const { return false; }
+  // True when backward honours LayerArgs::dparams_fresh (writes all of dparams then).
+  virtual bool writes_whole_dparams() const { return false; }
 
   // The layer's Keras config (the "config" object Keras writes, including "name").
   virtual Json keras_config() const = 0;

@@ -77,6 +77,12 @@ void Network::setup(const float* shared_params) {
   bind_params(shared_params);
   for (size_t i = 0; i < model_->num_layers(); ++i) bind_inputs(i);
   bind_outputs();
+  if (train_) {
+    for (Piece& pc : pieces_) {
+      plan_fresh_dx(pc);
+      plan_fresh_dparams(pc);
+    }
+  }
   if (train_) optimizer_init_state(spec_.optimizer, n_trainable_, arena_.at(state_off_));
 }
 
@@ -159,10 +165,10 @@ void Network::plan_pieces(int pieces) {
   }
 }
 
-// Layout: params | per piece: grads (zeroed each step), activation grads (blocks shared by
-// lifetime, each zeroed when it becomes live) | optimizer state | input | per piece: y and
-// cache per node (a view node's y is its input's), scratch | per-sample loss | gathered output.
-// Piece 0's gradients are the network's; the others' are added to them at the end of a step.
+// Layout: params | per piece: grads (written or zeroed each step), activation grads (blocks shared
+// by lifetime, each zeroed when it becomes live) | optimizer state | input | per piece: y and cache
+// per node (a view node's y is its input's), scratch | per-sample loss | gathered output. Piece 0's
+// gradients are the network's; the others' are added to them at the end of a step.
 void Network::plan_arena(bool own_params) {
   const Model& m = *model_;
   const size_t batch = static_cast<size_t>(max_batch_);
@@ -171,11 +177,6 @@ void Network::plan_arena(bool own_params) {
     for (Piece& pc : pieces_) {
       pc.grads_off = arena_.reserve(n_trainable_);
       pc.sink_off = arena_.reserve(sink_floats());
-      // Piece 0's gradients (the network's) are zeroed at each step's start; the other pieces'
-      // are zeroed by update_piece as it adds them in (still in cache), and start at zero in the
-      // zero-filled arena, so their step needs no pass over them (m7: 4.8 MB a step).
-      pc.zero_begin = &pc == &pieces_[0] ? pc.grads_off : pc.sink_off;
-      pc.zero_end = arena_.size_floats();
       plan_gradients(pc);
     }
     grads_off_ = pieces_[0].grads_off;
@@ -413,10 +414,15 @@ void Network::forward_piece(Piece& pc, bool training, size_t first) {
 void Network::backward_piece(Piece& pc, size_t first) {
   for (size_t i = model_->num_layers(); i-- > first;) {
     if (!needs_backward_[i] || views_[i]) continue;  // nothing trainable at or before it; a view
-    // Blocks that become live here: zero before this backward adds into them.
+    // Blocks that become live here: zero before this backward adds into them, unless it writes
+    // them whole.
+    const bool fresh = pc.fresh_dx[i] != 0;
     for (const ZeroBlock& z : pc.zero_before[i])
-      std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
+      if (!fresh)
+        std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
     LayerArgs a = layer_args(pc, i, true);
+    a.dx_fresh = fresh;
+    a.dparams_fresh = pc.fresh_dparams[i] != 0;
     a.dy = a.dy_own = arena_.at(pc.nodes[i].dy_off);
     a.dx = pc.nodes[i].dx.data();
     a.dparams = pc.nodes[i].dparams.data();
@@ -473,7 +479,8 @@ void Network::begin_step(int n, const Targets* t) {
 void Network::train_piece(int p) {
   Piece& pc = pieces_[static_cast<size_t>(p)];
   if (pc.n == 0) return;
-  std::memset(arena_.at(pc.zero_begin), 0, (pc.zero_end - pc.zero_begin) * sizeof(float));
+  for (const auto& [off, floats] : pc.zero_params)
+    std::memset(arena_.at(off), 0, floats * sizeof(float));
   for (const ZeroBlock& z : pc.zero_first)
     std::memset(arena_.at(z.off), 0, static_cast<size_t>(pc.n) * z.row_floats * sizeof(float));
   const size_t first = first_outside_ ? 1 : 0;
@@ -499,6 +506,7 @@ void Network::set_first_layer_outside(bool outside) {
                              model_->layer_inputs(0).size() == 1 &&
                              model_->is_input(model_->layer_inputs(0)[0]) && !views_[0]));
   first_outside_ = outside;
+  for (Piece& pc : pieces_) plan_fresh_dparams(pc);  // layer 0's gradients: the pack adds them
 }
 
 LayerArgs Network::first_layer_args() {
@@ -550,17 +558,14 @@ void Network::update_piece(int p) {
   // optimizer reads it (the update streams the model's parameters, gradients and state through
   // memory; for m7 that is most of a step's memory traffic).
   float* g = arena_.at(grads_off_);
-  // A piece's gradients are zeroed as they are added, ready for its next step (plan_arena); a
-  // piece without rows this step wrote none and is still zero.
+  // Each piece's step wrote or zeroed all its gradients (Piece::fresh_dparams, zero_params); a
+  // piece without rows this step wrote none, and is left out.
   auto sum_pieces = [&](size_t from, size_t to) {
     for (size_t q = 1; q < pieces_.size(); ++q) {
       if (pieces_[q].n == 0) continue;
       float* __restrict gb = g;
-      float* __restrict gq = arena_.at(pieces_[q].grads_off);
-      for (size_t i = from; i < to; ++i) {
-        gb[i] += gq[i];
-        gq[i] = 0.0f;
-      }
+      const float* __restrict gq = arena_.at(pieces_[q].grads_off);
+      for (size_t i = from; i < to; ++i) gb[i] += gq[i];
     }
   };
   if (clips || pieces_.size() == 1) {

@@ -192,12 +192,21 @@ class Network {
     int row0 = 0, capacity = 0;  // its rows of the batch
     int n = 0;                   // its rows in the current step
     size_t grads_off = 0, scratch_off = 0;
-    size_t zero_begin = 0, zero_end = 0;  // its parameter gradients (and frozen weights' sink)
+    // Parameter gradients zeroed at the start of each step, [offset, offset + floats): those of
+    // layers that add to theirs, and the frozen weights' sink (Piece::fresh_dparams).
+    std::vector<std::pair<size_t, size_t>> zero_params;
     // Activation gradient blocks to zero at the start of the step (those the loss or an activity
     // regularizer writes), and before node i's backward (those node i's backward writes first,
     // or, when nothing writes one, reads first).
     std::vector<ZeroBlock> zero_first;
     std::vector<std::vector<ZeroBlock>> zero_before;
+    // Per node: its backward writes its zero_before blocks, all its input gradients, instead of
+    // adding to them (LayerArgs::dx_fresh), so they are not zeroed.
+    std::vector<char> fresh_dx;
+    // Per node: its backward writes its parameter gradients (LayerArgs::dparams_fresh): its
+    // layer can, it is no shared layer's call and its gradients are no sink, so they need no
+    // zeroing and update_piece adds a piece's in without zeroing it after.
+    std::vector<char> fresh_dparams;
     std::vector<NodeBuffers> nodes;
     Rng rng;              // its dropout stream (split networks)
     double loss_sum = 0;  // its rows' loss in the current step (loss_forward's value)
@@ -207,6 +216,10 @@ class Network {
   // Lays out a piece's activation gradients (their offsets and when each is zeroed): blocks
   // whose lifetimes do not overlap share memory (model/buffer_plan.h).
   void plan_gradients(Piece& pc);
+  // Which nodes' backward may write their input gradients unzeroed (Piece::fresh_dx).
+  void plan_fresh_dx(Piece& pc);
+  // Which nodes write their parameter gradients (Piece::fresh_dparams, zero_params).
+  void plan_fresh_dparams(Piece& pc);
   // Planning, split as XNNPACK splits reshape from setup. reshape() settles every tensor's shape
   // and place in the arena (offsets only; throws ModelError for a model that cannot train this
   // way); setup() allocates the arena and binds every pointer into it. estimate_bytes() stops

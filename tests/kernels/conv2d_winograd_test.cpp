@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -160,15 +161,54 @@ TEST(Conv2dWinograd, InputGradientAccumulatesAndMatchesReference) {
   }
 }
 
+// A fresh dx (LayerArgs::dx_fresh: stale numbers, here NaN) is written whole, with the bits the
+// input gradient adds onto zeros, by both tile sizes and through conv2d_backward; on every case,
+// so cropped tiles, channel tails and same padding all write their pixels.
+TEST(Conv2dWinograd, FreshInputGradientHasTheBitsOfAddingOntoZeros) {
+  for (const Case& k : kCases) {
+    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+    const size_t xs = size_t(k.n) * g.h * g.w * g.c;
+    const auto x = random_floats(xs, 1);
+    const auto w = random_floats(size_t(9) * g.c * g.f, 2, -0.3f, 0.3f);
+    const auto dy = random_floats(size_t(k.n) * g.oh * g.ow * g.f, 3);
+    std::vector<float> scratch(
+        std::max(conv2d_winograd_scratch_floats(g), conv2d_scratch_floats(g, k.n)));
+    const float stale = std::nanf("");
+    for (int variant = 0; variant < 3; ++variant) {
+      const std::string what = describe(g, k.n) + " variant " + std::to_string(variant);
+      std::vector<float> zeroed(xs, 0.0f), fresh(xs, stale), dw(size_t(9) * g.c * g.f);
+      const auto run = [&](std::vector<float>& dx, bool is_fresh) {
+        if (variant == 0)
+          conv2d_backward_data_winograd(g, k.n, w.data(), dy.data(), dx.data(), scratch.data(),
+                                        is_fresh);
+        else if (variant == 1)
+          conv2d_backward_data_winograd_f4(g, k.n, w.data(), dy.data(), dx.data(), scratch.data(),
+                                           is_fresh);
+        else
+          conv2d_backward(g, k.n, x.data(), w.data(), dy.data(), dx.data(), dw.data(), nullptr,
+                          scratch.data(), is_fresh);
+      };
+      run(zeroed, false);
+      run(fresh, true);
+      EXPECT_EQ(std::memcmp(fresh.data(), zeroed.data(), xs * sizeof(float)), 0) << what;
+    }
+  }
+}
+
+// The kernel gradient's two tile sizes, F(2x2,3x3) and F(4x4,3x3).
+using WeightsPass = void (*)(const ConvGeometry&, int, const float*, const float*, float*, float*);
+const std::pair<const char*, WeightsPass> kWeightsPasses[] = {
+    {"F(2x2)", conv2d_backward_weights_winograd}, {"F(4x4)", conv2d_backward_weights_winograd_f4}};
+
 // dw accumulates; compared with the oracle on every case and with the GEMM path (what
-// conv2d_backward ran before) on those and on W1's m7 at its training batch of 32.
-TEST(Conv2dWinograd, KernelGradientAccumulatesAndMatchesReferenceAndDirectPath) {
-  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
-  cases.push_back({32, 26, 26, 32, 64, false});  // m7's second convolution, W1's batch
+// conv2d_backward ran before) on those and on W1's m7 at its training batch of 32, within 1e-4;
+// returns the worst relative error.
+double kernel_gradient_error(const std::vector<Case>& cases, const std::string& name,
+                             WeightsPass pass) {
   double worst = 0.0;
   for (const Case& k : cases) {
     const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
-    const std::string what = describe(g, k.n);
+    const std::string what = describe(g, k.n) + " " + name;
     const size_t ws = size_t(9) * g.c * g.f;
     const auto x = random_floats(size_t(k.n) * g.h * g.w * g.c, 1);
     const auto w = random_floats(ws, 2, -0.3f, 0.3f);
@@ -177,7 +217,7 @@ TEST(Conv2dWinograd, KernelGradientAccumulatesAndMatchesReferenceAndDirectPath) 
     std::vector<float> scratch(conv2d_winograd_scratch_floats(g));
     std::vector<float> direct_scratch(conv2d_scratch_floats(g, k.n));
     std::vector<float> dw = dw0, direct = dw0;
-    conv2d_backward_weights_winograd(g, k.n, x.data(), dy.data(), dw.data(), scratch.data());
+    pass(g, k.n, x.data(), dy.data(), dw.data(), scratch.data());
     conv2d_backward_gemm(g, k.n, x.data(), w.data(), dy.data(), nullptr, direct.data(), nullptr,
                          direct_scratch.data());
     worst = std::max(worst, expect_relative(dw, direct, 1e-4, what + " dw vs direct"));
@@ -186,41 +226,55 @@ TEST(Conv2dWinograd, KernelGradientAccumulatesAndMatchesReferenceAndDirectPath) 
     conv2d_backward_ref(g, k.n, x.data(), w.data(), dy.data(), nullptr, ref.data(), db.data());
     worst = std::max(worst, expect_relative(dw, ref, 1e-4, what + " dw vs ref"));
   }
-  RecordProperty("worst_relative_error", format_error(worst));
-  EXPECT_LT(worst, 1e-4);
+  return worst;
+}
+
+TEST(Conv2dWinograd, KernelGradientAccumulatesAndMatchesReferenceAndDirectPath) {
+  std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+  cases.push_back({32, 26, 26, 32, 64, false});  // m7's second convolution, W1's batch
+  for (const auto& [name, pass] : kWeightsPasses) {
+    const double worst = kernel_gradient_error(cases, name, pass);
+    RecordProperty(std::string("worst_relative_error ") + name, format_error(worst));
+    std::printf("kernel gradient %s worst relative error %.3g\n", name, worst);
+    EXPECT_LT(worst, 1e-4) << name;
+  }
 }
 
 // The kernel gradient of a batch sums its images in order: the same bits at any buffer
 // alignment and on every run, and within rounding of the batch computed in two calls (the
 // kernel transform is applied once per call, so a split batch is not bit-identical; the GEMM path
 // it replaces is not either, its chunks of rows depend on the batch size).
+void expect_kernel_gradient_deterministic(const Case& k, const std::string& name,
+                                          WeightsPass pass) {
+  const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
+  const std::string what = describe(g, 3) + " " + name;
+  const int n = 3;
+  const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
+  const size_t ws = size_t(9) * g.c * g.f;
+  const auto x = random_floats(xs, 11), dy = random_floats(ys, 12);
+  const size_t ss = conv2d_winograd_scratch_floats(g);
+  std::vector<float> buf;
+  testing::expect_alignment_independent(
+      {x, dy}, {ws},
+      [&](const auto& i, const auto& o) {
+        buf.assign(ss + 16, 0.0f);
+        float* sc = buf.data() + reinterpret_cast<uintptr_t>(i[0]) / sizeof(float) % 16;
+        pass(g, n, i[0], i[1], o[0], sc);
+      },
+      "kernel gradient " + what);
+  std::vector<float> scratch(ss, 3.0f), once(ws, 0.0f), again(ws, 0.0f), split(ws, 0.0f);
+  pass(g, n, x.data(), dy.data(), once.data(), scratch.data());
+  pass(g, n, x.data(), dy.data(), again.data(), scratch.data());
+  EXPECT_EQ(once, again) << what;
+  pass(g, 2, x.data(), dy.data(), split.data(), scratch.data());
+  pass(g, 1, x.data() + 2 * xs / n, dy.data() + 2 * ys / n, split.data(), scratch.data());
+  expect_relative(split, once, 1e-5, what + " split batch");
+}
+
 TEST(Conv2dWinograd, KernelGradientIsDeterministicAndAlignmentIndependent) {
-  for (const Case& k : {kCases[1], kCases[5], kCases[8]}) {
-    const ConvGeometry g = make_3x3(k.h, k.w, k.c, k.f, k.same);
-    const std::string what = describe(g, 3);
-    const int n = 3;
-    const size_t xs = size_t(n) * g.h * g.w * g.c, ys = size_t(n) * g.oh * g.ow * g.f;
-    const size_t ws = size_t(9) * g.c * g.f;
-    const auto x = random_floats(xs, 11), dy = random_floats(ys, 12);
-    const size_t ss = conv2d_winograd_scratch_floats(g);
-    std::vector<float> buf;
-    testing::expect_alignment_independent(
-        {x, dy}, {ws},
-        [&](const auto& i, const auto& o) {
-          buf.assign(ss + 16, 0.0f);
-          float* sc = buf.data() + reinterpret_cast<uintptr_t>(i[0]) / sizeof(float) % 16;
-          conv2d_backward_weights_winograd(g, n, i[0], i[1], o[0], sc);
-        },
-        "kernel gradient " + what);
-    std::vector<float> scratch(ss, 3.0f), once(ws, 0.0f), again(ws, 0.0f), split(ws, 0.0f);
-    conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), once.data(), scratch.data());
-    conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), again.data(), scratch.data());
-    EXPECT_EQ(once, again) << what;
-    conv2d_backward_weights_winograd(g, 2, x.data(), dy.data(), split.data(), scratch.data());
-    conv2d_backward_weights_winograd(g, 1, x.data() + 2 * xs / n, dy.data() + 2 * ys / n,
-                                     split.data(), scratch.data());
-    expect_relative(split, once, 1e-5, what + " split batch");
-  }
+  for (const auto& [name, pass] : kWeightsPasses)
+    for (const Case& k : {kCases[1], kCases[5], kCases[8]})
+      expect_kernel_gradient_deterministic(k, name, pass);
 }
 
 // F(4x4,3x3), forward and input gradient, on the same cases and W1's m7 at batch 32: within 1e-4
@@ -363,7 +417,14 @@ TEST(Conv2dWinograd, KernelInterfaceDispatchesByChannels) {
   std::fill(dw.begin(), dw.end(), 0.0f);
   conv2d_backward(g, n, x.data(), w.data(), dy.data(), nullptr, dw.data(), db.data(),
                   scratch.data());
-  conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), dw_wino.data(), scratch.data());
+  // F(4x4,3x3) where the build takes it for the input gradient (AVX-512).
+  EXPECT_EQ(conv2d_use_winograd_f4_weights(m7), conv2d_use_winograd_f4(m7, true));
+  EXPECT_FALSE(conv2d_use_winograd_f4_weights(make_3x3(13, 13, 16, 32, false)));
+  if (conv2d_use_winograd_f4_weights(m7)) {
+    conv2d_backward_weights_winograd_f4(g, n, x.data(), dy.data(), dw_wino.data(), scratch.data());
+  } else {
+    conv2d_backward_weights_winograd(g, n, x.data(), dy.data(), dw_wino.data(), scratch.data());
+  }
   EXPECT_EQ(dw, dw_wino);
   conv2d_backward_gemm(g, n, x.data(), w.data(), dy.data(), nullptr, dw_direct.data(),
                        db_direct.data(), scratch.data());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -193,6 +194,35 @@ TEST(MaxPool2d, FastPathsEqualTheNaiveOracleExactly) {
             max_pool2d_backward_ref(g, n, x.data(), y.data(), dy.data(), dx_ref.data());
             ASSERT_EQ(dx, dx_ref) << what;
           }
+        }
+      }
+    }
+  }
+}
+
+// A fresh dx (stale numbers, here NaN) is written whole with the bits the oracle adds onto
+// zeros: on the 2x2 paths where the windows cover the image (wide and narrow channels, m7's
+// 24x24x64), and zeroed first where they do not (odd sizes, 3x3 windows, overlapping ones).
+TEST(MaxPool2d, FreshBackwardHasTheBitsOfAddingOntoZeros) {
+  std::mt19937 rng(9);
+  std::uniform_int_distribution<int> value(0, 3);  // ties
+  const int sizes[][2] = {{4, 6}, {24, 24}, {5, 4}, {7, 7}};
+  for (const auto& hw : sizes) {
+    for (int c : {1, 2, 4, 8, 64, 70}) {
+      for (int k : {2, 3}) {
+        for (int stride : {1, 2}) {
+          const ConvGeometry g = pool_geometry(hw[0], hw[1], c, k, stride, false);
+          const int n = 2;
+          std::vector<float> x(static_cast<size_t>(n) * g.h * g.w * g.c);
+          for (float& v : x) v = static_cast<float>(value(rng));
+          const size_t ys = static_cast<size_t>(n) * g.oh * g.ow * g.c;
+          std::vector<float> y(ys), dy = random_floats(ys, 13);
+          max_pool2d_forward(g, n, x.data(), y.data());
+          std::vector<float> fresh(x.size(), std::nanf("")), zeroed(x.size(), 0.0f);
+          max_pool2d_backward(g, n, x.data(), y.data(), dy.data(), fresh.data(), true);
+          max_pool2d_backward_ref(g, n, x.data(), y.data(), dy.data(), zeroed.data());
+          EXPECT_EQ(std::memcmp(fresh.data(), zeroed.data(), x.size() * sizeof(float)), 0)
+              << hw[0] << "x" << hw[1] << "x" << c << " k " << k << " stride " << stride;
         }
       }
     }

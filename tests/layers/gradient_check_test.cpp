@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -164,6 +165,73 @@ TEST_P(LayerGradient, BackwardMatchesNumericalGradient) {
     EXPECT_GT(checked, 0);
   }
   EXPECT_LE(kinks * 10, checked + kinks) << "too many points on kinks for " << c.kind;
+}
+
+// A layer that writes its input or parameter gradients whole when they hold no zeros
+// (Layer::writes_whole_dx, writes_whole_dparams; LayerArgs::dx_fresh, dparams_fresh; NaN stands
+// for the stale numbers) gives the bits it adds onto zeroed ones, the other gradients included.
+TEST_P(LayerGradient, FreshGradientsHaveTheBitsOfAddingOntoZeros) {
+  const Case& c = GetParam();
+  auto layer = make_layer(c.kind, c.ex.config, ConfigMode::kPlan, "layer");
+  const bool fresh_dx = layer->writes_whole_dx(), fresh_dp = layer->writes_whole_dparams();
+  if (!fresh_dx && !fresh_dp) return;  // it adds onto zeroed ones only (nothing to compare)
+  const int n = 2;
+  const std::vector<Shape>& ins = c.ex.inputs;
+  const Shape out = layer->output_shape(ins);
+  const auto specs = layer->param_specs(ins);
+  Rng rng(77 + c.index);
+  const auto drawn = [&](int64_t size) {
+    std::vector<float> v(static_cast<size_t>(size));
+    for (float& e : v) e = draw(rng);
+    return v;
+  };
+  std::vector<std::vector<float>> x, p;
+  std::vector<const float*> xp;
+  std::vector<float*> pp;
+  for (const Shape& s : ins) x.push_back(drawn(n * s.size()));
+  for (const ParamSpec& s : specs) p.push_back(drawn(s.shape.size()));
+  for (auto& v : x) xp.push_back(v.data());
+  for (auto& v : p) pp.push_back(v.data());
+  std::vector<float> y(static_cast<size_t>(n * out.size())), dy = drawn(n * out.size());
+  std::vector<float> cache(layer->cache_floats(ins, n) + 1),
+      scratch(layer->scratch_floats(ins, n) + 1);
+  Rng layer_rng(99);
+  LayerArgs a;
+  a.n = n;
+  a.training = c.ex.training;
+  a.n_inputs = static_cast<int>(ins.size());
+  a.in_shapes = ins.data();
+  a.out_shape = out;
+  a.x = xp.data();
+  a.y = y.data();
+  a.params = pp.data();
+  a.cache = cache.data();
+  a.scratch = scratch.data();
+  a.rng = &layer_rng;
+  layer->forward(a);
+  // The input and parameter gradients of one backward, onto zeros or fresh.
+  const auto gradients = [&](bool fresh) {
+    std::vector<std::vector<float>> g;
+    for (const Shape& s : ins)
+      g.emplace_back(static_cast<size_t>(n * s.size()), fresh && fresh_dx ? NAN : 0.0f);
+    for (const ParamSpec& s : specs)
+      if (s.trainable)
+        g.emplace_back(static_cast<size_t>(s.shape.size()), fresh && fresh_dp ? NAN : 0.0f);
+    std::vector<float*> gp;
+    for (auto& v : g) gp.push_back(v.data());
+    LayerArgs b = a;
+    b.dy = dy.data();
+    b.dx = gp.data();
+    b.dparams = gp.data() + ins.size();
+    b.dx_fresh = fresh && fresh_dx;
+    b.dparams_fresh = fresh && fresh_dp;
+    layer->backward(b);
+    return g;
+  };
+  const auto zeroed = gradients(false), fresh = gradients(true);
+  for (size_t k = 0; k < zeroed.size(); ++k)
+    EXPECT_EQ(std::memcmp(zeroed[k].data(), fresh[k].data(), zeroed[k].size() * sizeof(float)), 0)
+        << c.kind << " example " << c.index << " gradient " << k;
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {

@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <thread>
 #include <vector>
@@ -218,6 +220,85 @@ TEST(Model, RepeatedLayerNamesAreRefused) {
   ls.push_back(L("Dense", {{"units", 2}}, "d"));
   ls.push_back(L("Dense", {{"units", 2}}, "d"));
   EXPECT_THROW(Model::sequential("m", Shape{3}, std::move(ls)), ModelError);
+}
+
+// Every step's parameter gradients are its own: layers that write theirs (Dense's, LayerArgs::
+// dparams_fresh) and those zeroed first leave nothing of earlier steps, whole or split, also
+// when the last step leaves the second piece without rows. A network that ran three steps
+// takes the same fourth step, bit for bit, as a new one given its weights, optimizer state and
+// dropout stream.
+TEST(Network, EachStepsGradientsAreItsOwn) {
+  for (int pieces : {1, 2}) {
+    for (int last_n : {16, 5}) {
+      Network ran(splittable_cnn(true), 16, adam_spec(), pieces),
+          fresh(splittable_cnn(true), 16, adam_spec(), pieces);
+      int step = 0;
+      std::vector<double> losses;
+      train_some(ran, [&](int n, const Targets& t) {
+        if (step++ == 3) {  // the fourth step, on both
+          std::copy(ran.params(), ran.params() + ran.num_params(), fresh.params());
+          std::copy(ran.optimizer_state(), ran.optimizer_state() + ran.optimizer_state_floats(),
+                    fresh.optimizer_state());
+          fresh.set_iterations(ran.iterations());
+          fresh.set_rng(ran.rng());
+          std::copy(ran.input(), ran.input() + last_n * 64, fresh.input());
+          losses.push_back(fresh.train_step(last_n, t));
+          losses.push_back(ran.train_step(last_n, t));
+          return losses.back();
+        }
+        return step > 4 ? 0.0 : ran.train_step(n, t);
+      });
+      const std::string what =
+          std::to_string(pieces) + " piece(s), last step of " + std::to_string(last_n);
+      ASSERT_EQ(losses.size(), 2u);
+      EXPECT_EQ(losses[0], losses[1]) << what;
+      EXPECT_EQ(std::memcmp(ran.gradients(), fresh.gradients(), ran.num_trainable() * 4), 0)
+          << what;
+      EXPECT_EQ(std::memcmp(ran.params(), fresh.params(), ran.num_params() * 4), 0) << what;
+    }
+  }
+}
+
+// A convolution's output read by an average pooling and by a dropout: the later of the two in
+// the model writes the convolution's output gradient first, unzeroed (Layer::writes_whole_dx),
+// and the other adds onto it. A linear model, so central differences are exact up to rounding.
+TEST(Network, AnInputGradientWrittenUnzeroedTakesTheOtherReadersSum) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back(
+      {L("Conv2D", {{"filters", 2}, {"kernel_size", 3}, {"padding", "same"}}, "c"), {0}});
+  nodes.push_back({L("AveragePooling2D", {{"pool_size", 2}}, "avg"), {1}});
+  nodes.push_back({L("Flatten", Json::object(), "f1"), {2}});
+  nodes.push_back({L("Dropout", {{"rate", 0.0}}, "drop"), {1}});
+  nodes.push_back({L("Flatten", Json::object(), "f2"), {4}});
+  nodes.push_back({L("Concatenate", Json::object(), "cat"), {3, 5}});
+  nodes.push_back({L("Dense", {{"units", 1}}, "out"), {6}});
+  const auto model =
+      std::make_shared<const Model>("two_readers", std::vector<ModelInput>{{"x", Shape{4, 4, 2}}},
+                                    std::move(nodes), std::vector<int>{7});
+  const TrainSpec spec{parse_loss("mse"), parse_optimizer("sgd")};
+  Network net(model, 3, spec), probe(model, 3);
+  Rng rng(17);
+  net.initialize(rng);
+  for (int i = 0; i < 3 * 32; ++i) probe.input()[i] = net.input()[i] = rng.uniform() - 0.5f;
+  std::vector<float> y = {0.3f, -0.2f, 0.1f};
+  const std::vector<float> w(net.params(), net.params() + net.num_params());
+  const auto loss_at = [&](const std::vector<float>& v) {
+    std::copy(v.begin(), v.end(), probe.params());
+    probe.forward(3, false);
+    double l = 0;
+    for (int i = 0; i < 3; ++i) l += std::pow(probe.output()[i] - y[static_cast<size_t>(i)], 2);
+    return l / 3;
+  };
+  Targets t;
+  t.values = y.data();
+  net.train_step(3, t);
+  for (size_t i = 0; i < 2 * 3 * 3 * 2; ++i) {  // the convolution's kernel
+    std::vector<float> plus = w, minus = w;
+    plus[i] += 1e-2f;
+    minus[i] -= 1e-2f;
+    const double fd = (loss_at(plus) - loss_at(minus)) / 2e-2;
+    EXPECT_NEAR(net.gradients()[i], fd, 1e-3 * std::max(1.0, std::fabs(fd))) << i;
+  }
 }
 
 TEST(Network, TrainingStepDoesNotAllocate) {
