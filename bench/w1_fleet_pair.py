@@ -9,6 +9,11 @@ over its processes, and the ratios. For checking one change against the peer bet
 BENCHMARKS.md's tables come from the full run.
 
     /usr/bin/python3 bench/w1_fleet_pair.py --rounds 3
+
+--one-core: the rows behind "W1 mN training samples/s, 1 core" instead: every W1 model trained
+on one core by each side (`make bench`'s w1-1core steps), each model's samples/s and their ratio.
+
+    /usr/bin/python3 bench/w1_fleet_pair.py --one-core --rounds 2
 """
 import argparse
 import json
@@ -20,17 +25,41 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402
 
 
+def one_core(b, rounds):
+    """Every W1 model on one core, each side, interleaved; per model the medians and ratio."""
+    for b.round in range(1, rounds + 1):
+        b.step("w1-1core nnfleet", b.w1_1core)
+        b.step("w1-1core peer", b.w1_1core_peer)
+    if b.failures:
+        for r, s, msg in b.failures:
+            print(f"w1_fleet_pair: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+        return 1
+    v = b.values
+    out = {}
+    for name in b.w1_models:
+        ours, peer = v[f"w1.sps.{name}.nnfleet"], v[f"w1.sps.{name}.peer"]
+        out[name] = {"nnfleet_sps": [round(x) for x in ours], "peer_sps": [round(x) for x in peer],
+                     "ratio": round(statistics.median(ours) / statistics.median(peer), 2)}
+        print(json.dumps({name: out[name]}))
+    print(json.dumps({"rounds": rounds, "work": b.work}))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--build", default="build")
     ap.add_argument("--nnfleet")
+    ap.add_argument("--one-core", action="store_true",
+                    help="the 1-core rows (samples/s of each model) instead of the fleet's")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds: expected at least 1")
     b = run_bench.Bench(argparse.Namespace(quick=False, rounds=a.rounds, build=a.build,
                                            nnfleet=a.nnfleet, profiler="none", md=None))
     b.preflight()
+    if a.one_core:
+        return one_core(b, a.rounds)
     for b.round in range(1, a.rounds + 1):
         b.step("w1-fleet nnfleet", b.w1_fleet)
         b.step("w1-fleet peer", b.w1_fleet_peer)
