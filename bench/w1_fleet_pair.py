@@ -25,14 +25,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_bench  # noqa: E402
 
 
+def failed(b):
+    """Whether a step failed, each failure printed on stderr."""
+    for r, s, msg in b.failures:
+        print(f"w1_fleet_pair: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+    return bool(b.failures)
+
+
 def one_core(b, rounds):
     """Every W1 model on one core, each side, interleaved; per model the medians and ratio."""
     for b.round in range(1, rounds + 1):
         b.step("w1-1core nnfleet", b.w1_1core)
         b.step("w1-1core peer", b.w1_1core_peer)
-    if b.failures:
-        for r, s, msg in b.failures:
-            print(f"w1_fleet_pair: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+    if failed(b):
         return 1
     v = b.values
     out = {}
@@ -63,9 +68,7 @@ def main():
     for b.round in range(1, a.rounds + 1):
         b.step("w1-fleet nnfleet", b.w1_fleet)
         b.step("w1-fleet peer", b.w1_fleet_peer)
-    if b.failures:
-        for r, s, msg in b.failures:
-            print(f"w1_fleet_pair: FAILED (round {r}) {s}: {msg}", file=sys.stderr)
+    if failed(b):
         return 1
     v = b.values
     rounds = [{"nnfleet_wall_s": v["w1.wall.nnfleet"][i], "peer_wall_s": v["w1.wall.peer"][i],
