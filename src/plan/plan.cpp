@@ -302,7 +302,6 @@ Plan parse_plan(const std::string& text, const std::string& path, const std::str
     plan.search->trials = refs.size();
   }
   pr.throw_if_any();
-  expander->set_firsts();
   plan.models = PlanModels(std::move(expander), std::move(refs));
   read_group_by(pr, r, plan);
   pr.throw_if_any();

@@ -338,16 +338,18 @@ void EntryExpander::models(const Json& defaults, const Json& list, ModelExpander
   check_unique_names(out);
 }
 
-void EntryExpander::start_quick(const ModelExpander::Entry& e, uint32_t index, size_t count) {
+void EntryExpander::start_quick(ModelExpander::Entry& e, uint32_t index, size_t count) {
   quick_.on = false;
   if (!e.fixed || count < 2) return;
   // Its first model built apart, its problems (if any) kept from the plan's: expand_points
   // builds it again and reports them, and its other models are then built too.
   Problems pr = Problems::recorder(cx_.pr.file(), cx_.doc.lines);
   EntryExpander probe(*this, pr);
-  const ModelSpec first = probe.expand(e, 0);
+  ModelSpec first = probe.expand(e, 0);
   if (!pr.take_calls().empty()) return;
   quick_ = {true, index, static_cast<uint32_t>(first.source), probe.builder().kind_items()};
+  std::string().swap(first.expanded);  // a worker's model has none (PlanModels::to_train)
+  e.first = std::make_shared<const ModelSpec>(std::move(first));
 }
 
 bool EntryExpander::quick_point(const ModelExpander::Entry& e, size_t point, std::string& name,
@@ -658,14 +660,6 @@ ModelSpec ModelExpander::expand(const ModelRef& r, bool text) const {
   NNFLEET_CHECK(pr.empty());  // load_plan expanded the same model without a problem
   s.source = r.source;
   return s;
-}
-
-void ModelExpander::set_firsts() {
-  if (has_search) return;  // a search's trials train to its budget (search_epochs): expanded
-  for (size_t i = 0; i < entries.size(); ++i)
-    if (entries[i].fixed)
-      entries[i].first = std::make_shared<const ModelSpec>(
-          expand(ModelRef{static_cast<uint32_t>(i), 0, 0, 0, {}}, false));
 }
 
 OptimizerSpec ModelExpander::optimizer(const ModelRef& r) const {

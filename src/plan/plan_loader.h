@@ -95,9 +95,10 @@ class ModelExpander {
     bool is_template = false;
     // Its placeholders stand only in `name`, `parameters` and `optimizer` (fixed_entry()).
     bool fixed = false;
-    // A grid whose placeholders stand only in `name`, `parameters` and `optimizer` (a grid over
-    // learning rates and repeats): its models are its first model (checked, without its text)
-    // but for their names and optimizers (PlanModels::to_train). Null for any other entry.
+    // A fixed entry of two or more models whose first built without a problem (a grid over
+    // learning rates and repeats): its models are that first model (without its text) but for
+    // their names and optimizers (PlanModels::to_train). Set by EntryExpander::start_quick, the
+    // model it checks the entry's other points against; null for any other entry.
     std::shared_ptr<const ModelSpec> first;
   };
   ModelExpander(std::string file, std::filesystem::path dir)
@@ -107,8 +108,6 @@ class ModelExpander {
   // The optimizer of the model at `r` (its entry's `optimizer`, placeholders substituted), as
   // load_plan checked it.
   OptimizerSpec optimizer(const ModelRef& r) const;
-  // Entry::first of each entry that has one; once the plan is loaded without problems.
-  void set_firsts();
   // PlanModels::parameters of the model at `r`.
   Parameters parameters(const ModelRef& r) const;
 
@@ -280,7 +279,7 @@ class EntryExpander {
     uint32_t source = 0;  // its first model's
     std::string items;    // kind_items() of its first model
   };
-  void start_quick(const ModelExpander::Entry& e, uint32_t index, size_t count);
+  void start_quick(ModelExpander::Entry& e, uint32_t index, size_t count);
   // The ref of point `p`, checked by quick_point or expanded by `l`.
   static ModelRef point_ref(EntryExpander& l, const std::vector<ModelExpander::Entry>& entries,
                             Point p, std::string& key);
