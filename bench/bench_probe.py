@@ -347,21 +347,24 @@ def parse_smaps(text):
 
 
 def smaps_peak(out, cmd, period=0.02, on_sample=None):
-    """Runs cmd, sampling its resident set every `period` seconds, and writes its smaps at the
-    highest sample to `out`. Returns cmd's exit code. on_sample(kib), when given, is called after
-    each sample with the resident KiB it read (a test's hook to let the command go on)."""
+    """Runs cmd, reading its smaps every `period` seconds, and writes the one with the largest
+    resident set to `out`. Returns cmd's exit code. on_sample(kib), when given, is called after
+    each sample with the resident KiB of that sample's smaps (a test's hook to let the command go
+    on). The resident set is summed from the smaps read, not taken from /proc/PID/status: the two
+    are separate reads, and a CI run once kept an 8 MB map after status had reported 64 MiB."""
     p = subprocess.Popen(cmd)
     best, smaps = -1, ""
     while p.poll() is None:
         try:
-            with open(f"/proc/{p.pid}/status") as f:
-                rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+            with open(f"/proc/{p.pid}/smaps") as f:
+                text = f.read()
+            rss = sum(int(line.split()[1]) for line in text.splitlines()
+                      if line.startswith("Rss:"))
             if rss > best:
-                with open(f"/proc/{p.pid}/smaps") as f:
-                    best, smaps = rss, f.read()
+                best, smaps = rss, text
             if on_sample:
                 on_sample(rss)
-        except (OSError, AttributeError, ValueError):
+        except (OSError, IndexError, ValueError):
             pass  # the process is starting or ending
         time.sleep(period)
     with open(out, "w") as f:
