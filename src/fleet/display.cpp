@@ -215,7 +215,7 @@ void Display::job_started(int worker, const ModelSpec& spec, double cost) {
     emit("start " + spec.name + " on " + where(worker), ev, !brief_);
 }
 
-void Display::job_pruned(const JobResult& r, double cost) {
+void Display::job_pruned(const ModelResult& r, double cost) {
   std::lock_guard<std::mutex> lock(mu_);
   ++done_;
   done_cost_ += cost;
@@ -227,10 +227,10 @@ void Display::job_pruned(const JobResult& r, double cost) {
                                                {"total", total_}});
 }
 
-void Display::job_finished(int worker, const JobResult& r, double cost) {
+void Display::job_finished(int worker, const ModelResult& r, bool paused, double cost) {
   std::lock_guard<std::mutex> lock(mu_);
   slots_[static_cast<size_t>(worker)].busy = false;
-  if (r.paused) {
+  if (paused) {
     std::string line = "rung " + r.name + " paused after " + std::to_string(r.epochs) +
                        " epoch(s), " + fmt("%.1f", r.seconds) + "s";
     Json ev = {{"event", "paused"}, {"model", r.name}, {"epochs", r.epochs}};

@@ -34,10 +34,10 @@ class Display {
   void stop();
   JobObserver* observer(int worker);
   void job_started(int worker, const ModelSpec& spec, double cost);
-  // A job's end; a search trial paused at its rung (JobResult::paused) is not counted done.
-  void job_finished(int worker, const JobResult& r, double cost);
+  // A job's end; a search trial `paused` at its rung (JobResult::paused) is not counted done.
+  void job_finished(int worker, const ModelResult& r, bool paused, double cost);
   // A search trial its scheduler stopped at a rung: done, as pruned.
-  void job_pruned(const JobResult& r, double cost);
+  void job_pruned(const ModelResult& r, double cost);
   // The worker has no job left and helps models whose batches are split (HelpBoard).
   void helping(int worker, bool on);
   // A line for the user (and run.log); in JSON mode, `event` is emitted instead. `text` false:

@@ -519,6 +519,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
   folder.emplace(plan, st.dir, opts.resume, plan_yaml, opts.arrays);
   st.folder = &*folder;
   st.results.resize(st.jobs.size());
+  st.paused.resize(st.jobs.size());
   for (auto& j : st.jobs) {
     o.total_cost += j.cost;
     if (opts.resume) {
@@ -530,7 +531,7 @@ OpenedRun open_run(const Plan& plan, const std::string& plan_yaml, const FleetOp
           st.search->reached(j.index, r->history, r->status, false);
           if (!opts.keep_history) r->history = {};
         }
-        st.results[j.index] = std::move(*r);
+        st.results[j.index] = std::move(static_cast<ModelResult&>(*r));
         ++o.done;
         o.done_cost += j.cost;
         // A checkpoint left by a run killed after the record: never needed again.
@@ -730,7 +731,7 @@ class WorkerPool {
 // 6. Models never started because of a stop are reported as cancelled.
 void cancel_unstarted(RunState& st, FleetSummary& sum) {
   for (auto& j : st.jobs) {
-    JobResult& r = st.results[j.index];
+    ModelResult& r = st.results[j.index];
     if (r.status == JobStatus::kPending) {
       r.name = j.name();
       r.status = JobStatus::kCancelled;
@@ -749,7 +750,7 @@ void write_outcome(const Plan& plan, const std::vector<FleetData>& data, RunStat
   // A model with several outputs names its metrics by output (val_main_output_mae): when no
   // result has the plan's metric, the models rank by the loss.
   if (std::none_of(st.results.begin(), st.results.end(),
-                   [&](const JobResult& r) { return find_metric(r.metrics, key.key); }))
+                   [&](const ModelResult& r) { return find_metric(r.metrics, key.key); }))
     key = rank_key({}, key.key.rfind("val_", 0) == 0, key.key.rfind("test_", 0) == 0);
   sum.write_error = st.write_error;
   try {

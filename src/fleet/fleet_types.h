@@ -45,10 +45,10 @@ using RankSummary = api::RankResult;
 using RoundTrip = api::RoundTrips;
 
 // The run's summary is the public RunResult, filled by the fleet; `models` stays empty until the
-// API moves the results into it (they carry the fleet's own flags until then).
+// API moves `results` into it (the vector itself: no row is copied).
 struct FleetSummary : api::RunResult {
-  std::vector<JobResult> results;  // plan order; without histories (history.csv has them)
-  bool results_written = false;    // results.json was written by this run (false after a failure)
+  std::vector<ModelResult> results;  // plan order; without histories (history.csv has them)
+  bool results_written = false;      // results.json was written by this run (false after a failure)
 };
 
 // Hooks the Keras I/O layer provides (kept here as functions so fleet does not depend on io).

@@ -55,7 +55,7 @@ class Peers {
   }
   // After results.json (or its failure): tells the peers how the run ended (`code`: 0, or the
   // exit code of the error about to be thrown).
-  virtual void finish(const std::vector<JobResult>&, bool interrupted, int code) {
+  virtual void finish(const std::vector<ModelResult>&, bool interrupted, int code) {
     (void)interrupted;
     (void)code;
   }

@@ -41,7 +41,7 @@ Json finite_or_null(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr
 
 }  // namespace
 
-Json job_result_to_json(const JobResult& r) {
+Json model_result_to_json(const ModelResult& r) {
   Json m = Json::object();
   for (const auto& [k, v] : r.metrics) m[k] = finite_or_null(v);
   Json j = {{"name", r.name},
@@ -82,9 +82,6 @@ Json job_result_to_json(const JobResult& r) {
     for (const auto& kv : r.history[0].values) horder.push_back(kv.first);
   j["metric_order"] = order;
   j["history_order"] = horder;
-  if (r.retry) j["retry"] = true;
-  if (r.write_failed) j["write_failed"] = true;
-  if (r.paused) j["paused"] = true;
   if (!r.parameters.empty()) {
     Json p = Json::object();
     for (const auto& [k, v] : r.parameters) p[k] = Json::parse(v);
@@ -100,6 +97,14 @@ Json job_result_to_json(const JobResult& r) {
           {{"epochs", g.epochs}, {"value", finite_or_null(g.value)}, {"decision", g.decision}});
     j["rungs"] = rungs;
   }
+  return j;
+}
+
+Json job_result_to_json(const JobResult& r) {
+  Json j = model_result_to_json(r);
+  if (r.retry) j["retry"] = true;
+  if (r.write_failed) j["write_failed"] = true;
+  if (r.paused) j["paused"] = true;
   return j;
 }
 
@@ -213,7 +218,7 @@ std::string default_monitor(const Metrics& metrics) {
 // has it (the same double), and only the epoch (a number) when the monitor is also
 // default_monitor()'s (36 bytes of 336 a record at 100,000 tiny models, before); nothing when
 // there is no best epoch.
-void best_text(JsonText& w, const JobResult& r) {
+void best_text(JsonText& w, const ModelResult& r) {
   const api::BestEpoch& b = r.best;
   if (b.epoch <= 0) return;
   w.key("best");
@@ -240,7 +245,7 @@ void best_text(JsonText& w, const JobResult& r) {
 
 // Whether the history is one epoch whose row is the metrics (without test_ ones, in order) and
 // the model's seconds: written "history":"metrics" (a one-epoch model's row repeated them).
-bool history_is_metrics(const JobResult& r) {
+bool history_is_metrics(const ModelResult& r) {
   if (r.history.size() != 1 || r.epochs != 1) return false;
   const EpochRecord& e = r.history[0];
   if (e.epoch != 1 || timing_figure(e.seconds) != timing_figure(r.seconds)) return false;
@@ -258,7 +263,7 @@ bool history_is_metrics(const JobResult& r) {
 // "history": one array per epoch, [epoch, seconds, values in history order], and that order
 // ("history_order") when it is not default_history_order(). Every epoch's row has the first
 // row's keys (fit records the same metrics each epoch).
-void history_text(JsonText& w, const JobResult& r) {
+void history_text(JsonText& w, const ModelResult& r) {
   if (r.history.empty()) return;
   if (history_is_metrics(r)) {
     w.key("history");
@@ -292,8 +297,8 @@ void history_text(JsonText& w, const JobResult& r) {
 
 }  // namespace
 
-std::string job_result_json_text(const JobResult& r, const std::string& model_file,
-                                 uint64_t model_xxh3) {
+std::string result_record_text(const ModelResult& r, JobFlags flags, const std::string& model_file,
+                               uint64_t model_xxh3) {
   JsonText w;
   w.o.reserve(384 + 64 * r.history.size());
   w.open('{');
@@ -327,15 +332,15 @@ std::string job_result_json_text(const JobResult& r, const std::string& model_fi
   }
   history_text(w, r);
   for (const auto& [flag, name] :
-       {std::pair{r.retry, "retry"}, std::pair{r.write_failed, "write_failed"},
-        std::pair{r.paused, "paused"}})
+       {std::pair{flags.retry, "retry"}, std::pair{flags.write_failed, "write_failed"},
+        std::pair{flags.paused, "paused"}})
     if (flag) {
       w.key(name);
       w.o += "true";
     }
   // The rarer parts (a search's parameters and rungs) through the Json writer.
   if (!r.parameters.empty() || !r.rungs.empty()) {
-    Json j = job_result_to_json(r);
+    Json j = model_result_to_json(r);
     for (const char* k : {"parameters", "parameter_order", "rungs"})
       if (j.contains(k)) {
         w.key(k);
@@ -484,7 +489,7 @@ struct RankPlace {
   double value;
 };
 
-RankPlace rank_place(const JobResult& r, const RankKey& key) {
+RankPlace rank_place(const ModelResult& r, const RankKey& key) {
   const double* v = find_metric(r.metrics, key.key);
   // Finished models first, then a search's pruned trials (furthest rung first), then the rest.
   const int group = !v || !std::isfinite(*v)         ? 2
@@ -503,20 +508,21 @@ bool place_before(const RankPlace& a, const RankPlace& b, bool higher_is_better)
 
 }  // namespace
 
-bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key) {
+bool ranks_before(const ModelResult& a, const ModelResult& b, const RankKey& key) {
   return place_before(rank_place(a, key), rank_place(b, key), key.higher_is_better);
 }
 
-std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key) {
+std::vector<const ModelResult*> ranked(const std::vector<ModelResult>& results,
+                                       const RankKey& key) {
   // Each place found once: looking the metric up in every comparison was 12% of the CPU of a
   // 100,000-model run's last 3 seconds (three sorts of 1.7 million comparisons).
-  std::vector<std::pair<RankPlace, const JobResult*>> v;
+  std::vector<std::pair<RankPlace, const ModelResult*>> v;
   v.reserve(results.size());
   for (const auto& r : results) v.emplace_back(rank_place(r, key), &r);
   std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) {
     return place_before(a.first, b.first, key.higher_is_better);
   });
-  std::vector<const JobResult*> out;
+  std::vector<const ModelResult*> out;
   out.reserve(v.size());
   for (const auto& e : v) out.push_back(e.second);
   return out;
@@ -528,7 +534,7 @@ std::string history_csv_header(const std::vector<std::string>& columns) {
   return h + ",seconds\n";
 }
 
-void history_csv_rows(std::ostream& o, const JobResult& r,
+void history_csv_rows(std::ostream& o, const ModelResult& r,
                       const std::vector<std::string>& columns) {
   const std::string name = csv_field(r.name);
   for (const auto& e : r.history) {
@@ -559,13 +565,14 @@ void write_streamed(const std::string& path, const std::function<void(std::ostre
 }  // namespace
 
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
-                   const std::vector<JobResult>& results, const RankKey& key, const Json& more_head,
-                   const std::function<Json(size_t)>& more_of, size_t list_best) {
+                   const std::vector<ModelResult>& results, const RankKey& key,
+                   const Json& more_head, const std::function<Json(size_t)>& more_of,
+                   size_t list_best) {
   // The models listed: all in plan order, or (list_best) the best N in rank order.
   std::vector<size_t> listed;
   const bool summary = list_best > 0;
   if (summary) {
-    for (const JobResult* r : ranked(results, key)) {
+    for (const ModelResult* r : ranked(results, key)) {
       if (listed.size() == list_best) break;
       listed.push_back(static_cast<size_t>(r - results.data()));
     }
@@ -578,7 +585,7 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
     if (more_head.is_object()) head.update(more_head);
     if (summary) {
       Json counts = Json::object();
-      for (const JobResult& r : results) {
+      for (const ModelResult& r : results) {
         Json& c = counts[api::status_name(r.status)];
         c = c.is_null() ? 1 : c.get<size_t>() + 1;
       }
@@ -592,9 +599,8 @@ void write_results(const std::string& dir, const std::string& plan_path, uint64_
     const size_t n = listed.size();
     for (size_t i = 0; i < n; ++i) {
       const size_t k = listed[i];
-      Json j = job_result_to_json(results[k]);
-      for (const char* x :
-           {"history", "metric_order", "history_order", "parameter_order", "paused"})
+      Json j = model_result_to_json(results[k]);
+      for (const char* x : {"history", "metric_order", "history_order", "parameter_order"})
         j.erase(x);  // history.csv has the histories; the parameters keep written order here
       if (more_of) j.update(more_of(k));
       std::string m = j.dump(2);

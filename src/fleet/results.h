@@ -16,6 +16,8 @@ namespace nnfleet {
 // `s` as one CSV field: quoted (quotes doubled) when it holds a comma, quote or newline.
 std::string csv_field(const std::string& s);
 
+// A model's result as JSON; job_result_to_json adds a job's flags (retry, write_failed, paused).
+Json model_result_to_json(const ModelResult& r);
 Json job_result_to_json(const JobResult& r);
 // jobs.log's record of a model: a compact JSON text written directly (building and dumping a
 // Json tree was a few allocations per value), with "model_file" and "model_xxh3" when
@@ -27,8 +29,12 @@ Json job_result_to_json(const JobResult& r);
 // the test_ ones
 // ("history":"metrics" when its one epoch's row is the metrics and the model's seconds),
 // timings to 6 significant digits (metrics stay exact). job_result_from_record reads it.
-std::string job_result_json_text(const JobResult& r, const std::string& model_file = "",
-                                 uint64_t model_xxh3 = 0);
+std::string result_record_text(const ModelResult& r, JobFlags flags, const std::string& model_file,
+                               uint64_t model_xxh3);
+inline std::string job_result_json_text(const JobResult& r, const std::string& model_file = "",
+                                        uint64_t model_xxh3 = 0) {
+  return result_record_text(r, r.flags(), model_file, model_xxh3);
+}
 // A timing (seconds, samples per second) to the 6 significant digits a record keeps: the clocks
 // behind them vary by more from run to run, and a double's 17 digits took ~25 bytes a record
 // (issue 36). RunState::store rounds a result's so a resumed run reports the same figures.
@@ -50,9 +56,9 @@ struct RankKey {
 RankKey rank_key(const std::vector<std::string>& metric_keys, bool has_val, bool has_test);
 // Whether `a` ranks strictly before `b` on the leaderboard (finished models by `key`, then a
 // search's pruned trials, then models without the value); equal ones keep plan order.
-bool ranks_before(const JobResult& a, const JobResult& b, const RankKey& key);
+bool ranks_before(const ModelResult& a, const ModelResult& b, const RankKey& key);
 // Results sorted best first by `key` (models without the value last, in plan order).
-std::vector<const JobResult*> ranked(const std::vector<JobResult>& results, const RankKey& key);
+std::vector<const ModelResult*> ranked(const std::vector<ModelResult>& results, const RankKey& key);
 
 // The records of <dir>/jobs.log (run_folder.h): each intact one's JSON (job_result_to_json with
 // its history, plus "model_file"), in the order written, the last of each name kept; torn or
@@ -61,7 +67,8 @@ std::vector<Json> read_job_records(const std::string& dir);
 
 // history.csv: "model,epoch,<columns>,seconds", then one row per epoch of each model.
 std::string history_csv_header(const std::vector<std::string>& columns);
-void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std::string>& columns);
+void history_csv_rows(std::ostream& o, const ModelResult& r,
+                      const std::vector<std::string>& columns);
 // results.json and results.csv in `dir` (written model by model: no whole copy in memory);
 // `more_head`'s keys join results.json's top level (a run's `parameters` and `search`), and
 // `more_of(k)`'s keys model k's (its `parameters`, made from the plan as it is written).
@@ -69,7 +76,7 @@ void history_csv_rows(std::ostream& o, const JobResult& r, const std::vector<std
 // `key`, in rank order, beside "models_total", "status_counts",
 // "models_listed" ("best N") and "all_models" ("results.csv", which keeps every model's row).
 void write_results(const std::string& dir, const std::string& plan_path, uint64_t seed, int workers,
-                   const std::vector<JobResult>& results, const RankKey& key,
+                   const std::vector<ModelResult>& results, const RankKey& key,
                    const Json& more_head = Json(),
                    const std::function<Json(size_t)>& more_of = nullptr, size_t list_best = 0);
 

@@ -368,20 +368,20 @@ void RunFolder::check_writable(uint64_t bytes) const {
   check_room(dir_, bytes, "the models, checkpoints and records this run will write");
 }
 
-void RunFolder::add_columns(const JobResult& r) {
+void RunFolder::add_columns(const ModelResult& r) {
   if (r.history.empty()) return;
   for (const auto& kv : r.history[0].values)
     if (std::find(columns_.begin(), columns_.end(), kv.first) == columns_.end())
       columns_.push_back(kv.first);
 }
 
-RunFolder::Record RunFolder::record(const JobResult& r, const std::string& model_file,
-                                    uint64_t model_xxh3) {
-  const std::string json = job_result_json_text(r, model_file, model_xxh3);
+RunFolder::Record RunFolder::record(const ModelResult& r, JobFlags flags,
+                                    const std::string& model_file, uint64_t model_xxh3) {
+  const std::string json = result_record_text(r, flags, model_file, model_xxh3);
   return {frame(json), json.size()};
 }
 
-void RunFolder::append(size_t index, const JobResult& r, const Record& rec) {
+void RunFolder::append(size_t index, const ModelResult& r, const Record& rec) {
   log_.append(rec.line);
   records_.at(index) = Span{log_size_ + (rec.line.size() - 1 - rec.json_bytes), rec.json_bytes};
   log_size_ += rec.line.size();

@@ -87,10 +87,11 @@ class RunFolder {
     std::string line;  // framed, with its '\n'
     size_t json_bytes = 0;
   };
-  static Record record(const JobResult& r, const std::string& model_file, uint64_t model_xxh3);
+  static Record record(const ModelResult& r, JobFlags flags, const std::string& model_file,
+                       uint64_t model_xxh3);
   // Appends `rec` as the record of finished model `index`, whose result `r` is. Throws FileError
   // (the record is then absent, never torn). Not thread-safe.
-  void append(size_t index, const JobResult& r, const Record& rec);
+  void append(size_t index, const ModelResult& r, const Record& rec);
   // history.csv: one row per epoch of every recorded model, in plan order, read back from
   // jobs.log. `parts` (history_part's texts, in order) when they are made already. Throws
   // FileError.
@@ -115,7 +116,7 @@ class RunFolder {
   void read_records();
   std::string record_text(Span s) const;
   std::string record_text(std::ifstream& log, Span s) const;  // through jobs.log opened as `log`
-  void add_columns(const JobResult& r);
+  void add_columns(const ModelResult& r);
 
   std::string dir_;
   FileLock lock_;

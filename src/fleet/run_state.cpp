@@ -11,7 +11,7 @@ namespace nnfleet::fleet_detail {
 namespace {
 
 // Deletes a model's saved file (and an .onnx export beside it), and forgets its name.
-void drop_model_file(JobResult& r) {
+void drop_model_file(ModelResult& r) {
   std::remove(r.model_file.c_str());
   std::filesystem::path onnx(r.model_file);
   if (onnx.extension() != ".onnx") {
@@ -87,15 +87,15 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
   for (const SearchScheduler::Pruned& p : pruned) {
     const PreparedJob& job = jobs.at(p.trial);
     std::unique_lock<std::mutex> lock(out_mu);
-    JobResult& r = results.at(p.trial);
+    ModelResult& r = results.at(p.trial);
     r.status = JobStatus::kPruned;
-    r.paused = false;
+    paused[p.trial] = false;
     r.message = p.message;
     r.epochs = p.epochs;
     if (static_cast<int>(r.history.size()) >= p.epochs && p.epochs > 0)
       r.metrics = r.history[static_cast<size_t>(p.epochs - 1)].values;
     try {
-      folder->append(job.index, r, RunFolder::record(r, "", 0));
+      folder->append(job.index, r, RunFolder::record(r, {}, "", 0));  // final: no flag
     } catch (const Error& e) {
       halt(e.what());
       return;
@@ -112,8 +112,8 @@ void RunState::prune(const std::vector<SearchScheduler::Pruned>& pruned) {
 }
 
 // The order of the kept files: by the rank key, ties in plan order.
-bool RunState::keeps_before(const JobResult& a, size_t ia, size_t ib) const {
-  const JobResult& b = results[ib];
+bool RunState::keeps_before(const ModelResult& a, size_t ia, size_t ib) const {
+  const ModelResult& b = results[ib];
   if (ranks_before(a, b, keep_key)) return true;
   return !ranks_before(b, a, keep_key) && ia < ib;
 }
@@ -129,13 +129,13 @@ void RunState::keep_file(size_t index) {
   kept.pop_back();
 }
 
-bool RunState::outside_kept(size_t index, const JobResult& r) const {
+bool RunState::outside_kept(size_t index, const ModelResult& r) const {
   if (keep_best == 0 || kept.size() < keep_best) return false;
   if (std::find(kept.begin(), kept.end(), index) != kept.end()) return false;  // a trial again
   return !keeps_before(r, index, kept.back());
 }
 
-bool RunState::wants_file(size_t index, const JobResult& r) {
+bool RunState::wants_file(size_t index, const ModelResult& r) {
   std::lock_guard<std::mutex> lock(out_mu);
   return !outside_kept(index, r);
 }
@@ -143,7 +143,7 @@ bool RunState::wants_file(size_t index, const JobResult& r) {
 void RunState::keep_final(const RankKey& key) {
   if (keep_best == 0) return;
   size_t n = 0;
-  for (const JobResult* r : ranked(results, key))
+  for (const ModelResult* r : ranked(results, key))
     if (n++ >= keep_best && !r->model_file.empty())
       drop_model_file(results[static_cast<size_t>(r - results.data())]);
 }
@@ -183,14 +183,14 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
   for (EpochRecord& e : r.history) e.seconds = timing_figure(e.seconds);
   if (final && !model_file.empty()) r.model_file = dir + "/" + model_file;
   RunFolder::Record rec =
-      final ? RunFolder::record(r, model_file, model_xxh3) : RunFolder::Record{};
+      final ? RunFolder::record(r, r.flags(), model_file, model_xxh3) : RunFolder::Record{};
   std::unique_lock<std::mutex> lock(out_mu);
   bool recorded = false;
   if (final && !r.model_file.empty() && outside_kept(job.index, r)) {
     // Its file would go at once (keep_file): its record names none (about 70 bytes each of the
     // 99,900 models a default run of 100,000 does not keep).
     drop_model_file(r);
-    rec = RunFolder::record(r, "", 0);
+    rec = RunFolder::record(r, r.flags(), "", 0);
   }
   if (final) {
     try {
@@ -203,28 +203,29 @@ void RunState::store(const PreparedJob& job, JobResult r, const std::vector<Ship
     }
   }
   if (r.write_failed) halt(r.message);
-  const bool checkpointed = r.checkpointed;
-  JobResult& stored = results[job.index] = std::move(r);
+  const bool checkpointed = r.checkpointed, retry = r.retry, is_paused = r.paused;
+  ModelResult& stored = results[job.index] = std::move(static_cast<ModelResult&>(r));
+  paused[job.index] = is_paused;
   if (recorded) keep_file(job.index);
   if (slot >= 0) {
     timeline_ended(slot, job);
-    if (live) live->job_finished(slot, stored, job.cost);
+    if (live) live->job_finished(slot, stored, is_paused, job.cost);
   }
   // A search decides now: from here on the job may be handed out again.
   std::vector<SearchScheduler::Pruned> pruned;
   if (search) {
     std::lock_guard<std::mutex> slock(search_mu);
-    search->reached(job.index, stored.history, stored.retry ? JobStatus::kCancelled : stored.status,
-                    stored.paused);
+    search->reached(job.index, stored.history, retry ? JobStatus::kCancelled : stored.status,
+                    is_paused);
     pruned = search->advance();
   }
   // The history is in jobs.log now; only the summary stays in memory (a paused trial's stays
   // until it is pruned or trains on: a pruned trial's record is written with it).
-  if (!opts.keep_history && !stored.paused) {
+  if (!opts.keep_history && !is_paused) {
     stored.history.clear();
     stored.history.shrink_to_fit();
   }
-  if (recorded && !stored.paused && opts.observer) opts.observer->on_model_end(stored);
+  if (recorded && !is_paused && opts.observer) opts.observer->on_model_end(stored);
   lock.unlock();
   // Its record holds the model now: a checkpoint left by a crash before this is never read.
   if (recorded && (!own_checkpoints_only || checkpointed))
@@ -244,7 +245,7 @@ void RunState::timeline_ended(int slot, const PreparedJob& job) {
   if (timeline)
     timeline->job_ended(
         job.name(), slots.at(static_cast<size_t>(slot)), Timeline::now(),
-        results.at(job.index).paused ? "paused" : api::status_name(results.at(job.index).status));
+        paused.at(job.index) ? "paused" : api::status_name(results.at(job.index).status));
 }
 
 }  // namespace nnfleet::fleet_detail

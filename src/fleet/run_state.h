@@ -54,9 +54,14 @@ struct RunState {
   std::vector<PreparedJob> jobs;
   std::vector<PreparedJob*> queue;  // longest first
   std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};   // a stop seen anywhere in the run (the cluster included)
-  std::mutex out_mu;               // results and the files of finished jobs
-  std::vector<JobResult> results;  // plan order, without histories (they are in jobs.log)
+  std::atomic<bool> stop{false};  // a stop seen anywhere in the run (the cluster included)
+  std::mutex out_mu;              // results and the files of finished jobs
+  // Plan order, without histories (they are in jobs.log). The public type, so the run's end
+  // hands the vector over whole (a copy beside it was 34 MB of a 100,000-model run's peak);
+  // `paused` holds a search trial's JobResult::paused, the one job flag read after storing
+  // (both under out_mu once the run has started).
+  std::vector<ModelResult> results;
+  std::vector<bool> paused;
   Display* live = nullptr;
   RunFolder* folder = nullptr;
   Timeline* timeline = nullptr;       // null: none kept
@@ -107,14 +112,14 @@ struct RunState {
   void keep_file(size_t index);
   // Whether keep_file(index) would drop model `index`'s file at once, its result being `r`
   // (out_mu): its record then names no file.
-  bool outside_kept(size_t index, const JobResult& r) const;
+  bool outside_kept(size_t index, const ModelResult& r) const;
   // Whether model `index`, finished with result `r`, may still be among the final N (takes
   // out_mu): not outside_kept. Its answer only turns from yes to no as models finish, since the
   // N kept ones are the top N of every finished model; a model it refuses is not saved at all.
-  bool wants_file(size_t index, const JobResult& r);
+  bool wants_file(size_t index, const ModelResult& r);
   // The run's end (save: best N): every model file outside the top N by the final `key` goes.
   void keep_final(const RankKey& key);
-  bool keeps_before(const JobResult& a, size_t ia, size_t ib) const;  // a (index ia) before ib
+  bool keeps_before(const ModelResult& a, size_t ia, size_t ib) const;  // a (index ia) before ib
   // Stops the run because `why` (a write failed); needs out_mu.
   void halt(const std::string& why);
   PreparedJob* take_search(bool& wait);  // needs search_mu

@@ -67,20 +67,21 @@ void resume_trial(RunState& st, const PreparedJob& j) {
   if (!r.history.empty()) r.metrics = r.history.back().values;
   r.message = "stopped after epoch " + std::to_string(r.epochs) + "; resume with --resume";
   st.search->reached(j.index, r.history, JobStatus::kCancelled, r.paused);
-  st.results.at(j.index) = std::move(r);
+  st.paused.at(j.index) = r.paused;
+  st.results.at(j.index) = std::move(static_cast<ModelResult&>(r));
 }
 
 void fill_rungs(RunState& st) {
   if (!st.search) return;
   for (size_t k = 0; k < st.results.size(); ++k) {
-    JobResult& r = st.results[k];
+    ModelResult& r = st.results[k];
     r.rungs = st.search->rung_results(k);
-    if (r.paused) {
+    if (st.paused[k]) {
       r.message = "the search stopped (" +
                   std::string(st.deadline_noted ? "its time limit" : "a stop") +
                   ") with this trial paused after epoch " + std::to_string(r.epochs) +
                   "; resume with --resume to continue the search";
-      r.paused = false;
+      st.paused[k] = false;
     }
   }
 }
@@ -139,7 +140,7 @@ void write_trials_csv(const Plan& plan, const RunState& st) {
   for (const std::string& n : names) o << "," << csv_field(n);
   o << "\n";
   for (size_t k = 0; k < st.results.size(); ++k) {
-    const JobResult& r = st.results[k];
+    const ModelResult& r = st.results[k];
     const double* v = find_metric(r.metrics, plan.search->metric);
     o << k << "," << csv_field(r.name) << "," << api::status_name(r.status) << "," << r.epochs
       << "," << (v ? api::figure_text(*v) : "");

@@ -125,7 +125,7 @@ TEST_F(FitOptions, PlateauRunsAreBitIdenticalForOneAndTwoWorkers) {
     s[w - 1] = run_fleet(load_plan(plan), o, testing_util::raw_io());
     weights[w - 1] = read_file(o.out_dir + "/models/plateau.bin");
   }
-  const JobResult& a = s[0].results.back();
+  const ModelResult& a = s[0].results.back();
   ASSERT_EQ(a.name, "plateau");
   EXPECT_EQ(a.status, JobStatus::kDone) << a.message;
   EXPECT_EQ(a.metrics, s[1].results.back().metrics);
@@ -241,7 +241,7 @@ TEST_F(FitOptions, ClassWeightTrainsAsTheSampleWeightsKerasMakesOfIt) {
   // Each variant trains a model of the same name (its initial weights and shuffles derive from
   // the seed and the name), in a run of its own.
   struct Trained {
-    JobResult result;
+    ModelResult result;
     std::string weights;
   };
   auto train = [&](const std::string& entry, const std::string& tag) {

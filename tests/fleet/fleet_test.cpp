@@ -48,8 +48,8 @@ Outcome run(const std::string& plan_path, const std::string& out, int workers,
 void expect_same_results(const Outcome& a, const Outcome& b) {
   ASSERT_EQ(a.summary.results.size(), b.summary.results.size());
   for (size_t i = 0; i < a.summary.results.size(); ++i) {
-    const JobResult& x = a.summary.results[i];
-    const JobResult& y = b.summary.results[i];
+    const ModelResult& x = a.summary.results[i];
+    const ModelResult& y = b.summary.results[i];
     EXPECT_EQ(x.name, y.name);
     EXPECT_EQ(x.status, y.status) << x.name;
     EXPECT_EQ(x.epochs, y.epochs) << x.name;
@@ -135,7 +135,7 @@ TEST_F(Fleet, ScheduledLearningRateIsInTheHistoryAsKerasReportsIt) {
 
 TEST_F(Fleet, EarlyStoppingRestoresBestWeights) {
   Outcome o = run(plan, dir.path + "/out", 1);
-  const JobResult& cnn = o.summary.results[2];
+  const ModelResult& cnn = o.summary.results[2];
   ASSERT_EQ(cnn.name, "cnn");
   EXPECT_EQ(cnn.best.monitor, "val_loss");
   EXPECT_GE(cnn.best.epoch, 1);
@@ -178,7 +178,7 @@ TEST_F(Fleet, DivergingModelStopsAloneAndOthersAreUnchanged) {
   Outcome a = run(plan, dir.path + "/a", 2);
   Outcome b = run(with_boom, dir.path + "/b", 2);
   ASSERT_EQ(b.summary.results.size(), 5u);
-  const JobResult& boom = b.summary.results[4];
+  const ModelResult& boom = b.summary.results[4];
   EXPECT_EQ(boom.status, JobStatus::kDiverged);
   EXPECT_THAT(boom.message,
               ::testing::MatchesRegex("loss became (nan|infinite) at epoch 1, batch [0-9]+"));
@@ -276,7 +276,7 @@ TEST_F(Fleet, ModelsOfOneKindRunWithTheirOwnNamesAndFigures) {
   ASSERT_EQ(r.summary.results.size(), plan.models.size());
   size_t grid_models = 0;
   for (size_t k = 0; k < plan.models.size(); ++k) {
-    const JobResult& m = r.summary.results[k];
+    const ModelResult& m = r.summary.results[k];
     EXPECT_EQ(m.name, plan.models.name(k));
     EXPECT_EQ(m.status, JobStatus::kDone) << m.name;
     if (m.name.rfind("k-", 0) != 0) continue;

@@ -88,7 +88,7 @@ TEST_F(InputLimits, BatchSizeNear2To31TrainsAsOneBatchOfTheData) {
   for (int64_t batch : {int64_t{INT_MAX}, int64_t{1'500'000'000}, int64_t{1'100'000'000}}) {
     const std::string name = "b" + std::to_string(batch);
     const FleetSummary got = run(plan_of(name, dense("m", batch)), name, 1);
-    const JobResult& r = got.results.at(0);
+    const ModelResult& r = got.results.at(0);
     ASSERT_EQ(r.status, JobStatus::kDone) << batch << ": " << r.message;
     EXPECT_EQ(r.metrics, want.results[0].metrics) << batch;  // bit for bit
     EXPECT_EQ(testing_util::comparable(dir.path + "/" + name),
@@ -146,7 +146,7 @@ TEST_F(InputLimits, MemoryCheckCountsTheModelsThatRunTogether) {
   }
   EXPECT_FALSE(file_exists(dir.path + "/two-workers"));
   const FleetSummary s = run(plan, "one-worker", 1);  // one at a time fits
-  for (const JobResult& r : s.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.message;
+  for (const ModelResult& r : s.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.message;
   // One model alone above what is available: named, with its batch rows.
   set_available_memory(static_cast<int64_t>(one / 2));
   try {
@@ -168,7 +168,7 @@ TEST_F(InputLimits, RefusedAllocationFailsThatModelOnly) {
   ASSERT_EQ(s.results.size(), 3u);
   EXPECT_EQ(s.results[0].status, JobStatus::kDone) << s.results[0].message;
   EXPECT_EQ(s.results[2].status, JobStatus::kDone) << s.results[2].message;
-  const JobResult& r = s.results[1];
+  const ModelResult& r = s.results[1];
   EXPECT_EQ(r.status, JobStatus::kFailed);
   EXPECT_THAT(r.message, HasSubstr("failed to allocate the memory of model 'large'"));
   EXPECT_THAT(r.message, HasSubstr(" bytes ("));

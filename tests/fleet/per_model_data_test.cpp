@@ -223,8 +223,8 @@ TEST_F(PerModelData, AFleetOnThreeDataSetsEqualsThreeSingleModelRuns) {
     const FleetSummary one =
         train(write("single_" + k + ".yaml", single_plan(k)), dir.path + "/single_" + k);
     ASSERT_EQ(one.results.size(), 1u);
-    const JobResult& a = fleet.results[i];
-    const JobResult& b = one.results[0];
+    const ModelResult& a = fleet.results[i];
+    const ModelResult& b = one.results[0];
     EXPECT_EQ(a.name, b.name);
     EXPECT_EQ(a.status, JobStatus::kDone) << a.message;
     EXPECT_EQ(a.metrics, b.metrics) << a.name;  // bit for bit

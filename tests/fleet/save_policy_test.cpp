@@ -109,7 +109,7 @@ TEST_F(SavePolicyTest, KeepsEveryFileTheBestNOrNoneWithTheSameResults) {
   }
   // The results name a file only where one is kept.
   size_t named = 0;
-  for (const JobResult& r : b.results) {
+  for (const ModelResult& r : b.results) {
     if (r.model_file.empty()) continue;
     ++named;
     EXPECT_TRUE(file_exists(r.model_file)) << r.model_file;
@@ -194,7 +194,7 @@ TEST_F(SavePolicyTest, ResumeAfterAStopEndsWithTheSameFiles) {
     EXPECT_TRUE(first.interrupted);
     const std::set<std::string> done = testing_util::recorded_models(out);
     const FleetSummary resumed = run(out, "best 4", 2, true);
-    for (const JobResult& r : resumed.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+    for (const ModelResult& r : resumed.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
     EXPECT_EQ(files(out), files(full));
     EXPECT_EQ(testing_util::comparable(out), testing_util::comparable(full));
     // One record per model: those finished before the stop were not trained again.
@@ -463,7 +463,7 @@ TEST_F(SavePolicyTest, ALargeFleetListsTheBestAndKeepsEveryRowInTheCsv) {
   EXPECT_EQ(read_file(out + "/jobs.log"), log);
   EXPECT_EQ(read_file(out + "/results.csv"), csv);
   EXPECT_EQ(read_file(out + "/plan.yaml"), plan_yaml);
-  for (const JobResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
+  for (const ModelResult& r : again.results) EXPECT_EQ(r.status, JobStatus::kDone) << r.name;
 }
 
 // Two entries of different settings and architectures; `own_data` gives the second its own

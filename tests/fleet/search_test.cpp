@@ -238,8 +238,8 @@ models:
 void expect_same_study(const FleetSummary& a, const FleetSummary& b) {
   ASSERT_EQ(a.results.size(), b.results.size());
   for (size_t k = 0; k < a.results.size(); ++k) {
-    const JobResult& x = a.results[k];
-    const JobResult& y = b.results[k];
+    const ModelResult& x = a.results[k];
+    const ModelResult& y = b.results[k];
     EXPECT_EQ(x.status, y.status) << x.name;
     EXPECT_EQ(x.epochs, y.epochs) << x.name;
     EXPECT_EQ(x.metrics, y.metrics) << x.name;
@@ -257,7 +257,7 @@ TEST_F(Search, TheStudyIsTheSameOnOneAndTwoWorkersAndPromotedTrialsEqualStraight
   const FleetSummary two = run(dir.path + "/two", 2, true);
   expect_same_study(one, two);
   size_t done = 0, pruned = 0;
-  for (const JobResult& r : one.results) {
+  for (const ModelResult& r : one.results) {
     if (r.status == JobStatus::kDone) ++done;
     if (r.status == JobStatus::kPruned) ++pruned;
   }
@@ -266,7 +266,7 @@ TEST_F(Search, TheStudyIsTheSameOnOneAndTwoWorkersAndPromotedTrialsEqualStraight
   // Trained straight to 3 epochs without a scheduler, the finished trials are the same trials.
   const FleetSummary straight = run(dir.path + "/straight", 2, false);
   for (size_t k = 0; k < one.results.size(); ++k) {
-    const JobResult& r = one.results[k];
+    const ModelResult& r = one.results[k];
     if (r.status == JobStatus::kPruned) {
       EXPECT_EQ(r.epochs, 1) << r.name;
       EXPECT_TRUE(r.model_file.empty()) << r.name;
@@ -327,7 +327,7 @@ TEST_F(Search, ATimeLimitEndsTheSearchAtTheNextRungWithEveryResultKept) {
   test_hold::set_for_tests("");
   EXPECT_FALSE(s.interrupted);
   int stopped = 0, unstarted = 0;
-  for (const JobResult& r : s.results) {
+  for (const ModelResult& r : s.results) {
     EXPECT_EQ(r.status, JobStatus::kCancelled) << r.name;
     if (r.epochs == 1) {
       ++stopped;

@@ -72,7 +72,7 @@ TEST_F(SharedPlan, RunsAreBitIdenticalForOneAndTwoWorkers) {
     s[w - 1] = run_fleet(load_plan(plan), o, testing_util::raw_io());
     weights[w - 1] = read_file(o.out_dir + "/models/tied.bin");
   }
-  const JobResult& a = s[0].results.back();
+  const ModelResult& a = s[0].results.back();
   ASSERT_EQ(a.name, "tied");
   EXPECT_EQ(a.status, JobStatus::kDone) << a.message;
   EXPECT_EQ(a.metrics, s[1].results.back().metrics);

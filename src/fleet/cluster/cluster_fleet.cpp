@@ -90,7 +90,7 @@ class ClusterPeers final : public Peers {
     for (size_t r = 1; r < sum.ranks.size(); ++r) busy += sum.ranks[r].busy_seconds;
     return busy;
   }
-  void finish(const std::vector<JobResult>& results, bool interrupted, int code) override {
+  void finish(const std::vector<ModelResult>& results, bool interrupted, int code) override {
     finish_cluster(cluster_, results, interrupted, code);
   }
 

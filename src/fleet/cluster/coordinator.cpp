@@ -244,7 +244,7 @@ void coordinate(Cluster& cluster, RunState& st, const std::vector<RankInfo>& ran
   Coordinator(cluster, st, slot_base, sum).run(local_workers);
 }
 
-void finish_cluster(Cluster& cluster, const std::vector<JobResult>& results, bool interrupted,
+void finish_cluster(Cluster& cluster, const std::vector<ModelResult>& results, bool interrupted,
                     int code) {
   Json statuses = Json::array();
   for (const auto& r : results) statuses.push_back(api::status_name(r.status));

@@ -21,7 +21,7 @@ void coordinate(Cluster& cluster, RunState& st, const std::vector<RankInfo>& ran
                 FleetSummary& sum);
 // After results.json: tells every rank how the run ended (`code`: 0, or the exit code of an
 // error rank 0 is about to throw).
-void finish_cluster(Cluster& cluster, const std::vector<JobResult>& results, bool interrupted,
+void finish_cluster(Cluster& cluster, const std::vector<ModelResult>& results, bool interrupted,
                     int code);
 
 }  // namespace nnfleet::fleet_detail

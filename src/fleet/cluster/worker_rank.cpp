@@ -377,10 +377,9 @@ FleetSummary run_worker_rank(Cluster& cluster, const Plan& plan, const FleetOpti
   sum.interrupted = final.head.at("interrupted").get<bool>();
   const Json& statuses = final.head.at("statuses");
   for (size_t i = 0; i < plan.models.size() && i < statuses.size(); ++i) {
-    JobResult r;
+    ModelResult& r = sum.results.emplace_back();
     r.name = plan.models.name(i);
     r.status = job_status_from_name(statuses[i].get<std::string>());
-    sum.results.push_back(r);
   }
   return sum;
 }

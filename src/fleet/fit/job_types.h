@@ -25,7 +25,15 @@ using Metrics = api::Logs;
 const double* find_metric(const Metrics& m, const std::string& key);
 
 using EpochRecord = api::EpochLog;
+using ModelResult = api::ModelResult;
 using BestRecord = api::BestEpoch;
+
+// A job's flags beside its model's result (JobResult's own), as its record in jobs.log keeps them.
+struct JobFlags {
+  bool retry = false;
+  bool write_failed = false;
+  bool paused = false;
+};
 
 struct JobResult : api::ModelResult {
   // A failure of the output folder, not of the model: a checkpoint that cannot be read back
@@ -38,6 +46,7 @@ struct JobResult : api::ModelResult {
   // kCancelled (not final: its checkpoint is kept, no record is written) until its scheduler
   // promotes it (it trains on from the checkpoint) or prunes it.
   bool paused = false;
+  JobFlags flags() const { return {retry, write_failed, paused}; }
 };
 
 // What a running job reports; called on the worker's thread.
