@@ -873,6 +873,10 @@ FleetSummary run_fleet_here(const Plan& plan, const FleetOptions& opts, const Mo
   const double busy = peers.account(sum, pool.jobs(), pool.busy());
   sum.busy_fraction = sum.makespan > 0 ? busy / (sum.workers * sum.makespan) : 0.0;
   sum.peak_rss_bytes = peak_rss_bytes();
+  // Every model has its result now (cancel_unstarted): the jobs go before the end's files are
+  // made, where a large run's memory peaks (7.2 MB of jobs and 0.8 MB of queue at 100,000).
+  std::vector<PreparedJob*>().swap(st.queue);
+  std::vector<PreparedJob>().swap(st.jobs);
   write_outcome(plan, data, st, *folder, peers, sum);
   sum.results = std::move(st.results);
   return sum;
