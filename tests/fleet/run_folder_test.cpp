@@ -199,8 +199,9 @@ TEST_F(ResumeTrust, AFullDiskAnywhereStopsTheRunAndResumeFinishesIt) {
       const std::set<std::string> recorded = testing_util::recorded_models(o);
       for (const ModelResult& r : s.results) {
         EXPECT_EQ(recorded.count(r.name), r.status == JobStatus::kDone ? 1u : 0u) << r.name;
-        if (r.status == JobStatus::kFailed)  // by the folder (not final: --resume trains it)
+        if (r.status == JobStatus::kFailed) {  // by the folder (not final: --resume trains it)
           EXPECT_THAT(r.message, HasSubstr("No space left on device")) << r.name;
+        }
         stopped_early += r.status == JobStatus::kCancelled;
       }
     }
