@@ -55,20 +55,19 @@ void resume_trial(RunState& st, const PreparedJob& j) {
   } catch (const Error&) {
     return;  // the job reads it again when it runs, and says what is wrong with it
   }
-  JobResult r;
+  // The trial's result so far, in the run's results (a paused trial's flag beside it).
+  ModelResult& r = st.results.at(j.index);
   r.name = j.name();
   r.params = j.params;
   r.status = JobStatus::kCancelled;
-  r.paused = ck.batch == 0 && !ck.history.empty();
+  const bool paused = st.paused.at(j.index) = ck.batch == 0 && !ck.history.empty();
   r.epochs = static_cast<int>(ck.history.size());
   r.seconds = ck.seconds;
   r.samples_per_second = ck.seconds > 0 ? static_cast<double>(ck.samples) / ck.seconds : 0.0;
   r.history = std::move(ck.history);
   if (!r.history.empty()) r.metrics = r.history.back().values;
   r.message = "stopped after epoch " + std::to_string(r.epochs) + "; resume with --resume";
-  st.search->reached(j.index, r.history, JobStatus::kCancelled, r.paused);
-  st.paused.at(j.index) = r.paused;
-  st.results.at(j.index) = std::move(static_cast<ModelResult&>(r));
+  st.search->reached(j.index, r.history, JobStatus::kCancelled, paused);
 }
 
 void fill_rungs(RunState& st) {
