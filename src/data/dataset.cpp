@@ -310,4 +310,11 @@ std::string read_data_file(const std::string& path) {
   return bytes;
 }
 
+FileBytes read_data_bytes(const std::string& path) {
+  FileBytes bytes;
+  std::string why;
+  if (!read_regular_file(path, bytes, why)) throw_data_error(path, why);
+  return bytes;
+}
+
 }  // namespace nnfleet

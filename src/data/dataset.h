@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "platform/files.h"
 #include "tensor/shape.h"
 
 namespace nnfleet {
@@ -121,6 +122,8 @@ void save_npy(const std::string& path, const Array& a);
 std::string printable(std::string_view s, size_t max = 60);
 // Reads a whole data file into memory; throws DataError naming the path and the OS reason.
 std::string read_data_file(const std::string& path);
+// The same into a buffer that is not zero-filled first (for files parsed in place: IDX).
+FileBytes read_data_bytes(const std::string& path);
 
 // Fashion-MNIST from the Debian package dataset-fashion-mnist (or $NNFLEET_FASHION_MNIST):
 // split "train" (60,000) or "test" (10,000). x is uint8 [n,28,28,1], y uint8 [n].

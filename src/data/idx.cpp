@@ -5,17 +5,25 @@
 // recognised by its magic bytes 1f 8b, never by the file name. The compressed file is read whole
 // and inflated straight into the array's storage, so loading costs one inflate pass and the data
 // is held once (uint8 stays uint8). Images [n, rows, cols] gain a channel axis: [n, rows, cols, 1].
+//
+// Two inflaters: zlib streams the header (a few bytes, to learn the size) and diagnoses any
+// fault; libdeflate inflates a sound file whole, 2.0x zlib's speed (84 ms against 172 for
+// Fashion-MNIST's 47 MB of training images on Zen 5). A file libdeflate refuses, or whose size
+// differs from its header's, is read again through zlib, whose errors name the fault.
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <optional>
 
 #include "core/limits.h"
 #include "data/dataset.h"
+#include "platform/huge_buffer.h"
 
 namespace nnfleet {
 namespace {
@@ -44,7 +52,7 @@ uint32_t read_be32(const unsigned char* p) {
 // stream). Every fault is a DataError naming the file.
 class GzipReader {
  public:
-  GzipReader(const std::string& path, const std::string& in) : path_(path), in_(in) {
+  GzipReader(const std::string& path, std::string_view in) : path_(path), in_(in) {
     std::memset(&z_, 0, sizeof z_);
     if (inflateInit2(&z_, 15 + 16) != Z_OK)  // 15-bit window, gzip wrapper only
       throw_data_error(path_, "zlib could not start inflating (out of memory?)");
@@ -105,7 +113,7 @@ class GzipReader {
   size_t remaining_in() const { return z_.avail_in + (in_.size() - pos_); }
 
   const std::string& path_;
-  const std::string& in_;
+  std::string_view in_;
   z_stream z_;
   size_t pos_ = 0;
   bool member_done_ = false;
@@ -115,7 +123,7 @@ class GzipReader {
 // Where the IDX bytes come from: the file itself or its decompressed gzip stream.
 class IdxSource {
  public:
-  IdxSource(const std::string& path, const std::string& file)
+  IdxSource(const std::string& path, std::string_view file)
       : path_(path),
         file_(file),
         gzip_(file.size() >= 2 && static_cast<unsigned char>(file[0]) == 0x1f &&
@@ -143,16 +151,56 @@ class IdxSource {
 
  private:
   const std::string& path_;
-  const std::string& file_;
+  std::string_view file_;
   bool gzip_;
   std::optional<GzipReader> gz_;
   size_t pos_ = 0;
 };
 
+// The elements of a sound gzip IDX file of `header_bytes + elements` bytes, inflated whole by
+// libdeflate into storage whose elements start 64-byte aligned; nullopt for anything else (a
+// corrupt or truncated stream, bytes after it, a size other than the header's), which the
+// streaming reader then diagnoses.
+std::optional<Array> inflate_whole(std::string_view gz, const Shape& shape, uint64_t header_bytes,
+                                   uint64_t elements) {
+  const size_t pad = (64 - header_bytes % 64) % 64, total = pad + header_bytes + elements;
+  std::shared_ptr<const void> storage;
+  void* p = nullptr;
+  try {                                  // out of memory: the streaming reader names it
+    if (total >= kHugeBufferMinBytes) {  // Fashion-MNIST's: page faults cost more than inflating
+      p = huge_alloc(total);
+      storage.reset(p, [total](const void* q) { huge_free(const_cast<void*>(q), total); });
+    } else {
+      p = std::aligned_alloc(64, (total + 63) / 64 * 64);
+      if (!p) return std::nullopt;
+      storage.reset(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+    }
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;
+  }
+  std::unique_ptr<libdeflate_decompressor, void (*)(libdeflate_decompressor*)> d(
+      libdeflate_alloc_decompressor(), libdeflate_free_decompressor);
+  if (!d) return std::nullopt;
+  auto* out = static_cast<char*>(p) + pad;
+  const size_t want = header_bytes + elements;
+  size_t in_at = 0, out_at = 0;
+  while (in_at < gz.size()) {  // member after member, as concatenated gzip files are one stream
+    size_t used = 0, made = 0;
+    if (libdeflate_gzip_decompress_ex(d.get(), gz.data() + in_at, gz.size() - in_at, out + out_at,
+                                      want - out_at, &used, &made) != LIBDEFLATE_SUCCESS)
+      return std::nullopt;
+    in_at += used;
+    out_at += made;
+  }
+  if (out_at != want) return std::nullopt;
+  return Array(DType::kU8, shape, std::move(storage), out + header_bytes);
+}
+
 }  // namespace
 
 Array load_idx(const std::string& path) {
-  const std::string file = read_data_file(path);
+  const FileBytes bytes = read_data_bytes(path);
+  const std::string_view file = bytes.view();
   IdxSource src(path, file);
   const std::string where = src.gzip() ? " after gzip decompression" : "";
   auto truncated = [&](uint64_t expected, uint64_t got, bool at_least) {
@@ -195,6 +243,9 @@ Array load_idx(const std::string& path) {
   const uint64_t expected = header_bytes + static_cast<uint64_t>(elements);
 
   if (expected > src.max_size()) truncated(expected, header_bytes + src.count_rest(), false);
+  if (src.gzip())
+    if (std::optional<Array> whole = inflate_whole(file, shape, header_bytes, elements))
+      return std::move(*whole);
   Array a;
   try {
     a = Array::zeros(DType::kU8, shape);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,20 @@ namespace nnfleet {
 int open_regular_file(const std::string& path, std::string& why, uint64_t* size = nullptr);
 // Reads a whole regular file into `out`; false with `why` set as above.
 bool read_regular_file(const std::string& path, std::string& out, std::string& why);
+// A whole file's bytes in a buffer that is not zero-filled first: std::string's fill of the 26 MB
+// of Fashion-MNIST's training images cost 60 ms of W1's launch (Zen 5), for bytes then overwritten.
+// A large file's buffer is a huge_alloc one (platform/huge_buffer.h): its 4 KiB page faults cost
+// another 70-90 ms.
+struct FileBytesFree {
+  size_t mapped = 0;  // huge_alloc's size; 0: from new[]
+  void operator()(char* p) const;
+};
+struct FileBytes {
+  std::unique_ptr<char, FileBytesFree> data;
+  size_t size = 0;
+  std::string_view view() const { return {data.get(), size}; }
+};
+bool read_regular_file(const std::string& path, FileBytes& out, std::string& why);
 // Reads a whole file; throws FileError naming the path and the reason.
 std::string read_file(const std::string& path);
 // How far an atomic write is pushed before it counts as done.
@@ -49,12 +64,9 @@ bool file_exists(const std::string& path);
 // Creates a directory and its parents; throws FileError.
 void make_dirs(const std::string& path);
 
-// XXH3 (64-bit) of a file's bytes, read through a mapping; `size` gets the file's length.
-// Throws FileError.
+// XXH3 (64-bit) of a file's bytes, read in pieces (never mapped: its pages do not count in this
+// process's resident memory); `size` gets the bytes read. Throws FileError.
 uint64_t hash_file(const std::string& path, uint64_t* size = nullptr);
-// The same hash read in 1 MiB pieces, no mapping: the file's pages never count in this process's
-// resident memory (hash_file's mapping of an 8 MB model file added 8 MB to W1's peak).
-uint64_t hash_file_read(const std::string& path);
 // XXH3 (64-bit) of bytes in memory.
 uint64_t hash_bytes(std::string_view bytes);
 // A hash as 16 lowercase hex digits.

@@ -38,9 +38,11 @@ class Arena {
 
  private:
   struct Free {
+    size_t mapped;  // huge_alloc's size; 0: from aligned_alloc (no default member initializer:
+                    // GCC 12 then deems Free not default-constructible inside Arena)
     void operator()(float* p) const;
   };
-  std::unique_ptr<float, Free> data_;
+  std::unique_ptr<float, Free> data_{nullptr, Free{0}};
   size_t size_ = 0;
 };
 

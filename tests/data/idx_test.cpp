@@ -1,6 +1,9 @@
 // IDX loading, plain and gzip, against the fixture files, and every malformed variant.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstring>
 
 #include "data/dataset.h"
 #include "test_util.h"
@@ -165,6 +168,79 @@ TEST(Idx, GarbageAfterTheGzipStreamIsRejected) {
   std::string msg = data_error_of([&] { load_idx(dir.file("junk.gz")); });
   EXPECT_THAT(msg, HasSubstr("unexpected bytes after the end of the gzip stream; expected end of "
                              "file, got 4 more bytes"));
+}
+
+// `raw` as one gzip member, compressed by zlib (independently of the loader's libdeflate).
+std::string gzip(const std::string& raw) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, raw.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(raw.data()));
+  z.avail_in = static_cast<uInt>(raw.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// An IDX file of [n, 64, 64] bytes whose values vary (so they compress but not to nothing):
+// 3 MB for n = 750, past the size whose buffers are on huge pages.
+std::string large_idx(int n) {
+  std::string idx = {0, 0, 8, 3};
+  for (const uint32_t d : {static_cast<uint32_t>(n), 64u, 64u})
+    for (int shift = 24; shift >= 0; shift -= 8) idx += static_cast<char>((d >> shift) & 0xff);
+  for (int64_t i = 0; i < int64_t{n} * 64 * 64; ++i)
+    idx += static_cast<char>((i * 7 + i / 4096 * 13 + (i % 977 == 0 ? 101 : 0)) % 256);
+  return idx;
+}
+
+TEST(Idx, LargeGzipFileInflatedWholeHoldsThePlainFilesValues) {
+  TempDir dir;
+  const std::string raw = large_idx(750);
+  write_bytes(dir.file("plain.idx"), raw);
+  write_bytes(dir.file("one.idx.gz"), gzip(raw));
+  // Two members split inside the elements: libdeflate's member-by-member path.
+  write_bytes(dir.file("two.idx.gz"), gzip(raw.substr(0, 1234567)) + gzip(raw.substr(1234567)));
+  const Array plain = load_idx(dir.file("plain.idx"));
+  ASSERT_EQ(plain.shape(), (Shape{750, 64, 64, 1}));
+  ASSERT_EQ(plain.size_bytes(), raw.size() - 16);
+  EXPECT_EQ(std::memcmp(plain.data(), raw.data() + 16, plain.size_bytes()), 0);
+  for (const char* name : {"one.idx.gz", "two.idx.gz"}) {
+    const Array a = load_idx(dir.file(name));
+    ASSERT_EQ(a.shape(), plain.shape()) << name;
+    EXPECT_EQ(std::memcmp(a.data(), plain.data(), plain.size_bytes()), 0) << name;
+    // Aligned elements: only the whole-buffer inflate places them so (the streaming path's calloc
+    // block is 16 bytes past a page), so this also shows which path loaded the file.
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % 64, 0u) << name;
+  }
+}
+
+TEST(Idx, LargeGzipFileWithAFaultIsDiagnosedAsASmallOneIs) {
+  TempDir dir;
+  const std::string raw = large_idx(750);
+  const std::string gz = gzip(raw);
+  write_bytes(dir.file("cut.gz"), gz.substr(0, gz.size() - 8));  // no CRC trailer
+  EXPECT_THAT(data_error_of([&] { load_idx(dir.file("cut.gz")); }),
+              HasSubstr("file is truncated; expected a complete gzip stream, got one that ends "
+                        "before its checksum trailer"));
+  std::string bad_crc = gz;
+  bad_crc[gz.size() - 8] = static_cast<char>(bad_crc[gz.size() - 8] ^ 0x55);
+  write_bytes(dir.file("crc.gz"), bad_crc);
+  EXPECT_THAT(data_error_of([&] { load_idx(dir.file("crc.gz")); }),
+              HasSubstr("gzip data is corrupt (incorrect data check)"));
+  write_bytes(dir.file("short.gz"), gzip(raw.substr(0, raw.size() - 100)));
+  EXPECT_THAT(
+      data_error_of([&] { load_idx(dir.file("short.gz")); }),
+      HasSubstr("file is truncated; expected " + std::to_string(raw.size()) +
+                " bytes after gzip decompression, got " + std::to_string(raw.size() - 100)));
+  write_bytes(dir.file("long.gz"), gzip(raw + "xyz"));
+  EXPECT_THAT(data_error_of([&] { load_idx(dir.file("long.gz")); }),
+              HasSubstr("file is longer than its IDX header declares; expected " +
+                        std::to_string(raw.size()) + " bytes after gzip decompression, got " +
+                        std::to_string(raw.size() + 3)));
 }
 
 }  // namespace

@@ -942,7 +942,7 @@ uint64_t save_keras(const std::string& path, const Model& m, const float* params
     write_atomic_with(
         path, [&members](const std::string& tmp) { write_zip(tmp, members); }, d);
     std::vector<ZipMember>().swap(members);
-    return hash_file_read(path);  // the bytes written, read back from the page cache
+    return hash_file(path);  // the bytes written, read back from the page cache
   }
   const std::string bytes = zip_image(path, std::move(members));
   write_file_atomic(path, bytes, d);
