@@ -16,11 +16,17 @@
 extern "C" void libxsmm_init(void);
 
 int main(int argc, char** argv) {
-  // Every buffer of 256 KiB or more (datasets, model arenas, file images) is mapped on its own and
+  // Every buffer of 1 MiB or more (datasets, model arenas, file images) is mapped on its own and
   // returned to the system when freed. glibc's default threshold rises after the first large free,
   // after which such buffers come from the heap and linger there once freed: W1 on two workers
-  // peaked at 162 MB resident with the default and at 150 MB with this.
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  // peaked at 162 MB resident with the default and at 150 MB with a fixed threshold (143.4 MB now,
+  // at 256 KiB and at 1 MiB alike). Below 1 MiB, freed memory stays for the next model: a .keras
+  // save maps and unmaps HDF5's 516 KiB metadata cache and 330 KiB buffers at 256 KiB, and their
+  // page faults made W3 4-5% slower (2.26-2.34 s against 2.15-2.28 s on one worker, Zen 5). The
+  // trim threshold (128 KiB when the mmap one is set) follows, or the heap's top would be handed
+  // back and faulted in again after each save.
+  mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
   // Before any thread starts: libxsmm's zero-filled registry, locked in memory (10.5 MB
   // resident; zero_pages.h).
   libxsmm_init();  // its registry made now, so that its zero pages go next

@@ -47,9 +47,7 @@ size_t Arena::reserve(size_t floats) {
 void Arena::allocate() {
   NNFLEET_CHECK(!allocated());
   size_t bytes = std::max<size_t>(size_, kAlignFloats) * sizeof(float);
-  // A large arena starts on a page so that discard() can give all of it back.
-  const size_t align = bytes >= kPageAlignedBytes ? page_bytes() : 64;
-  bytes = (bytes + align - 1) / align * align;  // aligned_alloc wants a multiple
+  bytes = (bytes + 63) / 64 * 64;  // aligned_alloc wants a multiple
   read_limit_from_env();
   const int64_t limit = g_limit.load();
   if (limit >= 0 && bytes > static_cast<uint64_t>(limit)) throw std::bad_alloc();
@@ -59,14 +57,17 @@ void Arena::allocate() {
     data_ = std::unique_ptr<float, Free>(static_cast<float*>(huge_alloc(bytes)), Free{bytes});
     return;
   }
-  void* p = std::aligned_alloc(align, bytes);
+  void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   data_.reset(static_cast<float*>(p));
 }
 
 void Arena::discard(size_t offset, size_t floats) {
-  if (!data_ || offset >= size_) return;
+  // Only an arena with its own mapping gives pages back: a smaller one's are the heap's, which the
+  // next model's allocations would fault in again one by one (W3's 120 models made 706 madvise
+  // calls, then refaulted those pages), for less than 2 MiB a model.
+  if (!data_ || offset >= size_ || data_.get_deleter().mapped == 0) return;
   floats = std::min(floats, size_ - offset);
   const uintptr_t page = page_bytes();
   const auto begin = reinterpret_cast<uintptr_t>(data_.get() + offset);

@@ -29,10 +29,10 @@ class Arena {
   size_t size_bytes() const { return allocated() ? size_ * sizeof(float) : 0; }
   // Gives the whole pages of floats [offset, offset + floats) back to the system (madvise
   // MADV_DONTNEED) and leaves the arena usable: those numbers are undefined afterwards (zero on
-  // the pages given back; an arena of kPageAlignedBytes or more starts on a page, so all of it
-  // can go). For numbers copied out for the last time.
+  // the pages given back). For numbers copied out for the last time. Only an arena of
+  // kHugeBufferMinBytes or more (its own mapping) gives anything back; a smaller one keeps its
+  // pages, which the heap would otherwise fault in again for the next model.
   void discard(size_t offset, size_t floats);
-  static constexpr size_t kPageAlignedBytes = size_t{1} << 20;
   // Bytes reserved so far (what allocate() will take).
   size_t planned_bytes() const { return size_ * sizeof(float); }
 

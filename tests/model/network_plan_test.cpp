@@ -318,6 +318,17 @@ TEST(NetworkPlan, DiscardedMemoryGoesBackToTheSystemAndReadsAsZero) {
   Network net(m, 32, spec);
   // 37.6 MB (40.0 MB before c2's ReLU gradient went over its dy instead of the scratch).
   ASSERT_GT(net.arena_bytes(), size_t{32} << 20);
+  // One training step first, as before any save: an arena this large is mapped zero-filled and
+  // its pages become resident as a step touches them (Arena::allocate).
+  Rng init(11), data(12);
+  net.initialize(init);
+  std::vector<int32_t> labels(32);
+  for (size_t i = 0; i < static_cast<size_t>(32 * m->input(0).shape.size()); ++i)
+    net.input()[i] = data.uniform();
+  for (int32_t& l : labels) l = static_cast<int32_t>(data.below(10));
+  Targets t;
+  t.labels = labels.data();
+  net.train_step(32, t);
   std::fill(net.params(), net.params() + net.num_params(), 0.5f);
   std::fill(net.optimizer_state(), net.optimizer_state() + net.optimizer_state_floats(), 0.25f);
   auto resident_kb = [] {
