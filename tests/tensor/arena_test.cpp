@@ -35,9 +35,9 @@ TEST(Arena, DiscardZeroesWholePagesInsideTheRangeAndKeepsTheNumbersBesideIt) {
   std::fill(a.at(0), a.at(0) + a.size_floats(), 3.0f);
   const size_t from = 1000, n = size_t{2} << 20;  // not on a page boundary at either end
   a.discard(from, n);
-  EXPECT_EQ(a.at(0)[from - 1], 3.0f);  // before the range
-  EXPECT_EQ(a.at(0)[from], 3.0f);      // in the range's first, partial page: kept
-  EXPECT_EQ(a.at(0)[from + n], 3.0f);  // after the range
+  EXPECT_EQ(a.at(0)[from - 1], 3.0f);      // before the range
+  EXPECT_EQ(a.at(0)[from], 3.0f);          // in the range's first, partial page: kept
+  EXPECT_EQ(a.at(0)[from + n], 3.0f);      // after the range
   EXPECT_EQ(a.at(0)[from + n / 2], 0.0f);  // a whole page inside: given back, reads as zero
 }
 
