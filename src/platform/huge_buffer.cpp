@@ -27,8 +27,8 @@ size_t mapped_bytes(size_t bytes) {
 void* huge_alloc(size_t bytes) {
   const size_t len = mapped_bytes(bytes ? bytes : 1);
   // Map 2 MiB more than asked, keep the part that starts on a 2 MiB boundary.
-  void* raw = ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+  void* raw =
+      ::mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const auto base = reinterpret_cast<uintptr_t>(raw);
   const uintptr_t start = (base + kHuge - 1) & ~(kHuge - 1);
