@@ -67,7 +67,9 @@ REMEDIES = {
               "gradient into the GEMMs' epilogues.",
     "w1-fleet": "balance the tail: more pieces per batch for the longest model, and fewer "
                 "serial steps per batch (loss, hand-offs, the optimizer update).",
-    "w1-launch": "read and decode the data once, in parallel with the set-up of the first model.",
+    "w1-launch": "the data is read and inflated once, into huge-page memory; what is left runs "
+                 "one after the other: the training images' inflate, then the test set's, then "
+                 "the files' hashes and the first model's set-up. Overlap them on the idle cores.",
     "tiny-fleet": "less JSON per model: a job's expansion of its model without the checks and "
                   "the expanded text the plan's load already made, config.json's remaining "
                   "object-built parts as text, the record of a finished model as text.",

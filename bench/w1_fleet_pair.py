@@ -14,6 +14,15 @@ BENCHMARKS.md's tables come from the full run.
 on one core by each side (`make bench`'s w1-1core steps), each model's samples/s and their ratio.
 
     /usr/bin/python3 bench/w1_fleet_pair.py --one-core --rounds 2
+
+The fleet rows also give nnfleet's launch to its first training step ("W1 launch to first training
+step"), as `make bench` records it from the same runs.
+
+--w3: the rows behind "W3 makespan, 2 cores vs the pooled peer" and "W3 scaling" instead: W3 on
+one worker and on all cores (`make bench`'s w3-1core and w3-fleet steps) and the pooled PyTorch
+peer on all cores, interleaved; each round's wall times and the medians' ratios.
+
+    /usr/bin/python3 bench/w1_fleet_pair.py --w3 --rounds 3
 """
 import argparse
 import json
@@ -46,7 +55,28 @@ def one_core(b, rounds):
         out[name] = {"nnfleet_sps": [round(x) for x in ours], "peer_sps": [round(x) for x in peer],
                      "ratio": round(statistics.median(ours) / statistics.median(peer), 2)}
         print(json.dumps({name: out[name]}))
-    print(json.dumps({"rounds": rounds, "work": b.work}))
+    print(json.dumps({"nnfleet_launch_s": v["w1.launch.nnfleet"], "rounds": rounds,
+                      "work": b.work}))
+    return 0
+
+
+def w3(b, rounds):
+    """W3 on one worker, on all cores and on the pooled peer, interleaved; walls and ratios."""
+    for b.round in range(1, rounds + 1):
+        b.step("w3-1core nnfleet", b.w3_1core)
+        b.step("w3-fleet nnfleet", b.w3_fleet)
+        b.step("w3-fleet pooled peer", lambda: b.w3_fleet_peer("pool"))
+    if failed(b):
+        return 1
+    v = b.values
+    rows = [{"nnfleet_1_worker_s": v["w3.wall1.nnfleet"][i], "nnfleet_s": v["w3.wall.nnfleet"][i],
+             "pooled_peer_s": v["w3.wall.pool"][i]} for i in range(rounds)]
+    for r in rows:
+        print(json.dumps(r))
+    med = {k: round(statistics.median(r[k] for r in rows), 3) for k in rows[0]}
+    med["scaling"] = round(med["nnfleet_1_worker_s"] / med["nnfleet_s"], 2)
+    med["pooled_peer_ratio"] = round(med["pooled_peer_s"] / med["nnfleet_s"], 2)
+    print(json.dumps({"median": med, "rounds": rounds, "workers": b.n, "work": b.work}))
     return 0
 
 
@@ -57,14 +87,20 @@ def main():
     ap.add_argument("--nnfleet")
     ap.add_argument("--one-core", action="store_true",
                     help="the 1-core rows (samples/s of each model) instead of the fleet's")
+    ap.add_argument("--w3", action="store_true",
+                    help="W3's rows (its makespan against the pooled peer, its scaling) instead")
     a = ap.parse_args()
     if a.rounds < 1:
         ap.error("--rounds: expected at least 1")
     b = run_bench.Bench(argparse.Namespace(quick=False, rounds=a.rounds, build=a.build,
                                            nnfleet=a.nnfleet, profiler="none", md=None))
     b.preflight()
+    if a.one_core and a.w3:
+        ap.error("--one-core and --w3: expected one of them")
     if a.one_core:
         return one_core(b, a.rounds)
+    if a.w3:
+        return w3(b, a.rounds)
     for b.round in range(1, a.rounds + 1):
         b.step("w1-fleet nnfleet", b.w1_fleet)
         b.step("w1-fleet peer", b.w1_fleet_peer)
@@ -73,7 +109,8 @@ def main():
     v = b.values
     rounds = [{"nnfleet_wall_s": v["w1.wall.nnfleet"][i], "peer_wall_s": v["w1.wall.peer"][i],
                "nnfleet_rss_mb": v["w1.rss.nnfleet"][i] / 1e6,
-               "peer_rss_sum_mb": v["w1.rss.peer"][i] / 1e6} for i in range(a.rounds)]
+               "peer_rss_sum_mb": v["w1.rss.peer"][i] / 1e6,
+               "nnfleet_launch_s": v["w1.launch.nnfleet"][i]} for i in range(a.rounds)]
     for r in rounds:
         print(json.dumps(r))
     med = {k: round(statistics.median(r[k] for r in rounds), 3) for k in rounds[0]}
