@@ -13,10 +13,11 @@
 #include <string_view>
 #include <vector>
 
-#include "platform/files.h"
 #include "tensor/shape.h"
 
 namespace nnfleet {
+
+struct FileBytes;  // platform/files.h
 
 // kStr: one std::string per element (a text column, a NumPy unicode array), read only by a
 // model's string layers (fleet/fit/string_front.h), which turn it into floats before any batch is

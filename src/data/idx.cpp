@@ -23,6 +23,7 @@
 
 #include "core/limits.h"
 #include "data/dataset.h"
+#include "platform/files.h"
 #include "platform/huge_buffer.h"
 
 namespace nnfleet {

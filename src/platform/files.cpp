@@ -271,7 +271,7 @@ uint64_t hash_file(const std::string& path, uint64_t* size) {
   if (!st) throw std::bad_alloc();
   XXH3_64bits_reset(st.get());
   // Read through one buffer per thread, not mapped: a mapping faults the file's pages in one by
-  // one (40 ms of W1's launch for Fashion-MNIST's 31 MB under this workplace's VMs), and they
+  // one (20 ms of W1's launch for Fashion-MNIST's 31 MB under this workplace's VMs), and they
   // would count in this process's resident memory (an 8 MB model file added 8 MB to W1's peak).
   constexpr size_t kPiece = size_t{256} << 10;
   thread_local const std::unique_ptr<char[]> buf = std::make_unique_for_overwrite<char[]>(kPiece);
