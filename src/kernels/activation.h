@@ -48,6 +48,12 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
 // case, writes in one pass; the other kinds zero dx and accumulate.
 void activation_backward_overwrite(const Activation& a, int64_t rows, int64_t features,
                                    const float* x, const float* y, const float* dy, float* dx);
+// Softmax over rows of any width, as activation_forward and activation_backward compute it for
+// rows of more than 16 values; narrower rows take fixed-width forms, which tests compare with
+// these bit for bit.
+void softmax_forward_general(int64_t rows, int64_t features, const float* x, float* y);
+void softmax_backward_general(int64_t rows, int64_t features, const float* y, const float* dy,
+                              float* dx);
 // True when act'(x) is a function of y = act(x) alone, so activation_backward gives the same result
 // with y passed for x: the kinds that read only y, and relu with alpha 0 and threshold 0 (its
 // slope is 1 exactly where 0 < y < max_value). Such an activation can run in place.

@@ -248,6 +248,49 @@ void row_grad(const LossSpec& l, int k, const float* p, const float* y, int32_t 
   }
 }
 
+// Cross-entropy on probabilities against one label per row, unmasked and unweighted: a
+// classifier's usual head, and most of a tiny model's step outside its products (W3's 10
+// classes: the general loops' per-row dispatch cost more than the arithmetic). Each term is
+// computed as row_loss and row_grad compute it (the same sum in index order, the same divisions),
+// so the same bits.
+bool plain_label_head(const LossSpec& l, const Targets& t) {
+  return l.sparse() && !l.from_logits && t.steps == 1 && !t.mask && !t.weights;
+}
+
+inline double row_sum(int k, const float* p) {
+  double s = 0;
+  for (int j = 0; j < k; ++j) s += p[j];
+  return s;
+}
+
+double label_head_forward(int n, int k, const float* pred, const int32_t* labels,
+                          float* per_sample) {
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float* p = pred + static_cast<size_t>(i) * k;
+    double acc = 0;
+    acc -= 1.0 * std::log(clip(p[labels[i]] / row_sum(k, p)));
+    per_sample[i] = static_cast<float>(acc);
+    sum += per_sample[i];
+  }
+  return sum;
+}
+
+void label_head_backward(int n, int k, const float* pred, const int32_t* labels, double scale,
+                         float* dpred) {
+  for (int i = 0; i < n; ++i) {
+    const size_t off = static_cast<size_t>(i) * k;
+    const float* p = pred + off;
+    float* g = dpred + off;
+    const int32_t label = labels[i];
+    const double s = row_sum(k, p), q = p[label] / s;
+    const double dot = inside(q) ? -1.0 : 0.0;
+    const float other = static_cast<float>(scale * (0.0 - dot) / s);
+    for (int j = 0; j < k; ++j) g[j] = other;
+    if (inside(q)) g[label] = static_cast<float>(scale * (-1.0 / q - dot) / s);
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& loss_names() {
@@ -392,6 +435,7 @@ double loss_forward(const LossSpec& l, int n, int k, const float* pred, const Ta
                     float* per_sample) {
   NNFLEET_DCHECK(l.sparse() ? t.labels != nullptr : t.values != nullptr);
   NNFLEET_DCHECK(t.steps >= 1 && k % t.steps == 0);
+  if (plain_label_head(l, t)) return label_head_forward(n, k, pred, t.labels, per_sample);
   const int s = t.steps, c = k / s;
   double sum = 0, masked_sum = 0, kept = 0;
   for (int i = 0; i < n; ++i) {
@@ -429,6 +473,7 @@ void loss_backward(const LossSpec& l, int n, int k, const float* pred, const Tar
     for (size_t r = 0; r < rows; ++r) kept += t.mask[r];
     scale = kept > 0 ? 1.0 / kept : 0.0;
   }
+  if (plain_label_head(l, t)) return label_head_backward(n, k, pred, t.labels, scale, dpred);
   for (size_t r = 0; r < rows; ++r) {
     const size_t off = r * c;
     const double m = t.mask ? t.mask[r] : 1.0;

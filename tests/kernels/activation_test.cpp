@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numbers>
 #include <string>
@@ -274,6 +275,46 @@ TEST(Softmax, ForwardIsStableAndRowsSumToOne) {
   const double e1 = std::exp(-1.0), e2 = std::exp(-2.0);
   EXPECT_NEAR(y[2], 1.0 / (1.0 + e1 + e2), 1e-6);
   EXPECT_NEAR(y[0], e2 / (1.0 + e1 + e2), 1e-6);
+}
+
+// Rows of 2 to 16 values take fixed-width forms (a classifier's few classes); they must give the
+// general loops' bits exactly, forward (in place too) and backward, on ordinary rows, rows with
+// ties, huge and tiny logits, an infinite and a NaN one, at every width up to 17 (the first
+// general one) and batch sizes that leave a partial exp block.
+TEST(Softmax, FixedWidthRowsMatchTheGeneralLoopsBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t features = 1; features <= 17; ++features) {
+    for (const int64_t rows : {1, 3, 32}) {
+      const int64_t n = rows * features;
+      auto x = random_floats(static_cast<size_t>(n), 21 + features, -6.0f, 6.0f);
+      if (rows > 1) {
+        x[static_cast<size_t>(features)] = 1e30f;  // row 1: a huge logit
+        if (features > 1) x[static_cast<size_t>(features) + 1] = x[0];
+      }
+      if (rows > 2) std::fill_n(x.begin() + 2 * features, features, 0.5f);  // row 2: all tied
+      if (rows > 3) {
+        x[static_cast<size_t>(3 * features)] = inf;
+        x[static_cast<size_t>(4 * features)] = std::numeric_limits<float>::quiet_NaN();
+        x[static_cast<size_t>(5 * features)] = -1e30f;
+      }
+      const auto dy = random_floats(x.size(), 41 + features);
+      const auto prefill = random_floats(x.size(), 61 + features);
+      std::vector<float> y(x.size()), want_y(x.size()), inplace = x;
+      activation_forward({Act::kSoftmax}, rows, features, x.data(), y.data());
+      activation_forward({Act::kSoftmax}, rows, features, inplace.data(), inplace.data());
+      softmax_forward_general(rows, features, x.data(), want_y.data());
+      std::vector<float> dx = prefill, want_dx = prefill;
+      activation_backward({Act::kSoftmax}, rows, features, x.data(), y.data(), dy.data(),
+                          dx.data());
+      softmax_backward_general(rows, features, y.data(), dy.data(), want_dx.data());
+      const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+      };
+      EXPECT_TRUE(same_bits(y, want_y)) << features << " features, " << rows << " rows";
+      EXPECT_TRUE(same_bits(inplace, want_y)) << features << " features in place";
+      EXPECT_TRUE(same_bits(dx, want_dx)) << features << " features, backward";
+    }
+  }
 }
 
 TEST(Softmax, BackwardMatchesNumericalGradientAndAccumulates) {

@@ -344,6 +344,40 @@ TEST(Loss, SparseGradientEqualsOneHotCategoricalBitForBit) {
   }
 }
 
+// One label per row without a mask or weights takes a shortcut (label_head_forward/backward);
+// sample weights of exactly 1 take the general loops and must give the same bits, loss and
+// gradient, over softmax-like rows of 2, 10 and 37 classes with clipped ones among them.
+TEST(Loss, LabelShortcutGivesTheGeneralLoopsBits) {
+  Rng r(23);
+  for (const int k : {2, 10, 37}) {
+    const int n = 48;
+    std::vector<float> p(static_cast<size_t>(n) * k), per(n), per_w(n), ones(n, 1.0f);
+    std::vector<int32_t> labels(n);
+    for (int i = 0; i < n; ++i) {
+      float* row = p.data() + static_cast<size_t>(i) * k;
+      for (int j = 0; j < k; ++j) row[j] = r.uniform() + 1e-3f;
+      labels[i] = static_cast<int32_t>(r.below(k));
+      if (i % 6 == 1) row[labels[i]] = 1e-12f;  // clipped low
+      if (i % 6 == 2)
+        for (int j = 0; j < k; ++j) row[j] = j == labels[i] ? 1.0f : 0.0f;  // clipped high
+    }
+    const LossSpec l = spec(LossKind::kSparseCategoricalCrossentropy);
+    Targets plain{nullptr, labels.data()}, weighted = plain;
+    weighted.weights = ones.data();
+    const double sum = loss_forward(l, n, k, p.data(), plain, per.data());
+    const double sum_w = loss_forward(l, n, k, p.data(), weighted, per_w.data());
+    EXPECT_EQ(std::memcmp(&sum, &sum_w, sizeof sum), 0) << k;
+    EXPECT_EQ(std::memcmp(per.data(), per_w.data(), per.size() * sizeof(float)), 0) << k;
+    for (int batch : {n, 3 * n, 0}) {
+      std::vector<float> g(p.size(), 7.0f), g_w(p.size(), 5.0f);
+      loss_backward(l, n, k, p.data(), plain, g.data(), batch);
+      loss_backward(l, n, k, p.data(), weighted, g_w.data(), batch);
+      EXPECT_EQ(std::memcmp(g.data(), g_w.data(), g.size() * sizeof(float)), 0)
+          << k << " classes, batch " << batch;
+    }
+  }
+}
+
 TEST(Loss, ValidateLabelsRejectsOutOfRange) {
   const std::vector<int32_t> ok = {0, 2, 1}, bad = {0, 3, 1};
   EXPECT_NO_THROW(validate_labels(3, 3, ok.data()));

@@ -84,6 +84,35 @@ TEST(Metrics, SparseAccuracyFirstMaximumWinsTies) {
                    2.0);
 }
 
+// The accuracy of one label per row (MetricSet's shortcut and metric_sum alike) against a plain
+// first-maximum scan: random rows, rows with ties, and rows with a NaN (never a maximum).
+TEST(Metrics, SparseAccuracyMatchesAPlainFirstMaximumScan) {
+  const int n = 200, k = 10;
+  std::vector<float> p(static_cast<size_t>(n) * k);
+  std::vector<int32_t> labels(n);
+  uint32_t seed = 7;
+  const auto next = [&seed] { return (seed = seed * 1664525u + 1013904223u) >> 8; };
+  double hits = 0;
+  for (int i = 0; i < n; ++i) {
+    float* row = p.data() + static_cast<size_t>(i) * k;
+    for (int j = 0; j < k; ++j) row[j] = static_cast<float>(next() % 8) / 8.0f;  // many ties
+    if (i % 7 == 3) row[next() % k] = std::nanf("");
+    labels[i] = static_cast<int32_t>(next() % k);
+    int best = 0;
+    for (int j = 1; j < k; ++j)
+      if (row[j] > row[best]) best = j;
+    hits += best == labels[i] ? 1.0 : 0.0;
+  }
+  ASSERT_GT(hits, 0.0);
+  ASSERT_LT(hits, n);
+  const Targets t{nullptr, labels.data()};
+  EXPECT_EQ(metric_sum(MetricKind::kSparseCategoricalAccuracy, n, k, p.data(), t, false), hits);
+  const MetricSet ms({"accuracy"}, spec(LossKind::kSparseCategoricalCrossentropy), k);
+  std::vector<double> state(ms.state_size(), 0.0);
+  ms.accumulate(state.data(), n, p.data(), t, nullptr);
+  EXPECT_EQ(ms.value(0, state.data()), hits / n);
+}
+
 TEST(Metrics, CategoricalAccuracyComparesArgmaxes) {
   const std::vector<float> p = {0.1f, 0.9f, 0.8f, 0.2f, 2.0f, 1.0f};
   const std::vector<float> y = {0, 1, 0, 1, 1, 0};
