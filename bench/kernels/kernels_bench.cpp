@@ -2,11 +2,11 @@
 // backward for every Dense layer of m1-m8, Conv2D forward and backward for m5-m7's convolutions,
 // plus raw gemm() on the same products; MaxPooling2D(2) forward and backward on m5-m7's pooled
 // maps; activation forward and backward: relu on m7's conv outputs, tanh on m4's 64 units, softmax
-// on the 10 outputs (and the same rows through the general softmax loops). Dropout and Flatten have no kernel of their own (Flatten is a reshape,
-// src/layers/reshaping.cpp; Dropout a mask applied in src/layers/dropout.cpp), so they have no
-// benchmark here. Counters: samples/s (batch rows per second) and FLOP/s (multiply-adds counted
-// as 2; pooling and activations, which do no multiply-adds, count one FLOP per element visited).
-// Run pinned to one core, e.g.
+// on the 10 outputs (and the same rows through the general softmax loops). Dropout and Flatten have
+// no kernel of their own (Flatten is a reshape, src/layers/reshaping.cpp; Dropout a mask applied in
+// src/layers/dropout.cpp), so they have no benchmark here. Counters: samples/s (batch rows per
+// second) and FLOP/s (multiply-adds counted as 2; pooling and activations, which do no
+// multiply-adds, count one FLOP per element visited). Run pinned to one core, e.g.
 //   taskset -c 1 ./build/bench/kernels/kernels_bench --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
