@@ -99,6 +99,13 @@ inline double target_at(const float* y, int32_t label, int j) {
   return y ? static_cast<double>(y[j]) : (j == label ? 1.0 : 0.0);
 }
 
+// The sum of a row of probabilities, in index order.
+inline double row_sum(int k, const float* p) {
+  double s = 0;
+  for (int j = 0; j < k; ++j) s += p[j];
+  return s;
+}
+
 double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_t label) {
   double acc = 0;
   switch (l.kind) {
@@ -150,8 +157,7 @@ double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_
       // sparse labels this is the JAX, torch and numpy backends' formula; Keras's TensorFlow
       // backend clips first and normalizes after (log_softmax of log(clip(p))), which differs
       // only when some probability is clipped.
-      double s = 0;
-      for (int j = 0; j < k; ++j) s += p[j];
+      const double s = row_sum(k, p);
       for (int j = 0; j < k; ++j) {
         const double t = target_at(y, label, j);
         if (t != 0) acc -= t * std::log(clip(p[j] / s));
@@ -160,6 +166,18 @@ double row_loss(const LossSpec& l, int k, const float* p, const float* y, int32_
     }
   }
   return 0;
+}
+
+// row_grad of cross-entropy on probabilities p (summing to s) against a label: t is 1 at it and 0
+// elsewhere, so every other column gets the same value, and the row takes 4 divisions instead of
+// 3k + 1 (W3's 10 classes: 31), each term computed as the one-hot form computes it, so the same
+// bits.
+inline void label_row_grad(int k, double s, const float* p, int32_t label, double scale, float* g) {
+  const double q = p[label] / s;
+  const double dot = inside(q) ? -1.0 : 0.0;
+  const float other = static_cast<float>(scale * (0.0 - dot) / s);
+  for (int j = 0; j < k; ++j) g[j] = other;
+  if (inside(q)) g[label] = static_cast<float>(scale * (-1.0 / q - dot) / s);
 }
 
 // g[k] = scale * d(row loss)/d p.
@@ -220,19 +238,8 @@ void row_grad(const LossSpec& l, int k, const float* p, const float* y, int32_t 
       // q = p / S with S = sum p; loss = -sum_j t_j log clip(q_j).
       // dL/dq_j = -t_j / q_j where q_j is not clipped (else 0), and
       // dL/dp_i = (dL/dq_i - sum_j dL/dq_j q_j) / S.
-      double s = 0;
-      for (int j = 0; j < k; ++j) s += p[j];
-      if (!y) {
-        // A label: t is 1 at it and 0 elsewhere, so every other column gets the same value, and
-        // the row takes 4 divisions instead of 3k + 1 (W3's 10 classes: 31), each term computed
-        // as the general form below computes it, so the same bits.
-        const double q = p[label] / s;
-        const double dot = inside(q) ? -1.0 : 0.0;
-        const float other = static_cast<float>(scale * (0.0 - dot) / s);
-        for (int j = 0; j < k; ++j) g[j] = other;
-        if (inside(q)) g[label] = static_cast<float>(scale * (-1.0 / q - dot) / s);
-        return;
-      }
+      const double s = row_sum(k, p);
+      if (!y) return label_row_grad(k, s, p, label, scale, g);
       double dot = 0;
       for (int j = 0; j < k; ++j) {
         const double t = target_at(y, label, j), q = p[j] / s;
@@ -257,12 +264,6 @@ bool plain_label_head(const LossSpec& l, const Targets& t) {
   return l.sparse() && !l.from_logits && t.steps == 1 && !t.mask && !t.weights;
 }
 
-inline double row_sum(int k, const float* p) {
-  double s = 0;
-  for (int j = 0; j < k; ++j) s += p[j];
-  return s;
-}
-
 double label_head_forward(int n, int k, const float* pred, const int32_t* labels,
                           float* per_sample) {
   double sum = 0;
@@ -280,14 +281,7 @@ void label_head_backward(int n, int k, const float* pred, const int32_t* labels,
                          float* dpred) {
   for (int i = 0; i < n; ++i) {
     const size_t off = static_cast<size_t>(i) * k;
-    const float* p = pred + off;
-    float* g = dpred + off;
-    const int32_t label = labels[i];
-    const double s = row_sum(k, p), q = p[label] / s;
-    const double dot = inside(q) ? -1.0 : 0.0;
-    const float other = static_cast<float>(scale * (0.0 - dot) / s);
-    for (int j = 0; j < k; ++j) g[j] = other;
-    if (inside(q)) g[label] = static_cast<float>(scale * (-1.0 / q - dot) / s);
+    label_row_grad(k, row_sum(k, pred + off), pred + off, labels[i], scale, dpred + off);
   }
 }
 
