@@ -49,8 +49,8 @@ void activation_backward(const Activation& a, int64_t rows, int64_t features, co
 void activation_backward_overwrite(const Activation& a, int64_t rows, int64_t features,
                                    const float* x, const float* y, const float* dy, float* dx);
 // Softmax over rows of any width, as activation_forward and activation_backward compute it for
-// rows of more than 16 values; narrower rows take fixed-width forms, which tests compare with
-// these bit for bit.
+// rows of 1 or of more than 16 values; rows of 2 to 16 take fixed-width forms, which tests
+// compare with these bit for bit.
 void softmax_forward_general(int64_t rows, int64_t features, const float* x, float* y);
 void softmax_backward_general(int64_t rows, int64_t features, const float* y, const float* dy,
                               float* dx);
