@@ -199,7 +199,11 @@ function noErrors(what) {
   check(JSON.stringify(charts) === JSON.stringify(["units:linear", "lr:log"]), `a chart per recorded grid variable (${charts.join(", ")})`);
   const title = await page.$eval("#grid h2", (h) => h.textContent);
   check(title === "Parameters", `the section says they are the run's parameters (${title})`);
-  await page.click("#model-g-5 summary"); // details are made when opened
+  // Details are made when opened, by the details' toggle event, which the browser dispatches as
+  // a task after the click: wait for the table rather than read it at once (a loaded CI machine
+  // read before the event ran).
+  await page.click("#model-g-5 summary");
+  await page.waitForSelector("#model-g-5 table.kv");
   const kv = await page.$eval("#model-g-5 table.kv", (t) => t.textContent);
   check(kv.includes("parameter lr0.1") && kv.includes("parameter units64"), `a model's details list its parameters`);
   await page.screenshot({ path: path.join(work, "grid.png"), fullPage: true });
